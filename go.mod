@@ -1,0 +1,14 @@
+module github.com/opensubstrate/sandbox
+
+go 1.26
+
+require (
+	github.com/fxamacker/cbor/v2 v2.10.0
+	github.com/gowebpki/jcs v1.0.2
+	github.com/zeebo/blake3 v0.2.4
+)
+
+require (
+	github.com/klauspost/cpuid/v2 v2.0.12 // indirect
+	github.com/x448/float16 v0.8.4 // indirect
+)

@@ -1,0 +1,73 @@
+package canon
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/gowebpki/jcs"
+
+	"github.com/opensubstrate/sandbox/reject"
+)
+
+// Marshal returns the canonical bytes of v: encoding/json, then RFC 8785
+// through the reference implementation, then Check. It fails if v holds a
+// float or an integer outside the profile.
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("canon: encode: %w", err)
+	}
+	out, err := jcs.Transform(bytes.TrimRight(buf.Bytes(), "\n"))
+	if err != nil {
+		return nil, fmt.Errorf("canon: jcs: %w", err)
+	}
+	if err := Check(out); err != nil {
+		return nil, fmt.Errorf("canon: value is outside the signed-JSON profile: %w", err)
+	}
+	return out, nil
+}
+
+// Unmarshal checks that b is canonical, then decodes it into v, refusing
+// fields that v does not define. Errors are *reject.Error.
+func Unmarshal(b []byte, v any) error {
+	if err := Check(b); err != nil {
+		return err
+	}
+	return Decode(b, v)
+}
+
+// Decode decodes b into v strictly (unknown fields are refused) without the
+// canonical check, for bytes already checked as part of a larger document.
+func Decode(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	return nil
+}
+
+func decodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return reject.New(reject.UnknownField, "", "%s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	case errors.As(err, &te):
+		where := te.Field
+		if where == "" {
+			where = fmt.Sprintf("offset %d", te.Offset)
+		}
+		return reject.New(reject.Invalid, where, "a JSON %s cannot be a %s", te.Value, te.Type)
+	case errors.As(err, &se):
+		return reject.New(reject.Malformed, fmt.Sprintf("offset %d", se.Offset), "%v", se)
+	default:
+		// Errors from UnmarshalText/UnmarshalJSON of field types.
+		return reject.Wrap(reject.Invalid, "", err)
+	}
+}

@@ -1,0 +1,15 @@
+// Package canon is the canonical JSON of signed records: RFC 8785 (JCS)
+// restricted to the profile this project signs.
+//
+// The profile: a JSON text in its own JCS form (members sorted by UTF-16 code
+// units, no insignificant whitespace, strings escaped exactly as JCS escapes
+// them), with no floating-point numbers and no integer of magnitude 2^53 or
+// more (JCS implementations round those silently; larger counters are carried
+// as strings). Check enforces the profile in one pass over the bytes and names
+// the first violation with its byte offset; it never re-serialises, so what
+// it accepts is exactly what gets hashed and signed.
+//
+// Marshal produces profile bytes from a Go value through the reference JCS
+// implementation (github.com/gowebpki/jcs) and then checks them. Unmarshal
+// checks, then decodes strictly: unknown fields are refused.
+package canon

@@ -1,0 +1,129 @@
+package reject
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code names one reason for refusing an artifact. A Code is itself an error,
+// so errors.Is(err, reject.Signature) matches any *Error with that Code.
+type Code string
+
+// The codes. Their strings are stable and appear in conformance vectors.
+const (
+	// Malformed: the bytes are not the syntax they claim to be.
+	Malformed Code = "malformed"
+	// Truncated: the input ends inside a value.
+	Truncated Code = "truncated"
+	// NonCanonical: well-formed JSON that is not its own RFC 8785 (JCS)
+	// form: members out of order, whitespace, other escapes or number forms.
+	NonCanonical Code = "non-canonical"
+	// Float: a number with a fraction or exponent in a signed JSON record.
+	Float Code = "float"
+	// IntRange: an integer at or above 2^53 in magnitude in signed JSON,
+	// which JCS implementations would round.
+	IntRange Code = "int-range"
+	// NonShortest: a CBOR head whose argument is not in its shortest form.
+	NonShortest Code = "cbor-non-shortest"
+	// Indefinite: an indefinite-length CBOR string, array or map.
+	Indefinite Code = "cbor-indefinite"
+	// UnsortedKeys: CBOR map keys not in bytewise lexicographic order of
+	// their encodings (RFC 8949 section 4.2.1).
+	UnsortedKeys Code = "cbor-unsorted-keys"
+	// DuplicateKey: a JSON object or CBOR map names the same key twice.
+	DuplicateKey Code = "duplicate-key"
+	// UnknownField: a field this version of the format does not define.
+	UnknownField Code = "unknown-field"
+	// MissingField: a field the format requires is absent.
+	MissingField Code = "missing-field"
+	// Invalid: a field is present but its value is not allowed.
+	Invalid Code = "invalid"
+	// Alg: a signature algorithm other than EdDSA (-8) or Ed25519 (-19).
+	Alg Code = "alg"
+	// UnknownCritical: a COSE header listed as critical that this verifier
+	// does not understand.
+	UnknownCritical Code = "unknown-critical"
+	// Header: any other violation of the COSE header profile.
+	Header Code = "header"
+	// Signature: the signature does not verify under the key it names.
+	Signature Code = "signature"
+	// UntrustedKey: the signature verifies, but under a key the verifier
+	// was not told to trust.
+	UntrustedKey Code = "untrusted-key"
+	// Address: content does not hash to the address a record gives for it.
+	Address Code = "address"
+	// TotalMismatch: a receipt total is not the sum of its readings.
+	TotalMismatch Code = "total-mismatch"
+	// Missing: an object a record binds is not present where it must be.
+	Missing Code = "missing"
+	// Unrecognised: the input is no artifact type this verifier knows.
+	Unrecognised Code = "unrecognised"
+)
+
+// Error implements error, so a Code can be a target of errors.Is.
+func (c Code) Error() string { return string(c) }
+
+// Error is one refusal: what was wrong (Code), where (Where), and why.
+type Error struct {
+	Code   Code
+	Where  string // a file, a field path such as "claim.tier.chosen", or "offset 17"
+	Detail string
+	Err    error // the underlying error, if any
+}
+
+// New returns an *Error with the given code, location and detail.
+func New(code Code, where, format string, args ...any) *Error {
+	return &Error{Code: code, Where: where, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Wrap returns an *Error with the given code and location around err.
+func Wrap(code Code, where string, err error) *Error {
+	return &Error{Code: code, Where: where, Detail: err.Error(), Err: err}
+}
+
+func (e *Error) Error() string {
+	s := string(e.Code)
+	if e.Where != "" {
+		s += ": " + e.Where
+	}
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s
+}
+
+// Unwrap returns the underlying error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is matches a target Code equal to e.Code.
+func (e *Error) Is(target error) bool {
+	c, ok := target.(Code)
+	return ok && c == e.Code
+}
+
+// CodeOf returns the Code of the first *Error in err's chain, or "" if there
+// is none.
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// In returns err with where prefixed to its location, so that a nested
+// decoder's "offset 3" becomes "receipt.cose: offset 3". Errors that are not
+// *Error are returned unchanged.
+func In(where string, err error) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	c := *e
+	if c.Where == "" {
+		c.Where = where
+	} else {
+		c.Where = where + ": " + c.Where
+	}
+	return &c
+}
