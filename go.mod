@@ -10,5 +10,6 @@ require (
 
 require (
 	github.com/klauspost/cpuid/v2 v2.0.12 // indirect
+	github.com/veraison/go-cose v1.3.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 )

@@ -1,0 +1,23 @@
+package device
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestParseClass(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Class
+	}{{"gpu", Gpu}, {"GPU", Gpu}, {"Cpu", Cpu}, {"photonic", Photonic}} {
+		if got, err := ParseClass(tc.in); err != nil || got != tc.want {
+			t.Errorf("ParseClass(%q) = %q, %v", tc.in, got, err)
+		}
+	}
+	if _, err := ParseClass("fpga"); !errors.Is(err, ErrUnknown) {
+		t.Errorf("ParseClass(fpga) = %v", err)
+	}
+	if Class("gpu").Valid() || !Gpu.Valid() || Quantum.Rank() != 7 {
+		t.Error("Valid/Rank")
+	}
+}

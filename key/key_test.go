@@ -1,0 +1,97 @@
+package key
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// RFC 8032 section 7.1, test 1.
+const (
+	rfcSeed = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60"
+	rfcPub  = "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"
+	rfcSig  = "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b"
+)
+
+func TestRFC8032(t *testing.T) {
+	seed, _ := hex.DecodeString(rfcSeed)
+	k, err := FromSeed(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := k.Public().String(); got != PublicPrefix+rfcPub {
+		t.Fatalf("public = %s", got)
+	}
+	sig := k.Sign(nil)
+	if hex.EncodeToString(sig) != rfcSig {
+		t.Fatalf("sig = %x", sig)
+	}
+	if !k.Public().Verify(nil, sig) {
+		t.Fatal("Verify = false")
+	}
+	sig[0] ^= 1
+	if k.Public().Verify(nil, sig) || k.Public().Verify(nil, sig[:10]) {
+		t.Fatal("Verify accepted a bad signature")
+	}
+}
+
+func TestTextForms(t *testing.T) {
+	k, err := Generate(bytes.NewReader(bytes.Repeat([]byte{7}, 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParsePublic(k.Public().String())
+	if err != nil || p != k.Public() {
+		t.Fatalf("ParsePublic: %v", err)
+	}
+	back, err := ParsePrivate(k.MarshalText())
+	if err != nil || back.Public() != k.Public() {
+		t.Fatalf("ParsePrivate: %v", err)
+	}
+	for _, bad := range []string{"", "ed25519:", "ed25519:" + strings.Repeat("A", 64), "ed448:" + strings.Repeat("a", 64), PublicPrefix + strings.Repeat("g", 64)} {
+		if _, err := ParsePublic(bad); !errors.Is(err, ErrSyntax) {
+			t.Errorf("ParsePublic(%q) = %v", bad, err)
+		}
+	}
+	if _, err := ParsePrivate([]byte("ed25519-seed:00")); !errors.Is(err, ErrSyntax) {
+		t.Error("short seed accepted")
+	}
+	if _, err := Generate(bytes.NewReader(nil)); err == nil {
+		t.Error("Generate without randomness succeeded")
+	}
+}
+
+func TestTrust(t *testing.T) {
+	a, _ := Generate(bytes.NewReader(bytes.Repeat([]byte{1}, 32)))
+	b, _ := Generate(bytes.NewReader(bytes.Repeat([]byte{2}, 32)))
+	var zero Trust
+	if zero.Trusts(a.Public()) || zero.Len() != 0 {
+		t.Fatal("zero Trust trusts")
+	}
+	tr := NewTrust(a.Public())
+	if !tr.Trusts(a.Public()) || tr.Trusts(b.Public()) {
+		t.Fatal("Trusts")
+	}
+	dir := t.TempDir()
+	f := filepath.Join(dir, "keys")
+	os.WriteFile(f, []byte("# ours\n"+a.Public().String()+"\n\n"+b.Public().String()+"\n"), 0o600)
+	ks, err := ParseTrustArg(f)
+	if err != nil || len(ks) != 2 || ks[1] != b.Public() {
+		t.Fatalf("ParseTrustArg(file) = %v, %v", ks, err)
+	}
+	ks, err = ParseTrustArg(a.Public().String())
+	if err != nil || len(ks) != 1 {
+		t.Fatalf("ParseTrustArg(key) = %v, %v", ks, err)
+	}
+	os.WriteFile(f, []byte("nonsense\n"), 0o600)
+	if _, err := ParseTrustArg(f); err == nil || !strings.Contains(err.Error(), ":1:") {
+		t.Fatalf("bad file: %v", err)
+	}
+	if _, err := ParseTrustArg(filepath.Join(dir, "missing")); err == nil {
+		t.Fatal("missing file accepted")
+	}
+}
