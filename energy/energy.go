@@ -14,13 +14,13 @@ type Microjoules uint64
 
 // Units.
 const (
-	Microjoule Microjoules = 1
-	Millijoule             = 1000 * Microjoule
-	Joule                  = 1000 * Millijoule
-	Kilojoule              = 1000 * Joule
-	Megajoule              = 1000 * Kilojoule
-	WattHour               = 3600 * Joule
-	KilowattHour           = 1000 * WattHour
+	Microjoule   Microjoules = 1
+	Millijoule               = 1000 * Microjoule
+	Joule                    = 1000 * Millijoule
+	Kilojoule                = 1000 * Joule
+	Megajoule                = 1000 * Kilojoule
+	WattHour                 = 3600 * Joule
+	KilowattHour             = 1000 * WattHour
 )
 
 // ErrSyntax is wrapped by every error Parse returns.

@@ -67,7 +67,7 @@ type signer struct {
 	alg cose.Algorithm
 }
 
-func (s signer) Algorithm() cose.Algorithm                 { return s.alg }
+func (s signer) Algorithm() cose.Algorithm                    { return s.alg }
 func (s signer) Sign(_ io.Reader, msg []byte) ([]byte, error) { return s.k.Sign(msg), nil }
 
 // verifier adapts key.Public to cose.Verifier for either EdDSA label.
