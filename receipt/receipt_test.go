@@ -130,7 +130,7 @@ func TestValidate(t *testing.T) {
 // does with payloads and headers Seal would never produce.
 func resign(t *testing.T, payload []byte, k key.Private, alg int64, extra map[int64]any) []byte {
 	t.Helper()
-	b, err := signEnvelope(payload, k, alg, extra)
+	b, err := SealPayload(payload, k, alg, extra)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,12 +40,14 @@ func Seal(r *Receipt, k key.Private) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return signEnvelope(payload, k, AlgEdDSA, nil)
+	return SealPayload(payload, k, AlgEdDSA, nil)
 }
 
-// signEnvelope builds a COSE_Sign1 over payload. extra adds protected
-// header labels; it exists for the conformance negatives.
-func signEnvelope(payload []byte, k key.Private, alg int64, extra map[int64]any) ([]byte, error) {
+// SealPayload builds a JCR-1 envelope around payload bytes as given, with
+// algorithm label alg and extra protected header labels. It checks nothing:
+// it exists so that conformance generators can build envelopes that Open
+// must refuse. Use Seal for receipts.
+func SealPayload(payload []byte, k key.Private, alg int64, extra map[int64]any) ([]byte, error) {
 	id := k.Public().ID()
 	msg := cose.NewSign1Message()
 	msg.Headers.Protected[int64(labelAlg)] = cose.Algorithm(alg)

@@ -1,0 +1,261 @@
+package attest
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/reject"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// Type is the claim's type tag, also the signature's domain separator.
+const Type = "sandbox.attestation/1"
+
+// TimeLayout is the claim's time format: RFC 3339, UTC, nanoseconds.
+const TimeLayout = "2006-01-02T15:04:05.000000000Z"
+
+// Claim is what an attestation states.
+type Claim struct {
+	Type   string     `json:"type"`
+	Signer key.Public `json:"signer"`
+
+	Unit      addr.Addr  `json:"unit"`      // the unit of work, canonical JSON
+	Image     addr.Addr  `json:"image"`     // the module, program or VM image that ran
+	Grants    addr.Addr  `json:"grants"`    // the grant set, canonical JSON
+	Decisions addr.Addr  `json:"decisions"` // the enforcer's decision log
+	Receipt   addr.Addr  `json:"receipt"`   // the JCR-1 energy receipt
+	Journal   *addr.Addr `json:"journal,omitempty"`
+
+	Tier     Tier     `json:"tier"`
+	Executor string   `json:"executor"` // e.g. "wazero/v1.12.0"
+	Hardware Hardware `json:"hardware"`
+	Outcome  Outcome  `json:"outcome"`
+	Started  string   `json:"started"`
+	Ended    string   `json:"ended"`
+}
+
+// Tier records the rung the unit required, the one it ran at, and why.
+type Tier struct {
+	Required tier.Tier `json:"required"`
+	Chosen   tier.Tier `json:"chosen"`
+	Reason   string    `json:"reason"`
+}
+
+// Hardware identifies what the run executed on.
+type Hardware struct {
+	Host    Host     `json:"host"`
+	Devices []Device `json:"devices"`
+}
+
+// Host identifies the machine.
+type Host struct {
+	Name   string `json:"name"`
+	OS     string `json:"os"`
+	Arch   string `json:"arch"`
+	Kernel string `json:"kernel,omitempty"`
+	CPU    string `json:"cpu,omitempty"`
+}
+
+// Device identifies one compute device the run could use.
+type Device struct {
+	Class  device.Class `json:"class"`
+	Model  string       `json:"model"`
+	Driver string       `json:"driver"`
+	ID     string       `json:"id,omitempty"` // a stable identifier such as a GPU UUID
+}
+
+// Outcome is how the run ended.
+type Outcome struct {
+	Status   Status `json:"status"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+}
+
+// Status is the closed list of ways a run ends.
+type Status string
+
+// The statuses.
+const (
+	Exited    Status = "exited"      // the guest ended itself; ExitCode is set
+	Killed    Status = "killed"      // ended by a signal or by cancellation
+	Deadline  Status = "deadline"    // its wall-clock deadline passed
+	OutOfFuel Status = "out-of-fuel" // its fuel budget ran out
+	OutOfMem  Status = "out-of-memory"
+	Failed    Status = "failed" // the executor failed; Detail says how
+)
+
+func (s Status) valid() bool {
+	switch s {
+	case Exited, Killed, Deadline, OutOfFuel, OutOfMem, Failed:
+		return true
+	}
+	return false
+}
+
+// Time formats t as the claim writes times.
+func Time(t time.Time) string { return t.UTC().Format(TimeLayout) }
+
+// Validate checks the claim's fields. Errors are *reject.Error.
+func (c *Claim) Validate() error {
+	if c.Type != Type {
+		return reject.New(reject.Invalid, "claim.type", "%q, want %q", c.Type, Type)
+	}
+	for name, a := range map[string]addr.Addr{"unit": c.Unit, "image": c.Image, "grants": c.Grants, "decisions": c.Decisions, "receipt": c.Receipt} {
+		if a.IsZero() {
+			return reject.New(reject.MissingField, "claim."+name, "a claim binds its %s by address", name)
+		}
+	}
+	if c.Journal != nil && c.Journal.IsZero() {
+		return reject.New(reject.Invalid, "claim.journal", "present but zero; omit it where no journal was made")
+	}
+	if !c.Tier.Required.Valid() || !c.Tier.Chosen.Valid() {
+		return reject.New(reject.Invalid, "claim.tier", "tiers must be S0..S7")
+	}
+	if c.Tier.Reason == "" {
+		return reject.New(reject.MissingField, "claim.tier.reason", "the claim says why the tier was chosen")
+	}
+	if c.Tier.Chosen < c.Tier.Required && !(c.Tier.Chosen == tier.S0 && c.Tier.Required == tier.S1) {
+		return reject.New(reject.Invalid, "claim.tier", "chosen %s is below required %s", c.Tier.Chosen, c.Tier.Required)
+	}
+	if c.Executor == "" {
+		return reject.New(reject.MissingField, "claim.executor", "the claim names its executor")
+	}
+	if c.Hardware.Host.OS == "" || c.Hardware.Host.Arch == "" {
+		return reject.New(reject.MissingField, "claim.hardware.host", "os and arch are required")
+	}
+	for i, d := range c.Hardware.Devices {
+		if !d.Class.Valid() {
+			return reject.New(reject.Invalid, fmt.Sprintf("claim.hardware.devices[%d].class", i), "unknown class %q", d.Class)
+		}
+		if d.Model == "" || d.Driver == "" {
+			return reject.New(reject.MissingField, fmt.Sprintf("claim.hardware.devices[%d]", i), "model and driver are required")
+		}
+	}
+	if !c.Outcome.Status.valid() {
+		return reject.New(reject.Invalid, "claim.outcome.status", "unknown status %q", c.Outcome.Status)
+	}
+	if (c.Outcome.Status == Exited) != (c.Outcome.ExitCode != nil) {
+		return reject.New(reject.Invalid, "claim.outcome.exit_code", "an exit code is given exactly when the status is exited")
+	}
+	start, err := time.Parse(TimeLayout, c.Started)
+	if err != nil {
+		return reject.New(reject.Invalid, "claim.started", "want %s: %v", TimeLayout, err)
+	}
+	end, err := time.Parse(TimeLayout, c.Ended)
+	if err != nil {
+		return reject.New(reject.Invalid, "claim.ended", "want %s: %v", TimeLayout, err)
+	}
+	if end.Before(start) {
+		return reject.New(reject.Invalid, "claim.ended", "the run ends before it starts")
+	}
+	return nil
+}
+
+// Attestation is a verified (or freshly sealed) attestation.
+type Attestation struct {
+	Claim     Claim
+	Addr      addr.Addr // BLAKE3 of ClaimJCS
+	ClaimJCS  []byte
+	Signature []byte
+	Envelope  []byte // the file's bytes
+}
+
+type envelope struct {
+	Claim     json.RawMessage `json:"claim"`
+	Signature string          `json:"signature"`
+}
+
+// SignedMessage returns the bytes an attestation's signature covers, given
+// the claim's canonical bytes: the type tag, a zero byte, then the claim.
+func SignedMessage(claim []byte) []byte {
+	m := make([]byte, 0, len(Type)+1+len(claim))
+	m = append(m, Type...)
+	m = append(m, 0)
+	return append(m, claim...)
+}
+
+// Seal signs c with k. It sets c.Type and c.Signer and refuses a claim that
+// Validate refuses.
+func Seal(c Claim, k key.Private) (*Attestation, error) {
+	c.Type = Type
+	c.Signer = k.Public()
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("attest: refusing to seal: %w", err)
+	}
+	claim, err := canon.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	sig := k.Sign(SignedMessage(claim))
+	env, err := canon.Marshal(envelope{Claim: claim, Signature: base64.RawURLEncoding.EncodeToString(sig)})
+	if err != nil {
+		return nil, err
+	}
+	return &Attestation{Claim: c, Addr: addr.Of(claim), ClaimJCS: claim, Signature: sig, Envelope: env}, nil
+}
+
+// splitEnvelope takes a canonical envelope apart. A canonical envelope with
+// exactly the two members is {"claim":{...},"signature":"..."}, and base64url
+// holds no quote, so the fast path slices it; anything else takes the strict
+// decoder, which names what is wrong.
+func splitEnvelope(b []byte) (envelope, error) {
+	const head, mid, tail = `{"claim":`, `,"signature":"`, `"}`
+	if bytes.HasPrefix(b, []byte(head)) && bytes.HasSuffix(b, []byte(tail)) {
+		if i := bytes.LastIndex(b, []byte(mid)); i > len(head) {
+			sig := b[i+len(mid) : len(b)-len(tail)]
+			claim := b[len(head):i]
+			if bytes.IndexByte(sig, '"') < 0 && canon.Check(claim) == nil {
+				return envelope{Claim: claim, Signature: string(sig)}, nil
+			}
+		}
+	}
+	var env envelope
+	err := canon.Decode(b, &env)
+	return env, err
+}
+
+// Verify checks an attestation envelope: canonical form, claim fields,
+// signature, and that the signer is in trust. On an untrusted signer it
+// returns the attestation together with the reject.UntrustedKey error.
+// All errors are *reject.Error.
+func Verify(b []byte, trust key.Trust) (*Attestation, error) {
+	if err := canon.Check(b); err != nil {
+		return nil, err
+	}
+	env, err := splitEnvelope(b)
+	if err != nil {
+		return nil, err
+	}
+	if len(env.Claim) == 0 || env.Claim[0] != '{' {
+		return nil, reject.New(reject.MissingField, "claim", "the envelope carries a claim object")
+	}
+	if env.Signature == "" {
+		return nil, reject.New(reject.MissingField, "signature", "the envelope carries a signature")
+	}
+	var c Claim
+	if err := canon.Decode(env.Claim, &c); err != nil {
+		return nil, reject.In("claim", err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	sig, err := base64.RawURLEncoding.Strict().DecodeString(env.Signature)
+	if err != nil {
+		return nil, reject.New(reject.Malformed, "signature", "not unpadded base64url: %v", err)
+	}
+	if !c.Signer.Verify(SignedMessage(env.Claim), sig) {
+		return nil, reject.New(reject.Signature, "signature", "does not verify under %s", c.Signer)
+	}
+	a := &Attestation{Claim: c, Addr: addr.Of(env.Claim), ClaimJCS: env.Claim, Signature: sig, Envelope: b}
+	if !trust.Trusts(c.Signer) {
+		return a, reject.New(reject.UntrustedKey, "claim.signer", "valid signature by %s (id %s), which is not a trusted key", c.Signer, c.Signer.ID())
+	}
+	return a, nil
+}

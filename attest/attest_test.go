@@ -1,0 +1,175 @@
+package attest
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/reject"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+func testKey(t testing.TB, b byte) key.Private {
+	k, err := key.FromSeed(bytes.Repeat([]byte{b}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func sample() Claim {
+	zero := 0
+	j := addr.Of([]byte("journal"))
+	t0 := time.Date(2026, 11, 29, 8, 0, 0, 123456789, time.UTC)
+	return Claim{
+		Unit: addr.Of([]byte("u")), Image: addr.Of([]byte("i")), Grants: addr.Of([]byte("g")),
+		Decisions: addr.Of([]byte("d")), Receipt: addr.Of([]byte("r")), Journal: &j,
+		Tier:     Tier{Required: tier.S2, Chosen: tier.S2, Reason: "a wasm unit runs at S2"},
+		Executor: "wazero/v1.12.0",
+		Hardware: Hardware{Host: Host{Name: "h", OS: "linux", Arch: "amd64"},
+			Devices: []Device{{Class: device.Cpu, Model: "AMD EPYC", Driver: "linux"}}},
+		Outcome: Outcome{Status: Exited, ExitCode: &zero},
+		Started: Time(t0), Ended: Time(t0.Add(time.Second)),
+	}
+}
+
+func TestSealVerify(t *testing.T) {
+	k := testKey(t, 1)
+	a, err := Seal(sample(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(a.Envelope), `{"claim":{"decisions":"b3:`) {
+		t.Fatalf("envelope = %s", a.Envelope)
+	}
+	got, err := Verify(a.Envelope, key.NewTrust(k.Public()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Addr != a.Addr || got.Addr != addr.Of(a.ClaimJCS) || *got.Claim.Outcome.ExitCode != 0 {
+		t.Fatalf("verify: %+v", got)
+	}
+	again, _ := Seal(sample(), k)
+	if !bytes.Equal(again.Envelope, a.Envelope) {
+		t.Fatal("not deterministic")
+	}
+	got, err = Verify(a.Envelope, key.Trust{})
+	if !errors.Is(err, reject.UntrustedKey) || got == nil {
+		t.Fatalf("untrusted: %v", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	one := 1
+	tests := []struct {
+		name string
+		mut  func(*Claim)
+		want reject.Code
+	}{
+		{"zero receipt", func(c *Claim) { c.Receipt = addr.Addr{} }, reject.MissingField},
+		{"zero journal", func(c *Claim) { c.Journal = &addr.Addr{} }, reject.Invalid},
+		{"below required", func(c *Claim) { c.Tier.Chosen = tier.S1 }, reject.Invalid},
+		{"no reason", func(c *Claim) { c.Tier.Reason = "" }, reject.MissingField},
+		{"no executor", func(c *Claim) { c.Executor = "" }, reject.MissingField},
+		{"no os", func(c *Claim) { c.Hardware.Host.OS = "" }, reject.MissingField},
+		{"bad class", func(c *Claim) { c.Hardware.Devices[0].Class = "cpu" }, reject.Invalid},
+		{"no driver", func(c *Claim) { c.Hardware.Devices[0].Driver = "" }, reject.MissingField},
+		{"bad status", func(c *Claim) { c.Outcome.Status = "fine" }, reject.Invalid},
+		{"killed with code", func(c *Claim) { c.Outcome.Status = Killed; c.Outcome.ExitCode = &one }, reject.Invalid},
+		{"exited without code", func(c *Claim) { c.Outcome.ExitCode = nil }, reject.Invalid},
+		{"bad time", func(c *Claim) { c.Started = "yesterday" }, reject.Invalid},
+		{"backwards", func(c *Claim) { c.Started, c.Ended = c.Ended, c.Started }, reject.Invalid},
+	}
+	for _, tc := range tests {
+		c := sample()
+		c.Type = Type
+		tc.mut(&c)
+		if err := c.Validate(); !errors.Is(err, tc.want) {
+			t.Errorf("%s: Validate = %v, want %s", tc.name, err, tc.want)
+		}
+	}
+	c := sample()
+	c.Tier = Tier{Required: tier.S1, Chosen: tier.S0, Reason: "explicit"}
+	c.Type = Type
+	if err := c.Validate(); err != nil {
+		t.Errorf("S0 for S1: %v", err)
+	}
+}
+
+func TestVerifyRefuses(t *testing.T) {
+	k := testKey(t, 1)
+	trust := key.NewTrust(k.Public())
+	a, _ := Seal(sample(), k)
+	env := string(a.Envelope)
+	flip := []byte(env)
+	i := strings.Index(env, `"signature":"`) + len(`"signature":"`)
+	if flip[i] == 'A' {
+		flip[i] = 'B'
+	} else {
+		flip[i] = 'A'
+	}
+	tests := []struct {
+		name string
+		in   string
+		want reject.Code
+	}{
+		{"flipped signature", string(flip), reject.Signature},
+		{"whitespace", env + "\n", reject.NonCanonical},
+		{"truncated", env[:len(env)-5], reject.Truncated},
+		{"unknown envelope field", strings.Replace(env, `"signature"`, `"sig":1,"signature"`, 1), reject.UnknownField},
+		{"unknown claim field", strings.Replace(env, `"unit"`, `"unia":1,"unit"`, 1), reject.UnknownField},
+		{"no signature", strings.Replace(env, `,"signature":"`+env[i:len(env)-2]+`"`, "", 1), reject.MissingField},
+		{"padded signature", env[:len(env)-2] + `="}`, reject.Malformed},
+		{"modified claim", strings.Replace(env, `"reason":"a wasm`, `"reason":"a WASM`, 1), reject.Signature},
+	}
+	for _, tc := range tests {
+		if _, err := Verify([]byte(tc.in), trust); !errors.Is(err, tc.want) {
+			t.Errorf("%s: Verify = %v, want %s", tc.name, err, tc.want)
+		}
+	}
+}
+
+func FuzzVerify(f *testing.F) {
+	k := testKey(f, 1)
+	a, _ := Seal(sample(), k)
+	f.Add(a.Envelope)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := Verify(b, key.NewTrust(k.Public()))
+		if err != nil {
+			if reject.CodeOf(err) == "" {
+				t.Fatalf("error without a code: %v", err)
+			}
+			return
+		}
+		if got.Addr != addr.Of(got.ClaimJCS) {
+			t.Fatal("address does not match claim bytes")
+		}
+	})
+}
+
+func BenchmarkSeal(b *testing.B) {
+	k := testKey(b, 1)
+	c := sample()
+	for b.Loop() {
+		if _, err := Seal(c, k); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkVerify(b *testing.B) {
+	k := testKey(b, 1)
+	a, _ := Seal(sample(), k)
+	trust := key.NewTrust(k.Public())
+	b.SetBytes(int64(len(a.Envelope)))
+	for b.Loop() {
+		if _, err := Verify(a.Envelope, trust); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
