@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/gowebpki/jcs"
@@ -32,8 +33,8 @@ func Marshal(v any) ([]byte, error) {
 	return out, nil
 }
 
-// Unmarshal checks that b is canonical, then decodes it into v, refusing
-// fields that v does not define. Errors are *reject.Error.
+// Unmarshal checks that b is canonical, then decodes it as Decode does.
+// Errors are *reject.Error.
 func Unmarshal(b []byte, v any) error {
 	if err := Check(b); err != nil {
 		return err
@@ -41,9 +42,21 @@ func Unmarshal(b []byte, v any) error {
 	return Decode(b, v)
 }
 
-// Decode decodes b into v strictly (unknown fields are refused) without the
-// canonical check, for bytes already checked as part of a larger document.
+// Decode decodes canonical bytes b into v strictly. Member names must match
+// v's fields exactly (encoding/json alone would take "Signer" for
+// "signer"), every member without omitempty must be present, an omitempty
+// member must not be written out empty, null is refused except for pointer
+// and interface fields, and unknown members are refused. Decode does not
+// repeat Check: b must already have passed it, alone or as part of a
+// larger document. Errors are *reject.Error.
 func Decode(b []byte, v any) error {
+	if len(b) == 0 {
+		return reject.New(reject.Truncated, "", "empty input")
+	}
+	w := walker{b: b}
+	if _, err := w.value(schemaOf(reflect.TypeOf(v)), ""); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
