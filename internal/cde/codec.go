@@ -27,6 +27,7 @@ func init() {
 		MaxNestedLevels:   MaxDepth + 1,
 		ExtraReturnErrors: cbor.ExtraDecErrorUnknownField,
 		UTF8:              cbor.UTF8RejectInvalid,
+		FieldNameMatching: cbor.FieldNameMatchingCaseSensitive,
 	}.DecMode()
 	if err != nil {
 		panic(err)
@@ -68,7 +69,7 @@ func decodeError(err error) error {
 	var dup *cbor.DupMapKeyError
 	switch {
 	case errors.As(err, &unknown):
-		return reject.New(reject.UnknownField, "", "%v", err)
+		return reject.New(reject.UnknownField, "", "map entry %d names a field this version does not define (names are matched exactly)", unknown.Index)
 	case errors.As(err, &dup):
 		return reject.New(reject.DuplicateKey, "", "%v", err)
 	case errors.As(err, &typ):

@@ -8,6 +8,7 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/energy"
+	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -331,4 +332,29 @@ func FuzzParseJSON(f *testing.F) {
 			t.Fatalf("accepted but cannot canonicalize: %v", err)
 		}
 	})
+}
+
+func TestDecode(t *testing.T) {
+	s, _ := ParseArgs([]string{"fs:/b:ro", "fs:/a:rw", "cpu:1J"}, "/")
+	b, _, _ := s.Canonical()
+	if _, err := Decode(b); err != nil {
+		t.Fatal(err)
+	}
+	unsorted := strings.Replace(string(b), `{"mode":"rw","path":"/a"},{"mode":"ro","path":"/b"}`, `{"mode":"ro","path":"/b"},{"mode":"rw","path":"/a"}`, 1)
+	if _, err := Decode([]byte(unsorted)); !errors.Is(err, reject.NonCanonical) {
+		t.Fatalf("unsorted storage: %v", err)
+	}
+	e := NewEnforcer(s)
+	e.Clock()
+	e.Clock()
+	e.File("/a/x", true)
+	lb, _, _ := e.Log().Canonical()
+	l, err := DecodeLog(lb)
+	if err != nil || len(l.Decisions) != 2 || l.Decisions[1].Seq != 2 {
+		t.Fatalf("DecodeLog = %+v, %v", l, err)
+	}
+	bad := strings.Replace(string(lb), `"seq":2`, `"seq":1`, 1)
+	if _, err := DecodeLog([]byte(bad)); !errors.Is(err, reject.Invalid) {
+		t.Fatalf("seq gap: %v", err)
+	}
 }

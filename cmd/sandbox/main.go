@@ -1,0 +1,103 @@
+// Command sandbox runs untrusted work at the lowest isolation tier that
+// suffices, under explicit grants, and seals a signed energy receipt and
+// attestation for every run; it also verifies such records.
+//
+// This file and its siblings only parse flags and call the packages under
+// internal/ and the public record packages; see docs/ for the formats.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opensubstrate/sandbox/internal/errs"
+	"github.com/opensubstrate/sandbox/internal/state"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// exitError carries an exit status chosen by a command (a guest's status,
+// or the verdict of a verification) without an error message.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// global flags
+type globals struct {
+	home string
+}
+
+func (g *globals) stateDir() (*state.Dir, error) {
+	root := g.home
+	if root == "" {
+		var err error
+		if root, err = state.Default(os.Getenv); err != nil {
+			return nil, err
+		}
+	}
+	return state.Open(root)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "sandbox",
+		Short: "Run untrusted work isolated, granted, metered and attested",
+		Long: `sandbox runs a unit of work (a WASM module or a native program) at the lowest
+isolation tier of the ladder S0-S7 that its grants require, lets it touch
+only what it was granted, meters its energy per device class with honest
+provenance, and seals a signed JCR-1 energy receipt and an Ed25519
+attestation that anyone can verify with 'sandbox verify'.
+
+State (host key, runs, caches) lives in $SANDBOX_HOME, else
+$XDG_STATE_HOME/sandbox, else ~/.local/state/sandbox.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().StringVar(&g.home, "home", "", "state directory (overrides $SANDBOX_HOME)")
+	root.AddCommand(hashCmd(), keyCmd(g), verifyCmd(), vectorsCmd(), grantsCmd())
+
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	fmt.Fprintf(stderr, "sandbox: %v\n", err)
+	if isUsage(err) {
+		return errs.ExitCode(errs.Invalid)
+	}
+	return errs.ExitCode(errs.Of(err))
+}
+
+// isUsage recognises cobra's own argument and flag errors.
+func isUsage(err error) bool {
+	var u errs.Usage
+	return errors.As(err, &u)
+}
+
+// usageArgs wraps a cobra argument validator so its errors are usage errors.
+func usageArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := v(cmd, args); err != nil {
+			return errs.Usage{Err: err}
+		}
+		return nil
+	}
+}

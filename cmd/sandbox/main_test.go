@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// sandbox runs the CLI in-process with a fresh state directory.
+func sandbox(t *testing.T, home string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = run(context.Background(), append([]string{"--home", home}, args...), &o, &e)
+	return o.String(), e.String(), code
+}
+
+func TestVectorsGenAndVerify(t *testing.T) {
+	home, dir := t.TempDir(), t.TempDir()
+	out, errOut, code := sandbox(t, home, "vectors", "gen", dir)
+	if code != 0 || !strings.Contains(out, "wrote") {
+		t.Fatalf("gen: %d %s %s", code, out, errOut)
+	}
+	out, _, code = sandbox(t, home, "vectors", "verify", dir)
+	if code != 0 || !strings.Contains(out, "0 failed") {
+		t.Fatalf("verify: %d\n%s", code, out)
+	}
+	// A tampered pack fails.
+	p := filepath.Join(dir, "positive", "run", "grants.json")
+	b, _ := os.ReadFile(p)
+	os.WriteFile(p, bytes.Replace(b, []byte("/work"), []byte("/wark"), 1), 0o644)
+	out, _, code = sandbox(t, home, "vectors", "verify", dir)
+	if code != 4 || !strings.Contains(out, "FAIL  positive/run ") {
+		t.Fatalf("tampered pack: %d\n%s", code, out)
+	}
+}
+
+func TestVerifyExitCodes(t *testing.T) {
+	home, dir := t.TempDir(), t.TempDir()
+	sandbox(t, home, "vectors", "gen", dir)
+	trust := filepath.Join(dir, "keys", "test-key.pub")
+	run := filepath.Join(dir, "positive", "run")
+	tests := []struct {
+		name string
+		args []string
+		code int
+		out  string
+	}{
+		{"trusted run", []string{"verify", "--trust", trust, run}, 0, "OK    receipt"},
+		{"untrusted run", []string{"verify", run}, 5, "untrusted-key"},
+		{"trusted by literal key", []string{"verify", "--trust", "ed25519:d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a", run}, 0, "OK    attestation"},
+		{"negative", []string{"verify", "--trust", trust, filepath.Join(dir, "negative", "attestation-float.json")}, 4, "FAIL  attestation"},
+		{"mixed", []string{"verify", "--trust", trust, run, filepath.Join(dir, "negative", "receipt-truncated.cose")}, 4, "truncated"},
+		{"bad trust", []string{"verify", "--trust", "ed25519:zz", run}, 2, ""},
+		{"missing", []string{"verify", "--trust", trust, filepath.Join(dir, "nope")}, 3, "FAIL"},
+		{"no args", []string{"verify"}, 2, ""},
+	}
+	for _, tc := range tests {
+		out, errOut, code := sandbox(t, home, tc.args...)
+		if code != tc.code || !strings.Contains(out, tc.out) {
+			t.Errorf("%s: exit %d (want %d)\n%s%s", tc.name, code, tc.code, out, errOut)
+		}
+	}
+}
+
+func TestKeyAndHash(t *testing.T) {
+	home := t.TempDir()
+	out, _, code := sandbox(t, home, "key")
+	if code != 0 || !strings.HasPrefix(out, "public  ed25519:") || !strings.Contains(out, "id      b3:") {
+		t.Fatalf("key: %d %s", code, out)
+	}
+	pub, _, _ := sandbox(t, home, "key", "--public")
+	if !strings.Contains(out, strings.TrimSpace(pub)) {
+		t.Fatalf("key --public %q not in %q", pub, out)
+	}
+	fi, err := os.Stat(filepath.Join(home, "host.key"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("host.key: %v %v", fi, err)
+	}
+	f := filepath.Join(home, "f")
+	os.WriteFile(f, []byte("abc"), 0o600)
+	out, _, code = sandbox(t, home, "hash", f)
+	if code != 0 || out != "b3:6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85  "+f+"\n" {
+		t.Fatalf("hash: %d %q", code, out)
+	}
+}
+
+func TestGrantsCommand(t *testing.T) {
+	out, _, code := sandbox(t, t.TempDir(), "grants", "--grant", "cpu:5J", "--grant", "kv:cache:rw")
+	if code != 0 || !strings.Contains(out, `"budget_uj":5000000`) || !strings.Contains(out, "\nb3:") {
+		t.Fatalf("grants: %d %s", code, out)
+	}
+	_, errOut, code := sandbox(t, t.TempDir(), "grants", "--grant", "net:example.com")
+	if code != 2 || !strings.Contains(errOut, `grant "net:example.com": field host:port`) {
+		t.Fatalf("bad grant: %d %s", code, errOut)
+	}
+}

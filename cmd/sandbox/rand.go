@@ -1,0 +1,8 @@
+package main
+
+import (
+	"crypto/rand"
+	"io"
+)
+
+func randReader() io.Reader { return rand.Reader }

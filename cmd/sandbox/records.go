@@ -1,0 +1,258 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/artifact"
+	"github.com/opensubstrate/sandbox/internal/errs"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/vectors"
+	"github.com/opensubstrate/sandbox/key"
+)
+
+func hashCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "hash FILE...",
+		Short: "Print the content address (b3:<hex>) of each file ('-' reads standard input)",
+		Args:  usageArgs(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			failed := false
+			for _, p := range args {
+				var a addr.Addr
+				var err error
+				if p == "-" {
+					a, err = addr.OfReader(os.Stdin)
+				} else {
+					a, err = addr.OfFile(p)
+				}
+				if err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: %v\n", err)
+					failed = true
+					continue
+				}
+				fmt.Fprintf(out, "%s  %s\n", a, p)
+			}
+			if failed {
+				return exitError{errs.ExitCode(errs.NotFound)}
+			}
+			return nil
+		},
+	}
+}
+
+func keyCmd(g *globals) *cobra.Command {
+	var public bool
+	c := &cobra.Command{
+		Use:   "key",
+		Short: "Print this host's public key and its id (the key is made on first use)",
+		Long: `Print this host's public signing key and its id. The key is an Ed25519 key
+made on first use and kept, mode 0600, as host.key in the state directory;
+its id is the content address of the 32 public-key bytes.
+
+Give the public key to whoever verifies this host's records:
+  sandbox verify --trust "$(sandbox key --public)" RUN`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := g.stateDir()
+			if err != nil {
+				return err
+			}
+			k, err := d.HostKey(randReader())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if public {
+				fmt.Fprintln(out, k.Public())
+				return nil
+			}
+			fmt.Fprintf(out, "public  %s\nid      %s\nfile    %s\n", k.Public(), k.Public().ID(), d.Path("host.pub"))
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&public, "public", false, "print only the public key, for --trust")
+	return c
+}
+
+func trustFrom(args []string) (key.Trust, error) {
+	var t key.Trust
+	for _, a := range args {
+		ks, err := key.ParseTrustArg(a)
+		if err != nil {
+			return key.Trust{}, errs.Usage{Err: err}
+		}
+		for _, k := range ks {
+			t.Add(k)
+		}
+	}
+	return t, nil
+}
+
+func verifyCmd() *cobra.Command {
+	var trustArgs []string
+	c := &cobra.Command{
+		Use:   "verify [--trust KEY|FILE]... PATH...",
+		Short: "Verify sealed artifacts: attestations, receipts, units, grants, decision logs, run directories",
+		Long: `Verify each PATH, a file or a run directory, and print one line per artifact:
+
+  OK    KIND  PATH  ADDRESS  what was established
+  FAIL  KIND  PATH  CODE: where: why
+
+An attestation (or a run directory) is checked completely: canonical form,
+signature, trusted signer, and every object it binds (unit, grants, decision
+log, receipt, replay journal) present beside it, at its address, valid, and
+consistent with the claim. Only keys given with --trust are trusted: a valid
+signature by any other key fails with code untrusted-key. Codes are listed
+in docs/spec/conformance.md.
+
+Exit status: 0 when everything verified, 4 on any failure, 5 when the only
+failures are untrusted keys.`,
+		Args: usageArgs(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			trust, err := trustFrom(trustArgs)
+			if err != nil {
+				return err
+			}
+			v := &artifact.Verifier{Trust: trust}
+			out := cmd.OutOrStdout()
+			worst := 0
+			for _, p := range args {
+				for _, r := range v.Path(p) {
+					printResult(out, r)
+					if r.Err != nil {
+						// Any integrity failure outranks the rest.
+						code := errs.ExitCode(errs.Of(r.Err))
+						if worst == 0 || code == errs.ExitCode(errs.Integrity) {
+							worst = code
+						}
+					}
+				}
+			}
+			if trust.Len() == 0 {
+				fmt.Fprintln(cmd.ErrOrStderr(), "sandbox: note: no --trust given, so no signature can be trusted")
+			}
+			if worst != 0 {
+				return exitError{worst}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringArrayVar(&trustArgs, "trust", nil, "trust this public key (ed25519:<hex>) or the keys in this file, one per line; repeatable")
+	return c
+}
+
+func printResult(w io.Writer, r artifact.Result) {
+	a := "-"
+	if !r.Addr.IsZero() {
+		a = r.Addr.String()
+	}
+	if r.Err != nil {
+		fmt.Fprintf(w, "FAIL  %-11s  %s  %s\n", r.Kind, r.Path, r.Err)
+		return
+	}
+	fmt.Fprintf(w, "OK    %-11s  %s  %s  %s\n", r.Kind, r.Path, a, r.Note)
+}
+
+func vectorsCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "vectors",
+		Short: "Generate or check the conformance pack (conformance/v1)",
+	}
+	c.AddCommand(&cobra.Command{
+		Use:   "gen DIR",
+		Short: "Write the conformance pack into DIR, deterministically, from the published test key",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := vectors.Write(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %d files to %s\n", n, args[0])
+			return nil
+		},
+	})
+	c.AddCommand(&cobra.Command{
+		Use:   "verify DIR",
+		Short: "Check every vector of the pack in DIR: positives verify, negatives fail with their named code",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			outs, err := vectors.Verify(args[0])
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			bad := 0
+			for _, o := range outs {
+				if o.Pass {
+					fmt.Fprintf(out, "PASS  %-45s  %s\n", o.Entry.Path, o.Got)
+					continue
+				}
+				bad++
+				fmt.Fprintf(out, "FAIL  %-45s  %s (%v)\n", o.Entry.Path, o.Why, o.Err)
+			}
+			fmt.Fprintf(out, "%d vectors, %d failed\n", len(outs), bad)
+			if bad > 0 {
+				return exitError{errs.ExitCode(errs.Integrity)}
+			}
+			return nil
+		},
+	})
+	return c
+}
+
+func grantsCmd() *cobra.Command {
+	var grantArgs []string
+	var file string
+	c := &cobra.Command{
+		Use:   "grants [--grant G]... [--grants FILE]",
+		Short: "Check grants and print their canonical form and content address",
+		Long:  "Parse grants as 'sandbox run' would, and print the canonical JSON and its\ncontent address. Grant syntax:\n\n" + grant.Syntax,
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := parseGrants(grantArgs, file)
+			if err != nil {
+				return err
+			}
+			b, a, err := s.Canonical()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\n%s\n", b, a)
+			return nil
+		},
+	}
+	addGrantFlags(c, &grantArgs, &file)
+	return c
+}
+
+func addGrantFlags(c *cobra.Command, grantArgs *[]string, file *string) {
+	c.Flags().StringArrayVar(grantArgs, "grant", nil, "grant a capability (repeatable); see 'sandbox grants --help'")
+	c.Flags().StringVar(file, "grants", "", "read grants from a JSON file")
+}
+
+func parseGrants(args []string, file string) (grant.Set, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return grant.Set{}, err
+	}
+	s, err := grant.ParseArgs(args, cwd)
+	if err != nil {
+		return grant.Set{}, err
+	}
+	if file != "" {
+		f, err := grant.ParseFile(file, cwd)
+		if err != nil {
+			return grant.Set{}, err
+		}
+		if err := s.Merge(f); err != nil {
+			return grant.Set{}, err
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,293 @@
+package artifact
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/receipt"
+	"github.com/opensubstrate/sandbox/reject"
+)
+
+// The file names of a run directory.
+const (
+	FileAttestation = "attestation.json"
+	FileReceipt     = "receipt.cose"
+	FileUnit        = "unit.json"
+	FileGrants      = "grants.json"
+	FileDecisions   = "decisions.json"
+	FileJournal     = "journal.cbor"
+)
+
+// Kinds of artifact.
+const (
+	KindAttestation = "attestation"
+	KindReceipt     = "receipt"
+	KindUnit        = "unit"
+	KindGrants      = "grants"
+	KindDecisions   = "decisions"
+	KindJournal     = "journal"
+	KindKey         = "key"
+	KindUnknown     = "unknown"
+)
+
+// Result is the verdict on one artifact.
+type Result struct {
+	Path string
+	Kind string
+	Addr addr.Addr // zero when the artifact could not be read
+	Note string    // what was established, for people
+	Err  error     // nil when every check passed
+}
+
+// JournalCheck verifies a replay journal's bytes and returns its root; the
+// run layer provides it (the journal format belongs to the executor layer).
+// When nil, a bound journal cannot be checked and is reported as such.
+type JournalCheck func(b []byte) (addr.Addr, error)
+
+// Verifier verifies artifacts against a trust set.
+type Verifier struct {
+	Trust    key.Trust
+	Journal  JournalCheck
+	ReadFile func(string) ([]byte, error) // os.ReadFile in production
+}
+
+func (v *Verifier) read(p string) ([]byte, error) {
+	if v.ReadFile != nil {
+		return v.ReadFile(p)
+	}
+	return os.ReadFile(p)
+}
+
+// Path verifies a file or a run directory and returns one Result per
+// artifact.
+func (v *Verifier) Path(p string) []Result {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return []Result{{Path: p, Kind: KindUnknown, Err: err}}
+	}
+	if fi.IsDir() {
+		att := filepath.Join(p, FileAttestation)
+		if _, err := os.Stat(att); err != nil {
+			return []Result{{Path: p, Kind: KindUnknown, Err: reject.New(reject.Missing, "", "not a run directory: no %s in it", FileAttestation)}}
+		}
+		return v.Attestation(att)
+	}
+	b, err := v.read(p)
+	if err != nil {
+		return []Result{{Path: p, Kind: KindUnknown, Err: err}}
+	}
+	switch Recognise(p, b) {
+	case KindAttestation:
+		return v.Attestation(p)
+	case KindReceipt:
+		r := Result{Path: p, Kind: KindReceipt, Addr: addr.Of(b)}
+		rc, err := receipt.Open(b, v.Trust)
+		r.Err = err
+		if rc != nil {
+			r.Note = receiptNote(rc)
+		}
+		return []Result{r}
+	case KindUnit:
+		r := Result{Path: p, Kind: KindUnit, Addr: addr.Of(b)}
+		if u, err := unit.Decode(b); err != nil {
+			r.Err = err
+		} else {
+			r.Note = fmt.Sprintf("canonical %s unit %s (not signed on its own)", u.Kind, u.Entry)
+		}
+		return []Result{r}
+	case KindGrants:
+		r := Result{Path: p, Kind: KindGrants, Addr: addr.Of(b)}
+		if _, err := grant.Decode(b); err != nil {
+			r.Err = err
+		} else {
+			r.Note = "canonical grant set (not signed on its own)"
+		}
+		return []Result{r}
+	case KindDecisions:
+		r := Result{Path: p, Kind: KindDecisions, Addr: addr.Of(b)}
+		if l, err := grant.DecodeLog(b); err != nil {
+			r.Err = err
+		} else {
+			r.Note = fmt.Sprintf("canonical decision log, %d entries (not signed on its own)", len(l.Decisions))
+		}
+		return []Result{r}
+	case KindKey:
+		r := Result{Path: p, Kind: KindKey}
+		k, err := key.ParsePublic(strings.TrimSpace(string(b)))
+		if err != nil {
+			r.Err = reject.Wrap(reject.Malformed, "", err)
+		} else {
+			r.Addr = k.ID()
+			r.Note = "public key " + k.String()
+			if v.Trust.Trusts(k) {
+				r.Note += " (trusted)"
+			}
+		}
+		return []Result{r}
+	}
+	return []Result{{Path: p, Kind: KindUnknown, Addr: addr.Of(b), Err: reject.New(reject.Unrecognised, "", "not a sealed artifact this verifier knows (attestation, JCR-1 receipt, unit, grants, decision log, public key)")}}
+}
+
+// Recognise names the kind of an artifact from its file name, then its
+// content.
+func Recognise(p string, b []byte) string {
+	switch filepath.Base(p) {
+	case FileAttestation:
+		return KindAttestation
+	case FileReceipt:
+		return KindReceipt
+	case FileUnit:
+		return KindUnit
+	case FileGrants:
+		return KindGrants
+	case FileDecisions:
+		return KindDecisions
+	}
+	switch {
+	case len(b) > 0 && b[0] == 0xd2 || strings.HasSuffix(p, ".cose"):
+		return KindReceipt
+	case bytes.HasPrefix(b, []byte(key.PublicPrefix)):
+		return KindKey
+	case bytes.Contains(b, []byte(`"claim"`)):
+		return KindAttestation
+	case bytes.Contains(b, []byte(`"type":"`+unit.Type+`"`)):
+		return KindUnit
+	case bytes.Contains(b, []byte(`"type":"`+grant.Type+`"`)):
+		return KindGrants
+	case bytes.Contains(b, []byte(`"type":"`+grant.LogType+`"`)):
+		return KindDecisions
+	}
+	return KindUnknown
+}
+
+// Attestation verifies the attestation at p and every object it binds,
+// which must be beside it under the run-directory names.
+func (v *Verifier) Attestation(p string) []Result {
+	dir := filepath.Dir(p)
+	b, err := v.read(p)
+	if err != nil {
+		return []Result{{Path: p, Kind: KindAttestation, Err: err}}
+	}
+	a, err := attest.Verify(b, v.Trust)
+	head := Result{Path: p, Kind: KindAttestation, Err: err}
+	if a == nil {
+		return []Result{head}
+	}
+	head.Addr = a.Addr
+	c := a.Claim
+	head.Note = fmt.Sprintf("%s at %s (required %s), %s, signed by %s", c.Outcome.Status, c.Tier.Chosen, c.Tier.Required, c.Executor, c.Signer.ID())
+	out := []Result{head}
+
+	bound := func(name, kind string, want addr.Addr, check func([]byte) (string, error)) {
+		r := Result{Path: filepath.Join(dir, name), Kind: kind}
+		raw, err := v.read(r.Path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			r.Err = reject.New(reject.Missing, "", "the attestation binds %s %s, and it is not beside it", kind, want)
+		case err != nil:
+			r.Err = err
+		default:
+			r.Addr = addr.Of(raw)
+			if r.Addr != want {
+				r.Err = reject.New(reject.Address, "", "%s hashes to %s, the attestation binds %s", kind, r.Addr, want)
+				break
+			}
+			r.Note, r.Err = check(raw)
+		}
+		out = append(out, r)
+	}
+	bound(FileUnit, KindUnit, c.Unit, func(raw []byte) (string, error) {
+		u, err := unit.Decode(raw)
+		if err != nil {
+			return "", err
+		}
+		if u.Grants != c.Grants {
+			return "", reject.New(reject.Invalid, "unit.grants", "the unit binds grants %s, the attestation %s", u.Grants, c.Grants)
+		}
+		if u.Image != c.Image {
+			return "", reject.New(reject.Invalid, "unit.image", "the unit binds image %s, the attestation %s", u.Image, c.Image)
+		}
+		return fmt.Sprintf("%s unit %s, bound", u.Kind, u.Entry), nil
+	})
+	bound(FileGrants, KindGrants, c.Grants, func(raw []byte) (string, error) {
+		if _, err := grant.Decode(raw); err != nil {
+			return "", err
+		}
+		return "grant set, bound", nil
+	})
+	bound(FileDecisions, KindDecisions, c.Decisions, func(raw []byte) (string, error) {
+		l, err := grant.DecodeLog(raw)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("decision log, %d entries, bound", len(l.Decisions)), nil
+	})
+	bound(FileReceipt, KindReceipt, c.Receipt, func(raw []byte) (string, error) {
+		r, err := receipt.Open(raw, v.Trust)
+		if err != nil {
+			return "", err
+		}
+		if r.Unit != c.Unit {
+			return "", reject.New(reject.Invalid, "receipt.unit", "the receipt is for unit %s, the attestation for %s", r.Unit, c.Unit)
+		}
+		if r.Signer != c.Signer {
+			return "", reject.New(reject.Invalid, "receipt.signer", "the receipt is signed by %s, the attestation by %s", r.Signer.ID(), c.Signer.ID())
+		}
+		return receiptNote(r) + ", bound", nil
+	})
+	if c.Journal != nil {
+		out = append(out, v.journal(filepath.Join(dir, FileJournal), *c.Journal))
+	}
+	return out
+}
+
+// journal checks a bound replay journal: its root (the head of its hash
+// chain, not the hash of the file) must be the one the claim gives.
+func (v *Verifier) journal(p string, want addr.Addr) Result {
+	r := Result{Path: p, Kind: KindJournal}
+	raw, err := v.read(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		r.Err = reject.New(reject.Missing, "", "the attestation binds a replay journal with root %s, and it is not beside it", want)
+		return r
+	case err != nil:
+		r.Err = err
+		return r
+	case v.Journal == nil:
+		r.Err = reject.New(reject.Unrecognised, "", "this verifier cannot read replay journals")
+		return r
+	}
+	root, err := v.Journal(raw)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	r.Addr = root
+	if root != want {
+		r.Err = reject.New(reject.Address, "", "journal root is %s, the attestation binds %s", root, want)
+		return r
+	}
+	r.Note = "replay journal, root bound"
+	return r
+}
+
+func receiptNote(r *receipt.Receipt) string {
+	var parts []string
+	for _, d := range r.Devices {
+		parts = append(parts, fmt.Sprintf("%s %s measured + %s estimated", d.Class, d.Measured, d.Estimated))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "no device readings")
+	}
+	return strings.Join(parts, "; ")
+}

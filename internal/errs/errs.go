@@ -1,0 +1,91 @@
+package errs
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/reject"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// Category is the kind of a failure.
+type Category int
+
+// The categories.
+const (
+	Internal    Category = iota // a bug or an unexpected host failure
+	Invalid                     // bad input: flags, grants, units, files
+	NotFound                    // a named thing does not exist
+	Integrity                   // a sealed artifact failed verification
+	Untrusted                   // valid, but signed by a key not trusted
+	Denied                      // a grant does not allow it
+	Unavailable                 // a tier or device this host cannot provide
+	Canceled                    // the caller stopped it
+)
+
+var names = [...]string{"internal", "invalid", "not-found", "integrity", "untrusted", "denied", "unavailable", "canceled"}
+
+func (c Category) String() string { return names[c] }
+
+// Of returns the category of err.
+func Of(err error) Category {
+	var re *reject.Error
+	var ge *grant.Error
+	switch {
+	case err == nil:
+		return Internal
+	case errors.Is(err, reject.UntrustedKey):
+		return Untrusted
+	case errors.As(err, &re):
+		return Integrity
+	case errors.Is(err, grant.ErrDenied):
+		return Denied
+	case errors.Is(err, tier.ErrUnavailable):
+		return Unavailable
+	case errors.As(err, &ge), errors.Is(err, tier.ErrBelowRequired), errors.Is(err, tier.ErrNotEscalated), errors.Is(err, tier.ErrSyntax):
+		return Invalid
+	case errors.Is(err, fs.ErrNotExist):
+		return NotFound
+	case errors.Is(err, context.Canceled):
+		return Canceled
+	}
+	var inv interface{ Invalid() bool }
+	if errors.As(err, &inv) && inv.Invalid() {
+		return Invalid
+	}
+	return Internal
+}
+
+// ExitCode maps a category to the CLI's exit status. Guest programs' own
+// statuses pass through `sandbox run` unchanged; these are for the
+// sandbox's own failures and stay clear of the shell's 126-128+n range.
+func ExitCode(c Category) int {
+	return [...]int{
+		Internal: 70, Invalid: 2, NotFound: 3, Integrity: 4, Untrusted: 5, Denied: 6, Unavailable: 7, Canceled: 130,
+	}[c]
+}
+
+// HTTPStatus maps a category to an HTTP status.
+func HTTPStatus(c Category) int {
+	return [...]int{
+		Internal: 500, Invalid: 400, NotFound: 404, Integrity: 422, Untrusted: 403, Denied: 403, Unavailable: 503, Canceled: 499,
+	}[c]
+}
+
+// MCPCode maps a category to a JSON-RPC error code for MCP.
+func MCPCode(c Category) int {
+	return [...]int{
+		Internal: -32603, Invalid: -32602, NotFound: -32001, Integrity: -32002, Untrusted: -32003, Denied: -32004, Unavailable: -32005, Canceled: -32800,
+	}[c]
+}
+
+// Usage marks an error as a usage error (bad flags or arguments).
+type Usage struct{ Err error }
+
+func (u Usage) Error() string { return u.Err.Error() }
+func (u Usage) Unwrap() error { return u.Err }
+
+// Invalid reports true: a usage error is invalid input.
+func (u Usage) Invalid() bool { return true }

@@ -1,0 +1,514 @@
+package vectors
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/energy"
+	"github.com/opensubstrate/sandbox/internal/artifact"
+	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/cde"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/receipt"
+	"github.com/opensubstrate/sandbox/reject"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// The published keys: RFC 8032 section 7.1, tests 1 and 2.
+const (
+	TestSeedHex  = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60"
+	OtherSeedHex = "4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb"
+)
+
+// ManifestType is the type tag of manifest.json.
+const ManifestType = "sandbox.conformance/1"
+
+// Expect values other than reject codes.
+const ExpectOK = "ok"
+
+// Entry is one vector of the pack.
+type Entry struct {
+	Name   string     `json:"name"`
+	Path   string     `json:"path"` // relative to the pack root: a file or a run directory
+	Kind   string     `json:"kind"`
+	Expect string     `json:"expect"` // "ok" or the reject code of the first failure
+	Addr   *addr.Addr `json:"address,omitempty"`
+	About  string     `json:"about"`
+}
+
+// Manifest lists the pack.
+type Manifest struct {
+	Type       string     `json:"type"`
+	TrustedKey key.Public `json:"trusted_key"`
+	Entries    []Entry    `json:"entries"`
+}
+
+// AddressVector is one content-address vector.
+type AddressVector struct {
+	Input   string    `json:"input_hex"`
+	Address addr.Addr `json:"address"`
+}
+
+// TestKey returns the published test key.
+func TestKey() key.Private { return mustSeed(TestSeedHex) }
+
+// OtherKey returns the published key that verifiers are not told to trust.
+func OtherKey() key.Private { return mustSeed(OtherSeedHex) }
+
+func mustSeed(h string) key.Private {
+	b, _ := hex.DecodeString(h)
+	k, err := key.FromSeed(b)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+// run is one complete set of run records.
+type run struct {
+	files map[string][]byte
+	claim attest.Claim
+	rcpt  receipt.Receipt
+	unitB []byte
+}
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// sampleRun builds the records of one fixed run, signed by k.
+func sampleRun(k key.Private) (*run, error) {
+	g, err := grant.ParseArgs([]string{
+		"fs:/work:rw:quota=1MiB", "fs:/data:ro", "kv:cache:rw", "clock", "cpu:5J",
+		"exec:deny:" + addr.Of([]byte("a denied binary")).String(),
+	}, "/")
+	if err != nil {
+		return nil, err
+	}
+	g.Net = []grant.Net{{Host: "api.example.com", Port: 443, Inject: []grant.Inject{{Header: "Authorization", Secret: "env:API_TOKEN"}}}}
+	gb, ga, err := g.Canonical()
+	if err != nil {
+		return nil, err
+	}
+	u := unit.Unit{
+		Kind: tier.Wasm, Image: addr.Of([]byte("conformance module")), Entry: "hello.wasm",
+		Args: []string{"hello.wasm", "world"}, Env: map[string]string{"LANG": "C"},
+		Devices: []device.Class{device.Cpu}, Grants: ga,
+	}
+	ub, ua, err := u.Canonical()
+	if err != nil {
+		return nil, err
+	}
+	e := grant.NewEnforcer(g)
+	e.File("/data/input.txt", false)
+	e.File("/data/input.txt", false)
+	e.File("/etc/shadow", false)
+	e.KV("cache", true)
+	e.Clock()
+	e.Random()
+	e.Connect("evil.example.net", 443)
+	db, da, err := e.Log().Canonical()
+	if err != nil {
+		return nil, err
+	}
+	fuel := uint64(1_234_567)
+	start, end := uint64(t0.UnixNano()), uint64(t0.Add(250*time.Millisecond).UnixNano())
+	r := receipt.Receipt{
+		Unit: ua, StartNS: start, EndNS: end, Fuel: &fuel,
+		Devices: []receipt.Device{{Class: device.Cpu, Readings: []receipt.Reading{
+			{Provenance: receipt.ModelBased, Scope: receipt.ScopeRun, Source: "wasm-fuel", StartNS: start, EndNS: end,
+				UJ: 24_691, Basis: "fuel 1234567 × 0.02 µJ per unit (model wasm-fuel/1, calibrated on the reference host)"},
+			{Provenance: receipt.Estimator, Scope: receipt.ScopeRun, Source: "tdp", StartNS: start, EndNS: end,
+				UJ: 3 * energy.Joule, Basis: "wall 0.25 s × 12 W per core (configured TDP)"},
+		}}},
+	}
+	if err := r.FillTotals(); err != nil {
+		return nil, err
+	}
+	rb, err := receipt.Seal(&r, k)
+	if err != nil {
+		return nil, err
+	}
+	zero := 0
+	c := attest.Claim{
+		Unit: ua, Image: u.Image, Grants: ga, Decisions: da, Receipt: addr.Of(rb),
+		Tier:     attest.Tier{Required: tier.S2, Chosen: tier.S2, Reason: "a wasm unit runs at S2 (Sandbox)"},
+		Executor: "conformance/v1",
+		Hardware: attest.Hardware{
+			Host:    attest.Host{Name: "conformance-host", OS: "linux", Arch: "amd64", Kernel: "6.1.0", CPU: "Example CPU"},
+			Devices: []attest.Device{{Class: device.Cpu, Model: "Example CPU", Driver: "linux"}},
+		},
+		Outcome: attest.Outcome{Status: attest.Exited, ExitCode: &zero},
+		Started: attest.Time(t0), Ended: attest.Time(t0.Add(250 * time.Millisecond)),
+	}
+	a, err := attest.Seal(c, k)
+	if err != nil {
+		return nil, err
+	}
+	return &run{
+		files: map[string][]byte{
+			artifact.FileAttestation: a.Envelope,
+			artifact.FileReceipt:     rb,
+			artifact.FileUnit:        ub,
+			artifact.FileGrants:      gb,
+			artifact.FileDecisions:   db,
+		},
+		claim: a.Claim, rcpt: r, unitB: ub,
+	}, nil
+}
+
+// pack accumulates files and manifest entries.
+type pack struct {
+	files   map[string][]byte
+	entries []Entry
+}
+
+func (p *pack) add(e Entry, files map[string][]byte) {
+	for name, b := range files {
+		p.files[name] = b
+	}
+	p.entries = append(p.entries, e)
+}
+
+func (p *pack) runDir(dir string, files map[string][]byte) map[string][]byte {
+	out := map[string][]byte{}
+	for n, b := range files {
+		out[dir+"/"+n] = b
+	}
+	return out
+}
+
+// Generate returns every file of the pack, by path relative to its root.
+func Generate() (map[string][]byte, error) {
+	k, other := TestKey(), OtherKey()
+	good, err := sampleRun(k)
+	if err != nil {
+		return nil, err
+	}
+	p := &pack{files: map[string][]byte{}}
+	p.files["keys/test-key.pub"] = []byte(k.Public().String() + "\n")
+	p.files["keys/test-key.seed"] = k.MarshalText()
+	p.files["keys/other-key.pub"] = []byte(other.Public().String() + "\n")
+
+	// Positives.
+	p.add(Entry{Name: "run", Path: "positive/run", Kind: "run", Expect: ExpectOK,
+		About: "a complete run directory: attestation, receipt, unit, grants and decision log"},
+		p.runDir("positive/run", good.files))
+	claimAddr := addrPtr(attestAddr(good.files[artifact.FileAttestation]))
+	p.entries[len(p.entries)-1].Addr = claimAddr
+	for _, f := range []struct{ name, kind, about string }{
+		{artifact.FileReceipt, artifact.KindReceipt, "a JCR-1 energy receipt (COSE_Sign1, EdDSA, core-deterministic CBOR)"},
+		{artifact.FileUnit, artifact.KindUnit, "a unit of work in canonical JSON"},
+		{artifact.FileGrants, artifact.KindGrants, "a grant set in canonical JSON"},
+		{artifact.FileDecisions, artifact.KindDecisions, "an enforcer decision log in canonical JSON"},
+	} {
+		a := addr.Of(good.files[f.name])
+		p.add(Entry{Name: f.kind, Path: "positive/run/" + f.name, Kind: f.kind, Expect: ExpectOK, Addr: &a, About: f.about}, nil)
+	}
+	pub := k.Public().ID()
+	p.add(Entry{Name: "key", Path: "keys/test-key.pub", Kind: artifact.KindKey, Expect: ExpectOK, Addr: &pub,
+		About: "the published test key (RFC 8032 test 1); its id is the content address of its 32 bytes"}, nil)
+
+	// The same receipt payload under the fully specified Ed25519 algorithm (-19).
+	payload, err := payloadOf(good.files[artifact.FileReceipt])
+	if err != nil {
+		return nil, err
+	}
+	alg19, err := receipt.SealPayload(payload, k, receipt.AlgEd25519, nil)
+	if err != nil {
+		return nil, err
+	}
+	a19 := addr.Of(alg19)
+	p.add(Entry{Name: "receipt-alg-ed25519", Path: "positive/receipt-alg-ed25519.cose", Kind: artifact.KindReceipt, Expect: ExpectOK, Addr: &a19,
+		About: "the same receipt signed under alg -19 (Ed25519, RFC 9864), which verifiers accept"},
+		map[string][]byte{"positive/receipt-alg-ed25519.cose": alg19})
+
+	addrs, err := addressVectors()
+	if err != nil {
+		return nil, err
+	}
+	p.add(Entry{Name: "addresses", Path: "positive/addresses.json", Kind: "addresses", Expect: ExpectOK,
+		About: "inputs and their BLAKE3-256 content addresses"}, map[string][]byte{"positive/addresses.json": addrs})
+
+	if err := negatives(p, good, k, other); err != nil {
+		return nil, err
+	}
+
+	m := Manifest{Type: ManifestType, TrustedKey: k.Public(), Entries: p.entries}
+	sort.Slice(m.Entries, func(i, j int) bool { return m.Entries[i].Path < m.Entries[j].Path })
+	mb, err := canon.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	p.files["manifest.json"] = mb
+	p.files["README.md"] = []byte(readme(m))
+	return p.files, nil
+}
+
+func addrPtr(a addr.Addr) *addr.Addr { return &a }
+
+func attestAddr(env []byte) addr.Addr {
+	a, err := attest.Verify(env, key.Trust{})
+	if a == nil {
+		panic(err)
+	}
+	return a.Addr
+}
+
+func addressVectors() ([]byte, error) {
+	var vs []AddressVector
+	for _, in := range [][]byte{nil, []byte("abc"), bytes.Repeat([]byte{0xff}, 1025)} {
+		vs = append(vs, AddressVector{Input: hex.EncodeToString(in), Address: addr.Of(in)})
+	}
+	return canon.Marshal(vs)
+}
+
+// payloadOf extracts the payload bytes of a JCR-1 envelope.
+func payloadOf(env []byte) ([]byte, error) {
+	var e struct {
+		_           struct{} `cbor:",toarray"`
+		Protected   []byte
+		Unprotected cbor.RawMessage
+		Payload     []byte
+		Signature   []byte
+	}
+	if err := cbor.Unmarshal(env[1:], &e); err != nil {
+		return nil, err
+	}
+	return e.Payload, nil
+}
+
+// pairs returns a canonical CBOR map's entries as raw key and value bytes,
+// in order.
+func pairs(m []byte) ([][2][]byte, error) {
+	var raw map[string]cbor.RawMessage
+	if err := cbor.Unmarshal(m, &raw); err != nil {
+		return nil, err
+	}
+	var out [][2][]byte
+	for k, v := range raw {
+		kb, _ := cde.Marshal(k)
+		out = append(out, [2][]byte{kb, v})
+	}
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i][0], out[j][0]) < 0 })
+	return out, nil
+}
+
+// mapOf writes raw entries as a definite-length map, in the order given.
+func mapOf(entries [][2][]byte) []byte {
+	n := len(entries)
+	var b []byte
+	if n < 24 {
+		b = []byte{0xa0 | byte(n)}
+	} else {
+		b = []byte{0xb8, byte(n)}
+	}
+	for _, e := range entries {
+		b = append(b, e[0]...)
+		b = append(b, e[1]...)
+	}
+	return b
+}
+
+func negatives(p *pack, good *run, k, other key.Private) error {
+	neg := func(name, kind string, code reject.Code, about string, b []byte) {
+		path := "negative/" + name
+		p.add(Entry{Name: name, Path: path, Kind: kind, Expect: string(code), About: about}, map[string][]byte{path: b})
+	}
+	envA := good.files[artifact.FileAttestation]
+	envR := good.files[artifact.FileReceipt]
+
+	// Signatures.
+	flippedA := flipSigBit(envA)
+	neg("attestation-flipped-signature.json", artifact.KindAttestation, reject.Signature,
+		"one bit of the Ed25519 signature flipped", flippedA)
+	flippedR := bytes.Clone(envR)
+	flippedR[len(flippedR)-1] ^= 0x01
+	neg("receipt-flipped-signature.cose", artifact.KindReceipt, reject.Signature,
+		"one bit of the COSE signature flipped", flippedR)
+
+	// Wrong address: a run whose unit.json is not the unit the attestation binds.
+	wrong := cloneFiles(good.files)
+	wrong[artifact.FileUnit] = bytes.Replace(good.unitB, []byte(`"world"`), []byte(`"World"`), 1)
+	p.add(Entry{Name: "run-wrong-address", Path: "negative/run-wrong-address", Kind: "run", Expect: string(reject.Address),
+		About: "unit.json was changed after sealing, so it no longer hashes to the address the attestation binds"},
+		p.runDir("negative/run-wrong-address", wrong))
+
+	missing := cloneFiles(good.files)
+	delete(missing, artifact.FileReceipt)
+	p.add(Entry{Name: "run-missing-receipt", Path: "negative/run-missing-receipt", Kind: "run", Expect: string(reject.Missing),
+		About: "the receipt the attestation binds is not in the run directory"},
+		p.runDir("negative/run-missing-receipt", missing))
+
+	// Canonical JSON: each claim is signed exactly as written, so only the
+	// profile check can refuse it.
+	claimJSON, err := canon.Marshal(good.claim)
+	if err != nil {
+		return err
+	}
+	swap := bytes.Replace(claimJSON, []byte(`{"decisions":`), []byte(`{"grants":"`+good.claim.Grants.String()+`","decisions":`), 1)
+	swap = bytes.Replace(swap, []byte(`,"grants":"`+good.claim.Grants.String()+`"`), nil, 1)
+	neg("attestation-keys-out-of-order.json", artifact.KindAttestation, reject.NonCanonical,
+		`claim members not in JCS order ("grants" before "decisions"), signed as written`, envelopeOf(swap, k))
+	float := bytes.Replace(claimJSON, []byte(`"exit_code":0`), []byte(`"exit_code":0.5`), 1)
+	neg("attestation-float.json", artifact.KindAttestation, reject.Float,
+		"a number with a fraction in the claim, signed as written", envelopeOf(float, k))
+	big := bytes.Replace(claimJSON, []byte(`"exit_code":0`), []byte(`"exit_code":9007199254740992`), 1)
+	neg("attestation-int-2p53.json", artifact.KindAttestation, reject.IntRange,
+		"an integer equal to 2^53 in the claim, signed as written", envelopeOf(big, k))
+	dup := bytes.Replace(claimJSON, []byte(`"executor":"conformance/v1"`), []byte(`"executor":"conformance/v1","executor":"conformance/v1"`), 1)
+	neg("attestation-duplicate-key.json", artifact.KindAttestation, reject.DuplicateKey,
+		"a claim member written twice, signed as written", envelopeOf(dup, k))
+	unknown := bytes.Replace(claimJSON, []byte(`"executor":`), []byte(`"exclusive":true,"executor":`), 1)
+	neg("attestation-unknown-field.json", artifact.KindAttestation, reject.UnknownField,
+		"a claim member this version does not define, signed as written", envelopeOf(unknown, k))
+
+	// Deterministic CBOR: each payload is re-signed, so only the payload
+	// checks can refuse it.
+	payload, err := payloadOf(envR)
+	if err != nil {
+		return err
+	}
+	ents, err := pairs(payload)
+	if err != nil {
+		return err
+	}
+	resign := func(pl []byte) ([]byte, error) { return receipt.SealPayload(pl, k, receipt.AlgEdDSA, nil) }
+	vKey, _ := cde.Marshal("v")
+	var nonShortest [][2][]byte
+	for _, e := range ents {
+		if bytes.Equal(e[0], vKey) {
+			e = [2][]byte{e[0], {0x18, 0x01}} // 1 in a one-byte argument
+		}
+		nonShortest = append(nonShortest, e)
+	}
+	variants := []struct {
+		name  string
+		code  reject.Code
+		about string
+		pl    []byte
+	}{
+		{"receipt-non-shortest-int.cose", reject.NonShortest, `payload "v": 1 encoded as 0x1801 instead of 0x01`, mapOf(nonShortest)},
+		{"receipt-indefinite-length.cose", reject.Indefinite, "payload map written with indefinite length (0xbf ... 0xff)",
+			append(append([]byte{0xbf}, mapOf(ents)[1:]...), 0xff)},
+		{"receipt-duplicate-key.cose", reject.DuplicateKey, `payload map with the "v" entry twice`,
+			mapOf(append([][2][]byte{{vKey, {0x01}}}, ents...))},
+		{"receipt-unsorted-keys.cose", reject.UnsortedKeys, "payload map with its first two keys swapped",
+			mapOf(append([][2][]byte{ents[1], ents[0]}, ents[2:]...))},
+	}
+	// The duplicate must sit next to its twin to be a duplicate, not an
+	// ordering error: put it right before the original "v" entry.
+	variants[2].pl = mapOf(insertBefore(ents, vKey, [2][]byte{vKey, {0x01}}))
+	for _, v := range variants {
+		b, err := resign(v.pl)
+		if err != nil {
+			return err
+		}
+		neg(v.name, artifact.KindReceipt, v.code, v.about+"; re-signed", b)
+	}
+	extra, _ := cde.Marshal("zzz")
+	withExtra := append(append([][2][]byte{}, ents...), [2][]byte{extra, {0x01}})
+	sort.Slice(withExtra, func(i, j int) bool { return bytes.Compare(withExtra[i][0], withExtra[j][0]) < 0 })
+	b, err := resign(mapOf(withExtra))
+	if err != nil {
+		return err
+	}
+	neg("receipt-unknown-field.cose", artifact.KindReceipt, reject.UnknownField, `payload with a field "zzz" this version does not define; re-signed`, b)
+
+	// Headers.
+	b, err = receipt.SealPayload(payload, k, -7, nil)
+	if err != nil {
+		return err
+	}
+	neg("receipt-wrong-alg.cose", artifact.KindReceipt, reject.Alg, "protected alg is -7 (ES256)", b)
+	b, err = receipt.SealPayload(payload, k, receipt.AlgEdDSA, map[int64]any{2: []any{int64(99)}, 99: "must-understand"})
+	if err != nil {
+		return err
+	}
+	neg("receipt-unknown-critical.cose", artifact.KindReceipt, reject.UnknownCritical, "protected crit lists label 99, which this profile does not define", b)
+	neg("receipt-truncated.cose", artifact.KindReceipt, reject.Truncated, "the envelope with its last 17 bytes cut off", envR[:len(envR)-17])
+
+	// Totals.
+	bad := good.rcpt
+	bad.Devices = []receipt.Device{good.rcpt.Devices[0]}
+	bad.Devices[0].Estimated++
+	bad.Version, bad.Signer = receipt.Version, k.Public()
+	bp, err := cde.Marshal(bad)
+	if err != nil {
+		return err
+	}
+	if b, err = resign(bp); err != nil {
+		return err
+	}
+	neg("receipt-total-mismatch.cose", artifact.KindReceipt, reject.TotalMismatch, "Cpu estimated_uj is one more than the sum of its readings; signed", b)
+
+	// Untrusted keys: everything valid, signed by the RFC 8032 test 2 key.
+	o, err := sampleRun(other)
+	if err != nil {
+		return err
+	}
+	neg("receipt-untrusted-key.cose", artifact.KindReceipt, reject.UntrustedKey, "a valid receipt signed by a key the verifier was not given", o.files[artifact.FileReceipt])
+	p.add(Entry{Name: "run-untrusted-key", Path: "negative/run-untrusted-key", Kind: "run", Expect: string(reject.UntrustedKey),
+		About: "a valid run signed by a key the verifier was not given"}, p.runDir("negative/run-untrusted-key", o.files))
+	return nil
+}
+
+func insertBefore(ents [][2][]byte, k []byte, e [2][]byte) [][2][]byte {
+	var out [][2][]byte
+	for _, x := range ents {
+		if bytes.Equal(x[0], k) {
+			out = append(out, e)
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+func cloneFiles(m map[string][]byte) map[string][]byte {
+	out := map[string][]byte{}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// envelopeOf signs claim bytes exactly as given and wraps them.
+func envelopeOf(claim []byte, k key.Private) []byte {
+	sig := k.Sign(attest.SignedMessage(claim))
+	return []byte(`{"claim":` + string(claim) + `,"signature":"` + base64.RawURLEncoding.EncodeToString(sig) + `"}`)
+}
+
+// flipSigBit flips the lowest bit of the first signature byte of an
+// attestation envelope.
+func flipSigBit(env []byte) []byte {
+	const marker = `,"signature":"`
+	i := bytes.LastIndex(env, []byte(marker)) + len(marker)
+	j := bytes.LastIndexByte(env, '"')
+	sig, err := base64.RawURLEncoding.DecodeString(string(env[i:j]))
+	if err != nil {
+		panic(err)
+	}
+	sig[0] ^= 1
+	return []byte(string(env[:i]) + base64.RawURLEncoding.EncodeToString(sig) + string(env[j:]))
+}
+
+func readme(m Manifest) string {
+	var b strings.Builder
+	b.WriteString("# Conformance pack v1\n\nGenerated by `sandbox vectors gen`; do not edit. Specification: docs/spec/conformance.md.\n\n")
+	fmt.Fprintf(&b, "Trusted key: `%s` (RFC 8032 section 7.1 test 1; seed in keys/test-key.seed).\n", m.TrustedKey)
+	b.WriteString("Untrusted key: keys/other-key.pub (RFC 8032 test 2).\n\n| vector | kind | expect | about |\n|---|---|---|---|\n")
+	for _, e := range m.Entries {
+		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", e.Path, e.Kind, e.Expect, strings.ReplaceAll(e.About, "|", "\\|"))
+	}
+	return b.String()
+}

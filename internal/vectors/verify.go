@@ -1,0 +1,135 @@
+package vectors
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/artifact"
+	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/safefile"
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/reject"
+)
+
+// Outcome is the check of one vector.
+type Outcome struct {
+	Entry Entry
+	Got   string // "ok" or the reject code of the first failure
+	Err   error  // the first failure, if any
+	Pass  bool
+	Why   string // when !Pass
+}
+
+// Write generates the pack into dir, creating directories as needed. Files
+// already there with other names are left alone.
+func Write(dir string) (int, error) {
+	files, err := Generate()
+	if err != nil {
+		return 0, err
+	}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p := filepath.Join(dir, filepath.FromSlash(n))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return 0, err
+		}
+		if err := safefile.Write(p, files[n], 0o644); err != nil {
+			return 0, err
+		}
+	}
+	return len(names), nil
+}
+
+// Verify checks the pack in dir: every positive verifies under the
+// published test key with its stated address, and every negative fails
+// with its stated code. The pack's manifest must name the published key.
+func Verify(dir string) ([]Outcome, error) {
+	mb, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		return nil, err
+	}
+	var m Manifest
+	if err := canon.Unmarshal(mb, &m); err != nil {
+		return nil, fmt.Errorf("manifest.json: %w", err)
+	}
+	if m.Type != ManifestType {
+		return nil, fmt.Errorf("manifest.json: type %q, want %q", m.Type, ManifestType)
+	}
+	if m.TrustedKey != TestKey().Public() {
+		return nil, fmt.Errorf("manifest.json: trusted key %s is not the published test key %s", m.TrustedKey, TestKey().Public())
+	}
+	v := &artifact.Verifier{Trust: key.NewTrust(TestKey().Public())}
+	var out []Outcome
+	for _, e := range m.Entries {
+		out = append(out, check(v, dir, e))
+	}
+	return out, nil
+}
+
+func check(v *artifact.Verifier, dir string, e Entry) Outcome {
+	o := Outcome{Entry: e, Got: ExpectOK}
+	p := filepath.Join(dir, filepath.FromSlash(e.Path))
+	var results []artifact.Result
+	if e.Kind == "addresses" {
+		results = []artifact.Result{checkAddresses(p)}
+	} else {
+		results = v.Path(p)
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			o.Err = fmt.Errorf("%s: %w", r.Path, r.Err)
+			o.Got = string(reject.CodeOf(r.Err))
+			if o.Got == "" {
+				o.Got = "error"
+			}
+			break
+		}
+	}
+	switch {
+	case o.Got != e.Expect:
+		o.Why = fmt.Sprintf("got %s, want %s", o.Got, e.Expect)
+	case e.Addr != nil && len(results) > 0 && results[0].Addr != *e.Addr:
+		o.Why = fmt.Sprintf("address %s, manifest says %s", results[0].Addr, *e.Addr)
+	case e.Kind != "run" && e.Kind != "addresses" && len(results) > 0 && results[0].Kind != e.Kind:
+		o.Why = fmt.Sprintf("recognised as %s, manifest says %s", results[0].Kind, e.Kind)
+	default:
+		o.Pass = true
+	}
+	return o
+}
+
+func checkAddresses(p string) artifact.Result {
+	r := artifact.Result{Path: p, Kind: "addresses"}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	var vs []AddressVector
+	if err := canon.Unmarshal(b, &vs); err != nil {
+		r.Err = err
+		return r
+	}
+	for i, av := range vs {
+		in, err := hex.DecodeString(av.Input)
+		if err != nil {
+			r.Err = reject.New(reject.Malformed, fmt.Sprintf("[%d].input_hex", i), "%v", err)
+			return r
+		}
+		if got := addr.Of(in); !bytes.Equal(got[:], av.Address[:]) {
+			r.Err = reject.New(reject.Address, fmt.Sprintf("[%d]", i), "input hashes to %s, vector says %s", got, av.Address)
+			return r
+		}
+	}
+	r.Note = fmt.Sprintf("%d address vectors", len(vs))
+	return r
+}
