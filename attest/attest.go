@@ -186,6 +186,9 @@ func SignedMessage(claim []byte) []byte {
 func Seal(c Claim, k key.Private) (*Attestation, error) {
 	c.Type = Type
 	c.Signer = k.Public()
+	if c.Hardware.Devices == nil {
+		c.Hardware.Devices = []Device{}
+	}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("attest: refusing to seal: %w", err)
 	}

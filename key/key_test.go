@@ -95,3 +95,16 @@ func TestTrust(t *testing.T) {
 		t.Fatal("missing file accepted")
 	}
 }
+
+func FuzzParse(f *testing.F) {
+	f.Add("ed25519:" + rfcPub)
+	f.Add("ed25519-seed:" + rfcSeed)
+	f.Fuzz(func(t *testing.T, s string) {
+		if p, err := ParsePublic(s); err == nil && p.String() != s {
+			t.Fatalf("ParsePublic(%q) prints %q", s, p)
+		}
+		if k, err := ParsePrivate([]byte(s)); err == nil && k.IsZero() {
+			t.Fatal("zero key parsed")
+		}
+	})
+}

@@ -33,6 +33,14 @@ const (
 func Seal(r *Receipt, k key.Private) ([]byte, error) {
 	r.Version = Version
 	r.Signer = k.Public()
+	if r.Devices == nil {
+		r.Devices = []Device{}
+	}
+	for i := range r.Devices {
+		if r.Devices[i].Readings == nil {
+			r.Devices[i].Readings = []Reading{}
+		}
+	}
 	if err := r.Validate(); err != nil {
 		return nil, fmt.Errorf("receipt: refusing to seal: %w", err)
 	}

@@ -122,3 +122,17 @@ func TestUnavailableErrorNamesEverything(t *testing.T) {
 		t.Errorf("missing tier: %v", err)
 	}
 }
+
+func FuzzParse(f *testing.F) {
+	f.Add("S2")
+	f.Add("sovereign")
+	f.Fuzz(func(t *testing.T, s string) {
+		if tr, err := Parse(s); err == nil && !tr.Valid() {
+			t.Fatalf("Parse(%q) = invalid %d", s, tr)
+		}
+		var tr Tier
+		if tr.UnmarshalText([]byte(s)) == nil && tr.String() != s {
+			t.Fatalf("UnmarshalText(%q) prints %q", s, tr)
+		}
+	})
+}

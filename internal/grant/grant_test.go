@@ -358,3 +358,25 @@ func TestDecode(t *testing.T) {
 		t.Fatalf("seq gap: %v", err)
 	}
 }
+
+func FuzzDecode(f *testing.F) {
+	s, _ := ParseArgs([]string{"fs:/a:rw", "cpu:1J", "net:a.b:1"}, "/")
+	b, _, _ := s.Canonical()
+	f.Add(b)
+	lb, _, _ := NewEnforcer(s).Log().Canonical()
+	f.Add(lb)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if s, err := Decode(b); err == nil {
+			c, _, err := s.Canonical()
+			if err != nil || string(c) != string(b) {
+				t.Fatalf("Decode accepted %s, canonical %s", b, c)
+			}
+		}
+		if l, err := DecodeLog(b); err == nil {
+			c, _, err := l.Canonical()
+			if err != nil || string(c) != string(b) {
+				t.Fatalf("DecodeLog accepted %s, canonical %s", b, c)
+			}
+		}
+	})
+}

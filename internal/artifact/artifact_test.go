@@ -1,0 +1,184 @@
+package artifact_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/internal/artifact"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/internal/vectors"
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/receipt"
+	"github.com/opensubstrate/sandbox/reject"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// knobs change one thing about a run before it is sealed.
+type knobs struct {
+	receiptUnit   *addr.Addr
+	receiptSigner *key.Private
+	unitGrants    *addr.Addr
+	journal       *addr.Addr
+}
+
+// writeRun seals a small run into a fresh directory.
+func writeRun(t *testing.T, k key.Private, kn knobs) string {
+	t.Helper()
+	g, _ := grant.ParseArgs([]string{"cpu:1J"}, "/")
+	gb, ga, _ := g.Canonical()
+	u := unit.Unit{Kind: tier.Wasm, Image: addr.Of([]byte("m")), Entry: "m.wasm", Grants: ga}
+	if kn.unitGrants != nil {
+		u.Grants = *kn.unitGrants
+	}
+	ub, ua, _ := u.Canonical()
+	lb, la, _ := grant.NewEnforcer(g).Log().Canonical()
+	r := receipt.Receipt{Unit: ua, StartNS: 1, EndNS: 2, Devices: []receipt.Device{{Class: device.Cpu,
+		Readings: []receipt.Reading{{Provenance: receipt.Estimator, Scope: receipt.ScopeRun, Source: "tdp", StartNS: 1, EndNS: 2, UJ: 5, Basis: "b"}}}}}
+	if kn.receiptUnit != nil {
+		r.Unit = *kn.receiptUnit
+	}
+	r.FillTotals()
+	rk := k
+	if kn.receiptSigner != nil {
+		rk = *kn.receiptSigner
+	}
+	rb, err := receipt.Seal(&r, rk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := 0
+	now := time.Unix(0, 0)
+	a, err := attest.Seal(attest.Claim{
+		Unit: ua, Image: u.Image, Grants: ga, Decisions: la, Receipt: addr.Of(rb), Journal: kn.journal,
+		Tier: attest.Tier{Required: tier.S2, Chosen: tier.S2, Reason: "r"}, Executor: "test",
+		Hardware: attest.Hardware{Host: attest.Host{OS: "linux", Arch: "amd64"}},
+		Outcome:  attest.Outcome{Status: attest.Exited, ExitCode: &code}, Started: attest.Time(now), Ended: attest.Time(now),
+	}, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, b := range map[string][]byte{
+		artifact.FileAttestation: a.Envelope, artifact.FileReceipt: rb, artifact.FileUnit: ub,
+		artifact.FileGrants: gb, artifact.FileDecisions: lb,
+	} {
+		os.WriteFile(filepath.Join(dir, name), b, 0o644)
+	}
+	return dir
+}
+
+func firstErr(rs []artifact.Result) error {
+	for _, r := range rs {
+		if r.Err != nil {
+			return r.Err
+		}
+	}
+	return nil
+}
+
+func TestRunDirectory(t *testing.T) {
+	k, other := vectors.TestKey(), vectors.OtherKey()
+	v := &artifact.Verifier{Trust: key.NewTrust(k.Public())}
+	stray := addr.Of([]byte("stray"))
+	j := addr.Of([]byte("journal root"))
+	tests := []struct {
+		name string
+		kn   knobs
+		want reject.Code
+	}{
+		{"good", knobs{}, ""},
+		{"receipt for another unit", knobs{receiptUnit: &stray}, reject.Invalid},
+		{"receipt by another key", knobs{receiptSigner: &other}, reject.UntrustedKey},
+		{"unit binds other grants", knobs{unitGrants: &stray}, reject.Invalid},
+		{"journal bound but no reader", knobs{journal: &j}, reject.Missing},
+	}
+	for _, tc := range tests {
+		dir := writeRun(t, k, tc.kn)
+		rs := v.Path(dir)
+		err := firstErr(rs)
+		if tc.want == "" {
+			if err != nil || len(rs) != 5 {
+				t.Errorf("%s: %d results, %v", tc.name, len(rs), err)
+			}
+			continue
+		}
+		if reject.CodeOf(err) != tc.want {
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.want)
+		}
+	}
+	// A trusted other key still fails the signer match.
+	v2 := &artifact.Verifier{Trust: key.NewTrust(k.Public(), other.Public())}
+	if err := firstErr(v2.Path(writeRun(t, k, knobs{receiptSigner: &other}))); reject.CodeOf(err) != reject.Invalid || !strings.Contains(err.Error(), "signed by") {
+		t.Errorf("receipt by another trusted key: %v", err)
+	}
+	// A journal checker decides the journal.
+	dir := writeRun(t, k, knobs{journal: &j})
+	os.WriteFile(filepath.Join(dir, artifact.FileJournal), []byte("x"), 0o644)
+	v.Journal = func([]byte) (addr.Addr, error) { return j, nil }
+	if err := firstErr(v.Path(dir)); err != nil {
+		t.Errorf("journal with matching root: %v", err)
+	}
+	v.Journal = func([]byte) (addr.Addr, error) { return stray, nil }
+	if err := firstErr(v.Path(dir)); reject.CodeOf(err) != reject.Address {
+		t.Errorf("journal with another root: %v", err)
+	}
+}
+
+func TestSingleFiles(t *testing.T) {
+	k := vectors.TestKey()
+	dir := writeRun(t, k, knobs{})
+	v := &artifact.Verifier{Trust: key.NewTrust(k.Public())}
+	// Copied out of the run directory under other names, each is still recognised.
+	tmp := t.TempDir()
+	for name, kind := range map[string]string{
+		artifact.FileReceipt: artifact.KindReceipt, artifact.FileUnit: artifact.KindUnit,
+		artifact.FileGrants: artifact.KindGrants, artifact.FileDecisions: artifact.KindDecisions,
+	} {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		p := filepath.Join(tmp, "copy-of-"+name)
+		os.WriteFile(p, b, 0o644)
+		rs := v.Path(p)
+		if len(rs) != 1 || rs[0].Kind != kind || rs[0].Err != nil || rs[0].Addr != addr.Of(b) {
+			t.Errorf("%s: %+v", name, rs)
+		}
+	}
+	// An attestation alone lacks its bound objects.
+	b, _ := os.ReadFile(filepath.Join(dir, artifact.FileAttestation))
+	p := filepath.Join(tmp, "alone.json")
+	os.WriteFile(p, b, 0o644)
+	if err := firstErr(v.Path(p)); reject.CodeOf(err) != reject.Missing {
+		t.Errorf("lone attestation: %v", err)
+	}
+	os.WriteFile(filepath.Join(tmp, "junk"), []byte("hello"), 0o644)
+	if err := firstErr(v.Path(filepath.Join(tmp, "junk"))); reject.CodeOf(err) != reject.Unrecognised {
+		t.Errorf("junk: %v", err)
+	}
+	if err := firstErr(v.Path(tmp)); reject.CodeOf(err) != reject.Missing {
+		t.Errorf("directory without attestation: %v", err)
+	}
+	kp := filepath.Join(tmp, "k.pub")
+	os.WriteFile(kp, []byte(k.Public().String()+"\n"), 0o644)
+	if rs := v.Path(kp); rs[0].Err != nil || !strings.Contains(rs[0].Note, "(trusted)") {
+		t.Errorf("key: %+v", rs)
+	}
+}
+
+func FuzzRecognise(f *testing.F) {
+	f.Add("x.json", []byte(`{"claim":{}}`))
+	f.Add("y", []byte{0xd2, 0x84})
+	f.Fuzz(func(t *testing.T, name string, b []byte) {
+		switch artifact.Recognise(name, b) {
+		case artifact.KindAttestation, artifact.KindReceipt, artifact.KindUnit, artifact.KindGrants,
+			artifact.KindDecisions, artifact.KindKey, artifact.KindUnknown:
+		default:
+			t.Fatal("unknown kind")
+		}
+	})
+}
