@@ -228,3 +228,13 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestOneValue(t *testing.T) {
+	for in, want := range map[string]bool{
+		`{"a":1}`: true, `{"a":1},"b":2`: false, `{"a":"x`: false, `[1,2]`: true, ``: false, `"s"`: true,
+	} {
+		if OneValue([]byte(in)) != want {
+			t.Errorf("OneValue(%q) != %v", in, want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package canon
 
 import (
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -51,7 +52,7 @@ func (s *scanner) value(depth int) error {
 	case c == '[':
 		return s.array(depth + 1)
 	case c == '"':
-		_, err := s.str()
+		_, err := s.str(false)
 		return err
 	case c == '-' || '0' <= c && c <= '9':
 		return s.number()
@@ -90,7 +91,7 @@ func (s *scanner) object(depth int) error {
 		s.i++
 		return nil
 	}
-	var prev []uint16
+	var prev string
 	for n := 0; ; n++ {
 		if s.i >= len(s.b) {
 			return s.eof()
@@ -102,22 +103,21 @@ func (s *scanner) object(depth int) error {
 			return s.fail(reject.Malformed, "object member name must be a string")
 		}
 		at := s.i
-		key, err := s.str()
+		key, err := s.str(true)
 		if err != nil {
 			return err
 		}
-		k16 := utf16.Encode([]rune(key))
 		if n > 0 {
-			switch c := compare16(prev, k16); {
+			switch c := compareKeys(prev, key); {
 			case c == 0:
 				s.i = at
 				return s.fail(reject.DuplicateKey, "member %q appears twice", key)
 			case c > 0:
 				s.i = at
-				return s.fail(reject.NonCanonical, "member %q is out of JCS order (after %q)", key, string(utf16.Decode(prev)))
+				return s.fail(reject.NonCanonical, "member %q is out of JCS order (after %q)", key, prev)
 			}
 		}
-		prev = k16
+		prev = key
 		if s.i >= len(s.b) {
 			return s.eof()
 		}
@@ -180,11 +180,13 @@ func (s *scanner) sepFail(want string) error {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-// str scans a string at s.i and returns its decoded value. Only the escapes
-// JCS emits are accepted: \" \\ \b \t \n \f \r, and \u00xx (lowercase hex)
-// for the other control characters.
-func (s *scanner) str() (string, error) {
+// str scans a string at s.i and, when decode is set, returns its decoded
+// value. Only the escapes JCS emits are accepted: \" \\ \b \t \n \f \r, and
+// \u00xx (lowercase hex) for the other control characters.
+func (s *scanner) str(decode bool) (string, error) {
 	s.i++ // opening quote
+	start := s.i
+	escaped := false
 	var out []byte
 	for {
 		if s.i >= len(s.b) {
@@ -194,10 +196,20 @@ func (s *scanner) str() (string, error) {
 		switch {
 		case c == '"':
 			s.i++
+			if !decode {
+				return "", nil
+			}
+			if !escaped {
+				return string(s.b[start : s.i-1]), nil
+			}
 			return string(out), nil
 		case c < 0x20:
 			return "", s.fail(reject.NonCanonical, "control character 0x%02x must be escaped", c)
 		case c == '\\':
+			if !escaped {
+				escaped = true
+				out = append(out, s.b[start:s.i]...)
+			}
 			if s.i+1 >= len(s.b) {
 				return "", s.eof()
 			}
@@ -239,14 +251,18 @@ func (s *scanner) str() (string, error) {
 			out = append(out, r)
 			s.i += 2
 		case c < utf8.RuneSelf:
-			out = append(out, c)
+			if escaped {
+				out = append(out, c)
+			}
 			s.i++
 		default:
 			r, n := utf8.DecodeRune(s.b[s.i:])
 			if r == utf8.RuneError && n <= 1 {
 				return "", s.fail(reject.Malformed, "invalid UTF-8")
 			}
-			out = append(out, s.b[s.i:s.i+n]...)
+			if escaped {
+				out = append(out, s.b[s.i:s.i+n]...)
+			}
 			s.i += n
 		}
 	}
@@ -302,6 +318,22 @@ func (s *scanner) number() error {
 		return s.fail(reject.IntRange, "integer %s is at or above 2^53 in magnitude", lit)
 	}
 	return nil
+}
+
+// compareKeys orders member names by UTF-16 code units, as JCS requires.
+// For ASCII names that is byte order; others go through UTF-16.
+func compareKeys(a, b string) int {
+	ascii := true
+	for i := 0; i < len(a) && ascii; i++ {
+		ascii = a[i] < utf8.RuneSelf
+	}
+	for i := 0; i < len(b) && ascii; i++ {
+		ascii = b[i] < utf8.RuneSelf
+	}
+	if ascii {
+		return strings.Compare(a, b)
+	}
+	return compare16(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
 }
 
 func compare16(a, b []uint16) int {

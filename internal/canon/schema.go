@@ -222,3 +222,24 @@ func isEmpty(raw []byte) bool {
 	}
 	return false
 }
+
+// OneValue reports whether b is exactly one JSON value. b must be a
+// sub-slice of a document that already passed Check, which is what makes
+// this cheap structural walk sufficient.
+func OneValue(b []byte) (ok bool) {
+	if len(b) == 0 {
+		return false
+	}
+	// A slice cut inside a string of a checked document can end mid-value;
+	// the walk does not bounds-check, so such a cut is caught here.
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	w := walker{b: b}
+	if _, err := w.value(&schema{}, ""); err != nil {
+		return false
+	}
+	return w.i == len(b)
+}
