@@ -6,15 +6,15 @@ require (
 	github.com/fxamacker/cbor/v2 v2.10.0
 	github.com/gowebpki/jcs v1.0.2
 	github.com/spf13/cobra v1.10.2
+	github.com/tetratelabs/wazero v1.12.0
 	github.com/veraison/go-cose v1.3.0
 	github.com/zeebo/blake3 v0.2.4
+	golang.org/x/sys v0.44.0
 )
 
 require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/klauspost/cpuid/v2 v2.0.12 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
-	github.com/tetratelabs/wazero v1.12.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
-	golang.org/x/sys v0.44.0 // indirect
 )

@@ -88,12 +88,13 @@ const (
 	Deadline  Status = "deadline"    // its wall-clock deadline passed
 	OutOfFuel Status = "out-of-fuel" // its fuel budget ran out
 	OutOfMem  Status = "out-of-memory"
-	Failed    Status = "failed" // the executor failed; Detail says how
+	Trapped   Status = "trapped" // the guest trapped (a WebAssembly trap or a fatal signal)
+	Failed    Status = "failed"  // the executor failed; Detail says how
 )
 
 func (s Status) valid() bool {
 	switch s {
-	case Exited, Killed, Deadline, OutOfFuel, OutOfMem, Failed:
+	case Exited, Killed, Deadline, OutOfFuel, OutOfMem, Trapped, Failed:
 		return true
 	}
 	return false

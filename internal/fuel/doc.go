@@ -9,7 +9,8 @@
 // the global. At function entries and loop headers it also checks: when the
 // fuel is below zero the code executes unreachable, which traps. The host
 // sets the global to the budget before running and reads it after; a trap
-// with the global below zero means the budget ran out.
+// with the global below zero means the budget ran out. A second exported
+// global, "__sandbox_oom", is set to 1 whenever memory.grow is refused.
 //
 // The cost model (model "wasm-fuel/1"): one unit per instruction, charged
 // per metered block on entry (a block left early by a branch or a trap is

@@ -301,3 +301,19 @@ func FuzzInstrument(f *testing.F) {
 		c.Close(ctx)
 	})
 }
+
+func TestRefusedGrowIsFlagged(t *testing.T) {
+	// (func (param i32) (result i32) local.get 0 memory.grow)
+	grow := fn{typ: 0, code: []byte{0x20, 0x00, 0x40, 0x00, 0x0b}}
+	m := mod{types: [][2][]byte{{{i32}, {i32}}}, funcs: []fn{grow}, exports: map[string]uint32{"grow": 0}, memory: true}
+	r := instantiate(t, m.bytes(), 0)
+	oom := r.mod.ExportedGlobal(ExportOOM)
+	_, res, err := r.call("grow", 1000, 1)
+	if err != nil || int32(res[0]) != 1 || oom.Get() != 0 {
+		t.Fatalf("grow(1) = %v, %v, oom %d", res, err, oom.Get())
+	}
+	_, res, err = r.call("grow", 1000, 70000) // beyond 4 GiB: refused
+	if err != nil || int32(res[0]) != -1 || oom.Get() != 1 {
+		t.Fatalf("grow(70000) = %v, %v, oom %d", res, err, oom.Get())
+	}
+}

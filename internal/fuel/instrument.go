@@ -59,12 +59,16 @@ func Instrument(wasm []byte) ([]byte, error) {
 	}
 	g := importedGlobals + definedGlobals // index of the new global
 
-	// The new global: i64, mutable, initialised to 0.
-	newGlobal := []byte{0x7e, 0x01, 0x42, 0x00, 0x0b}
-	newExport := appendU32(nil, uint32(len(Export)))
-	newExport = append(newExport, Export...)
-	newExport = append(newExport, 0x03) // global
-	newExport = appendU32(newExport, g)
+	// The new globals: the fuel (i64) and the out-of-memory flag (i32),
+	// mutable, initialised to 0, exported.
+	newGlobal := []byte{0x7e, 0x01, 0x42, 0x00, 0x0b, 0x7f, 0x01, 0x41, 0x00, 0x0b}
+	var newExport []byte
+	for i, name := range []string{Export, ExportOOM} {
+		newExport = appendU32(newExport, uint32(len(name)))
+		newExport = append(newExport, name...)
+		newExport = append(newExport, 0x03) // global
+		newExport = appendU32(newExport, g+uint32(i))
+	}
 
 	var out []byte
 	out = append(out, magic...)
@@ -72,11 +76,11 @@ func Instrument(wasm []byte) ([]byte, error) {
 	emitMissing := func(before byte) {
 		pos, known := order[before]
 		if !insertedGlobal && (known && pos > order[secGlobal]) {
-			out = appendSection(out, secGlobal, append(appendU32(nil, 1), newGlobal...))
+			out = appendSection(out, secGlobal, append(appendU32(nil, 2), newGlobal...))
 			insertedGlobal = true
 		}
 		if !insertedExport && (known && pos > order[secExport]) {
-			out = appendSection(out, secExport, append(appendU32(nil, 1), newExport...))
+			out = appendSection(out, secExport, append(appendU32(nil, 2), newExport...))
 			insertedExport = true
 		}
 	}
@@ -87,9 +91,9 @@ func Instrument(wasm []byte) ([]byte, error) {
 		body := s.body
 		switch s.id {
 		case secGlobal:
-			body, err = appendToVec(s.body, newGlobal)
+			body, err = appendToVec(s.body, 2, newGlobal)
 		case secExport:
-			body, err = appendToVec(s.body, newExport)
+			body, err = appendToVec(s.body, 2, newExport)
 		case secCode:
 			body, err = rewriteCode(s.body, types, funcTypes, importedFuncs, g)
 		}
@@ -99,10 +103,10 @@ func Instrument(wasm []byte) ([]byte, error) {
 		out = appendSection(out, s.id, body)
 	}
 	if !insertedGlobal {
-		out = appendSection(out, secGlobal, append(appendU32(nil, 1), newGlobal...))
+		out = appendSection(out, secGlobal, append(appendU32(nil, 2), newGlobal...))
 	}
 	if !insertedExport {
-		out = appendSection(out, secExport, append(appendU32(nil, 1), newExport...))
+		out = appendSection(out, secExport, append(appendU32(nil, 2), newExport...))
 	}
 	return out, nil
 }
@@ -128,14 +132,14 @@ func checkCounts(secs []section) error {
 	return nil
 }
 
-// appendToVec adds one pre-encoded element to a vector section body.
-func appendToVec(body, elem []byte) ([]byte, error) {
+// appendToVec adds k pre-encoded elements to a vector section body.
+func appendToVec(body []byte, k uint32, elem []byte) ([]byte, error) {
 	r := &reader{b: body}
 	n, err := r.u32()
 	if err != nil {
 		return nil, err
 	}
-	out := appendU32(nil, n+1)
+	out := appendU32(nil, n+k)
 	out = append(out, body[r.i:]...)
 	return append(out, elem...), nil
 }
@@ -318,6 +322,7 @@ type inst struct {
 	split      bool // a metered block starts after this instruction
 	check      bool // ...and it is a loop header: check the fuel there
 	bulk       bool // memory.copy or memory.fill: charge by length
+	grow       bool // memory.grow: flag a refusal
 }
 
 func rewriteBody(fb []byte, off int, nParams, importedFuncs, g uint32) ([]byte, error) {
@@ -345,7 +350,7 @@ func rewriteBody(fb []byte, off int, nParams, importedFuncs, g uint32) ([]byte, 
 
 	var insts []inst
 	depth := 0
-	hasBulk := false
+	scratchNeeded := false
 	for {
 		if r.i >= len(fb) {
 			return nil, r.fail("function body ends without its final end")
@@ -370,7 +375,7 @@ func rewriteBody(fb []byte, off int, nParams, importedFuncs, g uint32) ([]byte, 
 			depth--
 			in.split = depth >= 0
 		}
-		hasBulk = hasBulk || in.bulk
+		scratchNeeded = scratchNeeded || in.bulk || in.grow
 		insts = append(insts, in)
 		if depth < 0 {
 			break
@@ -382,7 +387,7 @@ func rewriteBody(fb []byte, off int, nParams, importedFuncs, g uint32) ([]byte, 
 
 	scratch := uint32(total) + nParams
 	out := make([]byte, 0, len(fb)+len(fb)/2+32)
-	if hasBulk {
+	if scratchNeeded {
 		out = appendU32(out, nl+1)
 		out = append(out, fb[len(appendU32(nil, nl)):localsEnd]...)
 		out = append(out, 0x01, 0x7f) // one i32 scratch local
@@ -405,6 +410,9 @@ func rewriteBody(fb []byte, off int, nParams, importedFuncs, g uint32) ([]byte, 
 						out = chargeBulk(out, g, scratch)
 					}
 					out = append(out, fb[in.start:in.end]...)
+					if in.grow {
+						out = flagRefusedGrow(out, g+1, scratch)
+					}
 				}
 			}
 			if k == len(insts) {
@@ -448,4 +456,16 @@ func chargeBulk(out []byte, g, scratch uint32) []byte {
 	// i64.extend_i32_u; i64.const 6; i64.shr_u; i64.sub; global.set
 	out = append(out, 0xad, 0x42, 0x06, 0x88, 0x7d, 0x24)
 	return appendU32(out, g)
+}
+
+// flagRefusedGrow emits, after memory.grow (whose result is on top of the
+// stack), oom = 1 if the result is -1; the result stays on the stack.
+func flagRefusedGrow(out []byte, oom, scratch uint32) []byte {
+	out = append(out, 0x22) // local.tee
+	out = appendU32(out, scratch)
+	// i32.const -1; i32.eq; if (empty) i32.const 1; global.set oom; end
+	out = append(out, 0x41, 0x7f, 0x46, 0x04, 0x40, 0x41, 0x01, 0x24)
+	out = appendU32(out, oom)
+	out = append(out, 0x0b, 0x20) // end; local.get
+	return appendU32(out, scratch)
 }

@@ -9,6 +9,11 @@ import (
 // Export is the name under which the fuel global is exported.
 const Export = "__sandbox_fuel"
 
+// ExportOOM is the name of the i32 global set to 1 when memory.grow is
+// refused (returns -1), so that the host can tell a guest that died for
+// want of memory from one that failed otherwise.
+const ExportOOM = "__sandbox_oom"
+
 // HostCallCost is the fuel charged for each call of an imported function,
 // on top of the call instruction itself.
 const HostCallCost = 100

@@ -45,6 +45,7 @@ func immediates(r *reader, in *inst, importedFuncs uint32) error {
 	case op >= 0x28 && op <= 0x3e: // loads and stores
 		return memarg(r)
 	case op == 0x3f || op == 0x40: // memory.size, memory.grow
+		in.grow = op == 0x40
 		_, err := r.byte()
 		return err
 	case op == 0x41:

@@ -1,0 +1,146 @@
+package guest
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/safefile"
+)
+
+// Root returns the repository root (the directory holding go.mod).
+func Root() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", fmt.Errorf("guest: cannot locate the source tree")
+	}
+	return filepath.Abs(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Go builds the Go guest guests/NAME and returns the module's path.
+func Go(name string) (string, error) {
+	root, err := Root()
+	if err != nil {
+		return "", err
+	}
+	src := filepath.Join(root, "guests", name)
+	key, err := sourceKey(src, runtime.Version())
+	if err != nil {
+		return "", err
+	}
+	return cached("go-"+name, key, func(out string) error {
+		cmd := exec.Command("go", "build", "-trimpath", "-o", out, ".")
+		cmd.Dir = src
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("guest: go build %s: %v\n%s", name, err, b)
+		}
+		return nil
+	})
+}
+
+// Clang is the C compiler C guests are built with.
+const Clang = "clang-14"
+
+// C builds the C guest guests/c/NAME.c and returns the module's path.
+func C(name string) (string, error) {
+	root, err := Root()
+	if err != nil {
+		return "", err
+	}
+	cc, err := exec.LookPath(Clang)
+	if err != nil {
+		return "", fmt.Errorf("guest: %s is not installed; run scripts/deps (Debian: clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32)", Clang)
+	}
+	src := filepath.Join(root, "guests", "c", name+".c")
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return "", err
+	}
+	key := addr.Of(append(b, []byte(cc)...)).Short()
+	return cached("c-"+name, key, func(out string) error {
+		cmd := exec.Command(cc, "--target=wasm32-wasi", "--sysroot=/usr", "-fuse-ld=lld", "-O2", "-Wl,--strip-debug", "-o", out, src)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("guest: %s %s: %v\n%s", Clang, name, err, b)
+		}
+		return nil
+	})
+}
+
+// sourceKey hashes every file of a Go guest with the toolchain version.
+func sourceKey(dir, toolchain string) (string, error) {
+	var all bytes.Buffer
+	all.WriteString(toolchain)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&all, "%s\x00%d\x00", e.Name(), len(b))
+		all.Write(b)
+	}
+	return addr.Of(all.Bytes()).Short(), nil
+}
+
+func cached(name, key string, build func(out string) error) (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	dir := filepath.Join(base, "sandbox-guests")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	final := filepath.Join(dir, name+"-"+key+".wasm")
+	if _, err := os.Stat(final); err == nil {
+		return final, nil
+	}
+	tmp, err := os.MkdirTemp(dir, ".build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	out := filepath.Join(tmp, "out.wasm")
+	if err := build(out); err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		return "", err
+	}
+	if err := safefile.Write(final, b, 0o644); err != nil {
+		return "", err
+	}
+	return final, nil
+}
+
+// Names lists the Go guests.
+func Names() ([]string, error) {
+	root, err := Root()
+	if err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(filepath.Join(root, "guests"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() && e.Name() != "c" && !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}

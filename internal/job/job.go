@@ -1,0 +1,45 @@
+package job
+
+import (
+	"io"
+	"time"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/journal"
+	"github.com/opensubstrate/sandbox/internal/kv"
+	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/receipt"
+)
+
+// Job is one run for an executor.
+type Job struct {
+	Unit     unit.Unit
+	UnitAddr addr.Addr
+	Image    []byte
+	Grants   grant.Set
+	Enforcer *grant.Enforcer
+
+	// Exactly one of Record and Replay is set.
+	Record *journal.Writer
+	Replay *journal.Reader
+
+	KV             *kv.Store
+	Stdout, Stderr io.Writer
+	Deadline       time.Duration // 0 for none
+}
+
+// Result is how a run ended and what it consumed.
+type Result struct {
+	Outcome    attest.Outcome
+	Start, End time.Time
+	// Fuel is the fuel consumed, for fuel-metered executors.
+	Fuel *uint64
+	// Readings are the executor's own energy figures per class (the fuel
+	// model's, for S2); the meter adds its own.
+	Readings map[device.Class][]receipt.Reading
+	Executor string
+	Devices  []attest.Device
+}

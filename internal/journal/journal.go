@@ -1,0 +1,241 @@
+package journal
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/fxamacker/cbor/v2"
+	"github.com/zeebo/blake3"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/cde"
+	"github.com/opensubstrate/sandbox/reject"
+)
+
+// Domain is the genesis tag of the hash chain.
+const Domain = "sandbox.journal/1"
+
+// Genesis returns head_0.
+func Genesis() addr.Addr { return addr.Of([]byte(Domain)) }
+
+// Entry is one recorded input.
+type Entry struct {
+	Kind string          `cbor:"k"`
+	Req  cbor.RawMessage `cbor:"q"`
+	Resp cbor.RawMessage `cbor:"r"`
+}
+
+func next(head addr.Addr, entry []byte) addr.Addr {
+	h := blake3.New()
+	h.Write(head[:])
+	h.Write(entry)
+	var out addr.Addr
+	h.Sum(out[:0])
+	return out
+}
+
+// Writer accumulates a journal in memory and streams it to w.
+type Writer struct {
+	mu    sync.Mutex
+	w     io.Writer
+	head  addr.Addr
+	n     int
+	bytes int64
+	err   error
+}
+
+// NewWriter returns a Writer that appends entries to w (which may be nil
+// to keep only the root).
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w, head: Genesis()} }
+
+// Append records one entry; req and resp are encoded deterministically.
+func (j *Writer) Append(kind string, req, resp any) error {
+	q, err := cde.Marshal(req)
+	if err != nil {
+		return err
+	}
+	r, err := cde.Marshal(resp)
+	if err != nil {
+		return err
+	}
+	e, err := cde.Marshal(Entry{Kind: kind, Req: q, Resp: r})
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err != nil {
+		return j.err
+	}
+	if j.w != nil {
+		if _, err := j.w.Write(e); err != nil {
+			j.err = fmt.Errorf("journal: %w", err)
+			return j.err
+		}
+	}
+	j.head = next(j.head, e)
+	j.n++
+	j.bytes += int64(len(e))
+	return nil
+}
+
+// Root returns the current head of the chain.
+func (j *Writer) Root() addr.Addr {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.head
+}
+
+// Len returns the number of entries and their total size in bytes.
+func (j *Writer) Len() (int, int64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.n, j.bytes
+}
+
+// Err returns the first write error, if any.
+func (j *Writer) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.err
+}
+
+// Parse splits a journal file into entries and computes its root. Every
+// entry must be core-deterministic CBOR with exactly the three fields.
+// Errors are *reject.Error naming the entry.
+func Parse(b []byte) ([]Entry, addr.Addr, error) {
+	head := Genesis()
+	var out []Entry
+	for off, n := 0, 0; off < len(b); n++ {
+		end, err := itemEnd(b, off)
+		if err != nil {
+			return nil, addr.Addr{}, reject.In(fmt.Sprintf("journal entry %d (offset %d)", n, off), err)
+		}
+		raw := b[off:end]
+		var e Entry
+		if err := cde.Unmarshal(raw, &e); err != nil {
+			return nil, addr.Addr{}, reject.In(fmt.Sprintf("journal entry %d (offset %d)", n, off), err)
+		}
+		if e.Kind == "" {
+			return nil, addr.Addr{}, reject.New(reject.MissingField, fmt.Sprintf("journal entry %d", n), "an entry names its kind")
+		}
+		head = next(head, raw)
+		out = append(out, e)
+		off = end
+	}
+	return out, head, nil
+}
+
+// Root parses a journal file and returns its root; it is the check the
+// run verifier applies to a bound journal.
+func Root(b []byte) (addr.Addr, error) {
+	_, root, err := Parse(b)
+	return root, err
+}
+
+// itemEnd returns the end offset of the CBOR data item starting at off,
+// checking that it is well-formed and core-deterministic.
+func itemEnd(b []byte, off int) (int, error) {
+	// Decode one item to find its length, then check it on its own.
+	dec := cbor.NewDecoder(bytes.NewReader(b[off:]))
+	var raw cbor.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return 0, reject.New(reject.Truncated, "", "the journal ends inside an entry")
+		}
+		return 0, reject.New(reject.Malformed, "", "%v", err)
+	}
+	end := off + len(raw)
+	if err := cde.Check(b[off:end]); err != nil {
+		return 0, err
+	}
+	return end, nil
+}
+
+// Divergence is a replayed run asking for something the journal does not
+// hold at that point.
+type Divergence struct {
+	Index int
+	Want  string // what the journal holds
+	Got   string // what the replay asked for
+}
+
+func (d *Divergence) Error() string {
+	return fmt.Sprintf("replay diverged at journal entry %d: the original run recorded %s, the replay asked for %s", d.Index, d.Want, d.Got)
+}
+
+// Reader serves a journal's entries back in order.
+type Reader struct {
+	mu      sync.Mutex
+	entries []Entry
+	i       int
+	err     error
+	check   *Writer // re-chains what is served, so the replay's root is computed too
+}
+
+// NewReader returns a Reader over parsed entries.
+func NewReader(entries []Entry) *Reader {
+	return &Reader{entries: entries, check: NewWriter(nil)}
+}
+
+// Next returns the response recorded for the next entry, which must be of
+// the given kind with the given request; resp is decoded into out.
+func (j *Reader) Next(kind string, req, out any) error {
+	q, err := cde.Marshal(req)
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err != nil {
+		return j.err
+	}
+	if j.i >= len(j.entries) {
+		j.err = &Divergence{Index: j.i, Want: "the end of the journal", Got: describe(kind, q)}
+		return j.err
+	}
+	e := j.entries[j.i]
+	if e.Kind != kind || !bytes.Equal(e.Req, q) {
+		j.err = &Divergence{Index: j.i, Want: describe(e.Kind, e.Req), Got: describe(kind, q)}
+		return j.err
+	}
+	j.i++
+	if err := cbor.Unmarshal(e.Resp, out); err != nil {
+		j.err = fmt.Errorf("journal entry %d: response: %w", j.i-1, err)
+		return j.err
+	}
+	var resp cbor.RawMessage = e.Resp
+	return j.check.Append(e.Kind, cbor.RawMessage(q), resp)
+}
+
+// Err returns the first divergence or decoding error.
+func (j *Reader) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.err
+}
+
+// Remaining returns how many entries were not served.
+func (j *Reader) Remaining() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.entries) - j.i
+}
+
+// Root returns the root of the entries served so far.
+func (j *Reader) Root() addr.Addr { return j.check.Root() }
+
+func describe(kind string, q []byte) string {
+	var v any
+	if err := cbor.Unmarshal(q, &v); err != nil {
+		return kind
+	}
+	s := fmt.Sprintf("%s %v", kind, v)
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}

@@ -1,0 +1,120 @@
+package journal
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/opensubstrate/sandbox/reject"
+)
+
+func TestWriteParseReplay(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	w.Append("clock.wall", nil, int64(1700000000000000000))
+	w.Append("random", 4, []byte{1, 2, 3, 4})
+	w.Append("kv.get", []any{"cache", []byte("k")}, []any{true, []byte("v")})
+	entries, root, err := Parse(buf.Bytes())
+	if err != nil || len(entries) != 3 || root != w.Root() {
+		t.Fatalf("Parse = %d entries, %v, root match %v", len(entries), err, root == w.Root())
+	}
+	if n, size := w.Len(); n != 3 || size != int64(buf.Len()) {
+		t.Fatalf("Len = %d, %d", n, size)
+	}
+	// Same entries, same root; order matters.
+	w2 := NewWriter(nil)
+	w2.Append("clock.wall", nil, int64(1700000000000000000))
+	w2.Append("random", 4, []byte{1, 2, 3, 4})
+	w2.Append("kv.get", []any{"cache", []byte("k")}, []any{true, []byte("v")})
+	if w2.Root() != root {
+		t.Fatal("same entries, different root")
+	}
+	if NewWriter(nil).Root() != Genesis() {
+		t.Fatal("empty journal root is not genesis")
+	}
+
+	r := NewReader(entries)
+	var now int64
+	if err := r.Next("clock.wall", nil, &now); err != nil || now != 1700000000000000000 {
+		t.Fatalf("Next clock = %d, %v", now, err)
+	}
+	var rnd []byte
+	if err := r.Next("random", 4, &rnd); err != nil || !bytes.Equal(rnd, []byte{1, 2, 3, 4}) {
+		t.Fatalf("Next random = %v, %v", rnd, err)
+	}
+	var got []any
+	err = r.Next("kv.get", []any{"cache", []byte("other")}, &got)
+	var d *Divergence
+	if !errors.As(err, &d) || d.Index != 2 {
+		t.Fatalf("divergence = %v", err)
+	}
+	if r.Next("kv.get", []any{"cache", []byte("k")}, &got) == nil {
+		t.Fatal("reader continued after a divergence")
+	}
+}
+
+func TestReplayRootMatches(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	w.Append("random", 2, []byte{9, 9})
+	entries, root, _ := Parse(buf.Bytes())
+	r := NewReader(entries)
+	var b []byte
+	r.Next("random", 2, &b)
+	if r.Root() != root || r.Remaining() != 0 {
+		t.Fatal("replay root differs")
+	}
+	var x int64
+	if err := r.Next("clock.wall", nil, &x); err == nil {
+		t.Fatal("read past the end")
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	w.Append("random", 2, []byte{9, 9})
+	good := buf.Bytes()
+	tests := []struct {
+		name string
+		b    []byte
+		want reject.Code
+	}{
+		{"truncated", good[:len(good)-1], reject.Truncated},
+		{"non-shortest", append([]byte{0xa3, 0x61, 0x6b, 0x78, 0x06}, good[4:]...), reject.NonShortest},
+		{"not a map", []byte{0x01}, reject.Invalid},
+		{"unknown field", []byte{0xa4, 0x61, 0x6b, 0x61, 'x', 0x61, 0x71, 0x00, 0x61, 0x72, 0x00, 0x61, 0x7a, 0x00}, reject.UnknownField},
+	}
+	for _, tc := range tests {
+		if _, _, err := Parse(tc.b); reject.CodeOf(err) != tc.want {
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.want)
+		}
+	}
+	if _, root, err := Parse(nil); err != nil || root != Genesis() {
+		t.Fatal("empty journal")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	w.Append("random", 2, []byte{9, 9})
+	w.Append("clock.wall", nil, int64(5))
+	f.Add(buf.Bytes())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		entries, root, err := Parse(b)
+		if err != nil {
+			if reject.CodeOf(err) == "" {
+				t.Fatalf("error without code: %v", err)
+			}
+			return
+		}
+		w := NewWriter(nil)
+		for _, e := range entries {
+			w.Append(e.Kind, e.Req, e.Resp)
+		}
+		if w.Root() != root {
+			t.Fatal("re-appending parsed entries changes the root")
+		}
+	})
+}

@@ -1,0 +1,293 @@
+package wasm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/energy"
+	"github.com/opensubstrate/sandbox/internal/fuel"
+	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/receipt"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+var errNotSupported = errors.New("not supported on this platform")
+
+// Model converts fuel to energy. It is a model, not a measurement: the
+// figure it gives is tagged ModelBased, with the model's name and
+// calibration in its basis.
+type Model struct {
+	Name              string
+	NanojoulesPerFuel uint64
+	Calibration       string
+}
+
+// DefaultModel is calibrated in docs/s2.md: on the reference machine
+// (AMD EPYC, 2 vCPUs), instrumented code runs about 1.1e9 fuel per second
+// per core, and a core's share of the package's rated power is about 3.5 W,
+// so one fuel costs about 3 nJ.
+var DefaultModel = Model{
+	Name:              "wasm-fuel/1",
+	NanojoulesPerFuel: 3,
+	Calibration:       "1.1e9 fuel/s per core measured on an AMD EPYC host (BenchmarkFuelRate), × 3.5 W per core (package TDP share)",
+}
+
+// Energy returns the model's figure for fuel, rounded to the nearest µJ.
+func (m Model) Energy(f uint64) energy.Microjoules {
+	return energy.Microjoules((f*m.NanojoulesPerFuel + 500) / 1000)
+}
+
+// Fuel returns the fuel that budget buys.
+func (m Model) Fuel(budget energy.Microjoules) uint64 {
+	return uint64(budget) * 1000 / m.NanojoulesPerFuel
+}
+
+// Config configures the executor.
+type Config struct {
+	// CacheDir holds wazero's compilation cache; empty for none.
+	CacheDir string
+	// MemoryLimitPages caps guest memory in 64 KiB pages (default 4096,
+	// 256 MiB; Go guests need at least 38).
+	MemoryLimitPages uint32
+	Model            Model
+}
+
+// Executor runs WebAssembly units at S2.
+type Executor struct {
+	cfg     Config
+	cache   wazero.CompilationCache
+	version string
+
+	probeOnce sync.Once
+	probe     tier.Probe
+}
+
+// New returns an executor.
+func New(cfg Config) (*Executor, error) {
+	if cfg.MemoryLimitPages == 0 {
+		cfg.MemoryLimitPages = 4096
+	}
+	if cfg.MemoryLimitPages < 38 {
+		return nil, fmt.Errorf("wasm: memory limit of %d pages is below the 38 a Go guest needs", cfg.MemoryLimitPages)
+	}
+	if cfg.Model.NanojoulesPerFuel == 0 {
+		cfg.Model = DefaultModel
+	}
+	e := &Executor{cfg: cfg, version: wazeroVersion()}
+	if cfg.CacheDir != "" {
+		// The cache is keyed by wazero's version, which is "dev" in test
+		// binaries: keep one directory per dependency version instead.
+		dir := filepath.Join(cfg.CacheDir, "wazero-"+e.version)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		c, err := wazero.NewCompilationCacheWithDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("wasm: compilation cache: %w", err)
+		}
+		e.cache = c
+	}
+	return e, nil
+}
+
+func wazeroVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/tetratelabs/wazero" {
+				return d.Version
+			}
+		}
+	}
+	return "unknown"
+}
+
+// Name names the executor and its engine version.
+func (e *Executor) Name() string { return "wazero/" + e.version }
+
+// Tier is S2.
+func (e *Executor) Tier() tier.Tier { return tier.S2 }
+
+// Kind is wasm.
+func (e *Executor) Kind() tier.Kind { return tier.Wasm }
+
+func (e *Executor) runtime(ctx context.Context) wazero.Runtime {
+	cfg := wazero.NewRuntimeConfig().
+		WithCloseOnContextDone(true).
+		WithMemoryLimitPages(e.cfg.MemoryLimitPages).
+		WithCoreFeatures(api.CoreFeaturesV2)
+	if e.cache != nil {
+		cfg = cfg.WithCompilationCache(e.cache)
+	}
+	return wazero.NewRuntimeWithConfig(ctx, cfg)
+}
+
+// Run executes the job's module to completion, a deadline, cancellation or
+// the end of its fuel.
+func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
+	budget, ok := j.Grants.Budget(device.Cpu)
+	if !ok {
+		return nil, fmt.Errorf("a wasm unit runs on fuel bought from a Cpu compute grant; add one, e.g. --grant cpu:10J")
+	}
+	fuelBudget := e.cfg.Model.Fuel(budget)
+	if fuelBudget > 1<<62 {
+		fuelBudget = 1 << 62
+	}
+	inst, err := fuel.Instrument(j.Image)
+	if err != nil {
+		return nil, err
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if j.Deadline > 0 {
+		var c2 context.CancelFunc
+		runCtx, c2 = context.WithTimeout(runCtx, j.Deadline)
+		defer c2()
+	}
+	rt := e.runtime(runCtx)
+	defer rt.Close(context.Background())
+
+	b := newBroker(j.Enforcer, j.Record, j.Replay, j.UnitAddr, cancel)
+	var host hostFS
+	if j.Replay == nil {
+		if host, err = newHostFS(j.Enforcer, j.Grants.Storage); err != nil {
+			return nil, err
+		}
+	}
+	bfs := newBrokerFS(b, host, j.Grants.Storage)
+	defer bfs.closeAll()
+
+	if _, err := wasi_snapshot_preview1.Instantiate(runCtx, rt); err != nil {
+		return nil, fmt.Errorf("wasm: wasi: %w", err)
+	}
+	if err := instantiateKV(runCtx, rt, b, j.KV); err != nil {
+		return nil, err
+	}
+	compiled, err := rt.CompileModule(runCtx, inst)
+	if err != nil {
+		return nil, fmt.Errorf("wasm: compile: %w", err)
+	}
+	if err := checkImports(compiled); err != nil {
+		return nil, err
+	}
+
+	fsCfg := wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(bfs, "/")
+	mc := wazero.NewModuleConfig().
+		WithName("").
+		WithArgs(j.Unit.Args...).
+		WithStdout(j.Stdout).
+		WithStderr(j.Stderr).
+		WithFSConfig(fsCfg).
+		WithWalltime(b.walltime, 1).
+		WithNanotime(b.nanotime, 1).
+		WithNanosleep(b.nanosleep).
+		WithOsyield(func() {}).
+		WithRandSource(b).
+		WithStartFunctions() // _start is called below, after the fuel is set
+	keys := make([]string, 0, len(j.Unit.Env))
+	for k := range j.Unit.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		mc = mc.WithEnv(k, j.Unit.Env[k])
+	}
+
+	res := &job.Result{Executor: e.Name(), Start: time.Now()}
+	mod, err := rt.InstantiateModule(runCtx, compiled, mc)
+	if err != nil {
+		return nil, fmt.Errorf("wasm: instantiate: %w", err)
+	}
+	fuelG, _ := mod.ExportedGlobal(fuel.Export).(api.MutableGlobal)
+	oomG := mod.ExportedGlobal(fuel.ExportOOM)
+	fuelG.Set(fuelBudget)
+	start := mod.ExportedFunction("_start")
+	if start == nil {
+		return nil, fmt.Errorf("wasm: the module exports no _start function (a WASI command is required)")
+	}
+	_, callErr := start.Call(runCtx)
+	res.End = time.Now()
+	left := int64(fuelG.Get())
+	used := uint64(int64(fuelBudget) - left)
+	res.Fuel = &used
+	oom := oomG != nil && oomG.Get() != 0
+	res.Outcome = outcome(callErr, left < 0, oom, b.Err(), ctx.Err())
+	mod.Close(context.Background())
+
+	res.Readings = map[device.Class][]receipt.Reading{device.Cpu: {{
+		Provenance: receipt.ModelBased, Scope: receipt.ScopeRun, Source: e.cfg.Model.Name,
+		StartNS: uint64(res.Start.UnixNano()), EndNS: uint64(res.End.UnixNano()),
+		UJ:    e.cfg.Model.Energy(used),
+		Basis: fmt.Sprintf("fuel %d × %d nJ per fuel (model %s: %s)", used, e.cfg.Model.NanojoulesPerFuel, e.cfg.Model.Name, e.cfg.Model.Calibration),
+	}}}
+	if err := b.Err(); err != nil && j.Replay != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// outcome classifies how _start returned.
+func outcome(err error, outOfFuel, oom bool, journalErr, parentErr error) attest.Outcome {
+	var exit *sys.ExitError
+	switch {
+	case err == nil:
+		zero := 0
+		return attest.Outcome{Status: attest.Exited, ExitCode: &zero}
+	case errors.As(err, &exit):
+		switch code := exit.ExitCode(); code {
+		case sys.ExitCodeDeadlineExceeded:
+			return attest.Outcome{Status: attest.Deadline, Detail: "the wall-clock deadline passed"}
+		case sys.ExitCodeContextCanceled:
+			if journalErr != nil {
+				return attest.Outcome{Status: attest.Failed, Detail: journalErr.Error()}
+			}
+			return attest.Outcome{Status: attest.Killed, Detail: "cancelled"}
+		default:
+			c := int(code)
+			if oom && c != 0 {
+				return attest.Outcome{Status: attest.OutOfMem, Detail: fmt.Sprintf("memory.grow was refused at the memory cap; the guest then exited with status %d", c)}
+			}
+			return attest.Outcome{Status: attest.Exited, ExitCode: &c}
+		}
+	case outOfFuel:
+		return attest.Outcome{Status: attest.OutOfFuel, Detail: "the fuel bought by the Cpu grant ran out"}
+	case oom:
+		return attest.Outcome{Status: attest.OutOfMem, Detail: "memory.grow was refused at the memory cap, then the guest trapped"}
+	}
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	return attest.Outcome{Status: attest.Trapped, Detail: msg}
+}
+
+// checkImports refuses a module that imports anything but WASI preview 1
+// and the key-value module, before it runs.
+func checkImports(c wazero.CompiledModule) error {
+	for _, f := range c.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		if mod != wasi_snapshot_preview1.ModuleName && mod != kvModule {
+			return fmt.Errorf("wasm: the module imports %s.%s; S2 provides only %s and %s", mod, name, wasi_snapshot_preview1.ModuleName, kvModule)
+		}
+	}
+	if len(c.ImportedMemories()) > 0 {
+		return fmt.Errorf("wasm: the module imports a memory; S2 modules define their own")
+	}
+	return nil
+}

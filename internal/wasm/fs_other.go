@@ -1,0 +1,24 @@
+//go:build !linux
+
+package wasm
+
+import (
+	"fmt"
+
+	"github.com/opensubstrate/sandbox/internal/grant"
+)
+
+// ErrNoBeneath: storage grants need openat2(RESOLVE_BENEATH), which only
+// Linux has; without it S2 refuses units with storage grants.
+var errNoBeneath = fmt.Errorf("storage grants in S2 need Linux openat2(RESOLVE_BENEATH): %w", errNotSupported)
+
+func newHostFS(_ *grant.Enforcer, grants []grant.Storage) (hostFS, error) {
+	if len(grants) > 0 {
+		return nil, errNoBeneath
+	}
+	return nil, nil
+}
+
+func probeOpenat2() error { return errNoBeneath }
+
+func probeBeneath() error { return errNoBeneath }
