@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,13 +36,13 @@ func TestMain(m *testing.M) {
 }
 
 type run struct {
-	res      *job.Result
-	err      error
-	stdout   string
-	stderr   string
-	journal  []byte
-	root     addr.Addr
-	enf      *grant.Enforcer
+	res     *job.Result
+	err     error
+	stdout  string
+	stderr  string
+	journal []byte
+	root    addr.Addr
+	enf     *grant.Enforcer
 }
 
 func goGuest(t testing.TB, name string) []byte {
@@ -60,7 +61,17 @@ func goGuest(t testing.TB, name string) []byte {
 // execute runs image with grants (command-line syntax) and args.
 func execute(t testing.TB, image []byte, grants []string, store *kv.Store, deadline time.Duration, args ...string) run {
 	t.Helper()
-	g, err := grant.ParseArgs(append([]string{"cpu:50J"}, grants...), "/")
+	return executeWith(t, image, append([]string{"cpu:50J"}, grants...), store, deadline, args...)
+}
+
+func executeBudget(t testing.TB, image []byte, budget string, deadline time.Duration) run {
+	t.Helper()
+	return executeWith(t, image, []string{"cpu:" + budget}, nil, deadline)
+}
+
+func executeWith(t testing.TB, image []byte, grants []string, store *kv.Store, deadline time.Duration, args ...string) run {
+	t.Helper()
+	g, err := grant.ParseArgs(grants, "/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,5 +159,196 @@ func TestFilesThroughGrants(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("quota refusal not logged: %+v", log.Decisions)
+	}
+}
+
+func TestKV(t *testing.T) {
+	store, _ := kv.Open(t.TempDir())
+	img := goGuest(t, "kvuser")
+	for want := 1; want <= 3; want++ {
+		r := execute(t, img, []string{"kv:cache:rw"}, store, time.Minute)
+		if strings.TrimSpace(r.stdout) != strconv.Itoa(want) {
+			t.Fatalf("run %d: %q %q", want, r.stdout, r.stderr)
+		}
+	}
+	r := execute(t, img, []string{"kv:cache:ro"}, store, time.Minute)
+	if !strings.Contains(r.stderr, "errno 2") || *r.res.Outcome.ExitCode != 1 {
+		t.Fatalf("read-only namespace: %q %q", r.stdout, r.stderr)
+	}
+	r = execute(t, img, nil, store, time.Minute, "other")
+	if !strings.Contains(r.stderr, "get other/count: errno 2") {
+		t.Fatalf("ungranted namespace: %q", r.stderr)
+	}
+}
+
+func TestClockAndRandom(t *testing.T) {
+	img := goGuest(t, "clockrand")
+	a := execute(t, img, nil, nil, time.Minute)
+	b := execute(t, img, nil, nil, time.Minute)
+	if a.stdout != b.stdout || !strings.Contains(a.stdout, "time 2022-01-01") {
+		t.Fatalf("ungranted clock and random are not deterministic:\n%s\n%s", a.stdout, b.stdout)
+	}
+	if n, _ := journal.NewWriter(nil).Len(); n != 0 || len(a.journal) != 0 {
+		t.Fatalf("deterministic inputs were journaled: %d bytes", len(a.journal))
+	}
+	g := execute(t, img, []string{"clock", "random"}, nil, time.Minute)
+	if g.stdout == a.stdout || !strings.Contains(g.stdout, "time "+time.Now().UTC().Format("2006-01-02")) {
+		t.Fatalf("granted clock: %q", g.stdout)
+	}
+	entries, root, err := journal.Parse(g.journal)
+	if err != nil || root != g.root {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, e := range entries {
+		kinds[e.Kind]++
+	}
+	if kinds["random"] == 0 || kinds["clock.wall"] == 0 {
+		t.Fatalf("journal kinds %v", kinds)
+	}
+	// The decision log records the deterministic stand-ins as denials.
+	denied := 0
+	for _, d := range a.enf.Log().Decisions {
+		if !d.Allow && (d.Kind == grant.KindClock || d.Kind == grant.KindRandom) {
+			denied++
+		}
+	}
+	if denied == 0 {
+		t.Fatal("ungranted clock and random reads are not in the decision log")
+	}
+}
+
+func TestSpinStoppedByDeadline(t *testing.T) {
+	t0 := time.Now()
+	r := executeBudget(t, goGuest(t, "spin"), "1000000J", 300*time.Millisecond)
+	if r.res.Outcome.Status != attest.Deadline || time.Since(t0) > 10*time.Second {
+		t.Fatalf("spin: %+v after %v (%v)", r.res.Outcome, time.Since(t0), r.err)
+	}
+}
+
+func TestSpinStoppedByFuel(t *testing.T) {
+	r := executeBudget(t, goGuest(t, "spin"), "1J", time.Minute)
+	if r.res.Outcome.Status != attest.OutOfFuel {
+		t.Fatalf("spin: %+v (%v)", r.res.Outcome, r.err)
+	}
+	budget := DefaultModel.Fuel(1_000_000)
+	if *r.res.Fuel < budget || *r.res.Fuel > budget+10_000 {
+		t.Fatalf("fuel used %d of budget %d", *r.res.Fuel, budget)
+	}
+}
+
+func TestMemoryBomb(t *testing.T) {
+	small, err := New(Config{MemoryLimitPages: 1024}) // 64 MiB
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := testExec
+	testExec = small
+	defer func() { testExec = saved }()
+	r := execute(t, goGuest(t, "membomb"), nil, nil, time.Minute)
+	if r.res.Outcome.Status != attest.OutOfMem {
+		t.Fatalf("membomb: %+v stderr %q", r.res.Outcome, lastLine(r.stderr))
+	}
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+func TestProberIsContained(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "ok.txt"), []byte("x"), 0o644)
+	r := execute(t, goGuest(t, "prober"), []string{"fs:" + dir + ":ro"}, nil, time.Minute, filepath.Join(dir, "ok.txt"))
+	if r.err != nil || r.res.Outcome.Status != attest.Exited {
+		t.Fatalf("prober: %v %+v %s", r.err, r.res.Outcome, r.stderr)
+	}
+	out := strings.ToLower(r.stdout)
+	for _, want := range []string{
+		"read /etc/passwd: open /etc/passwd: permission denied",
+		"read /etc/shadow: open /etc/shadow: permission denied",
+		"write /tmp/prober: open /tmp/prober: permission denied",
+		"read " + strings.ToLower(dir) + "/ok.txt: ok",
+		"ok.txt.new: permission denied",
+		"kv get secrets: errno 2",
+		"kv put secrets: errno 2",
+		`env home="" path=""`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("prober output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if !strings.Contains(out, "connect 127.0.0.1:22: ") || strings.Contains(out, "connect 127.0.0.1:22: ok") {
+		t.Errorf("socket: %s", r.stdout)
+	}
+	// "/" lists only the way to the grant.
+	first := strings.Split(strings.TrimPrefix(dir, "/"), "/")[0]
+	if !strings.Contains(r.stdout, "list /: ["+first+"]") {
+		t.Errorf("root listing: %s", r.stdout)
+	}
+	denials := 0
+	for _, d := range r.enf.Log().Decisions {
+		if !d.Allow {
+			denials++
+		}
+	}
+	if denials < 5 {
+		t.Errorf("only %d denials logged: %+v", denials, r.enf.Log().Decisions)
+	}
+}
+
+// replay re-executes image from a recorded journal.
+func replay(t *testing.T, image []byte, grants []string, journalBytes []byte, args ...string) run {
+	t.Helper()
+	g, _ := grant.ParseArgs(append([]string{"cpu:50J"}, grants...), "/")
+	u := unit.Unit{Kind: tier.Wasm, Image: addr.Of(image), Entry: "guest.wasm", Args: append([]string{"guest.wasm"}, args...)}
+	_, ga, _ := g.Canonical()
+	u.Grants = ga
+	_, ua, _ := u.Canonical()
+	entries, _, err := journal.Parse(journalBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := journal.NewReader(entries)
+	var out, errb bytes.Buffer
+	enf := grant.NewEnforcer(g)
+	res, err := testExec.Run(context.Background(), &job.Job{
+		Unit: u, UnitAddr: ua, Image: image, Grants: g, Enforcer: enf, Replay: rd,
+		Stdout: &out, Stderr: &errb, Deadline: time.Minute,
+	})
+	if err == nil && rd.Remaining() != 0 {
+		t.Fatalf("replay left %d journal entries unread", rd.Remaining())
+	}
+	return run{res: res, err: err, stdout: out.String(), stderr: errb.String(), root: rd.Root(), enf: enf}
+}
+
+func TestReplayServesTheJournal(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.txt")
+	os.WriteFile(in, []byte("original\n"), 0o644)
+	img := goGuest(t, "cat")
+	grants := []string{"fs:" + dir + ":rw", "clock", "random"}
+	rec := execute(t, img, grants, nil, time.Minute, in)
+	if rec.stdout != "original\n" {
+		t.Fatalf("recorded run: %q %q", rec.stdout, rec.stderr)
+	}
+	// The host changes; the replay still sees what the original saw.
+	os.WriteFile(in, []byte("changed!!\n"), 0o644)
+	rep := replay(t, img, grants, rec.journal, in)
+	if rep.err != nil || rep.stdout != rec.stdout || rep.root != rec.root || *rep.res.Fuel != *rec.res.Fuel {
+		t.Fatalf("replay: err %v stdout %q root %v fuel %d/%d", rep.err, rep.stdout, rep.root == rec.root, *rep.res.Fuel, *rec.res.Fuel)
+	}
+	a, _, _ := rec.enf.Log().Canonical()
+	b, _, _ := rep.enf.Log().Canonical()
+	if !bytes.Equal(a, b) {
+		t.Fatal("replay made a different decision log")
+	}
+	// A replay that asks for something else diverges and says where.
+	other := replay(t, img, grants, rec.journal, filepath.Join(dir, "other.txt"))
+	if other.err == nil || !strings.Contains(other.err.Error(), "diverged") {
+		t.Fatalf("divergent replay: %v", other.err)
 	}
 }
