@@ -117,3 +117,19 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// Hasher computes an Addr incrementally; it is an io.Writer.
+type Hasher struct{ h *blake3.Hasher }
+
+// NewHasher returns an empty Hasher.
+func NewHasher() *Hasher { return &Hasher{h: blake3.New()} }
+
+// Write adds p to the hashed content.
+func (h *Hasher) Write(p []byte) (int, error) { return h.h.Write(p) }
+
+// Sum returns the address of everything written so far.
+func (h *Hasher) Sum() Addr {
+	var a Addr
+	h.h.Sum(a[:0])
+	return a
+}

@@ -137,3 +137,12 @@ func BenchmarkOf1KiB(b *testing.B) {
 		Of(buf)
 	}
 }
+
+func TestHasher(t *testing.T) {
+	h := NewHasher()
+	h.Write([]byte("ab"))
+	h.Write([]byte("c"))
+	if h.Sum() != Of([]byte("abc")) {
+		t.Fatal("incremental hash differs")
+	}
+}

@@ -35,7 +35,8 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 
 // global flags
 type globals struct {
-	home string
+	home        string
+	memoryPages uint32
 }
 
 func (g *globals) stateDir() (*state.Dir, error) {
@@ -69,7 +70,8 @@ $XDG_STATE_HOME/sandbox, else ~/.local/state/sandbox.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.home, "home", "", "state directory (overrides $SANDBOX_HOME)")
-	root.AddCommand(hashCmd(), keyCmd(g), verifyCmd(), vectorsCmd(), grantsCmd())
+	root.AddCommand(runCmd(g), runsCmd(g), showCmd(g), verifyCmd(g), replayCmd(g), doctorCmd(g),
+		hashCmd(), keyCmd(g), grantsCmd(), vectorsCmd())
 
 	err := root.ExecuteContext(ctx)
 	if err == nil {

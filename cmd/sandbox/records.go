@@ -11,6 +11,8 @@ import (
 	"github.com/opensubstrate/sandbox/internal/artifact"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/vectors"
 	"github.com/opensubstrate/sandbox/key"
 )
@@ -94,8 +96,9 @@ func trustFrom(args []string) (key.Trust, error) {
 	return t, nil
 }
 
-func verifyCmd() *cobra.Command {
+func verifyCmd(g *globals) *cobra.Command {
 	var trustArgs []string
+	var trustHost bool
 	c := &cobra.Command{
 		Use:   "verify [--trust KEY|FILE]... PATH...",
 		Short: "Verify sealed artifacts: attestations, receipts, units, grants, decision logs, run directories",
@@ -103,6 +106,9 @@ func verifyCmd() *cobra.Command {
 
   OK    KIND  PATH  ADDRESS  what was established
   FAIL  KIND  PATH  CODE: where: why
+
+PATH may also name a stored run: its id (or a unique prefix of 6 or more
+hex digits) or "last".
 
 An attestation (or a run directory) is checked completely: canonical form,
 signature, trusted signer, and every object it binds (unit, grants, decision
@@ -119,10 +125,28 @@ failures are untrusted keys.`,
 			if err != nil {
 				return err
 			}
-			v := &artifact.Verifier{Trust: trust}
+			if trustHost {
+				d, err := g.stateDir()
+				if err != nil {
+					return err
+				}
+				k, err := d.HostKey(randReader())
+				if err != nil {
+					return err
+				}
+				trust.Add(k.Public())
+			}
+			v := &artifact.Verifier{Trust: trust, Journal: journal.Root}
 			out := cmd.OutOrStdout()
 			worst := 0
 			for _, p := range args {
+				if _, err := os.Stat(p); err != nil {
+					if d, err := g.stateDir(); err == nil {
+						if dir, err := (&host.Host{Dir: d}).Resolve(p); err == nil {
+							p = dir
+						}
+					}
+				}
 				for _, r := range v.Path(p) {
 					printResult(out, r)
 					if r.Err != nil {
@@ -144,6 +168,7 @@ failures are untrusted keys.`,
 		},
 	}
 	c.Flags().StringArrayVar(&trustArgs, "trust", nil, "trust this public key (ed25519:<hex>) or the keys in this file, one per line; repeatable")
+	c.Flags().BoolVar(&trustHost, "trust-host", false, "also trust this host's own key (host.pub in the state directory)")
 	return c
 }
 

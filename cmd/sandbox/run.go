@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opensubstrate/sandbox/internal/errs"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/wasm"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// defaultCPU is the Cpu grant a run gets when it names no compute grant.
+const defaultCPU = "cpu:50J"
+
+func (g *globals) host() (*host.Host, error) {
+	d, err := g.stateDir()
+	if err != nil {
+		return nil, err
+	}
+	k, err := d.HostKey(randReader())
+	if err != nil {
+		return nil, err
+	}
+	w, err := wasm.New(wasm.Config{CacheDir: d.Path("cache"), MemoryLimitPages: g.memoryPages})
+	if err != nil {
+		return nil, err
+	}
+	return &host.Host{Dir: d, Key: k, Executors: []host.Executor{w}}, nil
+}
+
+func runCmd(g *globals) *cobra.Command {
+	var (
+		grantArgs []string
+		file      string
+		tierArg   string
+		escalate  bool
+		deadline  time.Duration
+		envArgs   []string
+		quiet     bool
+	)
+	c := &cobra.Command{
+		Use:   "run [flags] -- MODULE.wasm [ARGS...]",
+		Short: "Run a unit of work under grants, and seal its receipt and attestation",
+		Long: `Run MODULE.wasm (a WASI preview 1 command) at the lowest tier its grants
+require (S2 for WebAssembly), with only what --grant gives it. Its stdout and
+stderr stream through; sandbox exits with the guest's exit status. A summary
+goes to stderr, and the sealed records (attestation, receipt, unit, grants,
+decision log, replay journal, output) are stored as a run directory in the
+state directory: see 'sandbox runs', 'sandbox show', 'sandbox verify',
+'sandbox replay'.
+
+A run with no compute grant gets ` + defaultCPU + ` (its fuel budget); say so with
+--grant cpu:ENERGY to choose. The guest sees no files, no network, no real
+clock and no real randomness unless granted; its environment is only what
+--env gives.
+
+Grants:
+` + grant.Syntax + `
+
+Exit status: the guest's own when it exits; 124 when its deadline passes,
+125 when its fuel runs out, 137 when it runs out of memory, 134 when it
+traps, 130 when interrupted; 2 to 70 for sandbox's own errors (docs/spec).`,
+		Args: usageArgs(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := parseGrants(grantArgs, file)
+			if err != nil {
+				return err
+			}
+			if len(s.Compute) == 0 {
+				if err := s.Parse(defaultCPU, "/"); err != nil {
+					return err
+				}
+				if err := s.Normalize(); err != nil {
+					return err
+				}
+			}
+			image, err := os.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			if !bytes.HasPrefix(image, []byte("\x00asm")) {
+				return errs.Usage{Err: fmt.Errorf("%s is not a WebAssembly module; this build runs WASM units at S2 (native programs at S1 are not built yet)", args[0])}
+			}
+			env := map[string]string{}
+			for _, kv := range envArgs {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return errs.Usage{Err: fmt.Errorf("--env %q: want NAME=VALUE", kv)}
+				}
+				env[k] = v
+			}
+			var want *tier.Tier
+			if tierArg != "" {
+				t, err := tier.Parse(tierArg)
+				if err != nil {
+					return errs.Usage{Err: err}
+				}
+				want = &t
+			}
+			h, err := g.host()
+			if err != nil {
+				return err
+			}
+			argv := append([]string{filepath.Base(args[0])}, args[1:]...)
+			r, err := h.Run(cmd.Context(), host.Request{
+				Kind: tier.Wasm, Image: image, Entry: filepath.Base(args[0]), Args: argv, Env: env,
+				Grants: s, Tier: want, Escalate: escalate, Deadline: deadline,
+				Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(),
+			})
+			if err != nil {
+				return err
+			}
+			if !quiet {
+				printSummary(cmd.ErrOrStderr(), r)
+			}
+			if code := errs.OutcomeExitCode(string(r.Result.Outcome.Status), r.Result.Outcome.ExitCode); code != 0 {
+				return exitError{code}
+			}
+			return nil
+		},
+	}
+	addGrantFlags(c, &grantArgs, &file)
+	c.Flags().StringVar(&tierArg, "tier", "", "run at this tier (S0..S7); above the requirement only with --escalate")
+	c.Flags().BoolVar(&escalate, "escalate", false, "allow --tier to go above what the grants require (recorded in the attestation)")
+	c.Flags().DurationVar(&deadline, "deadline", time.Minute, "wall-clock limit; 0 for none")
+	c.Flags().StringArrayVar(&envArgs, "env", nil, "set NAME=VALUE in the guest's environment (repeatable)")
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "no summary on stderr")
+	c.Flags().Uint32Var(&g.memoryPages, "memory-pages", 4096, "guest memory cap in 64 KiB pages (WASM)")
+	return c
+}
+
+func printSummary(w io.Writer, r *host.Run) {
+	o := r.Result.Outcome
+	status := string(o.Status)
+	if o.ExitCode != nil {
+		status += fmt.Sprintf(" %d", *o.ExitCode)
+	}
+	if o.Detail != "" {
+		status += " (" + o.Detail + ")"
+	}
+	fmt.Fprintf(w, "sandbox: run    %s\n", r.ID)
+	fmt.Fprintf(w, "sandbox: tier   %s %s (required %s: %s)\n", r.Choice.Chosen, r.Choice.Chosen.Name(), r.Choice.Required, r.Choice.Reason)
+	fmt.Fprintf(w, "sandbox: ended  %s after %s\n", status, r.Result.End.Sub(r.Result.Start).Round(time.Millisecond))
+	if r.Result.Fuel != nil {
+		fmt.Fprintf(w, "sandbox: fuel   %d\n", *r.Result.Fuel)
+	}
+	for _, d := range r.Receipt.Devices {
+		provs := map[string]bool{}
+		for _, rd := range d.Readings {
+			provs[string(rd.Provenance)+" "+rd.Source] = true
+		}
+		var ps []string
+		for p := range provs {
+			ps = append(ps, p)
+		}
+		sort.Strings(ps)
+		fmt.Fprintf(w, "sandbox: energy %s %s measured, %s estimated [%s]\n", d.Class, d.Measured, d.Estimated, strings.Join(ps, "; "))
+	}
+	fmt.Fprintf(w, "sandbox: records %s\n", r.Dir)
+}
+
+func runsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "runs",
+		Short: "List runs, newest first: id, tier, outcome, directory",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := g.stateDir()
+			if err != nil {
+				return err
+			}
+			h := &host.Host{Dir: d}
+			runs, err := h.Runs()
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			for _, r := range runs {
+				st := string(r.Status)
+				if r.Exit != nil {
+					st += fmt.Sprintf(" %d", *r.Exit)
+				}
+				fmt.Fprintf(out, "%s  %s  %-16s  %-24s  %s  %s\n", r.ID.Short(), r.Tier, st, r.Started.Local().Format("2006-01-02 15:04:05"), r.Entry, r.Dir)
+			}
+			return nil
+		},
+	}
+}
+
+func resolveRun(g *globals, ref string) (*host.Host, string, error) {
+	h, err := g.host()
+	if err != nil {
+		return nil, "", err
+	}
+	dir, err := h.Resolve(ref)
+	return h, dir, err
+}
+
+func replayCmd(g *globals) *cobra.Command {
+	var show bool
+	c := &cobra.Command{
+		Use:   "replay RUN",
+		Short: "Re-execute a run from its journal and check that it does exactly the same",
+		Long: `Re-execute RUN (an id, a run directory, or "last") from its replay journal:
+every input the run received (file contents, key-value results, real clock
+and random reads) is served from the journal, never from the host, and the
+replay must produce the same stdout, stderr, exit status, fuel, decision
+log and journal root. Otherwise it says what diverged and exits 4. A journal
+changed after sealing is refused before anything runs.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, dir, err := resolveRun(g, args[0])
+			if err != nil {
+				return err
+			}
+			var out, errw io.Writer
+			if show {
+				out, errw = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			}
+			rep, err := h.Replay(context.Background(), dir, out, errw)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if rep.Matches() {
+				fmt.Fprintf(w, "replay of %s matches: stdout, stderr, exit status, fuel, decision log and journal root (%d entries, root %s)\n", rep.Run, rep.Entries, rep.Root)
+				return nil
+			}
+			fmt.Fprintf(w, "replay of %s DIVERGED:\n", rep.Run)
+			for _, d := range rep.Diffs {
+				fmt.Fprintf(w, "  %s\n", d)
+			}
+			return exitError{errs.ExitCode(errs.Integrity)}
+		},
+	}
+	c.Flags().BoolVar(&show, "output", false, "also stream the replay's stdout and stderr")
+	return c
+}
+
+func doctorCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "doctor",
+		Short: "Probe every tier of the ladder on this host and say which are available and why",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h, err := g.host()
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			avail := h.Availability(cmd.Context())
+			for _, t := range tier.All {
+				p := avail[t]
+				mark := "no "
+				if p.Available {
+					mark = "yes"
+				}
+				fmt.Fprintf(out, "%s %-12s %s  %s\n", t, t.Name(), mark, p.Reason)
+			}
+			return nil
+		},
+	}
+}
+

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/artifact"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/journal"
+	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/receipt"
+)
+
+func showCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show RUN",
+		Short: "Print a run's records for a person to read (it does not verify them: use verify)",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := g.stateDir()
+			if err != nil {
+				return err
+			}
+			dir, err := (&host.Host{Dir: d}).Resolve(args[0])
+			if err != nil {
+				return err
+			}
+			return show(cmd.OutOrStdout(), dir)
+		},
+	}
+}
+
+func show(w io.Writer, dir string) error {
+	read := func(name string) []byte {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		return b
+	}
+	a, err := attest.Verify(read(artifact.FileAttestation), key.Trust{})
+	if a == nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	c := a.Claim
+	fmt.Fprintf(w, "run        %s\ndirectory  %s\nsigned by  %s (key id %s)\n", a.Addr, dir, c.Signer, c.Signer.ID())
+	fmt.Fprintf(w, "started    %s\nended      %s\n", c.Started, c.Ended)
+	o := string(c.Outcome.Status)
+	if c.Outcome.ExitCode != nil {
+		o += fmt.Sprintf(", exit status %d", *c.Outcome.ExitCode)
+	}
+	if c.Outcome.Detail != "" {
+		o += " (" + c.Outcome.Detail + ")"
+	}
+	fmt.Fprintf(w, "outcome    %s\n", o)
+	fmt.Fprintf(w, "tier       %s %s, required %s: %s\n", c.Tier.Chosen, c.Tier.Chosen.Name(), c.Tier.Required, c.Tier.Reason)
+	fmt.Fprintf(w, "executor   %s\n", c.Executor)
+	fmt.Fprintf(w, "host       %s %s/%s kernel %s, %s\n", c.Hardware.Host.Name, c.Hardware.Host.OS, c.Hardware.Host.Arch, c.Hardware.Host.Kernel, c.Hardware.Host.CPU)
+
+	if u, err := unit.Decode(read(artifact.FileUnit)); err == nil {
+		fmt.Fprintf(w, "\nunit       %s (%s)\n  image    %s\n  entry    %s\n  args     %q\n", c.Unit, u.Kind, u.Image, u.Entry, u.Args)
+		keys := make([]string, 0, len(u.Env))
+		for k := range u.Env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(w, "  env      %s=%s\n", k, u.Env[k])
+		}
+	}
+	if gs, err := grant.Decode(read(artifact.FileGrants)); err == nil {
+		fmt.Fprintf(w, "\ngrants     %s\n", c.Grants)
+		for _, l := range grantLines(gs) {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}
+	if r, err := receipt.Open(read(artifact.FileReceipt), key.NewTrust(c.Signer)); err == nil {
+		fmt.Fprintf(w, "\nenergy     receipt %s\n", c.Receipt)
+		if r.Fuel != nil {
+			fmt.Fprintf(w, "  fuel     %d\n", *r.Fuel)
+		}
+		for _, d := range r.Devices {
+			fmt.Fprintf(w, "  %-8s %s measured, %s estimated\n", d.Class, d.Measured, d.Estimated)
+			for _, rd := range d.Readings {
+				fmt.Fprintf(w, "    %-10s %-4s %s  %s  (%s)\n", rd.Provenance, rd.Scope, rd.UJ, rd.Source, rd.Basis)
+			}
+		}
+	}
+	if l, err := grant.DecodeLog(read(artifact.FileDecisions)); err == nil {
+		allow, deny := 0, 0
+		for _, d := range l.Decisions {
+			if d.Allow {
+				allow += int(d.Count)
+			} else {
+				deny += int(d.Count)
+			}
+		}
+		fmt.Fprintf(w, "\ndecisions  %s: %d allowed, %d denied\n", c.Decisions, allow, deny)
+		for _, d := range l.Decisions {
+			verdict := "allow"
+			if !d.Allow {
+				verdict = "DENY "
+			}
+			n := ""
+			if d.Count > 1 {
+				n = fmt.Sprintf(" ×%d", d.Count)
+			}
+			fmt.Fprintf(w, "  %s %s %s %s — %s%s\n", verdict, d.Kind, d.Op, d.Target, d.Rule, n)
+		}
+	}
+	if c.Journal != nil {
+		if entries, root, err := journal.Parse(read(artifact.FileJournal)); err == nil {
+			kinds := map[string]int{}
+			for _, e := range entries {
+				kinds[e.Kind]++
+			}
+			var ks []string
+			for k, n := range kinds {
+				ks = append(ks, fmt.Sprintf("%s ×%d", k, n))
+			}
+			sort.Strings(ks)
+			fmt.Fprintf(w, "\njournal    root %s, %d entries: %s\n", root, len(entries), strings.Join(ks, ", "))
+		}
+	}
+	for _, f := range []string{host.FileStdout, host.FileStderr} {
+		if b := read(f); len(b) > 0 {
+			fmt.Fprintf(w, "\n%s (%d bytes)\n%s", f, len(b), indent(clip(string(b), 2000)))
+		}
+	}
+	return nil
+}
+
+func grantLines(g grant.Set) []string {
+	var out []string
+	for _, n := range g.Net {
+		out = append(out, n.String())
+	}
+	for _, s := range g.Storage {
+		l := "fs:" + s.Path + ":" + string(s.Mode)
+		if s.Quota > 0 {
+			l += fmt.Sprintf(":quota=%dB", s.Quota)
+		}
+		out = append(out, l)
+	}
+	for _, k := range g.KV {
+		out = append(out, "kv:"+k.Namespace+":"+string(k.Mode))
+	}
+	if g.Clock {
+		out = append(out, "clock")
+	}
+	if g.Random {
+		out = append(out, "random")
+	}
+	for _, a := range g.Exec.Allow {
+		out = append(out, "exec:allow:"+a.String())
+	}
+	for _, a := range g.Exec.Deny {
+		out = append(out, "exec:deny:"+a.String())
+	}
+	for _, c := range g.Compute {
+		out = append(out, fmt.Sprintf("%s:%s", strings.ToLower(string(c.Class)), c.Budget))
+	}
+	if len(out) == 0 {
+		out = append(out, "(nothing)")
+	}
+	return out
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "\n... (truncated)\n"
+	}
+	return s
+}
+
+func indent(s string) string {
+	lines := strings.SplitAfter(s, "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = "  " + l
+		}
+	}
+	return strings.Join(lines, "")
+}

@@ -1,0 +1,474 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/internal/artifact"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/hw"
+	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/journal"
+	"github.com/opensubstrate/sandbox/internal/kv"
+	"github.com/opensubstrate/sandbox/internal/safefile"
+	"github.com/opensubstrate/sandbox/internal/state"
+	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/receipt"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+
+// Executor runs units of one kind at one tier.
+type Executor interface {
+	Name() string
+	Tier() tier.Tier
+	Kind() tier.Kind
+	// Probe shows whether the tier's confinement really applies here.
+	Probe(ctx context.Context) tier.Probe
+	Run(ctx context.Context, j *job.Job) (*job.Result, error)
+}
+
+// Host runs and seals units.
+type Host struct {
+	Dir       *state.Dir
+	Key       key.Private
+	Executors []Executor
+	Log       *slog.Logger
+	ProcRoot  string // "/proc"
+
+	kvOnce sync.Once
+	kv     *kv.Store
+	kvErr  error
+}
+
+// Request is one unit to run.
+type Request struct {
+	Kind     tier.Kind
+	Image    []byte
+	Entry    string
+	Args     []string // argv[0] first
+	Env      map[string]string
+	Devices  []device.Class // default: Cpu
+	Grants   grant.Set
+	Tier     *tier.Tier
+	Escalate bool
+	Deadline time.Duration
+	Stdout   io.Writer
+	Stderr   io.Writer
+}
+
+// Run is a sealed run.
+type Run struct {
+	ID          addr.Addr // the attestation's content address
+	Dir         string
+	Attestation *attest.Attestation
+	Receipt     *receipt.Receipt
+	Result      *job.Result
+	Choice      tier.Choice
+	Journal     struct {
+		Entries int
+		Bytes   int64
+	}
+}
+
+// Run file names beside the sealed records.
+const (
+	FileStdout = "stdout.log"
+	FileStderr = "stderr.log"
+)
+
+// ErrNoExecutor is wrapped when no executor can run a kind at a tier.
+var ErrNoExecutor = errors.New("no executor")
+
+func (h *Host) logger() *slog.Logger {
+	if h.Log != nil {
+		return h.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Availability probes every tier.
+func (h *Host) Availability(ctx context.Context) tier.Availability {
+	a := tier.Availability{}
+	for _, t := range tier.All {
+		var reasons []string
+		for _, e := range h.Executors {
+			if e.Tier() != t {
+				continue
+			}
+			p := e.Probe(ctx)
+			if p.Available {
+				a[t] = tier.Probe{Available: true, Reason: p.Reason}
+				break
+			}
+			reasons = append(reasons, fmt.Sprintf("%s: %s", e.Name(), p.Reason))
+		}
+		if _, ok := a[t]; !ok {
+			switch {
+			case len(reasons) > 0:
+				a[t] = tier.Probe{Reason: strings.Join(reasons, "; ")}
+			case t == tier.S3 || t == tier.S4:
+				a[t] = tier.Probe{Reason: "a reserved rung: no executor exists for it yet"}
+			default:
+				a[t] = tier.Probe{Reason: "no executor for this tier in this build"}
+			}
+		}
+	}
+	return a
+}
+
+func (h *Host) executor(ctx context.Context, t tier.Tier, k tier.Kind) (Executor, error) {
+	for _, e := range h.Executors {
+		if e.Tier() == t && e.Kind() == k && e.Probe(ctx).Available {
+			return e, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: tier %s has no executor for %s units on this host", ErrNoExecutor, t, k)
+}
+
+func (h *Host) kvStore() (*kv.Store, error) {
+	h.kvOnce.Do(func() { h.kv, h.kvErr = kv.Open(h.Dir.Path("kv")) })
+	return h.kv, h.kvErr
+}
+
+// outcomeRecord is the journal's last entry: what the run produced.
+type outcomeRecord struct {
+	_        struct{} `cbor:",toarray"`
+	Status   string
+	ExitCode int64
+	Stdout   addr.Addr
+	Stderr   addr.Addr
+	Fuel     uint64
+}
+
+func outcomeOf(res *job.Result, stdout, stderr addr.Addr) outcomeRecord {
+	o := outcomeRecord{Status: string(res.Outcome.Status), ExitCode: -1, Stdout: stdout, Stderr: stderr}
+	if res.Outcome.ExitCode != nil {
+		o.ExitCode = int64(*res.Outcome.ExitCode)
+	}
+	if res.Fuel != nil {
+		o.Fuel = *res.Fuel
+	}
+	return o
+}
+
+// Run runs a unit and seals it.
+func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
+	g := req.Grants
+	gb, ga, err := g.Canonical()
+	if err != nil {
+		return nil, err
+	}
+	devices := req.Devices
+	if len(devices) == 0 {
+		devices = []device.Class{device.Cpu}
+	}
+	u := unit.Unit{Kind: req.Kind, Image: addr.Of(req.Image), Entry: req.Entry, Args: req.Args, Env: req.Env, Devices: devices, Grants: ga}
+	ub, ua, err := u.Canonical()
+	if err != nil {
+		return nil, err
+	}
+	need, err := u.Requirement(g)
+	if err != nil {
+		return nil, err
+	}
+	choice, err := tier.Choose(need, tier.Request{Tier: req.Tier, Escalate: req.Escalate}, h.Availability(ctx))
+	if err != nil {
+		return nil, err
+	}
+	ex, err := h.executor(ctx, choice.Chosen, req.Kind)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.putBlob(u.Image, req.Image); err != nil {
+		return nil, err
+	}
+	store, err := h.kvStore()
+	if err != nil {
+		return nil, err
+	}
+
+	runs := h.Dir.Path("runs")
+	if err := os.MkdirAll(runs, 0o700); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(runs, ".partial-")
+	if err != nil {
+		return nil, err
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			os.RemoveAll(tmp)
+		}
+	}()
+	jf, err := os.Create(filepath.Join(tmp, artifact.FileJournal))
+	if err != nil {
+		return nil, err
+	}
+	defer jf.Close()
+	outF, err := os.Create(filepath.Join(tmp, FileStdout))
+	if err != nil {
+		return nil, err
+	}
+	defer outF.Close()
+	errF, err := os.Create(filepath.Join(tmp, FileStderr))
+	if err != nil {
+		return nil, err
+	}
+	defer errF.Close()
+	outH, errH := addr.NewHasher(), addr.NewHasher()
+
+	rec := journal.NewWriter(jf)
+	enf := grant.NewEnforcer(g)
+	j := &job.Job{
+		Unit: u, UnitAddr: ua, Image: req.Image, Grants: g, Enforcer: enf, Record: rec, KV: store,
+		Stdout:   io.MultiWriter(orDiscard(req.Stdout), outF, outH),
+		Stderr:   io.MultiWriter(orDiscard(req.Stderr), errF, errH),
+		Deadline: req.Deadline,
+	}
+	h.logger().Info("run starting", "unit", ua, "tier", choice.Chosen, "executor", ex.Name())
+	res, err := ex.Run(ctx, j)
+	if err != nil {
+		return nil, err
+	}
+	if err := rec.Append("outcome", nil, outcomeOf(res, outH.Sum(), errH.Sum())); err != nil {
+		return nil, err
+	}
+	if err := rec.Err(); err != nil {
+		return nil, err
+	}
+	journalRoot := rec.Root()
+
+	db, da, err := enf.Log().Canonical()
+	if err != nil {
+		return nil, err
+	}
+	rc := receipt.Receipt{Unit: ua, StartNS: uint64(res.Start.UnixNano()), EndNS: uint64(res.End.UnixNano()), Fuel: res.Fuel}
+	for _, c := range device.Classes {
+		if rs := res.Readings[c]; len(rs) > 0 {
+			rc.Devices = append(rc.Devices, receipt.Device{Class: c, Readings: rs})
+		}
+	}
+	if err := rc.FillTotals(); err != nil {
+		return nil, err
+	}
+	rb, err := receipt.Seal(&rc, h.Key)
+	if err != nil {
+		return nil, err
+	}
+	hwd := hw.Describe(h.procRoot())
+	claim := attest.Claim{
+		Unit: ua, Image: u.Image, Grants: ga, Decisions: da, Receipt: addr.Of(rb), Journal: &journalRoot,
+		Tier:     attest.Tier{Required: choice.Required, Chosen: choice.Chosen, Reason: choice.Reason},
+		Executor: res.Executor, Hardware: hwd, Outcome: res.Outcome,
+		Started: attest.Time(res.Start), Ended: attest.Time(res.End),
+	}
+	a, err := attest.Seal(claim, h.Key)
+	if err != nil {
+		return nil, err
+	}
+	for name, b := range map[string][]byte{
+		artifact.FileUnit: ub, artifact.FileGrants: gb, artifact.FileDecisions: db,
+		artifact.FileReceipt: rb, artifact.FileAttestation: a.Envelope,
+	} {
+		if err := writeSynced(filepath.Join(tmp, name), b); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range []*os.File{jf, outF, errF} {
+		if err := f.Sync(); err != nil {
+			return nil, err
+		}
+	}
+	if err := safefile.SyncDir(tmp); err != nil {
+		return nil, err
+	}
+	final := filepath.Join(runs, a.Addr.Hex())
+	if err := os.Rename(tmp, final); err != nil {
+		return nil, fmt.Errorf("host: store run: %w", err)
+	}
+	keep = true
+	if err := safefile.SyncDir(runs); err != nil {
+		return nil, err
+	}
+	r := &Run{ID: a.Addr, Dir: final, Attestation: a, Receipt: &rc, Result: res, Choice: choice}
+	r.Journal.Entries, r.Journal.Bytes = rec.Len()
+	h.logger().Info("run sealed", "run", a.Addr, "status", res.Outcome.Status, "dir", final)
+	return r, nil
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+func (h *Host) procRoot() string {
+	if h.ProcRoot != "" {
+		return h.ProcRoot
+	}
+	return "/proc"
+}
+
+func writeSynced(p string, b []byte) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// putBlob stores content by address, once.
+func (h *Host) putBlob(a addr.Addr, b []byte) error {
+	dir := h.Dir.Path("blobs")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	p := filepath.Join(dir, a.Hex())
+	if _, err := os.Stat(p); err == nil {
+		return nil
+	}
+	if err := safefile.Create(p, b, 0o600); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return nil
+}
+
+// Blob returns stored content, checking its address.
+func (h *Host) Blob(a addr.Addr) ([]byte, error) {
+	b, err := os.ReadFile(h.Dir.Path("blobs", a.Hex()))
+	if err != nil {
+		return nil, fmt.Errorf("image %s is not in the blob store: %w", a, err)
+	}
+	if addr.Of(b) != a {
+		return nil, fmt.Errorf("blob %s is corrupt: it hashes to %s", a, addr.Of(b))
+	}
+	return b, nil
+}
+
+// Summary is one line of the run list.
+type Summary struct {
+	ID      addr.Addr
+	Dir     string
+	Tier    tier.Tier
+	Status  attest.Status
+	Exit    *int
+	Started time.Time
+	Entry   string
+}
+
+// Runs lists stored runs, newest first. It reads claims without verifying
+// them; verification is Verify's job.
+func (h *Host) Runs() ([]Summary, error) {
+	runs := h.Dir.Path("runs")
+	ents, err := os.ReadDir(runs)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Summary
+	for _, e := range ents {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		dir := filepath.Join(runs, e.Name())
+		a, err := readAttestation(dir)
+		if err != nil {
+			continue
+		}
+		c := a.Claim
+		s := Summary{ID: a.Addr, Dir: dir, Tier: c.Tier.Chosen, Status: c.Outcome.Status, Exit: c.Outcome.ExitCode}
+		s.Started, _ = time.Parse(attest.TimeLayout, c.Started)
+		if ub, err := os.ReadFile(filepath.Join(dir, artifact.FileUnit)); err == nil {
+			if u, err := unit.Decode(ub); err == nil {
+				s.Entry = u.Entry
+			}
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Started.Equal(out[j].Started) {
+			return out[i].Started.After(out[j].Started)
+		}
+		return out[i].ID.Hex() < out[j].ID.Hex()
+	})
+	return out, nil
+}
+
+// readAttestation parses a run's attestation; an untrusted signer is not an
+// error here (nothing is trusted), any other failure is.
+func readAttestation(dir string) (*attest.Attestation, error) {
+	b, err := os.ReadFile(filepath.Join(dir, artifact.FileAttestation))
+	if err != nil {
+		return nil, err
+	}
+	a, err := attest.Verify(b, key.Trust{})
+	if a != nil {
+		return a, nil
+	}
+	return nil, err
+}
+
+// ErrAmbiguous is wrapped when a run prefix matches several runs.
+var ErrAmbiguous = errors.New("ambiguous run reference")
+
+// Resolve turns a run reference into its directory: "last" (the newest
+// run), a run id (b3:<hex>, or its hex, or a unique hex prefix of at
+// least 6 digits), or a directory path.
+func (h *Host) Resolve(ref string) (string, error) {
+	if fi, err := os.Stat(ref); err == nil && fi.IsDir() {
+		return ref, nil
+	}
+	runs, err := h.Runs()
+	if err != nil {
+		return "", err
+	}
+	if ref == "last" {
+		if len(runs) == 0 {
+			return "", fmt.Errorf("no runs yet in %s: %w", h.Dir.Path("runs"), os.ErrNotExist)
+		}
+		return runs[0].Dir, nil
+	}
+	hex := strings.TrimPrefix(ref, addr.Prefix)
+	if len(hex) < 6 {
+		return "", fmt.Errorf("run %q: give \"last\", a directory, or at least 6 hex digits of a run id: %w", ref, os.ErrNotExist)
+	}
+	var match []string
+	for _, r := range runs {
+		if strings.HasPrefix(r.ID.Hex(), hex) {
+			match = append(match, r.Dir)
+		}
+	}
+	switch len(match) {
+	case 0:
+		return "", fmt.Errorf("no run %q in %s: %w", ref, h.Dir.Path("runs"), os.ErrNotExist)
+	case 1:
+		return match[0], nil
+	}
+	return "", fmt.Errorf("%w: %q matches %d runs", ErrAmbiguous, ref, len(match))
+}

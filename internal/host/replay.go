@@ -1,0 +1,136 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/artifact"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/journal"
+	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/reject"
+)
+
+// ReplayReport says whether a re-execution matched the record.
+type ReplayReport struct {
+	Run     addr.Addr
+	Root    addr.Addr // the replay's journal root
+	Entries int
+	Diffs   []string // empty when everything matched
+}
+
+// Matches reports whether the replay reproduced the run exactly.
+func (r *ReplayReport) Matches() bool { return len(r.Diffs) == 0 }
+
+// Replay re-executes the run in dir from its journal, without touching the
+// host's files, clock or randomness, and compares stdout, stderr, exit
+// status, fuel, decision log and journal root with the record. The records
+// it starts from must be intact: a journal whose root is not the one the
+// attestation binds is refused before anything runs.
+func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer) (*ReplayReport, error) {
+	a, err := readAttestation(dir)
+	if err != nil {
+		return nil, err
+	}
+	c := a.Claim
+	if c.Journal == nil {
+		return nil, fmt.Errorf("run %s has no replay journal", a.Addr)
+	}
+	switch c.Outcome.Status {
+	case attest.Deadline, attest.Killed:
+		return nil, fmt.Errorf("run %s was cut short (%s) by the wall clock or the caller: where it stopped is not a function of its inputs, so it cannot be replayed exactly; runs that ended on their own (exited, trapped, out-of-fuel, out-of-memory) can", a.Addr, c.Outcome.Status)
+	}
+	read := func(name string, want addr.Addr) ([]byte, error) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		if got := addr.Of(b); got != want {
+			return nil, reject.New(reject.Address, name, "hashes to %s, the attestation binds %s", got, want)
+		}
+		return b, nil
+	}
+	ub, err := read(artifact.FileUnit, c.Unit)
+	if err != nil {
+		return nil, err
+	}
+	u, err := unit.Decode(ub)
+	if err != nil {
+		return nil, err
+	}
+	gb, err := read(artifact.FileGrants, c.Grants)
+	if err != nil {
+		return nil, err
+	}
+	g, err := grant.Decode(gb)
+	if err != nil {
+		return nil, err
+	}
+	jb, err := os.ReadFile(filepath.Join(dir, artifact.FileJournal))
+	if err != nil {
+		return nil, err
+	}
+	entries, root, err := journal.Parse(jb)
+	if err != nil {
+		return nil, err
+	}
+	if root != *c.Journal {
+		return nil, reject.New(reject.Address, artifact.FileJournal, "the journal's root is %s, the attestation binds %s: it was changed after sealing", root, *c.Journal)
+	}
+	image, err := h.Blob(u.Image)
+	if err != nil {
+		return nil, err
+	}
+	ex, err := h.executor(ctx, c.Tier.Chosen, u.Kind)
+	if err != nil {
+		return nil, err
+	}
+	rd := journal.NewReader(entries)
+	outH, errH := addr.NewHasher(), addr.NewHasher()
+	enf := grant.NewEnforcer(g)
+	rep := &ReplayReport{Run: a.Addr, Entries: len(entries)}
+	res, runErr := ex.Run(ctx, &job.Job{
+		Unit: u, UnitAddr: c.Unit, Image: image, Grants: g, Enforcer: enf, Replay: rd,
+		Stdout: io.MultiWriter(orDiscard(stdout), outH), Stderr: io.MultiWriter(orDiscard(stderr), errH),
+	})
+	if runErr != nil {
+		rep.Diffs = append(rep.Diffs, runErr.Error())
+		rep.Root = rd.Root()
+		return rep, nil
+	}
+	var want outcomeRecord
+	if err := rd.Next("outcome", nil, &want); err != nil {
+		rep.Diffs = append(rep.Diffs, err.Error())
+	} else {
+		got := outcomeOf(res, outH.Sum(), errH.Sum())
+		if got.Stdout != want.Stdout {
+			rep.Diffs = append(rep.Diffs, fmt.Sprintf("stdout differs: the run wrote %s, the replay %s", want.Stdout, got.Stdout))
+		}
+		if got.Stderr != want.Stderr {
+			rep.Diffs = append(rep.Diffs, fmt.Sprintf("stderr differs: the run wrote %s, the replay %s", want.Stderr, got.Stderr))
+		}
+		if got.Status != want.Status || got.ExitCode != want.ExitCode {
+			rep.Diffs = append(rep.Diffs, fmt.Sprintf("outcome differs: the run %s (exit %d), the replay %s (exit %d)", want.Status, want.ExitCode, got.Status, got.ExitCode))
+		}
+		if got.Fuel != want.Fuel {
+			rep.Diffs = append(rep.Diffs, fmt.Sprintf("fuel differs: the run used %d, the replay %d", want.Fuel, got.Fuel))
+		}
+	}
+	if n := rd.Remaining(); n > 0 {
+		rep.Diffs = append(rep.Diffs, fmt.Sprintf("the replay ended with %d journal entries unused", n))
+	}
+	rep.Root = rd.Root()
+	if rep.Root != *c.Journal {
+		rep.Diffs = append(rep.Diffs, fmt.Sprintf("journal root differs: the run %s, the replay %s", *c.Journal, rep.Root))
+	}
+	if _, da, err := enf.Log().Canonical(); err == nil && da != c.Decisions {
+		rep.Diffs = append(rep.Diffs, fmt.Sprintf("decision log differs: the run %s, the replay %s", c.Decisions, da))
+	}
+	return rep, nil
+}
