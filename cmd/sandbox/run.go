@@ -272,4 +272,3 @@ func doctorCmd(g *globals) *cobra.Command {
 		},
 	}
 }
-

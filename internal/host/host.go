@@ -30,7 +30,6 @@ import (
 	"github.com/opensubstrate/sandbox/tier"
 )
 
-
 // Executor runs units of one kind at one tier.
 type Executor interface {
 	Name() string
