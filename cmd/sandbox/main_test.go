@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/opensubstrate/sandbox/internal/guest"
 )
 
 // sandbox runs the CLI in-process with a fresh state directory.
@@ -95,5 +97,103 @@ func TestGrantsCommand(t *testing.T) {
 	_, errOut, code := sandbox(t, t.TempDir(), "grants", "--grant", "net:example.com")
 	if code != 2 || !strings.Contains(errOut, `grant "net:example.com": field host:port`) {
 		t.Fatalf("bad grant: %d %s", code, errOut)
+	}
+}
+
+func guestPath(t *testing.T, name string) string {
+	t.Helper()
+	p, err := guest.Go(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRunEndToEnd(t *testing.T) {
+	home := t.TempDir()
+	work := t.TempDir()
+	os.WriteFile(filepath.Join(work, "in.txt"), []byte("granted\n"), 0o644)
+
+	out, errOut, code := sandbox(t, home, "run", "--grant", "fs:"+work+":ro", "--", guestPath(t, "cat"), filepath.Join(work, "in.txt"))
+	if code != 0 || out != "granted\n" {
+		t.Fatalf("run: %d %q %q", code, out, errOut)
+	}
+	for _, want := range []string{"sandbox: run    b3:", "sandbox: tier   S2 Sandbox", "sandbox: fuel", "sandbox: energy Cpu", "ModelBased wasm-fuel/1", "sandbox: records "} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("summary lacks %q:\n%s", want, errOut)
+		}
+	}
+	// The guest's status passes through.
+	_, errOut, code = sandbox(t, home, "run", "-q", "--", guestPath(t, "cat"), "/etc/passwd")
+	if code != 1 || !strings.Contains(strings.ToLower(errOut), "permission denied") {
+		t.Fatalf("denied read: %d %q", code, errOut)
+	}
+	_, _, code = sandbox(t, home, "run", "-q", "--deadline", "300ms", "--", guestPath(t, "spin"))
+	if code != 124 {
+		t.Fatalf("deadline exit %d, want 124", code)
+	}
+	_, _, code = sandbox(t, home, "run", "-q", "--grant", "cpu:100mJ", "--", guestPath(t, "spin"))
+	if code != 125 {
+		t.Fatalf("out-of-fuel exit %d, want 125", code)
+	}
+
+	out, _, code = sandbox(t, home, "runs")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 4 || !strings.Contains(lines[0], "out-of-fuel") || !strings.Contains(lines[3], "exited 0") {
+		t.Fatalf("runs: %d\n%s", code, out)
+	}
+	out, _, code = sandbox(t, home, "verify", "--trust-host", "last")
+	if code != 0 || strings.Count(out, "OK ") != 6 {
+		t.Fatalf("verify last: %d\n%s", code, out)
+	}
+	_, _, code = sandbox(t, home, "verify", "last")
+	if code != 5 {
+		t.Fatalf("verify without trust: exit %d, want 5", code)
+	}
+	first := strings.Fields(lines[3])[0]
+	out, _, code = sandbox(t, home, "replay", first)
+	if code != 0 || !strings.Contains(out, "matches") {
+		t.Fatalf("replay: %d %s", code, out)
+	}
+	out, _, code = sandbox(t, home, "show", first)
+	if code != 0 || !strings.Contains(out, "fs:"+work+":ro") || !strings.Contains(out, "decisions") {
+		t.Fatalf("show: %d\n%s", code, out)
+	}
+	deadlineRun := strings.Fields(lines[1])[0]
+	_, errOut, code = sandbox(t, home, "replay", deadlineRun)
+	if code == 0 || !strings.Contains(errOut, "cannot be replayed") {
+		t.Fatalf("replay of a deadline run: %d %q", code, errOut)
+	}
+	out, _, code = sandbox(t, home, "replay", "last")
+	if code != 0 || !strings.Contains(out, "matches") {
+		t.Fatalf("replay of an out-of-fuel run: %d %s", code, out)
+	}
+	out, _, code = sandbox(t, home, "doctor")
+	if code != 0 || !strings.Contains(out, "S2 Sandbox      yes") || !strings.Contains(out, "S5 MicroVM      no") {
+		t.Fatalf("doctor: %d\n%s", code, out)
+	}
+}
+
+func TestRunRefusals(t *testing.T) {
+	home := t.TempDir()
+	tests := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"run", "--grant", "kernel", "--", guestPath(t, "hello")}, 7, "tier S5 (MicroVM) is unavailable on this host"},
+		{[]string{"run", "--tier", "S5", "--", guestPath(t, "hello")}, 2, "--escalate"},
+		{[]string{"run", "--tier", "S1", "--", guestPath(t, "hello")}, 2, "below"},
+		{[]string{"run", "--grant", "fs:x:rx", "--", guestPath(t, "hello")}, 2, `grant "fs:x:rx": field mode`},
+		{[]string{"run", "--", "/etc/hostname"}, 2, "not a WebAssembly module"},
+		{[]string{"run", "--env", "NOEQUALS", "--", guestPath(t, "hello")}, 2, "NAME=VALUE"},
+		{[]string{"run", "--", "/nonexistent.wasm"}, 3, "no such file"},
+		{[]string{"replay", "nope"}, 3, "run"},
+	}
+	for _, tc := range tests {
+		_, errOut, code := sandbox(t, home, tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.msg) {
+			t.Errorf("%v: exit %d (want %d), %q (want %q)", tc.args, code, tc.code, errOut, tc.msg)
+		}
 	}
 }

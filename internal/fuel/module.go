@@ -6,6 +6,11 @@ import (
 	"fmt"
 )
 
+// Version names this instrumentation; it changes whenever the output of
+// Instrument for the same input would, so caches of instrumented modules
+// can be keyed by it.
+const Version = "fuel1"
+
 // Export is the name under which the fuel global is exported.
 const Export = "__sandbox_fuel"
 

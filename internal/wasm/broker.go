@@ -13,6 +13,7 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/journal"
+	"github.com/opensubstrate/sandbox/internal/kv"
 )
 
 // broker is the only path from the guest to the host.
@@ -20,6 +21,7 @@ type broker struct {
 	enf    *grant.Enforcer
 	rec    *journal.Writer // live runs record here
 	rep    *journal.Reader // replays read here
+	kv     *kv.Store
 	cancel context.CancelFunc
 
 	mu  sync.Mutex

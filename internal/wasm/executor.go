@@ -18,11 +18,13 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
+	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/energy"
 	"github.com/opensubstrate/sandbox/internal/fuel"
 	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/receipt"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -39,13 +41,14 @@ type Model struct {
 }
 
 // DefaultModel is calibrated in docs/s2.md: on the reference machine
-// (AMD EPYC, 2 vCPUs), instrumented code runs about 1.1e9 fuel per second
-// per core, and a core's share of the package's rated power is about 3.5 W,
-// so one fuel costs about 3 nJ.
+// (AMD EPYC, 2 vCPUs) the CPU-bound guest burns about 1.9e9 fuel per
+// second of one core (BenchmarkFuelRate), and a core is taken to draw
+// 3.5 W (a 64-core EPYC's 225 W TDP over its cores; an assumption, not a
+// measurement), so one fuel costs about 1.8 nJ, rounded to 2.
 var DefaultModel = Model{
 	Name:              "wasm-fuel/1",
-	NanojoulesPerFuel: 3,
-	Calibration:       "1.1e9 fuel/s per core measured on an AMD EPYC host (BenchmarkFuelRate), × 3.5 W per core (package TDP share)",
+	NanojoulesPerFuel: 2,
+	Calibration:       "1.9e9 fuel/s per core measured on an AMD EPYC host (BenchmarkFuelRate) × an assumed 3.5 W per core (225 W TDP / 64 cores)",
 }
 
 // Energy returns the model's figure for fuel, rounded to the nearest µJ.
@@ -68,7 +71,9 @@ type Config struct {
 	Model            Model
 }
 
-// Executor runs WebAssembly units at S2.
+// Executor runs WebAssembly units at S2. One wazero runtime, with WASI
+// and the key-value module instantiated once, serves every run; each run's
+// broker reaches the host functions through the call's context.
 type Executor struct {
 	cfg     Config
 	cache   wazero.CompilationCache
@@ -76,6 +81,99 @@ type Executor struct {
 
 	probeOnce sync.Once
 	probe     tier.Probe
+
+	rtOnce   sync.Once
+	rt       wazero.Runtime
+	rtErr    error
+	mu       sync.Mutex
+	compiled map[addr.Addr]wazero.CompiledModule // by image address; instrumented
+}
+
+// maxCompiled bounds the in-memory cache of compiled modules.
+const maxCompiled = 16
+
+// shared returns the executor's long-lived runtime.
+func (e *Executor) shared() (wazero.Runtime, error) {
+	e.rtOnce.Do(func() {
+		ctx := context.Background()
+		rt := e.runtime(ctx)
+		if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+			e.rtErr = fmt.Errorf("wasm: wasi: %w", err)
+			return
+		}
+		if err := instantiateKV(ctx, rt); err != nil {
+			e.rtErr = err
+			return
+		}
+		e.rt = rt
+	})
+	return e.rt, e.rtErr
+}
+
+// Close releases the runtime and its compiled modules.
+func (e *Executor) Close() error {
+	if e.rt != nil {
+		return e.rt.Close(context.Background())
+	}
+	return nil
+}
+
+// compile returns the instrumented, compiled module for image, from memory,
+// from the on-disk instrumentation cache, or fresh.
+func (e *Executor) compile(ctx context.Context, rt wazero.Runtime, a addr.Addr, image []byte) (wazero.CompiledModule, error) {
+	e.mu.Lock()
+	c, ok := e.compiled[a]
+	e.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	inst, err := e.instrumented(a, image)
+	if err != nil {
+		return nil, err
+	}
+	c, err = rt.CompileModule(ctx, inst)
+	if err != nil {
+		return nil, fmt.Errorf("wasm: compile: %w", err)
+	}
+	if err := checkImports(c); err != nil {
+		c.Close(ctx)
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.compiled == nil {
+		e.compiled = map[addr.Addr]wazero.CompiledModule{}
+	}
+	if len(e.compiled) >= maxCompiled {
+		for k := range e.compiled { // evict one; running instances keep their own reference
+			delete(e.compiled, k)
+			break
+		}
+	}
+	e.compiled[a] = c
+	return c, nil
+}
+
+// instrumented returns the fuel-instrumented image, cached on disk by the
+// image's address when a cache directory is configured. A cached file is
+// used only if it is what instrumenting would produce: its name binds the
+// source and the instrumenter's version.
+func (e *Executor) instrumented(a addr.Addr, image []byte) ([]byte, error) {
+	if e.cfg.CacheDir == "" {
+		return fuel.Instrument(image)
+	}
+	p := filepath.Join(e.cfg.CacheDir, "instrumented", fuel.Version+"-"+a.Hex()+".wasm")
+	if b, err := os.ReadFile(p); err == nil {
+		return b, nil
+	}
+	inst, err := fuel.Instrument(image)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err == nil {
+		safefile.Write(p, inst, 0o600) // a cache: failing to keep it is not an error
+	}
+	return inst, nil
 }
 
 // New returns an executor.
@@ -140,6 +238,9 @@ func (e *Executor) runtime(ctx context.Context) wazero.Runtime {
 // Run executes the job's module to completion, a deadline, cancellation or
 // the end of its fuel.
 func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
+	if len(j.Grants.Net) > 0 {
+		return nil, fmt.Errorf("S2 cannot honour network grants (%s): WASI preview 1 has no way to open a connection; run the program natively (S1) for network access", j.Grants.Net[0])
+	}
 	budget, ok := j.Grants.Budget(device.Cpu)
 	if !ok {
 		return nil, fmt.Errorf("a wasm unit runs on fuel bought from a Cpu compute grant; add one, e.g. --grant cpu:10J")
@@ -148,7 +249,15 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	if fuelBudget > 1<<62 {
 		fuelBudget = 1 << 62
 	}
-	inst, err := fuel.Instrument(j.Image)
+	rt, err := e.shared()
+	if err != nil {
+		return nil, err
+	}
+	ia := j.ImageAddr
+	if ia.IsZero() {
+		ia = addr.Of(j.Image)
+	}
+	compiled, err := e.compile(ctx, rt, ia, j.Image)
 	if err != nil {
 		return nil, err
 	}
@@ -160,10 +269,9 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		runCtx, c2 = context.WithTimeout(runCtx, j.Deadline)
 		defer c2()
 	}
-	rt := e.runtime(runCtx)
-	defer rt.Close(context.Background())
-
 	b := newBroker(j.Enforcer, j.Record, j.Replay, j.UnitAddr, cancel)
+	b.kv = j.KV
+	runCtx = context.WithValue(runCtx, brokerKey{}, b)
 	var host hostFS
 	if j.Replay == nil {
 		if host, err = newHostFS(j.Enforcer, j.Grants.Storage); err != nil {
@@ -172,20 +280,6 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	}
 	bfs := newBrokerFS(b, host, j.Grants.Storage)
 	defer bfs.closeAll()
-
-	if _, err := wasi_snapshot_preview1.Instantiate(runCtx, rt); err != nil {
-		return nil, fmt.Errorf("wasm: wasi: %w", err)
-	}
-	if err := instantiateKV(runCtx, rt, b, j.KV); err != nil {
-		return nil, err
-	}
-	compiled, err := rt.CompileModule(runCtx, inst)
-	if err != nil {
-		return nil, fmt.Errorf("wasm: compile: %w", err)
-	}
-	if err := checkImports(compiled); err != nil {
-		return nil, err
-	}
 
 	fsCfg := wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(bfs, "/")
 	mc := wazero.NewModuleConfig().

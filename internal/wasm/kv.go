@@ -54,7 +54,10 @@ type kvPutReq struct {
 // get writes the value's length to len_out; ERANGE when buf_cap is too
 // small (len_out then says how much is needed). Denied namespaces are
 // EACCES, missing keys ENOENT.
-func instantiateKV(ctx context.Context, rt wazero.Runtime, b *broker, store *kv.Store) error {
+//
+// The functions are instantiated once per runtime; each call finds its
+// run's broker in the call's context.
+func instantiateKV(ctx context.Context, rt wazero.Runtime) error {
 	read := func(m api.Module, p, n uint32) ([]byte, bool) {
 		v, ok := m.Memory().Read(p, n)
 		if !ok {
@@ -63,6 +66,10 @@ func instantiateKV(ctx context.Context, rt wazero.Runtime, b *broker, store *kv.
 		return append([]byte(nil), v...), true
 	}
 	get := func(ctx context.Context, m api.Module, nsP, nsL, kP, kL, bufP, bufCap, lenOut uint32) uint32 {
+		b, store := fromContext(ctx)
+		if b == nil {
+			return errnoIO
+		}
 		ns, ok1 := read(m, nsP, nsL)
 		key, ok2 := read(m, kP, kL)
 		if !ok1 || !ok2 {
@@ -93,6 +100,10 @@ func instantiateKV(ctx context.Context, rt wazero.Runtime, b *broker, store *kv.
 		return errnoSuccess
 	}
 	put := func(ctx context.Context, m api.Module, nsP, nsL, kP, kL, vP, vL uint32) uint32 {
+		b, store := fromContext(ctx)
+		if b == nil {
+			return errnoIO
+		}
 		ns, ok1 := read(m, nsP, nsL)
 		key, ok2 := read(m, kP, kL)
 		val, ok3 := read(m, vP, vL)
@@ -114,6 +125,10 @@ func instantiateKV(ctx context.Context, rt wazero.Runtime, b *broker, store *kv.
 		return r
 	}
 	del := func(ctx context.Context, m api.Module, nsP, nsL, kP, kL uint32) uint32 {
+		b, store := fromContext(ctx)
+		if b == nil {
+			return errnoIO
+		}
 		ns, ok1 := read(m, nsP, nsL)
 		key, ok2 := read(m, kP, kL)
 		if !ok1 || !ok2 {
@@ -139,6 +154,16 @@ func instantiateKV(ctx context.Context, rt wazero.Runtime, b *broker, store *kv.
 		NewFunctionBuilder().WithFunc(del).Export("delete").
 		Instantiate(ctx)
 	return err
+}
+
+type brokerKey struct{}
+
+func fromContext(ctx context.Context) (*broker, *kv.Store) {
+	b, _ := ctx.Value(brokerKey{}).(*broker)
+	if b == nil {
+		return nil, nil
+	}
+	return b, b.kv
 }
 
 func storeGet(s *kv.Store, ns string, key []byte) ([]byte, error) {
