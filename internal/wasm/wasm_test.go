@@ -218,11 +218,12 @@ func TestClockAndRandom(t *testing.T) {
 	}
 }
 
+// TestSpinStoppedByDeadline: with fuel for hours, only the deadline can
+// stop the guest, and it does.
 func TestSpinStoppedByDeadline(t *testing.T) {
-	t0 := time.Now()
 	r := executeBudget(t, goGuest(t, "spin"), "1000000J", 300*time.Millisecond)
-	if r.res.Outcome.Status != attest.Deadline || time.Since(t0) > 10*time.Second {
-		t.Fatalf("spin: %+v after %v (%v)", r.res.Outcome, time.Since(t0), r.err)
+	if r.err != nil || r.res.Outcome.Status != attest.Deadline {
+		t.Fatalf("spin: %+v (%v)", r.res.Outcome, r.err)
 	}
 }
 
