@@ -353,3 +353,22 @@ func TestReplayServesTheJournal(t *testing.T) {
 		t.Fatalf("divergent replay: %v", other.err)
 	}
 }
+
+// TestCGuests runs the C guests, built with clang and wasi-libc.
+func TestCGuests(t *testing.T) {
+	r := execute(t, cGuest(t, "hello"), nil, nil, time.Minute, "clang")
+	if r.err != nil || r.stdout != "hello from C, clang\n" {
+		t.Fatalf("c hello: %v %q %q", r.err, r.stdout, r.stderr)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "f"), []byte("from C\n"), 0o644)
+	r = execute(t, cGuest(t, "cat"), []string{"fs:" + dir + ":ro"}, nil, time.Minute, filepath.Join(dir, "f"), "/etc/passwd")
+	if r.stdout != "from C\n" || !strings.Contains(strings.ToLower(r.stderr), "/etc/passwd: permission denied") || *r.res.Outcome.ExitCode != 1 {
+		t.Fatalf("c cat: %q %q %+v", r.stdout, r.stderr, r.res.Outcome)
+	}
+	r = execute(t, cGuest(t, "cpu"), nil, nil, time.Minute, "1000")
+	r2 := execute(t, cGuest(t, "cpu"), nil, nil, time.Minute, "2000")
+	if r.stdout == "" || *r2.res.Fuel <= *r.res.Fuel {
+		t.Fatalf("c cpu: %q, fuel %d then %d", r.stdout, *r.res.Fuel, *r2.res.Fuel)
+	}
+}
