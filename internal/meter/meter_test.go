@@ -1,0 +1,94 @@
+package meter
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/receipt"
+)
+
+// counter is a one-rail fake Source whose value a test sets.
+type counter struct {
+	v       uint64
+	openErr error
+}
+
+func (c *counter) Name() string            { return "fake" }
+func (c *counter) Class() device.Class     { return device.Cpu }
+func (c *counter) Open() error             { return c.openErr }
+func (c *counter) Rails() []string         { return []string{"rail"} }
+func (c *counter) Read() ([]uint64, error) { return []uint64{c.v}, nil }
+func (c *counter) Interval() time.Duration { return 60 * time.Millisecond }
+func (c *counter) Delta(p, q []uint64) ([]uint64, error) {
+	if q[0] < p[0] {
+		return nil, ErrReset
+	}
+	return []uint64{q[0] - p[0]}, nil
+}
+
+func TestWindowsHold(t *testing.T) {
+	tr, f := true, false
+	tests := []struct {
+		adv  []bool
+		want bool
+	}{
+		{[]bool{tr, tr, tr, tr, tr}, true},
+		{[]bool{tr, tr, f, tr, tr, tr}, true},
+		{[]bool{tr, f, tr, f, tr}, false},
+		{[]bool{tr, tr, tr, tr, f, f, tr, tr}, false},
+	}
+	for _, tc := range tests {
+		if got := windowsHold(tc.adv); got != tc.want {
+			t.Errorf("windowsHold(%v) = %v", tc.adv, got)
+		}
+	}
+}
+
+func TestProbeNeedsMinSpan(t *testing.T) {
+	c := &counter{}
+	now := time.Unix(0, 0)
+	m := &Meter{Sources: []Source{c}, NumCPU: 1, Now: func() time.Time { return now },
+		Sleep: func(d time.Duration) { now = now.Add(d); c.v += 10 }}
+	st := m.Statuses()[0]
+	if st.State != Live || !strings.Contains(st.Detail, "over 300ms") {
+		t.Fatalf("status %v", st)
+	}
+	// 300 ms of 60 ms intervals is 5 intervals.
+	if c.v != 50 {
+		t.Fatalf("sampled %d intervals, want 5", c.v/10)
+	}
+	// Probed once per meter.
+	m.Statuses()
+	if c.v != 50 {
+		t.Fatal("probed twice")
+	}
+}
+
+func TestOpenErrorIsTheStatus(t *testing.T) {
+	m := &Meter{Sources: []Source{&counter{openErr: &StatusError{State: NoLibrary, Detail: "no NVML library"}}}, NumCPU: 2,
+		TDP: map[device.Class]TDP{device.Cpu: {MilliWatts: 10_000, Origin: "configured"}}}
+	if st := m.Statuses()[0]; st.State != NoLibrary {
+		t.Fatalf("status %v", st)
+	}
+	rs := m.Start().Stop(RunCPU{}, []device.Class{device.Cpu})[device.Cpu]
+	if len(rs) != 1 || rs[0].Provenance != receipt.Estimator || !strings.Contains(rs[0].Basis, "as if one CPU were busy") || !strings.Contains(rs[0].Basis, "no NVML library") {
+		t.Fatalf("readings %+v", rs)
+	}
+}
+
+func TestMulDivAndApportion(t *testing.T) {
+	if got := mulDiv(1<<62, 8, 16); got != 1<<61 {
+		t.Fatalf("mulDiv = %d", got)
+	}
+	if got := mulDiv(1<<63, 1<<63, 1); got != ^uint64(0) {
+		t.Fatalf("saturation = %d", got)
+	}
+	if got := apportion(1000, 2*time.Second, 1, time.Second); got != 1000 {
+		t.Fatalf("share above the whole: %d", got)
+	}
+	if got := apportion(1000, time.Second, 4, time.Second); got != 250 {
+		t.Fatalf("share = %d", got)
+	}
+}
