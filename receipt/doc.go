@@ -12,7 +12,8 @@
 // Per class, measured_uj is the sum of the run-scope HwShunt readings and
 // estimated_uj the sum of the run-scope ModelBased and Estimator readings.
 // Host-scope readings give context (the whole-host figure a share was taken
-// from) and count towards neither. A receipt whose totals are not exactly
+// from) and alt-scope readings are another model's figure for the same run
+// energy (WASM fuel); neither counts towards the totals. A receipt whose totals are not exactly
 // those sums is refused.
 //
 // Wire form (docs/spec/receipt.md): COSE_Sign1 (RFC 9052, tag 18) with alg

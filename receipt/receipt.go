@@ -36,6 +36,9 @@ const (
 	ScopeRun Scope = "run"
 	// ScopeHost readings are whole-host context and are not summed.
 	ScopeHost Scope = "host"
+	// ScopeAlt readings are another model's figure for the run's own
+	// energy (WASM fuel, say), shown beside the summed figure, not added.
+	ScopeAlt Scope = "alt"
 )
 
 // Receipt is the payload of a JCR-1 envelope.
@@ -161,7 +164,7 @@ func (r *Receipt) Validate() error {
 			default:
 				return reject.New(reject.Invalid, w+".provenance", "unknown provenance %q", rd.Provenance)
 			}
-			if rd.Scope != ScopeRun && rd.Scope != ScopeHost {
+			if rd.Scope != ScopeRun && rd.Scope != ScopeHost && rd.Scope != ScopeAlt {
 				return reject.New(reject.Invalid, w+".scope", "unknown scope %q", rd.Scope)
 			}
 			if rd.Source == "" {

@@ -7,15 +7,22 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/hw"
+	"github.com/opensubstrate/sandbox/internal/meter"
+	"github.com/opensubstrate/sandbox/internal/meter/nvml"
+	"github.com/opensubstrate/sandbox/internal/meter/powercap"
 	"github.com/opensubstrate/sandbox/internal/wasm"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -36,8 +43,75 @@ func (g *globals) host() (*host.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &host.Host{Dir: d, Key: k, Executors: []host.Executor{w}}, nil
+	m, err := newMeter()
+	if err != nil {
+		return nil, err
+	}
+	h := &host.Host{Dir: d, Key: k, Executors: []host.Executor{w}, Meter: m}
+	if cg, err := cgroup.Detect(envOr("SANDBOX_CGROUP_ROOT", "/sys/fs/cgroup")); err == nil && os.Geteuid() == 0 {
+		h.Cgroups = cg
+	}
+	for _, s := range m.Sources {
+		if n, ok := s.(*nvml.Source); ok {
+			for _, st := range m.Statuses() {
+				if st.Source == n.Name() && st.State == meter.Live {
+					h.Devices = append(h.Devices, n.Devices()...)
+				}
+			}
+		}
+	}
+	return h, nil
 }
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// newMeter builds the meter from the host and its configuration:
+// SANDBOX_SYSFS_ROOT points powercap at another sysfs root, and
+// SANDBOX_TDP ("cpu=225W,gpu=700W") overrides the rated powers the
+// Estimator uses.
+func newMeter() (*meter.Meter, error) {
+	sysfs := envOr("SANDBOX_SYSFS_ROOT", "/sys")
+	n := runtime.NumCPU()
+	m := &meter.Meter{
+		Sources: []meter.Source{&powercap.Source{Root: sysfs}, &powercap.Source{Root: sysfs, DRAM: true}, &nvml.Source{}},
+		NumCPU:  n,
+		TDP:     map[device.Class]meter.TDP{device.Cpu: meter.DetectTDP(hw.Describe("/proc").Host.CPU, n)},
+		Burn:    burn,
+	}
+	if v := os.Getenv("SANDBOX_TDP"); v != "" {
+		conf, err := meter.ParseTDP(v)
+		if err != nil {
+			return nil, errs.Usage{Err: fmt.Errorf("SANDBOX_TDP: %w", err)}
+		}
+		for c, t := range conf {
+			m.TDP[c] = t
+		}
+	}
+	return m, nil
+}
+
+// burn keeps one CPU busy until stop closes, for the meter's liveness probe.
+func burn(stop <-chan struct{}) {
+	x := uint64(1)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		for i := 0; i < 1<<16; i++ {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+		sink = x
+	}
+}
+
+var sink uint64
 
 func runCmd(g *globals) *cobra.Command {
 	var (
@@ -260,13 +334,36 @@ func doctorCmd(g *globals) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			avail := h.Availability(cmd.Context())
+			fmt.Fprintln(out, "tiers")
 			for _, t := range tier.All {
 				p := avail[t]
 				mark := "no "
 				if p.Available {
 					mark = "yes"
 				}
-				fmt.Fprintf(out, "%s %-12s %s  %s\n", t, t.Name(), mark, p.Reason)
+				fmt.Fprintf(out, "  %s %-12s %s  %s\n", t, t.Name(), mark, p.Reason)
+			}
+			fmt.Fprintln(out, "energy")
+			for _, st := range h.Meter.Statuses() {
+				fmt.Fprintf(out, "  %-14s %-4s %-11s %s\n", st.Source, st.Class, st.State, st.Detail)
+			}
+			for _, s := range h.Meter.Sources {
+				if p, ok := s.(*powercap.Source); ok {
+					for _, n := range p.Notes() {
+						fmt.Fprintf(out, "  %-14s note: %s\n", p.Name(), n)
+					}
+				}
+			}
+			for _, c := range device.Classes {
+				if t, ok := h.Meter.TDP[c]; ok {
+					fmt.Fprintf(out, "  estimator      %-4s TDP %.1f W (%s)\n", c, float64(t.MilliWatts)/1000, t.Origin)
+				}
+			}
+			fmt.Fprintln(out, "attribution")
+			if h.Cgroups != nil {
+				fmt.Fprintf(out, "  cgroups %s at %s: each run gets its own group\n", h.Cgroups.Kind(), h.Cgroups.Root)
+			} else {
+				fmt.Fprintln(out, "  no cgroups (not root, or none mounted): run CPU time from the guest thread's CPU clock")
 			}
 			return nil
 		},

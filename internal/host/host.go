@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -17,11 +18,13 @@ import (
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/artifact"
+	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/hw"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/kv"
+	"github.com/opensubstrate/sandbox/internal/meter"
 	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/unit"
@@ -47,6 +50,14 @@ type Host struct {
 	Executors []Executor
 	Log       *slog.Logger
 	ProcRoot  string // "/proc"
+	// Meter measures each run's energy; nil means Estimator only, with a
+	// TDP assumed from the CPU count.
+	Meter *meter.Meter
+	// Cgroups, when set, gives each run its own control group before it
+	// starts, whose CPU time the meter apportions by.
+	Cgroups *cgroup.Hierarchy
+	// Devices are the host's accelerators, for the attestation.
+	Devices []attest.Device
 
 	kvOnce sync.Once
 	kv     *kv.Store
@@ -240,10 +251,37 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 		Deadline: req.Deadline,
 	}
 	h.logger().Info("run starting", "unit", ua, "tier", choice.Chosen, "executor", ex.Name())
+	var cg *cgroup.Group
+	if h.Cgroups != nil {
+		if cg, err = h.Cgroups.Create(filepath.Base(tmp)[1:], "cpuacct", "cpu"); err != nil {
+			h.logger().Warn("no cgroup for the run", "err", err)
+			cg = nil
+		} else {
+			defer cg.Remove()
+			j.PlaceThread = cg.AddThread
+		}
+	}
+	m := h.meter()
+	span := m.Start()
 	res, err := ex.Run(ctx, j)
 	if err != nil {
+		span.Stop(meter.RunCPU{}, nil)
 		return nil, err
 	}
+	cpu := meter.RunCPU{}
+	switch {
+	case cg != nil && res.Placed:
+		if d, src, err := cg.CPU(); err == nil {
+			cpu = meter.RunCPU{Time: d, Known: true, Source: src}
+		}
+	case res.ThreadCPUKnown:
+		cpu = meter.RunCPU{Time: res.ThreadCPU, Known: true, Source: "the CPU clock (CLOCK_THREAD_CPUTIME_ID) of the OS thread the guest ran on"}
+	}
+	measured := span.Stop(cpu, u.Devices)
+	for c, rs := range res.Readings {
+		measured[c] = append(measured[c], rs...)
+	}
+	res.Readings = measured
 	if err := rec.Append("outcome", nil, outcomeOf(res, outH.Sum(), errH.Sum())); err != nil {
 		return nil, err
 	}
@@ -270,6 +308,7 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 		return nil, err
 	}
 	hwd := hw.Describe(h.procRoot())
+	hwd.Devices = append(hwd.Devices, h.Devices...)
 	claim := attest.Claim{
 		Unit: ua, Image: u.Image, Grants: ga, Decisions: da, Receipt: addr.Of(rb), Journal: &journalRoot,
 		Tier:     attest.Tier{Required: choice.Required, Chosen: choice.Chosen, Reason: choice.Reason},
@@ -313,6 +352,15 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	r.Journal.Entries, r.Journal.Bytes = rec.Len()
 	h.logger().Info("run sealed", "run", a.Addr, "status", res.Outcome.Status, "dir", final)
 	return r, nil
+}
+
+// meter returns the host's meter, or an Estimator-only one.
+func (h *Host) meter() *meter.Meter {
+	if h.Meter != nil {
+		return h.Meter
+	}
+	n := runtime.NumCPU()
+	return &meter.Meter{NumCPU: n, TDP: map[device.Class]meter.TDP{device.Cpu: meter.DetectTDP(hw.Describe(h.procRoot()).Host.CPU, n)}}
 }
 
 func orDiscard(w io.Writer) io.Writer {

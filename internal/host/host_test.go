@@ -4,13 +4,21 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/meter"
+	"github.com/opensubstrate/sandbox/internal/meter/powercap"
+	"github.com/opensubstrate/sandbox/receipt"
 	"github.com/opensubstrate/sandbox/internal/artifact"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guest"
@@ -270,5 +278,118 @@ func TestThirdPartyWASIProgram(t *testing.T) {
 	}
 	if !bytes.Equal(wavs[0], wavs[1]) {
 		t.Fatal("two runs wrote different audio")
+	}
+}
+
+// TestMeteredRunOnAFakePowercapTree: a fake powercap tree whose package
+// counter a background writer advances at a known rate, a real run, and a
+// receipt whose provenance and figures follow from it: a host-scope
+// HwShunt figure near rate × wall, a run-scope ModelBased share computed by
+// the formula its basis states from the run's cgroup CPU time, the fuel
+// figure beside them, and totals that count only the run's share.
+func TestMeteredRunOnAFakePowercapTree(t *testing.T) {
+	root := t.TempDir()
+	zone := filepath.Join(root, "class", "powercap", "intel-rapl:0")
+	os.MkdirAll(zone, 0o755)
+	os.WriteFile(filepath.Join(zone, "name"), []byte("package-0\n"), 0o644)
+	os.WriteFile(filepath.Join(zone, "max_energy_range_uj"), []byte("262143328850\n"), 0o644)
+	os.WriteFile(filepath.Join(zone, "energy_uj"), []byte("1000\n"), 0o644)
+	const perTick, tick = 2000, 2 * time.Millisecond // 1 W
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	type point struct {
+		at time.Time
+		v  uint64
+	}
+	var mu sync.Mutex
+	history := []point{{time.Now(), 1000}}
+	valueAt := func(ns uint64) uint64 { // the counter's value at a time, from the writer's history
+		mu.Lock()
+		defer mu.Unlock()
+		v := history[0].v
+		for _, p := range history {
+			if p.at.UnixNano() <= int64(ns) {
+				v = p.v
+			}
+		}
+		return v
+	}
+	go func() {
+		defer close(done)
+		v := uint64(1000)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(tick):
+				v += perTick
+				// Replace the file whole, as sysfs never shows half a value.
+				tmp := filepath.Join(zone, ".energy_uj.tmp")
+				os.WriteFile(tmp, []byte(strconv.FormatUint(v, 10)+"\n"), 0o644)
+				os.Rename(tmp, filepath.Join(zone, "energy_uj"))
+				mu.Lock()
+				history = append(history, point{time.Now(), v})
+				mu.Unlock()
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+
+	h := newHost(t)
+	h.Meter = &meter.Meter{
+		Sources: []meter.Source{&powercap.Source{Root: root}},
+		NumCPU:  2, Interval: 50 * time.Millisecond,
+		TDP:  map[device.Class]meter.TDP{device.Cpu: {MilliWatts: 8000, Origin: "test"}},
+		Burn: func(stop <-chan struct{}) { <-stop },
+	}
+	if cg, err := cgroup.Detect("/sys/fs/cgroup"); err == nil && os.Geteuid() == 0 {
+		h.Cgroups = cg
+	}
+	if st := h.Meter.Statuses()[0]; st.State != meter.Live {
+		t.Fatalf("fake counter not live: %v", st)
+	}
+	img, err := guest.C("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(img)
+	r, err := h.Run(context.Background(), Request{Kind: tier.Wasm, Image: b, Entry: "cpu", Args: []string{"cpu", "30000000"}, Grants: grants(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := r.Receipt.Class(device.Cpu)
+	if cpu == nil || len(cpu.Readings) != 3 {
+		t.Fatalf("Cpu readings: %+v", cpu)
+	}
+	host, run, alt := cpu.Readings[0], cpu.Readings[1], cpu.Readings[2]
+	if host.Provenance != receipt.HwShunt || host.Scope != receipt.ScopeHost || host.Source != "powercap:package-0" {
+		t.Fatalf("host reading %+v", host)
+	}
+	expect := valueAt(host.EndNS) - valueAt(host.StartNS)
+	if d := int64(host.UJ) - int64(expect); d < -2*perTick || d > 2*perTick {
+		t.Errorf("host ΔE %d µJ, the writer wrote %d over the span", host.UJ, expect)
+	}
+	var dE, cpuUs, n, wallUs uint64
+	if _, err := fmt.Sscanf(run.Basis, "host ΔE %d µJ × run CPU %d µs / (%d CPUs × wall %d µs)", &dE, &cpuUs, &n, &wallUs); err != nil {
+		t.Fatalf("basis %q: %v", run.Basis, err)
+	}
+	if run.Provenance != receipt.ModelBased || run.Scope != receipt.ScopeRun || dE != uint64(host.UJ) || n != 2 || cpuUs == 0 {
+		t.Fatalf("run reading %+v", run)
+	}
+	want := float64(dE) * float64(cpuUs) / (float64(n) * float64(wallUs))
+	if got := float64(run.UJ); got < want*0.99-1 || got > want*1.01+1 {
+		t.Errorf("run share %d µJ, the stated formula gives %.0f", run.UJ, want)
+	}
+	if alt.Scope != receipt.ScopeAlt || alt.Source != "wasm-fuel/1" {
+		t.Errorf("fuel reading %+v", alt)
+	}
+	if cpu.Measured != 0 || cpu.Estimated != run.UJ {
+		t.Errorf("totals: measured %d estimated %d, want 0 and the run share %d", cpu.Measured, cpu.Estimated, run.UJ)
+	}
+	if h.Cgroups != nil && !strings.Contains(run.Basis, "cgroup") {
+		t.Errorf("CPU time not from the run's cgroup: %s", run.Basis)
+	}
+	if err := firstErr(verify(t, h, r.Dir)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -31,6 +31,11 @@ type Job struct {
 	KV             *kv.Store
 	Stdout, Stderr io.Writer
 	Deadline       time.Duration // 0 for none
+
+	// PlaceThread, when set, is called by an in-process executor with the
+	// OS thread the guest will run on, before it starts; the returned
+	// function undoes the placement after the guest stops.
+	PlaceThread func(tid int) (restore func() error, err error)
 }
 
 // Result is how a run ended and what it consumed.
@@ -44,4 +49,10 @@ type Result struct {
 	Readings map[device.Class][]receipt.Reading
 	Executor string
 	Devices  []attest.Device
+	// ThreadCPU is the CPU time of the thread an in-process guest ran on
+	// (CLOCK_THREAD_CPUTIME_ID), and whether it was measured.
+	ThreadCPU      time.Duration
+	ThreadCPUKnown bool
+	// Placed says whether PlaceThread succeeded.
+	Placed bool
 }

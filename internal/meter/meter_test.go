@@ -92,3 +92,21 @@ func TestMulDivAndApportion(t *testing.T) {
 		t.Fatalf("share = %d", got)
 	}
 }
+
+func TestTDP(t *testing.T) {
+	if d := DetectTDP("AMD EPYC 7B13 64-Core Processor", 2); d.MilliWatts != 3_750 || !strings.HasPrefix(d.Origin, "detected") {
+		t.Fatalf("known: %+v", d)
+	}
+	if d := DetectTDP("AMD EPYC", 2); d.MilliWatts != 8_000 || !strings.HasPrefix(d.Origin, "assumed") {
+		t.Fatalf("unknown: %+v", d)
+	}
+	m, err := ParseTDP("cpu=225W, gpu=700")
+	if err != nil || m[device.Cpu].MilliWatts != 225_000 || m[device.Gpu].MilliWatts != 700_000 {
+		t.Fatalf("ParseTDP = %v, %v", m, err)
+	}
+	for _, bad := range []string{"cpu", "fpga=1W", "cpu=-1W", "cpu=lots"} {
+		if _, err := ParseTDP(bad); err == nil {
+			t.Errorf("ParseTDP(%q) accepted", bad)
+		}
+	}
+}

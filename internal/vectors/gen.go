@@ -126,7 +126,7 @@ func sampleRun(k key.Private) (*run, error) {
 	r := receipt.Receipt{
 		Unit: ua, StartNS: start, EndNS: end, Fuel: &fuel,
 		Devices: []receipt.Device{{Class: device.Cpu, Readings: []receipt.Reading{
-			{Provenance: receipt.ModelBased, Scope: receipt.ScopeRun, Source: "wasm-fuel", StartNS: start, EndNS: end,
+			{Provenance: receipt.ModelBased, Scope: receipt.ScopeAlt, Source: "wasm-fuel", StartNS: start, EndNS: end,
 				UJ: 24_691, Basis: "fuel 1234567 × 0.02 µJ per unit (model wasm-fuel/1, calibrated on the reference host)"},
 			{Provenance: receipt.Estimator, Scope: receipt.ScopeRun, Source: "tdp", StartNS: start, EndNS: end,
 				UJ: 3 * energy.Joule, Basis: "wall 0.25 s × 12 W per core (configured TDP)"},

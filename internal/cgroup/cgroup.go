@@ -1,0 +1,290 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Errors.
+var (
+	ErrNoCgroups          = errors.New("no cgroup hierarchy")
+	ErrThreadsUnsupported = errors.New("threads cannot be placed in their own cgroup here")
+)
+
+// Hierarchy is the cgroup layout of a host.
+type Hierarchy struct {
+	Root string
+	// V2 is the unified hierarchy's directory, "" if none.
+	V2 string
+	// V2Controllers lists the controllers the unified hierarchy offers.
+	V2Controllers []string
+	// V1 maps a v1 controller to its hierarchy's directory.
+	V1 map[string]string
+}
+
+// Kind describes the layout for people: "v2", "hybrid" or "v1".
+func (h *Hierarchy) Kind() string {
+	switch {
+	case h.V2 != "" && len(h.V1) == 0:
+		return "v2"
+	case h.V2 != "":
+		return "hybrid"
+	}
+	return "v1"
+}
+
+// Detect reads the layout under root ("/sys/fs/cgroup").
+func Detect(root string) (*Hierarchy, error) {
+	h := &Hierarchy{Root: root, V1: map[string]string{}}
+	if b, err := os.ReadFile(filepath.Join(root, "cgroup.controllers")); err == nil {
+		h.V2 = root
+		h.V2Controllers = strings.Fields(string(b))
+		return h, nil
+	}
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("%w at %s: %v", ErrNoCgroups, root, err)
+	}
+	for _, e := range ents {
+		dir := filepath.Join(root, e.Name())
+		if e.Name() == "unified" {
+			if b, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers")); err == nil {
+				h.V2 = dir
+				h.V2Controllers = strings.Fields(string(b))
+			}
+			continue
+		}
+		real, err := filepath.EvalSymlinks(dir)
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(real, "cgroup.procs")); err != nil {
+			continue
+		}
+		for _, c := range strings.Split(filepath.Base(real), ",") {
+			if c != "" && !strings.HasPrefix(c, "name=") {
+				if _, ok := h.V1[c]; !ok {
+					h.V1[c] = real
+				}
+			}
+		}
+	}
+	if h.V2 == "" && len(h.V1) == 0 {
+		return nil, fmt.Errorf("%w under %s", ErrNoCgroups, root)
+	}
+	return h, nil
+}
+
+// Group is one run's control group, across hierarchies.
+type Group struct {
+	Name string
+	V2   string            // directory in the unified hierarchy, "" if none
+	V1   map[string]string // controller → directory
+	// cpuFromV1 is set once a thread was placed through v1 tasks files,
+	// whose CPU time v2's cpu.stat does not see.
+	cpuFromV1 bool
+}
+
+// Parent is the directory name under which groups are made.
+const Parent = "sandbox"
+
+// Create makes a group named name holding the given v1 controllers (and
+// the unified hierarchy, which always exists where v2 is mounted). On pure
+// v2 it enables the controllers that are available for the children of
+// the sandbox parent.
+func (h *Hierarchy) Create(name string, controllers ...string) (*Group, error) {
+	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
+		return nil, fmt.Errorf("cgroup: bad group name %q", name)
+	}
+	g := &Group{Name: name, V1: map[string]string{}}
+	undo := func() { g.Remove() }
+	if h.V2 != "" {
+		parent := filepath.Join(h.V2, Parent)
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		if h.V2 == h.Root { // pure v2: controllers must be delegated down
+			enableControllers(h.V2, parent, controllers)
+		}
+		dir := filepath.Join(parent, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		g.V2 = dir
+	}
+	for _, c := range controllers {
+		base, ok := h.V1[c]
+		if !ok {
+			continue
+		}
+		if _, done := g.V1[c]; done {
+			continue
+		}
+		dir := filepath.Join(base, Parent, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil && !os.IsExist(err) {
+			undo()
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		// Controllers sharing one hierarchy share the directory.
+		for c2, b2 := range h.V1 {
+			if b2 == base {
+				g.V1[c2] = dir
+			}
+		}
+	}
+	if g.V2 == "" && len(g.V1) == 0 {
+		return nil, fmt.Errorf("%w for controllers %v", ErrNoCgroups, controllers)
+	}
+	return g, nil
+}
+
+// enableControllers writes +c to the subtree_control files from the root
+// down to parent, for each controller the root offers; failures leave the
+// controller off, which Group users see as an absent file.
+func enableControllers(root, parent string, controllers []string) {
+	avail, _ := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
+	have := " " + string(avail) + " "
+	var on []string
+	for _, c := range controllers {
+		if c == "cpuacct" {
+			c = "cpu"
+		}
+		if strings.Contains(have, " "+strings.TrimSpace(c)+" ") {
+			on = append(on, "+"+c)
+		}
+	}
+	if len(on) == 0 {
+		return
+	}
+	for _, dir := range []string{root, parent} {
+		os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(strings.Join(on, " ")), 0o644)
+	}
+}
+
+// AddProc moves a process (and, from then on, its children) into every
+// hierarchy of the group.
+func (g *Group) AddProc(pid int) error {
+	s := strconv.Itoa(pid)
+	if g.V2 != "" {
+		if err := os.WriteFile(filepath.Join(g.V2, "cgroup.procs"), []byte(s), 0o644); err != nil {
+			return fmt.Errorf("cgroup: place %d: %w", pid, err)
+		}
+	}
+	for _, dir := range uniq(g.V1) {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(s), 0o644); err != nil {
+			return fmt.Errorf("cgroup: place %d: %w", pid, err)
+		}
+	}
+	return nil
+}
+
+// AddThread moves one thread into the group's v1 cpuacct hierarchy and
+// returns a function that moves it back where it was. It needs v1
+// cpuacct; elsewhere it returns ErrThreadsUnsupported.
+func (g *Group) AddThread(tid int) (restore func() error, err error) {
+	dir, ok := g.V1["cpuacct"]
+	if !ok {
+		return nil, ErrThreadsUnsupported
+	}
+	orig, err := threadCgroup(tid, "cpuacct", dir)
+	if err != nil {
+		return nil, err
+	}
+	s := strconv.Itoa(tid)
+	if err := os.WriteFile(filepath.Join(dir, "tasks"), []byte(s), 0o644); err != nil {
+		return nil, fmt.Errorf("cgroup: place thread %d: %w", tid, err)
+	}
+	g.cpuFromV1 = true
+	return func() error {
+		return os.WriteFile(filepath.Join(orig, "tasks"), []byte(s), 0o644)
+	}, nil
+}
+
+// threadCgroup finds the directory of the cpuacct cgroup a thread is in
+// now, from /proc/self/task/TID/cgroup, in the hierarchy that holds dir.
+func threadCgroup(tid int, controller, dir string) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/cgroup", tid))
+	if err != nil {
+		return "", fmt.Errorf("cgroup: %w", err)
+	}
+	mount := filepath.Dir(filepath.Dir(dir)) // dir is <mount>/sandbox/<name>
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if c == controller {
+				return filepath.Join(mount, parts[2]), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("cgroup: thread %d is in no %s cgroup", tid, controller)
+}
+
+// CPU returns the CPU time used by everything that was ever in the group,
+// and where the figure came from.
+func (g *Group) CPU() (time.Duration, string, error) {
+	if dir, ok := g.V1["cpuacct"]; ok && (g.cpuFromV1 || g.V2 == "") {
+		b, err := os.ReadFile(filepath.Join(dir, "cpuacct.usage"))
+		if err != nil {
+			return 0, "", fmt.Errorf("cgroup: %w", err)
+		}
+		ns, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return 0, "", fmt.Errorf("cgroup: cpuacct.usage %q", b)
+		}
+		return time.Duration(ns), "cgroup v1 cpuacct.usage of the run's group", nil
+	}
+	if g.V2 != "" {
+		b, err := os.ReadFile(filepath.Join(g.V2, "cpu.stat"))
+		if err != nil {
+			return 0, "", fmt.Errorf("cgroup: %w", err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				us, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+				if err != nil {
+					return 0, "", fmt.Errorf("cgroup: cpu.stat usage_usec %q", v)
+				}
+				return time.Duration(us) * time.Microsecond, "cgroup v2 cpu.stat usage_usec of the run's group", nil
+			}
+		}
+		return 0, "", fmt.Errorf("cgroup: %s/cpu.stat has no usage_usec", g.V2)
+	}
+	return 0, "", fmt.Errorf("cgroup: no CPU accounting for group %s", g.Name)
+}
+
+// Remove deletes the group's directories. It fails while processes are
+// still in the group.
+func (g *Group) Remove() error {
+	var errs []error
+	for _, dir := range uniq(g.V1) {
+		if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
+			errs = append(errs, err)
+		}
+	}
+	if g.V2 != "" {
+		if err := os.Remove(g.V2); err != nil && !os.IsNotExist(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func uniq(m map[string]string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, d := range m {
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}

@@ -1,0 +1,117 @@
+package cgroup
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func touch(t *testing.T, p, content string) {
+	t.Helper()
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDetectFakeTrees(t *testing.T) {
+	// Pure v2.
+	v2 := t.TempDir()
+	touch(t, filepath.Join(v2, "cgroup.controllers"), "cpuset cpu io memory pids\n")
+	h, err := Detect(v2)
+	if err != nil || h.Kind() != "v2" || h.V2 != v2 || len(h.V2Controllers) != 5 {
+		t.Fatalf("v2: %+v %v", h, err)
+	}
+	// Hybrid, like these machines: v1 controllers, one combined, and a
+	// controller-less unified hierarchy.
+	hy := t.TempDir()
+	for _, d := range []string{"cpu,cpuacct", "memory", "pids", "freezer"} {
+		touch(t, filepath.Join(hy, d, "cgroup.procs"), "")
+	}
+	os.Symlink("cpu,cpuacct", filepath.Join(hy, "cpu"))
+	os.Symlink("cpu,cpuacct", filepath.Join(hy, "cpuacct"))
+	touch(t, filepath.Join(hy, "unified", "cgroup.controllers"), "")
+	touch(t, filepath.Join(hy, "systemd", "cgroup.procs"), "") // name=systemd: no controller
+	h, err = Detect(hy)
+	if err != nil || h.Kind() != "hybrid" || h.V2 != filepath.Join(hy, "unified") {
+		t.Fatalf("hybrid: %+v %v", h, err)
+	}
+	if h.V1["cpuacct"] != filepath.Join(hy, "cpu,cpuacct") || h.V1["cpu"] != h.V1["cpuacct"] || h.V1["memory"] == "" {
+		t.Fatalf("v1 map %v", h.V1)
+	}
+	g, err := h.Create("run1", "cpuacct", "memory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.V2 != filepath.Join(hy, "unified", Parent, "run1") || g.V1["cpuacct"] != filepath.Join(hy, "cpu,cpuacct", Parent, "run1") || g.V1["cpu"] != g.V1["cpuacct"] {
+		t.Fatalf("group %+v", g)
+	}
+	touch(t, filepath.Join(g.V1["cpuacct"], "cpuacct.usage"), "1500000\n")
+	if d, src, err := g.CPU(); err == nil || !strings.Contains(err.Error(), "cpu.stat") {
+		// The v2 group has no cpu.stat in a fake tree until written.
+		t.Fatalf("CPU before cpu.stat: %v %s %v", d, src, err)
+	}
+	g.cpuFromV1 = true
+	if d, src, err := g.CPU(); err != nil || d != 1500*time.Microsecond || !strings.Contains(src, "cpuacct") {
+		t.Fatalf("CPU = %v %s %v", d, src, err)
+	}
+	if _, err := Detect(t.TempDir()); !errors.Is(err, ErrNoCgroups) {
+		t.Fatalf("empty root: %v", err)
+	}
+	if _, err := h.Create("../x"); err == nil {
+		t.Fatal("bad name accepted")
+	}
+}
+
+// TestRealThreadAccounting places a busy, locked OS thread in a real
+// cgroup on this host and reads its CPU time back. It needs root and a
+// v1 cpuacct hierarchy (hybrid hosts); on pure v2 it checks that the
+// thread placement is refused, as documented.
+func TestRealThreadAccounting(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create cgroups")
+	}
+	h, err := Detect("/sys/fs/cgroup")
+	if err != nil {
+		t.Skipf("no cgroup hierarchy mounted: %v", err)
+	}
+	g, err := h.Create("test-"+strings.ReplaceAll(t.Name(), "/", "-"), "cpuacct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Remove()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	restore, err := g.AddThread(unix.Gettid())
+	if _, ok := h.V1["cpuacct"]; !ok {
+		if !errors.Is(err, ErrThreadsUnsupported) {
+			t.Fatalf("pure v2: %v", err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	for time.Since(t0) < 200*time.Millisecond {
+	}
+	if err := restore(); err != nil {
+		t.Fatal(err)
+	}
+	d, src, err := g.CPU()
+	if err != nil || d < 150*time.Millisecond || d > 2*time.Second {
+		t.Fatalf("CPU of a 200 ms busy thread: %v (%s) %v", d, src, err)
+	}
+	// The thread is back where it was: more work is not charged.
+	for time.Since(t0) < 300*time.Millisecond {
+	}
+	if d2, _, _ := g.CPU(); d2-d > 20*time.Millisecond {
+		t.Fatalf("work after restore was charged: %v then %v", d, d2)
+	}
+}
