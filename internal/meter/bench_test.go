@@ -85,7 +85,7 @@ func BenchmarkMeterOverhead(b *testing.B) {
 		sp.Stop(RunCPU{}, nil)
 		wall := time.Since(t0)
 		syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-		cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano())
+		cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
 		b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "%core")
 	}
 }
