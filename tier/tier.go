@@ -134,7 +134,15 @@ func Require(kind Kind, needs ...Need) (Requirement, error) {
 // Probe is a tier's earned status on this host.
 type Probe struct {
 	Available bool
-	Reason    string // why not, or what was verified
+	Reason    string  // why not, or what was verified
+	Layers    []Layer // each confinement layer's answer, where the probe checks several
+}
+
+// Layer is one confinement layer's probe answer.
+type Layer struct {
+	Name   string
+	OK     bool
+	Detail string
 }
 
 // Availability maps each tier to its probe. A tier missing from the map is

@@ -288,3 +288,130 @@ func uniq(m map[string]string) []string {
 	}
 	return out
 }
+
+// Limits are a group's resource limits; zero means no limit.
+type Limits struct {
+	Memory int64   // bytes of memory (and no swap)
+	Pids   int64   // processes and threads
+	CPUs   float64 // CPU bandwidth in CPUs, e.g. 1.5
+}
+
+// SetLimits writes limits to every hierarchy of the group that has the
+// controller: v2 memory.max, memory.swap.max, pids.max, cpu.max; v1
+// memory.limit_in_bytes (and memsw), pids.max, cpu.cfs_quota_us.
+func (g *Group) SetLimits(l Limits) error {
+	write := func(dir, file, v string) error {
+		p := filepath.Join(dir, file)
+		if _, err := os.Stat(p); err != nil {
+			return nil // no such controller here
+		}
+		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+			return fmt.Errorf("cgroup: %s = %s: %w", p, v, err)
+		}
+		return nil
+	}
+	var errs []error
+	if g.V2 != "" {
+		if l.Memory > 0 {
+			errs = append(errs, write(g.V2, "memory.max", strconv.FormatInt(l.Memory, 10)), write(g.V2, "memory.swap.max", "0"))
+		}
+		if l.Pids > 0 {
+			errs = append(errs, write(g.V2, "pids.max", strconv.FormatInt(l.Pids, 10)))
+		}
+		if l.CPUs > 0 {
+			errs = append(errs, write(g.V2, "cpu.max", fmt.Sprintf("%d 100000", int64(l.CPUs*100000))))
+		}
+	}
+	if dir, ok := g.V1["memory"]; ok && l.Memory > 0 {
+		errs = append(errs, write(dir, "memory.limit_in_bytes", strconv.FormatInt(l.Memory, 10)))
+		errs = append(errs, write(dir, "memory.memsw.limit_in_bytes", strconv.FormatInt(l.Memory, 10)))
+	}
+	if dir, ok := g.V1["pids"]; ok && l.Pids > 0 {
+		errs = append(errs, write(dir, "pids.max", strconv.FormatInt(l.Pids, 10)))
+	}
+	if dir, ok := g.V1["cpu"]; ok && l.CPUs > 0 {
+		errs = append(errs, write(dir, "cpu.cfs_period_us", "100000"), write(dir, "cpu.cfs_quota_us", strconv.FormatInt(int64(l.CPUs*100000), 10)))
+	}
+	return errors.Join(errs...)
+}
+
+// OOMKills returns how many processes the kernel killed in the group for
+// want of memory.
+func (g *Group) OOMKills() int64 {
+	read := func(p, key string) int64 {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return 0
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, key+" "); ok {
+				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				return n
+			}
+		}
+		return 0
+	}
+	var n int64
+	if g.V2 != "" {
+		n += read(filepath.Join(g.V2, "memory.events"), "oom_kill")
+	}
+	if dir, ok := g.V1["memory"]; ok {
+		n += read(filepath.Join(dir, "memory.oom_control"), "oom_kill")
+	}
+	return n
+}
+
+// ErrNoFreezer is returned when no hierarchy of the group can freeze it.
+var ErrNoFreezer = errors.New("cgroup: no freezer for this group")
+
+// Freeze stops every process of the group (v2 cgroup.freeze, v1
+// freezer.state) and waits until the kernel says it is frozen: after it
+// returns, nothing in the group runs, detached children included.
+func (g *Group) Freeze() error { return g.setFrozen(true) }
+
+// Thaw lets the group's processes run again.
+func (g *Group) Thaw() error { return g.setFrozen(false) }
+
+func (g *Group) setFrozen(on bool) error {
+	if dir, ok := g.V1["freezer"]; ok {
+		state := "THAWED"
+		if on {
+			state = "FROZEN"
+		}
+		if err := os.WriteFile(filepath.Join(dir, "freezer.state"), []byte(state), 0o644); err != nil {
+			return fmt.Errorf("cgroup: freeze: %w", err)
+		}
+		for i := 0; i < 1000; i++ {
+			b, err := os.ReadFile(filepath.Join(dir, "freezer.state"))
+			if err != nil {
+				return err
+			}
+			if strings.TrimSpace(string(b)) == state {
+				return nil
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return fmt.Errorf("cgroup: %s did not become %s", dir, state)
+	}
+	if g.V2 != "" {
+		p := filepath.Join(g.V2, "cgroup.freeze")
+		if _, err := os.Stat(p); err == nil {
+			v := "0"
+			if on {
+				v = "1"
+			}
+			if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+				return fmt.Errorf("cgroup: freeze: %w", err)
+			}
+			for i := 0; i < 1000; i++ {
+				b, _ := os.ReadFile(filepath.Join(g.V2, "cgroup.events"))
+				if strings.Contains(string(b), "frozen "+v) {
+					return nil
+				}
+				time.Sleep(time.Millisecond)
+			}
+			return fmt.Errorf("cgroup: %s did not report frozen %s", g.V2, v)
+		}
+	}
+	return ErrNoFreezer
+}

@@ -253,12 +253,12 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	h.logger().Info("run starting", "unit", ua, "tier", choice.Chosen, "executor", ex.Name())
 	var cg *cgroup.Group
 	if h.Cgroups != nil {
-		if cg, err = h.Cgroups.Create(filepath.Base(tmp)[1:], "cpuacct", "cpu"); err != nil {
+		if cg, err = h.Cgroups.Create(filepath.Base(tmp)[1:], "cpuacct", "cpu", "memory", "pids", "freezer"); err != nil {
 			h.logger().Warn("no cgroup for the run", "err", err)
 			cg = nil
 		} else {
 			defer cg.Remove()
-			j.PlaceThread = cg.AddThread
+			j.Cgroup = cg
 		}
 	}
 	m := h.meter()
@@ -270,7 +270,7 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	}
 	cpu := meter.RunCPU{}
 	switch {
-	case cg != nil && res.Placed:
+	case cg != nil && (res.Placed || req.Kind != tier.Wasm):
 		if d, src, err := cg.CPU(); err == nil {
 			cpu = meter.RunCPU{Time: d, Known: true, Source: src}
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/kv"
@@ -32,10 +33,22 @@ type Job struct {
 	Stdout, Stderr io.Writer
 	Deadline       time.Duration // 0 for none
 
-	// PlaceThread, when set, is called by an in-process executor with the
-	// OS thread the guest will run on, before it starts; the returned
-	// function undoes the placement after the guest stops.
-	PlaceThread func(tid int) (restore func() error, err error)
+	// Cgroup is the run's own control group, made by the host before the
+	// run starts; nil where the host has none. An in-process executor
+	// places the guest's OS thread in it, a process executor the process.
+	Cgroup *cgroup.Group
+
+	// OnStart, when set, is called once the run has started, with the
+	// controls the executor offers over it.
+	OnStart func(Control)
+}
+
+// Control steers a running run.
+type Control struct {
+	// Freeze stops every process of the run, detached children included,
+	// until Thaw: the quiescence witness durable runs need.
+	Freeze func() error
+	Thaw   func() error
 }
 
 // Result is how a run ended and what it consumed.
@@ -53,6 +66,7 @@ type Result struct {
 	// (CLOCK_THREAD_CPUTIME_ID), and whether it was measured.
 	ThreadCPU      time.Duration
 	ThreadCPUKnown bool
-	// Placed says whether PlaceThread succeeded.
+	// Placed says whether the guest was placed in Cgroup, so that the
+	// group's CPU time is the run's.
 	Placed bool
 }

@@ -26,6 +26,8 @@ type Unit struct {
 	Env     map[string]string `json:"env"`
 	Devices []device.Class    `json:"devices"`
 	Grants  addr.Addr         `json:"grants"`
+	// Dir is the working directory of a native unit; "" means /tmp.
+	Dir string `json:"dir,omitempty"`
 }
 
 // Normalize validates u and puts it in canonical form.

@@ -345,8 +345,8 @@ func (e *Executor) call(ctx context.Context, start api.Function, j *job.Job, res
 	defer runtime.UnlockOSThread()
 	tid := gettid()
 	var restore func() error
-	if j.PlaceThread != nil && tid > 0 {
-		if r, err := j.PlaceThread(tid); err == nil {
+	if j.Cgroup != nil && tid > 0 {
+		if r, err := j.Cgroup.AddThread(tid); err == nil {
 			restore, res.Placed = r, true
 		}
 	}

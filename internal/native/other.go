@@ -1,0 +1,24 @@
+//go:build !linux
+
+package native
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// Helper never applies off Linux.
+func Helper() (int, bool) { return 0, false }
+
+// Probe reports that S1 needs Linux.
+func (e *Executor) Probe(context.Context) tier.Probe {
+	return tier.Probe{Reason: ErrNotSupported.Error()}
+}
+
+// Run refuses: S1 needs Linux.
+func (e *Executor) Run(context.Context, *job.Job) (*job.Result, error) {
+	return nil, fmt.Errorf("native: %w", ErrNotSupported)
+}
