@@ -18,10 +18,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opensubstrate/sandbox/internal/errs"
+	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/state"
 )
 
 func main() {
+	if code, ok := native.Helper(); ok {
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
@@ -37,6 +41,9 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 type globals struct {
 	home        string
 	memoryPages uint32
+	memory      string
+	pids        int64
+	cpus        float64
 }
 
 func (g *globals) stateDir() (*state.Dir, error) {

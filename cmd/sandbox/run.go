@@ -23,6 +23,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/meter"
 	"github.com/opensubstrate/sandbox/internal/meter/nvml"
 	"github.com/opensubstrate/sandbox/internal/meter/powercap"
+	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/wasm"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -43,11 +44,21 @@ func (g *globals) host() (*host.Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	mem := int64(0)
+	if g.memory != "" {
+		if mem, err = grant.ParseSize(g.memory); err != nil {
+			return nil, errs.Usage{Err: fmt.Errorf("--memory: %w", err)}
+		}
+	}
+	n, err := native.New(native.Config{StateDir: d.Root, Memory: mem, Pids: g.pids, CPUs: g.cpus})
+	if err != nil {
+		return nil, err
+	}
 	m, err := newMeter()
 	if err != nil {
 		return nil, err
 	}
-	h := &host.Host{Dir: d, Key: k, Executors: []host.Executor{w}, Meter: m}
+	h := &host.Host{Dir: d, Key: k, Executors: []host.Executor{w, n}, Meter: m}
 	if cg, err := cgroup.Detect(envOr("SANDBOX_CGROUP_ROOT", "/sys/fs/cgroup")); err == nil && os.Geteuid() == 0 {
 		h.Cgroups = cg
 	}
@@ -124,20 +135,26 @@ func runCmd(g *globals) *cobra.Command {
 		quiet     bool
 	)
 	c := &cobra.Command{
-		Use:   "run [flags] -- MODULE.wasm [ARGS...]",
+		Use:   "run [flags] -- (MODULE.wasm | COMMAND) [ARGS...]",
 		Short: "Run a unit of work under grants, and seal its receipt and attestation",
-		Long: `Run MODULE.wasm (a WASI preview 1 command) at the lowest tier its grants
-require (S2 for WebAssembly), with only what --grant gives it. Its stdout and
-stderr stream through; sandbox exits with the guest's exit status. A summary
+		Long: `Run a unit at the lowest tier its grants require, with only what --grant
+gives it: a WebAssembly module (a WASI preview 1 command) at S2, or a native
+program at S1 (its own namespaces, a root with read-only system directories
+and the storage grants at their host paths, Landlock, seccomp, no
+privileges, its own cgroup; see docs/s1.md). Its stdout and stderr stream
+through; sandbox exits with the guest's exit status. A summary
 goes to stderr, and the sealed records (attestation, receipt, unit, grants,
 decision log, replay journal, output) are stored as a run directory in the
 state directory: see 'sandbox runs', 'sandbox show', 'sandbox verify',
 'sandbox replay'.
 
-A run with no compute grant gets ` + defaultCPU + ` (its fuel budget); say so with
---grant cpu:ENERGY to choose. The guest sees no files, no network, no real
-clock and no real randomness unless granted; its environment is only what
---env gives.
+A run with no compute grant gets ` + defaultCPU + ` (a WASM unit's fuel budget); say
+so with --grant cpu:ENERGY to choose. The guest sees no files, no network,
+and (WASM) no real clock and no real randomness unless granted; its
+environment is only what --env gives, plus, for a native unit, PATH, HOME
+and LANG defaults that are recorded in the unit. A native command is looked
+up in the run's PATH; it must be in a system directory or under a storage
+grant.
 
 Grants:
 ` + grant.Syntax + `
@@ -159,13 +176,6 @@ traps, 130 when interrupted; 2 to 70 for sandbox's own errors (docs/spec).`,
 					return err
 				}
 			}
-			image, err := os.ReadFile(args[0])
-			if err != nil {
-				return err
-			}
-			if !bytes.HasPrefix(image, []byte("\x00asm")) {
-				return errs.Usage{Err: fmt.Errorf("%s is not a WebAssembly module; this build runs WASM units at S2 (native programs at S1 are not built yet)", args[0])}
-			}
 			env := map[string]string{}
 			for _, kv := range envArgs {
 				k, v, ok := strings.Cut(kv, "=")
@@ -182,16 +192,22 @@ traps, 130 when interrupted; 2 to 70 for sandbox's own errors (docs/spec).`,
 				}
 				want = &t
 			}
+			req, err := unitRequest(args, env, s)
+			if err != nil {
+				return err
+			}
 			h, err := g.host()
 			if err != nil {
 				return err
 			}
-			argv := append([]string{filepath.Base(args[0])}, args[1:]...)
-			r, err := h.Run(cmd.Context(), host.Request{
-				Kind: tier.Wasm, Image: image, Entry: filepath.Base(args[0]), Args: argv, Env: env,
-				Grants: s, Tier: want, Escalate: escalate, Deadline: deadline,
-				Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(),
-			})
+			req.Grants, req.Tier, req.Escalate, req.Deadline = s, want, escalate, deadline
+			req.Stdout, req.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if tty := os.Stdin; isTerminal(tty) {
+				req.Stdin = nil // an interactive terminal stays with sandbox
+			} else {
+				req.Stdin = cmd.InOrStdin()
+			}
+			r, err := h.Run(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
@@ -211,7 +227,96 @@ traps, 130 when interrupted; 2 to 70 for sandbox's own errors (docs/spec).`,
 	c.Flags().StringArrayVar(&envArgs, "env", nil, "set NAME=VALUE in the guest's environment (repeatable)")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "no summary on stderr")
 	c.Flags().Uint32Var(&g.memoryPages, "memory-pages", 4096, "guest memory cap in 64 KiB pages (WASM)")
+	c.Flags().StringVar(&g.memory, "memory", "1GiB", "memory limit of a native run's cgroup")
+	c.Flags().Int64Var(&g.pids, "pids", 512, "process limit of a native run's cgroup")
+	c.Flags().Float64Var(&g.cpus, "cpus", 0, "CPU limit of a native run's cgroup, in CPUs (0: none)")
 	return c
+}
+
+// defaultPath is the PATH a native unit gets, and where its command is
+// looked up: the system directories every run sees.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// unitRequest turns the command line into a unit: a WebAssembly module
+// (by its magic number) or a native program, resolved the way the run
+// will see it.
+func unitRequest(args []string, env map[string]string, g grant.Set) (host.Request, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return host.Request{}, err
+	}
+	name := args[0]
+	if b, err := os.ReadFile(name); err == nil && bytes.HasPrefix(b, []byte("\x00asm")) {
+		return host.Request{Kind: tier.Wasm, Image: b, Entry: filepath.Base(name), Args: append([]string{filepath.Base(name)}, args[1:]...), Env: env}, nil
+	}
+	for k, v := range map[string]string{"PATH": defaultPath, "HOME": "/tmp", "LANG": "C.UTF-8"} {
+		if _, ok := env[k]; !ok {
+			env[k] = v
+		}
+	}
+	path, err := resolveCommand(name, env["PATH"], cwd)
+	if err != nil {
+		return host.Request{}, err
+	}
+	if !visible(path, g) {
+		return host.Request{}, errs.Usage{Err: fmt.Errorf("%s is not visible inside a native run: it is neither in a system directory (/usr, /bin, /sbin, /lib, /etc, /opt) nor under a storage grant; grant its directory with --grant fs:%s:ro", path, filepath.Dir(path))}
+	}
+	image, err := os.ReadFile(path)
+	if err != nil {
+		return host.Request{}, err
+	}
+	dir := ""
+	for _, st := range g.Storage {
+		if grant.Within(st.Path, cwd) {
+			dir = cwd
+		}
+	}
+	return host.Request{Kind: tier.Native, Image: image, Entry: path, Args: append([]string{name}, args[1:]...), Env: env, Dir: dir}, nil
+}
+
+// resolveCommand finds a command as the run will: a path (relative to the
+// current directory) or a name looked up in PATH.
+func resolveCommand(name, path, cwd string) (string, error) {
+	if strings.Contains(name, "/") {
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(cwd, p)
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			return "", err
+		}
+		if fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return "", errs.Usage{Err: fmt.Errorf("%s is not an executable file", p)}
+		}
+		return filepath.Clean(p), nil
+	}
+	for _, d := range filepath.SplitList(path) {
+		p := filepath.Join(d, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: no such command in the run's PATH (%s): %w", name, path, os.ErrNotExist)
+}
+
+func visible(p string, g grant.Set) bool {
+	for _, d := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc", "/opt"} {
+		if grant.Within(d, p) {
+			return true
+		}
+	}
+	for _, st := range g.Storage {
+		if grant.Within(st.Path, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func printSummary(w io.Writer, r *host.Run) {

@@ -76,8 +76,12 @@ type Request struct {
 	Tier     *tier.Tier
 	Escalate bool
 	Deadline time.Duration
+	Dir      string // a native unit's working directory
+	Stdin    io.Reader
 	Stdout   io.Writer
 	Stderr   io.Writer
+	// OnStart is called once the run has started, with its controls.
+	OnStart func(job.Control)
 }
 
 // Run is a sealed run.
@@ -186,7 +190,7 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	if len(devices) == 0 {
 		devices = []device.Class{device.Cpu}
 	}
-	u := unit.Unit{Kind: req.Kind, Image: addr.Of(req.Image), Entry: req.Entry, Args: req.Args, Env: req.Env, Devices: devices, Grants: ga}
+	u := unit.Unit{Kind: req.Kind, Image: addr.Of(req.Image), Entry: req.Entry, Args: req.Args, Env: req.Env, Devices: devices, Grants: ga, Dir: req.Dir}
 	ub, ua, err := u.Canonical()
 	if err != nil {
 		return nil, err
@@ -203,8 +207,10 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := h.putBlob(u.Image, req.Image); err != nil {
-		return nil, err
+	if req.Kind == tier.Wasm { // kept for replay, which only S2 runs have
+		if err := h.putBlob(u.Image, req.Image); err != nil {
+			return nil, err
+		}
 	}
 	store, err := h.kvStore()
 	if err != nil {
@@ -249,6 +255,8 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 		Stdout:   io.MultiWriter(orDiscard(req.Stdout), outF, outH),
 		Stderr:   io.MultiWriter(orDiscard(req.Stderr), errF, errH),
 		Deadline: req.Deadline,
+		Stdin:    req.Stdin,
+		OnStart:  req.OnStart,
 	}
 	h.logger().Info("run starting", "unit", ua, "tier", choice.Chosen, "executor", ex.Name())
 	var cg *cgroup.Group

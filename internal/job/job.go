@@ -30,6 +30,7 @@ type Job struct {
 	Replay *journal.Reader
 
 	KV             *kv.Store
+	Stdin          io.Reader // nil: empty
 	Stdout, Stderr io.Writer
 	Deadline       time.Duration // 0 for none
 

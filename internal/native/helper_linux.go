@@ -36,6 +36,9 @@ func Helper() (code int, ok bool) {
 		return runExec(), true
 	case ProbeArg:
 		return runProbe(), true
+	case UsernsArg:
+		io.Copy(io.Discard, os.Stdin) // hold the namespace until the host closes stdin
+		return 0, true
 	}
 	return 0, false
 }
@@ -227,6 +230,12 @@ func buildRoot(sp *spec) error {
 			}
 			continue
 		}
+		if b.IDMap > 0 {
+			if err := idmapMount(b.Host, dst, b.IDMap, !b.RW); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := bindMount(b.Host, dst, !b.RW); err != nil {
 			return err
 		}
@@ -325,18 +334,51 @@ func overlay(root string, i int, b bind, dst string) error {
 	if err := unix.Mount("tmpfs", layers, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=700", size)); err != nil {
 		return fmt.Errorf("quota tmpfs for %s: %w", b.Path, err)
 	}
-	for _, d := range []string{"upper", "work", "lower"} {
+	for _, d := range []string{"upper", "work", "lower", "raw"} {
 		if err := os.Mkdir(layers+"/"+d, 0o755); err != nil {
 			return err
 		}
 	}
 	// The raw host directory, visible only to init, for the commit.
-	if err := unix.Mount(b.Host, layers+"/lower", "", unix.MS_BIND, ""); err != nil {
+	if err := unix.Mount(b.Host, layers+"/raw", "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", b.Host, err)
+	}
+	// The lower layer, id mapped like a plain grant, so that the guest
+	// owns what it may write.
+	if b.IDMap > 0 {
+		if err := idmapMount(b.Host, layers+"/lower", b.IDMap, false); err != nil {
+			return err
+		}
+		os.Chown(layers+"/upper", nobody, nobody)
+		os.Chown(layers+"/work", nobody, nobody)
+	} else if err := unix.Mount(b.Host, layers+"/lower", "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("bind %s: %w", b.Host, err)
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", layers+"/lower", layers+"/upper", layers+"/work")
 	if err := unix.Mount("overlay", dst, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("overlay for %s: %w", b.Path, err)
+	}
+	return nil
+}
+
+// idmapMount mounts host at dst through the id mapping of the user
+// namespace userns: the directory's owner appears as the guest's user, and
+// what the guest creates is owned on disk by that owner.
+func idmapMount(host, dst string, userns int, ro bool) error {
+	tree, err := unix.OpenTree(unix.AT_FDCWD, host, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("open_tree %s: %w", host, err)
+	}
+	defer unix.Close(tree)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(userns)}
+	if ro {
+		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+	}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+		return fmt.Errorf("idmap %s: %w", host, err)
+	}
+	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount %s: %w", dst, err)
 	}
 	return nil
 }
@@ -352,7 +394,7 @@ func commitOverlays(sp *spec) string {
 			continue
 		}
 		layers := fmt.Sprintf("%s/%d", private, i)
-		if err := commit(layers+"/upper", layers+"/lower"); err != nil {
+		if err := commit(layers+"/upper", layers+"/raw"); err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", b.Path, err))
 		}
 	}

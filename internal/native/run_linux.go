@@ -113,7 +113,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		}
 	}
 	res := &job.Result{Executor: e.Name()}
-	st, end, runErr := e.launch(ctx, sp, j.Cgroup, nil, j.Stdout, j.Stderr, j.Deadline, j.OnStart)
+	st, end, runErr := e.launch(ctx, sp, j.Cgroup, j.Stdin, j.Stdout, j.Stderr, j.Deadline, j.OnStart)
 	if runErr != nil {
 		return nil, runErr
 	}
@@ -123,6 +123,31 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		fmt.Fprintf(j.Stderr, "sandbox: S1: committing quota'd writes: %s\n", st.Commit)
 	}
 	return res, nil
+}
+
+// userns returns a user namespace whose mapping shows uid and gid as the
+// guest's user: ContainerID uid ↔ HostID nobody, as an idmapped mount
+// reads it. A helper process holds it only until it is opened.
+func (e *Executor) userns(uid, gid int) (*os.File, error) {
+	cmd := exec.Command(e.cfg.Self, UsernsArg)
+	cmd.Args[0] = "sandbox-s1-userns"
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  unix.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: nobody, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: nobody, Size: 1}},
+		Pdeathsig:   syscall.SIGKILL,
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
+	in.Close()
+	cmd.Wait()
+	return f, err
 }
 
 // ending is how launch saw the run end.
@@ -191,6 +216,33 @@ func (e *Executor) launch(ctx context.Context, sp *spec, cg *cgroup.Group, stdin
 	cmd.Env = []string{}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	cmd.ExtraFiles = []*os.File{specR, statW}
+	if !sp.UserNS {
+		// Grants are id mapped so the guest (nobody) owns what it was given;
+		// each distinct owner needs a user namespace holding its mapping.
+		maps := map[[2]int]int{}
+		for i := range sp.Binds {
+			b := &sp.Binds[i]
+			var st unix.Stat_t
+			if err := unix.Stat(b.Host, &st); err != nil {
+				continue
+			}
+			key := [2]int{int(st.Uid), int(st.Gid)}
+			if fd, ok := maps[key]; ok {
+				b.IDMap = fd
+				continue
+			}
+			f, err := e.userns(key[0], key[1])
+			if err != nil {
+				fmt.Fprintf(stderr, "sandbox: S1: %s cannot be id mapped (%v); the guest sees it with its owner's permissions\n", b.Path, err)
+				continue
+			}
+			defer f.Close()
+			cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+			fd := 2 + len(cmd.ExtraFiles) // ExtraFiles[i] is fd 3+i
+			maps[key] = fd
+			b.IDMap = fd
+		}
+	}
 	attr := &syscall.SysProcAttr{
 		Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
 		Pdeathsig:  syscall.SIGKILL,

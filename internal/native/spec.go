@@ -2,9 +2,10 @@ package native
 
 // Helper entry points: argv[1] of the re-executed binary.
 const (
-	InitArg  = "__sandbox-s1-init"
-	ExecArg  = "__sandbox-s1-exec"
-	ProbeArg = "__sandbox-s1-probe"
+	InitArg   = "__sandbox-s1-init"
+	ExecArg   = "__sandbox-s1-exec"
+	ProbeArg  = "__sandbox-s1-probe"
+	UsernsArg = "__sandbox-s1-userns" // holds a user namespace open for an idmapped mount
 )
 
 // spec is what the host tells the init helper, as JSON on fd 3.
@@ -32,6 +33,10 @@ type bind struct {
 	RW    bool   `json:"rw"`
 	Quota int64  `json:"quota"` // bytes; rw only; 0 for none
 	File  bool   `json:"file"`  // a file, not a directory
+	// IDMap is the descriptor, in init, of a user namespace mapping the
+	// directory's owner to the guest's user, for an idmapped mount; 0 for
+	// a plain bind.
+	IDMap int `json:"idmap,omitempty"`
 }
 
 // execSpec is what the exec helper applies before it execs the program.
