@@ -44,6 +44,29 @@ func Go(name string) (string, error) {
 	})
 }
 
+// Native builds the Go guest guests/NAME for this host (static, no cgo),
+// for native (S1) runs, and returns the binary's path.
+func Native(name string) (string, error) {
+	root, err := Root()
+	if err != nil {
+		return "", err
+	}
+	src := filepath.Join(root, "guests", name)
+	key, err := sourceKey(src, runtime.Version()+runtime.GOOS+runtime.GOARCH)
+	if err != nil {
+		return "", err
+	}
+	return cached("native-"+name, key, func(out string) error {
+		cmd := exec.Command("go", "build", "-trimpath", "-o", out, ".")
+		cmd.Dir = src
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("guest: go build %s: %v\n%s", name, err, b)
+		}
+		return nil
+	})
+}
+
 // Clang is the C compiler C guests are built with.
 const Clang = "clang-14"
 
@@ -104,6 +127,9 @@ func cached(name, key string, build func(out string) error) (string, error) {
 		return "", err
 	}
 	final := filepath.Join(dir, name+"-"+key+".wasm")
+	if strings.HasPrefix(name, "native-") {
+		final = filepath.Join(dir, name+"-"+key)
+	}
 	if _, err := os.Stat(final); err == nil {
 		return final, nil
 	}
@@ -120,7 +146,7 @@ func cached(name, key string, build func(out string) error) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := safefile.Write(final, b, 0o644); err != nil {
+	if err := safefile.Write(final, b, 0o755); err != nil {
 		return "", err
 	}
 	return final, nil

@@ -329,8 +329,8 @@ func overlay(root string, i int, b bind, dst string) error {
 	if err := os.MkdirAll(layers, 0o700); err != nil {
 		return err
 	}
-	// Overlay's work directory costs pages too: give the tmpfs a little room.
-	size := b.Quota + 256*1024
+	// The quota, in whole pages: tmpfs counts pages.
+	size := (b.Quota + 4095) &^ 4095
 	if err := unix.Mount("tmpfs", layers, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=700", size)); err != nil {
 		return fmt.Errorf("quota tmpfs for %s: %w", b.Path, err)
 	}

@@ -3,9 +3,20 @@ package native
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/guest"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
@@ -79,5 +90,229 @@ func TestProbe(t *testing.T) {
 	}
 	if !p.Available {
 		t.Fatalf("S1 probe: %s", p.Reason)
+	}
+}
+
+func TestEscapeBattery(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the battery runs as root, where the guest becomes nobody")
+	}
+	bin, err := guest.Native("escape")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := t.TempDir()
+	os.Chmod(g, 0o755)
+	secret := t.TempDir()
+	os.WriteFile(filepath.Join(secret, "escape-secret"), []byte("host secret"), 0o644)
+	os.Symlink(secret, filepath.Join(g, "abs"))
+	rel, _ := filepath.Rel(g, secret)
+	os.Symlink(rel, filepath.Join(g, "rel"))
+	b, _ := os.ReadFile(bin)
+	os.WriteFile(filepath.Join(g, "escape"), b, 0o755)
+	os.WriteFile(filepath.Join(g, "suid-escape"), b, 0o755)
+	os.Chmod(filepath.Join(g, "suid-escape"), 0o4755)
+	q := t.TempDir()
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	passwd := sum(t, "/etc/passwd")
+
+	gr, _ := grant.ParseArgs([]string{"cpu:10J", "fs:" + g + ":ro", "fs:" + q + ":rw:quota=1MiB"}, "/")
+	u := unit.Unit{Kind: tier.Native, Image: addr.Of(b), Entry: filepath.Join(g, "escape"), Args: []string{"escape"},
+		Env: map[string]string{"ESCAPE_GRANT": g, "ESCAPE_QUOTA_DIR": q, "ESCAPE_PORT": port, "ESCAPE_HOSTPID": strconv.Itoa(os.Getpid()), "PATH": "/usr/bin:/bin"}}
+	cg := newGroup(t)
+	var out, errb bytes.Buffer
+	res, err := executor(t).Run(context.Background(), &job.Job{Unit: u, Grants: gr, Enforcer: grant.NewEnforcer(gr), Stdout: &out, Stderr: &errb, Deadline: 2 * time.Minute, Cgroup: cg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome.Status != attest.Exited || *res.Outcome.ExitCode != 0 {
+		t.Fatalf("escape guest: %+v\n%s\n%s", res.Outcome, out.String(), errb.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{"read /etc/shadow", "write /etc/passwd", "write /usr/bin/escape", "write /escape", "write /root/escape",
+		"sysctl kernel.hostname", "follow symlink abs", "follow symlink rel", "see host processes", "signal host pid",
+		"mount tmpfs", "unshare user namespace", "unshare mount namespace", "ptrace pid 1", "chroot", "/proc/1/root", "/proc/1/exe",
+		"raw socket", "packet socket", "connect to the host's loopback listener", "DNS lookup", "fork bomb",
+		"fill the disk past the quota", "setuid binary", "load a kernel module", "keyctl", "bpf", "perf_event_open",
+		"settimeofday", "clock_settime", "open_by_handle_at"}
+	for _, w := range want {
+		found := false
+		for _, l := range lines {
+			if strings.HasPrefix(l, w) {
+				found = true
+				if strings.Contains(l, ": ESCAPED") {
+					t.Errorf("escaped: %s", l)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no line for %q", w)
+		}
+	}
+	t.Logf("battery:\n%s", out.String())
+	if !strings.Contains(out.String(), "uid 65534 euid 65534") {
+		t.Errorf("the guest did not run as nobody")
+	}
+	// The host is intact.
+	if accepted.Load() != 0 {
+		t.Error("the host's loopback listener accepted a connection from the sandbox")
+	}
+	if sum(t, "/etc/passwd") != passwd {
+		t.Error("/etc/passwd changed")
+	}
+	if b, _ := os.ReadFile(filepath.Join(secret, "escape-secret")); string(b) != "host secret" {
+		t.Error("the secret changed")
+	}
+	if fi, err := os.Stat(filepath.Join(q, "fill")); err != nil || fi.Size() > 1<<20+1<<16 {
+		t.Errorf("quota: %v %v", fi, err)
+	}
+	if err := exec.Command("/bin/true").Run(); err != nil {
+		t.Errorf("the host cannot fork after the fork bomb: %v", err)
+	}
+}
+
+func sum(t *testing.T, p string) addr.Addr {
+	a, err := addr.OfFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func newGroup(t *testing.T) *cgroup.Group {
+	t.Helper()
+	h, err := cgroup.Detect("/sys/fs/cgroup")
+	if err != nil {
+		t.Skipf("no cgroups: %v", err)
+	}
+	g, err := h.Create(fmt.Sprintf("test-%d-%d", os.Getpid(), time.Now().UnixNano()), "cpuacct", "cpu", "memory", "pids", "freezer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Remove() })
+	return g
+}
+
+func TestMemoryBomb(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for the run's cgroup")
+	}
+	g, _ := grant.ParseArgs([]string{"cpu:10J"}, "/")
+	u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte("py")), Entry: "/usr/bin/python3",
+		Args: []string{"python3", "-c", "a=[]\nwhile True: a.append(bytearray(10**7))"}}
+	var out, errb bytes.Buffer
+	res, err := executor(t).Run(context.Background(), &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: &out, Stderr: &errb, Deadline: time.Minute, Cgroup: newGroup(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome.Status != attest.OutOfMem {
+		t.Fatalf("memory bomb: %+v %s", res.Outcome, errb.String())
+	}
+}
+
+func TestFreezeThawDetachedWriter(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for the run's cgroup")
+	}
+	dir := t.TempDir()
+	log := filepath.Join(dir, "log")
+	g, _ := grant.ParseArgs([]string{"cpu:10J", "fs:" + dir + ":rw"}, "/")
+	script := "(while :; do date +%s%N >> " + log + "; sleep 0.01; done) </dev/null >/dev/null 2>&1 & sleep 60"
+	u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte("sh")), Entry: "/bin/sh", Args: []string{"sh", "-c", script}, Env: map[string]string{"PATH": "/usr/bin:/bin"}}
+	ctl := make(chan job.Control, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan *job.Result, 1)
+	go func() {
+		res, err := executor(t).Run(ctx, &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard,
+			Deadline: time.Minute, Cgroup: newGroup(t), OnStart: func(c job.Control) { ctl <- c }})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	c := <-ctl
+	size := func() int64 {
+		fi, err := os.Stat(log)
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+	waitGrow := func(from int64) {
+		for i := 0; i < 500 && size() <= from; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if size() <= from {
+			t.Fatalf("the writer did not write (size %d)", size())
+		}
+	}
+	waitGrow(0)
+	if err := c.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	frozen := size()
+	time.Sleep(300 * time.Millisecond)
+	if size() != frozen {
+		t.Fatalf("the detached writer kept writing while frozen: %d then %d", frozen, size())
+	}
+	if err := c.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	waitGrow(frozen)
+	cancel()
+	res := <-done
+	if res == nil || res.Outcome.Status != attest.Killed {
+		t.Fatalf("after cancel: %+v", res)
+	}
+}
+
+func TestInterruptReachesTheGuest(t *testing.T) {
+	g, _ := grant.ParseArgs([]string{"cpu:10J"}, "/")
+	u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte("sh")), Entry: "/bin/sh",
+		Args: []string{"sh", "-c", `trap 'echo got INT; exit 7' INT; sleep 30 & wait`}, Env: map[string]string{"PATH": "/usr/bin:/bin"}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var out bytes.Buffer
+	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
+	res, err := executor(t).Run(ctx, &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: &out, Stderr: io.Discard, Deadline: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome.Status != attest.Exited || *res.Outcome.ExitCode != 7 || out.String() != "got INT\n" {
+		t.Fatalf("interrupt: %+v %q", res.Outcome, out.String())
+	}
+	// A program that ignores it is killed after the grace period.
+	u.Args = []string{"sh", "-c", `trap '' INT; sleep 30`}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	go func() { time.Sleep(300 * time.Millisecond); cancel2() }()
+	res, err = executor(t).Run(ctx2, &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard, Deadline: time.Minute})
+	if err != nil || res.Outcome.Status != attest.Killed {
+		t.Fatalf("ignored interrupt: %+v %v", res, err)
+	}
+}
+
+func TestDeadline(t *testing.T) {
+	g, _ := grant.ParseArgs([]string{"cpu:10J"}, "/")
+	u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte("sleep")), Entry: "/bin/sleep", Args: []string{"sleep", "30"}}
+	res, err := executor(t).Run(context.Background(), &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard, Deadline: 300 * time.Millisecond})
+	if err != nil || res.Outcome.Status != attest.Deadline {
+		t.Fatalf("deadline: %+v %v", res, err)
 	}
 }

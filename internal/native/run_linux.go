@@ -162,6 +162,9 @@ func outcomeOf(st status, cg *cgroup.Group, end ending) attest.Outcome {
 	switch {
 	case end.deadline:
 		return attest.Outcome{Status: attest.Deadline, Detail: "the wall-clock deadline passed"}
+	case end.canceled && st.Exited:
+		c := st.Code
+		return attest.Outcome{Status: attest.Exited, ExitCode: &c, Detail: "interrupted; the program handled the signal and exited"}
 	case end.canceled:
 		return attest.Outcome{Status: attest.Killed, Detail: "interrupted"}
 	case st.Error != "":

@@ -1,0 +1,199 @@
+//go:build linux
+
+// Command escape tries to get out of an S1 sandbox in every way the
+// escape battery names, and prints one line per attempt:
+//
+//	NAME: BLOCKED (how)   or   NAME: ESCAPED (what happened)
+//
+// It always exits 0 so that a test can read every line. With the single
+// argument "euid" it prints its effective user id instead (for the setuid
+// check). Environment: ESCAPE_HOSTPID (a host process), ESCAPE_PORT (a
+// host loopback listener), ESCAPE_GRANT (a granted directory holding the
+// symlinks and the setuid copy).
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func report(name string, escaped bool, format string, args ...any) {
+	verdict := "BLOCKED"
+	if escaped {
+		verdict = "ESCAPED"
+	}
+	fmt.Printf("%s: %s (%s)\n", name, verdict, fmt.Sprintf(format, args...))
+}
+
+// blockedIf reports an attempt that escaped when err is nil.
+func blockedIf(name string, err error) {
+	if err == nil {
+		report(name, true, "it worked")
+		return
+	}
+	report(name, false, "%v", err)
+}
+
+func main() {
+	if len(os.Args) == 2 && os.Args[1] == "euid" {
+		fmt.Println(os.Geteuid())
+		return
+	}
+	grant := os.Getenv("ESCAPE_GRANT")
+
+	_, err := os.ReadFile("/etc/shadow")
+	if err == nil {
+		b, _ := os.ReadFile("/etc/shadow")
+		if len(b) == 0 {
+			err = errors.New("masked: empty")
+		}
+	}
+	blockedIf("read /etc/shadow", err)
+
+	for _, p := range []string{"/etc/passwd", "/usr/bin/escape", "/escape", "/root/escape", "/proc/sys/kernel/hostname"} {
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err == nil {
+			_, err = f.WriteString("")
+			f.Close()
+		}
+		blockedIf("write "+p, err)
+	}
+	blockedIf("sysctl kernel.hostname via /proc/sys", os.WriteFile("/proc/sys/kernel/hostname", []byte("escaped"), 0o644))
+
+	for _, l := range []string{"abs", "rel"} {
+		_, err := os.ReadFile(filepath.Join(grant, l, "escape-secret"))
+		blockedIf("follow symlink "+l+" out of the grant", err)
+	}
+
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	hostPid, _ := strconv.Atoi(os.Getenv("ESCAPE_HOSTPID"))
+	kerr := unix.Kill(hostPid, 0)
+	report("see host processes", len(procs) > 8, "%d processes visible", len(procs))
+	blockedIf(fmt.Sprintf("signal host pid %d", hostPid), kerr)
+
+	blockedIf("mount tmpfs", unix.Mount("none", "/tmp", "tmpfs", 0, ""))
+	blockedIf("unshare user namespace", unix.Unshare(unix.CLONE_NEWUSER))
+	blockedIf("unshare mount namespace", unix.Unshare(unix.CLONE_NEWNS))
+	_, _, e := unix.RawSyscall(unix.SYS_PTRACE, unix.PTRACE_ATTACH, 1, 0)
+	blockedIf("ptrace pid 1", errnoErr(e))
+	blockedIf("chroot", unix.Chroot("/tmp"))
+	_, err = os.ReadDir("/proc/1/root")
+	blockedIf("/proc/1/root", err)
+	_, err = os.Readlink("/proc/1/exe")
+	blockedIf("/proc/1/exe", err)
+
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP)
+	if err == nil {
+		unix.Close(fd)
+	}
+	blockedIf("raw socket", err)
+	fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
+	if err == nil {
+		unix.Close(fd)
+	}
+	blockedIf("packet socket", err)
+
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+os.Getenv("ESCAPE_PORT"), time.Second)
+	if err == nil {
+		c.Close()
+	}
+	blockedIf("connect to the host's loopback listener", err)
+	_, err = net.LookupHost("example.com")
+	blockedIf("DNS lookup", err)
+
+	if s := filepath.Join(grant, "suid-escape"); fileExists(s) {
+		out, err := exec.Command(s, "euid").Output()
+		euid := strings.TrimSpace(string(out))
+		report("setuid binary", err == nil && euid == "0", "it ran as euid %q (%v)", euid, err)
+	}
+
+	// Fork bomb: start sleepers until the kernel says no, then end them.
+	n := 0
+	var ferr error
+	var sleepers []*exec.Cmd
+	for n < 100000 {
+		cmd := exec.Command("/bin/sleep", "30")
+		if ferr = cmd.Start(); ferr != nil {
+			break
+		}
+		sleepers = append(sleepers, cmd)
+		n++
+	}
+	for _, c := range sleepers {
+		c.Process.Kill()
+		c.Wait()
+	}
+	if ferr != nil {
+		report("fork bomb", false, "stopped after %d processes: %v", n, ferr)
+	} else {
+		report("fork bomb", true, "%d processes started", n)
+	}
+
+	// Fill the granted, quota'd directory past its quota.
+	if q := os.Getenv("ESCAPE_QUOTA_DIR"); q != "" {
+		f, err := os.Create(filepath.Join(q, "fill"))
+		written := 0
+		if err == nil {
+			buf := make([]byte, 1<<16)
+			for written < 64<<20 {
+				m, werr := f.Write(buf)
+				written += m
+				if werr != nil {
+					err = werr
+					break
+				}
+			}
+			f.Close()
+		}
+		if err != nil {
+			report("fill the disk past the quota", false, "stopped at %d bytes: %v", written, err)
+		} else {
+			report("fill the disk past the quota", true, "wrote %d bytes", written)
+		}
+	}
+
+	_, _, e = unix.Syscall(unix.SYS_FINIT_MODULE, 0, uintptr(unsafe.Pointer(&[]byte("\x00")[0])), 0)
+	blockedIf("load a kernel module", errnoErr(e))
+	_, _, e = unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_GET_KEYRING_ID, uintptr(0xfffffffd), 0) // KEY_SPEC_SESSION_KEYRING
+	blockedIf("keyctl", errnoErr(e))
+	_, _, e = unix.Syscall(unix.SYS_BPF, unix.BPF_MAP_CREATE, 0, 0)
+	blockedIf("bpf", errnoErr(e))
+	attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK}
+	attr.Size = uint32(unsafe.Sizeof(attr))
+	pfd, err := unix.PerfEventOpen(&attr, 0, -1, -1, 0)
+	if err == nil {
+		unix.Close(pfd)
+	}
+	blockedIf("perf_event_open", err)
+	tv := unix.Timeval{Sec: 1}
+	blockedIf("settimeofday", unix.Settimeofday(&tv))
+	ts := unix.Timespec{Sec: 1}
+	_, _, e = unix.Syscall(unix.SYS_CLOCK_SETTIME, unix.CLOCK_REALTIME, uintptr(unsafe.Pointer(&ts)), 0)
+	blockedIf("clock_settime", errnoErr(e))
+	_, _, e = unix.Syscall(unix.SYS_OPEN_BY_HANDLE_AT, 0, 0, 0)
+	blockedIf("open_by_handle_at", errnoErr(e))
+	fmt.Printf("uid %d euid %d\n", os.Getuid(), os.Geteuid())
+}
+
+func errnoErr(e syscall.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
