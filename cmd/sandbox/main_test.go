@@ -4,12 +4,21 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/native"
 )
+
+func TestMain(m *testing.M) {
+	if code, ok := native.Helper(); ok {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
 
 // sandbox runs the CLI in-process with a fresh state directory.
 func sandbox(t *testing.T, home string, args ...string) (stdout, stderr string, code int) {
@@ -185,7 +194,7 @@ func TestRunRefusals(t *testing.T) {
 		{[]string{"run", "--tier", "S5", "--", guestPath(t, "hello")}, 2, "--escalate"},
 		{[]string{"run", "--tier", "S1", "--", guestPath(t, "hello")}, 2, "below"},
 		{[]string{"run", "--grant", "fs:x:rx", "--", guestPath(t, "hello")}, 2, `grant "fs:x:rx": field mode`},
-		{[]string{"run", "--", "/etc/hostname"}, 2, "not a WebAssembly module"},
+		{[]string{"run", "--", "/etc/passwd"}, 2, "not an executable file"},
 		{[]string{"run", "--env", "NOEQUALS", "--", guestPath(t, "hello")}, 2, "NAME=VALUE"},
 		{[]string{"run", "--", "/nonexistent.wasm"}, 3, "no such file"},
 		{[]string{"replay", "nope"}, 3, "run"},
@@ -195,5 +204,60 @@ func TestRunRefusals(t *testing.T) {
 		if code != tc.code || !strings.Contains(errOut, tc.msg) {
 			t.Errorf("%v: exit %d (want %d), %q (want %q)", tc.args, code, tc.code, errOut, tc.msg)
 		}
+	}
+}
+
+// TestNativeRealPrograms runs real programs at S1 as a user would, and
+// checks that each run is sealed, verifies, and has its energy
+// attributed through its own cgroup.
+func TestNativeRealPrograms(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("S1 as tested here runs as root (the CI machines' user)")
+	}
+	home, proj := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(proj, "script.py"), []byte("import sys\nprint('python', sys.version_info[0])\nopen('out.txt', 'w').write('written')\n"), 0o644)
+	os.WriteFile(filepath.Join(proj, "hello.c"), []byte("#include <stdio.h>\nint main(void){puts(\"hello from cc\");return 0;}\n"), 0o644)
+	if out, err := exec.Command("git", "-C", proj, "init", "-q").CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	wd, _ := os.Getwd()
+	defer os.Chdir(wd)
+	os.Chdir(proj)
+	g := "fs:" + proj + ":rw"
+	tests := []struct {
+		args []string
+		out  string
+		code int
+	}{
+		{[]string{"run", "-q", "--grant", g, "--", "python3", "script.py"}, "python 3\n", 0},
+		{[]string{"run", "-q", "--grant", g, "--", "git", "status", "--short"}, "?? hello.c\n?? out.txt\n?? script.py\n", 0},
+		{[]string{"run", "-q", "--grant", g, "--", "sh", "-c", "echo from sh; exit 4"}, "from sh\n", 4},
+		{[]string{"run", "-q", "--grant", g, "--", "sh", "-c", "cc hello.c -o a.out && ./a.out"}, "hello from cc\n", 0},
+	}
+	for _, tc := range tests {
+		out, errOut, code := sandbox(t, home, tc.args...)
+		if code != tc.code || out != tc.out {
+			t.Errorf("%v: exit %d (want %d), stdout %q (want %q), stderr %s", tc.args[4:], code, tc.code, out, tc.out, errOut)
+			continue
+		}
+		vout, _, vcode := sandbox(t, home, "verify", "--trust-host", "last")
+		if vcode != 0 || !strings.Contains(vout, "at S1 (required S1)") {
+			t.Errorf("%v: verify: %d\n%s", tc.args[4:], vcode, vout)
+		}
+		show, _, _ := sandbox(t, home, "show", "last")
+		if !strings.Contains(show, "run CPU") || !strings.Contains(show, "cgroup") {
+			t.Errorf("%v: energy not attributed through the run's cgroup:\n%s", tc.args[4:], show)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(proj, "out.txt")); string(b) != "written" {
+		t.Errorf("python's output file: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(proj, "a.out")); err != nil {
+		t.Errorf("cc's output: %v", err)
+	}
+	// A command outside what the run can see is refused before it starts.
+	_, errOut, code := sandbox(t, home, "run", "--", "/root/.pyenv/shims/python3")
+	if code == 0 || !strings.Contains(errOut, "not visible inside") && !strings.Contains(errOut, "no such file") {
+		t.Errorf("invisible command: %d %s", code, errOut)
 	}
 }
