@@ -50,7 +50,8 @@ func (g *globals) host() (*host.Host, error) {
 			return nil, errs.Usage{Err: fmt.Errorf("--memory: %w", err)}
 		}
 	}
-	n, err := native.New(native.Config{StateDir: d.Root, Memory: mem, Pids: g.pids, CPUs: g.cpus})
+	// One run per process: a warm init for a next run would be wasted.
+	n, err := native.New(native.Config{StateDir: d.Root, Memory: mem, Pids: g.pids, CPUs: g.cpus, NoWarm: true})
 	if err != nil {
 		return nil, err
 	}
@@ -447,6 +448,13 @@ func doctorCmd(g *globals) *cobra.Command {
 					mark = "yes"
 				}
 				fmt.Fprintf(out, "  %s %-12s %s  %s\n", t, t.Name(), mark, p.Reason)
+				for _, l := range p.Layers {
+					ok := "ok  "
+					if !l.OK {
+						ok = "FAIL"
+					}
+					fmt.Fprintf(out, "       %s %-14s %s\n", ok, l.Name, l.Detail)
+				}
 			}
 			fmt.Fprintln(out, "energy")
 			for _, st := range h.Meter.Statuses() {

@@ -67,6 +67,32 @@ func Native(name string) (string, error) {
 	})
 }
 
+// S1Helper builds cmd/sandbox-s1, the small helper S1 runs start as
+// their init, and returns its path.
+func S1Helper() (string, error) {
+	root, err := Root()
+	if err != nil {
+		return "", err
+	}
+	var key strings.Builder
+	for _, d := range []string{"cmd/sandbox-s1", "internal/native/s1init"} {
+		k, err := sourceKey(filepath.Join(root, d), runtime.Version())
+		if err != nil {
+			return "", err
+		}
+		key.WriteString(k)
+	}
+	return cached("native-sandbox-s1", addr.Of([]byte(key.String())).Short(), func(out string) error {
+		cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/sandbox-s1")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("guest: go build sandbox-s1: %v\n%s", err, b)
+		}
+		return nil
+	})
+}
+
 // Clang is the C compiler C guests are built with.
 const Clang = "clang-14"
 

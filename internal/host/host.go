@@ -119,21 +119,23 @@ func (h *Host) Availability(ctx context.Context) tier.Availability {
 	a := tier.Availability{}
 	for _, t := range tier.All {
 		var reasons []string
+		var layers []tier.Layer
 		for _, e := range h.Executors {
 			if e.Tier() != t {
 				continue
 			}
 			p := e.Probe(ctx)
 			if p.Available {
-				a[t] = tier.Probe{Available: true, Reason: p.Reason}
+				a[t] = p
 				break
 			}
+			layers = append(layers, p.Layers...)
 			reasons = append(reasons, fmt.Sprintf("%s: %s", e.Name(), p.Reason))
 		}
 		if _, ok := a[t]; !ok {
 			switch {
 			case len(reasons) > 0:
-				a[t] = tier.Probe{Reason: strings.Join(reasons, "; ")}
+				a[t] = tier.Probe{Reason: strings.Join(reasons, "; "), Layers: layers}
 			case t == tier.S3 || t == tier.S4:
 				a[t] = tier.Probe{Reason: "a reserved rung: no executor exists for it yet"}
 			default:

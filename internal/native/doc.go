@@ -1,23 +1,19 @@
 // Package native is the S1 executor: a native program confined by the
 // operating system.
 //
-// The host starts a helper (this same binary, re-executed as
-// "__sandbox-s1-init") in new mount, pid, network, IPC, UTS and cgroup
-// namespaces (and a user namespace when not root), already inside the
-// run's cgroup. The helper, pid 1 of the run, builds a root for the run
-// on a tmpfs: system directories bind-mounted read-only, storage grants
-// bind-mounted at their host paths (read-only, read-write, or, with a
-// quota, read-write through an overlay whose upper layer is a tmpfs of
-// the quota's size, committed to the host directory when the run ends),
-// a private /tmp, a minimal /dev and a fresh /proc; it pivots into it and
-// starts a second helper ("__sandbox-s1-exec") that, on one locked OS
-// thread, sets rlimits, drops every capability and becomes an
-// unprivileged user (nobody when the host is root; the mapped invoking
-// user, without capabilities, in a user namespace otherwise), sets
-// no_new_privs, enforces Landlock rules that match the storage grants, and
-// installs a seccomp filter, then execs the program. The init helper
-// forwards signals to it, reaps, kills what is left when it ends, and
-// reports the status.
+// The host starts the run's init (cmd/sandbox-s1, package s1init; or
+// this binary, re-executed, where that helper is missing) in new mount,
+// pid, network, IPC, UTS and cgroup namespaces (and a user namespace when
+// not root) and sends it the base of the root, which init builds at once;
+// a long-lived host keeps one such init ready. For a run it moves the init
+// into the run's cgroup and sends the spec: storage grants (read-only,
+// read-write id mapped, or, with a quota, an overlay on a tmpfs of the
+// quota's size committed when the run ends), and the program with what
+// confines it: rlimits, no capabilities, an unprivileged user (nobody when
+// the host is root; the mapped invoking user, without capabilities, in a
+// user namespace otherwise), no_new_privs, Landlock rules that match the
+// grants, and a seccomp filter assembled here. Init reports how the
+// program ended.
 //
 // The rung is earned by probe: a confined child checks from inside that
 // each layer applies (Probe), and S1 is available only when all do.

@@ -3,7 +3,11 @@ package native
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
+
+	"github.com/opensubstrate/sandbox/internal/native/s1init"
 
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -23,14 +27,19 @@ type Config struct {
 	TmpSize int64
 	// NoFile is RLIMIT_NOFILE; default 4096.
 	NoFile uint64
-	// Self is the path of the binary that holds the S1 helpers; default
-	// /proc/self/exe.
+	// Self is the path of the S1 helper binary (cmd/sandbox-s1, or any
+	// binary that calls s1init.Main first). Default: sandbox-s1 beside
+	// this executable if there is one, else this executable itself
+	// (which works, but starts more slowly: it is larger).
 	Self string
+	// NoWarm turns off keeping one started init ready for the next run.
+	NoWarm bool
 }
 
 // Executor runs native units at S1.
 type Executor struct {
 	cfg       Config
+	warm      warmPool
 	probeOnce sync.Once
 	probe     tier.Probe
 }
@@ -51,12 +60,28 @@ func New(cfg Config) (*Executor, error) {
 	}
 	if cfg.Self == "" {
 		cfg.Self = "/proc/self/exe"
+		if exe, err := os.Executable(); err == nil {
+			if p := filepath.Join(filepath.Dir(exe), "sandbox-s1"); isExecutable(p) {
+				cfg.Self = p
+			}
+		}
 	}
 	if cfg.StateDir == "" {
 		return nil, fmt.Errorf("native: a state directory is required")
 	}
 	return &Executor{cfg: cfg}, nil
 }
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
+
+func (e *Executor) self() string { return e.cfg.Self }
+
+// Helper runs this process as an S1 helper when its arguments say so (see
+// s1init.Main).
+func Helper() (int, bool) { return s1init.Main() }
 
 // Name names the executor.
 func (e *Executor) Name() string { return "linux-s1" }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package native
 
 import (
@@ -30,15 +32,33 @@ func TestMain(m *testing.M) {
 	if code, ok := Helper(); ok {
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "native-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testState = dir
+	code := m.Run()
+	if testExec != nil {
+		testExec.Close()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
-var testExec *Executor
+var (
+	testExec  *Executor
+	testState string
+)
 
 func executor(t *testing.T) *Executor {
 	t.Helper()
 	if testExec == nil {
-		e, err := New(Config{StateDir: t.TempDir(), Memory: 256 << 20, Pids: 64})
+		helper, err := guest.S1Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := New(Config{StateDir: testState, Memory: 256 << 20, Pids: 64, Self: helper})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,8 +98,8 @@ func TestShell(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if r.stdout != "hello\nuid=65534(nobody) gid=65534(nogroup) groups=65534(nogroup)\nsandbox\n" || *r.res.Outcome.ExitCode != 3 {
-		t.Fatalf("stdout %q stderr %q outcome %+v exit %d", r.stdout, r.stderr, r.res.Outcome, *r.res.Outcome.ExitCode)
+	if r.stdout != "hello\nuid=65534(nobody) gid=65534(nogroup) groups=65534(nogroup)\nsandbox\n" || r.res.Outcome.Status != attest.Exited || *r.res.Outcome.ExitCode != 3 {
+		t.Fatalf("stdout %q stderr %q outcome %+v", r.stdout, r.stderr, r.res.Outcome)
 	}
 }
 
@@ -314,5 +334,82 @@ func TestDeadline(t *testing.T) {
 	res, err := executor(t).Run(context.Background(), &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard, Deadline: 300 * time.Millisecond})
 	if err != nil || res.Outcome.Status != attest.Deadline {
 		t.Fatalf("deadline: %+v %v", res, err)
+	}
+}
+
+// TestDocsListEveryDeniedSyscall keeps docs/s1.md true to the filter.
+func TestDocsListEveryDeniedSyscall(t *testing.T) {
+	root, _ := guest.Root()
+	b, err := os.ReadFile(filepath.Join(root, "docs", "s1.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range Denied {
+		for _, n := range d.Names {
+			if !strings.Contains(string(b), "`"+n+"`") {
+				t.Errorf("docs/s1.md does not list %s", n)
+			}
+		}
+		if !strings.Contains(string(b), d.Why) {
+			t.Errorf("docs/s1.md lacks the reason %q", d.Why)
+		}
+	}
+}
+
+func TestKernelPathGrantRefused(t *testing.T) {
+	for _, p := range []string{"/proc/self", "/dev", "/sys/kernel"} {
+		r := runNative(t, []string{"fs:" + p + ":ro"}, time.Minute, "/bin/true")
+		if r.err == nil || !strings.Contains(r.err.Error(), "not grantable") {
+			t.Errorf("grant of %s: %v", p, r.err)
+		}
+	}
+}
+
+// TestWarmInit checks that a run takes the init started ahead for its
+// base, and that an init built for another base is not used.
+func TestWarmInit(t *testing.T) {
+	helper, err := guest.S1Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Config{StateDir: t.TempDir(), Self: helper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	b, err := e.base()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.refill(b)
+	e.waitWarm()
+	ready := e.warm.ready
+	if ready == nil {
+		t.Fatal("no warm init after refill")
+	}
+	p, err := e.claim(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p != ready {
+		t.Errorf("claim started a new init (pid %d) while one was ready (pid %d)", p.cmd.Process.Pid, ready.cmd.Process.Pid)
+	}
+	p.discard()
+
+	e.refill(b)
+	e.waitWarm()
+	ready = e.warm.ready
+	other := b
+	other.TmpSize++
+	p, err = e.claim(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.discard()
+	if p == ready {
+		t.Error("claim used an init built for another base")
+	}
+	if ready.cmd.ProcessState == nil { // claim reaps what it discards
+		t.Error("the init of the other base was not ended")
 	}
 }

@@ -10,9 +10,6 @@ import (
 	"github.com/opensubstrate/sandbox/tier"
 )
 
-// Helper never applies off Linux.
-func Helper() (int, bool) { return 0, false }
-
 // Probe reports that S1 needs Linux.
 func (e *Executor) Probe(context.Context) tier.Probe {
 	return tier.Probe{Reason: ErrNotSupported.Error()}
@@ -22,3 +19,8 @@ func (e *Executor) Probe(context.Context) tier.Probe {
 func (e *Executor) Run(context.Context, *job.Job) (*job.Result, error) {
 	return nil, fmt.Errorf("native: %w", ErrNotSupported)
 }
+
+type warmPool struct{}
+
+// Close does nothing: there is no warm init off Linux.
+func (e *Executor) Close() error { return nil }

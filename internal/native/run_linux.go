@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,20 +22,19 @@ import (
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/native/s1init"
 )
 
 // systemDirs are the host directories every run sees read-only, where
 // they exist; at / they may be symlinks (merged /usr), which are copied.
 var systemDirs = []string{"/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
 
-// nobody is the user a run becomes when the host is root.
-const nobody = 65534
-
 // KillGrace is how long an interrupted run has between SIGINT and SIGKILL.
 var KillGrace = 2 * time.Second
 
-func (e *Executor) baseSpec(storage []grant.Storage) (*spec, error) {
-	sp := &spec{TmpSize: e.cfg.TmpSize, Hostname: "sandbox", UserNS: os.Geteuid() != 0}
+// base is the part of every run's root that does not depend on the run.
+func (e *Executor) base() (s1init.Base, error) {
+	b := s1init.Base{TmpSize: e.cfg.TmpSize, Hostname: "sandbox", UserNS: os.Geteuid() != 0}
 	for _, d := range systemDirs {
 		fi, err := os.Lstat(d)
 		if err != nil {
@@ -43,31 +43,51 @@ func (e *Executor) baseSpec(storage []grant.Storage) (*spec, error) {
 		if fi.Mode()&os.ModeSymlink != 0 {
 			t, err := os.Readlink(d)
 			if err != nil {
-				return nil, err
+				return b, err
 			}
-			sp.Links = append(sp.Links, link{Name: strings.TrimPrefix(d, "/"), Target: t})
+			b.Links = append(b.Links, s1init.Link{Name: strings.TrimPrefix(d, "/"), Target: t})
 			continue
 		}
 		if fi.IsDir() {
-			sp.System = append(sp.System, d)
+			b.System = append(b.System, d)
 		}
 	}
+	return b, nil
+}
+
+// spec is a run's spec with the storage grants, before its program.
+func (e *Executor) spec(storage []grant.Storage) (*s1init.Spec, error) {
+	b, err := e.base()
+	if err != nil {
+		return nil, err
+	}
+	sp := &s1init.Spec{Base: b}
 	ex := &sp.Exec
-	ex.UID, ex.GID = nobody, nobody
-	ex.KeepUID = sp.UserNS
+	ex.UID, ex.GID = s1init.Nobody, s1init.Nobody
+	ex.KeepUID = b.UserNS
 	ex.NoFile = e.cfg.NoFile
-	ex.ROPaths = append(append([]string{}, sp.System...), "/proc", "/dev")
+	f, err := filterProgram()
+	if err != nil {
+		return nil, err
+	}
+	ex.Seccomp = f
+	ex.ROPaths = append(append([]string{}, b.System...), "/proc", "/dev")
 	ex.RWPaths = []string{"/tmp", "/dev/shm"}
 	ex.RWFiles = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}
 	for _, s := range storage {
 		if s.Mode == grant.RO && s.Quota > 0 {
 			return nil, fmt.Errorf("S1 cannot meter reads: fs:%s is read-only with a quota, which only S2 (every read brokered) enforces; drop the quota or run a WASM unit", s.Path)
 		}
+		for _, k := range []string{"/proc", "/dev", "/sys"} {
+			if s.Path == k || strings.HasPrefix(s.Path, k+"/") {
+				return nil, fmt.Errorf("storage grant fs:%s: an S1 run has its own %s; the host's is not grantable", s.Path, k)
+			}
+		}
 		fi, err := os.Stat(s.Path)
 		if err != nil {
 			return nil, fmt.Errorf("storage grant fs:%s: %w", s.Path, err)
 		}
-		sp.Binds = append(sp.Binds, bind{Host: s.Path, Path: s.Path, RW: s.Mode == grant.RW, Quota: s.Quota, File: !fi.IsDir()})
+		sp.Binds = append(sp.Binds, s1init.Bind{Host: s.Path, Path: s.Path, RW: s.Mode == grant.RW, Quota: s.Quota, File: !fi.IsDir()})
 		if s.Mode == grant.RW {
 			ex.RWPaths = append(ex.RWPaths, s.Path)
 		} else {
@@ -85,7 +105,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	if j.Replay != nil {
 		return nil, fmt.Errorf("S1 runs cannot be replayed: a native program's inputs are not brokered")
 	}
-	sp, err := e.baseSpec(j.Grants.Storage)
+	sp, err := e.spec(j.Grants.Storage)
 	if err != nil {
 		return nil, err
 	}
@@ -125,29 +145,27 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	return res, nil
 }
 
-// userns returns a user namespace whose mapping shows uid and gid as the
-// guest's user: ContainerID uid ↔ HostID nobody, as an idmapped mount
-// reads it. A helper process holds it only until it is opened.
-func (e *Executor) userns(uid, gid int) (*os.File, error) {
-	cmd := exec.Command(e.cfg.Self, UsernsArg)
+// userns starts a helper holding a user namespace whose mapping shows
+// uid and gid as the guest's user (ContainerID uid ↔ HostID nobody, as an
+// idmapped mount reads it), and returns the namespace's path, for init to
+// open, and a function that ends the helper.
+func (e *Executor) userns(uid, gid int) (string, func(), error) {
+	cmd := exec.Command(e.self(), s1init.UsernsArg)
 	cmd.Args[0] = "sandbox-s1-userns"
 	in, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  unix.CLONE_NEWUSER,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: nobody, Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: nobody, Size: 1}},
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: s1init.Nobody, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: s1init.Nobody, Size: 1}},
 		Pdeathsig:   syscall.SIGKILL,
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
-	in.Close()
-	cmd.Wait()
-	return f, err
+	return fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid), func() { in.Close(); cmd.Wait() }, nil
 }
 
 // ending is how launch saw the run end.
@@ -157,7 +175,7 @@ type ending struct {
 	canceled   bool
 }
 
-func outcomeOf(st status, cg *cgroup.Group, end ending) attest.Outcome {
+func outcomeOf(st s1init.Status, cg *cgroup.Group, end ending) attest.Outcome {
 	oom := cg != nil && cg.OOMKills() > 0
 	switch {
 	case end.deadline:
@@ -189,40 +207,224 @@ func outcomeOf(st status, cg *cgroup.Group, end ending) attest.Outcome {
 	return attest.Outcome{Status: attest.Failed, Detail: "the run's init reported nothing"}
 }
 
-// launch starts init with sp and waits for it. extra are files bound for
-// the probe.
-func (e *Executor) launch(ctx context.Context, sp *spec, cg *cgroup.Group, stdin io.Reader, stdout, stderr io.Writer, deadline time.Duration, onStart func(job.Control)) (status, ending, error) {
-	var end ending
+// initProc is a started init: it builds the base root as it starts and
+// then waits for its spec.
+type initProc struct {
+	base    string // the base it was given, as JSON, less its root
+	cmd     *exec.Cmd
+	root    string
+	specW   *os.File
+	statR   *os.File
+	stdinW  *os.File
+	stdoutR *os.File
+	stderrR *os.File
+	done    chan error
+}
+
+func (p *initProc) discard() {
+	p.cmd.Process.Kill()
+	<-p.done
+	for _, f := range []*os.File{p.specW, p.statR, p.stdinW, p.stdoutR, p.stderrR} {
+		f.Close()
+	}
+	os.Remove(p.root)
+}
+
+// baseKey identifies a base apart from its root.
+func baseKey(b s1init.Base) string {
+	b.Root = ""
+	k, _ := json.Marshal(b)
+	return string(k)
+}
+
+// startInit starts an init in new namespaces, its own process group and
+// its stdio on pipes, and sends it the base; it waits for a spec on fd 3.
+func (e *Executor) startInit(b s1init.Base) (*initProc, error) {
 	roots := filepath.Join(e.cfg.StateDir, "roots")
 	if err := os.MkdirAll(roots, 0o700); err != nil {
-		return status{}, end, err
+		return nil, err
 	}
-	dir, err := os.MkdirTemp(roots, "run-")
+	root, err := os.MkdirTemp(roots, "run-")
 	if err != nil {
-		return status{}, end, err
+		return nil, err
 	}
-	defer os.Remove(dir)
-	sp.Root = dir
-
-	specR, specW, err := os.Pipe()
+	var parent, child []*os.File
+	pipe := func() (*os.File, *os.File) {
+		r, w, perr := os.Pipe()
+		if perr != nil && err == nil {
+			err = perr
+		}
+		return r, w
+	}
+	specR, specW := pipe()
+	statR, statW := pipe()
+	stdinR, stdinW := pipe()
+	stdoutR, stdoutW := pipe()
+	stderrR, stderrW := pipe()
+	parent = []*os.File{specW, statR, stdinW, stdoutR, stderrR}
+	child = []*os.File{specR, statW, stdinR, stdoutW, stderrW}
+	closeAll := func(fs []*os.File) {
+		for _, f := range fs {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}
 	if err != nil {
-		return status{}, end, err
+		closeAll(parent)
+		closeAll(child)
+		os.Remove(root)
+		return nil, err
 	}
-	statR, statW, err := os.Pipe()
-	if err != nil {
-		specR.Close()
-		specW.Close()
-		return status{}, end, err
-	}
-	cmd := exec.Command(e.cfg.Self, InitArg)
+	cmd := exec.Command(e.self(), s1init.InitArg)
 	cmd.Args[0] = "sandbox-s1-init"
-	cmd.Env = []string{}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	// GOMAXPROCS set spares the Go runtime reading cgroup files to pick
+	// it (milliseconds); init needs one thread's worth of work. The program
+	// gets the environment of its spec, not init's.
+	cmd.Env = []string{"GOMAXPROCS=1", "GOGC=off"}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
 	cmd.ExtraFiles = []*os.File{specR, statW}
-	if !sp.UserNS {
+	attr := &syscall.SysProcAttr{
+		Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
+		Pdeathsig:  syscall.SIGKILL,
+		// Its own process group: a terminal's Ctrl-C reaches sandbox, which
+		// forwards one SIGINT; the program does not get two.
+		Setpgid: true,
+	}
+	if b.UserNS {
+		attr.Cloneflags |= unix.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+	}
+	cmd.SysProcAttr = attr
+	err = cmd.Start()
+	closeAll(child)
+	if err != nil {
+		closeAll(parent)
+		os.Remove(root)
+		return nil, fmt.Errorf("S1: start the run's init: %w", err)
+	}
+	p := &initProc{base: baseKey(b), cmd: cmd, root: root, specW: specW, statR: statR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait() }()
+	b.Root = root
+	if err := json.NewEncoder(specW).Encode(b); err != nil {
+		p.discard()
+		return nil, fmt.Errorf("S1: send the run's init its base: %w", err)
+	}
+	return p, nil
+}
+
+// warmPool keeps at most one init started ahead, so that a run does not
+// wait for a process start and the base root (several milliseconds).
+type warmPool struct {
+	mu       sync.Mutex
+	ready    *initProc
+	starting chan struct{} // while a start is in flight; closed when it ends
+	closed   bool
+}
+
+// claim returns an init for a run with base b: the warm one, if it is
+// alive and was built for b (waiting for it if it is still starting),
+// else a new one.
+func (e *Executor) claim(b s1init.Base) (*initProc, error) {
+	w := &e.warm
+	w.mu.Lock()
+	if w.ready == nil && w.starting != nil {
+		s := w.starting
+		w.mu.Unlock()
+		<-s
+		w.mu.Lock()
+	}
+	p := w.ready
+	w.ready = nil
+	w.mu.Unlock()
+	if p != nil {
+		select {
+		case <-p.done: // it died while waiting
+			p.discard()
+			p = nil
+		default:
+			if p.base != baseKey(b) {
+				p.discard()
+				p = nil
+			}
+		}
+	}
+	if p != nil {
+		return p, nil
+	}
+	return e.startInit(b)
+}
+
+// refill starts the next warm init in the background, unless one is
+// ready or starting.
+func (e *Executor) refill(b s1init.Base) {
+	if e.cfg.NoWarm {
+		return
+	}
+	w := &e.warm
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || w.ready != nil || w.starting != nil {
+		return
+	}
+	s := make(chan struct{})
+	w.starting = s
+	go func() {
+		p, err := e.startInit(b)
+		w.mu.Lock()
+		w.starting = nil
+		if err == nil {
+			if w.closed {
+				p.discard()
+			} else {
+				w.ready = p
+			}
+		}
+		w.mu.Unlock()
+		close(s)
+	}()
+}
+
+// waitWarm waits for a warm init in flight to have started.
+func (e *Executor) waitWarm() {
+	e.warm.mu.Lock()
+	s := e.warm.starting
+	e.warm.mu.Unlock()
+	if s != nil {
+		<-s
+	}
+}
+
+// Close ends the warm init, if there is one.
+func (e *Executor) Close() error {
+	w := &e.warm
+	w.mu.Lock()
+	w.closed = true
+	s := w.starting
+	w.mu.Unlock()
+	if s != nil {
+		<-s
+	}
+	w.mu.Lock()
+	p := w.ready
+	w.ready = nil
+	w.mu.Unlock()
+	if p != nil {
+		p.discard()
+	}
+	return nil
+}
+
+// launch runs sp in a claimed init and waits for it.
+func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, cg *cgroup.Group, stdin io.Reader, stdout, stderr io.Writer, deadline time.Duration, onStart func(job.Control)) (s1init.Status, ending, error) {
+	var end ending
+	if !sp.Base.UserNS {
 		// Grants are id mapped so the guest (nobody) owns what it was given;
-		// each distinct owner needs a user namespace holding its mapping.
-		maps := map[[2]int]int{}
+		// each distinct owner needs a user namespace holding its mapping,
+		// which init opens by path while its holder lives.
+		maps := map[[2]int]string{}
 		for i := range sp.Binds {
 			b := &sp.Binds[i]
 			var st unix.Stat_t
@@ -230,69 +432,60 @@ func (e *Executor) launch(ctx context.Context, sp *spec, cg *cgroup.Group, stdin
 				continue
 			}
 			key := [2]int{int(st.Uid), int(st.Gid)}
-			if fd, ok := maps[key]; ok {
-				b.IDMap = fd
+			if path, ok := maps[key]; ok {
+				b.IDMap = path
 				continue
 			}
-			f, err := e.userns(key[0], key[1])
+			path, release, err := e.userns(key[0], key[1])
 			if err != nil {
 				fmt.Fprintf(stderr, "sandbox: S1: %s cannot be id mapped (%v); the guest sees it with its owner's permissions\n", b.Path, err)
 				continue
 			}
-			defer f.Close()
-			cmd.ExtraFiles = append(cmd.ExtraFiles, f)
-			fd := 2 + len(cmd.ExtraFiles) // ExtraFiles[i] is fd 3+i
-			maps[key] = fd
-			b.IDMap = fd
+			defer release()
+			maps[key] = path
+			b.IDMap = path
 		}
 	}
-	attr := &syscall.SysProcAttr{
-		Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
-		Pdeathsig:  syscall.SIGKILL,
-	}
-	if sp.UserNS {
-		attr.Cloneflags |= unix.CLONE_NEWUSER
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
-		attr.GidMappingsEnableSetgroups = false
-	}
-	var cgfd *os.File
-	if cg != nil && cg.V2 != "" {
-		if f, err := os.Open(cg.V2); err == nil {
-			cgfd = f
-			attr.UseCgroupFD, attr.CgroupFD = true, int(f.Fd())
-		}
-	}
-	cmd.SysProcAttr = attr
-	err = cmd.Start()
-	if cgfd != nil {
-		cgfd.Close()
-	}
-	specR.Close()
-	statW.Close()
+	p, err := e.claim(sp.Base)
 	if err != nil {
-		specW.Close()
-		statR.Close()
-		return status{}, end, fmt.Errorf("S1: start the run's init: %w", err)
+		return s1init.Status{}, end, err
+	}
+	defer os.Remove(p.root)
+	// The next run's init starts once this one has ended.
+	defer e.refill(sp.Base)
+	sp.Base.Root = p.root
+	if cg != nil {
+		if err := cg.AddProc(p.cmd.Process.Pid); err != nil {
+			p.discard()
+			return s1init.Status{}, end, err
+		}
+	}
+	var copies sync.WaitGroup
+	pump := func(w io.Writer, r *os.File) {
+		copies.Add(1)
+		go func() {
+			defer copies.Done()
+			if w == nil {
+				w = io.Discard
+			}
+			io.Copy(w, r)
+			r.Close()
+		}()
+	}
+	pump(stdout, p.stdoutR)
+	pump(stderr, p.stderrR)
+	if stdin != nil {
+		go func() { io.Copy(p.stdinW, stdin); p.stdinW.Close() }()
+	} else {
+		p.stdinW.Close()
 	}
 	end.start = time.Now()
-	if cg != nil {
-		if err := cg.AddProc(cmd.Process.Pid); err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			specW.Close()
-			statR.Close()
-			return status{}, end, err
-		}
-	}
-	json.NewEncoder(specW).Encode(sp)
-	specW.Close()
+	json.NewEncoder(p.specW).Encode(sp)
+	p.specW.Close()
 	if onStart != nil && cg != nil {
 		onStart(job.Control{Freeze: cg.Freeze, Thaw: cg.Thaw})
 	}
 
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	var timeout <-chan time.Time
 	if deadline > 0 {
 		t := time.NewTimer(deadline)
@@ -301,34 +494,35 @@ func (e *Executor) launch(ctx context.Context, sp *spec, cg *cgroup.Group, stdin
 	}
 	var waitErr error
 	select {
-	case waitErr = <-done:
+	case waitErr = <-p.done:
 	case <-timeout:
 		end.deadline = true
-		cmd.Process.Signal(syscall.SIGKILL)
-		waitErr = <-done
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		waitErr = <-p.done
 	case <-ctx.Done():
 		end.canceled = true
-		cmd.Process.Signal(syscall.SIGINT)
+		p.cmd.Process.Signal(syscall.SIGINT)
 		select {
-		case waitErr = <-done:
+		case waitErr = <-p.done:
 		case <-time.After(KillGrace):
-			cmd.Process.Signal(syscall.SIGKILL)
-			waitErr = <-done
+			p.cmd.Process.Signal(syscall.SIGKILL)
+			waitErr = <-p.done
 		}
 	}
 	if cg != nil {
 		cg.Thaw() // a frozen group cannot be killed or reaped
 	}
 	end.end = time.Now()
-	var st status
-	b, _ := io.ReadAll(statR)
-	statR.Close()
+	copies.Wait()
+	var st s1init.Status
+	b, _ := io.ReadAll(p.statR)
+	p.statR.Close()
 	if len(b) > 0 {
 		if err := json.Unmarshal(b, &st); err != nil {
-			return status{}, end, fmt.Errorf("S1: the run's init reported %q: %w", b, err)
+			return s1init.Status{}, end, fmt.Errorf("S1: the run's init reported %q: %w", b, err)
 		}
 	} else if !end.deadline && !end.canceled {
-		return status{}, end, fmt.Errorf("S1: the run's init ended without a report (%v)", waitErr)
+		return s1init.Status{}, end, fmt.Errorf("S1: the run's init ended without a report (%v)", waitErr)
 	}
 	return st, end, nil
 }

@@ -5,12 +5,14 @@ package native
 import (
 	"fmt"
 	"runtime"
-	"unsafe"
+	"sync"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/opensubstrate/sandbox/internal/native/s1init"
 )
 
 // Denied lists the system calls the S1 filter refuses with EPERM, each
@@ -54,10 +56,22 @@ func errnoAction(e unix.Errno) seccomp.Action {
 	return seccomp.Action(uint32(seccomp.ActionErrno) | uint32(e))
 }
 
-// filterProgram assembles the S1 filter: a deny list with an allow
+var (
+	filterOnce sync.Once
+	filterInsn []s1init.Insn
+	filterErr  error
+)
+
+// filterProgram returns the S1 filter, assembled once per process.
+func filterProgram() ([]s1init.Insn, error) {
+	filterOnce.Do(func() { filterInsn, filterErr = assembleFilter() })
+	return filterInsn, filterErr
+}
+
+// assembleFilter assembles the S1 filter: a deny list with an allow
 // default, refusing every system call made through another architecture's
 // ABI (i386 int 0x80, x32) first, so the deny list cannot be bypassed.
-func filterProgram() ([]unix.SockFilter, error) {
+func assembleFilter() ([]s1init.Insn, error) {
 	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
 		return nil, fmt.Errorf("the S1 seccomp filter supports amd64 and arm64, not %s", runtime.GOARCH)
 	}
@@ -94,9 +108,9 @@ func filterProgram() ([]unix.SockFilter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seccomp: %w", err)
 	}
-	out := make([]unix.SockFilter, len(raw))
+	out := make([]s1init.Insn, len(raw))
 	for i, r := range raw {
-		out[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+		out[i] = s1init.Insn{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
 	return out, nil
 }
@@ -114,19 +128,4 @@ func existing(names []string) []string {
 		}
 	}
 	return out
-}
-
-// loadFilter installs the filter on the calling thread; no_new_privs must
-// be set.
-func loadFilter() error {
-	f, err := filterProgram()
-	if err != nil {
-		return err
-	}
-	prog := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
-	if err := unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&prog)), 0, 0); err != nil {
-		return fmt.Errorf("seccomp: install filter: %w", err)
-	}
-	runtime.KeepAlive(f)
-	return nil
 }

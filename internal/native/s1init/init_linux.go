@@ -1,6 +1,6 @@
 //go:build linux
 
-package native
+package s1init
 
 import (
 	"encoding/json"
@@ -14,26 +14,22 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"unsafe"
 
-	"github.com/landlock-lsm/go-landlock/landlock"
-	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 )
 
-// Helper runs this process as one of the S1 helpers when argv asks for
-// it, and reports whether it did; the caller then exits with code. Every
-// binary that can host S1 runs (the CLI, and the test binaries of the
-// packages that start S1 runs) calls it first thing in main or TestMain.
-func Helper() (code int, ok bool) {
+// Main runs this process as the S1 helper its arguments name, and reports
+// whether it did; the caller exits with code. cmd/sandbox-s1 calls it, and
+// so does every binary that may start S1 runs without that helper beside
+// it (the CLI, test binaries).
+func Main() (code int, ok bool) {
 	if len(os.Args) < 2 {
 		return 0, false
 	}
 	switch os.Args[1] {
 	case InitArg:
 		return runInit(), true
-	case ExecArg:
-		runtime.LockOSThread() // never unlocked: the restrictions go with this thread into exec
-		return runExec(), true
 	case ProbeArg:
 		return runProbe(), true
 	case UsernsArg:
@@ -43,64 +39,58 @@ func Helper() (code int, ok bool) {
 	return 0, false
 }
 
-func readJSON(fd uintptr, v any) error {
-	f := os.NewFile(fd, "spec")
-	defer f.Close()
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, v)
-}
-
 // runInit is pid 1 of the run.
 func runInit() int {
 	out := os.NewFile(4, "status")
-	report := func(st status) {
+	report := func(st Status) {
 		if out != nil {
 			json.NewEncoder(out).Encode(st)
 			out.Close()
 			out = nil
 		}
 	}
-	var sp spec
-	if err := readJSON(3, &sp); err != nil {
-		report(status{Error: "init: read spec: " + err.Error()})
+	// The base first, built before the run is known; then the run.
+	in := os.NewFile(3, "spec")
+	dec := json.NewDecoder(in)
+	var base Base
+	if err := dec.Decode(&base); err != nil {
+		report(Status{Error: "init: read base: " + err.Error()})
 		return 1
 	}
-	if err := buildRoot(&sp); err != nil {
-		report(status{Error: "init: build root: " + err.Error()})
+	if err := buildBase(&base); err != nil {
+		report(Status{Error: "init: build root: " + err.Error()})
 		return 1
 	}
-	pr, pw, err := os.Pipe()
+	var sp Spec
+	if err := dec.Decode(&sp); err != nil {
+		report(Status{Error: "init: read spec: " + err.Error()})
+		return 1
+	}
+	in.Close()
+	sp.Base = base
+	if err := buildRun(&sp); err != nil {
+		report(Status{Error: "init: build root: " + err.Error()})
+		return 1
+	}
+	pid, err := startConfined(&sp.Exec)
 	if err != nil {
-		report(status{Error: "init: " + err.Error()})
+		report(Status{Error: "init: " + err.Error()})
 		return 1
 	}
-	proc, err := os.StartProcess("/proc/self/exe", []string{"sandbox-s1", ExecArg}, &os.ProcAttr{
-		Dir:   "/",
-		Env:   []string{},
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, pr},
-	})
-	pr.Close()
-	if err != nil {
-		report(status{Error: "init: start exec helper: " + err.Error()})
-		return 1
-	}
-	json.NewEncoder(pw).Encode(sp.Exec)
-	pw.Close()
-
+	// Forward the signals the host sends (init is in its own process
+	// group, so a terminal's signals reach only sandbox, which forwards
+	// them here) to the program's process group.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
 	go func() {
 		for s := range sigs {
-			proc.Signal(s)
+			unix.Kill(-pid, s.(syscall.Signal))
 		}
 	}()
-	st := status{Started: true}
+	st := Status{Started: true}
 	for {
 		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, 0, nil)
+		wpid, err := unix.Wait4(-1, &ws, 0, nil)
 		if err == unix.EINTR {
 			continue
 		}
@@ -108,7 +98,7 @@ func runInit() int {
 			st.Error = "init: wait: " + err.Error()
 			break
 		}
-		if pid == proc.Pid {
+		if wpid == pid {
 			if ws.Signaled() {
 				st.Signal = int(ws.Signal())
 			} else {
@@ -127,6 +117,110 @@ func runInit() int {
 	st.Commit = commitOverlays(&sp)
 	report(st)
 	return 0
+}
+
+// startConfined starts the program from a new OS thread that it first
+// confines: a child process inherits the credentials, no_new_privs bit,
+// Landlock domain and seccomp filter of the thread that creates it. The
+// thread is never released to other goroutines: when this goroutine ends,
+// the Go runtime ends the thread with it.
+func startConfined(ex *Exec) (int, error) {
+	type result struct {
+		pid int
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked
+		pid, err := confineThreadAndStart(ex)
+		ch <- result{pid, err}
+	}()
+	r := <-ch
+	return r.pid, r.err
+}
+
+func confineThreadAndStart(ex *Exec) (int, error) {
+	ll, err := landlockRuleset(ex)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(ll)
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			return 0, fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	if !ex.KeepUID {
+		// Raw system calls change this thread only; Go's syscall.Set*id
+		// would change every thread of init.
+		if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
+			return 0, fmt.Errorf("setgroups: %w", e)
+		}
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(ex.GID), uintptr(ex.GID), uintptr(ex.GID)); e != 0 {
+			return 0, fmt.Errorf("setresgid: %w", e)
+		}
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(ex.UID), uintptr(ex.UID), uintptr(ex.UID)); e != 0 {
+			return 0, fmt.Errorf("setresuid: %w", e)
+		}
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return 0, fmt.Errorf("capset: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return 0, fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return 0, fmt.Errorf("no_new_privs: %w", err)
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ll), 0, 0); e != 0 {
+		return 0, fmt.Errorf("landlock: %w", e)
+	}
+	if err := loadFilter(ex.Seccomp); err != nil {
+		return 0, err
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+		return 0, fmt.Errorf("setrlimit core: %w", err)
+	}
+	if ex.NoFile > 0 {
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: ex.NoFile, Max: ex.NoFile}); err != nil {
+			return 0, fmt.Errorf("setrlimit nofile: %w", err)
+		}
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   ex.Dir,
+		Env:   ex.Env,
+		Files: []uintptr{0, 1, 2},
+		// No Pdeathsig: it fires when the creating thread ends, which this
+		// one does at once. The pid namespace ends with init instead.
+		Sys: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if _, err := os.Stat(ex.Dir); err != nil {
+		attr.Dir = "/tmp"
+	}
+	pid, err := syscall.ForkExec(ex.Path, ex.Args, attr)
+	if err != nil {
+		return 0, fmt.Errorf("exec %s: %w", ex.Path, err)
+	}
+	return pid, nil
+}
+
+// loadFilter installs a seccomp filter on the calling thread.
+func loadFilter(insns []Insn) error {
+	if len(insns) == 0 {
+		return errors.New("no seccomp filter in the spec")
+	}
+	f := make([]unix.SockFilter, len(insns))
+	for i, in := range insns {
+		f[i] = unix.SockFilter{Code: in.Code, Jt: in.Jt, Jf: in.Jf, K: in.K}
+	}
+	prog := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
+	if err := unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&prog)), 0, 0); err != nil {
+		return fmt.Errorf("seccomp: install filter: %w", err)
+	}
+	runtime.KeepAlive(f)
+	return nil
 }
 
 // mount flags that a read-only or remounted bind keeps from its source:
@@ -181,15 +275,18 @@ func mkTarget(p string, file bool) error {
 // of quota'd grants: root-only, outside every Landlock rule.
 const private = "/.sandbox"
 
-func buildRoot(sp *spec) error {
+// buildBase mounts what every run has: the root tmpfs, the system
+// directories read-only, a private /tmp, /dev and /proc; names the host
+// and brings loopback up.
+func buildBase(b *Base) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make / private: %w", err)
 	}
-	root := sp.Root
+	root := b.Root
 	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=16m,mode=755"); err != nil {
 		return fmt.Errorf("root tmpfs: %w", err)
 	}
-	for _, d := range sp.System {
+	for _, d := range b.System {
 		if err := mkTarget(root+d, false); err != nil {
 			return err
 		}
@@ -197,48 +294,19 @@ func buildRoot(sp *spec) error {
 			return err
 		}
 	}
-	for _, l := range sp.Links {
+	for _, l := range b.Links {
 		if err := os.Symlink(l.Target, filepath.Join(root, l.Name)); err != nil {
 			return err
 		}
 	}
-	// /tmp
 	if err := os.MkdirAll(root+"/tmp", 0o755); err != nil {
 		return err
 	}
-	if err := unix.Mount("tmpfs", root+"/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=1777", sp.TmpSize)); err != nil {
+	if err := unix.Mount("tmpfs", root+"/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=1777", b.TmpSize)); err != nil {
 		return fmt.Errorf("/tmp: %w", err)
 	}
-	// /dev
 	if err := buildDev(root); err != nil {
 		return err
-	}
-	// storage grants, parents first
-	binds := append([]bind{}, sp.Binds...)
-	sort.Slice(binds, func(i, j int) bool { return len(binds[i].Path) < len(binds[j].Path) })
-	if err := os.Mkdir(root+private, 0o700); err != nil {
-		return err
-	}
-	for i, b := range binds {
-		dst := root + b.Path
-		if err := mkTarget(dst, b.File); err != nil {
-			return fmt.Errorf("grant %s: %w", b.Path, err)
-		}
-		if b.RW && b.Quota > 0 {
-			if err := overlay(root, i, b, dst); err != nil {
-				return err
-			}
-			continue
-		}
-		if b.IDMap > 0 {
-			if err := idmapMount(b.Host, dst, b.IDMap, !b.RW); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := bindMount(b.Host, dst, !b.RW); err != nil {
-			return err
-		}
 	}
 	// /proc, fresh for the run's pid namespace, with the host-wide knobs masked.
 	if err := os.MkdirAll(root+"/proc", 0o555); err != nil {
@@ -261,6 +329,48 @@ func buildRoot(sp *spec) error {
 			}
 		}
 	}
+	if err := os.Mkdir(root+private, 0o700); err != nil {
+		return err
+	}
+	if b.Hostname != "" {
+		unix.Sethostname([]byte(b.Hostname))
+	}
+	loopbackUp()
+	return nil
+}
+
+// buildRun mounts the run's storage grants into the base, masks the
+// host's password hashes (after the grants: a grant of /etc must not
+// uncover them), pivots into the root and makes it read-only.
+func buildRun(sp *Spec) error {
+	root := sp.Base.Root
+	// storage grants, parents first
+	binds := append([]Bind{}, sp.Binds...)
+	sort.Slice(binds, func(i, j int) bool { return len(binds[i].Path) < len(binds[j].Path) })
+	for i, b := range binds {
+		if kernelPath(b.Path) {
+			return fmt.Errorf("grant %s: the run's /proc, /dev and /sys are its own, not grantable", b.Path)
+		}
+		dst := root + b.Path
+		if err := mkTarget(dst, b.File); err != nil {
+			return fmt.Errorf("grant %s: %w", b.Path, err)
+		}
+		if b.RW && b.Quota > 0 {
+			if err := overlay(root, i, b, dst); err != nil {
+				return err
+			}
+			continue
+		}
+		if b.IDMap != "" {
+			if err := idmapMount(b.Host, dst, b.IDMap, !b.RW); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := bindMount(b.Host, dst, !b.RW); err != nil {
+			return err
+		}
+	}
 	for _, p := range []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"} {
 		if _, err := os.Stat(root + p); err == nil {
 			if err := unix.Mount(root+"/dev/null", root+p, "", unix.MS_BIND, ""); err != nil {
@@ -268,10 +378,6 @@ func buildRoot(sp *spec) error {
 			}
 		}
 	}
-	if sp.Hostname != "" {
-		unix.Sethostname([]byte(sp.Hostname))
-	}
-	loopbackUp()
 	// Pivot into the new root and drop the old one.
 	if err := unix.Chdir(root); err != nil {
 		return err
@@ -290,6 +396,16 @@ func buildRoot(sp *spec) error {
 		return fmt.Errorf("remount / read-only: %w", err)
 	}
 	return nil
+}
+
+// kernelPath reports whether p is at or beneath /proc, /dev or /sys.
+func kernelPath(p string) bool {
+	for _, k := range []string{"/proc", "/dev", "/sys"} {
+		if p == k || strings.HasPrefix(p, k+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func buildDev(root string) error {
@@ -324,7 +440,7 @@ func buildDev(root string) error {
 
 // overlay mounts a quota'd rw grant: writes land in a tmpfs of the
 // quota's size and are committed to the host directory when the run ends.
-func overlay(root string, i int, b bind, dst string) error {
+func overlay(root string, i int, b Bind, dst string) error {
 	layers := fmt.Sprintf("%s%s/%d", root, private, i)
 	if err := os.MkdirAll(layers, 0o700); err != nil {
 		return err
@@ -345,12 +461,12 @@ func overlay(root string, i int, b bind, dst string) error {
 	}
 	// The lower layer, id mapped like a plain grant, so that the guest
 	// owns what it may write.
-	if b.IDMap > 0 {
+	if b.IDMap != "" {
 		if err := idmapMount(b.Host, layers+"/lower", b.IDMap, false); err != nil {
 			return err
 		}
-		os.Chown(layers+"/upper", nobody, nobody)
-		os.Chown(layers+"/work", nobody, nobody)
+		os.Chown(layers+"/upper", Nobody, Nobody)
+		os.Chown(layers+"/work", Nobody, Nobody)
 	} else if err := unix.Mount(b.Host, layers+"/lower", "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("bind %s: %w", b.Host, err)
 	}
@@ -364,7 +480,12 @@ func overlay(root string, i int, b bind, dst string) error {
 // idmapMount mounts host at dst through the id mapping of the user
 // namespace userns: the directory's owner appears as the guest's user, and
 // what the guest creates is owned on disk by that owner.
-func idmapMount(host, dst string, userns int, ro bool) error {
+func idmapMount(host, dst, usernsPath string, ro bool) error {
+	userns, err := unix.Open(usernsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", usernsPath, err)
+	}
+	defer unix.Close(userns)
 	tree, err := unix.OpenTree(unix.AT_FDCWD, host, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 	if err != nil {
 		return fmt.Errorf("open_tree %s: %w", host, err)
@@ -385,8 +506,8 @@ func idmapMount(host, dst string, userns int, ro bool) error {
 
 // commitOverlays applies each quota'd grant's upper layer to its host
 // directory, after every process of the run has ended.
-func commitOverlays(sp *spec) string {
-	binds := append([]bind{}, sp.Binds...)
+func commitOverlays(sp *Spec) string {
+	binds := append([]Bind{}, sp.Binds...)
 	sort.Slice(binds, func(i, j int) bool { return len(binds[i].Path) < len(binds[j].Path) })
 	var errs []string
 	for i, b := range binds {
@@ -419,87 +540,4 @@ func loopbackUp() {
 	}
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
-}
-
-// runExec is the last step before the program: on this locked thread it
-// applies every restriction, then execs.
-func runExec() int {
-	var ex execSpec
-	fail := func(format string, args ...any) int {
-		fmt.Fprintf(os.Stderr, "sandbox: S1: "+format+"\n", args...)
-		return 126
-	}
-	if err := readJSON(3, &ex); err != nil {
-		return fail("read exec spec: %v", err)
-	}
-	rules := []landlock.Rule{
-		landlock.RODirs(ex.ROPaths...).IgnoreIfMissing(),
-		landlock.RWDirs(ex.RWPaths...).IgnoreIfMissing().WithRefer(),
-		landlock.RWFiles(ex.RWFiles...).IgnoreIfMissing(),
-		landlock.ROFiles(ex.ROFiles...).IgnoreIfMissing(),
-	}
-	llfd, llflags, err := landlock.V7.BestEffort().NewRulesetFD(rules...)
-	if err != nil {
-		return fail("landlock ruleset: %v", err)
-	}
-	if llfd < 0 {
-		return fail("landlock is not available on this kernel")
-	}
-	for _, r := range []struct {
-		res int
-		v   uint64
-	}{{unix.RLIMIT_CORE, 0}, {unix.RLIMIT_NOFILE, ex.NoFile}} {
-		if r.v == 0 && r.res != unix.RLIMIT_CORE {
-			continue
-		}
-		if err := unix.Setrlimit(r.res, &unix.Rlimit{Cur: r.v, Max: r.v}); err != nil {
-			return fail("setrlimit %d: %v", r.res, err)
-		}
-	}
-	// Drop every capability: the bounding set first (needs CAP_SETPCAP),
-	// then the user, which clears the rest; in a user namespace, capset.
-	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-			return fail("drop capability %d from the bounding set: %v", c, err)
-		}
-	}
-	if ex.KeepUID {
-		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-		var data [2]unix.CapUserData
-		if err := unix.Capset(&hdr, &data[0]); err != nil {
-			return fail("capset: %v", err)
-		}
-	} else {
-		if err := syscall.Setgroups([]int{}); err != nil {
-			return fail("setgroups: %v", err)
-		}
-		if err := syscall.Setresgid(ex.GID, ex.GID, ex.GID); err != nil {
-			return fail("setresgid %d: %v", ex.GID, err)
-		}
-		if err := syscall.Setresuid(ex.UID, ex.UID, ex.UID); err != nil {
-			return fail("setresuid %d: %v", ex.UID, err)
-		}
-	}
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-		return fail("clear ambient capabilities: %v", err)
-	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fail("no_new_privs: %v", err)
-	}
-	if err := llsys.LandlockRestrictSelf(llfd, llflags); err != nil {
-		return fail("landlock: %v", err)
-	}
-	unix.Close(llfd)
-	if err := loadFilter(); err != nil {
-		return fail("%v", err)
-	}
-	if err := unix.Chdir(ex.Dir); err != nil {
-		unix.Chdir("/tmp")
-	}
-	err = unix.Exec(ex.Path, ex.Args, ex.Env)
-	fmt.Fprintf(os.Stderr, "sandbox: S1: exec %s: %v\n", ex.Path, err)
-	if errors.Is(err, unix.ENOENT) {
-		return 127
-	}
-	return 126
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package native
+package s1init
 
 import (
 	"errors"

@@ -1,46 +1,56 @@
-package native
+package s1init
 
-// Helper entry points: argv[1] of the re-executed binary.
+// Entry points: argv[1] of the helper binary.
 const (
 	InitArg   = "__sandbox-s1-init"
-	ExecArg   = "__sandbox-s1-exec"
 	ProbeArg  = "__sandbox-s1-probe"
 	UsernsArg = "__sandbox-s1-userns" // holds a user namespace open for an idmapped mount
 )
 
-// spec is what the host tells the init helper, as JSON on fd 3.
-type spec struct {
-	Root     string   `json:"root"`    // empty directory to build the root in
-	Scratch  string   `json:"scratch"` // empty directory for overlay layers
-	System   []string `json:"system"`  // host directories bound read-only at the same path
-	Links    []link   `json:"links"`   // symlinks at /, e.g. bin -> usr/bin
-	Binds    []bind   `json:"binds"`
+// Nobody is the user a run becomes when the host is root.
+const Nobody = 65534
+
+// Base is the part of the root that is the same for every run of an
+// executor. The host sends it, as the first JSON value on fd 3, when it
+// starts init; init builds it while it waits for the Spec, the second.
+type Base struct {
+	Root     string   `json:"root"`     // empty directory to build the root in
+	System   []string `json:"system"`   // host directories bound read-only at the same path
+	Links    []Link   `json:"links"`    // symlinks at /, e.g. bin -> usr/bin
 	TmpSize  int64    `json:"tmp_size"` // bytes of the private /tmp
 	Hostname string   `json:"hostname"`
-	Exec     execSpec `json:"exec"`
 	UserNS   bool     `json:"user_ns"`
 }
 
-type link struct {
+// Spec is one run: its grants and its program.
+type Spec struct {
+	Base  Base   `json:"base"`
+	Binds []Bind `json:"binds"`
+	Exec  Exec   `json:"exec"`
+}
+
+// Link is a symlink at the root.
+type Link struct {
 	Name   string `json:"name"`
 	Target string `json:"target"`
 }
 
-// bind is one storage grant (or the probe's own binary).
-type bind struct {
+// Bind is one storage grant (or the probe's own files).
+type Bind struct {
 	Host  string `json:"host"` // the host path
 	Path  string `json:"path"` // where it appears inside (the same, for grants)
 	RW    bool   `json:"rw"`
 	Quota int64  `json:"quota"` // bytes; rw only; 0 for none
 	File  bool   `json:"file"`  // a file, not a directory
-	// IDMap is the descriptor, in init, of a user namespace mapping the
-	// directory's owner to the guest's user, for an idmapped mount; 0 for
-	// a plain bind.
-	IDMap int `json:"idmap,omitempty"`
+	// IDMap is the path (under the host's /proc) of a user namespace that
+	// maps the directory's owner to the guest's user, for an idmapped
+	// mount; "" for a plain bind.
+	IDMap string `json:"idmap,omitempty"`
 }
 
-// execSpec is what the exec helper applies before it execs the program.
-type execSpec struct {
+// Exec is what init applies, on the thread that starts the program,
+// before the program runs.
+type Exec struct {
 	Path    string   `json:"path"`
 	Args    []string `json:"args"`
 	Env     []string `json:"env"`
@@ -53,13 +63,23 @@ type execSpec struct {
 	RWFiles []string `json:"rw_files"` // Landlock: read and write these files (device nodes)
 	ROFiles []string `json:"ro_files"` // Landlock: read and execute these files
 	NoFile  uint64   `json:"nofile"`
+	// Seccomp is the filter program, assembled by the host.
+	Seccomp []Insn `json:"seccomp"`
 	// ProbeCanary is a file that is inside the root but outside every
 	// Landlock rule, for the probe to prove Landlock is on.
 	ProbeCanary string `json:"probe_canary,omitempty"`
 }
 
-// status is what the init helper reports to the host, as JSON on fd 4.
-type status struct {
+// Insn is one classic BPF instruction of the seccomp filter.
+type Insn struct {
+	Code uint16 `json:"c"`
+	Jt   uint8  `json:"t"`
+	Jf   uint8  `json:"f"`
+	K    uint32 `json:"k"`
+}
+
+// Status is what init reports to the host, as JSON on fd 4.
+type Status struct {
 	Started bool   `json:"started"`
 	Exited  bool   `json:"exited"`
 	Code    int    `json:"code"`

@@ -1,0 +1,17 @@
+// Package s1init is the inside of an S1 run: the program that is pid 1
+// of the run's namespaces. It is deliberately small (it imports nothing
+// of the rest of the module) so that the helper binary built from it,
+// cmd/sandbox-s1, starts in a few milliseconds.
+//
+// Init reads a Base on fd 3 and builds the shared part of the run's root
+// (read-only system binds, a private /tmp, a minimal /dev, a fresh
+// /proc) while it waits for the Spec, the second value on fd 3; then it
+// mounts the storage grants (idmapped or overlaid), pivots into it, and
+// starts the program from one locked OS thread on which it has first
+// dropped every capability, become the unprivileged user, set
+// no_new_privs, enforced Landlock and installed the seccomp filter: a
+// child inherits the creating thread's credentials and filters, so the
+// program is confined while init, on its other threads, keeps what it
+// needs to reap, forward signals and commit quota'd writes. It reports a
+// Status on fd 4.
+package s1init
