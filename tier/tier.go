@@ -211,8 +211,22 @@ func (e *UnavailableError) Error() string {
 // Unwrap returns ErrUnavailable.
 func (e *UnavailableError) Unwrap() error { return ErrUnavailable }
 
-// Choose picks the tier to run at.
+// Choose picks the tier to run at and refuses it, with the probe's
+// reason, when it is unavailable: a tier is never silently replaced.
 func Choose(req Requirement, ask Request, avail Availability) (Choice, error) {
+	c, err := Select(req, ask)
+	if err != nil {
+		return Choice{}, err
+	}
+	if p := avail.probe(c.Chosen); !p.Available {
+		return Choice{}, &UnavailableError{Tier: c.Chosen, Reason: p.Reason, Available: avail.Available()}
+	}
+	return c, nil
+}
+
+// Select picks the tier to run at from the requirement and the request
+// alone; the caller must still check that it is available (Choose does).
+func Select(req Requirement, ask Request) (Choice, error) {
 	c := Choice{Required: req.Tier, Chosen: req.Tier, Reason: req.Why}
 	if ask.Tier != nil {
 		t := *ask.Tier
@@ -231,9 +245,6 @@ func Choose(req Requirement, ask Request, avail Availability) (Choice, error) {
 			c.Chosen = t
 			c.Reason = fmt.Sprintf("%s; escalated on explicit request from %s to %s", req.Why, req.Tier, t)
 		}
-	}
-	if p := avail.probe(c.Chosen); !p.Available {
-		return Choice{}, &UnavailableError{Tier: c.Chosen, Reason: p.Reason, Available: avail.Available()}
 	}
 	return c, nil
 }

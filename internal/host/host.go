@@ -118,32 +118,35 @@ func (h *Host) logger() *slog.Logger {
 func (h *Host) Availability(ctx context.Context) tier.Availability {
 	a := tier.Availability{}
 	for _, t := range tier.All {
-		var reasons []string
-		var layers []tier.Layer
-		for _, e := range h.Executors {
-			if e.Tier() != t {
-				continue
-			}
-			p := e.Probe(ctx)
-			if p.Available {
-				a[t] = p
-				break
-			}
-			layers = append(layers, p.Layers...)
-			reasons = append(reasons, fmt.Sprintf("%s: %s", e.Name(), p.Reason))
-		}
-		if _, ok := a[t]; !ok {
-			switch {
-			case len(reasons) > 0:
-				a[t] = tier.Probe{Reason: strings.Join(reasons, "; "), Layers: layers}
-			case t == tier.S3 || t == tier.S4:
-				a[t] = tier.Probe{Reason: "a reserved rung: no executor exists for it yet"}
-			default:
-				a[t] = tier.Probe{Reason: "no executor for this tier in this build"}
-			}
-		}
+		a[t] = h.probe(ctx, t)
 	}
 	return a
+}
+
+// probe is one tier's availability: its first available executor's
+// probe, or why none is.
+func (h *Host) probe(ctx context.Context, t tier.Tier) tier.Probe {
+	var reasons []string
+	var layers []tier.Layer
+	for _, e := range h.Executors {
+		if e.Tier() != t {
+			continue
+		}
+		p := e.Probe(ctx)
+		if p.Available {
+			return p
+		}
+		layers = append(layers, p.Layers...)
+		reasons = append(reasons, fmt.Sprintf("%s: %s", e.Name(), p.Reason))
+	}
+	switch {
+	case len(reasons) > 0:
+		return tier.Probe{Reason: strings.Join(reasons, "; "), Layers: layers}
+	case t == tier.S3 || t == tier.S4:
+		return tier.Probe{Reason: "a reserved rung: no executor exists for it yet"}
+	default:
+		return tier.Probe{Reason: "no executor for this tier in this build"}
+	}
 }
 
 func (h *Host) executor(ctx context.Context, t tier.Tier, k tier.Kind) (Executor, error) {
@@ -201,9 +204,14 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	choice, err := tier.Choose(need, tier.Request{Tier: req.Tier, Escalate: req.Escalate}, h.Availability(ctx))
+	// Only the chosen tier is probed (a probe runs a confined child); the
+	// rest only when it is unavailable, to say which are.
+	choice, err := tier.Select(need, tier.Request{Tier: req.Tier, Escalate: req.Escalate})
 	if err != nil {
 		return nil, err
+	}
+	if p := h.probe(ctx, choice.Chosen); !p.Available {
+		return nil, &tier.UnavailableError{Tier: choice.Chosen, Reason: p.Reason, Available: h.Availability(ctx).Available()}
 	}
 	ex, err := h.executor(ctx, choice.Chosen, req.Kind)
 	if err != nil {
