@@ -50,7 +50,8 @@ func (g *globals) host() (*host.Host, error) {
 			return nil, errs.Usage{Err: fmt.Errorf("--memory: %w", err)}
 		}
 	}
-	// One run per process: a warm init for a next run would be wasted.
+	// One run per process: a warm init after it would be wasted. The host
+	// prewarms the one init the run needs (host.Prewarmer).
 	n, err := native.New(native.Config{StateDir: d.Root, Memory: mem, Pids: g.pids, CPUs: g.cpus, NoWarm: true})
 	if err != nil {
 		return nil, err
@@ -201,6 +202,7 @@ traps, 130 when interrupted; 2 to 70 for sandbox's own errors (docs/spec).`,
 			if err != nil {
 				return err
 			}
+			defer h.Close()
 			req.Grants, req.Tier, req.Escalate, req.Deadline = s, want, escalate, deadline
 			req.Stdout, req.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if tty := os.Stdin; isTerminal(tty) {

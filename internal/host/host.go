@@ -114,6 +114,25 @@ func (h *Host) logger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+// Prewarmer is an executor that can start preparing its next run ahead
+// of it; Run calls Prewarm before preparing the run's records.
+type Prewarmer interface {
+	Prewarm()
+}
+
+// Close releases what the executors hold between runs (a warm init).
+func (h *Host) Close() error {
+	var first error
+	for _, e := range h.Executors {
+		if c, ok := e.(io.Closer); ok {
+			if err := c.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
 // Availability probes every tier.
 func (h *Host) Availability(ctx context.Context) tier.Availability {
 	a := tier.Availability{}
@@ -216,6 +235,9 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	ex, err := h.executor(ctx, choice.Chosen, req.Kind)
 	if err != nil {
 		return nil, err
+	}
+	if p, ok := ex.(Prewarmer); ok {
+		p.Prewarm()
 	}
 	if req.Kind == tier.Wasm { // kept for replay, which only S2 runs have
 		if err := h.putBlob(u.Image, req.Image); err != nil {

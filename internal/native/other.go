@@ -24,3 +24,6 @@ type warmPool struct{}
 
 // Close does nothing: there is no warm init off Linux.
 func (e *Executor) Close() error { return nil }
+
+// Prewarm does nothing off Linux.
+func (e *Executor) Prewarm() {}

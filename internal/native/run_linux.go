@@ -357,12 +357,27 @@ func (e *Executor) claim(b s1init.Base) (*initProc, error) {
 	return e.startInit(b)
 }
 
-// refill starts the next warm init in the background, unless one is
-// ready or starting.
+// refill starts the next warm init in the background, unless warm inits
+// are off.
 func (e *Executor) refill(b s1init.Base) {
-	if e.cfg.NoWarm {
-		return
+	if !e.cfg.NoWarm {
+		e.startWarm(b)
 	}
+}
+
+// Prewarm starts an init for the next run in the background, even when
+// warm inits are off: a host that knows a run is coming calls it before
+// its own preparations (records, the run's cgroup), which then overlap
+// the init's start.
+func (e *Executor) Prewarm() {
+	if b, err := e.base(); err == nil {
+		e.startWarm(b)
+	}
+}
+
+// startWarm starts an init in the background, unless one is ready or
+// starting.
+func (e *Executor) startWarm(b s1init.Base) {
 	w := &e.warm
 	w.mu.Lock()
 	defer w.mu.Unlock()
