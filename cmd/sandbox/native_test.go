@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opensubstrate/sandbox/internal/guest"
+)
+
+// notifyBuffer is a buffer that says when a string has been written.
+type notifyBuffer struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+}
+
+func (b *notifyBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.buf.Write(p)
+	if b.seen != nil && strings.Contains(b.buf.String(), b.want) {
+		close(b.seen)
+		b.seen = nil
+	}
+	return n, err
+}
+
+func (b *notifyBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestNativeInterrupt interrupts sandbox as a terminal's Ctrl-C does
+// (main turns SIGINT into the canceled context run gets): the guest's trap
+// runs, its exit status passes through, and the run is sealed.
+func TestNativeInterrupt(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("S1 as tested here runs as root (the CI machines' user)")
+	}
+	home := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &notifyBuffer{want: "ready", seen: make(chan struct{})}
+	seen := out.seen
+	var errb bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--home", home, "run", "-q", "--", "sh", "-c",
+			`trap 'echo interrupted; exit 7' INT; echo ready; while :; do sleep 0.05; done`}, out, &errb)
+	}()
+	select {
+	case <-seen:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the guest never became ready: %q %s", out.String(), errb.String())
+	}
+	cancel()
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("sandbox did not end after the interrupt")
+	}
+	if code != 7 || out.String() != "ready\ninterrupted\n" {
+		t.Fatalf("exit %d stdout %q stderr %s", code, out.String(), errb.String())
+	}
+	vout, _, vcode := sandbox(t, home, "verify", "--trust-host", "last")
+	if vcode != 0 {
+		t.Fatalf("verify: %d\n%s", vcode, vout)
+	}
+}
+
+// TestNativeEscapeSealed runs the escape battery through sandbox run: every
+// attempt fails, and the run is sealed and verifies.
+func TestNativeEscapeSealed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the battery runs as root, where the guest becomes nobody")
+	}
+	bin, err := guest.Native("escape")
+	if err != nil {
+		t.Fatal(err)
+	}
+	home, g, q := t.TempDir(), t.TempDir(), t.TempDir()
+	os.Chmod(g, 0o755)
+	b, _ := os.ReadFile(bin)
+	os.WriteFile(filepath.Join(g, "escape"), b, 0o755)
+	os.WriteFile(filepath.Join(g, "suid-escape"), b, 0o755)
+	os.Chmod(filepath.Join(g, "suid-escape"), 0o4755)
+	out, errOut, code := sandbox(t, home, "run", "-q", "--grant", "fs:"+g+":ro", "--grant", "fs:"+q+":rw:quota=1MiB",
+		"--env", "ESCAPE_GRANT="+g, "--env", "ESCAPE_QUOTA_DIR="+q, "--env", "ESCAPE_PORT=1",
+		"--env", "ESCAPE_HOSTPID="+strconv.Itoa(os.Getpid()), "--", filepath.Join(g, "escape"))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	if strings.Contains(out, "ESCAPED") || !strings.Contains(out, "open_by_handle_at: BLOCKED") {
+		t.Fatalf("battery:\n%s", out)
+	}
+	vout, _, vcode := sandbox(t, home, "verify", "--trust-host", "last")
+	if vcode != 0 || !strings.Contains(vout, "exited at S1") {
+		t.Fatalf("verify: %d\n%s", vcode, vout)
+	}
+}
