@@ -166,7 +166,7 @@ func TestEscapeBattery(t *testing.T) {
 		t.Fatalf("escape guest: %+v\n%s\n%s", res.Outcome, out.String(), errb.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	want := []string{"read /etc/shadow", "write /etc/passwd", "write /usr/bin/escape", "write /escape", "write /root/escape",
+	want := []string{"inherit a descriptor from outside", "read /etc/shadow", "write /etc/passwd", "write /usr/bin/escape", "write /escape", "write /root/escape",
 		"sysctl kernel.hostname", "follow symlink abs", "follow symlink rel", "see host processes", "signal host pid",
 		"mount tmpfs", "unshare user namespace", "unshare mount namespace", "ptrace pid 1", "chroot", "/proc/1/root", "/proc/1/exe",
 		"raw socket", "packet socket", "connect to the host's loopback listener", "DNS lookup", "fork bomb",

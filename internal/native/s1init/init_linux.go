@@ -41,6 +41,14 @@ func Main() (code int, ok bool) {
 
 // runInit is pid 1 of the run.
 func runInit() int {
+	// Nothing init holds passes to the program: not its own descriptors
+	// (spec, status, control), nor any its starter inherited without
+	// close-on-exec (sandbox's caller's, for one). The program gets 0-2.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		for fd := 3; fd < 1<<16; fd++ {
+			unix.CloseOnExec(fd)
+		}
+	}
 	out := os.NewFile(4, "status")
 	report := func(st Status) {
 		if out != nil {
