@@ -39,6 +39,7 @@ const (
 	OpWrite   = "write"
 	OpExec    = "exec"
 	OpUse     = "use"
+	OpInject  = "inject"
 )
 
 // ErrDenied is wrapped by every denial the Enforcer returns.
@@ -153,6 +154,41 @@ func (e *Enforcer) Connect(host string, port int) error {
 		}
 	}
 	return e.record(KindNet, OpConnect, target, false, "no net grant for this destination")
+}
+
+// ConnectVetted decides a connection to host:port that needs more than
+// the grant: when a grant covers it, vet runs (the egress proxy resolves
+// the name and refuses private or loopback answers that were not granted)
+// and its error, if any, is the denial. Either way one decision is logged.
+func (e *Enforcer) ConnectVetted(host string, port int, vet func() error) error {
+	target := net.JoinHostPort(host, strconv.Itoa(port))
+	h, err := normHost(host)
+	if err != nil {
+		return e.record(KindNet, OpConnect, target, false, "not a host name or address")
+	}
+	for _, n := range e.set.Net {
+		if n.Host == h && n.Port == port {
+			if err := vet(); err != nil {
+				return e.record(KindNet, OpConnect, target, false, err.Error())
+			}
+			return e.record(KindNet, OpConnect, target, true, n.String())
+		}
+	}
+	return e.record(KindNet, OpConnect, target, false, "no net grant for this destination")
+}
+
+// NetGrant returns the net grant for host:port, without deciding anything.
+func (e *Enforcer) NetGrant(host string, port int) (Net, bool) {
+	h, err := normHost(host)
+	if err != nil {
+		return Net{}, false
+	}
+	for _, n := range e.set.Net {
+		if n.Host == h && n.Port == port {
+			return n, true
+		}
+	}
+	return Net{}, false
 }
 
 // Storage returns the most specific storage grant covering path (an
