@@ -232,15 +232,14 @@ func vectorsCmd() *cobra.Command {
 }
 
 func grantsCmd() *cobra.Command {
-	var grantArgs []string
-	var file string
+	var gf grantFlags
 	c := &cobra.Command{
-		Use:   "grants [--grant G]... [--grants FILE]",
+		Use:   "grants [--grant G]... [--grants FILE] [--inject I]...",
 		Short: "Check grants and print their canonical form and content address",
-		Long:  "Parse grants as 'sandbox run' would, and print the canonical JSON and its\ncontent address. Grant syntax:\n\n" + grant.Syntax,
+		Long:  "Parse grants as 'sandbox run' would, and print the canonical JSON and its\ncontent address. Grant syntax:\n\n" + grant.Syntax + "\n\nInjected credentials (--inject):\n\n" + grant.InjectSyntax,
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := parseGrants(grantArgs, file)
+			s, err := gf.parse()
 			if err != nil {
 				return err
 			}
@@ -252,32 +251,48 @@ func grantsCmd() *cobra.Command {
 			return nil
 		},
 	}
-	addGrantFlags(c, &grantArgs, &file)
+	gf.add(c)
 	return c
 }
 
-func addGrantFlags(c *cobra.Command, grantArgs *[]string, file *string) {
-	c.Flags().StringArrayVar(grantArgs, "grant", nil, "grant a capability (repeatable); see 'sandbox grants --help'")
-	c.Flags().StringVar(file, "grants", "", "read grants from a JSON file")
+// grantFlags are the flags that make a grant set.
+type grantFlags struct {
+	args   []string
+	file   string
+	inject []string
 }
 
-func parseGrants(args []string, file string) (grant.Set, error) {
+func (f *grantFlags) add(c *cobra.Command) {
+	c.Flags().StringArrayVar(&f.args, "grant", nil, "grant a capability (repeatable); see 'sandbox grants --help'")
+	c.Flags().StringVar(&f.file, "grants", "", "read grants from a JSON file")
+	c.Flags().StringArrayVar(&f.inject, "inject", nil, "add a credential to requests to a granted host: HOST:HEADER=env:NAME or HOST:HEADER=file:/PATH (repeatable; the value never enters the unit)")
+}
+
+func (f *grantFlags) parse() (grant.Set, error) {
 	cwd, err := os.Getwd()
 	if err != nil {
 		return grant.Set{}, err
 	}
-	s, err := grant.ParseArgs(args, cwd)
+	s, err := grant.ParseArgs(f.args, cwd)
 	if err != nil {
 		return grant.Set{}, err
 	}
-	if file != "" {
-		f, err := grant.ParseFile(file, cwd)
+	if f.file != "" {
+		g, err := grant.ParseFile(f.file, cwd)
 		if err != nil {
 			return grant.Set{}, err
 		}
-		if err := s.Merge(f); err != nil {
+		if err := s.Merge(g); err != nil {
 			return grant.Set{}, err
 		}
+	}
+	for _, in := range f.inject {
+		if err := s.Inject(in); err != nil {
+			return grant.Set{}, err
+		}
+	}
+	if err := s.Normalize(); err != nil {
+		return grant.Set{}, err
 	}
 	return s, nil
 }

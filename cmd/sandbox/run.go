@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"os"
@@ -52,7 +53,11 @@ func (g *globals) host() (*host.Host, error) {
 	}
 	// One run per process: a warm init after it would be wasted. The host
 	// prewarms the one init the run needs (host.Prewarmer).
-	n, err := native.New(native.Config{StateDir: d.Root, Memory: mem, Pids: g.pids, CPUs: g.cpus, NoWarm: true})
+	roots, err := egressRoots()
+	if err != nil {
+		return nil, err
+	}
+	n, err := native.New(native.Config{StateDir: d.Root, Memory: mem, Pids: g.pids, CPUs: g.cpus, NoWarm: true, EgressRoots: roots})
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +92,28 @@ func envOr(k, def string) string {
 // SANDBOX_SYSFS_ROOT points powercap at another sysfs root, and
 // SANDBOX_TDP ("cpu=225W,gpu=700W") overrides the rated powers the
 // Estimator uses.
+// egressRoots are the roots the egress proxy verifies credential-injected
+// servers with: the system's, plus the PEM file SANDBOX_EGRESS_ROOTS
+// names (a private CA, or a test server's certificate).
+func egressRoots() (*x509.CertPool, error) {
+	path := os.Getenv("SANDBOX_EGRESS_ROOTS")
+	if path == "" {
+		return nil, nil
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("SANDBOX_EGRESS_ROOTS: %w", err)
+	}
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("SANDBOX_EGRESS_ROOTS: %s holds no PEM certificate", path)
+	}
+	return pool, nil
+}
+
 func newMeter() (*meter.Meter, error) {
 	sysfs := envOr("SANDBOX_SYSFS_ROOT", "/sys")
 	n := runtime.NumCPU()
@@ -128,13 +155,12 @@ var sink uint64
 
 func runCmd(g *globals) *cobra.Command {
 	var (
-		grantArgs []string
-		file      string
-		tierArg   string
-		escalate  bool
-		deadline  time.Duration
-		envArgs   []string
-		quiet     bool
+		gf       grantFlags
+		tierArg  string
+		escalate bool
+		deadline time.Duration
+		envArgs  []string
+		quiet    bool
 	)
 	c := &cobra.Command{
 		Use:   "run [flags] -- (MODULE.wasm | COMMAND) [ARGS...]",
@@ -158,15 +184,26 @@ and LANG defaults that are recorded in the unit. A native command is looked
 up in the run's PATH; it must be in a system directory or under a storage
 grant.
 
+A native run with net grants reaches them, and nothing else, through the
+run's egress proxy at 127.0.0.1:3128 inside its namespace (HTTP_PROXY,
+HTTPS_PROXY and ALL_PROXY are set for it; HTTP, CONNECT and SOCKS5); a name
+that resolves to a private or loopback address is refused unless that
+address was granted. --inject adds a header the host holds to requests to
+one granted host; for HTTPS the run trusts its own certificate authority
+(` + "`SSL_CERT_FILE`" + ` and friends point at it). See docs/egress.md.
+
 Grants:
 ` + grant.Syntax + `
+
+Injected credentials (--inject):
+` + grant.InjectSyntax + `
 
 Exit status: the guest's own when it exits; 124 when its deadline passes,
 125 when its fuel runs out, 137 when it runs out of memory, 134 when it
 traps, 130 when interrupted; 2 to 70 for sandbox's own errors (docs/spec).`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := parseGrants(grantArgs, file)
+			s, err := gf.parse()
 			if err != nil {
 				return err
 			}
@@ -223,7 +260,7 @@ traps, 130 when interrupted; 2 to 70 for sandbox's own errors (docs/spec).`,
 			return nil
 		},
 	}
-	addGrantFlags(c, &grantArgs, &file)
+	gf.add(c)
 	c.Flags().StringVar(&tierArg, "tier", "", "run at this tier (S0..S7); above the requirement only with --escalate")
 	c.Flags().BoolVar(&escalate, "escalate", false, "allow --tier to go above what the grants require (recorded in the attestation)")
 	c.Flags().DurationVar(&deadline, "deadline", time.Minute, "wall-clock limit; 0 for none")

@@ -100,16 +100,19 @@ func (a *authority) leaf(host string) (*tls.Certificate, error) {
 	}
 	t := &x509.Certificate{
 		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: host},
 		NotBefore:    a.cert.NotBefore,
 		NotAfter:     a.cert.NotAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
+	// The name is in the SAN only: OpenSSL checks a subject CN that
+	// looks like a host name against the DNS constraints, which an IP
+	// literal would fail.
 	if ip := net.ParseIP(host); ip != nil {
 		t.IPAddresses = []net.IP{ip}
 	} else {
 		t.DNSNames = []string{host}
+		t.Subject = pkix.Name{CommonName: host}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, t, a.cert, &a.leafKey.PublicKey, a.key)
 	if err != nil {

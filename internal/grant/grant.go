@@ -126,6 +126,24 @@ func (s *Set) Normalize() error {
 			}
 		}
 		sort.Slice(n.Inject, func(a, b int) bool { return n.Inject[a].Header < n.Inject[b].Header })
+		// One value per header (names are case-insensitive): the same
+		// injection twice is one, two values are a conflict.
+		var kept []Inject
+		for _, in := range n.Inject {
+			dup := false
+			for _, k := range kept {
+				if strings.EqualFold(k.Header, in.Header) {
+					if k != in {
+						return &Error{Grant: n.String(), Field: "inject", Why: fmt.Sprintf("header %s is injected twice, from %s and %s", in.Header, k.Secret, in.Secret)}
+					}
+					dup = true
+				}
+			}
+			if !dup {
+				kept = append(kept, in)
+			}
+		}
+		n.Inject = kept
 	}
 	sort.Slice(s.Net, func(a, b int) bool {
 		if s.Net[a].Host != s.Net[b].Host {

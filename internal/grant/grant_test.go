@@ -380,3 +380,49 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestInjectArg(t *testing.T) {
+	base := func() Set {
+		s, err := ParseArgs([]string{"net:api.example.com:443", "net:api.example.com:80", "net:[::1]:8080"}, "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := base()
+	if err := s.Inject("API.example.com:Authorization=env:API_TOKEN"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Inject("[::1]:X-Key=file:/run/keys/k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range s.Net {
+		want := 1
+		if len(n.Inject) != want {
+			t.Errorf("%s: %v", n, n.Inject)
+		}
+	}
+	for _, tc := range []struct{ arg, want string }{
+		{"other.example.com:A=env:X", "no net grant for other.example.com"},
+		{"api.example.com:Authorization=hunter2", "never the value itself"},
+		{"api.example.com:Bad Header=env:X", "not a valid HTTP header name"},
+		{"api.example.com", "want HOST:HEADER=SECRET"},
+		{"api.example.com:A", "want HEADER=SECRET"},
+		{"[::1:A=env:X", "want [IPV6]:HEADER=SECRET"},
+		{"api.example.com:A=file:relative", "never the value itself"},
+	} {
+		s := base()
+		if err := s.Inject(tc.arg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.arg, err, tc.want)
+		}
+	}
+	s = base()
+	s.Inject("api.example.com:A=env:X")
+	s.Inject("api.example.com:a=env:Y")
+	if err := s.Normalize(); err == nil || !strings.Contains(err.Error(), "injected twice") {
+		t.Errorf("two values for one header: %v", err)
+	}
+}

@@ -163,6 +163,58 @@ func ParseArgs(args []string, cwd string) (Set, error) {
 	return s, nil
 }
 
+// InjectSyntax is the --inject grammar, for --help texts.
+const InjectSyntax = `  HOST:HEADER=env:NAME        add HEADER with the value of sandbox's own
+                              environment variable NAME to requests to HOST
+  HOST:HEADER=file:/PATH      the same, with the value read from /PATH
+  (HOST needs a net grant; the value never enters the unit)`
+
+// Inject adds a credential injection, "HOST:HEADER=SECRET", to every net
+// grant of HOST in s (which must already hold one). SECRET is a
+// reference, env:NAME or file:/absolute/path; the value stays with the
+// host. The result is not normalized.
+func (s *Set) Inject(arg string) error {
+	fail := func(field, format string, args ...any) error {
+		return &Error{Grant: "inject " + arg, Field: field, Why: fmt.Sprintf(format, args...)}
+	}
+	var host, rest string
+	if strings.HasPrefix(arg, "[") {
+		end := strings.Index(arg, "]:")
+		if end < 0 {
+			return fail("host", "want [IPV6]:HEADER=SECRET")
+		}
+		host, rest = arg[1:end], arg[end+2:]
+	} else {
+		var ok bool
+		if host, rest, ok = strings.Cut(arg, ":"); !ok {
+			return fail("", "want HOST:HEADER=SECRET, e.g. api.example.com:Authorization=env:API_TOKEN")
+		}
+	}
+	h, err := normHost(host)
+	if err != nil {
+		return fail("host", "%v", err)
+	}
+	header, secret, ok := strings.Cut(rest, "=")
+	if !ok {
+		return fail("header", "want HEADER=SECRET after the host")
+	}
+	in := Inject{Header: header, Secret: secret}
+	if err := checkInject(in); err != nil {
+		return fail("secret", "%v", err)
+	}
+	n := 0
+	for i := range s.Net {
+		if s.Net[i].Host == h {
+			s.Net[i].Inject = append(s.Net[i].Inject, in)
+			n++
+		}
+	}
+	if n == 0 {
+		return fail("host", "no net grant for %s: add --grant net:%s:PORT", h, h)
+	}
+	return nil
+}
+
 // ParseJSON reads a grants file: the Set's JSON form, by hand or canonical.
 // "type" may be omitted; unknown fields are refused; relative storage paths
 // are resolved against cwd. The result is normalized.

@@ -1,6 +1,7 @@
 package native
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -34,6 +35,9 @@ type Config struct {
 	Self string
 	// NoWarm turns off keeping one started init ready for the next run.
 	NoWarm bool
+	// EgressRoots verify the servers of credential-injected hosts (the
+	// egress proxy speaks TLS to them itself); default the system's.
+	EgressRoots *x509.CertPool
 }
 
 // Executor runs native units at S1.

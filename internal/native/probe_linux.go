@@ -67,7 +67,7 @@ func (e *Executor) doProbe(ctx context.Context) tier.Probe {
 	var out, errb strings.Builder
 	c, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	st, _, err := e.launch(c, sp, nil, nil, &out, &errb, 30*time.Second, nil)
+	st, _, err := e.launch(c, sp, launchOpts{stdout: &out, stderr: &errb, deadline: 30 * time.Second})
 	if err != nil {
 		return tier.Probe{Reason: "starting a confined child failed: " + err.Error()}
 	}

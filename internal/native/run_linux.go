@@ -20,6 +20,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/egress"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
@@ -99,9 +100,6 @@ func (e *Executor) spec(storage []grant.Storage) (*s1init.Spec, error) {
 
 // Run executes the job's program confined.
 func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
-	if len(j.Grants.Net) > 0 {
-		return nil, fmt.Errorf("S1 network grants (%s) need the egress proxy, which this build does not have yet: the run's network namespace has no route out", j.Grants.Net[0])
-	}
 	if j.Replay != nil {
 		return nil, fmt.Errorf("S1 runs cannot be replayed: a native program's inputs are not brokered")
 	}
@@ -133,7 +131,16 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		}
 	}
 	res := &job.Result{Executor: e.Name()}
-	st, end, runErr := e.launch(ctx, sp, j.Cgroup, j.Stdin, j.Stdout, j.Stderr, j.Deadline, j.OnStart)
+	o := launchOpts{cg: j.Cgroup, stdin: j.Stdin, stdout: j.Stdout, stderr: j.Stderr, deadline: j.Deadline, onStart: j.OnStart}
+	if len(j.Grants.Net) > 0 {
+		proxy, cleanup, err := e.egress(j, sp)
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		o.proxy = proxy
+	}
+	st, end, runErr := e.launch(ctx, sp, o)
 	if runErr != nil {
 		return nil, runErr
 	}
@@ -214,6 +221,7 @@ type initProc struct {
 	cmd     *exec.Cmd
 	root    string
 	specW   *os.File
+	ctl     *os.File // the host's end of the control socket
 	statR   *os.File
 	stdinW  *os.File
 	stdoutR *os.File
@@ -224,7 +232,7 @@ type initProc struct {
 func (p *initProc) discard() {
 	p.cmd.Process.Kill()
 	<-p.done
-	for _, f := range []*os.File{p.specW, p.statR, p.stdinW, p.stdoutR, p.stderrR} {
+	for _, f := range []*os.File{p.specW, p.statR, p.stdinW, p.stdoutR, p.stderrR, p.ctl} {
 		f.Close()
 	}
 	os.Remove(p.root)
@@ -261,8 +269,16 @@ func (e *Executor) startInit(b s1init.Base) (*initProc, error) {
 	stdinR, stdinW := pipe()
 	stdoutR, stdoutW := pipe()
 	stderrR, stderrW := pipe()
-	parent = []*os.File{specW, statR, stdinW, stdoutR, stderrR}
-	child = []*os.File{specR, statW, stdinR, stdoutW, stderrW}
+	var ctlP, ctlC *os.File
+	if pair, perr := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0); perr != nil {
+		if err == nil {
+			err = perr
+		}
+	} else {
+		ctlP, ctlC = os.NewFile(uintptr(pair[0]), "ctl"), os.NewFile(uintptr(pair[1]), "ctl-init")
+	}
+	parent = []*os.File{specW, statR, stdinW, stdoutR, stderrR, ctlP}
+	child = []*os.File{specR, statW, stdinR, stdoutW, stderrW, ctlC}
 	closeAll := func(fs []*os.File) {
 		for _, f := range fs {
 			if f != nil {
@@ -283,7 +299,7 @@ func (e *Executor) startInit(b s1init.Base) (*initProc, error) {
 	// gets the environment of its spec, not init's.
 	cmd.Env = []string{"GOMAXPROCS=1", "GOGC=off"}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
-	cmd.ExtraFiles = []*os.File{specR, statW}
+	cmd.ExtraFiles = []*os.File{specR, statW, ctlC}
 	attr := &syscall.SysProcAttr{
 		Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
 		Pdeathsig:  syscall.SIGKILL,
@@ -305,7 +321,7 @@ func (e *Executor) startInit(b s1init.Base) (*initProc, error) {
 		os.Remove(root)
 		return nil, fmt.Errorf("S1: start the run's init: %w", err)
 	}
-	p := &initProc{base: baseKey(b), cmd: cmd, root: root, specW: specW, statR: statR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR, done: make(chan error, 1)}
+	p := &initProc{base: baseKey(b), cmd: cmd, root: root, specW: specW, ctl: ctlP, statR: statR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR, done: make(chan error, 1)}
 	go func() { p.done <- cmd.Wait() }()
 	b.Root = root
 	if err := json.NewEncoder(specW).Encode(b); err != nil {
@@ -433,7 +449,19 @@ func (e *Executor) Close() error {
 }
 
 // launch runs sp in a claimed init and waits for it.
-func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, cg *cgroup.Group, stdin io.Reader, stdout, stderr io.Writer, deadline time.Duration, onStart func(job.Control)) (s1init.Status, ending, error) {
+// launchOpts are what a run has besides its spec.
+type launchOpts struct {
+	cg             *cgroup.Group
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	deadline       time.Duration
+	onStart        func(job.Control)
+	proxy          *egress.Proxy // serves the run's egress, when it has net grants
+	execCtl        func(s1init.Ctl) s1init.Ctl
+}
+
+func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s1init.Status, ending, error) {
+	cg, stdin, stdout, stderr, deadline, onStart := o.cg, o.stdin, o.stdout, o.stderr, o.deadline, o.onStart
 	var end ending
 	if !sp.Base.UserNS {
 		// Grants are id mapped so the guest (nobody) owns what it was given;
@@ -497,6 +525,11 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, cg *cgroup.Group
 	end.start = time.Now()
 	json.NewEncoder(p.specW).Encode(sp)
 	p.specW.Close()
+	ctlDone := make(chan struct{})
+	go func() {
+		defer close(ctlDone)
+		e.serveCtl(p.ctl, o)
+	}()
 	if onStart != nil && cg != nil {
 		onStart(job.Control{Freeze: cg.Freeze, Thaw: cg.Thaw})
 	}
@@ -529,6 +562,8 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, cg *cgroup.Group
 	}
 	end.end = time.Now()
 	copies.Wait()
+	p.ctl.Close()
+	<-ctlDone
 	var st s1init.Status
 	b, _ := io.ReadAll(p.statR)
 	p.statR.Close()

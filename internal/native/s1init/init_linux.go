@@ -80,6 +80,12 @@ func runInit() int {
 		report(Status{Error: "init: build root: " + err.Error()})
 		return 1
 	}
+	if sp.ProxyPort != 0 {
+		if err := passListener(sp.ProxyPort); err != nil {
+			report(Status{Error: "init: egress listener: " + err.Error()})
+			return 1
+		}
+	}
 	pid, err := startConfined(&sp.Exec)
 	if err != nil {
 		report(Status{Error: "init: " + err.Error()})
@@ -528,6 +534,27 @@ func commitOverlays(sp *Spec) string {
 		}
 	}
 	return strings.Join(errs, "; ")
+}
+
+// ctlFD is init's end of the control socket.
+const ctlFD = 5
+
+// passListener listens on 127.0.0.1:port in the run's network namespace
+// and hands the socket to the host, which serves the egress proxy on it.
+func passListener(port int) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		return fmt.Errorf("bind 127.0.0.1:%d: %w", port, err)
+	}
+	if err := unix.Listen(fd, 128); err != nil {
+		return err
+	}
+	msg, _ := json.Marshal(Ctl{Op: "listener"})
+	return unix.Sendmsg(ctlFD, msg, unix.UnixRights(fd), nil, 0)
 }
 
 // loopbackUp brings the run's own loopback interface up, so that programs

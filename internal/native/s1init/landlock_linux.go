@@ -50,7 +50,7 @@ func ABI() int {
 // landlockRuleset builds the run's ruleset: read and execute beneath
 // ex.ROPaths, everything but device creation beneath ex.RWPaths, read and
 // write on ex.RWFiles, read and execute on ex.ROFiles, listing of any
-// directory, no TCP at all (ABI 4+), and no signals or abstract sockets
+// directory, TCP connect only to ex.ConnectPorts and no bind (ABI 4+), and no signals or abstract sockets
 // across the domain's boundary (ABI 6+).
 func landlockRuleset(ex *Exec) (int, error) {
 	abi := ABI()
@@ -105,8 +105,25 @@ func landlockRuleset(ex *Exec) (int, error) {
 			return -1, err
 		}
 	}
+	if abi >= 4 {
+		for _, port := range ex.ConnectPorts {
+			rule := netPortAttr{Allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, Port: uint64(port)}
+			if _, _, e := unix.RawSyscall6(unix.SYS_LANDLOCK_ADD_RULE, fd, ruleNetPort, uintptr(unsafe.Pointer(&rule)), 0, 0, 0); e != 0 {
+				unix.Close(int(fd))
+				return -1, fmt.Errorf("landlock: connect rule for port %d: %w", port, e)
+			}
+		}
+	}
 	return int(fd), nil
 }
+
+// netPortAttr is struct landlock_net_port_attr (ABI 4).
+type netPortAttr struct {
+	Allowed uint64
+	Port    uint64
+}
+
+const ruleNetPort = 2 // LANDLOCK_RULE_NET_PORT
 
 // addRule allows access beneath path; a path that does not exist is
 // skipped (a system directory this host lacks).

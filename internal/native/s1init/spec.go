@@ -27,6 +27,17 @@ type Spec struct {
 	Base  Base   `json:"base"`
 	Binds []Bind `json:"binds"`
 	Exec  Exec   `json:"exec"`
+	// ProxyPort, when not 0, has init listen on 127.0.0.1:ProxyPort in the
+	// run's network namespace and pass the listener to the host (a
+	// "listener" message on the control socket, fd 5), which serves the
+	// egress proxy on it.
+	ProxyPort int `json:"proxy_port,omitempty"`
+}
+
+// Ctl is a message on the control socket between init and the host
+// (fd 5 in init; a SOCK_SEQPACKET pair, one JSON value per message).
+type Ctl struct {
+	Op string `json:"op"` // "listener" (with the socket as SCM_RIGHTS)
 }
 
 // Link is a symlink at the root.
@@ -63,6 +74,10 @@ type Exec struct {
 	RWFiles []string `json:"rw_files"` // Landlock: read and write these files (device nodes)
 	ROFiles []string `json:"ro_files"` // Landlock: read and execute these files
 	NoFile  uint64   `json:"nofile"`
+	// ConnectPorts are the TCP ports Landlock lets the program connect
+	// to (the egress proxy's); every other connect and every bind is
+	// refused.
+	ConnectPorts []int `json:"connect_ports,omitempty"`
 	// Seccomp is the filter program, assembled by the host.
 	Seccomp []Insn `json:"seccomp"`
 	// ProbeCanary is a file that is inside the root but outside every

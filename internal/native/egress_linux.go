@@ -1,0 +1,162 @@
+//go:build linux
+
+package native
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/opensubstrate/sandbox/internal/egress"
+	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/native/s1init"
+)
+
+// ProxyPort is where a run with net grants finds its egress proxy:
+// 127.0.0.1:ProxyPort in its own network namespace, its only way out.
+const ProxyPort = 3128
+
+// CAPath is where a run with injected credentials finds the roots it
+// trusts: the system's, and its own authority.
+const CAPath = "/run/sandbox/ca.pem"
+
+// systemRoots is the system's CA bundle (Debian's path).
+var systemRoots = "/etc/ssl/certs/ca-certificates.crt"
+
+// egress prepares a run's proxy: the injected secrets resolved from the
+// host's environment and files, the listener requested from init, the
+// one port Landlock lets the program connect to, the proxy settings in
+// its environment, and, with injections, the run's own authority added
+// to the roots it trusts. cleanup closes the proxy and removes the
+// bundle.
+func (e *Executor) egress(j *job.Job, sp *s1init.Spec) (*egress.Proxy, func(), error) {
+	inj, err := egress.Secrets(j.Grants, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	proxy, err := egress.New(egress.Config{Enforcer: j.Enforcer, Inject: inj, UpstreamRoots: e.cfg.EgressRoots})
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup := func() { proxy.Close() }
+	sp.ProxyPort = ProxyPort
+	ex := &sp.Exec
+	ex.ConnectPorts = append(ex.ConnectPorts, ProxyPort)
+	url := "http://127.0.0.1:" + strconv.Itoa(ProxyPort)
+	vars := map[string]string{
+		"HTTP_PROXY": url, "HTTPS_PROXY": url, "ALL_PROXY": url,
+		"http_proxy": url, "https_proxy": url, "all_proxy": url,
+	}
+	if pem := proxy.CACertPEM(); pem != nil {
+		roots := filepath.Join(e.cfg.StateDir, "roots")
+		os.MkdirAll(roots, 0o700)
+		dir, err := os.MkdirTemp(roots, "ca-")
+		if err != nil {
+			proxy.Close()
+			return nil, nil, err
+		}
+		os.Chmod(dir, 0o755)
+		bundle, _ := os.ReadFile(systemRoots)
+		if len(bundle) > 0 && bundle[len(bundle)-1] != '\n' {
+			bundle = append(bundle, '\n')
+		}
+		path := filepath.Join(dir, "ca.pem")
+		if err := os.WriteFile(path, append(bundle, pem...), 0o644); err != nil {
+			os.RemoveAll(dir)
+			proxy.Close()
+			return nil, nil, err
+		}
+		cleanup = func() { proxy.Close(); os.RemoveAll(dir) }
+		sp.Binds = append(sp.Binds, s1init.Bind{Host: path, Path: CAPath, File: true})
+		ex.ROFiles = append(ex.ROFiles, CAPath)
+		for _, k := range []string{"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS", "NPM_CONFIG_CAFILE"} {
+			vars[k] = CAPath
+		}
+	}
+	have := map[string]bool{}
+	for _, kv := range ex.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		have[k] = true
+	}
+	for _, k := range sortedKeys(vars) {
+		if !have[k] {
+			ex.Env = append(ex.Env, k+"="+vars[k])
+		}
+	}
+	return proxy, cleanup, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// serveCtl answers init on the control socket until init closes it (or
+// the run ends): the egress listener it passes is served by the run's
+// proxy; exec questions go to o.execCtl.
+func (e *Executor) serveCtl(ctl *os.File, o launchOpts) {
+	fd := int(ctl.Fd())
+	buf := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return
+		}
+		fds := receivedFDs(oob[:oobn])
+		var m s1init.Ctl
+		if err := json.Unmarshal(buf[:n], &m); err != nil {
+			closeFDs(fds)
+			return
+		}
+		switch {
+		case m.Op == "listener" && len(fds) == 1 && o.proxy != nil:
+			f := os.NewFile(uintptr(fds[0]), "egress")
+			ln, err := net.FileListener(f)
+			f.Close()
+			if err == nil {
+				go o.proxy.Serve(ln)
+			}
+		case o.execCtl != nil && len(fds) == 0:
+			reply, _ := json.Marshal(o.execCtl(m))
+			if _, err := unix.Write(fd, reply); err != nil {
+				return
+			}
+		default: // nothing init sends; dropped
+			closeFDs(fds)
+		}
+	}
+}
+
+func receivedFDs(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		if r, err := unix.ParseUnixRights(&m); err == nil {
+			fds = append(fds, r...)
+		}
+	}
+	return fds
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
