@@ -78,6 +78,11 @@ func (s *hostServer) headers() []http.Header {
 // trusts roots upstream, and returns the result and the decision log.
 func netRun(t *testing.T, roots *x509.CertPool, g grant.Set, env map[string]string, args ...string) (result, grant.Log) {
 	t.Helper()
+	return netRunOn(t, roots, false, g, env, args...)
+}
+
+func netRunOn(t *testing.T, roots *x509.CertPool, kernelExecOnly bool, g grant.Set, env map[string]string, args ...string) (result, grant.Log) {
+	t.Helper()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl is missing (scripts/deps installs it)")
 	}
@@ -89,6 +94,7 @@ func netRun(t *testing.T, roots *x509.CertPool, g grant.Set, env map[string]stri
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.kernelExecOnly = kernelExecOnly
 	if env == nil {
 		env = map[string]string{}
 	}

@@ -42,10 +42,12 @@ type Config struct {
 
 // Executor runs native units at S1.
 type Executor struct {
-	cfg       Config
-	warm      warmPool
-	probeOnce sync.Once
-	probe     tier.Probe
+	cfg  Config
+	warm warmPool
+	// kernelExecOnly (tests) runs exec control on its fanotify layer alone.
+	kernelExecOnly bool
+	probeOnce      sync.Once
+	probe          tier.Probe
 }
 
 // New returns an S1 executor.

@@ -132,6 +132,10 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	}
 	res := &job.Result{Executor: e.Name()}
 	o := launchOpts{cg: j.Cgroup, stdin: j.Stdin, stdout: j.Stdout, stderr: j.Stderr, deadline: j.Deadline, onStart: j.OnStart}
+	if o.execCtl, err = execControl(j.Grants, j.Enforcer, &sp.Exec); err != nil {
+		return nil, err
+	}
+	sp.Exec.KernelExecOnly = e.kernelExecOnly
 	if len(j.Grants.Net) > 0 {
 		proxy, cleanup, err := e.egress(j, sp)
 		if err != nil {

@@ -86,7 +86,32 @@ func runInit() int {
 			return 1
 		}
 	}
-	pid, err := startConfined(&sp.Exec)
+	var xc *execCtl
+	if sp.Exec.ExecControl {
+		// The thread that starts the program holds its P through the
+		// vfork until the program's exec is answered: the answering
+		// goroutines need another.
+		if runtime.GOMAXPROCS(0) < 2 {
+			runtime.GOMAXPROCS(2)
+		}
+		fan, err := markExecMounts()
+		if err != nil {
+			report(Status{Error: "init: " + err.Error()})
+			return 1
+		}
+		xc = newExecCtl(hostAsker())
+		go xc.serveFanotify(fan)
+		// memfds live on no mount of the run, out of fanotify's sight: the
+		// run's pid namespace may not execute them at all.
+		if memfdNoexec != nil {
+			memfdNoexec.WriteString("2\n")
+		}
+	}
+	if memfdNoexec != nil {
+		memfdNoexec.Close()
+		memfdNoexec = nil
+	}
+	pid, err := startConfined(&sp.Exec, xc)
 	if err != nil {
 		report(Status{Error: "init: " + err.Error()})
 		return 1
@@ -138,7 +163,7 @@ func runInit() int {
 // Landlock domain and seccomp filter of the thread that creates it. The
 // thread is never released to other goroutines: when this goroutine ends,
 // the Go runtime ends the thread with it.
-func startConfined(ex *Exec) (int, error) {
+func startConfined(ex *Exec, xc *execCtl) (int, error) {
 	type result struct {
 		pid int
 		err error
@@ -146,14 +171,14 @@ func startConfined(ex *Exec) (int, error) {
 	ch := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked
-		pid, err := confineThreadAndStart(ex)
+		pid, err := confineThreadAndStart(ex, xc)
 		ch <- result{pid, err}
 	}()
 	r := <-ch
 	return r.pid, r.err
 }
 
-func confineThreadAndStart(ex *Exec) (int, error) {
+func confineThreadAndStart(ex *Exec, xc *execCtl) (int, error) {
 	ll, err := landlockRuleset(ex)
 	if err != nil {
 		return 0, err
@@ -193,6 +218,15 @@ func confineThreadAndStart(ex *Exec) (int, error) {
 	}
 	if err := loadFilter(ex.Seccomp); err != nil {
 		return 0, err
+	}
+	if xc != nil && !ex.KernelExecOnly {
+		// Stacked on the deny list: for execve and execveat the notifier
+		// wins over its allow, and its denials win over the notifier.
+		nfd, err := loadExecNotify()
+		if err != nil {
+			return 0, err
+		}
+		go xc.serveNotify(nfd)
 	}
 	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
 		return 0, fmt.Errorf("setrlimit core: %w", err)
@@ -289,6 +323,10 @@ func mkTarget(p string, file bool) error {
 // of quota'd grants: root-only, outside every Landlock rule.
 const private = "/.sandbox"
 
+// memfdNoexec is vm.memfd_noexec of the run's pid namespace, opened
+// before /proc/sys is made read-only.
+var memfdNoexec *os.File
+
 // buildBase mounts what every run has: the root tmpfs, the system
 // directories read-only, a private /tmp, /dev and /proc; names the host
 // and brings loopback up.
@@ -336,6 +374,8 @@ func buildBase(b *Base) error {
 			}
 		}
 	}
+	// Kept open across the read-only bind below, for exec control.
+	memfdNoexec, _ = os.OpenFile(root+"/proc/sys/vm/memfd_noexec", os.O_WRONLY, 0)
 	for _, p := range []string{"/proc/sys", "/proc/irq", "/proc/bus"} {
 		if _, err := os.Stat(root + p); err == nil {
 			if err := bindMount(root+p, root+p, true); err != nil {

@@ -37,8 +37,26 @@ type Spec struct {
 // Ctl is a message on the control socket between init and the host
 // (fd 5 in init; a SOCK_SEQPACKET pair, one JSON value per message).
 type Ctl struct {
-	Op string `json:"op"` // "listener" (with the socket as SCM_RIGHTS)
+	// Op is "listener" (init to host, with the socket as SCM_RIGHTS),
+	// "exec" (init asks: may this file run?) or "verdict" (the answer).
+	Op string `json:"op"`
+	// Exec questions: the file's content address, its path inside the
+	// run, and the role it is judged in (Roles).
+	Addr string `json:"addr,omitempty"`
+	Path string `json:"path,omitempty"`
+	Role string `json:"role,omitempty"`
+	// Verdicts.
+	Allow bool `json:"allow,omitempty"`
 }
+
+// The roles a file is judged in by exec control.
+const (
+	RoleProgram     = "program"     // execve'd
+	RoleInterpreter = "interpreter" // named by a script's #! line
+	RoleScript      = "script"      // the file an interpreter was invoked on
+	RoleKernel      = "kernel exec" // seen on the kernel's exec path only
+	RoleLoader      = "loader"      // the ELF interpreter (PT_INTERP) of an allowed program
+)
 
 // Link is a symlink at the root.
 type Link struct {
@@ -78,6 +96,17 @@ type Exec struct {
 	// to (the egress proxy's); every other connect and every bind is
 	// refused.
 	ConnectPorts []int `json:"connect_ports,omitempty"`
+	// ExecControl has every exec judged by content address: each execve
+	// and execveat is held (seccomp user notification) while init hashes
+	// the file, its #! interpreter and, for an interpreter, the file it
+	// is invoked on, and asks the host ("exec" on the control socket); a
+	// refusal fails the call with EACCES. Every open for exec on the run's
+	// mounts is judged again on the kernel's exec path (fanotify), which
+	// refuses with EPERM whatever the first check missed.
+	ExecControl bool `json:"exec_control,omitempty"`
+	// KernelExecOnly leaves out the seccomp layer, so that a test can
+	// show what the fanotify layer alone refuses.
+	KernelExecOnly bool `json:"kernel_exec_only,omitempty"`
 	// Seccomp is the filter program, assembled by the host.
 	Seccomp []Insn `json:"seccomp"`
 	// ProbeCanary is a file that is inside the root but outside every

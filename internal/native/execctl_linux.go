@@ -1,0 +1,53 @@
+//go:build linux
+
+package native
+
+import (
+	"errors"
+	"os"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/native/s1init"
+)
+
+// ErrExecControlRootless refuses exec grants where they cannot be
+// enforced: fanotify permission events, the layer on the kernel's exec
+// path, need sandbox to run as root.
+var ErrExecControlRootless = errors.New("S1 exec control (exec:allow and exec:deny grants) needs fanotify permission events, which need sandbox to run as root; run as root or drop the exec grants")
+
+// execControl turns on exec control for a run whose grants have exec
+// lists: init holds every exec and asks; the run's Enforcer answers and
+// logs each decision.
+func execControl(set grant.Set, enf *grant.Enforcer, ex *s1init.Exec) (func(s1init.Ctl) s1init.Ctl, error) {
+	if len(set.Exec.Allow) == 0 && len(set.Exec.Deny) == 0 {
+		return nil, nil
+	}
+	if os.Geteuid() != 0 {
+		return nil, ErrExecControlRootless
+	}
+	ex.ExecControl = true
+	denied := map[addr.Addr]bool{}
+	for _, d := range set.Exec.Deny {
+		denied[d] = true
+	}
+	return func(m s1init.Ctl) s1init.Ctl {
+		v := s1init.Ctl{Op: "verdict"}
+		a, err := addr.Parse(m.Addr)
+		if m.Op != "exec" || err != nil {
+			return v
+		}
+		name := m.Path
+		if m.Role != "" && m.Role != s1init.RoleProgram {
+			name += " (" + m.Role + ")"
+		}
+		if m.Role == s1init.RoleLoader && !denied[a] {
+			// The loader an allowed program names is part of running it.
+			enf.Note(grant.KindExec, grant.OpExec, a.String()+" "+name, true, "the ELF loader of an allowed program")
+			v.Allow = true
+			return v
+		}
+		v.Allow = enf.Exec(a, name) == nil
+		return v
+	}, nil
+}

@@ -1,0 +1,632 @@
+//go:build linux
+
+package s1init
+
+import (
+	"bufio"
+	"bytes"
+	"debug/elf"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/zeebo/blake3"
+	"golang.org/x/sys/unix"
+)
+
+// execCtl is init's exec control. Two layers judge every exec by the
+// BLAKE3 of the file, the host deciding (its Enforcer, its decision log):
+//
+//   - seccomp user notification holds each execve and execveat while the
+//     file, the interpreter its #! line names, and the file an
+//     interpreter is invoked on are judged; a refusal fails the call with
+//     EACCES. It reads the path and argv from the caller's memory, which
+//     another of its threads could change after the check: this layer
+//     gives the errno and the judgement of scripts, not the guarantee.
+//   - fanotify's FAN_OPEN_EXEC_PERM on every mount of the run is the
+//     guarantee: the kernel holds the open it is about to execute (the
+//     program, a #! interpreter, an ELF loader) until init answers, and
+//     init hashes that very file. What the first layer missed is refused
+//     there, with EPERM.
+type execCtl struct {
+	ask func(Ctl) bool
+
+	mu       sync.Mutex
+	verdicts map[string]bool    // addr → the host's answer
+	loaders  map[string]bool    // ELF loaders of allowed programs
+	addrs    map[fileKey]string // file identity → addr
+}
+
+type fileKey struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64
+}
+
+func newExecCtl(ask func(Ctl) bool) *execCtl {
+	return &execCtl{ask: ask, verdicts: map[string]bool{}, loaders: map[string]bool{}, addrs: map[fileKey]string{}}
+}
+
+// hostAsker asks the host over the control socket, one question at a
+// time; no answer is a refusal.
+func hostAsker() func(Ctl) bool {
+	var mu sync.Mutex
+	buf := make([]byte, 4096)
+	return func(q Ctl) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		q.Op = "exec"
+		b, _ := json.Marshal(q)
+		if _, err := unix.Write(ctlFD, b); err != nil {
+			return false
+		}
+		for {
+			n, err := unix.Read(ctlFD, buf)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil || n == 0 {
+				return false
+			}
+			var v Ctl
+			if json.Unmarshal(buf[:n], &v) != nil || v.Op != "verdict" {
+				return false
+			}
+			return v.Allow
+		}
+	}
+}
+
+// addrOf is the content address of the open file fd (cached by the
+// file's identity and times), or an error for anything but a regular
+// file.
+func (c *execCtl) addrOf(fd int) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return "", err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return "", errors.New("not a regular file")
+	}
+	k := fileKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+	c.mu.Lock()
+	a, ok := c.addrs[k]
+	c.mu.Unlock()
+	if ok {
+		return a, nil
+	}
+	h := blake3.New()
+	buf := make([]byte, 256<<10)
+	for off := int64(0); ; {
+		n, err := unix.Pread(fd, buf, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if n == 0 {
+			break
+		}
+		h.Write(buf[:n])
+		off += int64(n)
+	}
+	a = "b3:" + hex.EncodeToString(h.Sum(nil))
+	c.mu.Lock()
+	c.addrs[k] = a
+	c.mu.Unlock()
+	return a, nil
+}
+
+// judge asks the host about the file open at fd, in a role.
+func (c *execCtl) judge(fd int, path, role string) (allow bool, addr string) {
+	a, err := c.addrOf(fd)
+	if err != nil {
+		return false, ""
+	}
+	ok := c.ask(Ctl{Addr: a, Path: path, Role: role})
+	c.mu.Lock()
+	c.verdicts[a] = ok
+	c.mu.Unlock()
+	return ok, a
+}
+
+// --- the seccomp layer ---
+
+type seccompData struct {
+	Nr   int32
+	Arch uint32
+	IP   uint64
+	Args [6]uint64
+}
+
+type seccompNotif struct {
+	ID    uint64
+	Pid   uint32
+	Flags uint32
+	Data  seccompData
+}
+
+type seccompNotifResp struct {
+	ID    uint64
+	Val   int64
+	Error int32
+	Flags uint32
+}
+
+// loadExecNotify installs, on the calling thread, a filter that hands
+// every execve and execveat to a listener, and returns the listener.
+func loadExecNotify() (int, error) {
+	var auditArch uint32
+	switch runtime.GOARCH {
+	case "amd64":
+		auditArch = unix.AUDIT_ARCH_X86_64
+	case "arm64":
+		auditArch = unix.AUDIT_ARCH_AARCH64
+	default:
+		return -1, fmt.Errorf("exec control: no filter for %s", runtime.GOARCH)
+	}
+	f := []unix.SockFilter{
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 4}, // arch
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: auditArch, Jt: 0, Jf: 4},
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0}, // nr
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.SYS_EXECVE, Jt: 2, Jf: 0},
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.SYS_EXECVEAT, Jt: 1, Jf: 0},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_USER_NOTIF},
+	}
+	prog := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
+	fd, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, uintptr(unsafe.Pointer(&prog)))
+	runtime.KeepAlive(f)
+	if e != 0 {
+		return -1, fmt.Errorf("exec control: seccomp listener: %w", e)
+	}
+	return int(fd), nil
+}
+
+// serveNotify answers exec notifications until the listener fails.
+func (c *execCtl) serveNotify(fd int) {
+	for {
+		var req seccompNotif
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&req))); e != 0 {
+			if e == unix.EINTR || e == unix.ENOENT {
+				continue
+			}
+			return
+		}
+		resp := seccompNotifResp{ID: req.ID}
+		if c.judgeCall(fd, &req) {
+			resp.Flags = unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE
+		} else {
+			resp.Error = -int32(unix.EACCES)
+		}
+		unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+	}
+}
+
+// judgeCall decides one held execve/execveat. Whatever it cannot read
+// or open it lets through to the kernel, whose exec path the fanotify
+// layer guards.
+func (c *execCtl) judgeCall(listener int, req *seccompNotif) bool {
+	pid := int(req.Pid)
+	a := req.Data.Args
+	dirfd, pathPtr, argvPtr, flags := unix.AT_FDCWD, a[0], a[1], uint64(0)
+	if req.Data.Nr == unix.SYS_EXECVEAT {
+		dirfd, pathPtr, argvPtr, flags = int(int32(a[0])), a[1], a[2], a[4]
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		return true
+	}
+	defer mem.Close()
+	path, err := readString(mem, pathPtr)
+	if err != nil {
+		return true
+	}
+	argv := readArgv(mem, argvPtr)
+	// The caller may have died and its pid been reused while we read.
+	id := req.ID
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id))); e != 0 {
+		return true
+	}
+	target := resolveAt(pid, dirfd, path, flags&unix.AT_EMPTY_PATH != 0)
+	oflags := unix.O_RDONLY | unix.O_CLOEXEC
+	if flags&unix.AT_SYMLINK_NOFOLLOW != 0 {
+		oflags |= unix.O_NOFOLLOW
+	}
+	fd, err := unix.Open(target, oflags, 0)
+	if err != nil {
+		return true
+	}
+	defer unix.Close(fd)
+	return c.judgeProgram(fd, displayPath(fd, path), pid, argv, 0)
+}
+
+// judgeProgram judges an exec'd file, then what it brings: its ELF
+// loader (admitted with it), its #! interpreter (judged), and, for an
+// interpreter, the file it is invoked on (judged).
+func (c *execCtl) judgeProgram(fd int, path string, pid int, argv []string, depth int) bool {
+	role := RoleProgram
+	if depth > 0 {
+		role = RoleInterpreter
+	}
+	ok, _ := c.judge(fd, path, role)
+	if !ok {
+		return false
+	}
+	if l := elfInterp(fd); l != "" {
+		// The loader the kernel will open for this program: admitted with
+		// it unless denied outright (the host decides, and logs it).
+		if lfd, err := unix.Open(l, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			if la, err := c.addrOf(lfd); err == nil {
+				c.mu.Lock()
+				known := c.loaders[la]
+				c.mu.Unlock()
+				if !known && c.ask(Ctl{Addr: la, Path: l, Role: RoleLoader}) {
+					c.mu.Lock()
+					c.loaders[la] = true
+					c.mu.Unlock()
+				}
+			}
+			unix.Close(lfd)
+		}
+	}
+	if interp, ok := shebang(fd); ok && depth < 4 {
+		ifd, err := unix.Open(resolveAt(pid, unix.AT_FDCWD, interp, false), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return true // the kernel will fail the exec itself
+		}
+		defer unix.Close(ifd)
+		return c.judgeProgram(ifd, interp, pid, nil, depth+1)
+	}
+	if file := scriptArg(filepath.Base(displayPath(fd, path)), argv); file != "" {
+		sfd, err := unix.Open(resolveAt(pid, unix.AT_FDCWD, file, false), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return true // not a file: the interpreter will say so
+		}
+		defer unix.Close(sfd)
+		var st unix.Stat_t
+		if unix.Fstat(sfd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return true
+		}
+		ok, _ := c.judge(sfd, file, RoleScript)
+		return ok
+	}
+	return true
+}
+
+// resolveAt names, from init, what path means to process pid: relative
+// to its working directory or to its descriptor dirfd.
+func resolveAt(pid, dirfd int, path string, emptyPath bool) string {
+	switch {
+	case path == "" && emptyPath:
+		return fmt.Sprintf("/proc/%d/fd/%d", pid, dirfd)
+	case filepath.IsAbs(path):
+		return path
+	case dirfd == unix.AT_FDCWD:
+		return fmt.Sprintf("/proc/%d/cwd/%s", pid, path)
+	default:
+		return fmt.Sprintf("/proc/%d/fd/%d/%s", pid, dirfd, path)
+	}
+}
+
+// displayPath is where the open file is, for the log.
+func displayPath(fd int, fallback string) string {
+	if p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err == nil {
+		return p
+	}
+	return fallback
+}
+
+// readString reads a NUL-terminated string of at most PATH_MAX bytes.
+func readString(mem *os.File, at uint64) (string, error) {
+	if at == 0 {
+		return "", nil
+	}
+	buf := make([]byte, 4096)
+	n, err := mem.ReadAt(buf, int64(at))
+	if n == 0 && err != nil {
+		return "", err
+	}
+	if i := bytes.IndexByte(buf[:n], 0); i >= 0 {
+		return string(buf[:i]), nil
+	}
+	return "", errors.New("unterminated or overlong path")
+}
+
+// readArgv reads up to 256 arguments.
+func readArgv(mem *os.File, at uint64) []string {
+	var out []string
+	for i := 0; at != 0 && i < 256; i++ {
+		var p [8]byte
+		if _, err := mem.ReadAt(p[:], int64(at)+int64(8*i)); err != nil {
+			break
+		}
+		ptr := uint64(p[0]) | uint64(p[1])<<8 | uint64(p[2])<<16 | uint64(p[3])<<24 | uint64(p[4])<<32 | uint64(p[5])<<40 | uint64(p[6])<<48 | uint64(p[7])<<56
+		if ptr == 0 {
+			break
+		}
+		s, err := readString(mem, ptr)
+		if err != nil {
+			break
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// elfInterp is the PT_INTERP of an ELF file, "" for none.
+func elfInterp(fd int) (interp string) {
+	defer func() {
+		if recover() != nil { // debug/elf on hostile input
+			interp = ""
+		}
+	}()
+	f, err := elf.NewFile(io.NewSectionReader(fdReader(fd), 0, 1<<62))
+	if err != nil {
+		return ""
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP && p.Filesz > 0 && p.Filesz < 4096 {
+			b := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(b, 0); err != nil {
+				return ""
+			}
+			return string(bytes.TrimRight(b, "\x00"))
+		}
+	}
+	return ""
+}
+
+type fdReader int
+
+func (r fdReader) ReadAt(b []byte, off int64) (int, error) {
+	n, err := unix.Pread(int(r), b, off)
+	if err != nil {
+		return 0, err
+	}
+	if n < len(b) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// shebang is the interpreter a #! line names.
+func shebang(fd int) (string, bool) {
+	buf := make([]byte, 256)
+	n, _ := unix.Pread(fd, buf, 0)
+	if n < 3 || buf[0] != '#' || buf[1] != '!' {
+		return "", false
+	}
+	line, _, _ := bytes.Cut(buf[2:n], []byte("\n"))
+	fields := strings.Fields(string(line))
+	if len(fields) == 0 {
+		return "", false
+	}
+	return fields[0], true
+}
+
+// interpreters are the programs whose argument names code to run, by
+// family: the options that take code inline (no file is then run), and
+// those that take a separate value.
+var interpreters = []struct {
+	family       string
+	match        func(string) bool
+	inline       string // short options (each letter) meaning "the code is an argument"
+	inlineLong   []string
+	valued       []string
+	fileOptional []string // options whose value is the script
+}{
+	{"shell", oneOf("sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh"), "c", nil, []string{"-o", "+o", "-O", "+O", "--rcfile", "--init-file"}, nil},
+	{"python", prefix("python"), "cm", nil, []string{"-W", "-X", "-Q"}, nil},
+	{"perl", prefix("perl"), "eE", nil, []string{"-I", "-M", "-m"}, nil},
+	{"ruby", prefix("ruby"), "e", nil, []string{"-I", "-r", "-E", "-C"}, nil},
+	{"node", oneOf("node", "nodejs"), "ep", []string{"--eval", "--print"}, []string{"-r", "--require", "--import", "--loader", "--experimental-loader", "--input-type", "--conditions", "-C"}, nil},
+	{"php", prefix("php"), "r", nil, []string{"-d", "-c", "-z"}, []string{"-f"}},
+	{"lua", prefix("lua"), "e", nil, []string{"-l"}, nil},
+	{"tcl", prefix("tclsh"), "", nil, nil, nil},
+	{"awk", oneOf("awk", "gawk", "mawk", "nawk", "busybox-awk"), "", nil, []string{"-v", "-F"}, []string{"-f"}},
+	{"loader", func(n string) bool { return strings.HasPrefix(n, "ld-linux") || strings.HasPrefix(n, "ld-") && strings.Contains(n, ".so") }, "", nil, []string{"--library-path", "--preload", "--argv0", "--audit", "--inhibit-rpath", "--glibc-hwcaps-prepend", "--glibc-hwcaps-mask"}, nil},
+}
+
+func oneOf(names ...string) func(string) bool {
+	return func(n string) bool {
+		for _, x := range names {
+			if n == x {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func prefix(p string) func(string) bool {
+	return func(n string) bool {
+		if !strings.HasPrefix(n, p) {
+			return false
+		}
+		rest := n[len(p):]
+		_, err := strconv.ParseFloat(strings.TrimSuffix(rest, "."), 64)
+		return rest == "" || err == nil || strings.Trim(rest, "0123456789.") == ""
+	}
+}
+
+// scriptArg is the file an interpreter named name is invoked on by argv,
+// "" when it is not an interpreter, runs inline code, or reads stdin.
+func scriptArg(name string, argv []string) string {
+	for _, in := range interpreters {
+		if !in.match(name) {
+			continue
+		}
+		for i := 1; i < len(argv); i++ {
+			a := argv[i]
+			switch {
+			case a == "--":
+				if i+1 < len(argv) {
+					return argv[i+1]
+				}
+				return ""
+			case a == "-":
+				return "" // stdin
+			case contains(in.fileOptional, a):
+				if i+1 < len(argv) {
+					return argv[i+1]
+				}
+				return ""
+			case contains(in.inlineLong, a) || strings.HasPrefix(a, "--eval=") || strings.HasPrefix(a, "--print="):
+				return ""
+			case contains(in.valued, a):
+				i++
+			case strings.HasPrefix(a, "--") || strings.HasPrefix(a, "+"):
+			case strings.HasPrefix(a, "-") && len(a) > 1:
+				if in.inline != "" && strings.ContainsAny(a[1:], in.inline) {
+					return ""
+				}
+			case in.family == "awk":
+				return "" // without -f, awk's first operand is the program text
+			default:
+				return a
+			}
+		}
+		return ""
+	}
+	return ""
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// --- the fanotify layer ---
+
+// markExecMounts makes a fanotify group that holds every open for exec
+// on each exec-capable mount of the run (as init sees them, after the
+// pivot), and returns it.
+func markExecMounts() (int, error) {
+	fd, err := unix.FanotifyInit(unix.FAN_CLASS_CONTENT|unix.FAN_CLOEXEC|unix.FAN_UNLIMITED_QUEUE|unix.FAN_UNLIMITED_MARKS, unix.O_RDONLY|unix.O_LARGEFILE|unix.O_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("exec control: fanotify (needs sandbox to run as root): %w", err)
+	}
+	mi, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	defer mi.Close()
+	marked := 0
+	sc := bufio.NewScanner(mi)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 6 {
+			continue
+		}
+		point, opts := unescapeMount(f[4]), f[5]
+		if contains(strings.Split(opts, ","), "noexec") {
+			continue
+		}
+		if err := unix.FanotifyMark(fd, unix.FAN_MARK_ADD|unix.FAN_MARK_MOUNT, unix.FAN_OPEN_EXEC_PERM, unix.AT_FDCWD, point); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue // overmounted away
+			}
+			unix.Close(fd)
+			return -1, fmt.Errorf("exec control: mark %s: %w", point, err)
+		}
+		marked++
+	}
+	if marked == 0 {
+		unix.Close(fd)
+		return -1, errors.New("exec control: no mount to mark")
+	}
+	return fd, nil
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// serveFanotify answers the kernel's exec permission events.
+func (c *execCtl) serveFanotify(fd int) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return
+		}
+		for off := 0; off+int(unix.FAN_EVENT_METADATA_LEN) <= n; {
+			m := (*unix.FanotifyEventMetadata)(unsafe.Pointer(&buf[off]))
+			if m.Vers != unix.FANOTIFY_METADATA_VERSION || m.Event_len < uint32(unix.FAN_EVENT_METADATA_LEN) {
+				return
+			}
+			if m.Fd >= 0 {
+				allow := true
+				if m.Mask&unix.FAN_OPEN_EXEC_PERM != 0 {
+					allow = c.judgeKernel(int(m.Fd))
+				}
+				resp := unix.FanotifyResponse{Fd: m.Fd, Response: unix.FAN_ALLOW}
+				if !allow {
+					resp.Response = unix.FAN_DENY
+				}
+				unix.Write(fd, (*[unsafe.Sizeof(resp)]byte)(unsafe.Pointer(&resp))[:])
+				unix.Close(int(m.Fd))
+			}
+			off += int(m.Event_len)
+		}
+	}
+}
+
+// judgeKernel decides an open for exec the kernel holds: by the verdict
+// already given for that content, as the loader of an allowed program,
+// or by asking the host. What cannot be hashed is refused.
+func (c *execCtl) judgeKernel(fd int) bool {
+	a, err := c.addrOf(fd)
+	if err != nil {
+		return false
+	}
+	c.mu.Lock()
+	v, decided := c.verdicts[a]
+	loader := c.loaders[a]
+	c.mu.Unlock()
+	if loader {
+		// The kernel does not say whether it opens this as a program or as
+		// the loader of one; a loader admitted for an allowed program is
+		// let through (run directly, it was judged as a program above).
+		return true
+	}
+	if decided {
+		return v
+	}
+	ok, _ := c.judge(fd, displayPath(fd, ""), RoleKernel)
+	return ok
+}
