@@ -435,7 +435,9 @@ var interpreters = []struct {
 	{"lua", prefix("lua"), "e", nil, []string{"-l"}, nil},
 	{"tcl", prefix("tclsh"), "", nil, nil, nil},
 	{"awk", oneOf("awk", "gawk", "mawk", "nawk", "busybox-awk"), "", nil, []string{"-v", "-F"}, []string{"-f"}},
-	{"loader", func(n string) bool { return strings.HasPrefix(n, "ld-linux") || strings.HasPrefix(n, "ld-") && strings.Contains(n, ".so") }, "", nil, []string{"--library-path", "--preload", "--argv0", "--audit", "--inhibit-rpath", "--glibc-hwcaps-prepend", "--glibc-hwcaps-mask"}, nil},
+	{"loader", func(n string) bool {
+		return strings.HasPrefix(n, "ld-linux") || strings.HasPrefix(n, "ld-") && strings.Contains(n, ".so")
+	}, "", nil, []string{"--library-path", "--preload", "--argv0", "--audit", "--inhibit-rpath", "--glibc-hwcaps-prepend", "--glibc-hwcaps-mask"}, nil},
 }
 
 func oneOf(names ...string) func(string) bool {
