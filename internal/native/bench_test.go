@@ -113,3 +113,39 @@ func BenchmarkStartToExit(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkExecControl runs a shell loop of 200 execs of /bin/true at
+// S1 without and with exec control (a deny list naming another binary),
+// and reports the time per exec.
+func BenchmarkExecControl(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("exec control needs root")
+	}
+	helper, err := guest.S1Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := New(Config{StateDir: b.TempDir(), Self: helper, NoWarm: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	whoami, _ := addr.OfFile("/usr/bin/whoami")
+	const n = 200
+	loop := fmt.Sprintf("i=0; while [ $i -lt %d ]; do /bin/true; i=$((i+1)); done", n)
+	u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte("sh")), Entry: "/bin/sh", Args: []string{"sh", "-c", loop}}
+	for _, tc := range []struct {
+		name   string
+		grants []string
+	}{{"off", nil}, {"deny-list", []string{"exec:deny:" + whoami.String()}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			g, _ := grant.ParseArgs(append([]string{"cpu:1J"}, tc.grants...), "/")
+			for b.Loop() {
+				res, err := e.Run(context.Background(), &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard, Deadline: time.Minute})
+				if err != nil || res.Outcome.ExitCode == nil || *res.Outcome.ExitCode != 0 {
+					b.Fatalf("%v %+v", err, res)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/exec")
+		})
+	}
+}

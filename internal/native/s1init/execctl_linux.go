@@ -44,6 +44,31 @@ type execCtl struct {
 	verdicts map[string]bool    // addr → the host's answer
 	loaders  map[string]bool    // ELF loaders of allowed programs
 	addrs    map[fileKey]string // file identity → addr
+	heads    map[string]head    // addr → what its first bytes say
+}
+
+// head is what exec control reads from the start of a file: the ELF
+// loader it names, or the interpreter of its #! line.
+type head struct {
+	loader  string
+	interp  string
+	isShell bool
+}
+
+// headOf reads (once per content) the loader and #! line of the file.
+func (c *execCtl) headOf(fd int, a string) head {
+	c.mu.Lock()
+	h, ok := c.heads[a]
+	c.mu.Unlock()
+	if ok {
+		return h
+	}
+	h.loader = elfInterp(fd)
+	h.interp, h.isShell = shebang(fd)
+	c.mu.Lock()
+	c.heads[a] = h
+	c.mu.Unlock()
+	return h
 }
 
 type fileKey struct {
@@ -53,7 +78,7 @@ type fileKey struct {
 }
 
 func newExecCtl(ask func(Ctl) bool) *execCtl {
-	return &execCtl{ask: ask, verdicts: map[string]bool{}, loaders: map[string]bool{}, addrs: map[fileKey]string{}}
+	return &execCtl{ask: ask, verdicts: map[string]bool{}, loaders: map[string]bool{}, addrs: map[fileKey]string{}, heads: map[string]head{}}
 }
 
 // hostAsker asks the host over the control socket, one question at a
@@ -259,11 +284,12 @@ func (c *execCtl) judgeProgram(fd int, path string, pid int, argv []string, dept
 	if depth > 0 {
 		role = RoleInterpreter
 	}
-	ok, _ := c.judge(fd, path, role)
+	ok, a := c.judge(fd, path, role)
 	if !ok {
 		return false
 	}
-	if l := elfInterp(fd); l != "" {
+	h := c.headOf(fd, a)
+	if l := h.loader; l != "" {
 		// The loader the kernel will open for this program: admitted with
 		// it unless denied outright (the host decides, and logs it).
 		if lfd, err := unix.Open(l, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
@@ -280,7 +306,7 @@ func (c *execCtl) judgeProgram(fd int, path string, pid int, argv []string, dept
 			unix.Close(lfd)
 		}
 	}
-	if interp, ok := shebang(fd); ok && depth < 4 {
+	if interp, ok := h.interp, h.isShell; ok && depth < 4 {
 		ifd, err := unix.Open(resolveAt(pid, unix.AT_FDCWD, interp, false), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return true // the kernel will fail the exec itself
