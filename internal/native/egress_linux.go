@@ -104,8 +104,7 @@ func sortedKeys(m map[string]string) []string {
 // serveCtl answers init on the control socket until init closes it (or
 // the run ends): the egress listener it passes is served by the run's
 // proxy; exec questions go to o.execCtl.
-func (e *Executor) serveCtl(ctl *os.File, o launchOpts) {
-	fd := int(ctl.Fd())
+func (e *Executor) serveCtl(fd int, o launchOpts) {
 	buf := make([]byte, 64<<10)
 	oob := make([]byte, unix.CmsgSpace(4*4))
 	for {

@@ -530,9 +530,10 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 	json.NewEncoder(p.specW).Encode(sp)
 	p.specW.Close()
 	ctlDone := make(chan struct{})
+	ctlFD := int(p.ctl.Fd())
 	go func() {
 		defer close(ctlDone)
-		e.serveCtl(p.ctl, o)
+		e.serveCtl(ctlFD, o)
 	}()
 	if onStart != nil && cg != nil {
 		onStart(job.Control{Freeze: cg.Freeze, Thaw: cg.Thaw})
@@ -566,8 +567,11 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 	}
 	end.end = time.Now()
 	copies.Wait()
-	p.ctl.Close()
+	// Init is gone, and with it the other end; shutting ours down wakes
+	// the reader in any case, before the descriptor is closed.
+	unix.Shutdown(ctlFD, unix.SHUT_RDWR)
 	<-ctlDone
+	p.ctl.Close()
 	var st s1init.Status
 	b, _ := io.ReadAll(p.statR)
 	p.statR.Close()
