@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/binary"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -349,7 +350,8 @@ func TestSecrets(t *testing.T) {
 		s := grant.Set{Net: []grant.Net{{Host: "h.test", Port: 443, Inject: []grant.Inject{{Header: "K", Secret: tc.ref}}}}}
 		m, err := Secrets(s, env)
 		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) || strings.Contains(err.Error(), "a\nb") {
+			var se *SecretError
+			if err == nil || !strings.Contains(err.Error(), tc.err) || strings.Contains(err.Error(), "a\nb") || !errors.As(err, &se) || !se.Invalid() {
 				t.Errorf("%s: %v", tc.ref, err)
 			}
 			continue

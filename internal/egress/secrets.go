@@ -32,7 +32,7 @@ func Secrets(s grant.Set, lookupEnv func(string) (string, bool)) (map[string][]H
 		for _, in := range n.Inject {
 			v, err := secretValue(in.Secret, lookupEnv)
 			if err != nil {
-				return nil, fmt.Errorf("inject %s into requests to %s: %w", in.Header, n.Host, err)
+				return nil, &SecretError{Err: fmt.Errorf("inject %s into requests to %s: %w", in.Header, n.Host, err)}
 			}
 			k := key(n.Host, n.Port)
 			out[k] = append(out[k], Header{Name: in.Header, Value: v, Ref: in.Secret})
@@ -40,6 +40,16 @@ func Secrets(s grant.Set, lookupEnv func(string) (string, bool)) (map[string][]H
 	}
 	return out, nil
 }
+
+// SecretError is an injection whose secret cannot be had: the run is
+// refused before it starts. It is the caller's to fix (Invalid).
+type SecretError struct{ Err error }
+
+func (e *SecretError) Error() string { return e.Err.Error() }
+func (e *SecretError) Unwrap() error { return e.Err }
+
+// Invalid marks the error as the caller's (errs.Invalid).
+func (e *SecretError) Invalid() bool { return true }
 
 func secretValue(ref string, lookupEnv func(string) (string, bool)) (string, error) {
 	var v string

@@ -3,18 +3,26 @@
 package native
 
 import (
-	"errors"
 	"os"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
+	"github.com/opensubstrate/sandbox/tier"
 )
 
 // ErrExecControlRootless refuses exec grants where they cannot be
 // enforced: fanotify permission events, the layer on the kernel's exec
-// path, need sandbox to run as root.
-var ErrExecControlRootless = errors.New("S1 exec control (exec:allow and exec:deny grants) needs fanotify permission events, which need sandbox to run as root; run as root or drop the exec grants")
+// path, need sandbox to run as root. It is a tier.ErrUnavailable.
+var ErrExecControlRootless error = rootlessError{}
+
+type rootlessError struct{}
+
+func (rootlessError) Error() string {
+	return "S1 exec control (exec:allow and exec:deny grants) needs fanotify permission events, which need sandbox to run as root; run as root or drop the exec grants"
+}
+
+func (rootlessError) Unwrap() error { return tier.ErrUnavailable }
 
 // execControl turns on exec control for a run whose grants have exec
 // lists: init holds every exec and asks; the run's Enforcer answers and
