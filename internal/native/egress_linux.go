@@ -129,8 +129,15 @@ func (e *Executor) serveCtl(fd int, o launchOpts) {
 			if err == nil {
 				go o.proxy.Serve(ln)
 			}
-		case o.execCtl != nil && len(fds) == 0:
-			reply, _ := json.Marshal(o.execCtl(m))
+		case m.Op == "exec" && o.execCtl != nil && len(fds) == 1:
+			v := s1init.Ctl{Op: "verdict"}
+			if a, err := e.fileAddr(fds[0]); err == nil {
+				m.Addr = a.String()
+				v = o.execCtl(m)
+				v.Addr = m.Addr
+			}
+			unix.Close(fds[0])
+			reply, _ := json.Marshal(v)
 			if _, err := unix.Write(fd, reply); err != nil {
 				return
 			}

@@ -3,12 +3,15 @@
 package native
 
 import (
+	"errors"
+	"io"
 	"os"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
 	"github.com/opensubstrate/sandbox/tier"
+	"golang.org/x/sys/unix"
 )
 
 // ErrExecControlRootless refuses exec grants where they cannot be
@@ -23,6 +26,50 @@ func (rootlessError) Error() string {
 }
 
 func (rootlessError) Unwrap() error { return tier.ErrUnavailable }
+
+// fileAddr is the content address of the regular file open at fd (which
+// init passed), cached by the file's identity and times.
+func (e *Executor) fileAddr(fd int) (addr.Addr, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return addr.Addr{}, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return addr.Addr{}, errors.New("not a regular file")
+	}
+	k := fileKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+	e.addrMu.Lock()
+	a, ok := e.addrs[k]
+	e.addrMu.Unlock()
+	if ok {
+		return a, nil
+	}
+	a, err := addr.OfReader(io.NewSectionReader(preader(fd), 0, st.Size))
+	if err != nil {
+		return addr.Addr{}, err
+	}
+	e.addrMu.Lock()
+	if e.addrs == nil || len(e.addrs) > 1<<14 {
+		e.addrs = map[fileKey]addr.Addr{}
+	}
+	e.addrs[k] = a
+	e.addrMu.Unlock()
+	return a, nil
+}
+
+// preader reads a descriptor at offsets, leaving its position alone.
+type preader int
+
+func (p preader) ReadAt(b []byte, off int64) (int, error) {
+	n, err := unix.Pread(int(p), b, off)
+	if err != nil {
+		return 0, err
+	}
+	if n < len(b) {
+		return n, io.EOF
+	}
+	return n, nil
+}
 
 // execControl turns on exec control for a run whose grants have exec
 // lists: init holds every exec and asks; the run's Enforcer answers and

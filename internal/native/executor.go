@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
 
 	"github.com/opensubstrate/sandbox/tier"
@@ -46,8 +47,11 @@ type Executor struct {
 	warm warmPool
 	// kernelExecOnly (tests) runs exec control on its fanotify layer alone.
 	kernelExecOnly bool
-	probeOnce      sync.Once
-	probe          tier.Probe
+	// addrs caches exec control's hashes by file identity (Linux).
+	addrMu    sync.Mutex
+	addrs     map[fileKey]addr.Addr
+	probeOnce sync.Once
+	probe     tier.Probe
 }
 
 // New returns an S1 executor.
@@ -76,6 +80,13 @@ func New(cfg Config) (*Executor, error) {
 		return nil, fmt.Errorf("native: a state directory is required")
 	}
 	return &Executor{cfg: cfg}, nil
+}
+
+// fileKey is what says a file has not changed since it was hashed.
+type fileKey struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64
 }
 
 func isExecutable(p string) bool {

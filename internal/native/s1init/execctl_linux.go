@@ -5,12 +5,10 @@ package s1init
 import (
 	"bufio"
 	"bytes"
-	"debug/elf"
-	"encoding/hex"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -19,7 +17,6 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/zeebo/blake3"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,13 +35,16 @@ import (
 //     init hashes that very file. What the first layer missed is refused
 //     there, with EPERM.
 type execCtl struct {
-	ask func(Ctl) bool
+	// ask sends a question with the open file (the host hashes it:
+	// init carries no hash of its own) and returns the verdict, which
+	// names the file's address; false when there is no answer.
+	ask func(q Ctl, fd int) (Ctl, bool)
 
 	mu       sync.Mutex
 	verdicts map[string]bool    // addr → the host's answer
 	loaders  map[string]bool    // ELF loaders of allowed programs
 	addrs    map[fileKey]string // file identity → addr
-	heads    map[string]head    // addr → what its first bytes say
+	heads    map[fileKey]head   // what a file's first bytes say
 }
 
 // head is what exec control reads from the start of a file: the ELF
@@ -55,19 +55,25 @@ type head struct {
 	isShell bool
 }
 
-// headOf reads (once per content) the loader and #! line of the file.
-func (c *execCtl) headOf(fd int, a string) head {
-	c.mu.Lock()
-	h, ok := c.heads[a]
-	c.mu.Unlock()
-	if ok {
-		return h
+// headOf reads (once per file version) the loader and #! line of fd.
+func (c *execCtl) headOf(fd int) head {
+	k, err := identity(fd)
+	if err == nil {
+		c.mu.Lock()
+		h, ok := c.heads[k]
+		c.mu.Unlock()
+		if ok {
+			return h
+		}
 	}
+	var h head
 	h.loader = elfInterp(fd)
 	h.interp, h.isShell = shebang(fd)
-	c.mu.Lock()
-	c.heads[a] = h
-	c.mu.Unlock()
+	if err == nil {
+		c.mu.Lock()
+		c.heads[k] = h
+		c.mu.Unlock()
+	}
 	return h
 }
 
@@ -77,22 +83,22 @@ type fileKey struct {
 	mtime, ctime int64
 }
 
-func newExecCtl(ask func(Ctl) bool) *execCtl {
-	return &execCtl{ask: ask, verdicts: map[string]bool{}, loaders: map[string]bool{}, addrs: map[fileKey]string{}, heads: map[string]head{}}
+func newExecCtl(ask func(Ctl, int) (Ctl, bool)) *execCtl {
+	return &execCtl{ask: ask, verdicts: map[string]bool{}, loaders: map[string]bool{}, addrs: map[fileKey]string{}, heads: map[fileKey]head{}}
 }
 
 // hostAsker asks the host over the control socket, one question at a
-// time; no answer is a refusal.
-func hostAsker() func(Ctl) bool {
+// time, passing the open file along; no answer is a refusal.
+func hostAsker() func(Ctl, int) (Ctl, bool) {
 	var mu sync.Mutex
 	buf := make([]byte, 4096)
-	return func(q Ctl) bool {
+	return func(q Ctl, fd int) (Ctl, bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		q.Op = "exec"
 		b, _ := json.Marshal(q)
-		if _, err := unix.Write(ctlFD, b); err != nil {
-			return false
+		if err := unix.Sendmsg(ctlFD, b, unix.UnixRights(fd), nil, 0); err != nil {
+			return Ctl{}, false
 		}
 		for {
 			n, err := unix.Read(ctlFD, buf)
@@ -100,69 +106,62 @@ func hostAsker() func(Ctl) bool {
 				continue
 			}
 			if err != nil || n == 0 {
-				return false
+				return Ctl{}, false
 			}
 			var v Ctl
 			if json.Unmarshal(buf[:n], &v) != nil || v.Op != "verdict" {
-				return false
+				return Ctl{}, false
 			}
-			return v.Allow
+			return v, true
 		}
 	}
 }
 
-// addrOf is the content address of the open file fd (cached by the
-// file's identity and times), or an error for anything but a regular
-// file.
-func (c *execCtl) addrOf(fd int) (string, error) {
+// identity is what says a file has not changed: device, inode, size and
+// the modification and change times. Only regular files have one here.
+func identity(fd int) (fileKey, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return "", err
+		return fileKey{}, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return "", errors.New("not a regular file")
+		return fileKey{}, errors.New("not a regular file")
 	}
-	k := fileKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
-	c.mu.Lock()
-	a, ok := c.addrs[k]
-	c.mu.Unlock()
-	if ok {
-		return a, nil
-	}
-	h := blake3.New()
-	buf := make([]byte, 256<<10)
-	for off := int64(0); ; {
-		n, err := unix.Pread(fd, buf, off)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		if n == 0 {
-			break
-		}
-		h.Write(buf[:n])
-		off += int64(n)
-	}
-	a = "b3:" + hex.EncodeToString(h.Sum(nil))
-	c.mu.Lock()
-	c.addrs[k] = a
-	c.mu.Unlock()
-	return a, nil
+	return fileKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}, nil
 }
 
-// judge asks the host about the file open at fd, in a role.
+// known is the address the host gave for this version of the file.
+func (c *execCtl) known(fd int) (string, bool) {
+	k, err := identity(fd)
+	if err != nil {
+		return "", false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.addrs[k]
+	return a, ok
+}
+
+// judge asks the host about the file open at fd, in a role, and keeps
+// the answer. Anything but a regular file is refused.
 func (c *execCtl) judge(fd int, path, role string) (allow bool, addr string) {
-	a, err := c.addrOf(fd)
+	k, err := identity(fd)
 	if err != nil {
 		return false, ""
 	}
-	ok := c.ask(Ctl{Addr: a, Path: path, Role: role})
+	v, ok := c.ask(Ctl{Path: path, Role: role}, fd)
+	if !ok || v.Addr == "" {
+		return false, ""
+	}
 	c.mu.Lock()
-	c.verdicts[a] = ok
+	c.addrs[k] = v.Addr
+	if role == RoleLoader {
+		c.loaders[v.Addr] = v.Allow
+	} else {
+		c.verdicts[v.Addr] = v.Allow
+	}
 	c.mu.Unlock()
-	return ok, a
+	return v.Allow, v.Addr
 }
 
 // --- the seccomp layer ---
@@ -284,24 +283,20 @@ func (c *execCtl) judgeProgram(fd int, path string, pid int, argv []string, dept
 	if depth > 0 {
 		role = RoleInterpreter
 	}
-	ok, a := c.judge(fd, path, role)
-	if !ok {
+	if ok, _ := c.judge(fd, path, role); !ok {
 		return false
 	}
-	h := c.headOf(fd, a)
+	h := c.headOf(fd)
 	if l := h.loader; l != "" {
 		// The loader the kernel will open for this program: admitted with
 		// it unless denied outright (the host decides, and logs it).
 		if lfd, err := unix.Open(l, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-			if la, err := c.addrOf(lfd); err == nil {
-				c.mu.Lock()
-				known := c.loaders[la]
-				c.mu.Unlock()
-				if !known && c.ask(Ctl{Addr: la, Path: l, Role: RoleLoader}) {
-					c.mu.Lock()
-					c.loaders[la] = true
-					c.mu.Unlock()
-				}
+			la, ok := c.known(lfd)
+			c.mu.Lock()
+			_, decided := c.loaders[la]
+			c.mu.Unlock()
+			if !ok || !decided {
+				c.judge(lfd, l, RoleLoader)
 			}
 			unix.Close(lfd)
 		}
@@ -390,40 +385,66 @@ func readArgv(mem *os.File, at uint64) []string {
 	return out
 }
 
-// elfInterp is the PT_INTERP of an ELF file, "" for none.
-func elfInterp(fd int) (interp string) {
-	defer func() {
-		if recover() != nil { // debug/elf on hostile input
-			interp = ""
-		}
-	}()
-	f, err := elf.NewFile(io.NewSectionReader(fdReader(fd), 0, 1<<62))
-	if err != nil {
+// elfInterp is the PT_INTERP of an ELF file, "" for none or for
+// anything malformed. (A few lines instead of debug/elf, which would
+// add milliseconds to every run's start for its compression tables.)
+func elfInterp(fd int) string {
+	var h [64]byte
+	if n, _ := unix.Pread(fd, h[:], 0); n < 52 || string(h[:4]) != "\x7fELF" {
 		return ""
 	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP && p.Filesz > 0 && p.Filesz < 4096 {
-			b := make([]byte, p.Filesz)
-			if _, err := p.ReadAt(b, 0); err != nil {
-				return ""
-			}
-			return string(bytes.TrimRight(b, "\x00"))
+	var bo binary.ByteOrder
+	switch h[5] {
+	case 1:
+		bo = binary.LittleEndian
+	case 2:
+		bo = binary.BigEndian
+	default:
+		return ""
+	}
+	var phoff uint64
+	var phentsize, phnum uint16
+	switch h[4] {
+	case 1: // ELF32
+		phoff, phentsize, phnum = uint64(bo.Uint32(h[0x1c:])), bo.Uint16(h[0x2a:]), bo.Uint16(h[0x2c:])
+		if phentsize < 32 {
+			return ""
 		}
+	case 2: // ELF64
+		phoff, phentsize, phnum = bo.Uint64(h[0x20:]), bo.Uint16(h[0x36:]), bo.Uint16(h[0x38:])
+		if phentsize < 56 {
+			return ""
+		}
+	default:
+		return ""
+	}
+	if phnum > 512 || phoff > 1<<40 {
+		return ""
+	}
+	ph := make([]byte, phentsize)
+	for i := uint64(0); i < uint64(phnum); i++ {
+		if n, _ := unix.Pread(fd, ph, int64(phoff+i*uint64(phentsize))); n < len(ph) {
+			return ""
+		}
+		if bo.Uint32(ph[0:]) != 3 { // PT_INTERP
+			continue
+		}
+		var off, size uint64
+		if h[4] == 1 {
+			off, size = uint64(bo.Uint32(ph[4:])), uint64(bo.Uint32(ph[16:]))
+		} else {
+			off, size = bo.Uint64(ph[8:]), bo.Uint64(ph[32:])
+		}
+		if size == 0 || size > 4096 || off > 1<<40 {
+			return ""
+		}
+		b := make([]byte, size)
+		if n, _ := unix.Pread(fd, b, int64(off)); uint64(n) < size {
+			return ""
+		}
+		return string(bytes.TrimRight(b, "\x00"))
 	}
 	return ""
-}
-
-type fdReader int
-
-func (r fdReader) ReadAt(b []byte, off int64) (int, error) {
-	n, err := unix.Pread(int(r), b, off)
-	if err != nil {
-		return 0, err
-	}
-	if n < len(b) {
-		return n, io.EOF
-	}
-	return n, nil
 }
 
 // shebang is the interpreter a #! line names.
@@ -638,9 +659,10 @@ func (c *execCtl) serveFanotify(fd int) {
 // already given for that content, as the loader of an allowed program,
 // or by asking the host. What cannot be hashed is refused.
 func (c *execCtl) judgeKernel(fd int) bool {
-	a, err := c.addrOf(fd)
-	if err != nil {
-		return false
+	a, ok := c.known(fd)
+	if !ok {
+		ok, _ := c.judge(fd, displayPath(fd, ""), RoleKernel)
+		return ok
 	}
 	c.mu.Lock()
 	v, decided := c.verdicts[a]
@@ -655,6 +677,6 @@ func (c *execCtl) judgeKernel(fd int) bool {
 	if decided {
 		return v
 	}
-	ok, _ := c.judge(fd, displayPath(fd, ""), RoleKernel)
-	return ok
+	allow, _ := c.judge(fd, displayPath(fd, ""), RoleKernel)
+	return allow
 }
