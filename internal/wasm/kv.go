@@ -65,21 +65,29 @@ func instantiateKV(ctx context.Context, rt wazero.Runtime) error {
 		}
 		return append([]byte(nil), v...), true
 	}
-	get := func(ctx context.Context, m api.Module, nsP, nsL, kP, kL, bufP, bufCap, lenOut uint32) uint32 {
+	// begin reads a call's namespace and key and asks the grant.
+	begin := func(ctx context.Context, m api.Module, nsP, nsL, kP, kL uint32, write bool) (*broker, *kv.Store, string, []byte, uint32) {
 		b, store := fromContext(ctx)
 		if b == nil {
-			return errnoIO
+			return nil, nil, "", nil, errnoIO
 		}
 		ns, ok1 := read(m, nsP, nsL)
 		key, ok2 := read(m, kP, kL)
 		if !ok1 || !ok2 {
-			return errnoFault
+			return nil, nil, "", nil, errnoFault
 		}
-		if b.enf.KV(string(ns), false) != nil {
-			return errnoAcces
+		if b.enf.KV(string(ns), write) != nil {
+			return nil, nil, "", nil, errnoAcces
 		}
-		r, ok := do(b, "kv.get", kvReq{NS: string(ns), Key: key}, func() kvGetResp {
-			v, err := storeGet(store, string(ns), key)
+		return b, store, string(ns), key, errnoSuccess
+	}
+	get := func(ctx context.Context, m api.Module, nsP, nsL, kP, kL, bufP, bufCap, lenOut uint32) uint32 {
+		b, store, ns, key, e := begin(ctx, m, nsP, nsL, kP, kL, false)
+		if e != errnoSuccess {
+			return e
+		}
+		r, ok := do(b, "kv.get", kvReq{NS: ns, Key: key}, func() kvGetResp {
+			v, err := storeGet(store, ns, key)
 			return kvGetResp{Value: v, Errno: kvErrno(err)}
 		})
 		if !ok {
@@ -100,24 +108,19 @@ func instantiateKV(ctx context.Context, rt wazero.Runtime) error {
 		return errnoSuccess
 	}
 	put := func(ctx context.Context, m api.Module, nsP, nsL, kP, kL, vP, vL uint32) uint32 {
-		b, store := fromContext(ctx)
-		if b == nil {
-			return errnoIO
-		}
-		ns, ok1 := read(m, nsP, nsL)
-		key, ok2 := read(m, kP, kL)
-		val, ok3 := read(m, vP, vL)
-		if !ok1 || !ok2 || !ok3 {
+		val, ok := read(m, vP, vL)
+		if !ok {
 			return errnoFault
 		}
-		if b.enf.KV(string(ns), true) != nil {
-			return errnoAcces
+		b, store, ns, key, e := begin(ctx, m, nsP, nsL, kP, kL, true)
+		if e != errnoSuccess {
+			return e
 		}
-		r, ok := do(b, "kv.put", kvPutReq{NS: string(ns), Key: key, Value: addr.Of(val), Len: len(val)}, func() uint32 {
+		r, ok := do(b, "kv.put", kvPutReq{NS: ns, Key: key, Value: addr.Of(val), Len: len(val)}, func() uint32 {
 			if store == nil {
 				return errnoIO
 			}
-			return kvErrno(store.Put(string(ns), key, val))
+			return kvErrno(store.Put(ns, key, val))
 		})
 		if !ok {
 			return errnoIO
@@ -125,23 +128,15 @@ func instantiateKV(ctx context.Context, rt wazero.Runtime) error {
 		return r
 	}
 	del := func(ctx context.Context, m api.Module, nsP, nsL, kP, kL uint32) uint32 {
-		b, store := fromContext(ctx)
-		if b == nil {
-			return errnoIO
+		b, store, ns, key, e := begin(ctx, m, nsP, nsL, kP, kL, true)
+		if e != errnoSuccess {
+			return e
 		}
-		ns, ok1 := read(m, nsP, nsL)
-		key, ok2 := read(m, kP, kL)
-		if !ok1 || !ok2 {
-			return errnoFault
-		}
-		if b.enf.KV(string(ns), true) != nil {
-			return errnoAcces
-		}
-		r, ok := do(b, "kv.delete", kvReq{NS: string(ns), Key: key}, func() uint32 {
+		r, ok := do(b, "kv.delete", kvReq{NS: ns, Key: key}, func() uint32 {
 			if store == nil {
 				return errnoIO
 			}
-			return kvErrno(store.Delete(string(ns), key))
+			return kvErrno(store.Delete(ns, key))
 		})
 		if !ok {
 			return errnoIO
