@@ -244,13 +244,29 @@ func (h *linuxFS) viaFD(abs string, fn func(p string) error) experimentalsys.Err
 	return experimentalsys.UnwrapOSError(fn("/proc/self/fd/" + strconv.Itoa(fd)))
 }
 
-func (h *linuxFS) mkdir(abs string, perm fs.FileMode) experimentalsys.Errno {
+// atParent runs fn on the directory holding abs (opened beneath its
+// grant) and the last element of abs.
+func (h *linuxFS) atParent(abs string, fn func(pfd int, base string) error) experimentalsys.Errno {
 	pfd, base, e := h.parent(abs)
 	if e != 0 {
 		return e
 	}
 	defer unix.Close(pfd)
-	return experimentalsys.UnwrapOSError(unix.Mkdirat(pfd, base, uint32(perm.Perm())))
+	return experimentalsys.UnwrapOSError(fn(pfd, base))
+}
+
+// atParents is atParent for two paths (rename, link).
+func (h *linuxFS) atParents(from, to string, fn func(a int, an string, b int, bn string) error) experimentalsys.Errno {
+	a, an, e := h.parent(from)
+	if e != 0 {
+		return e
+	}
+	defer unix.Close(a)
+	return h.atParent(to, func(b int, bn string) error { return fn(a, an, b, bn) })
+}
+
+func (h *linuxFS) mkdir(abs string, perm fs.FileMode) experimentalsys.Errno {
+	return h.atParent(abs, func(pfd int, base string) error { return unix.Mkdirat(pfd, base, uint32(perm.Perm())) })
 }
 
 func (h *linuxFS) chmod(abs string, perm fs.FileMode) experimentalsys.Errno {
@@ -258,58 +274,23 @@ func (h *linuxFS) chmod(abs string, perm fs.FileMode) experimentalsys.Errno {
 }
 
 func (h *linuxFS) rename(from, to string) experimentalsys.Errno {
-	a, an, e := h.parent(from)
-	if e != 0 {
-		return e
-	}
-	defer unix.Close(a)
-	b, bn, e := h.parent(to)
-	if e != 0 {
-		return e
-	}
-	defer unix.Close(b)
-	return experimentalsys.UnwrapOSError(unix.Renameat(a, an, b, bn))
+	return h.atParents(from, to, func(a int, an string, b int, bn string) error { return unix.Renameat(a, an, b, bn) })
 }
 
 func (h *linuxFS) rmdir(abs string) experimentalsys.Errno {
-	pfd, base, e := h.parent(abs)
-	if e != 0 {
-		return e
-	}
-	defer unix.Close(pfd)
-	return experimentalsys.UnwrapOSError(unix.Unlinkat(pfd, base, unix.AT_REMOVEDIR))
+	return h.atParent(abs, func(pfd int, base string) error { return unix.Unlinkat(pfd, base, unix.AT_REMOVEDIR) })
 }
 
 func (h *linuxFS) unlink(abs string) experimentalsys.Errno {
-	pfd, base, e := h.parent(abs)
-	if e != 0 {
-		return e
-	}
-	defer unix.Close(pfd)
-	return experimentalsys.UnwrapOSError(unix.Unlinkat(pfd, base, 0))
+	return h.atParent(abs, func(pfd int, base string) error { return unix.Unlinkat(pfd, base, 0) })
 }
 
 func (h *linuxFS) link(from, to string) experimentalsys.Errno {
-	a, an, e := h.parent(from)
-	if e != 0 {
-		return e
-	}
-	defer unix.Close(a)
-	b, bn, e := h.parent(to)
-	if e != 0 {
-		return e
-	}
-	defer unix.Close(b)
-	return experimentalsys.UnwrapOSError(unix.Linkat(a, an, b, bn, 0))
+	return h.atParents(from, to, func(a int, an string, b int, bn string) error { return unix.Linkat(a, an, b, bn, 0) })
 }
 
 func (h *linuxFS) symlink(target, link string) experimentalsys.Errno {
-	pfd, base, e := h.parent(link)
-	if e != 0 {
-		return e
-	}
-	defer unix.Close(pfd)
-	return experimentalsys.UnwrapOSError(unix.Symlinkat(target, pfd, base))
+	return h.atParent(link, func(pfd int, base string) error { return unix.Symlinkat(target, pfd, base) })
 }
 
 func (h *linuxFS) readlink(abs string) (string, experimentalsys.Errno) {
