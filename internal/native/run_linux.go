@@ -348,17 +348,7 @@ type warmPool struct {
 // alive and was built for b (waiting for it if it is still starting),
 // else a new one.
 func (e *Executor) claim(b s1init.Base) (*initProc, error) {
-	w := &e.warm
-	w.mu.Lock()
-	if w.ready == nil && w.starting != nil {
-		s := w.starting
-		w.mu.Unlock()
-		<-s
-		w.mu.Lock()
-	}
-	p := w.ready
-	w.ready = nil
-	w.mu.Unlock()
+	p := e.warm.take()
 	if p != nil {
 		select {
 		case <-p.done: // it died while waiting
@@ -423,13 +413,27 @@ func (e *Executor) startWarm(b s1init.Base) {
 }
 
 // waitWarm waits for a warm init in flight to have started.
-func (e *Executor) waitWarm() {
-	e.warm.mu.Lock()
-	s := e.warm.starting
-	e.warm.mu.Unlock()
+func (e *Executor) waitWarm() { e.warm.wait() }
+
+// wait waits for a start in flight, if there is one.
+func (w *warmPool) wait() {
+	w.mu.Lock()
+	s := w.starting
+	w.mu.Unlock()
 	if s != nil {
 		<-s
 	}
+}
+
+// take waits for a start in flight, then removes the ready init (nil if
+// there is none).
+func (w *warmPool) take() *initProc {
+	w.wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p := w.ready
+	w.ready = nil
+	return p
 }
 
 // Close ends the warm init, if there is one.
@@ -437,16 +441,8 @@ func (e *Executor) Close() error {
 	w := &e.warm
 	w.mu.Lock()
 	w.closed = true
-	s := w.starting
 	w.mu.Unlock()
-	if s != nil {
-		<-s
-	}
-	w.mu.Lock()
-	p := w.ready
-	w.ready = nil
-	w.mu.Unlock()
-	if p != nil {
+	if p := w.take(); p != nil {
 		p.discard()
 	}
 	return nil
