@@ -143,38 +143,29 @@ func (e *Enforcer) Log() Log {
 
 // Connect decides a connection to host:port.
 func (e *Enforcer) Connect(host string, port int) error {
-	target := net.JoinHostPort(host, strconv.Itoa(port))
-	h, err := normHost(host)
-	if err != nil {
-		return e.record(KindNet, OpConnect, target, false, "not a host name or address")
-	}
-	for _, n := range e.set.Net {
-		if n.Host == h && n.Port == port {
-			return e.record(KindNet, OpConnect, target, true, n.String())
-		}
-	}
-	return e.record(KindNet, OpConnect, target, false, "no net grant for this destination")
+	return e.ConnectVetted(host, port, nil)
 }
 
 // ConnectVetted decides a connection to host:port that needs more than
-// the grant: when a grant covers it, vet runs (the egress proxy resolves
-// the name and refuses private or loopback answers that were not granted)
-// and its error, if any, is the denial. Either way one decision is logged.
+// the grant: when a grant covers it, vet (if not nil) runs (the egress
+// proxy resolves the name and refuses private or loopback answers that
+// were not granted) and its error, if any, is the denial. Either way one
+// decision is logged.
 func (e *Enforcer) ConnectVetted(host string, port int, vet func() error) error {
 	target := net.JoinHostPort(host, strconv.Itoa(port))
-	h, err := normHost(host)
-	if err != nil {
+	if _, err := normHost(host); err != nil {
 		return e.record(KindNet, OpConnect, target, false, "not a host name or address")
 	}
-	for _, n := range e.set.Net {
-		if n.Host == h && n.Port == port {
-			if err := vet(); err != nil {
-				return e.record(KindNet, OpConnect, target, false, err.Error())
-			}
-			return e.record(KindNet, OpConnect, target, true, n.String())
+	n, ok := e.NetGrant(host, port)
+	if !ok {
+		return e.record(KindNet, OpConnect, target, false, "no net grant for this destination")
+	}
+	if vet != nil {
+		if err := vet(); err != nil {
+			return e.record(KindNet, OpConnect, target, false, err.Error())
 		}
 	}
-	return e.record(KindNet, OpConnect, target, false, "no net grant for this destination")
+	return e.record(KindNet, OpConnect, target, true, n.String())
 }
 
 // NetGrant returns the net grant for host:port, without deciding anything.
