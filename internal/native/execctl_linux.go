@@ -3,7 +3,6 @@
 package native
 
 import (
-	"errors"
 	"io"
 	"os"
 
@@ -30,27 +29,23 @@ func (rootlessError) Unwrap() error { return tier.ErrUnavailable }
 // fileAddr is the content address of the regular file open at fd (which
 // init passed), cached by the file's identity and times.
 func (e *Executor) fileAddr(fd int) (addr.Addr, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	k, err := s1init.Identity(fd)
+	if err != nil {
 		return addr.Addr{}, err
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return addr.Addr{}, errors.New("not a regular file")
-	}
-	k := fileKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
 	e.addrMu.Lock()
 	a, ok := e.addrs[k]
 	e.addrMu.Unlock()
 	if ok {
 		return a, nil
 	}
-	a, err := addr.OfReader(io.NewSectionReader(preader(fd), 0, st.Size))
+	a, err = addr.OfReader(io.NewSectionReader(preader(fd), 0, k.Size))
 	if err != nil {
 		return addr.Addr{}, err
 	}
 	e.addrMu.Lock()
 	if e.addrs == nil || len(e.addrs) > 1<<14 {
-		e.addrs = map[fileKey]addr.Addr{}
+		e.addrs = map[s1init.FileKey]addr.Addr{}
 	}
 	e.addrs[k] = a
 	e.addrMu.Unlock()

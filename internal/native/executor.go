@@ -49,7 +49,7 @@ type Executor struct {
 	kernelExecOnly bool
 	// addrs caches exec control's hashes by file identity (Linux).
 	addrMu    sync.Mutex
-	addrs     map[fileKey]addr.Addr
+	addrs     map[s1init.FileKey]addr.Addr
 	probeOnce sync.Once
 	probe     tier.Probe
 }
@@ -80,13 +80,6 @@ func New(cfg Config) (*Executor, error) {
 		return nil, fmt.Errorf("native: a state directory is required")
 	}
 	return &Executor{cfg: cfg}, nil
-}
-
-// fileKey is what says a file has not changed since it was hashed.
-type fileKey struct {
-	dev, ino     uint64
-	size         int64
-	mtime, ctime int64
 }
 
 func isExecutable(p string) bool {

@@ -43,8 +43,8 @@ type execCtl struct {
 	mu       sync.Mutex
 	verdicts map[string]bool    // addr → the host's answer
 	loaders  map[string]bool    // ELF loaders of allowed programs
-	addrs    map[fileKey]string // file identity → addr
-	heads    map[fileKey]head   // what a file's first bytes say
+	addrs    map[FileKey]string // file identity → addr
+	heads    map[FileKey]head   // what a file's first bytes say
 }
 
 // head is what exec control reads from the start of a file: the ELF
@@ -57,7 +57,7 @@ type head struct {
 
 // headOf reads (once per file version) the loader and #! line of fd.
 func (c *execCtl) headOf(fd int) head {
-	k, err := identity(fd)
+	k, err := Identity(fd)
 	if err == nil {
 		c.mu.Lock()
 		h, ok := c.heads[k]
@@ -77,14 +77,8 @@ func (c *execCtl) headOf(fd int) head {
 	return h
 }
 
-type fileKey struct {
-	dev, ino     uint64
-	size         int64
-	mtime, ctime int64
-}
-
 func newExecCtl(ask func(Ctl, int) (Ctl, bool)) *execCtl {
-	return &execCtl{ask: ask, verdicts: map[string]bool{}, loaders: map[string]bool{}, addrs: map[fileKey]string{}, heads: map[fileKey]head{}}
+	return &execCtl{ask: ask, verdicts: map[string]bool{}, loaders: map[string]bool{}, addrs: map[FileKey]string{}, heads: map[FileKey]head{}}
 }
 
 // hostAsker asks the host over the control socket, one question at a
@@ -117,22 +111,22 @@ func hostAsker() func(Ctl, int) (Ctl, bool) {
 	}
 }
 
-// identity is what says a file has not changed: device, inode, size and
-// the modification and change times. Only regular files have one here.
-func identity(fd int) (fileKey, error) {
+// Identity is the FileKey of the regular file open at fd; anything else
+// is an error.
+func Identity(fd int) (FileKey, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return fileKey{}, err
+		return FileKey{}, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fileKey{}, errors.New("not a regular file")
+		return FileKey{}, errors.New("not a regular file")
 	}
-	return fileKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}, nil
+	return FileKey{Dev: st.Dev, Ino: st.Ino, Size: st.Size, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}, nil
 }
 
 // known is the address the host gave for this version of the file.
 func (c *execCtl) known(fd int) (string, bool) {
-	k, err := identity(fd)
+	k, err := Identity(fd)
 	if err != nil {
 		return "", false
 	}
@@ -145,7 +139,7 @@ func (c *execCtl) known(fd int) (string, bool) {
 // judge asks the host about the file open at fd, in a role, and keeps
 // the answer. Anything but a regular file is refused.
 func (c *execCtl) judge(fd int, path, role string) (allow bool, addr string) {
-	k, err := identity(fd)
+	k, err := Identity(fd)
 	if err != nil {
 		return false, ""
 	}
@@ -309,7 +303,7 @@ func (c *execCtl) judgeProgram(fd int, path string, pid int, argv []string, dept
 		defer unix.Close(ifd)
 		return c.judgeProgram(ifd, interp, pid, nil, depth+1)
 	}
-	if file := scriptArg(filepath.Base(displayPath(fd, path)), argv); file != "" {
+	if file := scriptArg(filepath.Base(path), argv); file != "" {
 		sfd, err := unix.Open(resolveAt(pid, unix.AT_FDCWD, file, false), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return true // not a file: the interpreter will say so

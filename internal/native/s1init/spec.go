@@ -49,6 +49,14 @@ type Ctl struct {
 	Allow bool `json:"allow,omitempty"`
 }
 
+// FileKey is what says a regular file has not changed since it was
+// hashed: device, inode, size, modification and change times.
+type FileKey struct {
+	Dev, Ino     uint64
+	Size         int64
+	Mtime, Ctime int64
+}
+
 // The roles a file is judged in by exec control.
 const (
 	RoleProgram     = "program"     // execve'd
