@@ -102,13 +102,12 @@ func New(cfg Config) (*Proxy, error) {
 		p.ca = ca
 	}
 	p.transport = &http.Transport{
-		DialContext:           p.dialVetted,
-		TLSClientConfig:       &tls.Config{RootCAs: cfg.UpstreamRoots, MinVersion: tls.VersionTLS12},
-		DisableCompression:    true,
-		MaxIdleConnsPerHost:   8,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   cfg.DialTimeout,
-		ResponseHeaderTimeout: 0,
+		DialContext:         p.dialVetted,
+		TLSClientConfig:     &tls.Config{RootCAs: cfg.UpstreamRoots, MinVersion: tls.VersionTLS12},
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 8,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: cfg.DialTimeout,
 	}
 	return p, nil
 }

@@ -12,7 +12,6 @@ import (
 // SOCKS5 reply codes (RFC 1928 §6).
 const (
 	socksOK          = 0x00
-	socksFailure     = 0x01
 	socksNotAllowed  = 0x02
 	socksUnreachable = 0x04
 	socksRefused     = 0x05

@@ -3,15 +3,12 @@
 package native
 
 import (
-	"encoding/json"
-	"net"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/opensubstrate/sandbox/internal/egress"
 	"github.com/opensubstrate/sandbox/internal/job"
@@ -84,85 +81,10 @@ func (e *Executor) egress(j *job.Job, sp *s1init.Spec) (*egress.Proxy, func(), e
 		k, _, _ := strings.Cut(kv, "=")
 		have[k] = true
 	}
-	for _, k := range sortedKeys(vars) {
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		if !have[k] {
 			ex.Env = append(ex.Env, k+"="+vars[k])
 		}
 	}
 	return proxy, cleanup, nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-// serveCtl answers init on the control socket until init closes it (or
-// the run ends): the egress listener it passes is served by the run's
-// proxy; exec questions go to o.execCtl.
-func (e *Executor) serveCtl(fd int, o launchOpts) {
-	buf := make([]byte, 64<<10)
-	oob := make([]byte, unix.CmsgSpace(4*4))
-	for {
-		n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n == 0 {
-			return
-		}
-		fds := receivedFDs(oob[:oobn])
-		var m s1init.Ctl
-		if err := json.Unmarshal(buf[:n], &m); err != nil {
-			closeFDs(fds)
-			return
-		}
-		switch {
-		case m.Op == "listener" && len(fds) == 1 && o.proxy != nil:
-			f := os.NewFile(uintptr(fds[0]), "egress")
-			ln, err := net.FileListener(f)
-			f.Close()
-			if err == nil {
-				go o.proxy.Serve(ln)
-			}
-		case m.Op == "exec" && o.execCtl != nil && len(fds) == 1:
-			v := s1init.Ctl{Op: "verdict"}
-			if a, err := e.fileAddr(fds[0]); err == nil {
-				m.Addr = a.String()
-				v = o.execCtl(m)
-				v.Addr = m.Addr
-			}
-			unix.Close(fds[0])
-			reply, _ := json.Marshal(v)
-			if _, err := unix.Write(fd, reply); err != nil {
-				return
-			}
-		default: // nothing init sends; dropped
-			closeFDs(fds)
-		}
-	}
-}
-
-func receivedFDs(oob []byte) []int {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for _, m := range msgs {
-		if r, err := unix.ParseUnixRights(&m); err == nil {
-			fds = append(fds, r...)
-		}
-	}
-	return fds
-}
-
-func closeFDs(fds []int) {
-	for _, fd := range fds {
-		unix.Close(fd)
-	}
 }
