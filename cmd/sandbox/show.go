@@ -103,15 +103,7 @@ func show(w io.Writer, dir string) error {
 		}
 		fmt.Fprintf(w, "\ndecisions  %s: %d allowed, %d denied\n", c.Decisions, allow, deny)
 		for _, d := range l.Decisions {
-			verdict := "allow"
-			if !d.Allow {
-				verdict = "DENY "
-			}
-			n := ""
-			if d.Count > 1 {
-				n = fmt.Sprintf(" ×%d", d.Count)
-			}
-			fmt.Fprintf(w, "  %s %s %s %s — %s%s\n", verdict, d.Kind, d.Op, d.Target, d.Rule, n)
+			fmt.Fprintf(w, "  %s\n", d)
 		}
 	}
 	if c.Journal != nil {

@@ -73,6 +73,21 @@ type Decision struct {
 	Count int64 `json:"count"`
 }
 
+// String is the decision for people: "allow net connect host:443 —
+// net:host:443", "DENY  exec exec b3:… /tmp/x — exec:deny:b3:…", with
+// " ×N" for a repeated decision.
+func (d Decision) String() string {
+	verdict := "allow"
+	if !d.Allow {
+		verdict = "DENY "
+	}
+	n := ""
+	if d.Count > 1 {
+		n = fmt.Sprintf(" ×%d", d.Count)
+	}
+	return fmt.Sprintf("%s %s %s %s — %s%s", verdict, d.Kind, d.Op, d.Target, d.Rule, n)
+}
+
 // Log is the decision log, the record an attestation binds.
 type Log struct {
 	Type      string     `json:"type"`
