@@ -84,13 +84,9 @@ func TestNativeEscapeSealed(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the battery runs as root, where the guest becomes nobody")
 	}
-	bin, err := guest.Native("escape")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := guest.Read(t, guest.Native, "escape")
 	home, g, q := t.TempDir(), t.TempDir(), t.TempDir()
 	os.Chmod(g, 0o755)
-	b, _ := os.ReadFile(bin)
 	os.WriteFile(filepath.Join(g, "escape"), b, 0o755)
 	os.WriteFile(filepath.Join(g, "suid-escape"), b, 0o755)
 	os.Chmod(filepath.Join(g, "suid-escape"), 0o4755)

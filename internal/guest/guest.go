@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"testing"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/safefile"
@@ -195,4 +196,19 @@ func Names() ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// Read builds the guest name with build (Go, C, Native) and returns its
+// bytes; a failure ends the test.
+func Read(tb testing.TB, build func(string) (string, error), name string) []byte {
+	tb.Helper()
+	p, err := build(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
 }

@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"io"
-	"os"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
@@ -14,21 +13,10 @@ import (
 )
 
 func benchImage(b *testing.B, c bool, name string) []byte {
-	var p string
-	var err error
 	if c {
-		p, err = guest.C(name)
-	} else {
-		p, err = guest.Go(name)
+		return guest.Read(b, guest.C, name)
 	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	img, err := os.ReadFile(p)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return img
+	return guest.Read(b, guest.Go, name)
 }
 
 // BenchmarkTrivialGuest runs the same trivial guest as a sealed run (host

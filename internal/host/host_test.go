@@ -51,12 +51,7 @@ func newBenchHost(t testing.TB) *Host {
 
 func image(t *testing.T, name string) []byte {
 	t.Helper()
-	p, err := guest.Go(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(p)
-	return b
+	return guest.Read(t, guest.Go, name)
 }
 
 func benchGrants(t testing.TB) grant.Set { return grants(t) }
@@ -348,11 +343,7 @@ func TestMeteredRunOnAFakePowercapTree(t *testing.T) {
 	if st := h.Meter.Statuses()[0]; st.State != meter.Live {
 		t.Fatalf("fake counter not live: %v", st)
 	}
-	img, err := guest.C("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(img)
+	b := guest.Read(t, guest.C, "cpu")
 	r, err := h.Run(context.Background(), Request{Kind: tier.Wasm, Image: b, Entry: "cpu", Args: []string{"cpu", "30000000"}, Grants: grants(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -206,13 +206,9 @@ curl -sS -o /dev/null -w 'other %%{http_code}\n' -k https://127.0.0.2:%d/without
 // secret injected. A control run, given the secret on purpose, shows the
 // search finds it where it is.
 func TestSecretNeverEntersTheUnit(t *testing.T) {
-	seeker, err := guest.Native("seeker")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := guest.Read(t, guest.Native, "seeker")
 	bin := t.TempDir()
 	os.Chmod(bin, 0o755)
-	b, _ := os.ReadFile(seeker)
 	os.WriteFile(filepath.Join(bin, "seeker"), b, 0o755)
 
 	since := time.Now().Add(-time.Second)

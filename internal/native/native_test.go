@@ -117,10 +117,7 @@ func TestEscapeBattery(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the battery runs as root, where the guest becomes nobody")
 	}
-	bin, err := guest.Native("escape")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := guest.Read(t, guest.Native, "escape")
 	g := t.TempDir()
 	os.Chmod(g, 0o755)
 	secret := t.TempDir()
@@ -128,7 +125,6 @@ func TestEscapeBattery(t *testing.T) {
 	os.Symlink(secret, filepath.Join(g, "abs"))
 	rel, _ := filepath.Rel(g, secret)
 	os.Symlink(rel, filepath.Join(g, "rel"))
-	b, _ := os.ReadFile(bin)
 	os.WriteFile(filepath.Join(g, "escape"), b, 0o755)
 	os.WriteFile(filepath.Join(g, "suid-escape"), b, 0o755)
 	os.Chmod(filepath.Join(g, "suid-escape"), 0o4755)

@@ -3,7 +3,6 @@ package wasm
 import (
 	"context"
 	"io"
-	"os"
 	"testing"
 	"time"
 
@@ -16,15 +15,7 @@ import (
 
 func cGuest(b testing.TB, name string) []byte {
 	b.Helper()
-	p, err := guest.C(name)
-	if err != nil {
-		b.Fatal(err)
-	}
-	img, err := os.ReadFile(p)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return img
+	return guest.Read(b, guest.C, name)
 }
 
 // plainRun runs a module under plain wazero (no broker, no fuel), with a

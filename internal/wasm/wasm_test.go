@@ -47,15 +47,7 @@ type run struct {
 
 func goGuest(t testing.TB, name string) []byte {
 	t.Helper()
-	p, err := guest.Go(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return guest.Read(t, guest.Go, name)
 }
 
 // execute runs image with grants (command-line syntax) and args.
