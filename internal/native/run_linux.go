@@ -79,10 +79,8 @@ func (e *Executor) spec(storage []grant.Storage) (*s1init.Spec, error) {
 		if s.Mode == grant.RO && s.Quota > 0 {
 			return nil, fmt.Errorf("S1 cannot meter reads: fs:%s is read-only with a quota, which only S2 (every read brokered) enforces; drop the quota or run a WASM unit", s.Path)
 		}
-		for _, k := range []string{"/proc", "/dev", "/sys"} {
-			if s.Path == k || strings.HasPrefix(s.Path, k+"/") {
-				return nil, fmt.Errorf("storage grant fs:%s: an S1 run has its own %s; the host's is not grantable", s.Path, k)
-			}
+		if k := s1init.KernelDir(s.Path); k != "" {
+			return nil, fmt.Errorf("storage grant fs:%s: an S1 run has its own %s; the host's is not grantable", s.Path, k)
 		}
 		fi, err := os.Stat(s.Path)
 		if err != nil {
@@ -299,8 +297,9 @@ func (e *Executor) startInit(b s1init.Base) (*initProc, error) {
 	cmd := exec.Command(e.self(), s1init.InitArg)
 	cmd.Args[0] = "sandbox-s1-init"
 	// GOMAXPROCS set spares the Go runtime reading cgroup files to pick
-	// it (milliseconds); init needs one thread's worth of work. The program
-	// gets the environment of its spec, not init's.
+	// it (milliseconds); init needs one thread's worth of work (exec
+	// control raises it). The program gets the environment of its spec,
+	// not init's.
 	cmd.Env = []string{"GOMAXPROCS=1", "GOGC=off"}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
 	cmd.ExtraFiles = []*os.File{specR, statW, ctlC}

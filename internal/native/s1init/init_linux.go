@@ -402,7 +402,7 @@ func buildRun(sp *Spec) error {
 	binds := append([]Bind{}, sp.Binds...)
 	sort.Slice(binds, func(i, j int) bool { return len(binds[i].Path) < len(binds[j].Path) })
 	for i, b := range binds {
-		if kernelPath(b.Path) {
+		if KernelDir(b.Path) != "" {
 			return fmt.Errorf("grant %s: the run's /proc, /dev and /sys are its own, not grantable", b.Path)
 		}
 		dst := root + b.Path
@@ -450,16 +450,6 @@ func buildRun(sp *Spec) error {
 		return fmt.Errorf("remount / read-only: %w", err)
 	}
 	return nil
-}
-
-// kernelPath reports whether p is at or beneath /proc, /dev or /sys.
-func kernelPath(p string) bool {
-	for _, k := range []string{"/proc", "/dev", "/sys"} {
-		if p == k || strings.HasPrefix(p, k+"/") {
-			return true
-		}
-	}
-	return false
 }
 
 func buildDev(root string) error {

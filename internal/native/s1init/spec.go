@@ -1,5 +1,7 @@
 package s1init
 
+import "strings"
+
 // Entry points: argv[1] of the helper binary.
 const (
 	InitArg   = "__sandbox-s1-init"
@@ -47,6 +49,18 @@ type Ctl struct {
 	Role string `json:"role,omitempty"`
 	// Verdicts.
 	Allow bool `json:"allow,omitempty"`
+}
+
+// KernelDir is the kernel interface (/proc, /dev or /sys) p is at or
+// beneath, "" for none: a run has its own /proc and /dev and no /sys, so
+// none of them is grantable.
+func KernelDir(p string) string {
+	for _, k := range []string{"/proc", "/dev", "/sys"} {
+		if p == k || strings.HasPrefix(p, k+"/") {
+			return k
+		}
+	}
+	return ""
 }
 
 // FileKey is what says a regular file has not changed since it was
