@@ -75,10 +75,7 @@ type result struct {
 
 func runNative(t *testing.T, grants []string, deadline time.Duration, args ...string) result {
 	t.Helper()
-	g, err := grant.ParseArgs(append([]string{"cpu:10J"}, grants...), "/")
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustGrants(t, grants...)
 	u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte(args[0])), Entry: args[0], Args: args,
 		Env: map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"}}
 	var out, errb bytes.Buffer
