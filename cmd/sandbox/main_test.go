@@ -17,6 +17,9 @@ func TestMain(m *testing.M) {
 	if code, ok := native.Helper(); ok {
 		os.Exit(code)
 	}
+	if code, ok := asCLI(); ok {
+		os.Exit(code)
+	}
 	os.Exit(m.Run())
 }
 

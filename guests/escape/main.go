@@ -13,6 +13,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -98,6 +99,7 @@ func main() {
 	blockedIf("unshare mount namespace", unix.Unshare(unix.CLONE_NEWNS))
 	_, _, e := unix.RawSyscall(unix.SYS_PTRACE, unix.PTRACE_ATTACH, 1, 0)
 	blockedIf("ptrace pid 1", errnoErr(e))
+	initAttacks()
 	blockedIf("chroot", unix.Chroot("/tmp"))
 	_, err = os.ReadDir("/proc/1/root")
 	blockedIf("/proc/1/root", err)
@@ -195,6 +197,51 @@ func main() {
 	_, _, e = unix.Syscall(unix.SYS_OPEN_BY_HANDLE_AT, 0, 0, 0)
 	blockedIf("open_by_handle_at", errnoErr(e))
 	fmt.Printf("uid %d euid %d\n", os.Getuid(), os.Geteuid())
+}
+
+// initAttacks tries to reach the run's init (pid 1): signal it (as kill
+// does, and with a queued SIGSEGV that looks like a fault to a Go
+// runtime), signal any of its threads, renice it, change its limits,
+// read its environment and descriptors, and write a forged exit status
+// into its status pipe.
+func initAttacks() {
+	blockedIf("signal pid 1 (init)", unix.Kill(1, unix.SIGQUIT))
+	var info [128]byte // siginfo_t: si_signo, si_errno, si_code
+	binary.LittleEndian.PutUint32(info[0:], uint32(unix.SIGSEGV))
+	binary.LittleEndian.PutUint32(info[8:], uint32(0xffffffff)) // SI_QUEUE (-1)
+	_, _, e := unix.RawSyscall(unix.SYS_RT_SIGQUEUEINFO, 1, uintptr(unix.SIGSEGV), uintptr(unsafe.Pointer(&info[0])))
+	blockedIf("queue a SIGSEGV to pid 1 (init)", errnoErr(e))
+	// A thread of init is a pid this process may signal but not see.
+	var hidden []int
+	for p := 2; p < 2000; p++ {
+		if p == os.Getpid() {
+			continue
+		}
+		if unix.Kill(p, 0) == nil {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", p)); err != nil {
+				hidden = append(hidden, p)
+			}
+		}
+	}
+	report("signal a thread of init", len(hidden) > 0, "signalable but unlisted pids: %v", hidden)
+	blockedIf("renice pid 1 (init)", unix.Setpriority(unix.PRIO_PROCESS, 1, 19))
+	// Every process of this user that it can name: init too, if init were
+	// of this user. getpriority needs no permission: read init's after.
+	before, _ := unix.Getpriority(unix.PRIO_PROCESS, 1)
+	perr := unix.Setpriority(unix.PRIO_USER, os.Getuid(), 19)
+	after, _ := unix.Getpriority(unix.PRIO_PROCESS, 1)
+	report("renice init through its user", after != before, "setpriority(PRIO_USER): %v; init's priority %d then %d", perr, before, after)
+	blockedIf("set pid 1's limits (init)", unix.Prlimit(1, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: 1, Max: 1}, nil))
+	_, err := os.ReadFile("/proc/1/environ")
+	blockedIf("read init's environment", err)
+	_, err = os.ReadDir("/proc/1/fd")
+	blockedIf("list init's descriptors", err)
+	f, err := os.OpenFile("/proc/1/fd/4", os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.WriteString(`{"started":true,"exited":true,"code":0}` + "\n")
+		f.Close()
+	}
+	blockedIf("write init's status pipe", err)
 }
 
 func errnoErr(e syscall.Errno) error {

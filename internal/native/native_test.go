@@ -161,7 +161,9 @@ func TestEscapeBattery(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	want := []string{"inherit a descriptor from outside", "read /etc/shadow", "write /etc/passwd", "write /usr/bin/escape", "write /escape", "write /root/escape",
 		"sysctl kernel.hostname", "follow symlink abs", "follow symlink rel", "see host processes", "signal host pid",
-		"mount tmpfs", "unshare user namespace", "unshare mount namespace", "ptrace pid 1", "chroot", "/proc/1/root", "/proc/1/exe",
+		"mount tmpfs", "unshare user namespace", "unshare mount namespace", "ptrace pid 1",
+		"signal pid 1 (init)", "queue a SIGSEGV to pid 1 (init)", "signal a thread of init", "renice pid 1 (init)", "set pid 1's limits (init)",
+		"read init's environment", "list init's descriptors", "write init's status pipe", "chroot", "/proc/1/root", "/proc/1/exe",
 		"raw socket", "packet socket", "connect to the host's loopback listener", "DNS lookup", "fork bomb",
 		"fill the disk past the quota", "setuid binary", "load a kernel module", "keyctl", "bpf", "perf_event_open",
 		"settimeofday", "clock_settime", "open_by_handle_at"}
@@ -347,6 +349,18 @@ func TestDocsListEveryDeniedSyscall(t *testing.T) {
 			t.Errorf("docs/s1.md lacks the reason %q", d.Why)
 		}
 	}
+	for _, r := range Restricted {
+		for _, n := range r.Names {
+			if !strings.Contains(string(b), "`"+n+"`") {
+				t.Errorf("docs/s1.md does not list %s", n)
+			}
+		}
+		for _, s := range []string{r.When, r.Why} {
+			if !strings.Contains(string(b), s) {
+				t.Errorf("docs/s1.md lacks %q", s)
+			}
+		}
+	}
 }
 
 func TestKernelPathGrantRefused(t *testing.T) {
@@ -404,5 +418,49 @@ func TestWarmInit(t *testing.T) {
 	}
 	if ready.cmd.ProcessState == nil { // claim reaps what it discards
 		t.Error("the init of the other base was not ended")
+	}
+}
+
+// TestInitReport trusts init's report only when the kernel says init
+// ended as it should: a crashed or killed init, a missing, malformed or
+// doubled report is a failure, never the success it may claim.
+func TestInitReport(t *testing.T) {
+	state := func(script string) *os.ProcessState {
+		cmd := exec.Command("/bin/sh", "-c", script)
+		cmd.Run()
+		return cmd.ProcessState
+	}
+	ok, one, two, killed := state("exit 0"), state("exit 1"), state("exit 2"), state("kill -9 $$")
+	good := `{"started":true,"exited":true,"code":0}`
+	tests := []struct {
+		name   string
+		report string
+		ps     *os.ProcessState
+		end    ending
+		exited bool   // the program's exit is believed
+		err    string // else the failure says this
+	}{
+		{"clean", good + "\n", ok, ending{}, true, ""},
+		{"setup error", `{"error":"init: build root: x"}` + "\n", one, ending{}, false, "init: build root: x"},
+		{"crashed after a good report", good, two, ending{}, false, "ended abnormally"},
+		{"killed after a good report", good, killed, ending{}, false, "was killed"},
+		{"exit 1 claiming success", good, one, ending{}, false, "ended abnormally"},
+		{"no report", "", ok, ending{}, false, "without a report"},
+		{"two reports", good + "\n" + good + "\n", ok, ending{}, false, "malformed"},
+		{"trailing bytes", good + "x", ok, ending{}, false, "malformed"},
+		{"not JSON", "exited 0", ok, ending{}, false, "malformed"},
+		{"deadline", "", killed, ending{deadline: true}, false, ""},
+	}
+	for _, tc := range tests {
+		st := initReport([]byte(tc.report), tc.ps, tc.end)
+		if tc.exited != (st.Exited && st.Error == "") {
+			t.Errorf("%s: %+v", tc.name, st)
+		}
+		if tc.err != "" && !strings.Contains(st.Error, tc.err) {
+			t.Errorf("%s: error %q, want %q", tc.name, st.Error, tc.err)
+		}
+		if o := outcomeOf(st, nil, tc.end); tc.err != "" && o.Status != attest.Failed {
+			t.Errorf("%s: sealed as %s, want failed", tc.name, o.Status)
+		}
 	}
 }

@@ -3,8 +3,10 @@
 package native
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -67,7 +69,7 @@ func (e *Executor) spec(storage []grant.Storage) (*s1init.Spec, error) {
 	ex.UID, ex.GID = s1init.Nobody, s1init.Nobody
 	ex.KeepUID = b.UserNS
 	ex.NoFile = e.cfg.NoFile
-	f, err := filterProgram()
+	f, err := filterProgram(b.UserNS)
 	if err != nil {
 		return nil, err
 	}
@@ -540,21 +542,20 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 		defer t.Stop()
 		timeout = t.C
 	}
-	var waitErr error
 	select {
-	case waitErr = <-p.done:
+	case <-p.done:
 	case <-timeout:
 		end.deadline = true
 		p.cmd.Process.Signal(syscall.SIGKILL)
-		waitErr = <-p.done
+		<-p.done
 	case <-ctx.Done():
 		end.canceled = true
 		p.cmd.Process.Signal(syscall.SIGINT)
 		select {
-		case waitErr = <-p.done:
+		case <-p.done:
 		case <-time.After(KillGrace):
 			p.cmd.Process.Signal(syscall.SIGKILL)
-			waitErr = <-p.done
+			<-p.done
 		}
 	}
 	if cg != nil {
@@ -567,15 +568,48 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 	unix.Shutdown(ctlFD, unix.SHUT_RDWR)
 	<-ctlDone
 	p.ctl.Close()
-	var st s1init.Status
 	b, _ := io.ReadAll(p.statR)
 	p.statR.Close()
-	if len(b) > 0 {
-		if err := json.Unmarshal(b, &st); err != nil {
-			return s1init.Status{}, end, fmt.Errorf("S1: the run's init reported %q: %w", b, err)
+	return initReport(b, p.cmd.ProcessState, end), end, nil
+}
+
+// initReport is what the host takes from a finished init: its report on
+// the status pipe (a pipe only init holds, which the guest cannot reach:
+// docs/s1.md), but only when the kernel says init itself ended as it
+// should. An init that crashed, was killed, or exited with a status other
+// than its own (0, or 1 after reporting a setup error) is a failed run
+// whatever it wrote; so is a report that is missing, malformed or
+// followed by anything. Past a deadline or an interrupt, init was killed
+// on purpose and its report, if any, is only used to tell how the
+// program ended.
+func initReport(b []byte, ps *os.ProcessState, end ending) s1init.Status {
+	var st s1init.Status
+	dec := json.NewDecoder(bytes.NewReader(b))
+	perr := dec.Decode(&st)
+	if perr == nil {
+		if rest, _ := io.ReadAll(dec.Buffered()); len(bytes.TrimSpace(rest)) > 0 || dec.More() {
+			perr = errors.New("more than one report")
 		}
-	} else if !end.deadline && !end.canceled {
-		return s1init.Status{}, end, fmt.Errorf("S1: the run's init ended without a report (%v)", waitErr)
 	}
-	return st, end, nil
+	if end.deadline || end.canceled {
+		if perr != nil {
+			return s1init.Status{}
+		}
+		return st
+	}
+	switch {
+	case ps == nil:
+		return s1init.Status{Error: "the run's init was never waited for"}
+	case !ps.Exited():
+		return s1init.Status{Error: fmt.Sprintf("the run's init was killed (%s); nothing it reported is trusted", ps)}
+	case ps.ExitCode() == 1 && perr == nil && st.Error != "" && !st.Started:
+		return st // a setup error, reported before exiting 1
+	case ps.ExitCode() != 0:
+		return s1init.Status{Error: fmt.Sprintf("the run's init ended abnormally (%s); nothing it reported is trusted", ps)}
+	case len(bytes.TrimSpace(b)) == 0:
+		return s1init.Status{Error: "the run's init ended without a report"}
+	case perr != nil:
+		return s1init.Status{Error: fmt.Sprintf("the run's init sent a malformed report (%v)", perr)}
+	}
+	return st
 }

@@ -4,7 +4,9 @@ package native
 
 import (
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"sync"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
@@ -47,6 +49,60 @@ var Denied = []struct {
 		"obsolete or privileged interfaces"},
 }
 
+// Restricted lists the system calls the S1 filter refuses with EPERM only
+// for some arguments, each with when and why (docs/s1.md lists them).
+// Rootless entries apply only when sandbox is not root: there the guest
+// and init are the same user, and the kernel lets a process lower the
+// priority or change the limits of any process of its own user.
+var Restricted = []struct {
+	Names    []string
+	When     string
+	Why      string
+	Rootless bool
+	rules    []seccomp.NameWithConditions
+}{
+	{[]string{"chmod", "fchmod", "fchmodat", "fchmodat2", "open", "openat", "creat", "mknod", "mknodat"},
+		"a mode with the setuid or setgid bit", "no setuid or setgid file is made in a grant, which would be the host's (docs/s1.md: no setuid file leaves a run)", false,
+		modeRules(map[string]uint32{"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2, "open": 2, "openat": 3, "creat": 1, "mknod": 1, "mknodat": 2})},
+	{[]string{"setpriority", "ioprio_set"},
+		"any process but the caller (which or who not 0)", "the run's init is of the guest's own user when rootless; its priority is not the guest's to lower", true,
+		[]seccomp.NameWithConditions{
+			{Name: "setpriority", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.NotEqual, Value: 0}}},
+			{Name: "setpriority", Conditions: seccomp.ArgumentConditions{{Argument: 1, Operation: seccomp.NotEqual, Value: 0}}},
+			{Name: "ioprio_set", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.NotEqual, Value: 1}}}, // IOPRIO_WHO_PROCESS
+			{Name: "ioprio_set", Conditions: seccomp.ArgumentConditions{{Argument: 1, Operation: seccomp.NotEqual, Value: 0}}},
+		}},
+	{[]string{"prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr", "migrate_pages", "move_pages"},
+		"a pid other than 0 (the caller); prlimit64 only when it sets", "the same: init's limits, CPUs and scheduling are not the guest's to change", true,
+		append(pidRules("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr", "migrate_pages", "move_pages"),
+			seccomp.NameWithConditions{Name: "prlimit64", Conditions: seccomp.ArgumentConditions{
+				{Argument: 0, Operation: seccomp.NotEqual, Value: 0}, {Argument: 2, Operation: seccomp.NotEqual, Value: 0}}})},
+}
+
+// setIDBits are S_ISUID and S_ISGID.
+const setIDBits = unix.S_ISUID | unix.S_ISGID
+
+// modeRules refuse each call whose mode argument (by position) carries a
+// set-id bit. The kernel reads the mode as a 16-bit umode_t, so only the
+// low word is tested.
+func modeRules(pos map[string]uint32) []seccomp.NameWithConditions {
+	var out []seccomp.NameWithConditions
+	for _, n := range existing(slices.Sorted(maps.Keys(pos))) {
+		out = append(out, seccomp.NameWithConditions{Name: n, Conditions: seccomp.ArgumentConditions{{Argument: pos[n], Operation: seccomp.BitsSet, Value: setIDBits}}})
+	}
+	return out
+}
+
+// pidRules refuse each call whose first argument, a pid, is not 0. A pid
+// with stray high bits is refused too (it is not 0 as 64 bits).
+func pidRules(names ...string) []seccomp.NameWithConditions {
+	var out []seccomp.NameWithConditions
+	for _, n := range existing(names) {
+		out = append(out, seccomp.NameWithConditions{Name: n, Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.NotEqual, Value: 0}}})
+	}
+	return out
+}
+
 // cloneNewFlags are clone(2)'s namespace flags; clone with any of them is
 // refused like unshare.
 const cloneNewFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
@@ -57,21 +113,26 @@ func errnoAction(e unix.Errno) seccomp.Action {
 }
 
 var (
-	filterOnce sync.Once
-	filterInsn []s1init.Insn
-	filterErr  error
+	filterOnce [2]sync.Once
+	filterInsn [2][]s1init.Insn
+	filterErr  [2]error
 )
 
-// filterProgram returns the S1 filter, assembled once per process.
-func filterProgram() ([]s1init.Insn, error) {
-	filterOnce.Do(func() { filterInsn, filterErr = assembleFilter() })
-	return filterInsn, filterErr
+// filterProgram returns the S1 filter, for a run as root or rootless,
+// assembled once per process.
+func filterProgram(rootless bool) ([]s1init.Insn, error) {
+	i := 0
+	if rootless {
+		i = 1
+	}
+	filterOnce[i].Do(func() { filterInsn[i], filterErr[i] = assembleFilter(rootless) })
+	return filterInsn[i], filterErr[i]
 }
 
 // assembleFilter assembles the S1 filter: a deny list with an allow
 // default, refusing every system call made through another architecture's
 // ABI (i386 int 0x80, x32) first, so the deny list cannot be bypassed.
-func assembleFilter() ([]s1init.Insn, error) {
+func assembleFilter(rootless bool) ([]s1init.Insn, error) {
 	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
 		return nil, fmt.Errorf("the S1 seccomp filter supports amd64 and arm64, not %s", runtime.GOARCH)
 	}
@@ -79,8 +140,17 @@ func assembleFilter() ([]s1init.Insn, error) {
 	for _, d := range Denied {
 		groups = append(groups, seccomp.SyscallGroup{Names: existing(d.Names), Action: errnoAction(unix.EPERM)})
 	}
+	var conditional []seccomp.NameWithConditions
+	for _, r := range Restricted {
+		if !r.Rootless || rootless {
+			conditional = append(conditional, r.rules...)
+		}
+	}
 	groups = append(groups,
-		seccomp.SyscallGroup{Names: []string{"clone3"}, Action: errnoAction(unix.ENOSYS)},
+		seccomp.SyscallGroup{NamesWithCondtions: conditional, Action: errnoAction(unix.EPERM)},
+		// openat2 takes its mode in memory, which a filter cannot read:
+		// ENOSYS, so that callers fall back to openat, which is checked.
+		seccomp.SyscallGroup{Names: []string{"clone3", "openat2"}, Action: errnoAction(unix.ENOSYS)},
 		seccomp.SyscallGroup{
 			NamesWithCondtions: []seccomp.NameWithConditions{{
 				Name:       "clone",

@@ -39,8 +39,14 @@ func Main() (code int, ok bool) {
 	return 0, false
 }
 
-// runInit is pid 1 of the run.
+// runInit is pid 1 of the run. It runs on the process's main thread
+// (lock_linux.go), which never takes the guest's credentials.
 func runInit() int {
+	// Nothing of init is the guest's to read: not dumpable, so its /proc
+	// files belong to root and a ptrace-mode access needs CAP_SYS_PTRACE,
+	// which the guest never has (Landlock refuses it across the domain's
+	// boundary as well).
+	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	// Nothing init holds passes to the program: not its own descriptors
 	// (spec, status, control), nor any its starter inherited without
 	// close-on-exec (sandbox's caller's, for one). The program gets 0-2.
@@ -364,7 +370,9 @@ func buildBase(b *Base) error {
 	if err := os.MkdirAll(root+"/proc", 0o555); err != nil {
 		return err
 	}
-	if err := unix.Mount("proc", root+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+	// hidepid=invisible: a process the reader may not ptrace-access is not
+	// listed at all; for the guest, that is init.
+	if err := unix.Mount("proc", root+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible"); err != nil {
 		return fmt.Errorf("/proc: %w", err)
 	}
 	for _, p := range []string{"/proc/kcore", "/proc/sysrq-trigger", "/proc/kmsg", "/proc/timer_list"} {

@@ -71,6 +71,12 @@ func runProbe() int {
 	// seccomp: a filter is on, and a mount attempt is refused.
 	merr := unix.Mount("none", "/tmp", "tmpfs", 0, "")
 	say("seccomp", status["Seccomp"] == "2" && merr != nil, "Seccomp %s; mount: %v", status["Seccomp"], merr)
+	// init: out of the guest's reach, not signalled, not listed, not read.
+	kerr := unix.Kill(1, 0)
+	_, lerr1 := os.Stat("/proc/1")
+	_, rerr := os.ReadFile("/proc/1/environ")
+	say("init", kerr != nil && errors.Is(lerr1, os.ErrNotExist) && rerr != nil,
+		"signal pid 1: %v; /proc/1 listed: %v; read its environment: %v", kerr, !errors.Is(lerr1, os.ErrNotExist), rerr)
 	// Landlock: a file inside the root, readable by DAC, outside every rule.
 	_, lerr := os.ReadFile(os.Getenv("SANDBOX_PROBE_CANARY"))
 	say("landlock", errors.Is(lerr, os.ErrPermission), "read a file outside every rule: %v", lerr)
