@@ -131,3 +131,45 @@ func TestNativeExecDeny(t *testing.T) {
 		t.Fatalf("show:\n%s", show)
 	}
 }
+
+// TestSymlinkPlantedForALaterGrant: a first run that owns a directory
+// plants links in it; a later run granted a path through them is refused
+// with the link named, before anything runs, and the host's /etc is never
+// mounted. As root and rootless.
+func TestSymlinkPlantedForALaterGrant(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("S1 as tested here runs as root (the CI machines' user)")
+	}
+	home, a := t.TempDir(), t.TempDir()
+	os.Chmod(a, 0o777)
+	rw := filepath.Join(a, "rwplace")
+	out, errOut, code := sandbox(t, home, "run", "-q", "--grant", "fs:"+a+":rw", "--", "sh", "-c",
+		"ln -s ../../../../../../etc "+a+"/sub && ln -s /proc "+a+"/p && mkdir "+rw+" && ln -s "+rw+" "+a+"/ro")
+	if code != 0 {
+		t.Fatalf("plant: %d %s %s", code, out, errOut)
+	}
+	before := sum(t, "/etc/passwd")
+	for _, tc := range []struct{ grant, link string }{
+		{"fs:" + a + "/sub:rw", a + "/sub"},
+		{"fs:" + a + "/p:ro", a + "/p"},
+		{"fs:" + a + "/ro:ro", a + "/ro"},
+		{"fs:" + a + "/sub/passwd:rw", a + "/sub"},
+	} {
+		out, errOut, code := sandbox(t, home, "run", "-q", "--grant", tc.grant, "--", "sh", "-c", "echo RAN > /tmp/x; echo ran")
+		if code != 2 || out != "" || !strings.Contains(errOut, tc.link+" is a symbolic link") {
+			t.Errorf("%s: exit %d stdout %q stderr %q", tc.grant, code, out, errOut)
+		}
+	}
+	if sum(t, "/etc/passwd") != before {
+		t.Fatal("/etc/passwd changed")
+	}
+}
+
+func sum(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -162,3 +162,26 @@ func mustGuest(t *testing.T, name string) string {
 	}
 	return p
 }
+
+// TestRootlessGrantsReachNoHostState: rootless, a link planted by an
+// earlier run to /proc is refused, and so is any grant that contains the
+// state directory (which holds the host key and the compiled-code cache).
+func TestRootlessGrantsReachNoHostState(t *testing.T) {
+	r := newRootless(t)
+	a := r.mkdir(t, filepath.Join(r.dir, "a"))
+	out, errOut, code := r.run(t, nil, "run", "-q", "--grant", "fs:"+a+":rw", "--", "sh", "-c", "ln -s /proc "+a+"/p")
+	if code != 0 {
+		t.Fatalf("plant: %d %s %s", code, out, errOut)
+	}
+	for _, tc := range []struct{ grant, want string }{
+		{"fs:" + a + "/p:ro", a + "/p is a symbolic link (to /proc)"},
+		{"fs:" + r.dir + ":ro", "it contains sandbox's state directory"},
+		{"fs:" + r.home + ":rw", "it is sandbox's state directory"},
+		{"fs:" + r.dir + ":rw", "it contains sandbox's state directory"},
+	} {
+		out, errOut, code := r.run(t, nil, "run", "-q", "--grant", tc.grant, "--", "cat", r.home+"/host.key")
+		if code != 2 || out != "" || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: exit %d stdout %q stderr %q", tc.grant, code, out, errOut)
+		}
+	}
+}

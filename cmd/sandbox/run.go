@@ -41,7 +41,7 @@ func (g *globals) host() (*host.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := wasm.New(wasm.Config{CacheDir: d.Path("cache"), MemoryLimitPages: g.memoryPages})
+	w, err := wasm.New(wasm.Config{CacheDir: d.Path("cache"), StateDir: d.Root, MemoryLimitPages: g.memoryPages})
 	if err != nil {
 		return nil, err
 	}

@@ -63,6 +63,9 @@ func (e *Executor) egress(j *job.Job, sp *s1init.Spec) (*egress.Proxy, func(), e
 		if len(bundle) > 0 && bundle[len(bundle)-1] != '\n' {
 			bundle = append(bundle, '\n')
 		}
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			dir = real // binds are walked without following links
+		}
 		path := filepath.Join(dir, "ca.pem")
 		if err := os.WriteFile(path, append(bundle, pem...), 0o644); err != nil {
 			os.RemoveAll(dir)
@@ -70,7 +73,7 @@ func (e *Executor) egress(j *job.Job, sp *s1init.Spec) (*egress.Proxy, func(), e
 			return nil, nil, err
 		}
 		cleanup = func() { proxy.Close(); os.RemoveAll(dir) }
-		sp.Binds = append(sp.Binds, s1init.Bind{Host: path, Path: CAPath, File: true})
+		sp.Binds = append(sp.Binds, s1init.Bind{Host: path, Path: CAPath, File: true, Internal: true})
 		ex.ROFiles = append(ex.ROFiles, CAPath)
 		for _, k := range []string{"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS", "NPM_CONFIG_CAFILE"} {
 			vars[k] = CAPath

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
 
 	"github.com/opensubstrate/sandbox/tier"
@@ -52,6 +53,9 @@ type Executor struct {
 	addrs     map[s1init.FileKey]addr.Addr
 	probeOnce sync.Once
 	probe     tier.Probe
+	guardOnce sync.Once
+	guardVal  hostpath.Guard
+	guardErr  error
 }
 
 // New returns an S1 executor.

@@ -34,6 +34,9 @@ func (e *Executor) doProbe(ctx context.Context) tier.Probe {
 	if err != nil {
 		return tier.Probe{Reason: err.Error()}
 	}
+	if real, err := filepath.EvalSymlinks(work); err == nil {
+		work = real // binds are walked without following links
+	}
 	defer os.RemoveAll(work)
 	os.Chmod(work, 0o755)
 	granted := filepath.Join(work, "granted")
@@ -51,9 +54,9 @@ func (e *Executor) doProbe(ctx context.Context) tier.Probe {
 	}
 	const probeBin, probeCanary = "/.sandbox-probe", "/.sandbox-canary"
 	sp.Binds = append(sp.Binds,
-		s1init.Bind{Host: self, Path: probeBin, File: true},
-		s1init.Bind{Host: canary, Path: probeCanary, File: true},
-		s1init.Bind{Host: granted, Path: granted, RW: true},
+		s1init.Bind{Host: self, Path: probeBin, File: true, Internal: true},
+		s1init.Bind{Host: canary, Path: probeCanary, File: true, Internal: true},
+		s1init.Bind{Host: granted, Path: granted, RW: true, Internal: true},
 	)
 	ex := &sp.Exec
 	ex.Path = probeBin

@@ -24,6 +24,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/egress"
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
 )
@@ -77,18 +78,32 @@ func (e *Executor) spec(storage []grant.Storage) (*s1init.Spec, error) {
 	ex.ROPaths = append(append([]string{}, b.System...), "/proc", "/dev")
 	ex.RWPaths = []string{"/tmp", "/dev/shm"}
 	ex.RWFiles = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}
+	guard, err := e.guard()
+	if err != nil {
+		return nil, err
+	}
+	sp.Guard = guard
 	for _, s := range storage {
 		if s.Mode == grant.RO && s.Quota > 0 {
 			return nil, fmt.Errorf("S1 cannot meter reads: fs:%s is read-only with a quota, which only S2 (every read brokered) enforces; drop the quota or run a WASM unit", s.Path)
 		}
 		if k := s1init.KernelDir(s.Path); k != "" {
-			return nil, fmt.Errorf("storage grant fs:%s: an S1 run has its own %s; the host's is not grantable", s.Path, k)
+			return nil, grantError(s, fmt.Errorf("an S1 run has its own %s; the host's is not grantable", k))
 		}
-		fi, err := os.Stat(s.Path)
+		// The host checks here, to refuse before anything starts; init
+		// walks the path again inside the run's mount namespace and
+		// mounts the very object it checked.
+		o, err := hostpath.Open(s.Path)
 		if err != nil {
-			return nil, fmt.Errorf("storage grant fs:%s: %w", s.Path, err)
+			return nil, grantError(s, err)
 		}
-		sp.Binds = append(sp.Binds, s1init.Bind{Host: s.Path, Path: s.Path, RW: s.Mode == grant.RW, Quota: s.Quota, File: !fi.IsDir()})
+		err = guard.Check(o, s.Mode == grant.RW)
+		dir := o.IsDir()
+		o.Close()
+		if err != nil {
+			return nil, grantError(s, err)
+		}
+		sp.Binds = append(sp.Binds, s1init.Bind{Host: s.Path, Path: s.Path, RW: s.Mode == grant.RW, Quota: s.Quota, File: !dir})
 		if s.Mode == grant.RW {
 			ex.RWPaths = append(ex.RWPaths, s.Path)
 		} else {
@@ -96,6 +111,35 @@ func (e *Executor) spec(storage []grant.Storage) (*s1init.Spec, error) {
 		}
 	}
 	return sp, nil
+}
+
+// grantError names the storage grant a refusal is about.
+func grantError(s grant.Storage, err error) error {
+	return &GrantError{Grant: "fs:" + s.Path + ":" + string(s.Mode), Err: err}
+}
+
+// GrantError refuses a storage grant; it is invalid input.
+type GrantError struct {
+	Grant string
+	Err   error
+}
+
+func (e *GrantError) Error() string { return "storage grant " + e.Grant + ": " + e.Err.Error() }
+
+// Unwrap returns the reason.
+func (e *GrantError) Unwrap() error { return e.Err }
+
+// Invalid reports true: the grant cannot be honoured as given.
+func (e *GrantError) Invalid() bool { return true }
+
+// guard is what no grant of this executor's runs may reach: its state
+// directory and the binaries of sandbox and its S1 helper. Made once.
+func (e *Executor) guard() (hostpath.Guard, error) {
+	e.guardOnce.Do(func() {
+		exe, _ := os.Executable()
+		e.guardVal, e.guardErr = hostpath.NewGuard(e.cfg.StateDir, exe, e.self())
+	})
+	return e.guardVal, e.guardErr
 }
 
 // Run executes the job's program confined.
@@ -471,11 +515,12 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 		maps := map[[2]int]string{}
 		for i := range sp.Binds {
 			b := &sp.Binds[i]
-			var st unix.Stat_t
-			if err := unix.Stat(b.Host, &st); err != nil {
-				continue
+			o, err := hostpath.Open(b.Host)
+			if err != nil {
+				continue // init refuses it, naming why
 			}
-			key := [2]int{int(st.Uid), int(st.Gid)}
+			key := [2]int{int(o.UID), int(o.GID)}
+			o.Close()
 			if path, ok := maps[key]; ok {
 				b.IDMap = path
 				continue

@@ -24,6 +24,7 @@ import (
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/energy"
 	"github.com/opensubstrate/sandbox/internal/fuel"
+	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/receipt"
@@ -66,6 +67,10 @@ func (m Model) Fuel(budget energy.Microjoules) uint64 {
 type Config struct {
 	// CacheDir holds wazero's compilation cache; empty for none.
 	CacheDir string
+	// StateDir is the host's state directory: no storage grant may
+	// reach it, nor write sandbox's own binary. Default: CacheDir (the
+	// part of it S2 keeps executable code in).
+	StateDir string
 	// MemoryLimitPages caps guest memory in 64 KiB pages (default 4096,
 	// 256 MiB; Go guests need at least 38).
 	MemoryLimitPages uint32
@@ -82,6 +87,10 @@ type Executor struct {
 
 	probeOnce sync.Once
 	probe     tier.Probe
+
+	guardOnce sync.Once
+	guardVal  hostpath.Guard
+	guardErr  error
 
 	rtOnce   sync.Once
 	rt       wazero.Runtime
@@ -175,6 +184,20 @@ func (e *Executor) instrumented(a addr.Addr, image []byte) ([]byte, error) {
 		safefile.Write(p, inst, 0o600) // a cache: failing to keep it is not an error
 	}
 	return inst, nil
+}
+
+// guard is what no storage grant may reach: the state directory (which
+// holds the compilation caches) and sandbox's own binary. Made once.
+func (e *Executor) guard() (hostpath.Guard, error) {
+	e.guardOnce.Do(func() {
+		state := e.cfg.StateDir
+		if state == "" {
+			state = e.cfg.CacheDir
+		}
+		exe, _ := os.Executable()
+		e.guardVal, e.guardErr = hostpath.NewGuard(state, exe)
+	})
+	return e.guardVal, e.guardErr
 }
 
 // New returns an executor.
@@ -275,7 +298,11 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	runCtx = context.WithValue(runCtx, brokerKey{}, b)
 	var host hostFS
 	if j.Replay == nil {
-		if host, err = newHostFS(j.Enforcer, j.Grants.Storage); err != nil {
+		guard, err := e.guard()
+		if err != nil {
+			return nil, err
+		}
+		if host, err = newHostFS(j.Enforcer, j.Grants.Storage, guard); err != nil {
 			return nil, err
 		}
 	}

@@ -151,6 +151,27 @@ func abs(p string) string {
 
 func errno(e experimentalsys.Errno) uint16 { return uint16(e) }
 
+// errRefused is the live file system's answer when a path would resolve
+// out of the grant it was decided in (a symlink or "..", or a directory
+// renamed above another grant). It is journaled as it is, so that a
+// replay logs the same refusal; the guest sees EACCES. It is outside
+// wazero's errno numbers.
+const errRefused experimentalsys.Errno = 0x100
+
+// refused turns errRefused into EACCES, logging the refusal against the
+// grant the path names; any other errno passes.
+func (f *brokerFS) refused(p string, e experimentalsys.Errno) experimentalsys.Errno {
+	if e != errRefused {
+		return e
+	}
+	g := "/"
+	if s := f.b.enf.Storage(p); s != nil {
+		g = s.Path
+	}
+	f.b.enf.Note(grant.KindFS, grant.OpRead, p, false, "resolves outside fs:"+g+" (a symlink or '..' that leaves the grant, or a renamed directory above another grant)")
+	return experimentalsys.EACCES
+}
+
 // virtual reports whether p is an ancestor of a grant that no grant covers.
 func (f *brokerFS) virtual(p string) bool {
 	_, ok := f.virt[p]
@@ -204,7 +225,7 @@ func (f *brokerFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMo
 		return nil, experimentalsys.EIO
 	}
 	if r.Errno != 0 {
-		return nil, experimentalsys.Errno(r.Errno)
+		return nil, f.refused(a, experimentalsys.Errno(r.Errno))
 	}
 	return &file{fs: f, h: r.H, path: a, append: flag&experimentalsys.O_APPEND != 0}, 0
 }
@@ -230,7 +251,7 @@ func (f *brokerFS) statPath(p string, follow bool) (sys.Stat_t, experimentalsys.
 	if !ok {
 		return sys.Stat_t{}, experimentalsys.EIO
 	}
-	return toStat(r.St), experimentalsys.Errno(r.Errno)
+	return toStat(r.St), f.refused(a, experimentalsys.Errno(r.Errno))
 }
 
 func (f *brokerFS) Stat(p string) (sys.Stat_t, experimentalsys.Errno)  { return f.statPath(p, true) }
@@ -248,7 +269,7 @@ func (f *brokerFS) mutate(kind string, req any, paths []string, live func() expe
 	if !ok {
 		return experimentalsys.EIO
 	}
-	return experimentalsys.Errno(r.Errno)
+	return f.refused(paths[0], experimentalsys.Errno(r.Errno))
 }
 
 type modeReq struct {
@@ -317,7 +338,7 @@ func (f *brokerFS) Readlink(p string) (string, experimentalsys.Errno) {
 	if !ok {
 		return "", experimentalsys.EIO
 	}
-	return r.S, experimentalsys.Errno(r.Errno)
+	return r.S, f.refused(a, experimentalsys.Errno(r.Errno))
 }
 
 func (f *brokerFS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {

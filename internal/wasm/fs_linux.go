@@ -18,34 +18,67 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/hostpath"
 )
 
 // linuxFS opens everything beneath a storage grant's root with
 // openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS): no "..", absolute
 // symlink or magic link can lead out of the grant a path was decided in.
+// Each grant's root is reached without following any link (hostpath) and
+// held open for the run. Where grants share a file system (one nested in
+// another), every access is also checked against the grant the object
+// really lies in now, which a rename of a directory above a nested grant
+// can make differ from the grant its path names.
 type linuxFS struct {
-	enf   *grant.Enforcer
-	roots []root // longest path first
+	enf    *grant.Enforcer
+	roots  []root // longest path first
+	shared bool   // two grant roots are on one device
 }
 
 type root struct {
 	path string
 	fd   int
+	id   hostpath.ID
 }
 
-func newHostFS(enf *grant.Enforcer, grants []grant.Storage) (hostFS, error) {
+func newHostFS(enf *grant.Enforcer, grants []grant.Storage, guard hostpath.Guard) (hostFS, error) {
 	h := &linuxFS{enf: enf}
+	devs := map[uint64]bool{}
 	for _, g := range grants {
-		fd, err := unix.Open(g.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		o, err := hostpath.Open(g.Path)
+		if err == nil {
+			if err = guard.Check(o, g.Mode == grant.RW); err == nil && !o.IsDir() {
+				err = fmt.Errorf("%s is not a directory: S2 grants directories", g.Path)
+			}
+			if err != nil {
+				o.Close()
+			}
+		}
 		if err != nil {
 			h.close()
-			return nil, fmt.Errorf("storage grant fs:%s: %w", g.Path, &os.PathError{Op: "open", Path: g.Path, Err: err})
+			return nil, &GrantError{Grant: "fs:" + g.Path + ":" + string(g.Mode), Err: err}
 		}
-		h.roots = append(h.roots, root{path: g.Path, fd: fd})
+		h.shared = h.shared || devs[o.ID.Dev]
+		devs[o.ID.Dev] = true
+		h.roots = append(h.roots, root{path: g.Path, fd: o.Release(), id: o.ID})
 	}
 	sort.Slice(h.roots, func(i, j int) bool { return len(h.roots[i].path) > len(h.roots[j].path) })
 	return h, nil
 }
+
+// GrantError refuses a storage grant; it is invalid input.
+type GrantError struct {
+	Grant string
+	Err   error
+}
+
+func (e *GrantError) Error() string { return "storage grant " + e.Grant + ": " + e.Err.Error() }
+
+// Unwrap returns the reason.
+func (e *GrantError) Unwrap() error { return e.Err }
+
+// Invalid reports true: the grant cannot be honoured as given.
+func (e *GrantError) Invalid() bool { return true }
 
 // probeOpenat2 reports whether the kernel has openat2.
 func probeOpenat2() error {
@@ -91,24 +124,60 @@ func (h *linuxFS) beneath(r *root, rel string, flags uint64, mode uint32) (int, 
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
 	})
 	if err != nil {
-		return -1, h.errno(r, rel, err)
+		return -1, errnoOf(err)
+	}
+	if !h.lies(fd, r) {
+		unix.Close(fd)
+		return -1, errRefused
 	}
 	return fd, 0
 }
 
-// errno maps a host error; an attempt to resolve out of the grant is
-// logged as a denial and is EACCES in the guest.
-func (h *linuxFS) errno(r *root, rel string, err error) experimentalsys.Errno {
+// errnoOf maps a host error; an attempt to resolve out of the grant is
+// errRefused, which the broker logs and the guest sees as EACCES.
+func errnoOf(err error) experimentalsys.Errno {
 	if errors.Is(err, unix.EXDEV) {
-		p := path.Join(r.path, rel)
-		h.enf.Note(grant.KindFS, grant.OpRead, p, false, "resolves outside fs:"+r.path+" (a symlink or '..' that leaves the grant)")
-		return experimentalsys.EACCES
+		return errRefused
 	}
 	return experimentalsys.UnwrapOSError(err)
 }
 
+// lies reports whether the object open at fd lies in grant r itself and
+// not in another grant's root below it (or, after a rename, anywhere
+// else). It reads where the kernel says the object and every root are
+// now, so a renamed directory is followed. Only grants that share a
+// device can contain each other; otherwise there is nothing to check.
+func (h *linuxFS) lies(fd int, r *root) bool {
+	if !h.shared {
+		return true
+	}
+	p, err := fdPath(fd)
+	if err != nil {
+		return false
+	}
+	best, bestLen := (*root)(nil), -1
+	for i := range h.roots {
+		g := &h.roots[i]
+		gp, err := fdPath(g.fd)
+		if err != nil {
+			continue
+		}
+		if (p == gp || strings.HasPrefix(p, gp+"/") || gp == "/") && len(gp) > bestLen {
+			best, bestLen = g, len(gp)
+		}
+	}
+	return best == r
+}
+
+// fdPath is where the kernel says the file open at fd is now.
+func fdPath(fd int) (string, error) {
+	return os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+}
+
 // parent opens the directory holding rel's last component; the grant root
-// itself has no parent inside the grant.
+// itself has no parent inside the grant. The last component may not be
+// another grant's root (renaming, removing or changing a grant's root
+// through a path that names another grant).
 func (h *linuxFS) parent(abs string) (int, string, experimentalsys.Errno) {
 	r, rel, e := h.locate(abs)
 	if e != 0 {
@@ -118,7 +187,22 @@ func (h *linuxFS) parent(abs string) (int, string, experimentalsys.Errno) {
 		return -1, "", experimentalsys.EPERM
 	}
 	fd, e := h.beneath(r, path.Dir(rel), unix.O_PATH|unix.O_DIRECTORY, 0)
-	return fd, path.Base(rel), e
+	if e != 0 {
+		return -1, "", e
+	}
+	base := path.Base(rel)
+	if h.shared {
+		var st unix.Stat_t
+		if unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			for _, g := range h.roots {
+				if g.id == (hostpath.ID{Dev: uint64(st.Dev), Ino: st.Ino}) {
+					unix.Close(fd)
+					return -1, "", errRefused
+				}
+			}
+		}
+	}
+	return fd, base, 0
 }
 
 func oflags(flag experimentalsys.Oflag) uint64 {
@@ -153,11 +237,56 @@ func (h *linuxFS) open(abs string, flag experimentalsys.Oflag, perm fs.FileMode)
 	if e != 0 {
 		return nil, e
 	}
-	fd, e := h.beneath(r, rel, oflags(flag), uint32(perm.Perm()))
+	var fd int
+	if h.shared {
+		fd, e = h.openChecked(abs, r, rel, oflags(flag), uint32(perm.Perm()))
+	} else {
+		fd, e = h.beneath(r, rel, oflags(flag), uint32(perm.Perm()))
+	}
 	if e != 0 {
 		return nil, e
 	}
 	return &osFile{f: os.NewFile(uintptr(fd), abs)}, 0
+}
+
+// openChecked opens where grants are nested: an open may truncate or
+// create, so the object is found and checked first (an O_PATH open that
+// changes nothing) and then reopened through that very descriptor. A
+// name that does not exist yet is created in its parent, checked, and
+// never through a symbolic link.
+func (h *linuxFS) openChecked(abs string, r *root, rel string, flags uint64, mode uint32) (int, experimentalsys.Errno) {
+	pfd, e := h.beneath(r, rel, unix.O_PATH|flags&(unix.O_NOFOLLOW|unix.O_DIRECTORY), 0)
+	switch {
+	case e == 0:
+		defer unix.Close(pfd)
+		var st unix.Stat_t
+		if err := unix.Fstat(pfd, &st); err != nil {
+			return -1, experimentalsys.UnwrapOSError(err)
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK { // O_NOFOLLOW on a link
+			return -1, experimentalsys.ELOOP
+		}
+		if flags&unix.O_CREAT != 0 && flags&unix.O_EXCL != 0 {
+			return -1, experimentalsys.EEXIST
+		}
+		fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), int(flags&^(unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW))|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, experimentalsys.UnwrapOSError(err)
+		}
+		return fd, 0
+	case e == experimentalsys.ENOENT && flags&unix.O_CREAT != 0:
+		dir, base, e := h.parent(abs)
+		if e != 0 {
+			return -1, e
+		}
+		defer unix.Close(dir)
+		fd, err := unix.Openat(dir, base, int(flags|unix.O_NOFOLLOW|unix.O_CLOEXEC), mode)
+		if err != nil {
+			return -1, experimentalsys.UnwrapOSError(err)
+		}
+		return fd, 0
+	}
+	return -1, e
 }
 
 func (h *linuxFS) stat(abs string, follow bool) (sys.Stat_t, experimentalsys.Errno) {

@@ -6,13 +6,14 @@ import (
 	"fmt"
 
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/hostpath"
 )
 
 // ErrNoBeneath: storage grants need openat2(RESOLVE_BENEATH), which only
 // Linux has; without it S2 refuses units with storage grants.
 var errNoBeneath = fmt.Errorf("storage grants in S2 need Linux openat2(RESOLVE_BENEATH): %w", errNotSupported)
 
-func newHostFS(_ *grant.Enforcer, grants []grant.Storage) (hostFS, error) {
+func newHostFS(_ *grant.Enforcer, grants []grant.Storage, _ hostpath.Guard) (hostFS, error) {
 	if len(grants) > 0 {
 		return nil, errNoBeneath
 	}

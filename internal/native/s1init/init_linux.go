@@ -17,6 +17,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/opensubstrate/sandbox/internal/hostpath"
 )
 
 // Main runs this process as the S1 helper its arguments name, and reports
@@ -117,16 +119,18 @@ func runInit() int {
 		memfdNoexec.Close()
 		memfdNoexec = nil
 	}
+	// Forward the signals the host sends (init is in its own process
+	// group, so a terminal's signals reach only sandbox, which forwards
+	// them here) to the program's process group. Caught from before the
+	// program starts: one that comes early waits for it, and never ends
+	// init by Go's default action.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
 	pid, err := startConfined(&sp.Exec, xc)
 	if err != nil {
 		report(Status{Error: "init: " + err.Error()})
 		return 1
 	}
-	// Forward the signals the host sends (init is in its own process
-	// group, so a terminal's signals reach only sandbox, which forwards
-	// them here) to the program's process group.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
 	go func() {
 		for s := range sigs {
 			unix.Kill(-pid, s.(syscall.Signal))
@@ -404,40 +408,39 @@ func buildBase(b *Base) error {
 // buildRun mounts the run's storage grants into the base, masks the
 // host's password hashes (after the grants: a grant of /etc must not
 // uncover them), pivots into the root and makes it read-only.
+//
+// Each grant is reached on the host without following any link
+// (hostpath.Open), checked against the guard, and the object reached is
+// what is mounted (open_tree of its descriptor), at a place in the root
+// that is itself reached beneath the root without following links: what
+// was checked is what the run sees, whatever an earlier run planted.
 func buildRun(sp *Spec) error {
 	root := sp.Base.Root
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open the root: %w", err)
+	}
+	defer unix.Close(rfd)
 	// storage grants, parents first
 	binds := append([]Bind{}, sp.Binds...)
 	sort.Slice(binds, func(i, j int) bool { return len(binds[i].Path) < len(binds[j].Path) })
 	for i, b := range binds {
-		if KernelDir(b.Path) != "" {
-			return fmt.Errorf("grant %s: the run's /proc, /dev and /sys are its own, not grantable", b.Path)
-		}
-		dst := root + b.Path
-		if err := mkTarget(dst, b.File); err != nil {
+		if err := mountBind(sp, rfd, root, i, b); err != nil {
 			return fmt.Errorf("grant %s: %w", b.Path, err)
-		}
-		if b.RW && b.Quota > 0 {
-			if err := overlay(root, i, b, dst); err != nil {
-				return err
-			}
-			continue
-		}
-		if b.IDMap != "" {
-			if err := idmapMount(b.Host, dst, b.IDMap, !b.RW); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := bindMount(b.Host, dst, !b.RW); err != nil {
-			return err
 		}
 	}
 	for _, p := range []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"} {
-		if _, err := os.Stat(root + p); err == nil {
-			if err := unix.Mount(root+"/dev/null", root+p, "", unix.MS_BIND, ""); err != nil {
-				return fmt.Errorf("mask %s: %w", p, err)
-			}
+		fd, err := unix.Openat2(rfd, strings.TrimPrefix(p, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: beneath})
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			err = unix.Mount(root+"/dev/null", fmt.Sprintf("/proc/self/fd/%d", fd), "", unix.MS_BIND, "")
+		}
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("mask %s: %w", p, err)
 		}
 	}
 	// Pivot into the new root and drop the old one.
@@ -456,6 +459,124 @@ func buildRun(sp *Spec) error {
 	// The root tmpfs itself is read-only: nothing is created at /.
 	if err := unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
 		return fmt.Errorf("remount / read-only: %w", err)
+	}
+	return nil
+}
+
+// beneath resolves inside the run's root, following nothing.
+const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+// mountBind mounts one grant: its host object, walked and checked, at its
+// place in the root.
+func mountBind(sp *Spec, rfd int, root string, i int, b Bind) error {
+	if KernelDir(b.Path) != "" {
+		return errors.New("the run's /proc, /dev and /sys are its own, not grantable")
+	}
+	obj, err := hostpath.Open(b.Host)
+	if err != nil {
+		return err
+	}
+	defer obj.Close()
+	if !b.Internal {
+		if err := sp.Guard.Check(obj, b.RW); err != nil {
+			return err
+		}
+	}
+	if obj.IsDir() == b.File {
+		return fmt.Errorf("%s changed between the host's check and the mount (a directory is now a file, or the reverse)", b.Host)
+	}
+	dst, err := placeIn(rfd, b.Path, b.File)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dst)
+	if b.RW && b.Quota > 0 {
+		return overlay(root, i, b, obj.FD(), dst)
+	}
+	return mountTree(obj.FD(), dst, !b.RW, b.IDMap)
+}
+
+// placeIn opens, beneath the root, the place a grant is mounted at,
+// making what is missing (directories, or an empty file for a file
+// grant). A link on the way is refused: inside a parent grant it would
+// be the guest's.
+func placeIn(rfd int, p string, file bool) (int, error) {
+	names := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	cur, err := unix.Openat(rfd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	at := ""
+	for i, name := range names {
+		at += "/" + name
+		last := i == len(names)-1
+		how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: beneath}
+		fd, err := unix.Openat2(cur, name, how)
+		if errors.Is(err, unix.ENOENT) {
+			if last && file {
+				if cfd, cerr := unix.Openat(cur, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644); cerr == nil {
+					unix.Close(cfd)
+				}
+			} else {
+				unix.Mkdirat(cur, name, 0o755)
+			}
+			fd, err = unix.Openat2(cur, name, how)
+		}
+		unix.Close(cur)
+		if err != nil {
+			return -1, fmt.Errorf("its place in the run, %s: %w", at, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return -1, err
+		}
+		typ := st.Mode & unix.S_IFMT
+		var bad string
+		switch {
+		case typ == unix.S_IFLNK:
+			bad = "is a symbolic link"
+		case (!last || !file) && typ != unix.S_IFDIR:
+			bad = "is not a directory"
+		case last && file && typ != unix.S_IFREG:
+			bad = "is not a regular file"
+		}
+		if bad != "" {
+			unix.Close(fd)
+			return -1, fmt.Errorf("its place in the run, %s, %s", at, bad)
+		}
+		cur = fd
+	}
+	return cur, nil
+}
+
+// mountTree mounts a copy of the mount tree at the object src (an O_PATH
+// descriptor) on the place dst: nosuid and nodev always, read-only when
+// asked, id mapped through the user namespace at usernsPath when given.
+func mountTree(src, dst int, ro bool, usernsPath string) error {
+	tree, err := unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("open_tree: %w", err)
+	}
+	defer unix.Close(tree)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if ro {
+		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+	}
+	if usernsPath != "" {
+		userns, err := unix.Open(usernsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", usernsPath, err)
+		}
+		defer unix.Close(userns)
+		attr.Attr_set |= unix.MOUNT_ATTR_IDMAP
+		attr.Userns_fd = uint64(userns)
+	}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+		return fmt.Errorf("mount_setattr: %w", err)
+	}
+	if err := unix.MoveMount(tree, "", dst, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount: %w", err)
 	}
 	return nil
 }
@@ -491,8 +612,9 @@ func buildDev(root string) error {
 }
 
 // overlay mounts a quota'd rw grant: writes land in a tmpfs of the
-// quota's size and are committed to the host directory when the run ends.
-func overlay(root string, i int, b Bind, dst string) error {
+// quota's size and are committed to the host directory (src, the object
+// walked and checked) when the run ends. It is mounted on dst.
+func overlay(root string, i int, b Bind, src, dst int) error {
 	layers := fmt.Sprintf("%s%s/%d", root, private, i)
 	if err := os.MkdirAll(layers, 0o700); err != nil {
 		return err
@@ -500,58 +622,40 @@ func overlay(root string, i int, b Bind, dst string) error {
 	// The quota, in whole pages: tmpfs counts pages.
 	size := (b.Quota + 4095) &^ 4095
 	if err := unix.Mount("tmpfs", layers, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=700", size)); err != nil {
-		return fmt.Errorf("quota tmpfs for %s: %w", b.Path, err)
+		return fmt.Errorf("quota tmpfs: %w", err)
 	}
-	for _, d := range []string{"upper", "work", "lower", "raw"} {
+	for _, d := range []string{"upper", "work", "lower", "raw", "merged"} {
 		if err := os.Mkdir(layers+"/"+d, 0o755); err != nil {
 			return err
 		}
 	}
-	// The raw host directory, visible only to init, for the commit.
-	if err := unix.Mount(b.Host, layers+"/raw", "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind %s: %w", b.Host, err)
-	}
-	// The lower layer, id mapped like a plain grant, so that the guest
+	// The raw host directory, visible only to init, for the commit; and
+	// the lower layer, id mapped like a plain grant, so that the guest
 	// owns what it may write.
-	if b.IDMap != "" {
-		if err := idmapMount(b.Host, layers+"/lower", b.IDMap, false); err != nil {
+	for _, l := range []struct {
+		dir   string
+		idmap string
+	}{{"raw", ""}, {"lower", b.IDMap}} {
+		fd, err := unix.Open(layers+"/"+l.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
 			return err
 		}
+		err = mountTree(src, fd, false, l.idmap)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("%s layer: %w", l.dir, err)
+		}
+	}
+	if b.IDMap != "" {
 		os.Chown(layers+"/upper", Nobody, Nobody)
 		os.Chown(layers+"/work", Nobody, Nobody)
-	} else if err := unix.Mount(b.Host, layers+"/lower", "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind %s: %w", b.Host, err)
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", layers+"/lower", layers+"/upper", layers+"/work")
-	if err := unix.Mount("overlay", dst, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		return fmt.Errorf("overlay for %s: %w", b.Path, err)
+	if err := unix.Mount("overlay", layers+"/merged", "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("overlay: %w", err)
 	}
-	return nil
-}
-
-// idmapMount mounts host at dst through the id mapping of the user
-// namespace userns: the directory's owner appears as the guest's user, and
-// what the guest creates is owned on disk by that owner.
-func idmapMount(host, dst, usernsPath string, ro bool) error {
-	userns, err := unix.Open(usernsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", usernsPath, err)
-	}
-	defer unix.Close(userns)
-	tree, err := unix.OpenTree(unix.AT_FDCWD, host, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
-	if err != nil {
-		return fmt.Errorf("open_tree %s: %w", host, err)
-	}
-	defer unix.Close(tree)
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(userns)}
-	if ro {
-		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
-	}
-	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
-		return fmt.Errorf("idmap %s: %w", host, err)
-	}
-	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-		return fmt.Errorf("move_mount %s: %w", dst, err)
+	if err := unix.MoveMount(unix.AT_FDCWD, layers+"/merged", dst, "", unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move the overlay into place: %w", err)
 	}
 	return nil
 }

@@ -1,6 +1,10 @@
 package s1init
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/opensubstrate/sandbox/internal/hostpath"
+)
 
 // Entry points: argv[1] of the helper binary.
 const (
@@ -34,6 +38,10 @@ type Spec struct {
 	// "listener" message on the control socket, fd 5), which serves the
 	// egress proxy on it.
 	ProxyPort int `json:"proxy_port,omitempty"`
+	// Guard is what no storage grant may reach (the state directory,
+	// sandbox's binaries, kernel interfaces); init checks each grant's
+	// object against it before it mounts that object.
+	Guard hostpath.Guard `json:"guard"`
 }
 
 // Ctl is a message on the control socket between init and the host
@@ -93,6 +101,10 @@ type Bind struct {
 	RW    bool   `json:"rw"`
 	Quota int64  `json:"quota"` // bytes; rw only; 0 for none
 	File  bool   `json:"file"`  // a file, not a directory
+	// Internal marks a bind the host makes for its own files (the probe,
+	// the egress CA bundle): walked without links like a grant, but not
+	// checked against the guard (it may live in the state directory).
+	Internal bool `json:"internal,omitempty"`
 	// IDMap is the path (under the host's /proc) of a user namespace that
 	// maps the directory's owner to the guest's user, for an idmapped
 	// mount; "" for a plain bind.
