@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/zeebo/blake3"
+
 	"github.com/opensubstrate/sandbox/addr"
 )
 
@@ -106,6 +108,16 @@ func (k Private) Sign(msg []byte) []byte { return ed25519.Sign(k.priv, msg) }
 // Ed25519 returns the standard library form of k, for libraries that take a
 // crypto.Signer.
 func (k Private) Ed25519() ed25519.PrivateKey { return k.priv }
+
+// Derive returns a 32-byte key for one purpose, derived from k with
+// BLAKE3's key derivation (derive_key) under context, a string that names
+// the purpose and its version. Keys for different contexts are
+// independent; none reveals k.
+func (k Private) Derive(context string) [32]byte {
+	var out [32]byte
+	blake3.DeriveKey(context, k.seed[:], out[:])
+	return out
+}
 
 // MarshalText returns the private text form "ed25519-seed:<hex>".
 func (k Private) MarshalText() []byte {

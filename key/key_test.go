@@ -108,3 +108,18 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestDerive(t *testing.T) {
+	k, err := FromSeed(bytes.Repeat([]byte{1}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := k.Derive("purpose one"), k.Derive("purpose two")
+	if a == b || a != k.Derive("purpose one") || bytes.Equal(a[:], bytes.Repeat([]byte{1}, 32)) {
+		t.Fatalf("derived keys: %x %x", a, b)
+	}
+	other, _ := FromSeed(bytes.Repeat([]byte{2}, 32))
+	if other.Derive("purpose one") == a {
+		t.Fatal("two keys derived the same key")
+	}
+}

@@ -44,6 +44,7 @@ type globals struct {
 	memory      string
 	pids        int64
 	cpus        float64
+	stderr      io.Writer // warnings
 }
 
 func (g *globals) stateDir() (*state.Dir, error) {
@@ -58,7 +59,7 @@ func (g *globals) stateDir() (*state.Dir, error) {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	g := &globals{}
+	g := &globals{stderr: stderr}
 	root := &cobra.Command{
 		Use:   "sandbox",
 		Short: "Run untrusted work isolated, granted, metered and attested",

@@ -41,7 +41,10 @@ func (g *globals) host() (*host.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := wasm.New(wasm.Config{CacheDir: d.Path("cache"), StateDir: d.Root, MemoryLimitPages: g.memoryPages})
+	w, err := wasm.New(wasm.Config{
+		CacheDir: d.Path("cache"), CacheKey: k.Derive(wasm.CacheKeyContext), StateDir: d.Root, MemoryLimitPages: g.memoryPages,
+		Warn: func(m string) { fmt.Fprintf(g.stderr, "sandbox: warning: %s\n", m) },
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -42,7 +42,7 @@ func newBenchHost(t testing.TB) *Host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := wasm.New(wasm.Config{CacheDir: d.Path("cache"), StateDir: d.Root, MemoryLimitPages: 1024})
+	w, err := wasm.New(wasm.Config{CacheDir: d.Path("cache"), CacheKey: k.Derive(wasm.CacheKeyContext), StateDir: d.Root, MemoryLimitPages: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,6 @@ import (
 	"github.com/opensubstrate/sandbox/internal/fuel"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/job"
-	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/receipt"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -67,6 +66,12 @@ func (m Model) Fuel(budget energy.Microjoules) uint64 {
 type Config struct {
 	// CacheDir holds wazero's compilation cache; empty for none.
 	CacheDir string
+	// CacheKey is the MAC key of the on-disk caches (derive it from the
+	// host key with CacheKeyContext); required with a CacheDir. A cache
+	// entry that does not carry its MAC is discarded, never used.
+	CacheKey [32]byte
+	// Warn receives warnings (a discarded cache entry); nil drops them.
+	Warn func(string)
 	// StateDir is the host's state directory: no storage grant may
 	// reach it, nor write sandbox's own binary. Default: CacheDir (the
 	// part of it S2 keeps executable code in).
@@ -97,6 +102,9 @@ type Executor struct {
 	rtErr    error
 	mu       sync.Mutex
 	compiled map[addr.Addr]wazero.CompiledModule // by image address; instrumented
+
+	compileMu sync.Mutex     // one compile at a time through the sealed cache
+	sealed    *compiledCache // nil without a cache directory
 }
 
 // maxCompiled bounds the in-memory cache of compiled modules.
@@ -106,7 +114,7 @@ const maxCompiled = 16
 func (e *Executor) shared() (wazero.Runtime, error) {
 	e.rtOnce.Do(func() {
 		ctx := context.Background()
-		rt := e.runtime(ctx)
+		rt := e.runtime(ctx, true)
 		if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 			e.rtErr = fmt.Errorf("wasm: wasi: %w", err)
 			return
@@ -129,7 +137,7 @@ func (e *Executor) Close() error {
 }
 
 // compile returns the instrumented, compiled module for image, from memory,
-// from the on-disk instrumentation cache, or fresh.
+// from the on-disk caches (checked: cache.go), or fresh.
 func (e *Executor) compile(ctx context.Context, rt wazero.Runtime, a addr.Addr, image []byte) (wazero.CompiledModule, error) {
 	e.mu.Lock()
 	c, ok := e.compiled[a]
@@ -141,7 +149,7 @@ func (e *Executor) compile(ctx context.Context, rt wazero.Runtime, a addr.Addr, 
 	if err != nil {
 		return nil, err
 	}
-	c, err = rt.CompileModule(ctx, inst)
+	c, err = e.compileSealed(ctx, rt, inst)
 	if err != nil {
 		return nil, fmt.Errorf("wasm: compile: %w", err)
 	}
@@ -164,25 +172,44 @@ func (e *Executor) compile(ctx context.Context, rt wazero.Runtime, a addr.Addr, 
 	return c, nil
 }
 
+// compileSealed compiles through wazero's file cache only after every
+// entry in it has been checked, and seals what the compile added.
+func (e *Executor) compileSealed(ctx context.Context, rt wazero.Runtime, inst []byte) (wazero.CompiledModule, error) {
+	if e.sealed == nil {
+		return rt.CompileModule(ctx, inst)
+	}
+	e.compileMu.Lock()
+	defer e.compileMu.Unlock()
+	unlock, err := e.sealed.lock()
+	if err != nil {
+		return nil, fmt.Errorf("lock the compilation cache: %w", err)
+	}
+	defer unlock()
+	if err := e.sealed.check(false); err != nil {
+		return nil, fmt.Errorf("check the compilation cache: %w", err)
+	}
+	c, err := rt.CompileModule(ctx, inst)
+	if err == nil {
+		e.sealed.check(true)
+	}
+	return c, err
+}
+
 // instrumented returns the fuel-instrumented image, cached on disk by the
-// image's address when a cache directory is configured. A cached file is
-// used only if it is what instrumenting would produce: its name binds the
-// source and the instrumenter's version.
+// image's address when a cache directory is configured, under the host's
+// MAC (cache.go).
 func (e *Executor) instrumented(a addr.Addr, image []byte) ([]byte, error) {
 	if e.cfg.CacheDir == "" {
 		return fuel.Instrument(image)
 	}
-	p := filepath.Join(e.cfg.CacheDir, "instrumented", fuel.Version+"-"+a.Hex()+".wasm")
-	if b, err := os.ReadFile(p); err == nil {
+	if b := e.loadInstrumented(a); b != nil {
 		return b, nil
 	}
 	inst, err := fuel.Instrument(image)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err == nil {
-		safefile.Write(p, inst, 0o600) // a cache: failing to keep it is not an error
-	}
+	e.storeInstrumented(a, inst)
 	return inst, nil
 }
 
@@ -212,6 +239,9 @@ func New(cfg Config) (*Executor, error) {
 		cfg.Model = DefaultModel
 	}
 	e := &Executor{cfg: cfg, version: wazeroVersion()}
+	if cfg.CacheDir != "" && cfg.CacheKey == ([32]byte{}) {
+		return nil, fmt.Errorf("wasm: a cache directory needs a cache key: cached machine code is used only under the host's MAC")
+	}
 	if cfg.CacheDir != "" {
 		// The cache is keyed by wazero's version, which is "dev" in test
 		// binaries: keep one directory per dependency version instead.
@@ -224,6 +254,7 @@ func New(cfg Config) (*Executor, error) {
 			return nil, fmt.Errorf("wasm: compilation cache: %w", err)
 		}
 		e.cache = c
+		e.sealed = &compiledCache{dir: dir, key: cfg.CacheKey, warn: e.warn}
 	}
 	return e, nil
 }
@@ -248,12 +279,15 @@ func (e *Executor) Tier() tier.Tier { return tier.S2 }
 // Kind is wasm.
 func (e *Executor) Kind() tier.Kind { return tier.Wasm }
 
-func (e *Executor) runtime(ctx context.Context) wazero.Runtime {
+// runtime makes a runtime, with the on-disk compilation cache when
+// withCache (only the shared runtime: its compiles go through
+// compileSealed).
+func (e *Executor) runtime(ctx context.Context, withCache bool) wazero.Runtime {
 	cfg := wazero.NewRuntimeConfig().
 		WithCloseOnContextDone(true).
 		WithMemoryLimitPages(e.cfg.MemoryLimitPages).
 		WithCoreFeatures(api.CoreFeaturesV2)
-	if e.cache != nil {
+	if withCache && e.cache != nil {
 		cfg = cfg.WithCompilationCache(e.cache)
 	}
 	return wazero.NewRuntimeWithConfig(ctx, cfg)

@@ -26,7 +26,7 @@ var testExec *Executor
 func TestMain(m *testing.M) {
 	dir, _ := os.MkdirTemp("", "wasm-cache-")
 	var err error
-	testExec, err = New(Config{CacheDir: dir})
+	testExec, err = New(Config{CacheDir: dir, CacheKey: [32]byte{1}})
 	if err != nil {
 		panic(err)
 	}
