@@ -85,13 +85,14 @@ func TestNativeEscapeSealed(t *testing.T) {
 		t.Skip("the battery runs as root, where the guest becomes nobody")
 	}
 	b := guest.Read(t, guest.Native, "escape")
-	home, g, q := t.TempDir(), t.TempDir(), t.TempDir()
+	home, g, q, rw := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
 	os.Chmod(g, 0o755)
+	os.Chmod(rw, 0o777)
 	os.WriteFile(filepath.Join(g, "escape"), b, 0o755)
 	os.WriteFile(filepath.Join(g, "suid-escape"), b, 0o755)
 	os.Chmod(filepath.Join(g, "suid-escape"), 0o4755)
-	out, errOut, code := sandbox(t, home, "run", "-q", "--grant", "fs:"+g+":ro", "--grant", "fs:"+q+":rw:quota=1MiB",
-		"--env", "ESCAPE_GRANT="+g, "--env", "ESCAPE_QUOTA_DIR="+q, "--env", "ESCAPE_PORT=1",
+	out, errOut, code := sandbox(t, home, "run", "-q", "--grant", "fs:"+g+":ro", "--grant", "fs:"+q+":rw:quota=1MiB", "--grant", "fs:"+rw+":rw",
+		"--env", "ESCAPE_GRANT="+g, "--env", "ESCAPE_QUOTA_DIR="+q, "--env", "ESCAPE_RW_DIR="+rw, "--env", "ESCAPE_PORT=1",
 		"--env", "ESCAPE_HOSTPID="+strconv.Itoa(os.Getpid()), "--", filepath.Join(g, "escape"))
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)

@@ -133,14 +133,16 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 func TestRootlessInitOutOfReach(t *testing.T) {
 	r := newRootless(t)
 	g := r.mkdir(t, filepath.Join(r.dir, "g"))
+	rw := r.mkdir(t, filepath.Join(r.dir, "rw"))
 	copyFile(t, mustGuest(t, "escape"), filepath.Join(g, "escape"), 0o755)
-	out, errOut, code := r.run(t, nil, "run", "-q", "--grant", "fs:"+g+":ro",
-		"--env", "ESCAPE_GRANT="+g, "--env", "ESCAPE_PORT=1", "--env", "ESCAPE_HOSTPID=1", "--", filepath.Join(g, "escape"))
+	out, errOut, code := r.run(t, nil, "run", "-q", "--grant", "fs:"+g+":ro", "--grant", "fs:"+rw+":rw",
+		"--env", "ESCAPE_GRANT="+g, "--env", "ESCAPE_RW_DIR="+rw, "--env", "ESCAPE_PORT=1", "--env", "ESCAPE_HOSTPID=1", "--", filepath.Join(g, "escape"))
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 	for _, w := range []string{"signal pid 1 (init)", "queue a SIGSEGV to pid 1 (init)", "signal a thread of init", "renice pid 1 (init)",
-		"renice init through its user", "set pid 1's limits (init)", "read init's environment", "list init's descriptors", "write init's status pipe"} {
+		"renice init through its user", "set pid 1's limits (init)", "read init's environment", "list init's descriptors", "write init's status pipe",
+		"chmod 6755 in a rw grant", "create with mode 4755 in a rw grant", "set security.capability in a rw grant"} {
 		if !strings.Contains(out, w+": BLOCKED") {
 			t.Errorf("%s: not blocked", w)
 		}
@@ -148,6 +150,12 @@ func TestRootlessInitOutOfReach(t *testing.T) {
 	if strings.Contains(out, "ESCAPED") {
 		t.Errorf("battery:\n%s", out)
 	}
+	filepath.Walk(rw, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+			t.Errorf("%s left the run with mode %v", p, fi.Mode())
+		}
+		return nil
+	})
 	vout, _, vcode := r.run(t, nil, "verify", "--trust-host", "last")
 	if vcode != 0 || !strings.Contains(vout, "exited at S1") {
 		t.Fatalf("verify: %d\n%s", vcode, vout)

@@ -176,6 +176,12 @@ func main() {
 		}
 	}
 
+	for _, d := range []struct{ env, label string }{{"ESCAPE_RW_DIR", "rw grant"}, {"ESCAPE_QUOTA_DIR", "quota'd grant"}} {
+		if dir := os.Getenv(d.env); dir != "" {
+			setidAttacks(dir, d.label)
+		}
+	}
+
 	_, _, e = unix.Syscall(unix.SYS_FINIT_MODULE, 0, uintptr(unsafe.Pointer(&[]byte("\x00")[0])), 0)
 	blockedIf("load a kernel module", errnoErr(e))
 	_, _, e = unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_GET_KEYRING_ID, uintptr(0xfffffffd), 0) // KEY_SPEC_SESSION_KEYRING
@@ -242,6 +248,45 @@ func initAttacks() {
 		f.Close()
 	}
 	blockedIf("write init's status pipe", err)
+}
+
+// setidAttacks tries to leave a setuid or setgid file, or one with file
+// capabilities, in a writable grant, every way a program can set a mode:
+// chmod, fchmod, fchmodat, open and mknod with the bits, and the
+// security.capability attribute; and checks the grant is nosuid, nodev.
+func setidAttacks(dir, label string) {
+	self, _ := os.ReadFile("/proc/self/exe")
+	p := filepath.Join(dir, "suid-"+strings.ReplaceAll(label, " ", "-"))
+	os.WriteFile(p, self, 0o755)
+	escapedIf := func(name string, err error, path string) {
+		var st unix.Stat_t
+		bits := uint32(0)
+		if unix.Stat(path, &st) == nil {
+			bits = st.Mode & (unix.S_ISUID | unix.S_ISGID)
+		}
+		report(name+" in a "+label, err == nil || bits != 0, "%v; set-id bits now %#o", err, bits)
+	}
+	escapedIf("chmod 6755", unix.Chmod(p, 0o6755), p)
+	escapedIf("chmod g+s", unix.Fchmodat(unix.AT_FDCWD, p, 0o2755, 0), p)
+	if f, err := os.Open(p); err == nil {
+		escapedIf("fchmod 4755", unix.Fchmod(int(f.Fd()), 0o4755), p)
+		f.Close()
+	}
+	q := p + "-created"
+	fd, err := unix.Open(q, unix.O_CREAT|unix.O_WRONLY|unix.O_EXCL, 0o4755)
+	if err == nil {
+		unix.Close(fd)
+	}
+	escapedIf("create with mode 4755", err, q)
+	n := p + "-mknod"
+	escapedIf("mknod with mode 4755", unix.Mknod(n, unix.S_IFREG|0o4755, 0), n)
+	// A file capability: cap_setuid+ep (version 2 header, permitted bit 7).
+	capv := []byte{0x01, 0x00, 0x00, 0x02, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	blockedIf("set security.capability in a "+label, unix.Setxattr(p, "security.capability", capv, 0))
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dir, &sfs); err == nil {
+		report("a "+label+" mounted without nosuid or nodev", sfs.Flags&unix.ST_NOSUID == 0 || sfs.Flags&unix.ST_NODEV == 0, "mount flags %#x", sfs.Flags)
+	}
 }
 
 func errnoErr(e syscall.Errno) error {

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/guest"
 
@@ -126,6 +128,8 @@ func TestEscapeBattery(t *testing.T) {
 	os.WriteFile(filepath.Join(g, "suid-escape"), b, 0o755)
 	os.Chmod(filepath.Join(g, "suid-escape"), 0o4755)
 	q := t.TempDir()
+	rw := t.TempDir()
+	os.Chmod(rw, 0o777)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -146,9 +150,9 @@ func TestEscapeBattery(t *testing.T) {
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	passwd := sum(t, "/etc/passwd")
 
-	gr, _ := grant.ParseArgs([]string{"cpu:10J", "fs:" + g + ":ro", "fs:" + q + ":rw:quota=1MiB"}, "/")
+	gr, _ := grant.ParseArgs([]string{"cpu:10J", "fs:" + g + ":ro", "fs:" + q + ":rw:quota=1MiB", "fs:" + rw + ":rw"}, "/")
 	u := unit.Unit{Kind: tier.Native, Image: addr.Of(b), Entry: filepath.Join(g, "escape"), Args: []string{"escape"},
-		Env: map[string]string{"ESCAPE_GRANT": g, "ESCAPE_QUOTA_DIR": q, "ESCAPE_PORT": port, "ESCAPE_HOSTPID": strconv.Itoa(os.Getpid()), "PATH": "/usr/bin:/bin"}}
+		Env: map[string]string{"ESCAPE_GRANT": g, "ESCAPE_QUOTA_DIR": q, "ESCAPE_RW_DIR": rw, "ESCAPE_PORT": port, "ESCAPE_HOSTPID": strconv.Itoa(os.Getpid()), "PATH": "/usr/bin:/bin"}}
 	cg := newGroup(t)
 	var out, errb bytes.Buffer
 	res, err := executor(t).Run(context.Background(), &job.Job{Unit: u, Grants: gr, Enforcer: grant.NewEnforcer(gr), Stdout: &out, Stderr: &errb, Deadline: 2 * time.Minute, Cgroup: cg})
@@ -167,6 +171,12 @@ func TestEscapeBattery(t *testing.T) {
 		"raw socket", "packet socket", "connect to the host's loopback listener", "DNS lookup", "fork bomb",
 		"fill the disk past the quota", "setuid binary", "load a kernel module", "keyctl", "bpf", "perf_event_open",
 		"settimeofday", "clock_settime", "open_by_handle_at"}
+	for _, l := range []string{"rw grant", "quota'd grant"} {
+		for _, a := range []string{"chmod 6755", "chmod g+s", "fchmod 4755", "create with mode 4755", "mknod with mode 4755", "set security.capability"} {
+			want = append(want, a+" in a "+l)
+		}
+		want = append(want, "a "+l+" mounted without nosuid or nodev")
+	}
 	for _, w := range want {
 		found := false
 		for _, l := range lines {
@@ -200,6 +210,27 @@ func TestEscapeBattery(t *testing.T) {
 	}
 	if err := exec.Command("/bin/true").Run(); err != nil {
 		t.Errorf("the host cannot fork after the fork bomb: %v", err)
+	}
+	noSetID(t, rw, q)
+}
+
+// noSetID checks that nothing under dirs is setuid, setgid or carries
+// file capabilities.
+func noSetID(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		filepath.Walk(d, func(p string, fi os.FileInfo, err error) error {
+			if err != nil {
+				return nil
+			}
+			if fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+				t.Errorf("%s left the run with mode %v", p, fi.Mode())
+			}
+			if n, err := unix.Lgetxattr(p, "security.capability", make([]byte, 64)); err == nil && n > 0 {
+				t.Errorf("%s left the run with file capabilities", p)
+			}
+			return nil
+		})
 	}
 }
 
