@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -493,5 +494,55 @@ func TestInitReport(t *testing.T) {
 		if o := outcomeOf(st, nil, tc.end); tc.err != "" && o.Status != attest.Failed {
 			t.Errorf("%s: sealed as %s, want failed", tc.name, o.Status)
 		}
+	}
+}
+
+// TestQuotaCountsRealBlocks: a quota bounds what a run leaves on the
+// host's disk, not what it claims: a 300 MB sparse file stays sparse,
+// fifty names of one file are one file, and a commit that would need
+// more blocks than the quota (here, directories) commits nothing.
+func TestQuotaCountsRealBlocks(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("quota'd grants are tested as root")
+	}
+	q := t.TempDir()
+	os.Chmod(q, 0o777)
+	r := runNative(t, []string{"fs:" + q + ":rw:quota=1MiB"}, time.Minute, "/bin/sh", "-c",
+		"cd "+q+" && truncate -s 300M sparse && head -c 600000 /dev/urandom > data && "+
+			"for i in $(seq 1 50); do ln data link$i || exit 1; done && echo written")
+	if r.err != nil || r.stdout != "written\n" {
+		t.Fatalf("%v %q %s", r.err, r.stdout, r.stderr)
+	}
+	var used int64
+	seen := map[uint64]bool{}
+	filepath.Walk(q, func(p string, fi os.FileInfo, err error) error {
+		st := fi.Sys().(*syscall.Stat_t)
+		if !fi.IsDir() && !seen[st.Ino] {
+			seen[st.Ino] = true
+			used += st.Blocks * 512
+		}
+		return nil
+	})
+	if used > 1<<20 {
+		t.Errorf("the run left %d bytes of blocks on the host, over its 1 MiB quota", used)
+	}
+	if fi, err := os.Stat(filepath.Join(q, "sparse")); err != nil || fi.Size() != 300<<20 {
+		t.Errorf("the sparse file: %v %v", fi, err)
+	}
+	a, _ := os.Stat(filepath.Join(q, "data"))
+	b, _ := os.Stat(filepath.Join(q, "link50"))
+	if !os.SameFile(a, b) {
+		t.Error("hard links were committed as copies")
+	}
+
+	d := t.TempDir()
+	os.Chmod(d, 0o777)
+	r = runNative(t, []string{"fs:" + d + ":rw:quota=1MiB"}, time.Minute, "/bin/sh", "-c",
+		"cd "+d+" && for i in $(seq 1 400); do mkdir d$i || exit 1; done && echo made")
+	if r.err != nil || r.stdout != "made\n" || !strings.Contains(r.stderr, "nothing was committed") {
+		t.Fatalf("%v %q %s", r.err, r.stdout, r.stderr)
+	}
+	if ents, _ := os.ReadDir(d); len(ents) != 0 {
+		t.Errorf("%d entries committed past the quota", len(ents))
 	}
 }

@@ -671,7 +671,7 @@ func commitOverlays(sp *Spec) string {
 			continue
 		}
 		layers := fmt.Sprintf("%s/%d", private, i)
-		if err := commit(layers+"/upper", layers+"/raw"); err != nil {
+		if err := commit(layers+"/upper", layers+"/raw", b.Quota); err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", b.Path, err))
 		}
 	}
