@@ -4,7 +4,10 @@ package native
 
 import (
 	"io"
+	"maps"
 	"os"
+	"path/filepath"
+	"sync"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/grant"
@@ -66,10 +69,43 @@ func (p preader) ReadAt(b []byte, off int64) (int, error) {
 	return n, nil
 }
 
+// loaderGlobs find the system's ELF loaders (glibc's and musl's), whose
+// addresses exec control knows: a loader is run only as the interpreter
+// of an admitted program, whatever it is called.
+var loaderGlobs = []string{
+	"/lib64/ld-linux*.so*", "/lib/ld-linux*.so*", "/lib/*-linux-gnu*/ld-linux*.so*", "/usr/lib/*-linux-gnu*/ld-linux*.so*",
+	"/usr/lib64/ld-linux*.so*", "/lib/ld-musl-*.so*", "/usr/lib/ld-musl-*.so*", "/lib/ld64.so*", "/lib64/ld64.so*",
+}
+
+// loaderAddrs hashes the system's ELF loaders, once per executor.
+func (e *Executor) loaderAddrs() map[addr.Addr]bool {
+	e.loadersOnce.Do(func() {
+		e.loaders = map[addr.Addr]bool{}
+		for _, g := range loaderGlobs {
+			ms, _ := filepath.Glob(g)
+			for _, m := range ms {
+				fd, err := unix.Open(m, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+				if err != nil {
+					continue
+				}
+				if a, err := e.fileAddr(fd); err == nil {
+					e.loaders[a] = true
+				}
+				unix.Close(fd)
+			}
+		}
+	})
+	return e.loaders
+}
+
 // execControl turns on exec control for a run whose grants have exec
 // lists: init holds every exec and asks; the run's Enforcer answers and
-// logs each decision.
-func execControl(set grant.Set, enf *grant.Enforcer, ex *s1init.Exec) (func(s1init.Ctl) s1init.Ctl, error) {
+// logs each decision. A file whose address is an ELF loader's (the
+// system's, or one a program named as its PT_INTERP in this run) is
+// admitted only in the role of that loader; run directly (any name, any
+// path) it is refused: it would load its operand without an exec the
+// kernel could check.
+func (e *Executor) execControl(set grant.Set, enf *grant.Enforcer, ex *s1init.Exec) (func(s1init.Ctl) s1init.Ctl, error) {
 	if len(set.Exec.Allow) == 0 && len(set.Exec.Deny) == 0 {
 		return nil, nil
 	}
@@ -81,6 +117,8 @@ func execControl(set grant.Set, enf *grant.Enforcer, ex *s1init.Exec) (func(s1in
 	for _, d := range set.Exec.Deny {
 		denied[d] = true
 	}
+	var mu sync.Mutex
+	loaders := maps.Clone(e.loaderAddrs())
 	return func(m s1init.Ctl) s1init.Ctl {
 		v := s1init.Ctl{Op: "verdict"}
 		a, err := addr.Parse(m.Addr)
@@ -91,13 +129,22 @@ func execControl(set grant.Set, enf *grant.Enforcer, ex *s1init.Exec) (func(s1in
 		if m.Role != "" && m.Role != s1init.RoleProgram {
 			name += " (" + m.Role + ")"
 		}
-		if m.Role == s1init.RoleLoader && !denied[a] {
+		mu.Lock()
+		if m.Role == s1init.RoleLoader {
+			loaders[a] = true
+		}
+		v.Loader = loaders[a]
+		mu.Unlock()
+		switch {
+		case m.Role == s1init.RoleLoader && !denied[a]:
 			// The loader an allowed program names is part of running it.
 			enf.Note(grant.KindExec, grant.OpExec, a.String()+" "+name, true, "the ELF loader of an allowed program")
 			v.Allow = true
-			return v
+		case v.Loader && m.Role != s1init.RoleScript:
+			enf.Note(grant.KindExec, grant.OpExec, a.String()+" "+name, false, "the ELF loader run directly: under exec control it runs only as the interpreter of an admitted program")
+		default:
+			v.Allow = enf.Exec(a, name) == nil
 		}
-		v.Allow = enf.Exec(a, name) == nil
 		return v
 	}, nil
 }

@@ -49,13 +49,16 @@ type Executor struct {
 	// kernelExecOnly (tests) runs exec control on its fanotify layer alone.
 	kernelExecOnly bool
 	// addrs caches exec control's hashes by file identity (Linux).
-	addrMu    sync.Mutex
-	addrs     map[s1init.FileKey]addr.Addr
-	probeOnce sync.Once
-	probe     tier.Probe
-	guardOnce sync.Once
-	guardVal  hostpath.Guard
-	guardErr  error
+	addrMu sync.Mutex
+	addrs  map[s1init.FileKey]addr.Addr
+	// loaders are the addresses of the system's ELF loaders (Linux).
+	loadersOnce sync.Once
+	loaders     map[addr.Addr]bool
+	probeOnce   sync.Once
+	probe       tier.Probe
+	guardOnce   sync.Once
+	guardVal    hostpath.Guard
+	guardErr    error
 }
 
 // New returns an S1 executor.

@@ -176,7 +176,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	}
 	res := &job.Result{Executor: e.Name()}
 	o := launchOpts{cg: j.Cgroup, stdin: j.Stdin, stdout: j.Stdout, stderr: j.Stderr, deadline: j.Deadline, onStart: j.OnStart}
-	if o.execCtl, err = execControl(j.Grants, j.Enforcer, &sp.Exec); err != nil {
+	if o.execCtl, err = e.execControl(j.Grants, j.Enforcer, &sp.Exec); err != nil {
 		return nil, err
 	}
 	sp.Exec.KernelExecOnly = e.kernelExecOnly

@@ -43,8 +43,13 @@ type execCtl struct {
 	mu       sync.Mutex
 	verdicts map[string]bool    // addr → the host's answer
 	loaders  map[string]bool    // ELF loaders of allowed programs
+	isLoader map[string]bool    // addr → the host knows it as an ELF loader
 	addrs    map[FileKey]string // file identity → addr
 	heads    map[FileKey]head   // what a file's first bytes say
+	// pending is, by thread, the ELF loader the kernel is about to open
+	// for the program that thread's exec just opened: the one open of a
+	// loader for exec that is admitted (a loader run directly is not).
+	pending map[int]string
 }
 
 // head is what exec control reads from the start of a file: the ELF
@@ -78,7 +83,7 @@ func (c *execCtl) headOf(fd int) head {
 }
 
 func newExecCtl(ask func(Ctl, int) (Ctl, bool)) *execCtl {
-	return &execCtl{ask: ask, verdicts: map[string]bool{}, loaders: map[string]bool{}, addrs: map[FileKey]string{}, heads: map[FileKey]head{}}
+	return &execCtl{ask: ask, verdicts: map[string]bool{}, loaders: map[string]bool{}, isLoader: map[string]bool{}, addrs: map[FileKey]string{}, heads: map[FileKey]head{}, pending: map[int]string{}}
 }
 
 // hostAsker asks the host over the control socket, one question at a
@@ -149,6 +154,9 @@ func (c *execCtl) judge(fd int, path, role string) (allow bool, addr string) {
 	}
 	c.mu.Lock()
 	c.addrs[k] = v.Addr
+	if v.Loader {
+		c.isLoader[v.Addr] = true
+	}
 	if role == RoleLoader {
 		c.loaders[v.Addr] = v.Allow
 	} else {
@@ -256,14 +264,9 @@ func (c *execCtl) judgeCall(listener int, req *seccompNotif) bool {
 	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id))); e != 0 {
 		return true
 	}
-	target := resolveAt(pid, dirfd, path, flags&unix.AT_EMPTY_PATH != 0)
-	oflags := unix.O_RDONLY | unix.O_CLOEXEC
-	if flags&unix.AT_SYMLINK_NOFOLLOW != 0 {
-		oflags |= unix.O_NOFOLLOW
-	}
-	fd, err := unix.Open(target, oflags, 0)
+	fd, err := guestOpen(pid, dirfd, path, flags&unix.AT_EMPTY_PATH != 0, flags&unix.AT_SYMLINK_NOFOLLOW != 0)
 	if err != nil {
-		return true
+		return true // the kernel fails the exec itself; its exec path is guarded
 	}
 	defer unix.Close(fd)
 	return c.judgeProgram(fd, displayPath(fd, path), pid, argv, 0)
@@ -284,7 +287,7 @@ func (c *execCtl) judgeProgram(fd int, path string, pid int, argv []string, dept
 	if l := h.loader; l != "" {
 		// The loader the kernel will open for this program: admitted with
 		// it unless denied outright (the host decides, and logs it).
-		if lfd, err := unix.Open(l, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+		if lfd, err := guestOpen(pid, unix.AT_FDCWD, l, false, false); err == nil {
 			la, ok := c.known(lfd)
 			c.mu.Lock()
 			_, decided := c.loaders[la]
@@ -296,7 +299,7 @@ func (c *execCtl) judgeProgram(fd int, path string, pid int, argv []string, dept
 		}
 	}
 	if interp, ok := h.interp, h.isShell; ok && depth < 4 {
-		ifd, err := unix.Open(resolveAt(pid, unix.AT_FDCWD, interp, false), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		ifd, err := guestOpen(pid, unix.AT_FDCWD, interp, false, false)
 		if err != nil {
 			return true // the kernel will fail the exec itself
 		}
@@ -304,7 +307,7 @@ func (c *execCtl) judgeProgram(fd int, path string, pid int, argv []string, dept
 		return c.judgeProgram(ifd, interp, pid, nil, depth+1)
 	}
 	if file := scriptArg(filepath.Base(path), argv); file != "" {
-		sfd, err := unix.Open(resolveAt(pid, unix.AT_FDCWD, file, false), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		sfd, err := guestOpen(pid, unix.AT_FDCWD, file, false, false)
 		if err != nil {
 			return true // not a file: the interpreter will say so
 		}
@@ -317,21 +320,6 @@ func (c *execCtl) judgeProgram(fd int, path string, pid int, argv []string, dept
 		return ok
 	}
 	return true
-}
-
-// resolveAt names, from init, what path means to process pid: relative
-// to its working directory or to its descriptor dirfd.
-func resolveAt(pid, dirfd int, path string, emptyPath bool) string {
-	switch {
-	case path == "" && emptyPath:
-		return fmt.Sprintf("/proc/%d/fd/%d", pid, dirfd)
-	case filepath.IsAbs(path):
-		return path
-	case dirfd == unix.AT_FDCWD:
-		return fmt.Sprintf("/proc/%d/cwd/%s", pid, path)
-	default:
-		return fmt.Sprintf("/proc/%d/fd/%d/%s", pid, dirfd, path)
-	}
 }
 
 // displayPath is where the open file is, for the log.
@@ -560,7 +548,7 @@ func contains(list []string, s string) bool {
 // on each exec-capable mount of the run (as init sees them, after the
 // pivot), and returns it.
 func markExecMounts() (int, error) {
-	fd, err := unix.FanotifyInit(unix.FAN_CLASS_CONTENT|unix.FAN_CLOEXEC|unix.FAN_UNLIMITED_QUEUE|unix.FAN_UNLIMITED_MARKS, unix.O_RDONLY|unix.O_LARGEFILE|unix.O_CLOEXEC)
+	fd, err := unix.FanotifyInit(unix.FAN_CLASS_CONTENT|unix.FAN_CLOEXEC|unix.FAN_UNLIMITED_QUEUE|unix.FAN_UNLIMITED_MARKS|unix.FAN_REPORT_TID, unix.O_RDONLY|unix.O_LARGEFILE|unix.O_CLOEXEC)
 	if err != nil {
 		return -1, fmt.Errorf("exec control: fanotify (needs sandbox to run as root): %w", err)
 	}
@@ -635,7 +623,7 @@ func (c *execCtl) serveFanotify(fd int) {
 			if m.Fd >= 0 {
 				allow := true
 				if m.Mask&unix.FAN_OPEN_EXEC_PERM != 0 {
-					allow = c.judgeKernel(int(m.Fd))
+					allow = c.judgeKernel(int(m.Fd), int(m.Pid))
 				}
 				resp := unix.FanotifyResponse{Fd: m.Fd, Response: unix.FAN_ALLOW}
 				if !allow {
@@ -649,28 +637,59 @@ func (c *execCtl) serveFanotify(fd int) {
 	}
 }
 
-// judgeKernel decides an open for exec the kernel holds: by the verdict
-// already given for that content, as the loader of an allowed program,
-// or by asking the host. What cannot be hashed is refused.
-func (c *execCtl) judgeKernel(fd int) bool {
+// judgeKernel decides an open for exec the kernel holds for thread tid:
+// an ELF loader only as the interpreter of the program that thread's exec
+// just opened (never run directly, by any name); anything else by the
+// verdict already given for its content, or by asking the host. What
+// cannot be hashed is refused. An admitted program's loader becomes the
+// thread's one expected loader.
+func (c *execCtl) judgeKernel(fd, tid int) bool {
 	a, ok := c.known(fd)
 	if !ok {
-		ok, _ := c.judge(fd, displayPath(fd, ""), RoleKernel)
-		return ok
+		if _, a = c.judge(fd, displayPath(fd, ""), RoleKernel); a == "" {
+			return false
+		}
 	}
 	c.mu.Lock()
+	expected := c.pending[tid]
+	delete(c.pending, tid)
+	loader := c.isLoader[a]
 	v, decided := c.verdicts[a]
-	loader := c.loaders[a]
 	c.mu.Unlock()
 	if loader {
-		// The kernel does not say whether it opens this as a program or as
-		// the loader of one; a loader admitted for an allowed program is
-		// let through (run directly, it was judged as a program above).
-		return true
+		return expected == a
 	}
-	if decided {
-		return v
+	if !decided {
+		v, _ = c.judge(fd, displayPath(fd, ""), RoleKernel)
 	}
-	allow, _ := c.judge(fd, displayPath(fd, ""), RoleKernel)
-	return allow
+	if v {
+		c.expectLoader(fd, tid)
+	}
+	return v
+}
+
+// expectLoader records, for thread tid, the ELF loader the program open
+// at fd names, when the host admits it as that program's loader.
+func (c *execCtl) expectLoader(fd, tid int) {
+	l := c.headOf(fd).loader
+	if l == "" {
+		return
+	}
+	lfd, err := unix.Open(l, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(lfd)
+	la, ok := c.known(lfd)
+	c.mu.Lock()
+	allowed, decided := c.loaders[la]
+	c.mu.Unlock()
+	if !ok || !decided {
+		allowed, la = c.judge(lfd, l, RoleLoader)
+	}
+	if allowed {
+		c.mu.Lock()
+		c.pending[tid] = la
+		c.mu.Unlock()
+	}
 }

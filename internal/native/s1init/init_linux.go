@@ -429,6 +429,16 @@ func buildRun(sp *Spec) error {
 			return fmt.Errorf("grant %s: %w", b.Path, err)
 		}
 	}
+	if sp.Exec.ExecControl {
+		// Under exec control nothing the guest can write is executable
+		// (/tmp here, writable grants as they are mounted; /dev/shm
+		// always): what the kernel maps for an exec lies on a mount the
+		// guest cannot change, so the bytes judged are the bytes run.
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOEXEC}
+		if err := unix.MountSetattr(unix.AT_FDCWD, root+"/tmp", 0, &attr); err != nil {
+			return fmt.Errorf("/tmp noexec: %w", err)
+		}
+	}
 	for _, p := range []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"} {
 		fd, err := unix.Openat2(rfd, strings.TrimPrefix(p, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: beneath})
 		if err != nil {
@@ -490,10 +500,11 @@ func mountBind(sp *Spec, rfd int, root string, i int, b Bind) error {
 		return err
 	}
 	defer unix.Close(dst)
+	noexec := b.RW && sp.Exec.ExecControl
 	if b.RW && b.Quota > 0 {
-		return overlay(root, i, b, obj.FD(), dst)
+		return overlay(root, i, b, obj.FD(), dst, noexec)
 	}
-	return mountTree(obj.FD(), dst, !b.RW, b.IDMap)
+	return mountTree(obj.FD(), dst, !b.RW, noexec, b.IDMap)
 }
 
 // placeIn opens, beneath the root, the place a grant is mounted at,
@@ -551,9 +562,10 @@ func placeIn(rfd int, p string, file bool) (int, error) {
 }
 
 // mountTree mounts a copy of the mount tree at the object src (an O_PATH
-// descriptor) on the place dst: nosuid and nodev always, read-only when
-// asked, id mapped through the user namespace at usernsPath when given.
-func mountTree(src, dst int, ro bool, usernsPath string) error {
+// descriptor) on the place dst: nosuid and nodev always, read-only or
+// noexec when asked, id mapped through the user namespace at usernsPath
+// when given.
+func mountTree(src, dst int, ro, noexec bool, usernsPath string) error {
 	tree, err := unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
 	if err != nil {
 		return fmt.Errorf("open_tree: %w", err)
@@ -562,6 +574,9 @@ func mountTree(src, dst int, ro bool, usernsPath string) error {
 	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
 	if ro {
 		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+	}
+	if noexec {
+		attr.Attr_set |= unix.MOUNT_ATTR_NOEXEC
 	}
 	if usernsPath != "" {
 		userns, err := unix.Open(usernsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -614,7 +629,7 @@ func buildDev(root string) error {
 // overlay mounts a quota'd rw grant: writes land in a tmpfs of the
 // quota's size and are committed to the host directory (src, the object
 // walked and checked) when the run ends. It is mounted on dst.
-func overlay(root string, i int, b Bind, src, dst int) error {
+func overlay(root string, i int, b Bind, src, dst int, noexec bool) error {
 	layers := fmt.Sprintf("%s%s/%d", root, private, i)
 	if err := os.MkdirAll(layers, 0o700); err != nil {
 		return err
@@ -640,7 +655,7 @@ func overlay(root string, i int, b Bind, src, dst int) error {
 		if err != nil {
 			return err
 		}
-		err = mountTree(src, fd, false, l.idmap)
+		err = mountTree(src, fd, false, false, l.idmap)
 		unix.Close(fd)
 		if err != nil {
 			return fmt.Errorf("%s layer: %w", l.dir, err)
@@ -651,7 +666,11 @@ func overlay(root string, i int, b Bind, src, dst int) error {
 		os.Chown(layers+"/work", Nobody, Nobody)
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", layers+"/lower", layers+"/upper", layers+"/work")
-	if err := unix.Mount("overlay", layers+"/merged", "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
+	if noexec {
+		flags |= unix.MS_NOEXEC
+	}
+	if err := unix.Mount("overlay", layers+"/merged", "overlay", flags, opts); err != nil {
 		return fmt.Errorf("overlay: %w", err)
 	}
 	if err := unix.MoveMount(unix.AT_FDCWD, layers+"/merged", dst, "", unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {

@@ -55,8 +55,10 @@ type Ctl struct {
 	Addr string `json:"addr,omitempty"`
 	Path string `json:"path,omitempty"`
 	Role string `json:"role,omitempty"`
-	// Verdicts.
-	Allow bool `json:"allow,omitempty"`
+	// Verdicts. Loader says the file is an ELF loader (by its address):
+	// admitted only as the interpreter of an admitted program.
+	Allow  bool `json:"allow,omitempty"`
+	Loader bool `json:"loader,omitempty"`
 }
 
 // KernelDir is the kernel interface (/proc, /dev or /sys) p is at or
