@@ -57,6 +57,14 @@ func runInit() int {
 			unix.CloseOnExec(fd)
 		}
 	}
+	// Forward the signals the host sends (init is in its own process
+	// group, so a terminal's signals reach only sandbox, which forwards
+	// them here) to the program's process group. Caught from the start
+	// (while a warm init waits, which also keeps the cost of setting up
+	// signal handling off a run's path): one that comes before the
+	// program waits for it, and never ends init by Go's default action.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
 	out := os.NewFile(4, "status")
 	report := func(st Status) {
 		if out != nil {
@@ -119,13 +127,6 @@ func runInit() int {
 		memfdNoexec.Close()
 		memfdNoexec = nil
 	}
-	// Forward the signals the host sends (init is in its own process
-	// group, so a terminal's signals reach only sandbox, which forwards
-	// them here) to the program's process group. Caught from before the
-	// program starts: one that comes early waits for it, and never ends
-	// init by Go's default action.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
 	pid, err := startConfined(&sp.Exec, xc)
 	if err != nil {
 		report(Status{Error: "init: " + err.Error()})
