@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -443,14 +444,47 @@ func (p *Proxy) intercept(ctx context.Context, c net.Conn, br *bufio.Reader, hos
 // hopHeaders are not forwarded (RFC 9110 §7.6.1).
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
+// injectMethods are the methods forwarded to a host with injected
+// credentials: what APIs use. TRACE (which echoes the request, secret
+// and all), CONNECT and anything else are refused.
+var injectMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
+}
+
 // forward sends req to host:port (at the vetted addresses) with the
 // injected headers and writes the response to w. It reports whether the
 // client connection may carry another request.
+//
+// To a host with injections: only injectMethods are forwarded; the
+// secret goes only over TLS (scheme https, the server's certificate
+// verified) unless its injection allows plain HTTP; the response comes
+// back unencoded and every form of the secret in it (headers and body) is
+// redacted, with a decision logged.
 func (p *Proxy) forward(ctx context.Context, w io.Writer, req *http.Request, scheme, host string, port int, addrs []netip.AddrPort, inj []Header) bool {
+	dest := key(strings.Trim(host, "[]"), port)
+	if len(inj) > 0 {
+		refuse := func(code int, why string) bool {
+			p.cfg.Enforcer.Note(grant.KindNet, grant.OpInject, dest, false, why)
+			io.Copy(io.Discard, req.Body)
+			httpError(w, code, why)
+			return false
+		}
+		if !injectMethods[req.Method] {
+			return refuse(http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not forwarded to a host with injected credentials", clip(req.Method)))
+		}
+		if scheme != "https" {
+			for _, h := range inj {
+				if !h.Plain {
+					return refuse(http.StatusForbidden, fmt.Sprintf("the secret for %s goes only over TLS (https://); --inject http://%s:%s=... allows plain HTTP", dest, dest, h.Name))
+				}
+			}
+		}
+	}
 	out := req.Clone(context.WithValue(ctx, vettedKey{}, addrs))
 	out.RequestURI = ""
 	out.URL.Scheme = scheme
-	out.URL.Host = key(strings.Trim(host, "[]"), port)
+	out.URL.Host = dest
 	out.Host = ""
 	for _, f := range out.Header.Values("Connection") {
 		for _, h := range strings.Split(f, ",") {
@@ -463,7 +497,10 @@ func (p *Proxy) forward(ctx context.Context, w io.Writer, req *http.Request, sch
 	out.Close = false
 	for _, h := range inj {
 		out.Header.Set(h.Name, h.Value)
-		p.cfg.Enforcer.Note(grant.KindNet, grant.OpInject, key(strings.Trim(host, "[]"), port), true, h.Name+" from "+h.Ref)
+		p.cfg.Enforcer.Note(grant.KindNet, grant.OpInject, dest, true, h.Name+" from "+h.Ref)
+	}
+	if len(inj) > 0 {
+		out.Header.Set("Accept-Encoding", "identity") // what comes back is scanned
 	}
 	resp, err := p.transport.RoundTrip(out)
 	if err != nil {
@@ -475,10 +512,83 @@ func (p *Proxy) forward(ctx context.Context, w io.Writer, req *http.Request, sch
 	if !keep {
 		resp.Close = true
 	}
+	if len(inj) > 0 {
+		if err := p.scrub(resp, dest, inj); err != nil {
+			p.cfg.Enforcer.Note(grant.KindNet, grant.OpInject, dest, false, err.Error())
+			httpError(w, http.StatusBadGateway, err.Error())
+			return false
+		}
+	}
 	if err := resp.Write(w); err != nil {
 		return false
 	}
 	return keep
+}
+
+// scrub readies a response from a host with injections for the run:
+// decoded (gzip) so that it can be read, and every form of the secret
+// redacted from its headers and body, each form found logged once.
+func (p *Proxy) scrub(resp *http.Response, dest string, inj []Header) error {
+	switch enc := strings.ToLower(resp.Header.Get("Content-Encoding")); enc {
+	case "", "identity":
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			return fmt.Errorf("a gzip response from %s that cannot be read cannot be checked for the secret", dest)
+		}
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{zr, resp.Body}
+		resp.Header.Del("Content-Encoding")
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+		resp.TransferEncoding = []string{"chunked"} // its length is unknown now
+	default:
+		return fmt.Errorf("a response from %s in %q encoding cannot be checked for the secret", dest, clip(enc))
+	}
+	pats := patterns(inj)
+	var mu sync.Mutex
+	logged := map[string]bool{}
+	found := func(form string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !logged[form] {
+			logged[form] = true
+			p.cfg.Enforcer.Note(grant.KindNet, grant.OpInject, dest, false, "the response held the injected secret ("+form+"); redacted")
+		}
+	}
+	for k, vs := range resp.Header {
+		for i := range vs {
+			b := []byte(vs[i])
+			for _, f := range redactBytes(b, pats) {
+				found(f)
+			}
+			resp.Header[k][i] = string(b)
+		}
+	}
+	for k, vs := range resp.Trailer {
+		for i := range vs {
+			b := []byte(vs[i])
+			for _, f := range redactBytes(b, pats) {
+				found(f)
+			}
+			resp.Trailer[k][i] = string(b)
+		}
+	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{newRedactor(resp.Body, pats, found), resp.Body}
+	return nil
+}
+
+// clip shortens guest text for a message.
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
 }
 
 // httpError answers a proxy request with code and a one-line reason.

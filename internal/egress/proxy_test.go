@@ -283,7 +283,7 @@ func TestInjectHTTPS(t *testing.T) {
 func TestInjectPlainHTTPOverridesGuestHeader(t *testing.T) {
 	a := newServer(t, false, "127.0.0.1:0")
 	s, enf := grants(t, fmt.Sprintf("net:127.0.0.1:%d", a.port()))
-	s.Net[0].Inject = []grant.Inject{{Header: "Authorization", Secret: "env:T"}}
+	s.Net[0].Inject = []grant.Inject{{Header: "Authorization", Secret: "env:T", Plain: true}}
 	inj, err := Secrets(s, func(string) (string, bool) { return "Bearer real", true })
 	if err != nil {
 		t.Fatal(err)

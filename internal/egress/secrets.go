@@ -10,12 +10,14 @@ import (
 	"github.com/opensubstrate/sandbox/internal/grant"
 )
 
-// Header is one injected header: its name, the secret's value, and the
-// secret's reference (for the decision log; the value is never logged).
+// Header is one injected header: its name, the secret's value, the
+// secret's reference (for the decision log; the value is never logged),
+// and whether it may be sent over plain HTTP.
 type Header struct {
 	Name  string
 	Value string
 	Ref   string
+	Plain bool
 }
 
 // Secrets resolves every injection of s to its value: env:NAME from
@@ -35,7 +37,7 @@ func Secrets(s grant.Set, lookupEnv func(string) (string, bool)) (map[string][]H
 				return nil, &SecretError{Err: fmt.Errorf("inject %s into requests to %s: %w", in.Header, n.Host, err)}
 			}
 			k := key(n.Host, n.Port)
-			out[k] = append(out[k], Header{Name: in.Header, Value: v, Ref: in.Secret})
+			out[k] = append(out[k], Header{Name: in.Header, Value: v, Ref: in.Secret, Plain: in.Plain})
 		}
 	}
 	return out, nil

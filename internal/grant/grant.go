@@ -55,9 +55,13 @@ type Net struct {
 }
 
 // Inject names a secret the host adds to requests to a Net grant's host.
+// The secret goes only over TLS, to a server whose certificate verifies,
+// unless Plain says plain HTTP is allowed for this host and port (a test
+// server on loopback, say).
 type Inject struct {
 	Header string `json:"header"`
 	Secret string `json:"secret"` // "env:NAME" or "file:/absolute/path"
+	Plain  bool   `json:"plain,omitempty"`
 }
 
 // Storage grants a directory tree on the host, visible to the unit at the
@@ -134,7 +138,7 @@ func (s *Set) Normalize() error {
 			for _, k := range kept {
 				if strings.EqualFold(k.Header, in.Header) {
 					if k != in {
-						return &Error{Grant: n.String(), Field: "inject", Why: fmt.Sprintf("header %s is injected twice, from %s and %s", in.Header, k.Secret, in.Secret)}
+						return &Error{Grant: n.String(), Field: "inject", Why: fmt.Sprintf("header %s is injected twice, from %s and %s (or once over plain HTTP and once not)", in.Header, k.Secret, in.Secret)}
 					}
 					dup = true
 				}

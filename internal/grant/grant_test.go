@@ -413,10 +413,27 @@ func TestInjectArg(t *testing.T) {
 		{"api.example.com:A", "want HEADER=SECRET"},
 		{"[::1:A=env:X", "want [IPV6]:HEADER=SECRET"},
 		{"api.example.com:A=file:relative", "never the value itself"},
+		{"http://api.example.com:A=env:X", "plain HTTP is allowed for one port at a time"},
+		{"http://api.example.com:8443:A=env:X", "no net grant for api.example.com:8443"},
+		{"http://api.example.com:0:A=env:X", "want http://HOST:PORT:HEADER=SECRET"},
 	} {
 		s := base()
 		if err := s.Inject(tc.arg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.arg, err, tc.want)
+		}
+	}
+	// http://HOST:PORT: that grant only, plain HTTP allowed.
+	s = base()
+	if err := s.Inject("http://api.example.com:80:A=env:X"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range s.Net {
+		plain := n.Host == "api.example.com" && n.Port == 80
+		if plain != (len(n.Inject) == 1) || (plain && !n.Inject[0].Plain) {
+			t.Errorf("%s: %+v", n, n.Inject)
 		}
 	}
 	s = base()

@@ -165,28 +165,36 @@ func ParseArgs(args []string, cwd string) (Set, error) {
 
 // InjectSyntax is the --inject grammar, for --help texts.
 const InjectSyntax = `  HOST:HEADER=env:NAME        add HEADER with the value of sandbox's own
-                              environment variable NAME to requests to HOST
+                              environment variable NAME to requests to HOST,
+                              sent only over TLS to a server whose
+                              certificate verifies
   HOST:HEADER=file:/PATH      the same, with the value read from /PATH
+  http://HOST:PORT:HEADER=... the same for the net grant HOST:PORT only,
+                              allowed over plain HTTP too (a test server on
+                              loopback; the secret then travels in clear)
   (HOST needs a net grant; the value never enters the unit)`
 
 // Inject adds a credential injection, "HOST:HEADER=SECRET", to every net
-// grant of HOST in s (which must already hold one). SECRET is a
-// reference, env:NAME or file:/absolute/path; the value stays with the
-// host. The result is not normalized.
+// grant of HOST in s (which must already hold one), or, as
+// "http://HOST:PORT:HEADER=SECRET", to the net grant HOST:PORT only,
+// allowed over plain HTTP. SECRET is a reference, env:NAME or
+// file:/absolute/path; the value stays with the host. The result is not
+// normalized.
 func (s *Set) Inject(arg string) error {
 	fail := func(field, format string, args ...any) error {
 		return &Error{Grant: "inject " + arg, Field: field, Why: fmt.Sprintf(format, args...)}
 	}
-	var host, rest string
-	if strings.HasPrefix(arg, "[") {
-		end := strings.Index(arg, "]:")
+	rest, plain := strings.CutPrefix(arg, "http://")
+	var host string
+	if strings.HasPrefix(rest, "[") {
+		end := strings.Index(rest, "]:")
 		if end < 0 {
 			return fail("host", "want [IPV6]:HEADER=SECRET")
 		}
-		host, rest = arg[1:end], arg[end+2:]
+		host, rest = rest[1:end], rest[end+2:]
 	} else {
 		var ok bool
-		if host, rest, ok = strings.Cut(arg, ":"); !ok {
+		if host, rest, ok = strings.Cut(rest, ":"); !ok {
 			return fail("", "want HOST:HEADER=SECRET, e.g. api.example.com:Authorization=env:API_TOKEN")
 		}
 	}
@@ -194,20 +202,31 @@ func (s *Set) Inject(arg string) error {
 	if err != nil {
 		return fail("host", "%v", err)
 	}
+	port := 0
+	if plain {
+		ps, r, ok := strings.Cut(rest, ":")
+		if port, err = strconv.Atoi(ps); !ok || err != nil || port < 1 || port > 65535 {
+			return fail("port", "want http://HOST:PORT:HEADER=SECRET: plain HTTP is allowed for one port at a time")
+		}
+		rest = r
+	}
 	header, secret, ok := strings.Cut(rest, "=")
 	if !ok {
 		return fail("header", "want HEADER=SECRET after the host")
 	}
-	in := Inject{Header: header, Secret: secret}
+	in := Inject{Header: header, Secret: secret, Plain: plain}
 	if err := checkInject(in); err != nil {
 		return fail("secret", "%v", err)
 	}
 	n := 0
 	for i := range s.Net {
-		if s.Net[i].Host == h {
+		if s.Net[i].Host == h && (port == 0 || s.Net[i].Port == port) {
 			s.Net[i].Inject = append(s.Net[i].Inject, in)
 			n++
 		}
+	}
+	if n == 0 && port != 0 {
+		return fail("host", "no net grant for %s:%d: add --grant net:%s:%d", h, port, h, port)
 	}
 	if n == 0 {
 		return fail("host", "no net grant for %s: add --grant net:%s:PORT", h, h)

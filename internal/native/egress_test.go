@@ -8,11 +8,13 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -249,5 +251,53 @@ func TestSecretNeverEntersTheUnit(t *testing.T) {
 	r, _ = netRun(t, nil, g, env, filepath.Join(bin, "seeker"))
 	if r.err != nil || !strings.Contains(r.stdout, "FOUND in environment") || !strings.Contains(r.stdout, "FOUND in file "+data+"/leak") || !strings.Contains(r.stdout, "/mem ") {
 		t.Fatalf("the control search missed the secret:\n%s\n%s", r.stdout, r.stderr)
+	}
+}
+
+// TestInjectedCredentialCannotBeCopiedOut: the guest tries to get the
+// injected secret back through the proxy: TRACE, plain HTTP to the TLS
+// port inside a tunnel (curl -p) and as an absolute URL, and a server
+// that echoes the request in base64, hex and URL encoding, gzip'd or not.
+// Nothing it gets back holds the secret in any of those forms.
+func TestInjectedCredentialCannotBeCopiedOut(t *testing.T) {
+	const secret = "tok-91c2e7a4d5b8f3061e"
+	echo := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := r.Header.Get("X-Api-Key")
+		fmt.Fprintf(w, "%s %s %s %s %s\n", r.Method, v, base64.StdEncoding.EncodeToString([]byte("k="+v)), hex.EncodeToString([]byte(v)), url.QueryEscape(v))
+	}))
+	echo.StartTLS()
+	defer echo.Close()
+	port := echo.Listener.Addr().(*net.TCPAddr).Port
+	roots := x509.NewCertPool()
+	roots.AddCert(echo.Certificate())
+	t.Setenv("SANDBOX_TEST_TOKEN", secret)
+	g := mustGrants(t, fmt.Sprintf("net:127.0.0.1:%d", port))
+	if err := g.Inject("127.0.0.1:X-Api-Key=env:SANDBOX_TEST_TOKEN"); err != nil {
+		t.Fatal(err)
+	}
+	u := fmt.Sprintf("127.0.0.1:%d", port)
+	script := fmt.Sprintf(`curl -sS https://%[1]s/echo; echo
+curl -sS -X TRACE https://%[1]s/; echo
+curl -sS -p http://%[1]s/; echo
+curl -sS http://%[1]s/; echo
+curl -sS --compressed https://%[1]s/; echo`, u)
+	r, log := netRun(t, roots, g, nil, "/bin/sh", "-c", script)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	t.Logf("\n%s", r.stdout)
+	for _, form := range []string{secret, base64.StdEncoding.EncodeToString([]byte("k=" + secret))[4:20], hex.EncodeToString([]byte(secret)), url.QueryEscape(secret)} {
+		if strings.Contains(r.stdout+r.stderr, form) {
+			t.Errorf("the guest got the secret back (%s)", form)
+		}
+	}
+	if !strings.Contains(r.stdout, "GET ****") {
+		t.Errorf("the echo did not run: %q", r.stdout)
+	}
+	lt := logText(log)
+	for _, want := range []string{"method TRACE is not forwarded", "goes only over TLS", "redacted"} {
+		if !strings.Contains(lt, want) {
+			t.Errorf("decision log lacks %q:\n%s", want, lt)
+		}
 	}
 }
