@@ -100,6 +100,7 @@ func main() {
 	_, _, e := unix.RawSyscall(unix.SYS_PTRACE, unix.PTRACE_ATTACH, 1, 0)
 	blockedIf("ptrace pid 1", errnoErr(e))
 	initAttacks()
+	hostFacts()
 	blockedIf("chroot", unix.Chroot("/tmp"))
 	_, err = os.ReadDir("/proc/1/root")
 	blockedIf("/proc/1/root", err)
@@ -248,6 +249,29 @@ func initAttacks() {
 		f.Close()
 	}
 	blockedIf("write init's status pipe", err)
+}
+
+// hostFacts looks for what the host would rather not tell a run: its
+// boot id, the kernel's command line and configuration, its block
+// devices, its keys and the host's paths of the run's cgroups.
+func hostFacts() {
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	host := os.Getenv("ESCAPE_HOST_BOOT_ID")
+	report("see the host's boot id", host != "" && strings.TrimSpace(string(b)) == host, "boot id %q", strings.TrimSpace(string(b)))
+	for _, p := range []string{"/proc/cmdline", "/proc/config.gz", "/proc/partitions", "/proc/diskstats", "/proc/keys", "/proc/sched_debug", "/proc/swaps"} {
+		b, err := os.ReadFile(p)
+		report("read host facts in "+p, err == nil && len(b) > 0, "%d bytes (%v)", len(b), err)
+	}
+	ents, _ := os.ReadDir("/proc/acpi")
+	report("list /proc/acpi", len(ents) > 0, "%d entries", len(ents))
+	cg, _ := os.ReadFile("/proc/self/cgroup")
+	paths := false
+	for _, l := range strings.Split(strings.TrimSpace(string(cg)), "\n") {
+		if f := strings.SplitN(l, ":", 3); len(f) == 3 && f[2] != "/" {
+			paths = true
+		}
+	}
+	report("see host cgroup paths", paths, "%q", cg)
 }
 
 // setidAttacks tries to leave a setuid or setgid file, or one with file

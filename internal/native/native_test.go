@@ -153,7 +153,7 @@ func TestEscapeBattery(t *testing.T) {
 
 	gr, _ := grant.ParseArgs([]string{"cpu:10J", "fs:" + g + ":ro", "fs:" + q + ":rw:quota=1MiB", "fs:" + rw + ":rw"}, "/")
 	u := unit.Unit{Kind: tier.Native, Image: addr.Of(b), Entry: filepath.Join(g, "escape"), Args: []string{"escape"},
-		Env: map[string]string{"ESCAPE_GRANT": g, "ESCAPE_QUOTA_DIR": q, "ESCAPE_RW_DIR": rw, "ESCAPE_PORT": port, "ESCAPE_HOSTPID": strconv.Itoa(os.Getpid()), "PATH": "/usr/bin:/bin"}}
+		Env: map[string]string{"ESCAPE_GRANT": g, "ESCAPE_QUOTA_DIR": q, "ESCAPE_RW_DIR": rw, "ESCAPE_PORT": port, "ESCAPE_HOST_BOOT_ID": bootID(t), "ESCAPE_HOSTPID": strconv.Itoa(os.Getpid()), "PATH": "/usr/bin:/bin"}}
 	cg := newGroup(t)
 	var out, errb bytes.Buffer
 	res, err := executor(t).Run(context.Background(), &job.Job{Unit: u, Grants: gr, Enforcer: grant.NewEnforcer(gr), Stdout: &out, Stderr: &errb, Deadline: 2 * time.Minute, Cgroup: cg})
@@ -168,7 +168,8 @@ func TestEscapeBattery(t *testing.T) {
 		"sysctl kernel.hostname", "follow symlink abs", "follow symlink rel", "see host processes", "signal host pid",
 		"mount tmpfs", "unshare user namespace", "unshare mount namespace", "ptrace pid 1",
 		"signal pid 1 (init)", "queue a SIGSEGV to pid 1 (init)", "signal a thread of init", "renice pid 1 (init)", "set pid 1's limits (init)",
-		"read init's environment", "list init's descriptors", "write init's status pipe", "chroot", "/proc/1/root", "/proc/1/exe",
+		"read init's environment", "list init's descriptors", "write init's status pipe", "chroot",
+		"see the host's boot id", "read host facts in /proc/cmdline", "read host facts in /proc/partitions", "see host cgroup paths", "/proc/1/root", "/proc/1/exe",
 		"raw socket", "packet socket", "connect to the host's loopback listener", "DNS lookup", "fork bomb",
 		"fill the disk past the quota", "setuid binary", "load a kernel module", "keyctl", "bpf", "perf_event_open",
 		"settimeofday", "clock_settime", "open_by_handle_at"}
@@ -213,6 +214,15 @@ func TestEscapeBattery(t *testing.T) {
 		t.Errorf("the host cannot fork after the fork bomb: %v", err)
 	}
 	noSetID(t, rw, q)
+}
+
+// bootID is the host's boot id.
+func bootID(t *testing.T) string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // noSetID checks that nothing under dirs is setuid, setgid or carries

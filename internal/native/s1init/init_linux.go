@@ -190,6 +190,13 @@ func startConfined(ex *Exec, xc *execCtl) (int, error) {
 }
 
 func confineThreadAndStart(ex *Exec, xc *execCtl) (int, error) {
+	// A cgroup namespace rooted at the run's own group (the host placed
+	// init in it before sending the spec): the program sees "/" in
+	// /proc/self/cgroup, not the host's hierarchy. On this thread, whose
+	// namespaces the program inherits.
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return 0, fmt.Errorf("cgroup namespace: %w", err)
+	}
 	ll, err := landlockRuleset(ex)
 	if err != nil {
 		return 0, err
@@ -380,12 +387,11 @@ func buildBase(b *Base) error {
 	if err := unix.Mount("proc", root+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible"); err != nil {
 		return fmt.Errorf("/proc: %w", err)
 	}
-	for _, p := range []string{"/proc/kcore", "/proc/sysrq-trigger", "/proc/kmsg", "/proc/timer_list"} {
-		if _, err := os.Stat(root + p); err == nil {
-			if err := unix.Mount(root+"/dev/null", root+p, "", unix.MS_BIND, ""); err != nil {
-				return fmt.Errorf("mask %s: %w", p, err)
-			}
-		}
+	if err := os.Mkdir(root+private, 0o700); err != nil {
+		return err
+	}
+	if err := maskProc(root); err != nil {
+		return err
 	}
 	// Kept open across the read-only bind below, for exec control.
 	memfdNoexec, _ = os.OpenFile(root+"/proc/sys/vm/memfd_noexec", os.O_WRONLY, 0)
@@ -396,13 +402,61 @@ func buildBase(b *Base) error {
 			}
 		}
 	}
-	if err := os.Mkdir(root+private, 0o700); err != nil {
-		return err
-	}
 	if b.Hostname != "" {
 		unix.Sethostname([]byte(b.Hostname))
 	}
 	loopbackUp()
+	return nil
+}
+
+// MaskedProc are the files of /proc a run reads as empty, and
+// MaskedProcDirs the directories it sees empty: host facts a confined
+// program has no use for (docs/s1.md says why each).
+var (
+	MaskedProc = []string{
+		"/proc/kcore", "/proc/sysrq-trigger", "/proc/kmsg", "/proc/timer_list", "/proc/timer_stats",
+		"/proc/sched_debug", "/proc/latency_stats", "/proc/cmdline", "/proc/config.gz", "/proc/keys",
+		"/proc/key-users", "/proc/partitions", "/proc/diskstats", "/proc/swaps",
+	}
+	MaskedProcDirs = []string{"/proc/acpi", "/proc/scsi", "/proc/asound", "/proc/driver"}
+)
+
+// maskProc hides host facts in the run's /proc: each masked file is an
+// empty read-only file of the root's own tmpfs bound over it (not the
+// host's /dev/null, whose mount would show the host's devtmpfs), each
+// masked directory an empty read-only directory, and the boot id is the
+// run's own.
+func maskProc(root string) error {
+	empty, emptyDir, bootID := root+private+"/empty", root+private+"/empty.d", root+private+"/boot_id"
+	if err := os.WriteFile(empty, nil, 0o444); err != nil {
+		return err
+	}
+	if err := os.Mkdir(emptyDir, 0o555); err != nil {
+		return err
+	}
+	var id [16]byte
+	if _, err := unix.Getrandom(id[:], 0); err != nil {
+		return fmt.Errorf("boot id: %w", err)
+	}
+	id[6] = id[6]&0x0f | 0x40 // version 4
+	id[8] = id[8]&0x3f | 0x80 // RFC 4122 variant
+	uuid := fmt.Sprintf("%x-%x-%x-%x-%x\n", id[0:4], id[4:6], id[6:8], id[8:10], id[10:16])
+	if err := os.WriteFile(bootID, []byte(uuid), 0o444); err != nil {
+		return err
+	}
+	for _, m := range []struct {
+		src   string
+		paths []string
+	}{{empty, MaskedProc}, {emptyDir, MaskedProcDirs}, {bootID, []string{"/proc/sys/kernel/random/boot_id"}}} {
+		for _, p := range m.paths {
+			if _, err := os.Lstat(root + p); err != nil {
+				continue // not on this kernel
+			}
+			if err := bindMount(m.src, root+p, true); err != nil {
+				return fmt.Errorf("mask %s: %w", p, err)
+			}
+		}
+	}
 	return nil
 }
 
