@@ -101,6 +101,17 @@ func main() {
 	blockedIf("ptrace pid 1", errnoErr(e))
 	initAttacks()
 	hostFacts()
+	blockedIf("raise the core-dump limit", unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{Cur: 1 << 20, Max: 1 << 20}))
+	blockedIf("raise the open-files limit", unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: 1 << 16, Max: 1 << 16}))
+	for _, d := range []string{"/dev/vda", "/dev/sda", "/dev/nvme0n1", "/dev/mem", "/dev/kmsg", "/dev/tty"} {
+		f, err := os.Open(d)
+		if err == nil {
+			f.Close()
+		}
+		blockedIf("open the host's "+d, err)
+	}
+	_, err = os.Stat("/sys/kernel")
+	blockedIf("reach /sys", err)
 	blockedIf("chroot", unix.Chroot("/tmp"))
 	_, err = os.ReadDir("/proc/1/root")
 	blockedIf("/proc/1/root", err)

@@ -169,7 +169,8 @@ func TestEscapeBattery(t *testing.T) {
 		"mount tmpfs", "unshare user namespace", "unshare mount namespace", "ptrace pid 1",
 		"signal pid 1 (init)", "queue a SIGSEGV to pid 1 (init)", "signal a thread of init", "renice pid 1 (init)", "set pid 1's limits (init)",
 		"read init's environment", "list init's descriptors", "write init's status pipe", "chroot",
-		"see the host's boot id", "read host facts in /proc/cmdline", "read host facts in /proc/partitions", "see host cgroup paths", "/proc/1/root", "/proc/1/exe",
+		"see the host's boot id", "read host facts in /proc/cmdline", "read host facts in /proc/partitions", "see host cgroup paths",
+		"raise the core-dump limit", "raise the open-files limit", "open the host's /dev/vda", "open the host's /dev/mem", "reach /sys", "/proc/1/root", "/proc/1/exe",
 		"raw socket", "packet socket", "connect to the host's loopback listener", "DNS lookup", "fork bomb",
 		"fill the disk past the quota", "setuid binary", "load a kernel module", "keyctl", "bpf", "perf_event_open",
 		"settimeofday", "clock_settime", "open_by_handle_at"}
@@ -214,6 +215,20 @@ func TestEscapeBattery(t *testing.T) {
 		t.Errorf("the host cannot fork after the fork bomb: %v", err)
 	}
 	noSetID(t, rw, q)
+	// The rw grant is id mapped: what the guest (nobody) made there
+	// belongs on disk to the directory's owner.
+	var dirSt syscall.Stat_t
+	syscall.Stat(rw, &dirSt)
+	ents, _ := os.ReadDir(rw)
+	if len(ents) == 0 {
+		t.Error("the guest made nothing in its rw grant")
+	}
+	for _, e := range ents {
+		var st syscall.Stat_t
+		if syscall.Lstat(filepath.Join(rw, e.Name()), &st) == nil && (st.Uid != dirSt.Uid || st.Gid != dirSt.Gid) {
+			t.Errorf("%s is owned by %d:%d on the host, not by the grant's owner %d:%d", e.Name(), st.Uid, st.Gid, dirSt.Uid, dirSt.Gid)
+		}
+	}
 }
 
 // bootID is the host's boot id.
