@@ -273,6 +273,14 @@ func hostFacts() {
 		b, err := os.ReadFile(p)
 		report("read host facts in "+p, err == nil && len(b) > 0, "%d bytes (%v)", len(b), err)
 	}
+	ks, _ := os.ReadFile("/proc/kallsyms")
+	nonzero := 0
+	for _, l := range strings.Split(string(ks), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && strings.Trim(f[0], "0") != "" {
+			nonzero++
+		}
+	}
+	report("read kernel addresses in /proc/kallsyms", nonzero > 0, "%d non-zero addresses", nonzero)
 	ents, _ := os.ReadDir("/proc/acpi")
 	report("list /proc/acpi", len(ents) > 0, "%d entries", len(ents))
 	cg, _ := os.ReadFile("/proc/self/cgroup")
