@@ -174,3 +174,32 @@ func sum(t *testing.T, p string) string {
 	}
 	return string(b)
 }
+
+// TestNativeExecBypassesSealed: the loader reached through a descriptor
+// and the in-place swap race, through sandbox run: refused, and the run
+// is sealed, verifies, and shows the refusals.
+func TestNativeExecBypassesSealed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("exec control needs root (fanotify permission events)")
+	}
+	ld := "/lib64/ld-linux-x86-64.so.2"
+	if _, err := os.Stat(ld); err != nil {
+		t.Skip("no x86-64 ELF loader here")
+	}
+	home := t.TempDir()
+	hout, _, _ := sandbox(t, home, "hash", "/usr/bin/whoami")
+	a := strings.Fields(hout)[0]
+	script := `exec 9<` + ld + `; /proc/self/fd/9 /usr/bin/whoami; echo loader $?
+cp /bin/true /tmp/x; (i=0; while [ $i -lt 50 ]; do cat /usr/bin/whoami > /tmp/x; cat /bin/true > /tmp/x; i=$((i+1)); done) &
+i=0; while [ $i -lt 50 ]; do /tmp/x 2>/dev/null; i=$((i+1)); done; wait; echo raced`
+	out, errOut, code := sandbox(t, home, "run", "-q", "--grant", "exec:deny:"+a, "--", "sh", "-c", script)
+	if code != 0 || strings.Contains(out, "nobody") || !strings.Contains(out, "loader 126") || !strings.Contains(out, "raced") {
+		t.Fatalf("exit %d stdout %q stderr %q", code, out, errOut)
+	}
+	if vout, _, vcode := sandbox(t, home, "verify", "--trust-host", "last"); vcode != 0 {
+		t.Fatalf("verify: %d\n%s", vcode, vout)
+	}
+	if show, _, _ := sandbox(t, home, "show", "last"); !strings.Contains(show, "the ELF loader run directly") {
+		t.Fatalf("show:\n%s", show)
+	}
+}

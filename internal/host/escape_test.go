@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
+	"github.com/opensubstrate/sandbox/internal/wasm"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -121,5 +123,58 @@ func TestS2GrantPathsFollowNoLink(t *testing.T) {
 	runs, _ := h.Runs()
 	if len(runs) != 0 {
 		t.Errorf("%d runs were sealed for refused grants", len(runs))
+	}
+}
+
+// TestCacheRewriteSealedRun: after a cached module was rewritten (as a
+// guest that reached the state directory would), the next sealed run
+// runs the right code, says so, and its records verify.
+func TestCacheRewriteSealedRun(t *testing.T) {
+	h := newHost(t)
+	var warned []string
+	w, err := wasm.New(wasm.Config{CacheDir: h.Dir.Path("cache"), CacheKey: h.Key.Derive(wasm.CacheKeyContext), StateDir: h.Dir.Root,
+		MemoryLimitPages: 1024, Warn: func(m string) { warned = append(warned, m) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Executors = []Executor{w}
+	hello, cat := image(t, "hello"), image(t, "cat")
+	run := func(img []byte, args ...string) (*Run, string) {
+		var out bytes.Buffer
+		r, err := h.Run(context.Background(), Request{Kind: tier.Wasm, Image: img, Entry: args[0], Args: args, Grants: grants(t), Stdout: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, out.String()
+	}
+	run(hello, "hello", "x")
+	run(cat, "cat")
+	inst := func(img []byte) string {
+		m, _ := filepath.Glob(filepath.Join(h.Dir.Path("cache"), "instrumented", "*-"+addr.Of(img).Hex()+".wasm"))
+		if len(m) != 1 {
+			t.Fatalf("instrumented cache: %v", m)
+		}
+		return m[0]
+	}
+	b, _ := os.ReadFile(inst(cat))
+	os.WriteFile(inst(hello), b, 0o600)
+	w.Close()
+	// The next process.
+	w, err = wasm.New(wasm.Config{CacheDir: h.Dir.Path("cache"), CacheKey: h.Key.Derive(wasm.CacheKeyContext), StateDir: h.Dir.Root,
+		MemoryLimitPages: 1024, Warn: func(m string) { warned = append(warned, m) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	h.Executors = []Executor{w}
+	r, out := run(hello, "hello", "sealed")
+	if out != "hello, sealed\n" {
+		t.Fatalf("the rewritten cache ran other code: %q", out)
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "discarded the cached instrumentation") {
+		t.Fatalf("warnings: %q", warned)
+	}
+	if err := firstErr(verify(t, h, r.Dir)); err != nil {
+		t.Fatalf("the run does not verify: %v", err)
 	}
 }

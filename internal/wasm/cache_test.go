@@ -130,3 +130,23 @@ func TestCacheRewriteIsDiscarded(t *testing.T) {
 		t.Fatal("a cache directory without a key was accepted")
 	}
 }
+
+// FuzzSidecar: a sidecar is bytes anyone who reached the cache could
+// have written: decoding never panics, accepts only what this key
+// encoded, and gives back what was encoded.
+func FuzzSidecar(f *testing.F) {
+	c := &compiledCache{key: [32]byte{3}}
+	good := c.encode(entryID{ino: 7, size: 4096, ctime: 1700000000123456789}, [32]byte{9})
+	f.Add(good)
+	f.Add(good[:len(good)-1])
+	f.Add([]byte("SBXC1\x00\x00\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		id, sum, ok := c.decode(b)
+		if !ok {
+			return
+		}
+		if !bytes.Equal(c.encode(id, sum), b) {
+			t.Fatalf("decoded %x as %+v %x, which encodes otherwise", b, id, sum)
+		}
+	})
+}
