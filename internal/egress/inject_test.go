@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -52,17 +51,7 @@ func echoServer(t *testing.T, tlsOn bool) *server {
 		}
 		io.WriteString(w, body)
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Server = &httptest.Server{Listener: ln, Config: &http.Server{Handler: h}}
-	if tlsOn {
-		s.StartTLS()
-	} else {
-		s.Start()
-	}
-	t.Cleanup(s.Close)
+	s.start(t, tlsOn, "127.0.0.1:0", h)
 	return s
 }
 

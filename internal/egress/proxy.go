@@ -558,22 +558,15 @@ func (p *Proxy) scrub(resp *http.Response, dest string, inj []Header) error {
 			p.cfg.Enforcer.Note(grant.KindNet, grant.OpInject, dest, false, "the response held the injected secret ("+form+"); redacted")
 		}
 	}
-	for k, vs := range resp.Header {
-		for i := range vs {
-			b := []byte(vs[i])
-			for _, f := range redactBytes(b, pats) {
-				found(f)
+	for _, h := range []http.Header{resp.Header, resp.Trailer} {
+		for _, vs := range h {
+			for i := range vs {
+				b := []byte(vs[i])
+				for _, f := range redactBytes(b, pats) {
+					found(f)
+				}
+				vs[i] = string(b)
 			}
-			resp.Header[k][i] = string(b)
-		}
-	}
-	for k, vs := range resp.Trailer {
-		for i := range vs {
-			b := []byte(vs[i])
-			for _, f := range redactBytes(b, pats) {
-				found(f)
-			}
-			resp.Trailer[k][i] = string(b)
 		}
 	}
 	resp.Body = struct {

@@ -40,6 +40,13 @@ func newServer(t testing.TB, tlsOn bool, addr string) *server {
 		s.mu.Unlock()
 		fmt.Fprintf(w, "hello from %s %s", r.Host, r.URL.Path)
 	})
+	s.start(t, tlsOn, addr, h)
+	return s
+}
+
+// start serves h on addr, with TLS or not, until the test ends.
+func (s *server) start(t testing.TB, tlsOn bool, addr string, h http.Handler) {
+	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +58,6 @@ func newServer(t testing.TB, tlsOn bool, addr string) *server {
 		s.Start()
 	}
 	t.Cleanup(s.Close)
-	return s
 }
 
 func (s *server) headers() []http.Header {

@@ -64,6 +64,24 @@ type Inject struct {
 	Plain  bool   `json:"plain,omitempty"`
 }
 
+// StorageError refuses a storage grant as given: the executor cannot
+// honour it (a link on its path, a place no grant may reach). It is
+// invalid input.
+type StorageError struct {
+	Grant Storage
+	Err   error
+}
+
+func (e *StorageError) Error() string {
+	return fmt.Sprintf("storage grant fs:%s:%s: %v", e.Grant.Path, e.Grant.Mode, e.Err)
+}
+
+// Unwrap returns the reason.
+func (e *StorageError) Unwrap() error { return e.Err }
+
+// Invalid reports true: the grant cannot be honoured as given.
+func (e *StorageError) Invalid() bool { return true }
+
 // Storage grants a directory tree on the host, visible to the unit at the
 // same absolute path.
 type Storage struct {

@@ -88,20 +88,20 @@ func (e *Executor) spec(storage []grant.Storage) (*s1init.Spec, error) {
 			return nil, fmt.Errorf("S1 cannot meter reads: fs:%s is read-only with a quota, which only S2 (every read brokered) enforces; drop the quota or run a WASM unit", s.Path)
 		}
 		if k := s1init.KernelDir(s.Path); k != "" {
-			return nil, grantError(s, fmt.Errorf("an S1 run has its own %s; the host's is not grantable", k))
+			return nil, &grant.StorageError{Grant: s, Err: fmt.Errorf("an S1 run has its own %s; the host's is not grantable", k)}
 		}
 		// The host checks here, to refuse before anything starts; init
 		// walks the path again inside the run's mount namespace and
 		// mounts the very object it checked.
 		o, err := hostpath.Open(s.Path)
 		if err != nil {
-			return nil, grantError(s, err)
+			return nil, &grant.StorageError{Grant: s, Err: err}
 		}
 		err = guard.Check(o, s.Mode == grant.RW)
 		dir := o.IsDir()
 		o.Close()
 		if err != nil {
-			return nil, grantError(s, err)
+			return nil, &grant.StorageError{Grant: s, Err: err}
 		}
 		sp.Binds = append(sp.Binds, s1init.Bind{Host: s.Path, Path: s.Path, RW: s.Mode == grant.RW, Quota: s.Quota, File: !dir})
 		if s.Mode == grant.RW {
@@ -112,25 +112,6 @@ func (e *Executor) spec(storage []grant.Storage) (*s1init.Spec, error) {
 	}
 	return sp, nil
 }
-
-// grantError names the storage grant a refusal is about.
-func grantError(s grant.Storage, err error) error {
-	return &GrantError{Grant: "fs:" + s.Path + ":" + string(s.Mode), Err: err}
-}
-
-// GrantError refuses a storage grant; it is invalid input.
-type GrantError struct {
-	Grant string
-	Err   error
-}
-
-func (e *GrantError) Error() string { return "storage grant " + e.Grant + ": " + e.Err.Error() }
-
-// Unwrap returns the reason.
-func (e *GrantError) Unwrap() error { return e.Err }
-
-// Invalid reports true: the grant cannot be honoured as given.
-func (e *GrantError) Invalid() bool { return true }
 
 // guard is what no grant of this executor's runs may reach: its state
 // directory and the binaries of sandbox and its S1 helper. Made once.

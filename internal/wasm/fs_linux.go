@@ -56,7 +56,7 @@ func newHostFS(enf *grant.Enforcer, grants []grant.Storage, guard hostpath.Guard
 		}
 		if err != nil {
 			h.close()
-			return nil, &GrantError{Grant: "fs:" + g.Path + ":" + string(g.Mode), Err: err}
+			return nil, &grant.StorageError{Grant: g, Err: err}
 		}
 		h.shared = h.shared || devs[o.ID.Dev]
 		devs[o.ID.Dev] = true
@@ -65,20 +65,6 @@ func newHostFS(enf *grant.Enforcer, grants []grant.Storage, guard hostpath.Guard
 	sort.Slice(h.roots, func(i, j int) bool { return len(h.roots[i].path) > len(h.roots[j].path) })
 	return h, nil
 }
-
-// GrantError refuses a storage grant; it is invalid input.
-type GrantError struct {
-	Grant string
-	Err   error
-}
-
-func (e *GrantError) Error() string { return "storage grant " + e.Grant + ": " + e.Err.Error() }
-
-// Unwrap returns the reason.
-func (e *GrantError) Unwrap() error { return e.Err }
-
-// Invalid reports true: the grant cannot be honoured as given.
-func (e *GrantError) Invalid() bool { return true }
 
 // probeOpenat2 reports whether the kernel has openat2.
 func probeOpenat2() error {
