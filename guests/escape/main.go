@@ -281,6 +281,7 @@ func hostFacts() {
 		}
 	}
 	report("read kernel addresses in /proc/kallsyms", nonzero > 0, "%d non-zero addresses", nonzero)
+	blockedIf("write a masked /proc file", os.WriteFile("/proc/cmdline", []byte("x"), 0o644))
 	ents, _ := os.ReadDir("/proc/acpi")
 	report("list /proc/acpi", len(ents) > 0, "%d entries", len(ents))
 	cg, _ := os.ReadFile("/proc/self/cgroup")

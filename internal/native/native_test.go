@@ -170,7 +170,7 @@ func TestEscapeBattery(t *testing.T) {
 		"signal pid 1 (init)", "queue a SIGSEGV to pid 1 (init)", "signal a thread of init", "renice pid 1 (init)", "set pid 1's limits (init)",
 		"read init's environment", "list init's descriptors", "write init's status pipe", "chroot",
 		"see the host's boot id", "read host facts in /proc/cmdline", "read host facts in /proc/partitions", "see host cgroup paths",
-		"read kernel addresses in /proc/kallsyms", "raise the core-dump limit", "raise the open-files limit", "open the host's /dev/vda", "open the host's /dev/mem", "reach /sys", "/proc/1/root", "/proc/1/exe",
+		"read kernel addresses in /proc/kallsyms", "write a masked /proc file", "raise the core-dump limit", "raise the open-files limit", "open the host's /dev/vda", "open the host's /dev/mem", "reach /sys", "/proc/1/root", "/proc/1/exe",
 		"raw socket", "packet socket", "connect to the host's loopback listener", "DNS lookup", "fork bomb",
 		"fill the disk past the quota", "setuid binary", "load a kernel module", "keyctl", "bpf", "perf_event_open",
 		"settimeofday", "clock_settime", "open_by_handle_at"}

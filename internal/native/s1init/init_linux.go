@@ -59,12 +59,17 @@ func runInit() int {
 	}
 	// Forward the signals the host sends (init is in its own process
 	// group, so a terminal's signals reach only sandbox, which forwards
-	// them here) to the program's process group. Caught from the start
-	// (while a warm init waits, which also keeps the cost of setting up
-	// signal handling off a run's path): one that comes before the
-	// program waits for it, and never ends init by Go's default action.
+	// them here) to the program's process group. Set up from the start,
+	// beside building the root (its first call costs about a millisecond:
+	// the runtime starts a thread for signals), and complete before the
+	// program starts: a signal that comes before the program waits for
+	// it, and never ends init by Go's default action.
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
+	notified := make(chan struct{})
+	go func() {
+		signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
+		close(notified)
+	}()
 	out := os.NewFile(4, "status")
 	report := func(st Status) {
 		if out != nil {
@@ -127,6 +132,7 @@ func runInit() int {
 		memfdNoexec.Close()
 		memfdNoexec = nil
 	}
+	<-notified
 	pid, err := startConfined(&sp.Exec, xc)
 	if err != nil {
 		report(Status{Error: "init: " + err.Error()})
@@ -452,7 +458,9 @@ func maskProc(root string) error {
 			if _, err := os.Lstat(root + p); err != nil {
 				continue // not on this kernel
 			}
-			if err := bindMount(m.src, root+p, true); err != nil {
+			// One plain bind: the source is on the root tmpfs, read-only
+			// once the root is (before the program starts), and root's.
+			if err := unix.Mount(m.src, root+p, "", unix.MS_BIND, ""); err != nil {
 				return fmt.Errorf("mask %s: %w", p, err)
 			}
 		}
