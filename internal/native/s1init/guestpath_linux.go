@@ -23,22 +23,20 @@ import (
 // root and mounts are init's too (one mount namespace, and the guest
 // cannot chroot), so everything else resolves alike.
 func guestOpen(tid, dirfd int, path string, emptyPath, nofollow bool) (int, error) {
-	tgid, err := tgidOf(tid)
-	if err != nil {
-		return -1, err
-	}
+	// /proc/TID names the thread too (hidden from listings, not from
+	// lookups); its process is read only when /proc/self needs it.
 	var start string
 	switch {
 	case path == "" && emptyPath:
-		start, path = fmt.Sprintf("/proc/%d/task/%d/fd/%d", tgid, tid, dirfd), ""
+		start, path = fmt.Sprintf("/proc/%d/fd/%d", tid, dirfd), ""
 	case path == "":
 		return -1, unix.ENOENT
 	case strings.HasPrefix(path, "/"):
 		start = "/"
 	case dirfd == unix.AT_FDCWD:
-		start = fmt.Sprintf("/proc/%d/task/%d/cwd", tgid, tid)
+		start = fmt.Sprintf("/proc/%d/cwd", tid)
 	default:
-		start = fmt.Sprintf("/proc/%d/task/%d/fd/%d", tgid, tid, dirfd)
+		start = fmt.Sprintf("/proc/%d/fd/%d", tid, dirfd)
 	}
 	// The start is a magic link of the guest's, followed by the kernel.
 	cur, err := unix.Open(start, unix.O_PATH|unix.O_CLOEXEC, 0)
@@ -77,10 +75,17 @@ func guestOpen(tid, dirfd int, path string, emptyPath, nofollow bool) (int, erro
 		proc, procRoot := procDir(cur)
 		var target string
 		switch {
-		case procRoot && name == "self":
+		case procRoot && (name == "self" || name == "thread-self"):
+			tgid, err := tgidOf(tid)
+			if err != nil {
+				unix.Close(next)
+				unix.Close(cur)
+				return -1, err
+			}
 			target = strconv.Itoa(tgid)
-		case procRoot && name == "thread-self":
-			target = fmt.Sprintf("%d/task/%d", tgid, tid)
+			if name == "thread-self" {
+				target = fmt.Sprintf("%d/task/%d", tgid, tid)
+			}
 		case proc && !procRoot:
 			// A magic link of /proc/PID: the kernel follows it.
 			unix.Close(next)
