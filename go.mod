@@ -3,11 +3,11 @@ module github.com/opensubstrate/sandbox
 go 1.26.0
 
 require (
+	filippo.io/edwards25519 v1.2.0
 	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/fxamacker/cbor/v2 v2.10.0
 	github.com/gowebpki/jcs v1.0.2
-	github.com/landlock-lsm/go-landlock v0.11.2
 	github.com/spf13/cobra v1.10.2
 	github.com/tetratelabs/wazero v1.12.0
 	github.com/veraison/go-cose v1.3.0
@@ -21,5 +21,4 @@ require (
 	github.com/klauspost/cpuid/v2 v2.0.12 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
-	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
 )

@@ -254,6 +254,12 @@ func Verify(b []byte, trust key.Trust) (*Attestation, error) {
 	if err != nil {
 		return nil, reject.New(reject.Malformed, "signature", "not unpadded base64url: %v", err)
 	}
+	if err := c.Signer.Check(); err != nil {
+		return nil, reject.Wrap(reject.WeakKey, "claim.signer", err)
+	}
+	if err := key.CheckSignature(sig); err != nil {
+		return nil, reject.Wrap(reject.Signature, "signature", err)
+	}
 	if !c.Signer.Verify(SignedMessage(env.Claim), sig) {
 		return nil, reject.New(reject.Signature, "signature", "does not verify under %s", c.Signer)
 	}

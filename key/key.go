@@ -35,17 +35,21 @@ func (p Public) ID() addr.Addr { return addr.Of(p[:]) }
 // String returns the text form "ed25519:<hex>".
 func (p Public) String() string { return PublicPrefix + hex.EncodeToString(p[:]) }
 
-// Verify reports whether sig is p's signature of msg.
+// Verify reports whether sig is p's signature of msg, under RFC 8032's
+// strict rules: never for a weak key (Check) or a non-canonical
+// signature (CheckSignature).
 func (p Public) Verify(msg, sig []byte) bool {
-	return len(sig) == ed25519.SignatureSize && ed25519.Verify(p[:], msg, sig)
+	return CheckSignature(sig) == nil && p.Check() == nil && ed25519.Verify(p[:], msg, sig)
 }
 
 // MarshalText implements encoding.TextMarshaler.
 func (p Public) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
 
-// UnmarshalText implements encoding.TextUnmarshaler with ParsePublic.
+// UnmarshalText implements encoding.TextUnmarshaler: the syntax of
+// ParsePublic only. A record's signer is decoded first and checked by
+// its verifier (Check), so that a weak key is refused by name.
 func (p *Public) UnmarshalText(b []byte) error {
-	k, err := ParsePublic(string(b))
+	k, err := parsePublic(string(b))
 	if err != nil {
 		return err
 	}
@@ -53,8 +57,20 @@ func (p *Public) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// ParsePublic reads the text form "ed25519:" + 64 lowercase hex digits.
+// ParsePublic reads the text form "ed25519:" + 64 lowercase hex digits,
+// and refuses a weak key (Check).
 func ParsePublic(s string) (Public, error) {
+	p, err := parsePublic(s)
+	if err != nil {
+		return Public{}, err
+	}
+	if err := p.Check(); err != nil {
+		return Public{}, fmt.Errorf("%q: %w", clip(s), err)
+	}
+	return p, nil
+}
+
+func parsePublic(s string) (Public, error) {
 	var p Public
 	h, ok := strings.CutPrefix(s, PublicPrefix)
 	if !ok || len(h) != 2*len(p) || strings.ToLower(h) != h {

@@ -123,3 +123,67 @@ func TestDerive(t *testing.T) {
 		t.Fatal("two keys derived the same key")
 	}
 }
+
+// TestWeakKeys: the eight points of small order (the identity among
+// them) and non-canonical encodings are refused, by ParsePublic and by
+// Verify; an ordinary key is not.
+func TestWeakKeys(t *testing.T) {
+	for _, h := range []string{
+		"0100000000000000000000000000000000000000000000000000000000000000", // identity
+		"ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f", // order 2
+		"0000000000000000000000000000000000000000000000000000000000000000", // order 4
+		"0000000000000000000000000000000000000000000000000000000000000080", // order 4
+		"26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05", // order 8
+		"26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85",
+		"c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+		"c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa",
+		"eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f", // y = p + 1: the identity, non-canonical
+		"edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f", // y = p: non-canonical
+	} {
+		if _, err := ParsePublic(PublicPrefix + h); !errors.Is(err, ErrWeak) {
+			t.Errorf("%s: %v, want ErrWeak", h, err)
+		}
+		var p Public
+		hex.Decode(p[:], []byte(h))
+		// R = base point, S = 1: valid under the bare equation for the
+		// identity key, whatever the message.
+		sig, _ := hex.DecodeString("5866666666666666666666666666666666666666666666666666666666666666" + "01" + strings.Repeat("00", 31))
+		if p.Verify([]byte("any message"), sig) {
+			t.Errorf("%s: a forged signature verifies", h)
+		}
+	}
+	k, _ := FromSeed(bytes.Repeat([]byte{7}, 32))
+	if err := k.Public().Check(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParsePublic(k.Public().String()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNonCanonicalSignature: S + L verifies the same equation as S and is
+// refused; S itself is accepted.
+func TestNonCanonicalSignature(t *testing.T) {
+	k, _ := FromSeed(bytes.Repeat([]byte{9}, 32))
+	msg := []byte("message")
+	sig := k.Sign(msg)
+	if !k.Public().Verify(msg, sig) || CheckSignature(sig) != nil {
+		t.Fatal("a good signature is refused")
+	}
+	l, _ := hex.DecodeString("edd3f55c1a631258d69cf7a2def9de1400000000000000000000000000000010")
+	bad := bytes.Clone(sig)
+	carry := 0
+	for i := 0; i < 32; i++ {
+		v := int(bad[32+i]) + int(l[i]) + carry
+		bad[32+i], carry = byte(v), v>>8
+	}
+	if k.Public().Verify(msg, bad) || !errors.Is(CheckSignature(bad), ErrNonCanonicalSignature) {
+		t.Fatal("S + L is accepted")
+	}
+	if !errors.Is(CheckSignature(append(bytes.Clone(sig[:32]), l...)), ErrNonCanonicalSignature) {
+		t.Fatal("S = L is accepted")
+	}
+	if CheckSignature(sig[:63]) == nil {
+		t.Fatal("a 63-byte signature is accepted")
+	}
+}

@@ -134,6 +134,12 @@ func Open(b []byte, trust key.Trust) (*Receipt, error) {
 	if id := r.Signer.ID(); kid != id {
 		return nil, reject.New(reject.Header, "protected.kid", "kid %s does not name the payload's signer (%s)", kid, id)
 	}
+	if err := r.Signer.Check(); err != nil {
+		return nil, reject.Wrap(reject.WeakKey, "payload.signer", err)
+	}
+	if err := key.CheckSignature(env.Signature); err != nil {
+		return nil, reject.Wrap(reject.Signature, "signature", err)
+	}
 	var msg cose.Sign1Message
 	if err := msg.UnmarshalCBOR(b); err != nil {
 		return nil, reject.New(reject.Malformed, "envelope", "%v", err)

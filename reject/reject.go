@@ -47,6 +47,11 @@ const (
 	Header Code = "header"
 	// Signature: the signature does not verify under the key it names.
 	Signature Code = "signature"
+	// WeakKey: a signer's public key is not a canonical encoding of a
+	// curve point, or is a point of small order (the identity among
+	// them), under which signatures can be made without a private key.
+	// Refused whether the key is trusted or not.
+	WeakKey Code = "weak-key"
 	// UntrustedKey: the signature verifies, but under a key the verifier
 	// was not told to trust.
 	UntrustedKey Code = "untrusted-key"

@@ -452,6 +452,10 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	}
 	neg("receipt-total-mismatch.cose", artifact.KindReceipt, reject.TotalMismatch, "Cpu estimated_uj is one more than the sum of its readings; signed", b)
 
+	if err := keyNegatives(neg, good, payload); err != nil {
+		return err
+	}
+
 	// Untrusted keys: everything valid, signed by the RFC 8032 test 2 key.
 	o, err := sampleRun(other)
 	if err != nil {
@@ -461,6 +465,104 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	p.add(Entry{Name: "run-untrusted-key", Path: "negative/run-untrusted-key", Kind: "run", Expect: string(reject.UntrustedKey),
 		About: "a valid run signed by a key the verifier was not given"}, p.runDir("negative/run-untrusted-key", o.files))
 	return nil
+}
+
+// Weak keys and malleable signatures. The identity point (01 00…00) as
+// a public key accepts R = [S]B for any S and any message: here R is the
+// base point and S is 1, a "signature" anyone can make. S + L verifies
+// the same equation as S.
+var (
+	identityKey = key.Public{1}
+	forgedSig   = append(mustHex("5866666666666666666666666666666666666666666666666666666666666666"), append([]byte{1}, make([]byte, 31)...)...)
+	groupOrder  = mustHex("edd3f55c1a631258d69cf7a2def9de1400000000000000000000000000000010")
+)
+
+func mustHex(h string) []byte {
+	b, err := hex.DecodeString(h)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// plusL returns a signature with S + L in place of S.
+func plusL(sig []byte) []byte {
+	out := bytes.Clone(sig)
+	carry := 0
+	for i := 0; i < 32; i++ {
+		v := int(out[32+i]) + int(groupOrder[i]) + carry
+		out[32+i], carry = byte(v), v>>8
+	}
+	return out
+}
+
+func keyNegatives(neg func(name, kind string, code reject.Code, about string, b []byte), good *run, payload []byte) error {
+	c := good.claim
+	c.Signer = identityKey
+	claim, err := canon.Marshal(c)
+	if err != nil {
+		return err
+	}
+	neg("attestation-weak-key.json", artifact.KindAttestation, reject.WeakKey,
+		"signed by the identity point (01 00…00), with R the base point and S = 1: a signature that verifies under the bare equation for any message; refused even where the key is trusted", rawEnvelope(claim, forgedSig))
+	envA := good.files[artifact.FileAttestation]
+	a, err := attest.Verify(envA, key.Trust{})
+	if a == nil {
+		return err
+	}
+	neg("attestation-signature-s-plus-l.json", artifact.KindAttestation, reject.Signature,
+		"the valid signature with S replaced by S + L (RFC 8032 requires S < L)", rawEnvelope(a.ClaimJCS, plusL(a.Signature)))
+
+	r := good.rcpt
+	r.Version, r.Signer = receipt.Version, identityKey
+	pl, err := cde.Marshal(r)
+	if err != nil {
+		return err
+	}
+	id := identityKey.ID()
+	prot, err := cde.Marshal(map[int64]any{1: receipt.AlgEdDSA, 3: receipt.ContentType, 4: id[:]})
+	if err != nil {
+		return err
+	}
+	b, err := rawSign1(prot, pl, forgedSig)
+	if err != nil {
+		return err
+	}
+	neg("receipt-weak-key.cose", artifact.KindReceipt, reject.WeakKey,
+		"a receipt whose signer (and kid) is the identity point, with the signature R = base point, S = 1", b)
+	envR := good.files[artifact.FileReceipt]
+	var e struct {
+		_           struct{} `cbor:",toarray"`
+		Protected   []byte
+		Unprotected cbor.RawMessage
+		Payload     []byte
+		Signature   []byte
+	}
+	if err := cbor.Unmarshal(envR[1:], &e); err != nil {
+		return err
+	}
+	if b, err = rawSign1(e.Protected, e.Payload, plusL(e.Signature)); err != nil {
+		return err
+	}
+	neg("receipt-signature-s-plus-l.cose", artifact.KindReceipt, reject.Signature,
+		"the valid receipt with S replaced by S + L in its signature", b)
+	_ = payload
+	return nil
+}
+
+// rawEnvelope wraps claim bytes and a signature as an attestation,
+// signing nothing.
+func rawEnvelope(claim, sig []byte) []byte {
+	return []byte(`{"claim":` + string(claim) + `,"signature":"` + base64.RawURLEncoding.EncodeToString(sig) + `"}`)
+}
+
+// rawSign1 assembles a tagged COSE_Sign1 from its parts, signing nothing.
+func rawSign1(protected, payload, sig []byte) ([]byte, error) {
+	b, err := cde.Marshal([]any{protected, map[int64]any{}, payload, sig})
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte{0xd2}, b...), nil
 }
 
 func insertBefore(ents [][2][]byte, k []byte, e [2][]byte) [][2][]byte {
