@@ -15,7 +15,9 @@ import (
 	"github.com/opensubstrate/sandbox/tier"
 )
 
-// Type is the claim's type tag, also the signature's domain separator.
+// Type is the claim's type tag. Every JSON record a host key signs
+// carries its own "type" member, so the signed bytes of two kinds of
+// record never coincide: that member separates the signature's domain.
 const Type = "sandbox.attestation/1"
 
 // TimeLayout is the claim's time format: RFC 3339, UTC, nanoseconds.
@@ -173,14 +175,12 @@ type envelope struct {
 	Signature string          `json:"signature"`
 }
 
-// SignedMessage returns the bytes an attestation's signature covers, given
-// the claim's canonical bytes: the type tag, a zero byte, then the claim.
-func SignedMessage(claim []byte) []byte {
-	m := make([]byte, 0, len(Type)+1+len(claim))
-	m = append(m, Type...)
-	m = append(m, 0)
-	return append(m, claim...)
-}
+// SignedMessage returns the bytes an attestation's signature covers,
+// given the claim's canonical bytes: the claim itself, as seed 001 says
+// ("Ed25519 over JCS-canonicalized JSON, the same primitive as ARL-S"),
+// so that any Ed25519-over-JCS verifier can check it. The claim's "type"
+// member separates its domain.
+func SignedMessage(claim []byte) []byte { return claim }
 
 // Seal signs c with k. It sets c.Type and c.Signer and refuses a claim that
 // Validate refuses.

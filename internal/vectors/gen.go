@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -233,6 +234,14 @@ func Generate() (map[string][]byte, error) {
 		About: "the same receipt signed under alg -19 (Ed25519, RFC 9864), which verifiers accept"},
 		map[string][]byte{"positive/receipt-alg-ed25519.cose": alg19})
 
+	plain, err := plainVector(good.files[artifact.FileAttestation], k.Public())
+	if err != nil {
+		return nil, err
+	}
+	p.add(Entry{Name: "attestation-ed25519-jcs", Path: "positive/attestation-ed25519-jcs.json", Kind: KindEd25519JCS, Expect: ExpectOK, Addr: claimAddr,
+		About: "the run's attestation spelled out for a plain verifier of Ed25519 over RFC 8785 JSON: Ed25519.Verify(public_key, JCS(claim), signature), nothing else"},
+		map[string][]byte{"positive/attestation-ed25519-jcs.json": plain})
+
 	addrs, err := addressVectors()
 	if err != nil {
 		return nil, err
@@ -256,6 +265,34 @@ func Generate() (map[string][]byte, error) {
 }
 
 func addrPtr(a addr.Addr) *addr.Addr { return &a }
+
+// KindEd25519JCS is the kind of the plain Ed25519-over-JCS vector.
+const KindEd25519JCS = "ed25519-jcs"
+
+// PlainVector is an attestation as a plain Ed25519-over-JCS verifier sees
+// it: a JSON object, a key and a signature over the object's RFC 8785
+// form. Its address is BLAKE3 of that form.
+type PlainVector struct {
+	Check     string          `json:"check"`
+	Claim     json.RawMessage `json:"claim"`
+	PublicKey string          `json:"public_key_hex"`
+	Signature string          `json:"signature_hex"`
+}
+
+// plainVector spells out an attestation for a verifier that knows only
+// RFC 8785 and RFC 8032.
+func plainVector(env []byte, pub key.Public) ([]byte, error) {
+	a, err := attest.Verify(env, key.NewTrust(pub))
+	if err != nil {
+		return nil, err
+	}
+	return canon.Marshal(PlainVector{
+		Check:     "Ed25519.Verify(public_key, JCS(claim), signature)",
+		Claim:     a.ClaimJCS,
+		PublicKey: hex.EncodeToString(pub[:]),
+		Signature: hex.EncodeToString(a.Signature),
+	})
+}
 
 func attestAddr(env []byte) addr.Addr {
 	a, err := attest.Verify(env, key.Trust{})

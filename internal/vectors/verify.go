@@ -2,11 +2,15 @@ package vectors
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/gowebpki/jcs"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/artifact"
@@ -79,9 +83,12 @@ func check(v *artifact.Verifier, dir string, e Entry) Outcome {
 	o := Outcome{Entry: e, Got: ExpectOK}
 	p := filepath.Join(dir, filepath.FromSlash(e.Path))
 	var results []artifact.Result
-	if e.Kind == "addresses" {
+	switch e.Kind {
+	case "addresses":
 		results = []artifact.Result{checkAddresses(p)}
-	} else {
+	case KindEd25519JCS:
+		results = []artifact.Result{checkPlain(p)}
+	default:
 		results = v.Path(p)
 	}
 	for _, r := range results {
@@ -99,12 +106,47 @@ func check(v *artifact.Verifier, dir string, e Entry) Outcome {
 		o.Why = fmt.Sprintf("got %s, want %s", o.Got, e.Expect)
 	case e.Addr != nil && len(results) > 0 && results[0].Addr != *e.Addr:
 		o.Why = fmt.Sprintf("address %s, manifest says %s", results[0].Addr, *e.Addr)
-	case e.Kind != "run" && e.Kind != "addresses" && len(results) > 0 && results[0].Kind != e.Kind:
+	case e.Kind != "run" && e.Kind != "addresses" && e.Kind != KindEd25519JCS && len(results) > 0 && results[0].Kind != e.Kind:
 		o.Why = fmt.Sprintf("recognised as %s, manifest says %s", results[0].Kind, e.Kind)
 	default:
 		o.Pass = true
 	}
 	return o
+}
+
+// checkPlain checks the plain Ed25519-over-JCS vector the way a verifier
+// that knows nothing of this project would: RFC 8785 by the reference
+// implementation (gowebpki/jcs), RFC 8032 by crypto/ed25519.
+func checkPlain(p string) artifact.Result {
+	r := artifact.Result{Path: p, Kind: KindEd25519JCS}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	var v PlainVector
+	if err := json.Unmarshal(b, &v); err != nil {
+		r.Err = reject.Wrap(reject.Malformed, "", err)
+		return r
+	}
+	msg, err := jcs.Transform(v.Claim)
+	if err != nil {
+		r.Err = reject.Wrap(reject.Malformed, "claim", err)
+		return r
+	}
+	pub, err1 := hex.DecodeString(v.PublicKey)
+	sig, err2 := hex.DecodeString(v.Signature)
+	if err1 != nil || err2 != nil || len(pub) != ed25519.PublicKeySize {
+		r.Err = reject.New(reject.Malformed, "", "public_key_hex and signature_hex are hex, the key 32 bytes")
+		return r
+	}
+	if !ed25519.Verify(pub, msg, sig) {
+		r.Err = reject.New(reject.Signature, "signature_hex", "Ed25519 over JCS(claim) does not verify")
+		return r
+	}
+	r.Addr = addr.Of(msg)
+	r.Note = "Ed25519 over JCS(claim) verifies"
+	return r
 }
 
 func checkAddresses(p string) artifact.Result {
