@@ -59,6 +59,9 @@ const (
 	Address Code = "address"
 	// TotalMismatch: a receipt total is not the sum of its readings.
 	TotalMismatch Code = "total-mismatch"
+	// Extended: a file is longer than the record of it, and the recorded
+	// bytes are its prefix: something was appended after sealing.
+	Extended Code = "extended"
 	// Missing: an object a record binds is not present where it must be.
 	Missing Code = "missing"
 	// Unrecognised: the input is no artifact type this verifier knows.

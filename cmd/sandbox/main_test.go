@@ -155,7 +155,7 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Fatalf("runs: %d\n%s", code, out)
 	}
 	out, _, code = sandbox(t, home, "verify", "--trust-host", "last")
-	if code != 0 || strings.Count(out, "OK ") != 6 {
+	if code != 0 || strings.Count(out, "OK ") != 8 {
 		t.Fatalf("verify last: %d\n%s", code, out)
 	}
 	_, _, code = sandbox(t, home, "verify", "last")
@@ -262,5 +262,44 @@ func TestNativeRealPrograms(t *testing.T) {
 	_, errOut, code := sandbox(t, home, "run", "--", "/root/.pyenv/shims/python3")
 	if code == 0 || !strings.Contains(errOut, "not visible inside") && !strings.Contains(errOut, "no such file") {
 		t.Errorf("invisible command: %d %s", code, errOut)
+	}
+}
+
+// TestForgedOutputRefused: a run's stdout.log changed after sealing does
+// not verify, is not shown as the run's own, and replay says so.
+func TestForgedOutputRefused(t *testing.T) {
+	home := t.TempDir()
+	out, errOut, code := sandbox(t, home, "run", "-q", "--", guestPath(t, "hello"), "sealed")
+	if code != 0 || out != "hello, sealed\n" {
+		t.Fatalf("run: %d %q %s", code, out, errOut)
+	}
+	runs, _ := os.ReadDir(filepath.Join(home, "runs"))
+	rd := filepath.Join(home, "runs", runs[0].Name())
+	for _, tc := range []struct {
+		name  string
+		bytes []byte
+		code  string
+	}{
+		{"extended", []byte("hello, sealed\nand a forged line\n"), "extended"},
+		{"changed", []byte("hello, forged\n"), "address"},
+		{"cut short", []byte("hello"), "truncated"},
+	} {
+		os.WriteFile(filepath.Join(rd, "stdout.log"), tc.bytes, 0o644)
+		vout, _, vcode := sandbox(t, home, "verify", "--trust-host", "last")
+		if vcode != 4 || !strings.Contains(vout, "FAIL  output") || !strings.Contains(vout, tc.code) {
+			t.Errorf("%s: verify %d\n%s", tc.name, vcode, vout)
+		}
+		show, _, _ := sandbox(t, home, "show", "last")
+		if strings.Contains(show, "forged") || !strings.Contains(show, "stdout.log not shown") {
+			t.Errorf("%s: show printed the forged output:\n%s", tc.name, show)
+		}
+		rout, rerr, _ := sandbox(t, home, "replay", "last")
+		if !strings.Contains(rout+rerr, "stdout.log in the run directory is not what the run wrote") {
+			t.Errorf("%s: replay: %s %s", tc.name, rout, rerr)
+		}
+	}
+	os.Remove(filepath.Join(rd, "stdout.log"))
+	if vout, _, vcode := sandbox(t, home, "verify", "--trust-host", "last"); vcode != 4 || !strings.Contains(vout, "missing") {
+		t.Errorf("missing: verify %d\n%s", vcode, vout)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
-	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/vectors"
 	"github.com/opensubstrate/sandbox/key"
 )
@@ -136,7 +135,7 @@ failures are untrusted keys.`,
 				}
 				trust.Add(k.Public())
 			}
-			v := &artifact.Verifier{Trust: trust, Journal: journal.Root}
+			v := &artifact.Verifier{Trust: trust}
 			out := cmd.OutOrStdout()
 			worst := 0
 			for _, p := range args {

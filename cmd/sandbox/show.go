@@ -120,9 +120,28 @@ func show(w io.Writer, dir string) error {
 			fmt.Fprintf(w, "\njournal    root %s, %d entries: %s\n", root, len(entries), strings.Join(ks, ", "))
 		}
 	}
-	for _, f := range []string{host.FileStdout, host.FileStderr} {
-		if b := read(f); len(b) > 0 {
-			fmt.Fprintf(w, "\n%s (%d bytes)\n%s", f, len(b), indent(clip(string(b), 2000)))
+	// Output is shown only as the run wrote it: checked against the
+	// journal's outcome entry first (the signer is taken as it is: show
+	// does not decide trust, verify does).
+	checked := map[string]error{}
+	for _, r := range (&artifact.Verifier{Trust: key.NewTrust(c.Signer)}).Attestation(filepath.Join(dir, artifact.FileAttestation)) {
+		if r.Kind == artifact.KindOutput || r.Kind == artifact.KindJournal {
+			checked[filepath.Base(r.Path)] = r.Err
+		}
+	}
+	for _, f := range []string{artifact.FileStdout, artifact.FileStderr} {
+		err, ok := checked[f]
+		if jerr := checked[artifact.FileJournal]; jerr != nil {
+			err, ok = jerr, true
+		}
+		switch {
+		case !ok:
+		case err != nil:
+			fmt.Fprintf(w, "\n%s not shown: it is not what the run wrote (%v)\n", f, err)
+		default:
+			if b := read(f); len(b) > 0 {
+				fmt.Fprintf(w, "\n%s (%d bytes, as the run wrote it)\n%s", f, len(b), indent(clip(string(b), 2000)))
+			}
 		}
 	}
 	return nil

@@ -7,11 +7,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
@@ -26,7 +28,12 @@ const (
 	FileGrants      = "grants.json"
 	FileDecisions   = "decisions.json"
 	FileJournal     = "journal.cbor"
+	FileStdout      = "stdout.log"
+	FileStderr      = "stderr.log"
 )
+
+// RunFiles are every name a run directory may hold.
+var RunFiles = []string{FileAttestation, FileReceipt, FileUnit, FileGrants, FileDecisions, FileJournal, FileStdout, FileStderr}
 
 // Kinds of artifact.
 const (
@@ -36,6 +43,7 @@ const (
 	KindGrants      = "grants"
 	KindDecisions   = "decisions"
 	KindJournal     = "journal"
+	KindOutput      = "output"
 	KindKey         = "key"
 	KindUnknown     = "unknown"
 )
@@ -49,16 +57,11 @@ type Result struct {
 	Err  error     // nil when every check passed
 }
 
-// JournalCheck verifies a replay journal's bytes and returns its root; the
-// run layer provides it (the journal format belongs to the executor layer).
-// When nil, a bound journal cannot be checked and is reported as such.
-type JournalCheck func(b []byte) (addr.Addr, error)
-
 // Verifier verifies artifacts against a trust set.
 type Verifier struct {
 	Trust    key.Trust
-	Journal  JournalCheck
 	ReadFile func(string) ([]byte, error) // os.ReadFile in production
+	ReadDir  func(string) ([]string, error)
 }
 
 func (v *Verifier) read(p string) ([]byte, error) {
@@ -245,40 +248,149 @@ func (v *Verifier) Attestation(p string) []Result {
 		}
 		return receiptNote(r) + ", bound", nil
 	})
+	var outcome *journal.Outcome
 	if c.Journal != nil {
-		out = append(out, v.journal(filepath.Join(dir, FileJournal), *c.Journal))
+		r, o := v.journal(filepath.Join(dir, FileJournal), *c.Journal)
+		out = append(out, r)
+		outcome = o
+	}
+	out = append(out, v.outputs(dir, c.Journal != nil, outcome)...)
+	return append(out, v.strays(dir)...)
+}
+
+// outputs checks stdout.log and stderr.log against the addresses and
+// lengths the journal's outcome entry records: missing, cut short
+// (truncated), longer with the recorded bytes as a prefix (extended), or
+// other bytes (address). A run without a journal binds no output, so it
+// may hold none.
+func (v *Verifier) outputs(dir string, bound bool, o *journal.Outcome) []Result {
+	var out []Result
+	for _, f := range []struct {
+		name string
+		addr addr.Addr
+		n    uint64
+	}{{FileStdout, addrOf(o, true), lenOf(o, true)}, {FileStderr, addrOf(o, false), lenOf(o, false)}} {
+		r := Result{Path: filepath.Join(dir, f.name), Kind: KindOutput}
+		raw, err := v.read(r.Path)
+		switch {
+		case !bound && errors.Is(err, fs.ErrNotExist):
+			continue
+		case !bound:
+			r.Err = reject.New(reject.Unrecognised, "", "the attestation binds no journal, so nothing binds %s", f.name)
+		case o == nil:
+			continue // the journal failed; its result says why
+		case errors.Is(err, fs.ErrNotExist):
+			r.Err = reject.New(reject.Missing, "", "the journal records %s (%d bytes, %s), and it is not beside it", f.name, f.n, f.addr)
+		case err != nil:
+			r.Err = err
+		default:
+			r.Addr = addr.Of(raw)
+			r.Err = outputErr(f.name, raw, f.addr, f.n)
+			if r.Err == nil {
+				r.Note = fmt.Sprintf("%d bytes, bound by the journal's outcome", f.n)
+			}
+		}
+		out = append(out, r)
 	}
 	return out
 }
 
-// journal checks a bound replay journal: its root (the head of its hash
-// chain, not the hash of the file) must be the one the claim gives.
-func (v *Verifier) journal(p string, want addr.Addr) Result {
+func addrOf(o *journal.Outcome, stdout bool) addr.Addr {
+	switch {
+	case o == nil:
+		return addr.Addr{}
+	case stdout:
+		return o.Stdout
+	}
+	return o.Stderr
+}
+
+func lenOf(o *journal.Outcome, stdout bool) uint64 {
+	switch {
+	case o == nil:
+		return 0
+	case stdout:
+		return o.StdoutLen
+	}
+	return o.StderrLen
+}
+
+// outputErr compares an output file with what the run recorded.
+func outputErr(name string, b []byte, want addr.Addr, n uint64) error {
+	got := uint64(len(b))
+	switch {
+	case got == n && addr.Of(b) == want:
+		return nil
+	case got < n:
+		return reject.New(reject.Truncated, "", "%s is %d bytes, the run wrote %d", name, got, n)
+	case got > n && addr.Of(b[:n]) == want:
+		return reject.New(reject.Extended, "", "%s is %d bytes: the %d the run wrote, and more after them", name, got, n)
+	}
+	return reject.New(reject.Address, "", "%s hashes to %s, the run wrote %d bytes hashing to %s", name, addr.Of(b), n, want)
+}
+
+// strays refuses any file in a run directory that no record binds.
+func (v *Verifier) strays(dir string) []Result {
+	names, err := v.readDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []Result
+	for _, n := range names {
+		if !slices.Contains(RunFiles, n) {
+			out = append(out, Result{Path: filepath.Join(dir, n), Kind: KindUnknown,
+				Err: reject.New(reject.Unrecognised, "", "a file in a run directory that no record binds")})
+		}
+	}
+	return out
+}
+
+func (v *Verifier) readDir(dir string) ([]string, error) {
+	if v.ReadDir != nil {
+		return v.ReadDir(dir)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names, nil
+}
+
+// journal checks a bound journal: its root (the head of its hash chain,
+// not the hash of the file) must be the one the claim gives, and it must
+// end with its outcome entry, which it returns.
+func (v *Verifier) journal(p string, want addr.Addr) (Result, *journal.Outcome) {
 	r := Result{Path: p, Kind: KindJournal}
 	raw, err := v.read(p)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		r.Err = reject.New(reject.Missing, "", "the attestation binds a replay journal with root %s, and it is not beside it", want)
-		return r
+		r.Err = reject.New(reject.Missing, "", "the attestation binds a journal with root %s, and it is not beside it", want)
+		return r, nil
 	case err != nil:
 		r.Err = err
-		return r
-	case v.Journal == nil:
-		r.Err = reject.New(reject.Unrecognised, "", "this verifier cannot read replay journals")
-		return r
+		return r, nil
 	}
-	root, err := v.Journal(raw)
+	entries, root, err := journal.Parse(raw)
 	if err != nil {
 		r.Err = err
-		return r
+		return r, nil
 	}
 	r.Addr = root
 	if root != want {
 		r.Err = reject.New(reject.Address, "", "journal root is %s, the attestation binds %s", root, want)
-		return r
+		return r, nil
 	}
-	r.Note = "replay journal, root bound"
-	return r
+	o, err := journal.LastOutcome(entries)
+	if err != nil {
+		r.Err = err
+		return r, nil
+	}
+	r.Note = fmt.Sprintf("journal, %d entries, root bound", len(entries))
+	return r, &o
 }
 
 func receiptNote(r *receipt.Receipt) string {

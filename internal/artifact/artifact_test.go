@@ -1,6 +1,7 @@
 package artifact_test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/artifact"
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/internal/vectors"
 	"github.com/opensubstrate/sandbox/key"
@@ -118,16 +120,60 @@ func TestRunDirectory(t *testing.T) {
 	if err := firstErr(v2.Path(writeRun(t, k, knobs{receiptSigner: &other}))); reject.CodeOf(err) != reject.Invalid || !strings.Contains(err.Error(), "signed by") {
 		t.Errorf("receipt by another trusted key: %v", err)
 	}
-	// A journal checker decides the journal.
-	dir := writeRun(t, k, knobs{journal: &j})
-	os.WriteFile(filepath.Join(dir, artifact.FileJournal), []byte("x"), 0o644)
-	v.Journal = func([]byte) (addr.Addr, error) { return j, nil }
-	if err := firstErr(v.Path(dir)); err != nil {
-		t.Errorf("journal with matching root: %v", err)
+}
+
+// TestOutputsAreBound: stdout.log and stderr.log are checked against the
+// journal's outcome entry: changed, cut short, extended, missing, and a
+// file nothing binds are each refused with their own code.
+func TestOutputsAreBound(t *testing.T) {
+	k := vectors.TestKey()
+	v := &artifact.Verifier{Trust: key.NewTrust(k.Public())}
+	stdout, stderr := []byte("hello, world\n"), []byte("")
+	var jb bytes.Buffer
+	w := journal.NewWriter(&jb)
+	w.Append("clock.wall", nil, int64(1))
+	w.Append(journal.OutcomeKind, nil, journal.Outcome{Status: "exited", Stdout: addr.Of(stdout), StdoutLen: uint64(len(stdout)), Stderr: addr.Of(stderr)})
+	root := w.Root()
+	write := func(out []byte, mutate func(dir string)) string {
+		dir := writeRun(t, k, knobs{journal: &root})
+		os.WriteFile(filepath.Join(dir, artifact.FileJournal), jb.Bytes(), 0o644)
+		os.WriteFile(filepath.Join(dir, artifact.FileStdout), out, 0o644)
+		os.WriteFile(filepath.Join(dir, artifact.FileStderr), stderr, 0o644)
+		if mutate != nil {
+			mutate(dir)
+		}
+		return dir
 	}
-	v.Journal = func([]byte) (addr.Addr, error) { return stray, nil }
-	if err := firstErr(v.Path(dir)); reject.CodeOf(err) != reject.Address {
-		t.Errorf("journal with another root: %v", err)
+	tests := []struct {
+		name   string
+		out    []byte
+		mutate func(string)
+		want   reject.Code
+	}{
+		{"as written", stdout, nil, ""},
+		{"changed", []byte("hello, World\n"), nil, reject.Address},
+		{"cut short", stdout[:5], nil, reject.Truncated},
+		{"extended", append(bytes.Clone(stdout), "forged\n"...), nil, reject.Extended},
+		{"missing", stdout, func(d string) { os.Remove(filepath.Join(d, artifact.FileStdout)) }, reject.Missing},
+		{"stderr missing", stdout, func(d string) { os.Remove(filepath.Join(d, artifact.FileStderr)) }, reject.Missing},
+		{"a stray file", stdout, func(d string) { os.WriteFile(filepath.Join(d, "notes.txt"), nil, 0o644) }, reject.Unrecognised},
+		{"journal changed", stdout, func(d string) { os.WriteFile(filepath.Join(d, artifact.FileJournal), jb.Bytes()[:jb.Len()-1], 0o644) }, reject.Truncated},
+	}
+	for _, tc := range tests {
+		rs := v.Path(write(tc.out, tc.mutate))
+		err := firstErr(rs)
+		if reject.CodeOf(err) != tc.want {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	// Without a journal nothing binds the outputs: they may not be there.
+	dir := writeRun(t, k, knobs{})
+	if err := firstErr(v.Path(dir)); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, artifact.FileStdout), stdout, 0o644)
+	if err := firstErr(v.Path(dir)); reject.CodeOf(err) != reject.Unrecognised {
+		t.Errorf("an output no journal binds: %v", err)
 	}
 }
 

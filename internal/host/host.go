@@ -100,8 +100,8 @@ type Run struct {
 
 // Run file names beside the sealed records.
 const (
-	FileStdout = "stdout.log"
-	FileStderr = "stderr.log"
+	FileStdout = artifact.FileStdout
+	FileStderr = artifact.FileStderr
 )
 
 // ErrNoExecutor is wrapped when no executor can run a kind at a tier.
@@ -182,18 +182,11 @@ func (h *Host) kvStore() (*kv.Store, error) {
 	return h.kv, h.kvErr
 }
 
-// outcomeRecord is the journal's last entry: what the run produced.
-type outcomeRecord struct {
-	_        struct{} `cbor:",toarray"`
-	Status   string
-	ExitCode int64
-	Stdout   addr.Addr
-	Stderr   addr.Addr
-	Fuel     uint64
-}
-
-func outcomeOf(res *job.Result, stdout, stderr addr.Addr) outcomeRecord {
-	o := outcomeRecord{Status: string(res.Outcome.Status), ExitCode: -1, Stdout: stdout, Stderr: stderr}
+// outcomeOf is the journal's last entry for a run: how it ended and what
+// it wrote.
+func outcomeOf(res *job.Result, stdout, stderr *output) journal.Outcome {
+	o := journal.Outcome{Status: string(res.Outcome.Status), ExitCode: -1,
+		Stdout: stdout.Sum(), StdoutLen: stdout.n, Stderr: stderr.Sum(), StderrLen: stderr.n}
 	if res.Outcome.ExitCode != nil {
 		o.ExitCode = int64(*res.Outcome.ExitCode)
 	}
@@ -278,7 +271,7 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 		return nil, err
 	}
 	defer errF.Close()
-	outH, errH := addr.NewHasher(), addr.NewHasher()
+	outH, errH := newOutput(), newOutput()
 
 	rec := journal.NewWriter(jf)
 	enf := grant.NewEnforcer(g)
@@ -322,7 +315,7 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 		measured[c] = append(measured[c], rs...)
 	}
 	res.Readings = measured
-	if err := rec.Append("outcome", nil, outcomeOf(res, outH.Sum(), errH.Sum())); err != nil {
+	if err := rec.Append(journal.OutcomeKind, nil, outcomeOf(res, outH, errH)); err != nil {
 		return nil, err
 	}
 	if err := rec.Err(); err != nil {
@@ -401,6 +394,19 @@ func (h *Host) meter() *meter.Meter {
 	}
 	n := runtime.NumCPU()
 	return &meter.Meter{NumCPU: n, TDP: map[device.Class]meter.TDP{device.Cpu: meter.DetectTDP(hw.Describe(h.procRoot()).Host.CPU, n)}}
+}
+
+// output hashes and counts what a run writes to one stream.
+type output struct {
+	*addr.Hasher
+	n uint64
+}
+
+func newOutput() *output { return &output{Hasher: addr.NewHasher()} }
+
+func (o *output) Write(p []byte) (int, error) {
+	o.n += uint64(len(p))
+	return o.Hasher.Write(p)
 }
 
 func orDiscard(w io.Writer) io.Writer {

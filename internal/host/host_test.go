@@ -19,7 +19,6 @@ import (
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guest"
-	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/meter"
 	"github.com/opensubstrate/sandbox/internal/meter/powercap"
 	"github.com/opensubstrate/sandbox/internal/state"
@@ -67,7 +66,7 @@ func grants(t testing.TB, gs ...string) grant.Set {
 
 func verify(t *testing.T, h *Host, dir string) []artifact.Result {
 	t.Helper()
-	v := &artifact.Verifier{Trust: key.NewTrust(h.Key.Public()), Journal: journal.Root}
+	v := &artifact.Verifier{Trust: key.NewTrust(h.Key.Public())}
 	return v.Path(dir)
 }
 

@@ -92,7 +92,7 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 		return nil, err
 	}
 	rd := journal.NewReader(entries)
-	outH, errH := addr.NewHasher(), addr.NewHasher()
+	outH, errH := newOutput(), newOutput()
 	enf := grant.NewEnforcer(g)
 	rep := &ReplayReport{Run: a.Addr, Entries: len(entries)}
 	res, runErr := ex.Run(ctx, &job.Job{
@@ -104,11 +104,11 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 		rep.Root = rd.Root()
 		return rep, nil
 	}
-	var want outcomeRecord
-	if err := rd.Next("outcome", nil, &want); err != nil {
+	var want journal.Outcome
+	if err := rd.Next(journal.OutcomeKind, nil, &want); err != nil {
 		rep.Diffs = append(rep.Diffs, err.Error())
 	} else {
-		got := outcomeOf(res, outH.Sum(), errH.Sum())
+		got := outcomeOf(res, outH, errH)
 		if got.Stdout != want.Stdout {
 			rep.Diffs = append(rep.Diffs, fmt.Sprintf("stdout differs: the run wrote %s, the replay %s", want.Stdout, got.Stdout))
 		}
@@ -117,6 +117,19 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 		}
 		if got.Status != want.Status || got.ExitCode != want.ExitCode {
 			rep.Diffs = append(rep.Diffs, fmt.Sprintf("outcome differs: the run %s (exit %d), the replay %s (exit %d)", want.Status, want.ExitCode, got.Status, got.ExitCode))
+		}
+		for _, f := range []struct {
+			name string
+			addr addr.Addr
+			n    uint64
+		}{{artifact.FileStdout, want.Stdout, want.StdoutLen}, {artifact.FileStderr, want.Stderr, want.StderrLen}} {
+			b, err := os.ReadFile(filepath.Join(dir, f.name))
+			if err == nil && (uint64(len(b)) != f.n || addr.Of(b) != f.addr) {
+				err = fmt.Errorf("it is %d bytes hashing to %s, the run wrote %d bytes hashing to %s", len(b), addr.Of(b), f.n, f.addr)
+			}
+			if err != nil {
+				rep.Diffs = append(rep.Diffs, fmt.Sprintf("%s in the run directory is not what the run wrote: %v", f.name, err))
+			}
 		}
 		if got.Fuel != want.Fuel {
 			rep.Diffs = append(rep.Diffs, fmt.Sprintf("fuel differs: the run used %d, the replay %d", want.Fuel, got.Fuel))

@@ -239,3 +239,48 @@ func describe(kind string, q []byte) string {
 	}
 	return s
 }
+
+// OutcomeKind is the kind of a journal's last entry, which records what
+// the run produced.
+const OutcomeKind = "outcome"
+
+// Outcome is the request-less last entry of every journal: how the run
+// ended and what it wrote. Its CBOR form is an array, in this order.
+type Outcome struct {
+	_         struct{} `cbor:",toarray"`
+	Status    string    // the attestation's outcome status
+	ExitCode  int64     // -1 unless the status is exited
+	Stdout    addr.Addr // BLAKE3 of stdout.log
+	StdoutLen uint64    // its length in bytes
+	Stderr    addr.Addr // BLAKE3 of stderr.log
+	StderrLen uint64
+	Fuel      uint64 // 0 where the executor counts none
+}
+
+// LastOutcome returns the outcome entry, which must be the last entry and
+// the only one of its kind, with a null request; errors are
+// *reject.Error naming the entry.
+func LastOutcome(entries []Entry) (Outcome, error) {
+	var o Outcome
+	if len(entries) == 0 {
+		return o, reject.New(reject.MissingField, "journal", "a journal ends with its outcome entry; this one is empty")
+	}
+	for i, e := range entries[:len(entries)-1] {
+		if e.Kind == OutcomeKind {
+			return o, reject.New(reject.Invalid, fmt.Sprintf("journal entry %d", i), "an outcome entry before the last")
+		}
+	}
+	last := len(entries) - 1
+	e := entries[last]
+	where := fmt.Sprintf("journal entry %d", last)
+	if e.Kind != OutcomeKind {
+		return o, reject.New(reject.MissingField, where, "the last entry is %q, not the outcome", e.Kind)
+	}
+	if !bytes.Equal(e.Req, []byte{0xf6}) {
+		return o, reject.New(reject.Invalid, where+".q", "the outcome entry's request is null")
+	}
+	if err := cde.Unmarshal(e.Resp, &o); err != nil {
+		return o, reject.In(where+".r", err)
+	}
+	return o, nil
+}
