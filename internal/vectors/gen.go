@@ -20,6 +20,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/cde"
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
@@ -141,8 +142,19 @@ func sampleRun(k key.Private) (*run, error) {
 		return nil, err
 	}
 	zero := 0
+	stdout, stderr := []byte("hello, world\n"), []byte{}
+	var jb bytes.Buffer
+	jw := journal.NewWriter(&jb)
+	if err := jw.Append("clock.wall", nil, int64(t0.UnixNano())); err != nil {
+		return nil, err
+	}
+	if err := jw.Append(journal.OutcomeKind, nil, journal.Outcome{Status: string(attest.Exited), ExitCode: 0,
+		Stdout: addr.Of(stdout), StdoutLen: uint64(len(stdout)), Stderr: addr.Of(stderr), Fuel: fuel}); err != nil {
+		return nil, err
+	}
+	root := jw.Root()
 	c := attest.Claim{
-		Unit: ua, Image: u.Image, Grants: ga, Decisions: da, Receipt: addr.Of(rb),
+		Unit: ua, Image: u.Image, Grants: ga, Decisions: da, Receipt: addr.Of(rb), Journal: &root,
 		Tier:     attest.Tier{Required: tier.S2, Chosen: tier.S2, Reason: "a wasm unit runs at S2 (Sandbox)"},
 		Executor: "conformance/v1",
 		Hardware: attest.Hardware{
@@ -163,6 +175,9 @@ func sampleRun(k key.Private) (*run, error) {
 			artifact.FileUnit:        ub,
 			artifact.FileGrants:      gb,
 			artifact.FileDecisions:   db,
+			artifact.FileJournal:     jb.Bytes(),
+			artifact.FileStdout:      stdout,
+			artifact.FileStderr:      stderr,
 		},
 		claim: a.Claim, rcpt: r, unitB: ub,
 	}, nil
@@ -380,6 +395,28 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	p.add(Entry{Name: "run-wrong-address", Path: "negative/run-wrong-address", Kind: "run", Expect: string(reject.Address),
 		About: "unit.json was changed after sealing, so it no longer hashes to the address the attestation binds"},
 		p.runDir("negative/run-wrong-address", wrong))
+
+	for _, o := range []struct {
+		name, about string
+		code        reject.Code
+		change      func(files map[string][]byte)
+	}{
+		{"run-stdout-changed", "stdout.log changed after sealing: same length, other bytes", reject.Address,
+			func(f map[string][]byte) { f[artifact.FileStdout] = []byte("hello, World\n") }},
+		{"run-stdout-extended", "a line appended to stdout.log after sealing", reject.Extended,
+			func(f map[string][]byte) { f[artifact.FileStdout] = []byte("hello, world\nand one more line\n") }},
+		{"run-stdout-truncated", "stdout.log cut short after sealing", reject.Truncated,
+			func(f map[string][]byte) { f[artifact.FileStdout] = []byte("hello") }},
+		{"run-stdout-missing", "stdout.log, which the journal's outcome records, deleted", reject.Missing,
+			func(f map[string][]byte) { delete(f, artifact.FileStdout) }},
+		{"run-stray-file", "a file no record binds in the run directory", reject.Unrecognised,
+			func(f map[string][]byte) { f["notes.txt"] = []byte("added later\n") }},
+	} {
+		files := cloneFiles(good.files)
+		o.change(files)
+		p.add(Entry{Name: o.name, Path: "negative/" + o.name, Kind: "run", Expect: string(o.code), About: o.about},
+			p.runDir("negative/"+o.name, files))
+	}
 
 	missing := cloneFiles(good.files)
 	delete(missing, artifact.FileReceipt)
