@@ -173,6 +173,9 @@ func (r *Receipt) Validate() error {
 			if rd.EndNS < rd.StartNS {
 				return reject.New(reject.Invalid, w+".end_ns", "interval ends before it starts")
 			}
+			if rd.Scope != ScopeHost && (rd.StartNS < r.StartNS || rd.EndNS > r.EndNS) {
+				return reject.New(reject.Invalid, w+".start_ns", "a %s-scope reading is the run's own energy, so its interval %d..%d lies within the run's, %d..%d", rd.Scope, rd.StartNS, rd.EndNS, r.StartNS, r.EndNS)
+			}
 			if rd.Provenance != HwShunt && rd.Basis == "" {
 				return reject.New(reject.MissingField, w+".basis", "a %s reading states its basis", rd.Provenance)
 			}

@@ -155,7 +155,7 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Fatalf("runs: %d\n%s", code, out)
 	}
 	out, _, code = sandbox(t, home, "verify", "--trust-host", "last")
-	if code != 0 || strings.Count(out, "OK ") != 8 {
+	if code != 0 || strings.Count(out, "OK ") != 9 {
 		t.Fatalf("verify last: %d\n%s", code, out)
 	}
 	_, _, code = sandbox(t, home, "verify", "last")

@@ -18,6 +18,7 @@ import (
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
 	"github.com/opensubstrate/sandbox/reject"
+	"github.com/opensubstrate/sandbox/tier"
 )
 
 // The file names of a run directory.
@@ -44,6 +45,7 @@ const (
 	KindDecisions   = "decisions"
 	KindJournal     = "journal"
 	KindOutput      = "output"
+	KindClaim       = "claim" // what the verifier re-derived, against the claim
 	KindKey         = "key"
 	KindUnknown     = "unknown"
 )
@@ -209,23 +211,31 @@ func (v *Verifier) Attestation(p string) []Result {
 		}
 		out = append(out, r)
 	}
+	var (
+		u  *unit.Unit
+		gs *grant.Set
+		rc *receipt.Receipt
+	)
 	bound(FileUnit, KindUnit, c.Unit, func(raw []byte) (string, error) {
-		u, err := unit.Decode(raw)
+		du, err := unit.Decode(raw)
 		if err != nil {
 			return "", err
 		}
-		if u.Grants != c.Grants {
-			return "", reject.New(reject.Invalid, "unit.grants", "the unit binds grants %s, the attestation %s", u.Grants, c.Grants)
+		u = &du
+		if du.Grants != c.Grants {
+			return "", reject.New(reject.Invalid, "unit.grants", "the unit binds grants %s, the attestation %s", du.Grants, c.Grants)
 		}
-		if u.Image != c.Image {
-			return "", reject.New(reject.Invalid, "unit.image", "the unit binds image %s, the attestation %s", u.Image, c.Image)
+		if du.Image != c.Image {
+			return "", reject.New(reject.Invalid, "unit.image", "the unit binds image %s, the attestation %s", du.Image, c.Image)
 		}
-		return fmt.Sprintf("%s unit %s, bound", u.Kind, u.Entry), nil
+		return fmt.Sprintf("%s unit %s, bound", du.Kind, du.Entry), nil
 	})
 	bound(FileGrants, KindGrants, c.Grants, func(raw []byte) (string, error) {
-		if _, err := grant.Decode(raw); err != nil {
+		g, err := grant.Decode(raw)
+		if err != nil {
 			return "", err
 		}
+		gs = &g
 		return "grant set, bound", nil
 	})
 	bound(FileDecisions, KindDecisions, c.Decisions, func(raw []byte) (string, error) {
@@ -240,6 +250,7 @@ func (v *Verifier) Attestation(p string) []Result {
 		if err != nil {
 			return "", err
 		}
+		rc = r
 		if r.Unit != c.Unit {
 			return "", reject.New(reject.Invalid, "receipt.unit", "the receipt is for unit %s, the attestation for %s", r.Unit, c.Unit)
 		}
@@ -248,9 +259,14 @@ func (v *Verifier) Attestation(p string) []Result {
 		}
 		return receiptNote(r) + ", bound", nil
 	})
+	if u != nil && gs != nil && rc != nil {
+		r := Result{Path: p, Kind: KindClaim, Addr: a.Addr, Note: "tier, devices and times re-derived from the unit, grants and receipt"}
+		r.Err = Rederive(&c, u, gs, rc)
+		out = append(out, r)
+	}
 	var outcome *journal.Outcome
 	if c.Journal != nil {
-		r, o := v.journal(filepath.Join(dir, FileJournal), *c.Journal)
+		r, o := v.journal(filepath.Join(dir, FileJournal), *c.Journal, u)
 		out = append(out, r)
 		outcome = o
 	}
@@ -363,7 +379,7 @@ func (v *Verifier) readDir(dir string) ([]string, error) {
 // journal checks a bound journal: its root (the head of its hash chain,
 // not the hash of the file) must be the one the claim gives, and it must
 // end with its outcome entry, which it returns.
-func (v *Verifier) journal(p string, want addr.Addr) (Result, *journal.Outcome) {
+func (v *Verifier) journal(p string, want addr.Addr, u *unit.Unit) (Result, *journal.Outcome) {
 	r := Result{Path: p, Kind: KindJournal}
 	raw, err := v.read(p)
 	switch {
@@ -387,6 +403,12 @@ func (v *Verifier) journal(p string, want addr.Addr) (Result, *journal.Outcome) 
 	o, err := journal.LastOutcome(entries)
 	if err != nil {
 		r.Err = err
+		return r, nil
+	}
+	if u != nil && u.Kind == tier.Native && len(entries) != 1 {
+		// A native program's inputs are not brokered: there is nothing to
+		// record but its outcome, and nothing to replay.
+		r.Err = reject.New(reject.Invalid, fmt.Sprintf("journal entry %d", 0), "a native unit's journal holds its outcome alone, not %d entries", len(entries))
 		return r, nil
 	}
 	r.Note = fmt.Sprintf("journal, %d entries, root bound", len(entries))

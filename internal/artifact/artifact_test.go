@@ -56,12 +56,12 @@ func writeRun(t *testing.T, k key.Private, kn knobs) string {
 		t.Fatal(err)
 	}
 	code := 0
-	now := time.Unix(0, 0)
+	now := time.Unix(0, 1)
 	a, err := attest.Seal(attest.Claim{
 		Unit: ua, Image: u.Image, Grants: ga, Decisions: la, Receipt: addr.Of(rb), Journal: kn.journal,
 		Tier: attest.Tier{Required: tier.S2, Chosen: tier.S2, Reason: "r"}, Executor: "test",
 		Hardware: attest.Hardware{Host: attest.Host{OS: "linux", Arch: "amd64"}},
-		Outcome:  attest.Outcome{Status: attest.Exited, ExitCode: &code}, Started: attest.Time(now), Ended: attest.Time(now),
+		Outcome:  attest.Outcome{Status: attest.Exited, ExitCode: &code}, Started: attest.Time(now), Ended: attest.Time(now.Add(1)),
 	}, k)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestRunDirectory(t *testing.T) {
 		rs := v.Path(dir)
 		err := firstErr(rs)
 		if tc.want == "" {
-			if err != nil || len(rs) != 5 {
+			if err != nil || len(rs) != 6 {
 				t.Errorf("%s: %d results, %v", tc.name, len(rs), err)
 			}
 			continue
@@ -227,4 +227,54 @@ func FuzzRecognise(f *testing.F) {
 			t.Fatal("unknown kind")
 		}
 	})
+}
+
+// TestRederive: what a verifier can work out for itself must agree with
+// the claim.
+func TestRederive(t *testing.T) {
+	g, _ := grant.ParseArgs([]string{"cpu:1J", "gpu:5J"}, "/")
+	kernel := g
+	kernel.Kernel = true
+	wasm := unit.Unit{Kind: tier.Wasm, Devices: []device.Class{device.Cpu}}
+	native := unit.Unit{Kind: tier.Native, Devices: []device.Class{device.Cpu}}
+	gpu := unit.Unit{Kind: tier.Native, Devices: []device.Class{device.Cpu, device.Gpu}}
+	rc := receipt.Receipt{StartNS: 1, EndNS: 2, Devices: []receipt.Device{{Class: device.Cpu}}}
+	rcGPU := rc
+	rcGPU.Devices = append(rcGPU.Devices, receipt.Device{Class: device.Gpu})
+	claim := func(req, chosen tier.Tier, reason string) *attest.Claim {
+		return &attest.Claim{Tier: attest.Tier{Required: req, Chosen: chosen, Reason: reason},
+			Started: attest.Time(time.Unix(0, 1)), Ended: attest.Time(time.Unix(0, 2))}
+	}
+	why := "a native unit runs at S1 (Capability)"
+	tests := []struct {
+		name string
+		c    *attest.Claim
+		u    unit.Unit
+		g    grant.Set
+		r    receipt.Receipt
+		bad  string // "" when it must pass
+	}{
+		{"wasm at S2", claim(tier.S2, tier.S2, "a wasm unit runs at S2 (Sandbox)"), wasm, g, rc, ""},
+		{"native at S1", claim(tier.S1, tier.S1, why), native, g, rc, ""},
+		{"native at S0 on request", claim(tier.S1, tier.S0, why+artifact.ReasonS0), native, g, rc, ""},
+		{"native at S0 without saying so", claim(tier.S1, tier.S0, why), native, g, rc, "claim.tier.reason"},
+		{"native escalated without saying so", claim(tier.S1, tier.S5, why), native, g, rc, "claim.tier.reason"},
+		{"native escalated on request", claim(tier.S1, tier.S5, why+artifact.ReasonEscalate+"S1 to S5"), native, g, rc, ""},
+		{"native recorded as S2", claim(tier.S1, tier.S2, why+artifact.ReasonEscalate+"S1 to S2"), native, g, rc, "claim.tier.chosen"},
+		{"wasm required recorded as S1", claim(tier.S1, tier.S1, why), wasm, g, rc, "claim.tier.required"},
+		{"kernel grant recorded below S5", claim(tier.S1, tier.S1, why), native, kernel, rc, "claim.tier.required"},
+		{"a gpu unit without a gpu reading", claim(tier.S1, tier.S1, why), gpu, g, rc, "receipt.devices"},
+		{"a gpu unit with one", claim(tier.S1, tier.S1, why), gpu, g, rcGPU, ""},
+		{"a device not granted", claim(tier.S1, tier.S1, why), gpu, grant.Set{Compute: g.Compute[:1]}, rcGPU, "unit.devices"},
+		{"the receipt's interval is not the run's", claim(tier.S1, tier.S1, why), native, g, receipt.Receipt{StartNS: 0, EndNS: 2, Devices: rc.Devices}, "receipt.start_ns"},
+	}
+	for _, tc := range tests {
+		err := artifact.Rederive(tc.c, &tc.u, &tc.g, &tc.r)
+		switch {
+		case tc.bad == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.bad != "" && (reject.CodeOf(err) != reject.Invalid || !strings.Contains(err.Error(), tc.bad)):
+			t.Errorf("%s: %v, want invalid at %s", tc.name, err, tc.bad)
+		}
+	}
 }

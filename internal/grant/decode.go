@@ -3,6 +3,7 @@ package grant
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/reject"
@@ -42,13 +43,25 @@ func DecodeLog(b []byte) (Log, error) {
 	for i, d := range l.Decisions {
 		where := fmt.Sprintf("decisions[%d]", i)
 		if d.Seq != next {
-			return Log{}, reject.New(reject.Invalid, where+".seq", "%d, want %d (entries are contiguous)", d.Seq, next)
+			return Log{}, reject.New(reject.Invalid, where+".seq", "%d, want %d (the first entry is 0; entries are contiguous)", d.Seq, next)
 		}
 		if d.Count < 1 {
 			return Log{}, reject.New(reject.Invalid, where+".count", "must be at least 1")
 		}
 		if d.Kind == "" || d.Op == "" || d.Rule == "" {
 			return Log{}, reject.New(reject.MissingField, where, "kind, op and rule are required")
+		}
+		if !slices.Contains(Kinds, d.Kind) {
+			return Log{}, reject.New(reject.Invalid, where+".kind", "%q is not a decision kind (%v)", d.Kind, Kinds)
+		}
+		if !slices.Contains(Ops, d.Op) {
+			return Log{}, reject.New(reject.Invalid, where+".op", "%q is not a decision op (%v)", d.Op, Ops)
+		}
+		if i > 0 {
+			p := l.Decisions[i-1]
+			if p.Kind == d.Kind && p.Op == d.Op && p.Target == d.Target && p.Allow == d.Allow && p.Rule == d.Rule {
+				return Log{}, reject.New(reject.Invalid, where, "identical to the entry before it: identical consecutive decisions are one entry, with a count")
+			}
 		}
 		next += d.Count
 	}

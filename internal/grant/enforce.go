@@ -42,6 +42,13 @@ const (
 	OpInject  = "inject"
 )
 
+// Kinds and Ops are the decision log's vocabulary: a log with any other
+// kind or op is refused.
+var (
+	Kinds = []Kind{KindNet, KindFS, KindKV, KindClock, KindRandom, KindExec, KindCompute, KindEnv}
+	Ops   = []string{OpConnect, OpRead, OpWrite, OpExec, OpUse, OpInject}
+)
+
 // ErrDenied is wrapped by every denial the Enforcer returns.
 var ErrDenied = errors.New("denied")
 

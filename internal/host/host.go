@@ -310,7 +310,7 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	case res.ThreadCPUKnown:
 		cpu = meter.RunCPU{Time: res.ThreadCPU, Known: true, Source: "the CPU clock (CLOCK_THREAD_CPUTIME_ID) of the OS thread the guest ran on"}
 	}
-	measured := span.Stop(cpu, u.Devices)
+	measured := span.StopAt(cpu, u.Devices, res.Start, res.End)
 	for c, rs := range res.Readings {
 		measured[c] = append(measured[c], rs...)
 	}

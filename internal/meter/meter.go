@@ -331,23 +331,50 @@ type RunCPU struct {
 	Source string // e.g. "cgroup v1 cpuacct.usage"
 }
 
-// Stop closes the span and returns the readings for each class in classes.
+// Stop closes the span and returns the readings for each class in
+// classes, over the span.
 func (sp *Span) Stop(cpu RunCPU, classes []device.Class) map[device.Class][]receipt.Reading {
+	return sp.StopAt(cpu, classes, time.Time{}, time.Time{})
+}
+
+// StopAt closes the span and returns the readings for each class in
+// classes for a run that ran from start to end, within the span: the
+// run's readings (an estimate, a share) are stamped with and computed
+// over the run's window, never the span's; a whole-host counter reading
+// keeps the span's window, which is what it measured. Zero times mean
+// the span's.
+func (sp *Span) StopAt(cpu RunCPU, classes []device.Class, start, end time.Time) map[device.Class][]receipt.Reading {
 	close(sp.stop)
 	<-sp.done
 	sp.sample()
-	end := sp.m.now()
-	wall := end.Sub(sp.start)
+	spanEnd := sp.m.now()
+	if start.IsZero() || start.Before(sp.start) {
+		start = sp.start
+	}
+	if end.IsZero() || end.After(spanEnd) || end.Before(start) {
+		end = spanEnd
+	}
 	out := map[device.Class][]receipt.Reading{}
-	startNS, endNS := uint64(sp.start.UnixNano()), uint64(end.UnixNano())
+	w := window{
+		spanStart: uint64(sp.start.UnixNano()), spanEnd: uint64(spanEnd.UnixNano()), spanWall: spanEnd.Sub(sp.start),
+		start: uint64(start.UnixNano()), end: uint64(end.UnixNano()), wall: end.Sub(start),
+	}
 	for _, c := range classes {
-		if rs, ok := sp.measured(c, cpu, wall, startNS, endNS); ok {
+		if rs, ok := sp.measured(c, cpu, w); ok {
 			out[c] = rs
 			continue
 		}
-		out[c] = []receipt.Reading{sp.estimate(c, cpu, wall, startNS, endNS)}
+		out[c] = []receipt.Reading{sp.estimate(c, cpu, w)}
 	}
 	return out
+}
+
+// window is a span's interval and the run's within it.
+type window struct {
+	spanStart, spanEnd uint64
+	spanWall           time.Duration
+	start, end         uint64
+	wall               time.Duration
 }
 
 // why collects the reasons no counter was used for class c.
@@ -369,7 +396,7 @@ func (sp *Span) why(c device.Class) string {
 	return strings.Join(rs, "; ")
 }
 
-func (sp *Span) measured(c device.Class, cpu RunCPU, wall time.Duration, startNS, endNS uint64) ([]receipt.Reading, bool) {
+func (sp *Span) measured(c device.Class, cpu RunCPU, w window) ([]receipt.Reading, bool) {
 	var out []receipt.Reading
 	primary := false
 	for _, ss := range sp.srcs {
@@ -385,21 +412,22 @@ func (sp *Span) measured(c device.Class, cpu RunCPU, wall time.Duration, startNS
 			continue
 		}
 		src := ss.src.Name() + ":" + strings.Join(ss.src.Rails(), "+")
-		host := receipt.Reading{Provenance: receipt.HwShunt, Scope: receipt.ScopeHost, Source: src, StartNS: startNS, EndNS: endNS, UJ: energy.Microjoules(total)}
+		host := receipt.Reading{Provenance: receipt.HwShunt, Scope: receipt.ScopeHost, Source: src, StartNS: w.spanStart, EndNS: w.spanEnd, UJ: energy.Microjoules(total)}
 		if primary {
 			out = append(out, host) // a further rail (dram): its own line, not apportioned
 			continue
 		}
-		if !cpu.Known || sp.m.NumCPU <= 0 || wall <= 0 {
+		if !cpu.Known || sp.m.NumCPU <= 0 || w.spanWall <= 0 {
 			ss.err = errors.New("the run's CPU time is unknown, so its share cannot be apportioned")
 			continue
 		}
-		share := apportion(total, cpu.Time, sp.m.NumCPU, wall)
+		// The counters ran over the span; the run's CPU time is its own.
+		share := apportion(total, cpu.Time, sp.m.NumCPU, w.spanWall)
 		run := receipt.Reading{
 			Provenance: receipt.ModelBased, Scope: receipt.ScopeRun, Source: src + "/cpu-share",
-			StartNS: startNS, EndNS: endNS, UJ: energy.Microjoules(share),
-			Basis: fmt.Sprintf("host ΔE %d µJ × run CPU %d µs / (%d CPUs × wall %d µs); run CPU from %s",
-				total, cpu.Time.Microseconds(), sp.m.NumCPU, wall.Microseconds(), cpu.Source),
+			StartNS: w.start, EndNS: w.end, UJ: energy.Microjoules(share),
+			Basis: fmt.Sprintf("host ΔE %d µJ × run CPU %d µs / (%d CPUs × wall %d µs); run CPU from %s; ΔE and wall over the meter's span, which brackets the run",
+				total, cpu.Time.Microseconds(), sp.m.NumCPU, w.spanWall.Microseconds(), cpu.Source),
 		}
 		out = append([]receipt.Reading{host, run}, out...)
 		primary = true
@@ -420,7 +448,8 @@ func apportion(total uint64, cpu time.Duration, ncpu int, wall time.Duration) ui
 	return num
 }
 
-func (sp *Span) estimate(c device.Class, cpu RunCPU, wall time.Duration, startNS, endNS uint64) receipt.Reading {
+func (sp *Span) estimate(c device.Class, cpu RunCPU, w window) receipt.Reading {
+	wall := w.wall
 	tdp, ok := sp.m.TDP[c]
 	ncpu := sp.m.NumCPU
 	if ncpu <= 0 {
@@ -441,7 +470,7 @@ func (sp *Span) estimate(c device.Class, cpu RunCPU, wall time.Duration, startNS
 	}
 	return receipt.Reading{
 		Provenance: receipt.Estimator, Scope: receipt.ScopeRun, Source: "tdp",
-		StartNS: startNS, EndNS: endNS, UJ: energy.Microjoules(uj),
+		StartNS: w.start, EndNS: w.end, UJ: energy.Microjoules(uj),
 		Basis: basis + "; estimated because: " + sp.why(c),
 	}
 }

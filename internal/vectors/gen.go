@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -88,8 +89,24 @@ type run struct {
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// parts are a run's records before they are sealed, for a vector to
+// change one thing about them.
+type parts struct {
+	g       grant.Set
+	u       unit.Unit
+	log     func(*grant.Enforcer)
+	r       receipt.Receipt
+	c       attest.Claim
+	entries int // input entries of the journal before its outcome
+}
+
 // sampleRun builds the records of one fixed run, signed by k.
-func sampleRun(k key.Private) (*run, error) {
+func sampleRun(k key.Private) (*run, error) { return sampleRunWith(k, nil) }
+
+// sampleRunWith builds the fixed run with change applied to its parts
+// before anything is sealed, so that every record is consistent but for
+// what change changed.
+func sampleRunWith(k key.Private, change func(*parts)) (*run, error) {
 	g, err := grant.ParseArgs([]string{
 		"fs:/work:rw:quota=1MiB", "fs:/data:ro", "kv:cache:rw", "clock", "cpu:5J",
 		"exec:deny:" + addr.Of([]byte("a denied binary")).String(),
@@ -98,42 +115,67 @@ func sampleRun(k key.Private) (*run, error) {
 		return nil, err
 	}
 	g.Net = []grant.Net{{Host: "api.example.com", Port: 443, Inject: []grant.Inject{{Header: "Authorization", Secret: "env:API_TOKEN"}}}}
-	gb, ga, err := g.Canonical()
+	fuel := uint64(1_234_567)
+	start, end := uint64(t0.UnixNano()), uint64(t0.Add(250*time.Millisecond).UnixNano())
+	zero := 0
+	pt := &parts{
+		g: g,
+		u: unit.Unit{
+			Kind: tier.Wasm, Image: addr.Of([]byte("conformance module")), Entry: "hello.wasm",
+			Args: []string{"hello.wasm", "world"}, Env: map[string]string{"LANG": "C"},
+			Devices: []device.Class{device.Cpu},
+		},
+		log: func(e *grant.Enforcer) {
+			e.File("/data/input.txt", false)
+			e.File("/data/input.txt", false)
+			e.File("/etc/shadow", false)
+			e.KV("cache", true)
+			e.Clock()
+			e.Random()
+			e.Connect("evil.example.net", 443)
+		},
+		r: receipt.Receipt{
+			StartNS: start, EndNS: end, Fuel: &fuel,
+			Devices: []receipt.Device{{Class: device.Cpu, Readings: []receipt.Reading{
+				{Provenance: receipt.ModelBased, Scope: receipt.ScopeAlt, Source: "wasm-fuel", StartNS: start, EndNS: end,
+					UJ: 24_691, Basis: "fuel 1234567 × 0.02 µJ per unit (model wasm-fuel/1, calibrated on the reference host)"},
+				{Provenance: receipt.Estimator, Scope: receipt.ScopeRun, Source: "tdp", StartNS: start, EndNS: end,
+					UJ: 3 * energy.Joule, Basis: "wall 0.25 s × 12 W per core (configured TDP)"},
+			}}},
+		},
+		c: attest.Claim{
+			Tier:     attest.Tier{Required: tier.S2, Chosen: tier.S2, Reason: "a wasm unit runs at S2 (Sandbox)"},
+			Executor: "conformance/v1",
+			Hardware: attest.Hardware{
+				Host:    attest.Host{Name: "conformance-host", OS: "linux", Arch: "amd64", Kernel: "6.1.0", CPU: "Example CPU"},
+				Devices: []attest.Device{{Class: device.Cpu, Model: "Example CPU", Driver: "linux"}},
+			},
+			Outcome: attest.Outcome{Status: attest.Exited, ExitCode: &zero},
+			Started: attest.Time(t0), Ended: attest.Time(t0.Add(250 * time.Millisecond)),
+		},
+		entries: 1,
+	}
+	if change != nil {
+		change(pt)
+	}
+	gb, ga, err := pt.g.Canonical()
 	if err != nil {
 		return nil, err
 	}
-	u := unit.Unit{
-		Kind: tier.Wasm, Image: addr.Of([]byte("conformance module")), Entry: "hello.wasm",
-		Args: []string{"hello.wasm", "world"}, Env: map[string]string{"LANG": "C"},
-		Devices: []device.Class{device.Cpu}, Grants: ga,
-	}
+	u := pt.u
+	u.Grants = ga
 	ub, ua, err := u.Canonical()
 	if err != nil {
 		return nil, err
 	}
-	e := grant.NewEnforcer(g)
-	e.File("/data/input.txt", false)
-	e.File("/data/input.txt", false)
-	e.File("/etc/shadow", false)
-	e.KV("cache", true)
-	e.Clock()
-	e.Random()
-	e.Connect("evil.example.net", 443)
+	e := grant.NewEnforcer(pt.g)
+	pt.log(e)
 	db, da, err := e.Log().Canonical()
 	if err != nil {
 		return nil, err
 	}
-	fuel := uint64(1_234_567)
-	start, end := uint64(t0.UnixNano()), uint64(t0.Add(250*time.Millisecond).UnixNano())
-	r := receipt.Receipt{
-		Unit: ua, StartNS: start, EndNS: end, Fuel: &fuel,
-		Devices: []receipt.Device{{Class: device.Cpu, Readings: []receipt.Reading{
-			{Provenance: receipt.ModelBased, Scope: receipt.ScopeAlt, Source: "wasm-fuel", StartNS: start, EndNS: end,
-				UJ: 24_691, Basis: "fuel 1234567 × 0.02 µJ per unit (model wasm-fuel/1, calibrated on the reference host)"},
-			{Provenance: receipt.Estimator, Scope: receipt.ScopeRun, Source: "tdp", StartNS: start, EndNS: end,
-				UJ: 3 * energy.Joule, Basis: "wall 0.25 s × 12 W per core (configured TDP)"},
-		}}},
-	}
+	r := pt.r
+	r.Unit = ua
 	if err := r.FillTotals(); err != nil {
 		return nil, err
 	}
@@ -141,29 +183,25 @@ func sampleRun(k key.Private) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	zero := 0
 	stdout, stderr := []byte("hello, world\n"), []byte{}
 	var jb bytes.Buffer
 	jw := journal.NewWriter(&jb)
-	if err := jw.Append("clock.wall", nil, int64(t0.UnixNano())); err != nil {
-		return nil, err
+	for i := 0; i < pt.entries; i++ {
+		if err := jw.Append("clock.wall", nil, int64(t0.UnixNano())+int64(i)); err != nil {
+			return nil, err
+		}
+	}
+	var fuelUsed uint64
+	if r.Fuel != nil {
+		fuelUsed = *r.Fuel
 	}
 	if err := jw.Append(journal.OutcomeKind, nil, journal.Outcome{Status: string(attest.Exited), ExitCode: 0,
-		Stdout: addr.Of(stdout), StdoutLen: uint64(len(stdout)), Stderr: addr.Of(stderr), Fuel: fuel}); err != nil {
+		Stdout: addr.Of(stdout), StdoutLen: uint64(len(stdout)), Stderr: addr.Of(stderr), Fuel: fuelUsed}); err != nil {
 		return nil, err
 	}
 	root := jw.Root()
-	c := attest.Claim{
-		Unit: ua, Image: u.Image, Grants: ga, Decisions: da, Receipt: addr.Of(rb), Journal: &root,
-		Tier:     attest.Tier{Required: tier.S2, Chosen: tier.S2, Reason: "a wasm unit runs at S2 (Sandbox)"},
-		Executor: "conformance/v1",
-		Hardware: attest.Hardware{
-			Host:    attest.Host{Name: "conformance-host", OS: "linux", Arch: "amd64", Kernel: "6.1.0", CPU: "Example CPU"},
-			Devices: []attest.Device{{Class: device.Cpu, Model: "Example CPU", Driver: "linux"}},
-		},
-		Outcome: attest.Outcome{Status: attest.Exited, ExitCode: &zero},
-		Started: attest.Time(t0), Ended: attest.Time(t0.Add(250 * time.Millisecond)),
-	}
+	c := pt.c
+	c.Unit, c.Image, c.Grants, c.Decisions, c.Receipt, c.Journal = ua, u.Image, ga, da, addr.Of(rb), &root
 	a, err := attest.Seal(c, k)
 	if err != nil {
 		return nil, err
@@ -418,6 +456,90 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 			p.runDir("negative/"+o.name, files))
 	}
 
+	// What a verifier re-derives: each run is consistent and signed, but
+	// for the one thing its claim gets wrong.
+	for _, d := range []struct {
+		name, about string
+		code        reject.Code
+		change      func(*parts)
+	}{
+		{"run-tier-required-wrong", "a WASM unit's claim records S1 required (and chosen): a WASM unit requires S2", reject.Invalid,
+			func(p *parts) { p.c.Tier.Required, p.c.Tier.Chosen = tier.S1, tier.S1 }},
+		{"run-tier-escalated-unasked", "chosen S5 above the required S2 with a reason that does not say it was asked for", reject.Invalid,
+			func(p *parts) { p.c.Tier.Chosen = tier.S5 }},
+		{"run-native-at-s2", "a native unit recorded as run at S2, which runs only WebAssembly", reject.Invalid,
+			func(p *parts) {
+				p.u.Kind = tier.Native
+				p.c.Tier = attest.Tier{Required: tier.S1, Chosen: tier.S2, Reason: "a native unit runs at S1 (Capability); escalated on explicit request from S1 to S2"}
+				p.entries = 0
+			}},
+		{"run-device-unaccounted", "the unit asks for Cpu and Gpu, a compute grant gives each, and the receipt accounts Cpu only", reject.Invalid,
+			func(p *parts) {
+				p.u.Devices = []device.Class{device.Cpu, device.Gpu}
+				p.g.Compute = append(p.g.Compute, grant.Compute{Class: device.Gpu, Budget: 5 * energy.Joule})
+			}},
+		{"run-device-not-granted", "the unit asks for Gpu, and no compute grant gives it", reject.Invalid,
+			func(p *parts) { p.u.Devices = []device.Class{device.Cpu, device.Gpu} }},
+		{"run-receipt-interval", "the receipt's interval starts a millisecond before the run the attestation states", reject.Invalid,
+			func(p *parts) {
+				p.r.StartNS -= 1_000_000
+				for i := range p.r.Devices[0].Readings {
+					p.r.Devices[0].Readings[i].StartNS = p.r.StartNS
+				}
+			}},
+		{"run-native-journal-inputs", "a native unit's journal with an input entry before its outcome (S1 brokers no inputs)", reject.Invalid,
+			func(p *parts) {
+				p.u.Kind = tier.Native
+				p.c.Tier = attest.Tier{Required: tier.S1, Chosen: tier.S1, Reason: "a native unit runs at S1 (Capability)"}
+			}},
+	} {
+		r, err := sampleRunWith(k, d.change)
+		if err != nil {
+			return fmt.Errorf("%s: %w", d.name, err)
+		}
+		p.add(Entry{Name: d.name, Path: "negative/" + d.name, Kind: "run", Expect: string(d.code), About: d.about},
+			p.runDir("negative/"+d.name, r.files))
+	}
+
+	// Decision logs: each valid JSON, canonical, but against the log's rules.
+	l, err := grant.DecodeLog(good.files[artifact.FileDecisions])
+	if err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		name, about string
+		change      func(ds []grant.Decision) []grant.Decision
+	}{
+		{"decisions-unknown-kind.json", `an entry of kind "disk", which the vocabulary does not have`,
+			func(ds []grant.Decision) []grant.Decision { ds[0].Kind = "disk"; return ds }},
+		{"decisions-unknown-op.json", `an entry with op "delete", which the vocabulary does not have`,
+			func(ds []grant.Decision) []grant.Decision { ds[0].Op = "delete"; return ds }},
+		{"decisions-seq-from-one.json", "sequence numbers that start at 1 (they start at 0)",
+			func(ds []grant.Decision) []grant.Decision {
+				for i := range ds {
+					ds[i].Seq++
+				}
+				return ds
+			}},
+		{"decisions-unmerged.json", "the first entry (count 2) written as two identical entries of count 1 (identical consecutive decisions are one entry)",
+			func(ds []grant.Decision) []grant.Decision {
+				one := ds[0]
+				one.Count = 1
+				two := one
+				two.Seq = 1
+				out := []grant.Decision{one, two}
+				return append(out, ds[1:]...)
+			}},
+	} {
+		cl := l
+		cl.Decisions = d.change(slices.Clone(l.Decisions))
+		b, err := canon.Marshal(cl)
+		if err != nil {
+			return err
+		}
+		neg(d.name, artifact.KindDecisions, reject.Invalid, d.about, b)
+	}
+
 	missing := cloneFiles(good.files)
 	delete(missing, artifact.FileReceipt)
 	p.add(Entry{Name: "run-missing-receipt", Path: "negative/run-missing-receipt", Kind: "run", Expect: string(reject.Missing),
@@ -498,6 +620,22 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 		return err
 	}
 	neg("receipt-unknown-field.cose", artifact.KindReceipt, reject.UnknownField, `payload with a field "zzz" this version does not define; re-signed`, b)
+
+	// A receipt whose run-scope reading reaches past the run.
+	late := good.rcpt
+	late.Devices = []receipt.Device{good.rcpt.Devices[0]}
+	late.Devices[0].Readings = slices.Clone(late.Devices[0].Readings)
+	late.Devices[0].Readings[1].EndNS += 1_000_000
+	late.Version, late.Signer = receipt.Version, k.Public()
+	lp, err := cde.Marshal(late)
+	if err != nil {
+		return err
+	}
+	if b, err = resign(lp); err != nil {
+		return err
+	}
+	neg("receipt-reading-outside-run.cose", artifact.KindReceipt, reject.Invalid,
+		"a run-scope reading that ends a millisecond after the run: the run's readings lie within its interval; signed", b)
 
 	// Headers.
 	b, err = receipt.SealPayload(payload, k, -7, nil)
