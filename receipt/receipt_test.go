@@ -38,13 +38,13 @@ func sample() *Receipt {
 		Devices: []Device{{
 			Class: device.Cpu,
 			Readings: []Reading{
-				{Provenance: HwShunt, Scope: ScopeHost, Source: "powercap:package-0", StartNS: 1, EndNS: 2, UJ: 9 * energy.Joule},
-				{Provenance: ModelBased, Scope: ScopeRun, Source: "cgroup-share", StartNS: 1, EndNS: 2, UJ: 3 * energy.Joule, Basis: "host × cpu_run/cpu_host"},
-				{Provenance: Estimator, Scope: ScopeRun, Source: "tdp", StartNS: 1, EndNS: 2, UJ: 5, Basis: "wall × 15 W"},
+				{Provenance: HwShunt, Scope: ScopeHost, Source: "powercap:package-0", StartNS: 1_700_000_000_000_000_000, EndNS: 1_700_000_001_000_000_000, UJ: 9 * energy.Joule},
+				{Provenance: ModelBased, Scope: ScopeRun, Source: "cgroup-share", StartNS: 1_700_000_000_000_000_000, EndNS: 1_700_000_001_000_000_000, UJ: 3 * energy.Joule, Basis: "host × cpu_run/cpu_host"},
+				{Provenance: Estimator, Scope: ScopeRun, Source: "tdp", StartNS: 1_700_000_000_000_000_000, EndNS: 1_700_000_001_000_000_000, UJ: 5, Basis: "wall × 15 W"},
 			},
 		}, {
 			Class:    device.Gpu,
-			Readings: []Reading{{Provenance: HwShunt, Scope: ScopeRun, Source: "nvml:GPU-0", StartNS: 1, EndNS: 2, UJ: 7}},
+			Readings: []Reading{{Provenance: HwShunt, Scope: ScopeRun, Source: "nvml:GPU-0", StartNS: 1_700_000_000_000_000_000, EndNS: 1_700_000_001_000_000_000, UJ: 7}},
 		}},
 	}
 	if err := r.FillTotals(); err != nil {
@@ -111,7 +111,7 @@ func TestValidate(t *testing.T) {
 		{"estimated off", func(r *Receipt) { r.Devices[0].Estimated = 0 }, reject.TotalMismatch},
 		{"host reading counted", func(r *Receipt) { r.Devices[0].Measured = 9 * energy.Joule }, reject.TotalMismatch},
 		{"overflow", func(r *Receipt) {
-			r.Devices[1].Readings = append(r.Devices[1].Readings, Reading{Provenance: HwShunt, Scope: ScopeRun, Source: "x", UJ: 1<<64 - 1})
+			r.Devices[1].Readings = append(r.Devices[1].Readings, Reading{Provenance: HwShunt, Scope: ScopeRun, Source: "x", StartNS: r.StartNS, EndNS: r.EndNS, UJ: 1<<64 - 1})
 		}, reject.TotalMismatch},
 	}
 	for _, tc := range tests {
@@ -323,6 +323,24 @@ func BenchmarkOpen(b *testing.B) {
 	for b.Loop() {
 		if _, err := Open(env, trust); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestRunReadingsWithinTheRun: a run- or alt-scope reading outside the
+// receipt's interval is refused; a host reading may be wider.
+func TestRunReadingsWithinTheRun(t *testing.T) {
+	for _, tc := range []struct {
+		scope Scope
+		ok    bool
+	}{{ScopeRun, false}, {ScopeAlt, false}, {ScopeHost, true}} {
+		r := sample()
+		r.Devices[0].Readings = append(r.Devices[0].Readings, Reading{Provenance: Estimator, Scope: tc.scope, Source: "x", Basis: "b",
+			StartNS: r.StartNS - 1, EndNS: r.EndNS})
+		r.FillTotals()
+		r.Version = Version
+		if err := r.Validate(); (err == nil) != tc.ok {
+			t.Errorf("%s reading before the run: %v", tc.scope, err)
 		}
 	}
 }

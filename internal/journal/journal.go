@@ -247,7 +247,7 @@ const OutcomeKind = "outcome"
 // Outcome is the request-less last entry of every journal: how the run
 // ended and what it wrote. Its CBOR form is an array, in this order.
 type Outcome struct {
-	_         struct{} `cbor:",toarray"`
+	_         struct{}  `cbor:",toarray"`
 	Status    string    // the attestation's outcome status
 	ExitCode  int64     // -1 unless the status is exited
 	Stdout    addr.Addr // BLAKE3 of stdout.log
