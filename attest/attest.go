@@ -92,11 +92,15 @@ const (
 	OutOfMem  Status = "out-of-memory"
 	Trapped   Status = "trapped" // the guest trapped (a WebAssembly trap or a fatal signal)
 	Failed    Status = "failed"  // the executor failed; Detail says how
+	// BudgetExhausted: the run was stopped when the meter's figure for a
+	// device class reached its compute grant's budget (Detail says which,
+	// and by how much the receipt may be over: one sampling interval).
+	BudgetExhausted Status = "budget-exhausted"
 )
 
 func (s Status) valid() bool {
 	switch s {
-	case Exited, Killed, Deadline, OutOfFuel, OutOfMem, Trapped, Failed:
+	case Exited, Killed, Deadline, OutOfFuel, OutOfMem, Trapped, Failed, BudgetExhausted:
 		return true
 	}
 	return false

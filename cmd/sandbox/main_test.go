@@ -3,11 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/energy"
+	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/state"
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/receipt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opensubstrate/sandbox/internal/guest"
 	"github.com/opensubstrate/sandbox/internal/native"
@@ -301,5 +309,73 @@ func TestForgedOutputRefused(t *testing.T) {
 	os.Remove(filepath.Join(rd, "stdout.log"))
 	if vout, _, vcode := sandbox(t, home, "verify", "--trust-host", "last"); vcode != 4 || !strings.Contains(vout, "missing") {
 		t.Errorf("missing: verify %d\n%s", vcode, vout)
+	}
+}
+
+// TestBudgetsAsTheReceiptStates: a joule budget is enforced against the
+// figure the receipt states. At S1 a busy loop under cpu:1mJ is stopped
+// (budget-exhausted, exit 125), the receipt at most a few sampling
+// intervals over and saying so; at S2 the fuel the budget buys bounds
+// the receipt's figure; a gpu:… grant alone puts Gpu on the unit.
+func TestBudgetsAsTheReceiptStates(t *testing.T) {
+	home := t.TempDir()
+	shown := func() string { s, _, _ := sandbox(t, home, "show", "last"); return s }
+	receiptCpu := func() (energy.Microjoules, string) {
+		d, err := (&host.Host{Dir: &state.Dir{Root: home}}).Resolve("last")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(filepath.Join(d, "receipt.cose"))
+		r, err := receipt.Open(b, key.Trust{})
+		if r == nil {
+			t.Fatal(err)
+		}
+		c := r.Class(device.Cpu)
+		return c.Measured + c.Estimated, d
+	}
+	// S2: the guest spins; fuel stops it; the receipt's figure is the fuel's.
+	_, _, code := sandbox(t, home, "run", "-q", "--grant", "cpu:1mJ", "--", guestPath(t, "spin"))
+	if code != 125 {
+		t.Fatalf("S2 spin under cpu:1mJ: exit %d", code)
+	}
+	if f, _ := receiptCpu(); f > energy.Millijoule {
+		t.Errorf("S2: the receipt states %s for a 1 mJ budget", f)
+	}
+	if s := shown(); !strings.Contains(s, "compute use Cpu") || !strings.Contains(s, "ran out") {
+		t.Errorf("S2: compute decisions not logged:\n%s", s)
+	}
+	if _, _, code := sandbox(t, home, "verify", "--trust-host", "last"); code != 0 {
+		t.Errorf("S2 run does not verify")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the S1 budget is enforced through the run's cgroup, tested as root")
+	}
+	// S1: a busy loop, stopped at its budget.
+	_, errOut, code := sandbox(t, home, "run", "-q", "--grant", "cpu:1mJ", "--", "sh", "-c", "while :; do :; done")
+	if code != 125 {
+		t.Fatalf("S1 busy loop under cpu:1mJ: exit %d %s", code, errOut)
+	}
+	f, dir := receiptCpu()
+	b, _ := os.ReadFile(filepath.Join(dir, "attestation.json"))
+	a, _ := attest.Verify(b, key.Trust{})
+	if a.Claim.Outcome.Status != attest.BudgetExhausted || !strings.Contains(a.Claim.Outcome.Detail, "one interval more") {
+		t.Errorf("S1 outcome %+v", a.Claim.Outcome)
+	}
+	// One interval at the estimator's rate (TDP per CPU) is the most it may
+	// be over; allow for the time the kill takes.
+	perCPU := energy.Microjoules(64 * energy.Joule) // a generous rate: 64 W per CPU
+	if f < energy.Millijoule || f > energy.Millijoule+perCPU*energy.Microjoules(5*host.BudgetSample)/energy.Microjoules(time.Second) {
+		t.Errorf("S1: the receipt states %s for a 1 mJ budget", f)
+	}
+	if _, _, code := sandbox(t, home, "verify", "--trust-host", "last"); code != 0 {
+		t.Errorf("S1 run does not verify")
+	}
+	// gpu:5J alone: the unit asks for Cpu (the default) and Gpu.
+	out, errOut, code := sandbox(t, home, "run", "-q", "--grant", "gpu:5J", "--", "/bin/true")
+	if code != 0 {
+		t.Fatalf("gpu:5J alone: exit %d %s %s", code, out, errOut)
+	}
+	if s := shown(); !strings.Contains(s, "Gpu") || !strings.Contains(s, "compute use Gpu") {
+		t.Errorf("gpu run:\n%s", s)
 	}
 }

@@ -29,8 +29,13 @@ import (
 	"github.com/opensubstrate/sandbox/tier"
 )
 
-// defaultCPU is the Cpu grant a run gets when it names no compute grant.
-const defaultCPU = "cpu:50J"
+// The Cpu grant a run gets when it names none: a WASM unit's fuel
+// budget, and, for a native unit, more than the default one-minute
+// deadline lets a few cores spend (2 CPUs × 4 W × 60 s = 480 J here).
+const (
+	defaultCPU       = "cpu:50J"
+	defaultNativeCPU = "cpu:1kJ"
+)
 
 func (g *globals) host() (*host.Host, error) {
 	d, err := g.stateDir()
@@ -179,8 +184,13 @@ decision log, replay journal, output) are stored as a run directory in the
 state directory: see 'sandbox runs', 'sandbox show', 'sandbox verify',
 'sandbox replay'.
 
-A run with no compute grant gets ` + defaultCPU + ` (a WASM unit's fuel budget); say
-so with --grant cpu:ENERGY to choose. The guest sees no files, no network,
+A run with no Cpu grant gets ` + defaultCPU + ` (a WASM unit) or ` + defaultNativeCPU + ` (a native
+one); say so with --grant cpu:ENERGY to choose. Each compute grant puts its device class on the unit (gpu:5J: the
+unit uses a GPU, and its receipt accounts Gpu). The budget is enforced
+against the figure the receipt states: a WASM unit's fuel is bought with
+it; a native run is stopped when the meter's figure for its cgroup reaches
+it (outcome budget-exhausted, the receipt at most one sampling interval
+over). The guest sees no files, no network,
 and (WASM) no real clock and no real randomness unless granted; its
 environment is only what --env gives, plus, for a native unit, PATH, HOME
 and LANG defaults that are recorded in the unit. A native command is looked
@@ -202,7 +212,7 @@ Injected credentials (--inject):
 ` + grant.InjectSyntax + `
 
 Exit status: the guest's own when it exits; 124 when its deadline passes,
-125 when its fuel runs out, 137 when it runs out of memory, 134 when it
+125 when its fuel or energy budget runs out, 137 when it runs out of memory, 134 when it
 traps, 130 when interrupted; 2 to 70 for sandbox's own errors (docs/spec).`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -210,13 +220,9 @@ traps, 130 when interrupted; 2 to 70 for sandbox's own errors (docs/spec).`,
 			if err != nil {
 				return err
 			}
-			if len(s.Compute) == 0 {
-				if err := s.Parse(defaultCPU, "/"); err != nil {
-					return err
-				}
-				if err := s.Normalize(); err != nil {
-					return err
-				}
+			noCPU := false
+			if _, ok := s.Budget(device.Cpu); !ok {
+				noCPU = true
 			}
 			env := map[string]string{}
 			for _, kv := range envArgs {
@@ -237,6 +243,20 @@ traps, 130 when interrupted; 2 to 70 for sandbox's own errors (docs/spec).`,
 			req, err := unitRequest(args, env, s)
 			if err != nil {
 				return err
+			}
+			if noCPU {
+				// Every unit runs on a CPU: a run that names no Cpu grant
+				// (none at all, or only gpu:…) gets the default.
+				def := defaultCPU
+				if req.Kind == tier.Native {
+					def = defaultNativeCPU
+				}
+				if err := s.Parse(def, "/"); err != nil {
+					return err
+				}
+				if err := s.Normalize(); err != nil {
+					return err
+				}
 			}
 			h, err := g.host()
 			if err != nil {

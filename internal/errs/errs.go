@@ -103,7 +103,7 @@ func OutcomeExitCode(status string, exit *int) int {
 		return 0
 	case "deadline":
 		return 124
-	case "out-of-fuel":
+	case "out-of-fuel", "budget-exhausted":
 		return 125
 	case "out-of-memory":
 		return 137

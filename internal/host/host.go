@@ -17,6 +17,7 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/energy"
 	"github.com/opensubstrate/sandbox/internal/artifact"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/grant"
@@ -58,6 +59,9 @@ type Host struct {
 	Cgroups *cgroup.Hierarchy
 	// Devices are the host's accelerators, for the attestation.
 	Devices []attest.Device
+	// BudgetInterval is how often a native run's energy is checked
+	// against its budgets; 0 means BudgetSample.
+	BudgetInterval time.Duration
 
 	kvOnce sync.Once
 	kv     *kv.Store
@@ -205,9 +209,17 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	}
 	devices := req.Devices
 	if len(devices) == 0 {
+		// The classes its compute grants give (a gpu:… grant puts Gpu on
+		// the unit), Cpu at least.
 		devices = []device.Class{device.Cpu}
+		for _, c := range g.Compute {
+			devices = append(devices, c.Class)
+		}
 	}
 	u := unit.Unit{Kind: req.Kind, Image: addr.Of(req.Image), Entry: req.Entry, Args: req.Args, Env: req.Env, Devices: devices, Grants: ga, Dir: req.Dir}
+	if err := u.Normalize(); err != nil { // as the record will hold it: each class once, in order
+		return nil, err
+	}
 	ub, ua, err := u.Canonical()
 	if err != nil {
 		return nil, err
@@ -295,8 +307,16 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 		}
 	}
 	m := h.meter()
+	logCompute(enf, u)
 	span := m.Start()
-	res, err := ex.Run(ctx, j)
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	var spent budgetWatch
+	if req.Kind == tier.Native { // S2's budget is its fuel, bought with it
+		spent.watch(runCtx, stopRun, span, g, u.Devices, cg, h.budgetInterval())
+	}
+	res, err := ex.Run(runCtx, j)
+	spent.stop()
 	if err != nil {
 		span.Stop(meter.RunCPU{}, nil)
 		return nil, err
@@ -311,10 +331,13 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 		cpu = meter.RunCPU{Time: res.ThreadCPU, Known: true, Source: "the CPU clock (CLOCK_THREAD_CPUTIME_ID) of the OS thread the guest ran on"}
 	}
 	measured := span.StopAt(cpu, u.Devices, res.Start, res.End)
-	for c, rs := range res.Readings {
-		measured[c] = append(measured[c], rs...)
+	res.Readings = merge(measured, res.Readings)
+	spentClass := device.Cpu
+	if hit := spent.hit(); hit != nil && res.Outcome.Status == attest.BudgetExhausted {
+		res.Outcome.Detail = hit.detail(res.Readings[hit.class])
+		spentClass = hit.class
 	}
-	res.Readings = measured
+	logSpent(enf, res, g, spentClass)
 	if err := rec.Append(journal.OutcomeKind, nil, outcomeOf(res, outH, errH)); err != nil {
 		return nil, err
 	}
@@ -385,6 +408,143 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	r.Journal.Entries, r.Journal.Bytes = rec.Len()
 	h.logger().Info("run sealed", "run", a.Addr, "status", res.Outcome.Status, "dir", final)
 	return r, nil
+}
+
+// BudgetSample is how often a native run's energy is checked against its
+// budget, by default.
+const BudgetSample = 10 * time.Millisecond
+
+func (h *Host) budgetInterval() time.Duration {
+	if h.BudgetInterval > 0 {
+		return h.BudgetInterval
+	}
+	return BudgetSample
+}
+
+// merge adds an executor's own readings to the meter's. Where the
+// executor gives a run-scope figure for a class (S2: its fuel, which the
+// budget bought), that is the figure the receipt states for the class,
+// and the meter's run-scope readings for it become alt: shown beside it,
+// not summed, so that the receipt never states more than the budget.
+func merge(measured, own map[device.Class][]receipt.Reading) map[device.Class][]receipt.Reading {
+	for c, rs := range own {
+		runScope := false
+		for _, r := range rs {
+			runScope = runScope || r.Scope == receipt.ScopeRun
+		}
+		if runScope {
+			for i := range measured[c] {
+				if measured[c][i].Scope == receipt.ScopeRun {
+					measured[c][i].Scope = receipt.ScopeAlt
+				}
+			}
+		}
+		measured[c] = append(rs, measured[c]...)
+	}
+	return measured
+}
+
+// logCompute records each device class the unit uses as a compute
+// decision, before it runs: what the budget is.
+func logCompute(enf *grant.Enforcer, u unit.Unit) {
+	for _, c := range u.Devices {
+		enf.Compute(c)
+	}
+}
+
+// logSpent records the end of a budget (class c's) as a refused compute
+// use.
+func logSpent(enf *grant.Enforcer, res *job.Result, g grant.Set, c device.Class) {
+	switch res.Outcome.Status {
+	case attest.OutOfFuel:
+		b, _ := g.Budget(device.Cpu)
+		enf.Note(grant.KindCompute, grant.OpUse, string(device.Cpu), false, fmt.Sprintf("the fuel bought with cpu:%d µJ ran out", b))
+	case attest.BudgetExhausted:
+		enf.Note(grant.KindCompute, grant.OpUse, string(c), false, res.Outcome.Detail)
+	}
+}
+
+// budgetWatch follows a native run's energy while it runs and stops it
+// when the meter's figure for a class reaches that class's budget.
+type budgetWatch struct {
+	mu   sync.Mutex
+	done chan struct{}
+	quit chan struct{}
+	at   *budgetHit
+}
+
+// budgetHit is what the watch saw when it stopped a run.
+type budgetHit struct {
+	class    device.Class
+	budget   energy.Microjoules
+	figure   energy.Microjoules
+	interval time.Duration
+}
+
+func (h *budgetHit) detail(rs []receipt.Reading) string {
+	m, e, _ := receipt.Sums(rs)
+	return fmt.Sprintf("stopped when the %s budget of %s was spent: the meter's figure was %s at the check that stopped it (checked every %v); the receipt's figure, %s, is what the meter counted to the end, at most one interval more",
+		h.class, h.budget, h.figure, h.interval, m+e)
+}
+
+func (w *budgetWatch) watch(ctx context.Context, stop context.CancelCauseFunc, span *meter.Span, g grant.Set, classes []device.Class, cg *cgroup.Group, every time.Duration) {
+	type limit struct {
+		c device.Class
+		b energy.Microjoules
+	}
+	var limits []limit
+	for _, c := range classes {
+		if b, ok := g.Budget(c); ok {
+			limits = append(limits, limit{c, b})
+		}
+	}
+	if len(limits) == 0 {
+		return
+	}
+	w.done, w.quit = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.quit:
+				return
+			case <-t.C:
+			}
+			cpu := meter.RunCPU{}
+			if cg != nil {
+				if d, src, err := cg.CPU(); err == nil {
+					cpu = meter.RunCPU{Time: d, Known: true, Source: src}
+				}
+			}
+			for _, l := range limits {
+				if f := span.Figure(l.c, cpu, time.Time{}); f >= l.b {
+					w.mu.Lock()
+					w.at = &budgetHit{class: l.c, budget: l.b, figure: f, interval: every}
+					w.mu.Unlock()
+					stop(job.ErrBudget)
+					return
+				}
+			}
+		}
+	}()
+}
+
+func (w *budgetWatch) stop() {
+	if w.done == nil {
+		return
+	}
+	close(w.quit)
+	<-w.done
+}
+
+func (w *budgetWatch) hit() *budgetHit {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.at
 }
 
 // meter returns the host's meter, or an Estimator-only one.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/artifact"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/job"
@@ -95,6 +96,7 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 	outH, errH := newOutput(), newOutput()
 	enf := grant.NewEnforcer(g)
 	rep := &ReplayReport{Run: a.Addr, Entries: len(entries)}
+	logCompute(enf, u)
 	res, runErr := ex.Run(ctx, &job.Job{
 		Unit: u, UnitAddr: c.Unit, Image: image, ImageAddr: u.Image, Grants: g, Enforcer: enf, Replay: rd,
 		Stdout: io.MultiWriter(orDiscard(stdout), outH), Stderr: io.MultiWriter(orDiscard(stderr), errH),
@@ -104,6 +106,7 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 		rep.Root = rd.Root()
 		return rep, nil
 	}
+	logSpent(enf, res, g, device.Cpu)
 	var want journal.Outcome
 	if err := rd.Next(journal.OutcomeKind, nil, &want); err != nil {
 		rep.Diffs = append(rep.Diffs, err.Error())

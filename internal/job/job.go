@@ -1,6 +1,7 @@
 package job
 
 import (
+	"errors"
 	"io"
 	"time"
 
@@ -43,6 +44,12 @@ type Job struct {
 	// controls the executor offers over it.
 	OnStart func(Control)
 }
+
+// ErrBudget is the cause of a run's context when the host stops it
+// because the meter's figure for a device class reached its budget
+// (context.WithCancelCause): an executor ends the run at once, with no
+// grace period, and reports attest.BudgetExhausted.
+var ErrBudget = errors.New("a compute budget is spent")
 
 // Control steers a running run.
 type Control struct {

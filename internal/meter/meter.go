@@ -33,6 +33,13 @@ type Source interface {
 	Interval() time.Duration
 }
 
+// Rated is a Source that knows its devices' rated power (a GPU's power
+// limit), which the estimator uses for its class where none is
+// configured.
+type Rated interface {
+	RatedPower() (milliwatts uint64, origin string, ok bool)
+}
+
 // Deduper is a Source that can recognise rails that mirror each other
 // from the liveness samples; it drops them and returns the indexes kept.
 type Deduper interface {
@@ -78,11 +85,15 @@ func (e *StatusError) Error() string { return string(e.State) + ": " + e.Detail 
 
 // Liveness rule parameters (seed 001).
 const (
-	MinIntervals  = 5
-	WindowOf      = 5
-	MinInWindow   = 4
-	MinSpan       = 300 * time.Millisecond
-	DefaultSample = time.Second // background sampling while a span is open
+	MinIntervals = 5
+	WindowOf     = 5
+	MinInWindow  = 4
+	// ProbeIntervals is how many intervals the probe samples: at least two
+	// windows, so that "4 of every 5" really tolerates a miss (with only
+	// 5 intervals, "at least 5 advances" would demand every one).
+	ProbeIntervals = 10
+	MinSpan        = 300 * time.Millisecond
+	DefaultSample  = time.Second // background sampling while a span is open
 )
 
 // Meter measures spans. The zero value is not usable; set Sources,
@@ -102,6 +113,12 @@ type Meter struct {
 	Sleep func(time.Duration)
 	// Burn keeps a CPU busy until stop is closed, during liveness probes.
 	Burn func(stop <-chan struct{})
+	// Exclusive are the classes whose devices the host gives to one run at
+	// a time: a counter's whole delta over the run is then the run's own.
+	// For any other class but Cpu (which is apportioned by the run's CPU
+	// time) a counter gives only host context, and the run's figure is
+	// estimated.
+	Exclusive map[device.Class]bool
 
 	once     sync.Once
 	statuses []Status
@@ -161,7 +178,7 @@ func (m *Meter) probe(s Source) Status {
 	}
 	defer close(stop)
 	iv := s.Interval()
-	n := MinIntervals
+	n := ProbeIntervals
 	if need := int((MinSpan + iv - 1) / iv); need > n {
 		n = need
 	}
@@ -360,11 +377,11 @@ func (sp *Span) StopAt(cpu RunCPU, classes []device.Class, start, end time.Time)
 		start: uint64(start.UnixNano()), end: uint64(end.UnixNano()), wall: end.Sub(start),
 	}
 	for _, c := range classes {
-		if rs, ok := sp.measured(c, cpu, w); ok {
-			out[c] = rs
-			continue
+		rs, ok := sp.measured(c, cpu, w)
+		if !ok {
+			rs = append([]receipt.Reading{sp.estimate(c, cpu, w)}, rs...)
 		}
-		out[c] = []receipt.Reading{sp.estimate(c, cpu, w)}
+		out[c] = rs
 	}
 	return out
 }
@@ -390,10 +407,52 @@ func (sp *Span) why(c device.Class) string {
 			rs = append(rs, fmt.Sprintf("%s failed during the span (%v)", ss.src.Name(), ss.err))
 		}
 	}
+	if c != device.Cpu && !sp.m.Exclusive[c] {
+		for _, ss := range sp.srcs {
+			if ss.src.Class() == c && ss.err == nil {
+				rs = append(rs, ss.src.Name()+" is live, but the device is not held by one run at a time and the counter has no per-process figure: its reading is host context")
+			}
+		}
+	}
 	if len(rs) == 0 {
 		return "no energy counter for this class on this host"
 	}
 	return strings.Join(rs, "; ")
+}
+
+// Figure is the run's figure for class c so far, computed exactly as
+// StopAt would at this moment (the sum of its run-scope readings), for a
+// host that stops a run when it reaches its budget. The span stays open.
+func (sp *Span) Figure(c device.Class, cpu RunCPU, start time.Time) energy.Microjoules {
+	sp.sample()
+	now := sp.m.now()
+	if start.IsZero() || start.Before(sp.start) {
+		start = sp.start
+	}
+	w := window{
+		spanStart: uint64(sp.start.UnixNano()), spanEnd: uint64(now.UnixNano()), spanWall: now.Sub(sp.start),
+		start: uint64(start.UnixNano()), end: uint64(now.UnixNano()), wall: now.Sub(start),
+	}
+	sp.mu.Lock()
+	errs := make([]error, len(sp.srcs))
+	for i, ss := range sp.srcs {
+		errs[i] = ss.err
+	}
+	sp.mu.Unlock()
+	rs, ok := sp.measured(c, cpu, w)
+	if !ok {
+		rs = []receipt.Reading{sp.estimate(c, cpu, w)}
+	}
+	// measured may mark a source failed for this call; the final reading
+	// decides for itself.
+	sp.mu.Lock()
+	for i, ss := range sp.srcs {
+		ss.err = errs[i]
+	}
+	sp.mu.Unlock()
+	_, e, _ := receipt.Sums(rs)
+	m, _, _ := receipt.Sums(rs)
+	return m + e
 }
 
 func (sp *Span) measured(c device.Class, cpu RunCPU, w window) ([]receipt.Reading, bool) {
@@ -415,6 +474,24 @@ func (sp *Span) measured(c device.Class, cpu RunCPU, w window) ([]receipt.Readin
 		host := receipt.Reading{Provenance: receipt.HwShunt, Scope: receipt.ScopeHost, Source: src, StartNS: w.spanStart, EndNS: w.spanEnd, UJ: energy.Microjoules(total)}
 		if primary {
 			out = append(out, host) // a further rail (dram): its own line, not apportioned
+			continue
+		}
+		if c != device.Cpu {
+			// A device's energy is never apportioned by CPU time: the
+			// whole delta is the run's only where the run held the device
+			// alone; otherwise it is host context and the run's figure is
+			// estimated.
+			if !sp.m.Exclusive[c] {
+				out = append(out, host) // context; the run's figure is estimated
+				continue
+			}
+			run := receipt.Reading{
+				Provenance: receipt.ModelBased, Scope: receipt.ScopeRun, Source: src + "/exclusive",
+				StartNS: w.start, EndNS: w.end, UJ: energy.Microjoules(total),
+				Basis: fmt.Sprintf("the device's whole ΔE %d µJ over the meter's span: the host gives the device to one run at a time", total),
+			}
+			out = append([]receipt.Reading{host, run}, out...)
+			primary = true
 			continue
 		}
 		if !cpu.Known || sp.m.NumCPU <= 0 || w.spanWall <= 0 {
@@ -451,6 +528,16 @@ func apportion(total uint64, cpu time.Duration, ncpu int, wall time.Duration) ui
 func (sp *Span) estimate(c device.Class, cpu RunCPU, w window) receipt.Reading {
 	wall := w.wall
 	tdp, ok := sp.m.TDP[c]
+	if !ok {
+		for _, s := range sp.m.Sources {
+			if r, isRated := s.(Rated); isRated && s.Class() == c {
+				if mw, origin, known := r.RatedPower(); known {
+					tdp, ok = TDP{MilliWatts: mw, Origin: origin}, true
+					break
+				}
+			}
+		}
+	}
 	ncpu := sp.m.NumCPU
 	if ncpu <= 0 {
 		ncpu = 1
@@ -460,11 +547,18 @@ func (sp *Span) estimate(c device.Class, cpu RunCPU, w window) receipt.Reading {
 	}
 	basis := ""
 	var uj uint64
-	if cpu.Known && c == device.Cpu {
+	switch {
+	case c != device.Cpu:
+		// A device other than the CPU: its rated power (a GPU's power
+		// limit) over the run's wall time, as if busy throughout; never
+		// scaled by the CPU count.
+		uj = mulDiv(uint64(wall.Nanoseconds()), tdp.MilliWatts, 1_000_000)
+		basis = fmt.Sprintf("wall %d µs × rated power %d mW, as if the device were busy throughout (%s)", wall.Microseconds(), tdp.MilliWatts, tdp.Origin)
+	case cpu.Known:
 		// µJ = cpu_ns × mW / ncpu / 1e6
 		uj = mulDiv(uint64(cpu.Time.Nanoseconds()), tdp.MilliWatts, uint64(ncpu)*1_000_000)
 		basis = fmt.Sprintf("run CPU %d µs × TDP %d mW / %d CPUs (TDP %s; CPU from %s)", cpu.Time.Microseconds(), tdp.MilliWatts, ncpu, tdp.Origin, cpu.Source)
-	} else {
+	default:
 		uj = mulDiv(uint64(wall.Nanoseconds()), tdp.MilliWatts, uint64(ncpu)*1_000_000)
 		basis = fmt.Sprintf("wall %d µs × TDP %d mW / %d CPUs, as if one CPU were busy throughout (TDP %s)", wall.Microseconds(), tdp.MilliWatts, ncpu, tdp.Origin)
 	}

@@ -52,17 +52,46 @@ func TestProbeNeedsMinSpan(t *testing.T) {
 	m := &Meter{Sources: []Source{c}, NumCPU: 1, Now: func() time.Time { return now },
 		Sleep: func(d time.Duration) { now = now.Add(d); c.v += 10 }}
 	st := m.Statuses()[0]
-	if st.State != Live || !strings.Contains(st.Detail, "over 300ms") {
+	if st.State != Live || !strings.Contains(st.Detail, "over 600ms") {
 		t.Fatalf("status %v", st)
 	}
-	// 300 ms of 60 ms intervals is 5 intervals.
-	if c.v != 50 {
-		t.Fatalf("sampled %d intervals, want 5", c.v/10)
+	// At least ProbeIntervals (10) intervals of 60 ms, which is more than
+	// the 300 ms minimum.
+	if c.v != 100 {
+		t.Fatalf("sampled %d intervals, want 10", c.v/10)
 	}
 	// Probed once per meter.
 	m.Statuses()
-	if c.v != 50 {
+	if c.v != 100 {
 		t.Fatal("probed twice")
+	}
+}
+
+// TestProbeToleratesOneMiss: with ten intervals, one interval in which
+// the counter did not advance leaves it live (4 of every 5); two in one
+// window do not.
+func TestProbeToleratesOneMiss(t *testing.T) {
+	for _, tc := range []struct {
+		miss map[int]bool
+		want State
+	}{
+		{map[int]bool{3: true}, Live},
+		{map[int]bool{3: true, 5: true}, Lumpy},
+	} {
+		c := &counter{}
+		now := time.Unix(0, 0)
+		i := 0
+		m := &Meter{Sources: []Source{c}, NumCPU: 1, Now: func() time.Time { return now },
+			Sleep: func(d time.Duration) {
+				now = now.Add(d)
+				i++
+				if !tc.miss[i] {
+					c.v += 10
+				}
+			}}
+		if st := m.Statuses()[0]; st.State != tc.want {
+			t.Errorf("misses %v: %v, want %s", tc.miss, st, tc.want)
+		}
 	}
 }
 

@@ -209,11 +209,14 @@ type ending struct {
 	start, end time.Time
 	deadline   bool
 	canceled   bool
+	budget     bool // stopped by the host at a compute budget
 }
 
 func outcomeOf(st s1init.Status, cg *cgroup.Group, end ending) attest.Outcome {
 	oom := cg != nil && cg.OOMKills() > 0
 	switch {
+	case end.budget:
+		return attest.Outcome{Status: attest.BudgetExhausted, Detail: "stopped when a compute budget was spent"}
 	case end.deadline:
 		return attest.Outcome{Status: attest.Deadline, Detail: "the wall-clock deadline passed"}
 	case end.canceled && st.Exited:
@@ -575,6 +578,12 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 		p.cmd.Process.Signal(syscall.SIGKILL)
 		<-p.done
 	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), job.ErrBudget) {
+			end.budget = true
+			p.cmd.Process.Signal(syscall.SIGKILL)
+			<-p.done
+			break
+		}
 		end.canceled = true
 		p.cmd.Process.Signal(syscall.SIGINT)
 		select {
@@ -617,7 +626,7 @@ func initReport(b []byte, ps *os.ProcessState, end ending) s1init.Status {
 			perr = errors.New("more than one report")
 		}
 	}
-	if end.deadline || end.canceled {
+	if end.deadline || end.canceled || end.budget {
 		if perr != nil {
 			return s1init.Status{}
 		}

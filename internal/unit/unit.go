@@ -69,6 +69,9 @@ func (u *Unit) Normalize() error {
 			return reject.New(reject.Invalid, "unit.devices", "unknown device class %q", c)
 		}
 	}
+	// A copy: the caller's slice (shared by a value receiver) stays as it
+	// was; Compact would zero its tail.
+	u.Devices = slices.Clone(u.Devices)
 	slices.SortFunc(u.Devices, func(a, b device.Class) int { return a.Rank() - b.Rank() })
 	u.Devices = slices.Compact(u.Devices)
 	if u.Devices == nil {
@@ -114,7 +117,8 @@ func Decode(b []byte) (Unit, error) {
 func (u Unit) Requirement(g grant.Set) (tier.Requirement, error) {
 	for _, c := range u.Devices {
 		if _, ok := g.Budget(c); !ok {
-			return tier.Requirement{}, fmt.Errorf("unit asks for device class %s, but no compute grant gives it (add --grant %s:ENERGY)", c, strings.ToLower(string(c)))
+			return tier.Requirement{}, &grant.Error{Grant: strings.ToLower(string(c)), Field: "compute",
+				Why: fmt.Sprintf("the unit asks for device class %s, and no compute grant gives it (add --grant %s:ENERGY)", c, strings.ToLower(string(c)))}
 		}
 	}
 	return tier.Require(u.Kind, g.Needs()...)

@@ -386,8 +386,11 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	res.Outcome = outcome(callErr, left < 0, oom, b.Err(), ctx.Err())
 	mod.Close(context.Background())
 
+	// The run's Cpu figure is its fuel, priced as the budget bought it:
+	// never more than the budget. (The host shows the meter's figure
+	// beside it.)
 	res.Readings = map[device.Class][]receipt.Reading{device.Cpu: {{
-		Provenance: receipt.ModelBased, Scope: receipt.ScopeAlt, Source: e.cfg.Model.Name,
+		Provenance: receipt.ModelBased, Scope: receipt.ScopeRun, Source: e.cfg.Model.Name,
 		StartNS: uint64(res.Start.UnixNano()), EndNS: uint64(res.End.UnixNano()),
 		UJ:    e.cfg.Model.Energy(used),
 		Basis: fmt.Sprintf("fuel %d × %d nJ per fuel (model %s: %s)", used, e.cfg.Model.NanojoulesPerFuel, e.cfg.Model.Name, e.cfg.Model.Calibration),

@@ -63,6 +63,11 @@ func (x realDevice) UUID() (string, error) {
 	return s, check(r)
 }
 
+func (x realDevice) PowerLimit() (uint64, error) {
+	mw, r := x.d.GetEnforcedPowerLimit()
+	return uint64(mw), check(r)
+}
+
 func (x realDevice) TotalEnergy() (uint64, error) {
 	e, r := x.d.GetTotalEnergyConsumption()
 	return e, check(r)

@@ -3,6 +3,7 @@ package nvml
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/opensubstrate/sandbox/attest"
@@ -27,6 +28,8 @@ type Device interface {
 	UUID() (string, error)
 	// TotalEnergy is millijoules since the driver was loaded.
 	TotalEnergy() (uint64, error)
+	// PowerLimit is the enforced power limit in milliwatts.
+	PowerLimit() (uint64, error)
 }
 
 // Source is the GPU energy source.
@@ -37,6 +40,7 @@ type Source struct {
 	devs   []Device
 	ids    []string
 	names  []string
+	limits []uint64 // mW; 0 where unknown
 	driver string
 }
 
@@ -85,9 +89,11 @@ func (s *Source) Open() error {
 		if _, err := d.TotalEnergy(); err != nil {
 			return &meter.StatusError{State: meter.Unreadable, Detail: fmt.Sprintf("GPU %d (%s) has no total-energy counter: %v", i, name, err)}
 		}
+		limit, _ := d.PowerLimit()
 		s.devs = append(s.devs, d)
 		s.ids = append(s.ids, id)
 		s.names = append(s.names, name)
+		s.limits = append(s.limits, limit)
 	}
 	return nil
 }
@@ -119,6 +125,22 @@ func (s *Source) Delta(prev, cur []uint64) ([]uint64, error) {
 		out[i] = cur[i] - prev[i]
 	}
 	return out, nil
+}
+
+// RatedPower implements meter.Rated: the GPUs' enforced power limits,
+// summed (a unit asks for the class, not one GPU), for the estimator.
+func (s *Source) RatedPower() (uint64, string, bool) {
+	var sum uint64
+	for _, l := range s.limits {
+		if l == 0 {
+			return 0, "", false
+		}
+		sum += l
+	}
+	if len(s.limits) == 0 {
+		return 0, "", false
+	}
+	return sum, fmt.Sprintf("NVML enforced power limit of %d GPU(s) (%s)", len(s.limits), strings.Join(s.ids, ", ")), true
 }
 
 // Devices returns each GPU's identity, as the attestation records it;

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/energy"
 	"github.com/opensubstrate/sandbox/internal/meter"
 	"github.com/opensubstrate/sandbox/receipt"
 )
@@ -21,6 +22,7 @@ type fakeGPU struct {
 	name, uuid string
 	mj         uint64
 	energyErr  error
+	limit      uint64 // mW
 }
 
 func (f *fakeLib) Init() error                    { return f.initErr }
@@ -36,6 +38,12 @@ func (f *fakeLib) Devices() ([]Device, error) {
 func (g *fakeGPU) Name() (string, error)        { return g.name, nil }
 func (g *fakeGPU) UUID() (string, error)        { return g.uuid, nil }
 func (g *fakeGPU) TotalEnergy() (uint64, error) { return g.mj, g.energyErr }
+func (g *fakeGPU) PowerLimit() (uint64, error) {
+	if g.limit == 0 {
+		return 0, errors.New("not supported")
+	}
+	return g.limit, nil
+}
 
 type clock struct {
 	t    time.Time
@@ -68,11 +76,23 @@ func TestLive(t *testing.T) {
 	if len(devs) != 1 || devs[0].Model != "NVIDIA H200" || devs[0].ID != "GPU-1234" || devs[0].Driver != "nvidia 550.54.15" || devs[0].Class != device.Gpu {
 		t.Fatalf("identity %+v", devs)
 	}
+	// Shared: the counter is host context; the run's figure is the power
+	// limit over the wall time, never a CPU-time share.
 	sp := m.Start()
 	c.sleep(time.Second)
 	rs := sp.Stop(meter.RunCPU{Time: time.Second, Known: true, Source: "t"}, []device.Class{device.Gpu})[device.Gpu]
-	if rs[0].Provenance != receipt.HwShunt || rs[0].UJ != 7_000_000 || rs[0].Source != "nvml:GPU-1234" {
-		t.Fatalf("reading %+v", rs[0])
+	if len(rs) != 2 || rs[0].Provenance != receipt.Estimator || rs[0].Scope != receipt.ScopeRun || rs[0].UJ != 700*energy.Joule ||
+		!strings.Contains(rs[0].Basis, "not held by one run at a time") ||
+		rs[1].Provenance != receipt.HwShunt || rs[1].Scope != receipt.ScopeHost || rs[1].UJ != 7_000_000 || rs[1].Source != "nvml:GPU-1234" {
+		t.Fatalf("readings %+v", rs)
+	}
+	// Held by one run at a time: the whole delta is the run's.
+	m.Exclusive = map[device.Class]bool{device.Gpu: true}
+	sp = m.Start()
+	c.sleep(time.Second)
+	rs = sp.Stop(meter.RunCPU{Time: time.Millisecond, Known: true, Source: "t"}, []device.Class{device.Gpu})[device.Gpu]
+	if len(rs) != 2 || rs[1].Scope != receipt.ScopeRun || rs[1].UJ != 7_000_000 || !strings.Contains(rs[1].Basis, "one run at a time") {
+		t.Fatalf("exclusive readings %+v", rs)
 	}
 }
 
@@ -118,5 +138,20 @@ func TestNoEnergyCounter(t *testing.T) {
 	m, _, _ := setup(&fakeLib{gpus: []*fakeGPU{{uuid: "GPU-1", energyErr: errors.New("Not Supported")}}}, nil)
 	if st := m.Statuses()[0]; st.State != meter.Unreadable {
 		t.Fatalf("status %v", st)
+	}
+}
+
+// TestEstimateUsesThePowerLimit: with no configured rated power, a GPU
+// run's estimate is the power limit over the wall time, not a CPU
+// count's share.
+func TestEstimateUsesThePowerLimit(t *testing.T) {
+	g := &fakeGPU{uuid: "GPU-9", mj: 1, limit: 350_000}
+	m, c, _ := setup(&fakeLib{gpus: []*fakeGPU{g}}, nil) // frozen: not live
+	delete(m.TDP, device.Gpu)
+	sp := m.Start()
+	c.sleep(2 * time.Second)
+	rs := sp.Stop(meter.RunCPU{Time: time.Second, Known: true, Source: "t"}, []device.Class{device.Gpu})[device.Gpu]
+	if len(rs) != 1 || rs[0].Provenance != receipt.Estimator || rs[0].UJ != 700*energy.Joule || !strings.Contains(rs[0].Basis, "NVML enforced power limit") {
+		t.Fatalf("readings %+v", rs)
 	}
 }
