@@ -379,3 +379,31 @@ func TestBudgetsAsTheReceiptStates(t *testing.T) {
 		t.Errorf("gpu run:\n%s", s)
 	}
 }
+
+// TestLimitsAreSealed: the limits a run ran under are in its unit (so
+// the attestation binds them), show prints them, and replay applies the
+// recorded ones, not its own host's defaults.
+func TestLimitsAreSealed(t *testing.T) {
+	home := t.TempDir()
+	_, _, code := sandbox(t, home, "run", "--memory-pages", "64", "-q", "--deadline", "20s", "--", guestPath(t, "membomb"))
+	if code != 137 {
+		t.Fatalf("membomb under 64 pages: exit %d", code)
+	}
+	show, _, _ := sandbox(t, home, "show", "last")
+	if !strings.Contains(show, "limits   deadline 20s, 64 WebAssembly pages (4 MiB)") {
+		t.Fatalf("show:\n%s", show)
+	}
+	// This host's default is 4096 pages; the replay applies 64, and so
+	// runs out of memory where the run did.
+	out, errOut, code := sandbox(t, home, "replay", "last")
+	if code != 0 || !strings.Contains(out+errOut, "matches") {
+		t.Fatalf("replay: %d %s %s", code, out, errOut)
+	}
+	if os.Geteuid() == 0 {
+		sandbox(t, home, "run", "--memory", "64MiB", "--pids", "32", "-q", "--", "/bin/true")
+		show, _, _ := sandbox(t, home, "show", "last")
+		if !strings.Contains(show, "memory 64 MiB, 32 processes") {
+			t.Fatalf("show:\n%s", show)
+		}
+	}
+}

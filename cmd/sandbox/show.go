@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -73,6 +74,7 @@ func show(w io.Writer, dir string) error {
 		for _, k := range keys {
 			fmt.Fprintf(w, "  env      %s=%s\n", k, u.Env[k])
 		}
+		fmt.Fprintf(w, "  limits   %s\n", limitsLine(u.Limits))
 	}
 	if gs, err := grant.Decode(read(artifact.FileGrants)); err == nil {
 		fmt.Fprintf(w, "\ngrants     %s\n", c.Grants)
@@ -145,6 +147,29 @@ func show(w io.Writer, dir string) error {
 		}
 	}
 	return nil
+}
+
+// limitsLine is a unit's limits for people.
+func limitsLine(l unit.Limits) string {
+	var parts []string
+	if l.DeadlineMS > 0 {
+		parts = append(parts, fmt.Sprintf("deadline %v", time.Duration(l.DeadlineMS)*time.Millisecond))
+	} else {
+		parts = append(parts, "no deadline")
+	}
+	if l.MemoryBytes > 0 {
+		parts = append(parts, fmt.Sprintf("memory %d MiB", l.MemoryBytes>>20))
+	}
+	if l.Pids > 0 {
+		parts = append(parts, fmt.Sprintf("%d processes", l.Pids))
+	}
+	if l.CPUMillis > 0 {
+		parts = append(parts, fmt.Sprintf("%.3g CPUs", float64(l.CPUMillis)/1000))
+	}
+	if l.MemoryPages > 0 {
+		parts = append(parts, fmt.Sprintf("%d WebAssembly pages (%d MiB)", l.MemoryPages, l.MemoryPages*64/1024))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func grantLines(g grant.Set) []string {

@@ -80,7 +80,10 @@ type Request struct {
 	Tier     *tier.Tier
 	Escalate bool
 	Deadline time.Duration
-	Dir      string // a native unit's working directory
+	// Limits override the executor's own where set (its memory, pids,
+	// CPUs, WebAssembly pages); the deadline is Deadline.
+	Limits unit.Limits
+	Dir    string // a native unit's working directory
 	Stdin    io.Reader
 	Stdout   io.Writer
 	Stderr   io.Writer
@@ -116,6 +119,34 @@ func (h *Host) logger() *slog.Logger {
 		return h.Log
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+// Limiter is an executor with limits of its own (set when it was made),
+// which a unit records as it runs under them.
+type Limiter interface {
+	DefaultLimits() unit.Limits
+}
+
+// effectiveLimits are the limits a run gets: the request's where it sets
+// them, else the executor's; the deadline is the request's.
+func effectiveLimits(ex Executor, req Request) unit.Limits {
+	var l unit.Limits
+	if d, ok := ex.(Limiter); ok {
+		l = d.DefaultLimits()
+	}
+	r := req.Limits
+	for _, f := range []struct{ got, want *int64 }{
+		{&r.MemoryBytes, &l.MemoryBytes}, {&r.Pids, &l.Pids}, {&r.CPUMillis, &l.CPUMillis}, {&r.MemoryPages, &l.MemoryPages},
+	} {
+		if *f.got > 0 {
+			*f.want = *f.got
+		}
+	}
+	l.DeadlineMS = req.Deadline.Milliseconds()
+	if req.Deadline > 0 && l.DeadlineMS == 0 {
+		l.DeadlineMS = 1 // under a millisecond: still a deadline
+	}
+	return l
 }
 
 // Prewarmer is an executor that can start preparing its next run ahead
@@ -220,10 +251,6 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	if err := u.Normalize(); err != nil { // as the record will hold it: each class once, in order
 		return nil, err
 	}
-	ub, ua, err := u.Canonical()
-	if err != nil {
-		return nil, err
-	}
 	need, err := u.Requirement(g)
 	if err != nil {
 		return nil, err
@@ -243,6 +270,11 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	}
 	if p, ok := ex.(Prewarmer); ok {
 		p.Prewarm()
+	}
+	u.Limits = effectiveLimits(ex, req)
+	ub, ua, err := u.Canonical()
+	if err != nil {
+		return nil, err
 	}
 	if req.Kind == tier.Wasm { // kept for replay, which only S2 runs have
 		if err := h.putBlob(u.Image, req.Image); err != nil {
@@ -291,7 +323,7 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 		Unit: u, UnitAddr: ua, Image: req.Image, ImageAddr: u.Image, Grants: g, Enforcer: enf, Record: rec, KV: store,
 		Stdout:   io.MultiWriter(orDiscard(req.Stdout), outF, outH),
 		Stderr:   io.MultiWriter(orDiscard(req.Stderr), errF, errH),
-		Deadline: req.Deadline,
+		Deadline: time.Duration(u.Limits.DeadlineMS) * time.Millisecond,
 		Stdin:    req.Stdin,
 		OnStart:  req.OnStart,
 	}

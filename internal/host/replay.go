@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
@@ -98,7 +99,10 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 	rep := &ReplayReport{Run: a.Addr, Entries: len(entries)}
 	logCompute(enf, u)
 	res, runErr := ex.Run(ctx, &job.Job{
-		Unit: u, UnitAddr: c.Unit, Image: image, ImageAddr: u.Image, Grants: g, Enforcer: enf, Replay: rd,
+		// The unit carries the limits the run had: they are applied, not
+		// this host's defaults.
+		Deadline: time.Duration(u.Limits.DeadlineMS) * time.Millisecond,
+		Unit:     u, UnitAddr: c.Unit, Image: image, ImageAddr: u.Image, Grants: g, Enforcer: enf, Replay: rd,
 		Stdout: io.MultiWriter(orDiscard(stdout), outH), Stderr: io.MultiWriter(orDiscard(stderr), errH),
 	})
 	if runErr != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
+	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
 
 	"github.com/opensubstrate/sandbox/tier"
@@ -99,6 +100,12 @@ func (e *Executor) self() string { return e.cfg.Self }
 // Helper runs this process as an S1 helper when its arguments say so (see
 // s1init.Main).
 func Helper() (int, bool) { return s1init.Main() }
+
+// DefaultLimits are the limits a run gets from this executor's
+// configuration, as a unit records them.
+func (e *Executor) DefaultLimits() unit.Limits {
+	return unit.Limits{MemoryBytes: e.cfg.Memory, Pids: e.cfg.Pids, CPUMillis: int64(e.cfg.CPUs*1000 + 0.5)}
+}
 
 // Name names the executor.
 func (e *Executor) Name() string { return "linux-s1" }

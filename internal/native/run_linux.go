@@ -113,6 +113,13 @@ func (e *Executor) spec(storage []grant.Storage) (*s1init.Spec, error) {
 	return sp, nil
 }
 
+func or(a, b int64) int64 {
+	if a > 0 {
+		return a
+	}
+	return b
+}
+
 // guard is what no grant of this executor's runs may reach: its state
 // directory and the binaries of sandbox and its S1 helper. Made once.
 func (e *Executor) guard() (hostpath.Guard, error) {
@@ -151,7 +158,11 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		ex.Dir = "/tmp"
 	}
 	if j.Cgroup != nil {
-		if err := j.Cgroup.SetLimits(cgroup.Limits{Memory: e.cfg.Memory, Pids: e.cfg.Pids, CPUs: e.cfg.CPUs}); err != nil {
+		// The unit's limits, as recorded; the configuration's where the
+		// unit has none (a caller that did not fill them in).
+		l, d := j.Unit.Limits, e.DefaultLimits()
+		lim := cgroup.Limits{Memory: or(l.MemoryBytes, d.MemoryBytes), Pids: or(l.Pids, d.Pids), CPUs: float64(or(l.CPUMillis, d.CPUMillis)) / 1000}
+		if err := j.Cgroup.SetLimits(lim); err != nil {
 			return nil, err
 		}
 	}

@@ -28,6 +28,25 @@ type Unit struct {
 	Grants  addr.Addr         `json:"grants"`
 	// Dir is the working directory of a native unit; "" means /tmp.
 	Dir string `json:"dir,omitempty"`
+	// Limits are the limits the unit ran under, as applied: sealed with
+	// it, so that the attestation binds them and a replay applies them.
+	Limits Limits `json:"limits"`
+}
+
+// Limits bound one run. Zero means none (or, for the fields an executor
+// does not use, not applicable).
+type Limits struct {
+	// DeadlineMS is the wall-clock deadline in milliseconds.
+	DeadlineMS int64 `json:"deadline_ms,omitempty"`
+	// MemoryBytes is the memory limit of the run's cgroup (S1).
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+	// Pids is the run's process and thread limit (S1).
+	Pids int64 `json:"pids,omitempty"`
+	// CPUMillis is the CPU quota in thousandths of a CPU (S1): 1500 is
+	// one and a half CPUs.
+	CPUMillis int64 `json:"cpu_millis,omitempty"`
+	// MemoryPages is the WebAssembly memory limit in 64 KiB pages (S2).
+	MemoryPages int64 `json:"memory_pages,omitempty"`
 }
 
 // Normalize validates u and puts it in canonical form.
@@ -57,6 +76,14 @@ func (u *Unit) Normalize() error {
 		}
 		if strings.ContainsRune(u.Env[k], 0) {
 			return reject.New(reject.Invalid, "unit.env."+k, "value holds a NUL byte")
+		}
+	}
+	for _, l := range []struct {
+		name string
+		v    int64
+	}{{"deadline_ms", u.Limits.DeadlineMS}, {"memory_bytes", u.Limits.MemoryBytes}, {"pids", u.Limits.Pids}, {"cpu_millis", u.Limits.CPUMillis}, {"memory_pages", u.Limits.MemoryPages}} {
+		if l.v < 0 {
+			return reject.New(reject.Invalid, "unit.limits."+l.name, "negative")
 		}
 	}
 	for i, a := range u.Args {

@@ -17,6 +17,7 @@ func sample() Unit {
 		Kind: tier.Wasm, Image: addr.Of([]byte("module")), Entry: "hello.wasm",
 		Args: []string{"a", "b"}, Env: map[string]string{"Z": "1", "A": "2"},
 		Devices: []device.Class{device.Gpu, device.Cpu, device.Gpu}, Grants: addr.Of([]byte("g")),
+		Limits: Limits{DeadlineMS: 60000, MemoryPages: 4096},
 	}
 }
 
@@ -25,7 +26,7 @@ func TestCanonical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"args":["a","b"],"devices":["Cpu","Gpu"],"entry":"hello.wasm","env":{"A":"2","Z":"1"},"grants":"` + addr.Of([]byte("g")).String() + `","image":"` + addr.Of([]byte("module")).String() + `","kind":"wasm","type":"sandbox.unit/1"}`
+	want := `{"args":["a","b"],"devices":["Cpu","Gpu"],"entry":"hello.wasm","env":{"A":"2","Z":"1"},"grants":"` + addr.Of([]byte("g")).String() + `","image":"` + addr.Of([]byte("module")).String() + `","kind":"wasm","limits":{"deadline_ms":60000,"memory_pages":4096},"type":"sandbox.unit/1"}`
 	if string(b) != want {
 		t.Fatalf("canonical\n got %s\nwant %s", b, want)
 	}

@@ -124,6 +124,7 @@ func sampleRunWith(k key.Private, change func(*parts)) (*run, error) {
 			Kind: tier.Wasm, Image: addr.Of([]byte("conformance module")), Entry: "hello.wasm",
 			Args: []string{"hello.wasm", "world"}, Env: map[string]string{"LANG": "C"},
 			Devices: []device.Class{device.Cpu},
+			Limits:  unit.Limits{DeadlineMS: 60_000, MemoryPages: 4096},
 		},
 		log: func(e *grant.Enforcer) {
 			e.File("/data/input.txt", false)

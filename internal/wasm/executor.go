@@ -26,6 +26,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/fuel"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/receipt"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -97,11 +98,9 @@ type Executor struct {
 	guardVal  hostpath.Guard
 	guardErr  error
 
-	rtOnce   sync.Once
-	rt       wazero.Runtime
-	rtErr    error
 	mu       sync.Mutex
-	compiled map[addr.Addr]wazero.CompiledModule // by image address; instrumented
+	rts      map[uint32]*runtimeEntry // by memory limit in pages
+	compiled map[compiledKey]wazero.CompiledModule
 
 	compileMu sync.Mutex     // one compile at a time through the sealed cache
 	sealed    *compiledCache // nil without a cache directory
@@ -110,37 +109,70 @@ type Executor struct {
 // maxCompiled bounds the in-memory cache of compiled modules.
 const maxCompiled = 16
 
-// shared returns the executor's long-lived runtime.
-func (e *Executor) shared() (wazero.Runtime, error) {
-	e.rtOnce.Do(func() {
+// runtimeEntry is one long-lived runtime, for one memory limit.
+type runtimeEntry struct {
+	once sync.Once
+	rt   wazero.Runtime
+	err  error
+}
+
+// compiledKey names a compiled module: its image in a runtime of a
+// memory limit.
+type compiledKey struct {
+	pages uint32
+	image addr.Addr
+}
+
+// shared returns the executor's long-lived runtime for a memory limit in
+// pages (a run's limit is sealed with its unit, and replay applies it).
+func (e *Executor) shared(pages uint32) (wazero.Runtime, error) {
+	e.mu.Lock()
+	if e.rts == nil {
+		e.rts = map[uint32]*runtimeEntry{}
+	}
+	en, ok := e.rts[pages]
+	if !ok {
+		en = &runtimeEntry{}
+		e.rts[pages] = en
+	}
+	e.mu.Unlock()
+	en.once.Do(func() {
 		ctx := context.Background()
-		rt := e.runtime(ctx, true)
+		rt := e.runtime(ctx, true, pages)
 		if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
-			e.rtErr = fmt.Errorf("wasm: wasi: %w", err)
+			en.err = fmt.Errorf("wasm: wasi: %w", err)
 			return
 		}
 		if err := instantiateKV(ctx, rt); err != nil {
-			e.rtErr = err
+			en.err = err
 			return
 		}
-		e.rt = rt
+		en.rt = rt
 	})
-	return e.rt, e.rtErr
+	return en.rt, en.err
 }
 
-// Close releases the runtime and its compiled modules.
+// Close releases the runtimes and their compiled modules.
 func (e *Executor) Close() error {
-	if e.rt != nil {
-		return e.rt.Close(context.Background())
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var first error
+	for _, en := range e.rts {
+		if en.rt != nil {
+			if err := en.rt.Close(context.Background()); err != nil && first == nil {
+				first = err
+			}
+		}
 	}
-	return nil
+	return first
 }
 
 // compile returns the instrumented, compiled module for image, from memory,
 // from the on-disk caches (checked: cache.go), or fresh.
-func (e *Executor) compile(ctx context.Context, rt wazero.Runtime, a addr.Addr, image []byte) (wazero.CompiledModule, error) {
+func (e *Executor) compile(ctx context.Context, rt wazero.Runtime, pages uint32, a addr.Addr, image []byte) (wazero.CompiledModule, error) {
+	key := compiledKey{pages, a}
 	e.mu.Lock()
-	c, ok := e.compiled[a]
+	c, ok := e.compiled[key]
 	e.mu.Unlock()
 	if ok {
 		return c, nil
@@ -160,7 +192,7 @@ func (e *Executor) compile(ctx context.Context, rt wazero.Runtime, a addr.Addr, 
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.compiled == nil {
-		e.compiled = map[addr.Addr]wazero.CompiledModule{}
+		e.compiled = map[compiledKey]wazero.CompiledModule{}
 	}
 	if len(e.compiled) >= maxCompiled {
 		for k := range e.compiled { // evict one; running instances keep their own reference
@@ -168,7 +200,7 @@ func (e *Executor) compile(ctx context.Context, rt wazero.Runtime, a addr.Addr, 
 			break
 		}
 	}
-	e.compiled[a] = c
+	e.compiled[key] = c
 	return c, nil
 }
 
@@ -270,6 +302,12 @@ func wazeroVersion() string {
 	return "unknown"
 }
 
+// DefaultLimits are the limits a run gets from this executor's
+// configuration, as a unit records them.
+func (e *Executor) DefaultLimits() unit.Limits {
+	return unit.Limits{MemoryPages: int64(e.cfg.MemoryLimitPages)}
+}
+
 // Name names the executor and its engine version.
 func (e *Executor) Name() string { return "wazero/" + e.version }
 
@@ -282,10 +320,13 @@ func (e *Executor) Kind() tier.Kind { return tier.Wasm }
 // runtime makes a runtime, with the on-disk compilation cache when
 // withCache (only the shared runtime: its compiles go through
 // compileSealed).
-func (e *Executor) runtime(ctx context.Context, withCache bool) wazero.Runtime {
+func (e *Executor) runtime(ctx context.Context, withCache bool, pages uint32) wazero.Runtime {
+	if pages == 0 {
+		pages = e.cfg.MemoryLimitPages
+	}
 	cfg := wazero.NewRuntimeConfig().
 		WithCloseOnContextDone(true).
-		WithMemoryLimitPages(e.cfg.MemoryLimitPages).
+		WithMemoryLimitPages(pages).
 		WithCoreFeatures(api.CoreFeaturesV2)
 	if withCache && e.cache != nil {
 		cfg = cfg.WithCompilationCache(e.cache)
@@ -307,7 +348,14 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	if fuelBudget > 1<<62 {
 		fuelBudget = 1 << 62
 	}
-	rt, err := e.shared()
+	pages := e.cfg.MemoryLimitPages
+	if p := j.Unit.Limits.MemoryPages; p > 0 {
+		if p < 38 || p > 65536 {
+			return nil, fmt.Errorf("wasm: a memory limit of %d pages is outside 38..65536", p)
+		}
+		pages = uint32(p)
+	}
+	rt, err := e.shared(pages)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +363,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	if ia.IsZero() {
 		ia = addr.Of(j.Image)
 	}
-	compiled, err := e.compile(ctx, rt, ia, j.Image)
+	compiled, err := e.compile(ctx, rt, pages, ia, j.Image)
 	if err != nil {
 		return nil, err
 	}

@@ -39,7 +39,7 @@ func (e *Executor) doProbe(ctx context.Context) tier.Probe {
 	run := func(budget uint64, deadline time.Duration) (error, int64) {
 		c, cancel := context.WithTimeout(ctx, deadline)
 		defer cancel()
-		rt := e.runtime(c, false)
+		rt := e.runtime(c, false, 0)
 		defer rt.Close(context.Background())
 		m, err := rt.InstantiateWithConfig(c, inst, wazero.NewModuleConfig().WithStartFunctions())
 		if err != nil {
@@ -62,7 +62,7 @@ func (e *Executor) doProbe(ctx context.Context) tier.Probe {
 		return tier.Probe{Reason: fmt.Sprintf("a spinning guest was not stopped by a 10 ms deadline (err %v after %v)", err, time.Since(t0))}
 	}
 	// Imports: a module importing env.f must be refused.
-	rt := e.runtime(ctx, false)
+	rt := e.runtime(ctx, false, 0)
 	defer rt.Close(context.Background())
 	c, err := rt.CompileModule(ctx, importingModule)
 	if err != nil {
