@@ -84,9 +84,9 @@ type Request struct {
 	// CPUs, WebAssembly pages); the deadline is Deadline.
 	Limits unit.Limits
 	Dir    string // a native unit's working directory
-	Stdin    io.Reader
-	Stdout   io.Writer
-	Stderr   io.Writer
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
 	// OnStart is called once the run has started, with its controls.
 	OnStart func(job.Control)
 }
