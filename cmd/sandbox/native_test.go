@@ -203,3 +203,25 @@ i=0; while [ $i -lt 50 ]; do /tmp/x 2>/dev/null; i=$((i+1)); done; wait; echo ra
 		t.Fatalf("show:\n%s", show)
 	}
 }
+
+// TestS1RecordsSayWhatS1Is: an S1 run's journal holds only its outcome,
+// replay says plainly that S1 runs are not replayable, and the decision
+// log has each grant as it was mounted.
+func TestS1RecordsSayWhatS1Is(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("S1 as tested here runs as root (the CI machines' user)")
+	}
+	home, g := t.TempDir(), t.TempDir()
+	os.Chmod(g, 0o777)
+	if _, errOut, code := sandbox(t, home, "run", "-q", "--grant", "fs:"+g+":rw", "--", "true"); code != 0 {
+		t.Fatalf("run: %d %s", code, errOut)
+	}
+	out, errOut, code := sandbox(t, home, "replay", "last")
+	if code == 0 || !strings.Contains(out+errOut, "S1 runs are not replayable") {
+		t.Errorf("replay of an S1 run: %d %s %s", code, out, errOut)
+	}
+	show, _, _ := sandbox(t, home, "show", "last")
+	if !strings.Contains(show, "fs write "+g) || !strings.Contains(show, "mounted read-write") || !strings.Contains(show, "outcome ×1") {
+		t.Errorf("show:\n%s", show)
+	}
+}

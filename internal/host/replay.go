@@ -17,6 +17,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/reject"
+	"github.com/opensubstrate/sandbox/tier"
 )
 
 // ReplayReport says whether a re-execution matched the record.
@@ -41,6 +42,11 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 		return nil, err
 	}
 	c := a.Claim
+	if ub, err := os.ReadFile(filepath.Join(dir, artifact.FileUnit)); err == nil {
+		if u, err := unit.Decode(ub); err == nil && u.Kind == tier.Native {
+			return nil, fmt.Errorf("run %s is a native (S1) run, and S1 runs are not replayable: a native program's inputs are not brokered, so its journal records only its outcome", a.Addr)
+		}
+	}
 	if c.Journal == nil {
 		return nil, fmt.Errorf("run %s has no replay journal", a.Addr)
 	}

@@ -180,6 +180,21 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		defer cleanup()
 		o.proxy = proxy
 	}
+	// What S1 sees of the run's storage is each grant mounted: logged as
+	// a decision, so the record says what the run was given.
+	for _, b := range sp.Binds {
+		if b.Internal {
+			continue
+		}
+		op, how := grant.OpRead, "mounted read-only"
+		if b.RW {
+			op, how = grant.OpWrite, "mounted read-write"
+			if b.Quota > 0 {
+				how = fmt.Sprintf("mounted read-write through a quota'd overlay (%d bytes), committed at the end", b.Quota)
+			}
+		}
+		j.Enforcer.Note(grant.KindFS, op, b.Path, true, how)
+	}
 	st, end, runErr := e.launch(ctx, sp, o)
 	if runErr != nil {
 		return nil, runErr
