@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/artifact"
+	"github.com/opensubstrate/sandbox/verify"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
@@ -135,7 +135,7 @@ failures are untrusted keys.`,
 				}
 				trust.Add(k.Public())
 			}
-			v := &artifact.Verifier{Trust: trust}
+			v := &verify.Verifier{Trust: trust}
 			out := cmd.OutOrStdout()
 			worst := 0
 			for _, p := range args {
@@ -171,7 +171,7 @@ failures are untrusted keys.`,
 	return c
 }
 
-func printResult(w io.Writer, r artifact.Result) {
+func printResult(w io.Writer, r verify.Result) {
 	a := "-"
 	if !r.Addr.IsZero() {
 		a = r.Addr.String()

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opensubstrate/sandbox/attest"
-	"github.com/opensubstrate/sandbox/internal/artifact"
+	"github.com/opensubstrate/sandbox/verify"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/journal"
@@ -45,7 +45,7 @@ func show(w io.Writer, dir string) error {
 		b, _ := os.ReadFile(filepath.Join(dir, name))
 		return b
 	}
-	a, err := attest.Verify(read(artifact.FileAttestation), key.Trust{})
+	a, err := attest.Verify(read(verify.FileAttestation), key.Trust{})
 	if a == nil {
 		return fmt.Errorf("%s: %w", dir, err)
 	}
@@ -64,7 +64,7 @@ func show(w io.Writer, dir string) error {
 	fmt.Fprintf(w, "executor   %s\n", c.Executor)
 	fmt.Fprintf(w, "host       %s %s/%s kernel %s, %s\n", c.Hardware.Host.Name, c.Hardware.Host.OS, c.Hardware.Host.Arch, c.Hardware.Host.Kernel, c.Hardware.Host.CPU)
 
-	if u, err := unit.Decode(read(artifact.FileUnit)); err == nil {
+	if u, err := unit.Decode(read(verify.FileUnit)); err == nil {
 		fmt.Fprintf(w, "\nunit       %s (%s)\n  image    %s\n  entry    %s\n  args     %q\n", c.Unit, u.Kind, u.Image, u.Entry, u.Args)
 		keys := make([]string, 0, len(u.Env))
 		for k := range u.Env {
@@ -76,13 +76,13 @@ func show(w io.Writer, dir string) error {
 		}
 		fmt.Fprintf(w, "  limits   %s\n", limitsLine(u.Limits))
 	}
-	if gs, err := grant.Decode(read(artifact.FileGrants)); err == nil {
+	if gs, err := grant.Decode(read(verify.FileGrants)); err == nil {
 		fmt.Fprintf(w, "\ngrants     %s\n", c.Grants)
 		for _, l := range grantLines(gs) {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
 	}
-	if r, err := receipt.Open(read(artifact.FileReceipt), key.NewTrust(c.Signer)); err == nil {
+	if r, err := receipt.Open(read(verify.FileReceipt), key.NewTrust(c.Signer)); err == nil {
 		fmt.Fprintf(w, "\nenergy     receipt %s\n", c.Receipt)
 		if r.Fuel != nil {
 			fmt.Fprintf(w, "  fuel     %d\n", *r.Fuel)
@@ -94,7 +94,7 @@ func show(w io.Writer, dir string) error {
 			}
 		}
 	}
-	if l, err := grant.DecodeLog(read(artifact.FileDecisions)); err == nil {
+	if l, err := grant.DecodeLog(read(verify.FileDecisions)); err == nil {
 		allow, deny := 0, 0
 		for _, d := range l.Decisions {
 			if d.Allow {
@@ -109,7 +109,7 @@ func show(w io.Writer, dir string) error {
 		}
 	}
 	if c.Journal != nil {
-		if entries, root, err := journal.Parse(read(artifact.FileJournal)); err == nil {
+		if entries, root, err := journal.Parse(read(verify.FileJournal)); err == nil {
 			kinds := map[string]int{}
 			for _, e := range entries {
 				kinds[e.Kind]++
@@ -126,14 +126,14 @@ func show(w io.Writer, dir string) error {
 	// journal's outcome entry first (the signer is taken as it is: show
 	// does not decide trust, verify does).
 	checked := map[string]error{}
-	for _, r := range (&artifact.Verifier{Trust: key.NewTrust(c.Signer)}).Attestation(filepath.Join(dir, artifact.FileAttestation)) {
-		if r.Kind == artifact.KindOutput || r.Kind == artifact.KindJournal {
+	for _, r := range (&verify.Verifier{Trust: key.NewTrust(c.Signer)}).Attestation(filepath.Join(dir, verify.FileAttestation)) {
+		if r.Kind == verify.KindOutput || r.Kind == verify.KindJournal {
 			checked[filepath.Base(r.Path)] = r.Err
 		}
 	}
-	for _, f := range []string{artifact.FileStdout, artifact.FileStderr} {
+	for _, f := range []string{verify.FileStdout, verify.FileStderr} {
 		err, ok := checked[f]
-		if jerr := checked[artifact.FileJournal]; jerr != nil {
+		if jerr := checked[verify.FileJournal]; jerr != nil {
 			err, ok = jerr, true
 		}
 		switch {

@@ -27,7 +27,7 @@ func runFS(t *testing.T, h *Host, grantArgs []string, ops ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := firstErr(verify(t, h, r.Dir)); err != nil {
+	if err := firstErr(verifyRun(t, h, r.Dir)); err != nil {
 		t.Fatalf("the run does not verify: %v", err)
 	}
 	rep, err := h.Replay(context.Background(), r.Dir, nil, nil)
@@ -174,7 +174,7 @@ func TestCacheRewriteSealedRun(t *testing.T) {
 	if len(warned) != 1 || !strings.Contains(warned[0], "discarded the cached instrumentation") {
 		t.Fatalf("warnings: %q", warned)
 	}
-	if err := firstErr(verify(t, h, r.Dir)); err != nil {
+	if err := firstErr(verifyRun(t, h, r.Dir)); err != nil {
 		t.Fatalf("the run does not verify: %v", err)
 	}
 }

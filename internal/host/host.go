@@ -18,7 +18,7 @@ import (
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/energy"
-	"github.com/opensubstrate/sandbox/internal/artifact"
+	"github.com/opensubstrate/sandbox/verify"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/hw"
@@ -107,8 +107,8 @@ type Run struct {
 
 // Run file names beside the sealed records.
 const (
-	FileStdout = artifact.FileStdout
-	FileStderr = artifact.FileStderr
+	FileStdout = verify.FileStdout
+	FileStderr = verify.FileStderr
 )
 
 // ErrNoExecutor is wrapped when no executor can run a kind at a tier.
@@ -300,7 +300,7 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 			os.RemoveAll(tmp)
 		}
 	}()
-	jf, err := os.Create(filepath.Join(tmp, artifact.FileJournal))
+	jf, err := os.Create(filepath.Join(tmp, verify.FileJournal))
 	if err != nil {
 		return nil, err
 	}
@@ -409,8 +409,8 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	}
 	files := []*os.File{jf, outF, errF}
 	for name, b := range map[string][]byte{
-		artifact.FileUnit: ub, artifact.FileGrants: gb, artifact.FileDecisions: db,
-		artifact.FileReceipt: rb, artifact.FileAttestation: a.Envelope,
+		verify.FileUnit: ub, verify.FileGrants: gb, verify.FileDecisions: db,
+		verify.FileReceipt: rb, verify.FileAttestation: a.Envelope,
 	} {
 		f, err := os.OpenFile(filepath.Join(tmp, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
@@ -695,7 +695,7 @@ func (h *Host) Runs() ([]Summary, error) {
 		c := a.Claim
 		s := Summary{ID: a.Addr, Dir: dir, Tier: c.Tier.Chosen, Status: c.Outcome.Status, Exit: c.Outcome.ExitCode}
 		s.Started, _ = time.Parse(attest.TimeLayout, c.Started)
-		if ub, err := os.ReadFile(filepath.Join(dir, artifact.FileUnit)); err == nil {
+		if ub, err := os.ReadFile(filepath.Join(dir, verify.FileUnit)); err == nil {
 			if u, err := unit.Decode(ub); err == nil {
 				s.Entry = u.Entry
 			}
@@ -714,7 +714,7 @@ func (h *Host) Runs() ([]Summary, error) {
 // readAttestation parses a run's attestation; an untrusted signer is not an
 // error here (nothing is trusted), any other failure is.
 func readAttestation(dir string) (*attest.Attestation, error) {
-	b, err := os.ReadFile(filepath.Join(dir, artifact.FileAttestation))
+	b, err := os.ReadFile(filepath.Join(dir, verify.FileAttestation))
 	if err != nil {
 		return nil, err
 	}

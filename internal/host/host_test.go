@@ -15,7 +15,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
-	"github.com/opensubstrate/sandbox/internal/artifact"
+	"github.com/opensubstrate/sandbox/verify"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guest"
@@ -64,13 +64,13 @@ func grants(t testing.TB, gs ...string) grant.Set {
 	return s
 }
 
-func verify(t *testing.T, h *Host, dir string) []artifact.Result {
+func verifyRun(t *testing.T, h *Host, dir string) []verify.Result {
 	t.Helper()
-	v := &artifact.Verifier{Trust: key.NewTrust(h.Key.Public())}
+	v := &verify.Verifier{Trust: key.NewTrust(h.Key.Public())}
 	return v.Path(dir)
 }
 
-func firstErr(rs []artifact.Result) error {
+func firstErr(rs []verify.Result) error {
 	for _, r := range rs {
 		if r.Err != nil {
 			return r.Err
@@ -110,7 +110,7 @@ func TestHostileGuestsAreContainedAndSealed(t *testing.T) {
 		if r.Result.Outcome.Status != tc.want {
 			t.Errorf("%s: outcome %+v, want %s", tc.guest, r.Result.Outcome, tc.want)
 		}
-		if err := firstErr(verify(t, h, r.Dir)); err != nil {
+		if err := firstErr(verifyRun(t, h, r.Dir)); err != nil {
 			t.Errorf("%s: sealed run does not verify: %v", tc.guest, err)
 		}
 		if filepath.Base(r.Dir) != r.ID.Hex() {
@@ -161,16 +161,16 @@ func TestReplayMatchesAndTamperingIsCaught(t *testing.T) {
 	}
 
 	// Tamper with the journal: verification and replay both refuse it.
-	jp := filepath.Join(r.Dir, artifact.FileJournal)
+	jp := filepath.Join(r.Dir, verify.FileJournal)
 	orig, _ := os.ReadFile(jp)
 	bad := bytes.Replace(orig, []byte("recorded input"), []byte("forged!! input"), 1)
 	if bytes.Equal(bad, orig) {
 		t.Fatal("test did not find the input in the journal")
 	}
 	os.WriteFile(jp, bad, 0o644)
-	var jr artifact.Result
-	for _, res := range verify(t, h, r.Dir) {
-		if res.Kind == artifact.KindJournal {
+	var jr verify.Result
+	for _, res := range verifyRun(t, h, r.Dir) {
+		if res.Kind == verify.KindJournal {
 			jr = res
 		}
 	}
@@ -181,7 +181,7 @@ func TestReplayMatchesAndTamperingIsCaught(t *testing.T) {
 		t.Fatalf("tampered journal replays: %v", err)
 	}
 	os.WriteFile(jp, orig[:len(orig)-3], 0o644)
-	if err := firstErr(verify(t, h, r.Dir)); reject.CodeOf(err) != reject.Truncated {
+	if err := firstErr(verifyRun(t, h, r.Dir)); reject.CodeOf(err) != reject.Truncated {
 		t.Fatalf("truncated journal: %v", err)
 	}
 }
@@ -255,7 +255,7 @@ func TestThirdPartyWASIProgram(t *testing.T) {
 		if r.Result.Outcome.Status != attest.Exited || *r.Result.Outcome.ExitCode != 0 {
 			t.Fatalf("flite: %+v", r.Result.Outcome)
 		}
-		if err := firstErr(verify(t, h, r.Dir)); err != nil {
+		if err := firstErr(verifyRun(t, h, r.Dir)); err != nil {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(wav)
@@ -381,7 +381,7 @@ func TestMeteredRunOnAFakePowercapTree(t *testing.T) {
 	if h.Cgroups != nil && !strings.Contains(run.Basis, "cgroup") {
 		t.Errorf("CPU time not from the run's cgroup: %s", run.Basis)
 	}
-	if err := firstErr(verify(t, h, r.Dir)); err != nil {
+	if err := firstErr(verifyRun(t, h, r.Dir)); err != nil {
 		t.Fatal(err)
 	}
 }

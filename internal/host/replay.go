@@ -11,7 +11,7 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
-	"github.com/opensubstrate/sandbox/internal/artifact"
+	"github.com/opensubstrate/sandbox/verify"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/journal"
@@ -42,7 +42,7 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 		return nil, err
 	}
 	c := a.Claim
-	if ub, err := os.ReadFile(filepath.Join(dir, artifact.FileUnit)); err == nil {
+	if ub, err := os.ReadFile(filepath.Join(dir, verify.FileUnit)); err == nil {
 		if u, err := unit.Decode(ub); err == nil && u.Kind == tier.Native {
 			return nil, fmt.Errorf("run %s is a native (S1) run, and S1 runs are not replayable: a native program's inputs are not brokered, so its journal records only its outcome", a.Addr)
 		}
@@ -64,7 +64,7 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 		}
 		return b, nil
 	}
-	ub, err := read(artifact.FileUnit, c.Unit)
+	ub, err := read(verify.FileUnit, c.Unit)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +72,7 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 	if err != nil {
 		return nil, err
 	}
-	gb, err := read(artifact.FileGrants, c.Grants)
+	gb, err := read(verify.FileGrants, c.Grants)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 	if err != nil {
 		return nil, err
 	}
-	jb, err := os.ReadFile(filepath.Join(dir, artifact.FileJournal))
+	jb, err := os.ReadFile(filepath.Join(dir, verify.FileJournal))
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 		return nil, err
 	}
 	if root != *c.Journal {
-		return nil, reject.New(reject.Address, artifact.FileJournal, "the journal's root is %s, the attestation binds %s: it was changed after sealing", root, *c.Journal)
+		return nil, reject.New(reject.Address, verify.FileJournal, "the journal's root is %s, the attestation binds %s: it was changed after sealing", root, *c.Journal)
 	}
 	image, err := h.Blob(u.Image)
 	if err != nil {
@@ -135,7 +135,7 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 			name string
 			addr addr.Addr
 			n    uint64
-		}{{artifact.FileStdout, want.Stdout, want.StdoutLen}, {artifact.FileStderr, want.Stderr, want.StderrLen}} {
+		}{{verify.FileStdout, want.Stdout, want.StdoutLen}, {verify.FileStderr, want.Stderr, want.StderrLen}} {
 			b, err := os.ReadFile(filepath.Join(dir, f.name))
 			if err == nil && (uint64(len(b)) != f.n || addr.Of(b) != f.addr) {
 				err = fmt.Errorf("it is %d bytes hashing to %s, the run wrote %d bytes hashing to %s", len(b), addr.Of(b), f.n, f.addr)

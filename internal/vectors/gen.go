@@ -17,7 +17,7 @@ import (
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/energy"
-	"github.com/opensubstrate/sandbox/internal/artifact"
+	"github.com/opensubstrate/sandbox/verify"
 	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/cde"
 	"github.com/opensubstrate/sandbox/internal/grant"
@@ -209,14 +209,14 @@ func sampleRunWith(k key.Private, change func(*parts)) (*run, error) {
 	}
 	return &run{
 		files: map[string][]byte{
-			artifact.FileAttestation: a.Envelope,
-			artifact.FileReceipt:     rb,
-			artifact.FileUnit:        ub,
-			artifact.FileGrants:      gb,
-			artifact.FileDecisions:   db,
-			artifact.FileJournal:     jb.Bytes(),
-			artifact.FileStdout:      stdout,
-			artifact.FileStderr:      stderr,
+			verify.FileAttestation: a.Envelope,
+			verify.FileReceipt:     rb,
+			verify.FileUnit:        ub,
+			verify.FileGrants:      gb,
+			verify.FileDecisions:   db,
+			verify.FileJournal:     jb.Bytes(),
+			verify.FileStdout:      stdout,
+			verify.FileStderr:      stderr,
 		},
 		claim: a.Claim, rcpt: r, unitB: ub,
 	}, nil
@@ -259,23 +259,23 @@ func Generate() (map[string][]byte, error) {
 	p.add(Entry{Name: "run", Path: "positive/run", Kind: "run", Expect: ExpectOK,
 		About: "a complete run directory: attestation, receipt, unit, grants and decision log"},
 		p.runDir("positive/run", good.files))
-	claimAddr := addrPtr(attestAddr(good.files[artifact.FileAttestation]))
+	claimAddr := addrPtr(attestAddr(good.files[verify.FileAttestation]))
 	p.entries[len(p.entries)-1].Addr = claimAddr
 	for _, f := range []struct{ name, kind, about string }{
-		{artifact.FileReceipt, artifact.KindReceipt, "a JCR-1 energy receipt (COSE_Sign1, EdDSA, core-deterministic CBOR)"},
-		{artifact.FileUnit, artifact.KindUnit, "a unit of work in canonical JSON"},
-		{artifact.FileGrants, artifact.KindGrants, "a grant set in canonical JSON"},
-		{artifact.FileDecisions, artifact.KindDecisions, "an enforcer decision log in canonical JSON"},
+		{verify.FileReceipt, verify.KindReceipt, "a JCR-1 energy receipt (COSE_Sign1, EdDSA, core-deterministic CBOR)"},
+		{verify.FileUnit, verify.KindUnit, "a unit of work in canonical JSON"},
+		{verify.FileGrants, verify.KindGrants, "a grant set in canonical JSON"},
+		{verify.FileDecisions, verify.KindDecisions, "an enforcer decision log in canonical JSON"},
 	} {
 		a := addr.Of(good.files[f.name])
 		p.add(Entry{Name: f.kind, Path: "positive/run/" + f.name, Kind: f.kind, Expect: ExpectOK, Addr: &a, About: f.about}, nil)
 	}
 	pub := k.Public().ID()
-	p.add(Entry{Name: "key", Path: "keys/test-key.pub", Kind: artifact.KindKey, Expect: ExpectOK, Addr: &pub,
+	p.add(Entry{Name: "key", Path: "keys/test-key.pub", Kind: verify.KindKey, Expect: ExpectOK, Addr: &pub,
 		About: "the published test key (RFC 8032 test 1); its id is the content address of its 32 bytes"}, nil)
 
 	// The same receipt payload under the fully specified Ed25519 algorithm (-19).
-	payload, err := payloadOf(good.files[artifact.FileReceipt])
+	payload, err := payloadOf(good.files[verify.FileReceipt])
 	if err != nil {
 		return nil, err
 	}
@@ -284,11 +284,11 @@ func Generate() (map[string][]byte, error) {
 		return nil, err
 	}
 	a19 := addr.Of(alg19)
-	p.add(Entry{Name: "receipt-alg-ed25519", Path: "positive/receipt-alg-ed25519.cose", Kind: artifact.KindReceipt, Expect: ExpectOK, Addr: &a19,
+	p.add(Entry{Name: "receipt-alg-ed25519", Path: "positive/receipt-alg-ed25519.cose", Kind: verify.KindReceipt, Expect: ExpectOK, Addr: &a19,
 		About: "the same receipt signed under alg -19 (Ed25519, RFC 9864), which verifiers accept"},
 		map[string][]byte{"positive/receipt-alg-ed25519.cose": alg19})
 
-	plain, err := plainVector(good.files[artifact.FileAttestation], k.Public())
+	plain, err := plainVector(good.files[verify.FileAttestation], k.Public())
 	if err != nil {
 		return nil, err
 	}
@@ -416,21 +416,21 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 		path := "negative/" + name
 		p.add(Entry{Name: name, Path: path, Kind: kind, Expect: string(code), About: about}, map[string][]byte{path: b})
 	}
-	envA := good.files[artifact.FileAttestation]
-	envR := good.files[artifact.FileReceipt]
+	envA := good.files[verify.FileAttestation]
+	envR := good.files[verify.FileReceipt]
 
 	// Signatures.
 	flippedA := flipSigBit(envA)
-	neg("attestation-flipped-signature.json", artifact.KindAttestation, reject.Signature,
+	neg("attestation-flipped-signature.json", verify.KindAttestation, reject.Signature,
 		"one bit of the Ed25519 signature flipped", flippedA)
 	flippedR := bytes.Clone(envR)
 	flippedR[len(flippedR)-1] ^= 0x01
-	neg("receipt-flipped-signature.cose", artifact.KindReceipt, reject.Signature,
+	neg("receipt-flipped-signature.cose", verify.KindReceipt, reject.Signature,
 		"one bit of the COSE signature flipped", flippedR)
 
 	// Wrong address: a run whose unit.json is not the unit the attestation binds.
 	wrong := cloneFiles(good.files)
-	wrong[artifact.FileUnit] = bytes.Replace(good.unitB, []byte(`"world"`), []byte(`"World"`), 1)
+	wrong[verify.FileUnit] = bytes.Replace(good.unitB, []byte(`"world"`), []byte(`"World"`), 1)
 	p.add(Entry{Name: "run-wrong-address", Path: "negative/run-wrong-address", Kind: "run", Expect: string(reject.Address),
 		About: "unit.json was changed after sealing, so it no longer hashes to the address the attestation binds"},
 		p.runDir("negative/run-wrong-address", wrong))
@@ -441,13 +441,13 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 		change      func(files map[string][]byte)
 	}{
 		{"run-stdout-changed", "stdout.log changed after sealing: same length, other bytes", reject.Address,
-			func(f map[string][]byte) { f[artifact.FileStdout] = []byte("hello, World\n") }},
+			func(f map[string][]byte) { f[verify.FileStdout] = []byte("hello, World\n") }},
 		{"run-stdout-extended", "a line appended to stdout.log after sealing", reject.Extended,
-			func(f map[string][]byte) { f[artifact.FileStdout] = []byte("hello, world\nand one more line\n") }},
+			func(f map[string][]byte) { f[verify.FileStdout] = []byte("hello, world\nand one more line\n") }},
 		{"run-stdout-truncated", "stdout.log cut short after sealing", reject.Truncated,
-			func(f map[string][]byte) { f[artifact.FileStdout] = []byte("hello") }},
+			func(f map[string][]byte) { f[verify.FileStdout] = []byte("hello") }},
 		{"run-stdout-missing", "stdout.log, which the journal's outcome records, deleted", reject.Missing,
-			func(f map[string][]byte) { delete(f, artifact.FileStdout) }},
+			func(f map[string][]byte) { delete(f, verify.FileStdout) }},
 		{"run-stray-file", "a file no record binds in the run directory", reject.Unrecognised,
 			func(f map[string][]byte) { f["notes.txt"] = []byte("added later\n") }},
 	} {
@@ -503,7 +503,7 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	}
 
 	// Decision logs: each valid JSON, canonical, but against the log's rules.
-	l, err := grant.DecodeLog(good.files[artifact.FileDecisions])
+	l, err := grant.DecodeLog(good.files[verify.FileDecisions])
 	if err != nil {
 		return err
 	}
@@ -538,11 +538,11 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 		if err != nil {
 			return err
 		}
-		neg(d.name, artifact.KindDecisions, reject.Invalid, d.about, b)
+		neg(d.name, verify.KindDecisions, reject.Invalid, d.about, b)
 	}
 
 	missing := cloneFiles(good.files)
-	delete(missing, artifact.FileReceipt)
+	delete(missing, verify.FileReceipt)
 	p.add(Entry{Name: "run-missing-receipt", Path: "negative/run-missing-receipt", Kind: "run", Expect: string(reject.Missing),
 		About: "the receipt the attestation binds is not in the run directory"},
 		p.runDir("negative/run-missing-receipt", missing))
@@ -555,19 +555,19 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	}
 	swap := bytes.Replace(claimJSON, []byte(`{"decisions":`), []byte(`{"grants":"`+good.claim.Grants.String()+`","decisions":`), 1)
 	swap = bytes.Replace(swap, []byte(`,"grants":"`+good.claim.Grants.String()+`"`), nil, 1)
-	neg("attestation-keys-out-of-order.json", artifact.KindAttestation, reject.NonCanonical,
+	neg("attestation-keys-out-of-order.json", verify.KindAttestation, reject.NonCanonical,
 		`claim members not in JCS order ("grants" before "decisions"), signed as written`, envelopeOf(swap, k))
 	float := bytes.Replace(claimJSON, []byte(`"exit_code":0`), []byte(`"exit_code":0.5`), 1)
-	neg("attestation-float.json", artifact.KindAttestation, reject.Float,
+	neg("attestation-float.json", verify.KindAttestation, reject.Float,
 		"a number with a fraction in the claim, signed as written", envelopeOf(float, k))
 	big := bytes.Replace(claimJSON, []byte(`"exit_code":0`), []byte(`"exit_code":9007199254740992`), 1)
-	neg("attestation-int-2p53.json", artifact.KindAttestation, reject.IntRange,
+	neg("attestation-int-2p53.json", verify.KindAttestation, reject.IntRange,
 		"an integer equal to 2^53 in the claim, signed as written", envelopeOf(big, k))
 	dup := bytes.Replace(claimJSON, []byte(`"executor":"conformance/v1"`), []byte(`"executor":"conformance/v1","executor":"conformance/v1"`), 1)
-	neg("attestation-duplicate-key.json", artifact.KindAttestation, reject.DuplicateKey,
+	neg("attestation-duplicate-key.json", verify.KindAttestation, reject.DuplicateKey,
 		"a claim member written twice, signed as written", envelopeOf(dup, k))
 	unknown := bytes.Replace(claimJSON, []byte(`"executor":`), []byte(`"exclusive":true,"executor":`), 1)
-	neg("attestation-unknown-field.json", artifact.KindAttestation, reject.UnknownField,
+	neg("attestation-unknown-field.json", verify.KindAttestation, reject.UnknownField,
 		"a claim member this version does not define, signed as written", envelopeOf(unknown, k))
 
 	// Deterministic CBOR: each payload is re-signed, so only the payload
@@ -611,7 +611,7 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 		if err != nil {
 			return err
 		}
-		neg(v.name, artifact.KindReceipt, v.code, v.about+"; re-signed", b)
+		neg(v.name, verify.KindReceipt, v.code, v.about+"; re-signed", b)
 	}
 	extra, _ := cde.Marshal("zzz")
 	withExtra := append(append([][2][]byte{}, ents...), [2][]byte{extra, {0x01}})
@@ -620,7 +620,7 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	if err != nil {
 		return err
 	}
-	neg("receipt-unknown-field.cose", artifact.KindReceipt, reject.UnknownField, `payload with a field "zzz" this version does not define; re-signed`, b)
+	neg("receipt-unknown-field.cose", verify.KindReceipt, reject.UnknownField, `payload with a field "zzz" this version does not define; re-signed`, b)
 
 	// A receipt whose run-scope reading reaches past the run.
 	late := good.rcpt
@@ -635,7 +635,7 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	if b, err = resign(lp); err != nil {
 		return err
 	}
-	neg("receipt-reading-outside-run.cose", artifact.KindReceipt, reject.Invalid,
+	neg("receipt-reading-outside-run.cose", verify.KindReceipt, reject.Invalid,
 		"a run-scope reading that ends a millisecond after the run: the run's readings lie within its interval; signed", b)
 
 	// Headers.
@@ -643,13 +643,13 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	if err != nil {
 		return err
 	}
-	neg("receipt-wrong-alg.cose", artifact.KindReceipt, reject.Alg, "protected alg is -7 (ES256)", b)
+	neg("receipt-wrong-alg.cose", verify.KindReceipt, reject.Alg, "protected alg is -7 (ES256)", b)
 	b, err = receipt.SealPayload(payload, k, receipt.AlgEdDSA, map[int64]any{2: []any{int64(99)}, 99: "must-understand"})
 	if err != nil {
 		return err
 	}
-	neg("receipt-unknown-critical.cose", artifact.KindReceipt, reject.UnknownCritical, "protected crit lists label 99, which this profile does not define", b)
-	neg("receipt-truncated.cose", artifact.KindReceipt, reject.Truncated, "the envelope with its last 17 bytes cut off", envR[:len(envR)-17])
+	neg("receipt-unknown-critical.cose", verify.KindReceipt, reject.UnknownCritical, "protected crit lists label 99, which this profile does not define", b)
+	neg("receipt-truncated.cose", verify.KindReceipt, reject.Truncated, "the envelope with its last 17 bytes cut off", envR[:len(envR)-17])
 
 	// Totals.
 	bad := good.rcpt
@@ -663,7 +663,7 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	if b, err = resign(bp); err != nil {
 		return err
 	}
-	neg("receipt-total-mismatch.cose", artifact.KindReceipt, reject.TotalMismatch, "Cpu estimated_uj is one more than the sum of its readings; signed", b)
+	neg("receipt-total-mismatch.cose", verify.KindReceipt, reject.TotalMismatch, "Cpu estimated_uj is one more than the sum of its readings; signed", b)
 
 	if err := keyNegatives(neg, good, payload); err != nil {
 		return err
@@ -674,7 +674,7 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	if err != nil {
 		return err
 	}
-	neg("receipt-untrusted-key.cose", artifact.KindReceipt, reject.UntrustedKey, "a valid receipt signed by a key the verifier was not given", o.files[artifact.FileReceipt])
+	neg("receipt-untrusted-key.cose", verify.KindReceipt, reject.UntrustedKey, "a valid receipt signed by a key the verifier was not given", o.files[verify.FileReceipt])
 	p.add(Entry{Name: "run-untrusted-key", Path: "negative/run-untrusted-key", Kind: "run", Expect: string(reject.UntrustedKey),
 		About: "a valid run signed by a key the verifier was not given"}, p.runDir("negative/run-untrusted-key", o.files))
 	return nil
@@ -716,14 +716,14 @@ func keyNegatives(neg func(name, kind string, code reject.Code, about string, b 
 	if err != nil {
 		return err
 	}
-	neg("attestation-weak-key.json", artifact.KindAttestation, reject.WeakKey,
+	neg("attestation-weak-key.json", verify.KindAttestation, reject.WeakKey,
 		"signed by the identity point (01 00…00), with R the base point and S = 1: a signature that verifies under the bare equation for any message; refused even where the key is trusted", rawEnvelope(claim, forgedSig))
-	envA := good.files[artifact.FileAttestation]
+	envA := good.files[verify.FileAttestation]
 	a, err := attest.Verify(envA, key.Trust{})
 	if a == nil {
 		return err
 	}
-	neg("attestation-signature-s-plus-l.json", artifact.KindAttestation, reject.Signature,
+	neg("attestation-signature-s-plus-l.json", verify.KindAttestation, reject.Signature,
 		"the valid signature with S replaced by S + L (RFC 8032 requires S < L)", rawEnvelope(a.ClaimJCS, plusL(a.Signature)))
 
 	r := good.rcpt
@@ -741,9 +741,9 @@ func keyNegatives(neg func(name, kind string, code reject.Code, about string, b 
 	if err != nil {
 		return err
 	}
-	neg("receipt-weak-key.cose", artifact.KindReceipt, reject.WeakKey,
+	neg("receipt-weak-key.cose", verify.KindReceipt, reject.WeakKey,
 		"a receipt whose signer (and kid) is the identity point, with the signature R = base point, S = 1", b)
-	envR := good.files[artifact.FileReceipt]
+	envR := good.files[verify.FileReceipt]
 	var e struct {
 		_           struct{} `cbor:",toarray"`
 		Protected   []byte
@@ -757,7 +757,7 @@ func keyNegatives(neg func(name, kind string, code reject.Code, about string, b 
 	if b, err = rawSign1(e.Protected, e.Payload, plusL(e.Signature)); err != nil {
 		return err
 	}
-	neg("receipt-signature-s-plus-l.cose", artifact.KindReceipt, reject.Signature,
+	neg("receipt-signature-s-plus-l.cose", verify.KindReceipt, reject.Signature,
 		"the valid receipt with S replaced by S + L in its signature", b)
 	_ = payload
 	return nil

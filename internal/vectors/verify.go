@@ -13,7 +13,7 @@ import (
 	"github.com/gowebpki/jcs"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/artifact"
+	"github.com/opensubstrate/sandbox/verify"
 	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/key"
@@ -71,7 +71,7 @@ func Verify(dir string) ([]Outcome, error) {
 	if m.TrustedKey != TestKey().Public() {
 		return nil, fmt.Errorf("manifest.json: trusted key %s is not the published test key %s", m.TrustedKey, TestKey().Public())
 	}
-	v := &artifact.Verifier{Trust: key.NewTrust(TestKey().Public())}
+	v := &verify.Verifier{Trust: key.NewTrust(TestKey().Public())}
 	var out []Outcome
 	for _, e := range m.Entries {
 		out = append(out, check(v, dir, e))
@@ -79,15 +79,15 @@ func Verify(dir string) ([]Outcome, error) {
 	return out, nil
 }
 
-func check(v *artifact.Verifier, dir string, e Entry) Outcome {
+func check(v *verify.Verifier, dir string, e Entry) Outcome {
 	o := Outcome{Entry: e, Got: ExpectOK}
 	p := filepath.Join(dir, filepath.FromSlash(e.Path))
-	var results []artifact.Result
+	var results []verify.Result
 	switch e.Kind {
 	case "addresses":
-		results = []artifact.Result{checkAddresses(p)}
+		results = []verify.Result{checkAddresses(p)}
 	case KindEd25519JCS:
-		results = []artifact.Result{checkPlain(p)}
+		results = []verify.Result{checkPlain(p)}
 	default:
 		results = v.Path(p)
 	}
@@ -117,8 +117,8 @@ func check(v *artifact.Verifier, dir string, e Entry) Outcome {
 // checkPlain checks the plain Ed25519-over-JCS vector the way a verifier
 // that knows nothing of this project would: RFC 8785 by the reference
 // implementation (gowebpki/jcs), RFC 8032 by crypto/ed25519.
-func checkPlain(p string) artifact.Result {
-	r := artifact.Result{Path: p, Kind: KindEd25519JCS}
+func checkPlain(p string) verify.Result {
+	r := verify.Result{Path: p, Kind: KindEd25519JCS}
 	b, err := os.ReadFile(p)
 	if err != nil {
 		r.Err = err
@@ -149,8 +149,8 @@ func checkPlain(p string) artifact.Result {
 	return r
 }
 
-func checkAddresses(p string) artifact.Result {
-	r := artifact.Result{Path: p, Kind: "addresses"}
+func checkAddresses(p string) verify.Result {
+	r := verify.Result{Path: p, Kind: "addresses"}
 	b, err := os.ReadFile(p)
 	if err != nil {
 		r.Err = err

@@ -1,4 +1,4 @@
-package artifact_test
+package verify_test
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
-	"github.com/opensubstrate/sandbox/internal/artifact"
+	"github.com/opensubstrate/sandbox/verify"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/unit"
@@ -68,15 +68,15 @@ func writeRun(t *testing.T, k key.Private, kn knobs) string {
 	}
 	dir := t.TempDir()
 	for name, b := range map[string][]byte{
-		artifact.FileAttestation: a.Envelope, artifact.FileReceipt: rb, artifact.FileUnit: ub,
-		artifact.FileGrants: gb, artifact.FileDecisions: lb,
+		verify.FileAttestation: a.Envelope, verify.FileReceipt: rb, verify.FileUnit: ub,
+		verify.FileGrants: gb, verify.FileDecisions: lb,
 	} {
 		os.WriteFile(filepath.Join(dir, name), b, 0o644)
 	}
 	return dir
 }
 
-func firstErr(rs []artifact.Result) error {
+func firstErr(rs []verify.Result) error {
 	for _, r := range rs {
 		if r.Err != nil {
 			return r.Err
@@ -87,7 +87,7 @@ func firstErr(rs []artifact.Result) error {
 
 func TestRunDirectory(t *testing.T) {
 	k, other := vectors.TestKey(), vectors.OtherKey()
-	v := &artifact.Verifier{Trust: key.NewTrust(k.Public())}
+	v := &verify.Verifier{Trust: key.NewTrust(k.Public())}
 	stray := addr.Of([]byte("stray"))
 	j := addr.Of([]byte("journal root"))
 	tests := []struct {
@@ -116,7 +116,7 @@ func TestRunDirectory(t *testing.T) {
 		}
 	}
 	// A trusted other key still fails the signer match.
-	v2 := &artifact.Verifier{Trust: key.NewTrust(k.Public(), other.Public())}
+	v2 := &verify.Verifier{Trust: key.NewTrust(k.Public(), other.Public())}
 	if err := firstErr(v2.Path(writeRun(t, k, knobs{receiptSigner: &other}))); reject.CodeOf(err) != reject.Invalid || !strings.Contains(err.Error(), "signed by") {
 		t.Errorf("receipt by another trusted key: %v", err)
 	}
@@ -127,7 +127,7 @@ func TestRunDirectory(t *testing.T) {
 // file nothing binds are each refused with their own code.
 func TestOutputsAreBound(t *testing.T) {
 	k := vectors.TestKey()
-	v := &artifact.Verifier{Trust: key.NewTrust(k.Public())}
+	v := &verify.Verifier{Trust: key.NewTrust(k.Public())}
 	stdout, stderr := []byte("hello, world\n"), []byte("")
 	var jb bytes.Buffer
 	w := journal.NewWriter(&jb)
@@ -136,9 +136,9 @@ func TestOutputsAreBound(t *testing.T) {
 	root := w.Root()
 	write := func(out []byte, mutate func(dir string)) string {
 		dir := writeRun(t, k, knobs{journal: &root})
-		os.WriteFile(filepath.Join(dir, artifact.FileJournal), jb.Bytes(), 0o644)
-		os.WriteFile(filepath.Join(dir, artifact.FileStdout), out, 0o644)
-		os.WriteFile(filepath.Join(dir, artifact.FileStderr), stderr, 0o644)
+		os.WriteFile(filepath.Join(dir, verify.FileJournal), jb.Bytes(), 0o644)
+		os.WriteFile(filepath.Join(dir, verify.FileStdout), out, 0o644)
+		os.WriteFile(filepath.Join(dir, verify.FileStderr), stderr, 0o644)
 		if mutate != nil {
 			mutate(dir)
 		}
@@ -154,10 +154,10 @@ func TestOutputsAreBound(t *testing.T) {
 		{"changed", []byte("hello, World\n"), nil, reject.Address},
 		{"cut short", stdout[:5], nil, reject.Truncated},
 		{"extended", append(bytes.Clone(stdout), "forged\n"...), nil, reject.Extended},
-		{"missing", stdout, func(d string) { os.Remove(filepath.Join(d, artifact.FileStdout)) }, reject.Missing},
-		{"stderr missing", stdout, func(d string) { os.Remove(filepath.Join(d, artifact.FileStderr)) }, reject.Missing},
+		{"missing", stdout, func(d string) { os.Remove(filepath.Join(d, verify.FileStdout)) }, reject.Missing},
+		{"stderr missing", stdout, func(d string) { os.Remove(filepath.Join(d, verify.FileStderr)) }, reject.Missing},
 		{"a stray file", stdout, func(d string) { os.WriteFile(filepath.Join(d, "notes.txt"), nil, 0o644) }, reject.Unrecognised},
-		{"journal changed", stdout, func(d string) { os.WriteFile(filepath.Join(d, artifact.FileJournal), jb.Bytes()[:jb.Len()-1], 0o644) }, reject.Truncated},
+		{"journal changed", stdout, func(d string) { os.WriteFile(filepath.Join(d, verify.FileJournal), jb.Bytes()[:jb.Len()-1], 0o644) }, reject.Truncated},
 	}
 	for _, tc := range tests {
 		rs := v.Path(write(tc.out, tc.mutate))
@@ -171,7 +171,7 @@ func TestOutputsAreBound(t *testing.T) {
 	if err := firstErr(v.Path(dir)); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(dir, artifact.FileStdout), stdout, 0o644)
+	os.WriteFile(filepath.Join(dir, verify.FileStdout), stdout, 0o644)
 	if err := firstErr(v.Path(dir)); reject.CodeOf(err) != reject.Unrecognised {
 		t.Errorf("an output no journal binds: %v", err)
 	}
@@ -180,12 +180,12 @@ func TestOutputsAreBound(t *testing.T) {
 func TestSingleFiles(t *testing.T) {
 	k := vectors.TestKey()
 	dir := writeRun(t, k, knobs{})
-	v := &artifact.Verifier{Trust: key.NewTrust(k.Public())}
+	v := &verify.Verifier{Trust: key.NewTrust(k.Public())}
 	// Copied out of the run directory under other names, each is still recognised.
 	tmp := t.TempDir()
 	for name, kind := range map[string]string{
-		artifact.FileReceipt: artifact.KindReceipt, artifact.FileUnit: artifact.KindUnit,
-		artifact.FileGrants: artifact.KindGrants, artifact.FileDecisions: artifact.KindDecisions,
+		verify.FileReceipt: verify.KindReceipt, verify.FileUnit: verify.KindUnit,
+		verify.FileGrants: verify.KindGrants, verify.FileDecisions: verify.KindDecisions,
 	} {
 		b, _ := os.ReadFile(filepath.Join(dir, name))
 		p := filepath.Join(tmp, "copy-of-"+name)
@@ -196,7 +196,7 @@ func TestSingleFiles(t *testing.T) {
 		}
 	}
 	// An attestation alone lacks its bound objects.
-	b, _ := os.ReadFile(filepath.Join(dir, artifact.FileAttestation))
+	b, _ := os.ReadFile(filepath.Join(dir, verify.FileAttestation))
 	p := filepath.Join(tmp, "alone.json")
 	os.WriteFile(p, b, 0o644)
 	if err := firstErr(v.Path(p)); reject.CodeOf(err) != reject.Missing {
@@ -220,9 +220,9 @@ func FuzzRecognise(f *testing.F) {
 	f.Add("x.json", []byte(`{"claim":{}}`))
 	f.Add("y", []byte{0xd2, 0x84})
 	f.Fuzz(func(t *testing.T, name string, b []byte) {
-		switch artifact.Recognise(name, b) {
-		case artifact.KindAttestation, artifact.KindReceipt, artifact.KindUnit, artifact.KindGrants,
-			artifact.KindDecisions, artifact.KindKey, artifact.KindUnknown:
+		switch verify.Recognise(name, b) {
+		case verify.KindAttestation, verify.KindReceipt, verify.KindUnit, verify.KindGrants,
+			verify.KindDecisions, verify.KindKey, verify.KindUnknown:
 		default:
 			t.Fatal("unknown kind")
 		}
@@ -256,11 +256,11 @@ func TestRederive(t *testing.T) {
 	}{
 		{"wasm at S2", claim(tier.S2, tier.S2, "a wasm unit runs at S2 (Sandbox)"), wasm, g, rc, ""},
 		{"native at S1", claim(tier.S1, tier.S1, why), native, g, rc, ""},
-		{"native at S0 on request", claim(tier.S1, tier.S0, why+artifact.ReasonS0), native, g, rc, ""},
+		{"native at S0 on request", claim(tier.S1, tier.S0, why+verify.ReasonS0), native, g, rc, ""},
 		{"native at S0 without saying so", claim(tier.S1, tier.S0, why), native, g, rc, "claim.tier.reason"},
 		{"native escalated without saying so", claim(tier.S1, tier.S5, why), native, g, rc, "claim.tier.reason"},
-		{"native escalated on request", claim(tier.S1, tier.S5, why+artifact.ReasonEscalate+"S1 to S5"), native, g, rc, ""},
-		{"native recorded as S2", claim(tier.S1, tier.S2, why+artifact.ReasonEscalate+"S1 to S2"), native, g, rc, "claim.tier.chosen"},
+		{"native escalated on request", claim(tier.S1, tier.S5, why+verify.ReasonEscalate+"S1 to S5"), native, g, rc, ""},
+		{"native recorded as S2", claim(tier.S1, tier.S2, why+verify.ReasonEscalate+"S1 to S2"), native, g, rc, "claim.tier.chosen"},
 		{"wasm required recorded as S1", claim(tier.S1, tier.S1, why), wasm, g, rc, "claim.tier.required"},
 		{"kernel grant recorded below S5", claim(tier.S1, tier.S1, why), native, kernel, rc, "claim.tier.required"},
 		{"a gpu unit without a gpu reading", claim(tier.S1, tier.S1, why), gpu, g, rc, "receipt.devices"},
@@ -269,7 +269,7 @@ func TestRederive(t *testing.T) {
 		{"the receipt's interval is not the run's", claim(tier.S1, tier.S1, why), native, g, receipt.Receipt{StartNS: 0, EndNS: 2, Devices: rc.Devices}, "receipt.start_ns"},
 	}
 	for _, tc := range tests {
-		err := artifact.Rederive(tc.c, &tc.u, &tc.g, &tc.r)
+		err := verify.Rederive(tc.c, &tc.u, &tc.g, &tc.r)
 		switch {
 		case tc.bad == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)
