@@ -146,6 +146,11 @@ func (r *Receipt) Validate() error {
 	if r.EndNS < r.StartNS {
 		return reject.New(reject.Invalid, "end_ns", "interval ends (%d) before it starts (%d)", r.EndNS, r.StartNS)
 	}
+	if r.Fuel != nil && *r.Fuel == 0 {
+		// Entering a module costs fuel: a fuel-metered run uses some; a
+		// run that counted none omits the field.
+		return reject.New(reject.Invalid, "fuel", "0: a run that counted no fuel omits fuel")
+	}
 	prev := -1
 	for i, d := range r.Devices {
 		where := fmt.Sprintf("devices[%d]", i)
@@ -154,7 +159,9 @@ func (r *Receipt) Validate() error {
 			return reject.New(reject.Invalid, where+".class", "unknown device class %q", d.Class)
 		}
 		if rank <= prev {
-			return reject.New(reject.Invalid, where+".class", "class %s is repeated or out of canonical order", d.Class)
+			// A list a format sorts is non-canonical out of its order, as
+			// everywhere (unit devices, grant lists, JSON members).
+			return reject.New(reject.NonCanonical, where+".class", "class %s is repeated or out of canonical order", d.Class)
 		}
 		prev = rank
 		for j, rd := range d.Readings {

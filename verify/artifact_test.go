@@ -11,7 +11,6 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
-	"github.com/opensubstrate/sandbox/verify"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/unit"
@@ -20,6 +19,7 @@ import (
 	"github.com/opensubstrate/sandbox/receipt"
 	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/tier"
+	"github.com/opensubstrate/sandbox/verify"
 )
 
 // knobs change one thing about a run before it is sealed.

@@ -79,7 +79,7 @@ func TestCheck(t *testing.T) {
 		{`9007199254740992`, reject.IntRange},
 		{`-9007199254740992`, reject.IntRange},
 		{`123456789012345678901234567890`, reject.IntRange},
-		{`01`, reject.NonCanonical},
+		{`01`, reject.Malformed},
 		{`-0`, reject.NonCanonical},
 		{`"\/"`, reject.NonCanonical},
 		{`"\u0041"`, reject.NonCanonical},

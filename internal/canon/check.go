@@ -299,7 +299,9 @@ func (s *scanner) number() error {
 	lit := string(s.b[start:s.i])
 	if s.b[digits] == '0' && s.i-digits > 1 {
 		s.i = start
-		return s.fail(reject.NonCanonical, "number %s has a leading zero", lit)
+		// RFC 8259 has no such number: it is not JSON, so not merely
+		// non-canonical.
+		return s.fail(reject.Malformed, "number %s has a leading zero, which JSON does not allow", lit)
 	}
 	if lit == "-0" {
 		s.i = start

@@ -15,7 +15,6 @@ import (
 
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
-	"github.com/opensubstrate/sandbox/verify"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guest"
@@ -27,6 +26,7 @@ import (
 	"github.com/opensubstrate/sandbox/receipt"
 	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/tier"
+	"github.com/opensubstrate/sandbox/verify"
 )
 
 func newHost(t *testing.T) *Host { return newBenchHost(t) }

@@ -17,7 +17,6 @@ import (
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/energy"
-	"github.com/opensubstrate/sandbox/verify"
 	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/cde"
 	"github.com/opensubstrate/sandbox/internal/grant"
@@ -27,6 +26,7 @@ import (
 	"github.com/opensubstrate/sandbox/receipt"
 	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/tier"
+	"github.com/opensubstrate/sandbox/verify"
 )
 
 // The published keys: RFC 8032 section 7.1, tests 1 and 2.
@@ -295,6 +295,14 @@ func Generate() (map[string][]byte, error) {
 	p.add(Entry{Name: "attestation-ed25519-jcs", Path: "positive/attestation-ed25519-jcs.json", Kind: KindEd25519JCS, Expect: ExpectOK, Addr: claimAddr,
 		About: "the run's attestation spelled out for a plain verifier of Ed25519 over RFC 8785 JSON: Ed25519.Verify(public_key, JCS(claim), signature), nothing else"},
 		map[string][]byte{"positive/attestation-ed25519-jcs.json": plain})
+
+	enc, err := encodingVectors(good, k)
+	if err != nil {
+		return nil, err
+	}
+	p.add(Entry{Name: "encoding", Path: "positive/encoding.json", Kind: KindEncoding, Expect: ExpectOK,
+		About: "inputs in other forms and the exact bytes a conforming host writes for them: JCS of the unit, grants, decisions and claim; the receipt payload in deterministic CBOR; the attestation and receipt envelopes the test key makes (round-trip these to conform)"},
+		map[string][]byte{"positive/encoding.json": enc})
 
 	addrs, err := addressVectors()
 	if err != nil {
@@ -569,6 +577,41 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	unknown := bytes.Replace(claimJSON, []byte(`"executor":`), []byte(`"exclusive":true,"executor":`), 1)
 	neg("attestation-unknown-field.json", verify.KindAttestation, reject.UnknownField,
 		"a claim member this version does not define, signed as written", envelopeOf(unknown, k))
+	// Decisions about corner cases, each written down in docs/spec.
+	for _, d := range []struct {
+		name, about string
+		code        reject.Code
+		old, new    string
+	}{
+		{"attestation-zero-address.json", "the claim binds its unit by the all-zero address, which names nothing", reject.MissingField,
+			`"unit":"` + good.claim.Unit.String() + `"`, `"unit":"b3:` + strings.Repeat("0", 64) + `"`},
+		{"attestation-null-optional.json", `an optional member written as null ("detail":null) instead of left out`, reject.NonCanonical,
+			`"outcome":{"exit_code"`, `"outcome":{"detail":null,"exit_code"`},
+		{"attestation-minus-zero.json", "the exit code written -0, whose JCS form is 0", reject.NonCanonical,
+			`"exit_code":0`, `"exit_code":-0`},
+		{"attestation-leading-zero.json", "the exit code written 00: JSON has no number with a leading zero (malformed, not merely non-canonical)", reject.Malformed,
+			`"exit_code":0`, `"exit_code":00`},
+		{"attestation-device-class-unknown.json", `hardware.devices[].class "Fpga", which the device-class vocabulary does not have`, reject.Invalid,
+			`"class":"Cpu"`, `"class":"Fpga"`},
+	} {
+		c := bytes.Replace(claimJSON, []byte(d.old), []byte(d.new), 1)
+		if bytes.Equal(c, claimJSON) {
+			return fmt.Errorf("%s: the claim has no %s", d.name, d.old)
+		}
+		neg(d.name, verify.KindAttestation, d.code, d.about+"; signed as written", envelopeOf(c, k))
+	}
+	a63, err := attest.Verify(envA, key.Trust{})
+	if a63 == nil {
+		return err
+	}
+	neg("attestation-signature-63-bytes.json", verify.KindAttestation, reject.Signature,
+		"the valid signature without its last byte: an Ed25519 signature is 64 bytes", rawEnvelope(a63.ClaimJCS, a63.Signature[:63]))
+	gq := strings.Replace(string(good.files[verify.FileGrants]), `{"mode":"ro","path":"/data"}`, `{"mode":"ro","path":"/data","quota":0}`, 1)
+	if gq == string(good.files[verify.FileGrants]) {
+		return fmt.Errorf("grants-quota-zero: no /data grant to change")
+	}
+	neg("grants-quota-zero.json", verify.KindGrants, reject.NonCanonical,
+		`a storage grant with "quota":0: no quota is written by leaving the member out`, []byte(gq))
 
 	// Deterministic CBOR: each payload is re-signed, so only the payload
 	// checks can refuse it.
@@ -650,6 +693,49 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	}
 	neg("receipt-unknown-critical.cose", verify.KindReceipt, reject.UnknownCritical, "protected crit lists label 99, which this profile does not define", b)
 	neg("receipt-truncated.cose", verify.KindReceipt, reject.Truncated, "the envelope with its last 17 bytes cut off", envR[:len(envR)-17])
+	neg("receipt-untagged.cose", verify.KindReceipt, reject.Malformed, "the COSE_Sign1 array without its tag 18 (0xd2): JCR-1 envelopes are tagged", envR[1:])
+	var e4 struct {
+		_           struct{} `cbor:",toarray"`
+		Protected   []byte
+		Unprotected cbor.RawMessage
+		Payload     []byte
+		Signature   []byte
+	}
+	if err := cbor.Unmarshal(envR[1:], &e4); err != nil {
+		return err
+	}
+	if b, err = rawSign1(e4.Protected, e4.Payload, e4.Signature[:63]); err != nil {
+		return err
+	}
+	neg("receipt-signature-63-bytes.cose", verify.KindReceipt, reject.Signature, "the valid receipt with its signature's last byte cut: an Ed25519 signature is 64 bytes", b)
+	zf := good.rcpt
+	zero64 := uint64(0)
+	zf.Fuel = &zero64
+	zf.Version, zf.Signer = receipt.Version, k.Public()
+	zp, err := cde.Marshal(zf)
+	if err != nil {
+		return err
+	}
+	if b, err = resign(zp); err != nil {
+		return err
+	}
+	neg("receipt-fuel-zero.cose", verify.KindReceipt, reject.Invalid, "fuel 0: a run that counted no fuel omits the field (entering a module costs fuel); signed", b)
+	two := good.rcpt
+	two.Devices = []receipt.Device{{Class: device.Gpu, Readings: []receipt.Reading{{Provenance: receipt.Estimator, Scope: receipt.ScopeRun, Source: "tdp",
+		StartNS: good.rcpt.StartNS, EndNS: good.rcpt.EndNS, UJ: 1, Basis: "b"}}}, good.rcpt.Devices[0]}
+	for i := range two.Devices {
+		m, e, _ := receipt.Sums(two.Devices[i].Readings)
+		two.Devices[i].Measured, two.Devices[i].Estimated = m, e
+	}
+	two.Version, two.Signer = receipt.Version, k.Public()
+	tp, err := cde.Marshal(two)
+	if err != nil {
+		return err
+	}
+	if b, err = resign(tp); err != nil {
+		return err
+	}
+	neg("receipt-devices-out-of-order.cose", verify.KindReceipt, reject.NonCanonical, "Gpu's account before Cpu's: device accounts are in the canonical class order (a list out of its order is non-canonical, as everywhere); signed", b)
 
 	// Totals.
 	bad := good.rcpt

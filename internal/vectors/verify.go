@@ -13,11 +13,11 @@ import (
 	"github.com/gowebpki/jcs"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/verify"
 	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/reject"
+	"github.com/opensubstrate/sandbox/verify"
 )
 
 // Outcome is the check of one vector.
@@ -88,6 +88,14 @@ func check(v *verify.Verifier, dir string, e Entry) Outcome {
 		results = []verify.Result{checkAddresses(p)}
 	case KindEd25519JCS:
 		results = []verify.Result{checkPlain(p)}
+	case KindEncoding:
+		r := verify.Result{Path: p, Kind: KindEncoding}
+		if b, err := os.ReadFile(p); err != nil {
+			r.Err = err
+		} else if err := CheckEncoding(b); err != nil {
+			r.Err = reject.Wrap(reject.Address, "", err)
+		}
+		results = []verify.Result{r}
 	default:
 		results = v.Path(p)
 	}
@@ -106,7 +114,7 @@ func check(v *verify.Verifier, dir string, e Entry) Outcome {
 		o.Why = fmt.Sprintf("got %s, want %s", o.Got, e.Expect)
 	case e.Addr != nil && len(results) > 0 && results[0].Addr != *e.Addr:
 		o.Why = fmt.Sprintf("address %s, manifest says %s", results[0].Addr, *e.Addr)
-	case e.Kind != "run" && e.Kind != "addresses" && e.Kind != KindEd25519JCS && len(results) > 0 && results[0].Kind != e.Kind:
+	case e.Kind != "run" && e.Kind != "addresses" && e.Kind != KindEd25519JCS && e.Kind != KindEncoding && len(results) > 0 && results[0].Kind != e.Kind:
 		o.Why = fmt.Sprintf("recognised as %s, manifest says %s", results[0].Kind, e.Kind)
 	default:
 		o.Pass = true
