@@ -120,7 +120,9 @@ func (c *Claim) Validate() error {
 		}
 	}
 	if c.Journal != nil && c.Journal.IsZero() {
-		return reject.New(reject.Invalid, "claim.journal", "present but zero; omit it where no journal was made")
+		// The zero address means absent, and an absent optional member is
+		// left out (canonical.md).
+		return reject.New(reject.NonCanonical, "claim.journal", "the zero address; an absent journal is left out")
 	}
 	if !c.Tier.Required.Valid() || !c.Tier.Chosen.Valid() {
 		return reject.New(reject.Invalid, "claim.tier", "tiers must be S0..S7")

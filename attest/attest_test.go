@@ -73,7 +73,7 @@ func TestValidate(t *testing.T) {
 		want reject.Code
 	}{
 		{"zero receipt", func(c *Claim) { c.Receipt = addr.Addr{} }, reject.MissingField},
-		{"zero journal", func(c *Claim) { c.Journal = &addr.Addr{} }, reject.Invalid},
+		{"zero journal", func(c *Claim) { c.Journal = &addr.Addr{} }, reject.NonCanonical},
 		{"below required", func(c *Claim) { c.Tier.Chosen = tier.S1 }, reject.Invalid},
 		{"no reason", func(c *Claim) { c.Tier.Reason = "" }, reject.MissingField},
 		{"no executor", func(c *Claim) { c.Executor = "" }, reject.MissingField},

@@ -76,7 +76,7 @@ func decodeError(err error) error {
 		if where == "" {
 			where = fmt.Sprintf("offset %d", te.Offset)
 		}
-		return reject.New(reject.Invalid, where, "a JSON %s cannot be a %s", te.Value, te.Type)
+		return reject.New(reject.Invalid, where, "the wrong type: a JSON %s, for a field of Go type %s", te.Value, te.Type)
 	case errors.As(err, &se):
 		return reject.New(reject.Malformed, fmt.Sprintf("offset %d", se.Offset), "%v", se)
 	default:

@@ -60,7 +60,7 @@ func DecodeLog(b []byte) (Log, error) {
 		if i > 0 {
 			p := l.Decisions[i-1]
 			if p.Kind == d.Kind && p.Op == d.Op && p.Target == d.Target && p.Allow == d.Allow && p.Rule == d.Rule {
-				return Log{}, reject.New(reject.Invalid, where, "identical to the entry before it: identical consecutive decisions are one entry, with a count")
+				return Log{}, reject.New(reject.NonCanonical, where, "identical to the entry before it: identical consecutive decisions are one entry, with a count")
 			}
 		}
 		next += d.Count

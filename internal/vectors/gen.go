@@ -517,20 +517,21 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	}
 	for _, d := range []struct {
 		name, about string
+		code        reject.Code
 		change      func(ds []grant.Decision) []grant.Decision
 	}{
-		{"decisions-unknown-kind.json", `an entry of kind "disk", which the vocabulary does not have`,
+		{"decisions-unknown-kind.json", `an entry of kind "disk", which the vocabulary does not have`, reject.Invalid,
 			func(ds []grant.Decision) []grant.Decision { ds[0].Kind = "disk"; return ds }},
-		{"decisions-unknown-op.json", `an entry with op "delete", which the vocabulary does not have`,
+		{"decisions-unknown-op.json", `an entry with op "delete", which the vocabulary does not have`, reject.Invalid,
 			func(ds []grant.Decision) []grant.Decision { ds[0].Op = "delete"; return ds }},
-		{"decisions-seq-from-one.json", "sequence numbers that start at 1 (they start at 0)",
+		{"decisions-seq-from-one.json", "sequence numbers that start at 1 (they start at 0)", reject.Invalid,
 			func(ds []grant.Decision) []grant.Decision {
 				for i := range ds {
 					ds[i].Seq++
 				}
 				return ds
 			}},
-		{"decisions-unmerged.json", "the first entry (count 2) written as two identical entries of count 1 (identical consecutive decisions are one entry)",
+		{"decisions-unmerged.json", "the first entry (count 2) written as two identical entries of count 1 (identical consecutive decisions are one entry, so this is the same log in a second form)", reject.NonCanonical,
 			func(ds []grant.Decision) []grant.Decision {
 				one := ds[0]
 				one.Count = 1
@@ -546,7 +547,7 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 		if err != nil {
 			return err
 		}
-		neg(d.name, verify.KindDecisions, reject.Invalid, d.about, b)
+		neg(d.name, verify.KindDecisions, d.code, d.about, b)
 	}
 
 	missing := cloneFiles(good.files)
@@ -591,6 +592,8 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 			`"exit_code":0`, `"exit_code":-0`},
 		{"attestation-leading-zero.json", "the exit code written 00: JSON has no number with a leading zero (malformed, not merely non-canonical)", reject.Malformed,
 			`"exit_code":0`, `"exit_code":00`},
+		{"attestation-wrong-type.json", `the exit code as the string "0": a value of the wrong JSON type is invalid, not non-canonical`, reject.Invalid,
+			`"exit_code":0`, `"exit_code":"0"`},
 		{"attestation-device-class-unknown.json", `hardware.devices[].class "Fpga", which the device-class vocabulary does not have`, reject.Invalid,
 			`"class":"Cpu"`, `"class":"Fpga"`},
 	} {
@@ -625,12 +628,16 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	}
 	resign := func(pl []byte) ([]byte, error) { return receipt.SealPayload(pl, k, receipt.AlgEdDSA, nil) }
 	vKey, _ := cde.Marshal("v")
-	var nonShortest [][2][]byte
+	vText, _ := cde.Marshal("1")
+	var nonShortest, wrongType [][2][]byte
 	for _, e := range ents {
+		n, w := e, e
 		if bytes.Equal(e[0], vKey) {
-			e = [2][]byte{e[0], {0x18, 0x01}} // 1 in a one-byte argument
+			n = [2][]byte{e[0], {0x18, 0x01}} // 1 in a one-byte argument
+			w = [2][]byte{e[0], vText}
 		}
-		nonShortest = append(nonShortest, e)
+		nonShortest = append(nonShortest, n)
+		wrongType = append(wrongType, w)
 	}
 	variants := []struct {
 		name  string
@@ -645,6 +652,7 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 			mapOf(append([][2][]byte{{vKey, {0x01}}}, ents...))},
 		{"receipt-unsorted-keys.cose", reject.UnsortedKeys, "payload map with its first two keys swapped",
 			mapOf(append([][2][]byte{ents[1], ents[0]}, ents[2:]...))},
+		{"receipt-wrong-type.cose", reject.Invalid, `payload "v" as the text string "1": a value of the wrong CBOR type is invalid, not non-canonical`, mapOf(wrongType)},
 	}
 	// The duplicate must sit next to its twin to be a duplicate, not an
 	// ordering error: put it right before the original "v" entry.

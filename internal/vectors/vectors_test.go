@@ -2,10 +2,13 @@ package vectors
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/reject"
 )
 
@@ -122,4 +125,95 @@ func inMemory() ([]Outcome, error) {
 		return nil, err
 	}
 	return Verify(dir)
+}
+
+// TestEncodingCheckCatchesChanges: the encoding vectors are a real check.
+// A changed output byte, a changed input and an unknown codec each fail.
+func TestEncodingCheckCatchesChanges(t *testing.T) {
+	files, err := Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := files["positive/encoding.json"]
+	if err := CheckEncoding(good); err != nil {
+		t.Fatalf("the generated encoding vectors fail: %v", err)
+	}
+	var vs []Encoding
+	if err := json.Unmarshal(good, &vs); err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) < 7 {
+		t.Fatalf("only %d encoding vectors", len(vs))
+	}
+	for i := range vs {
+		for _, c := range []struct {
+			what   string
+			change func(e *Encoding)
+		}{
+			{"output", func(e *Encoding) { e.Output = flipHex(e.Output, len(e.Output)/2) }},
+			{"input", func(e *Encoding) { e.Input = flipHex(e.Input, len(e.Input)-2) }},
+			{"codec", func(e *Encoding) { e.Codec = "yaml" }},
+		} {
+			bad := slices.Clone(vs)
+			c.change(&bad[i])
+			b, err := canon.Marshal(bad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := CheckEncoding(b); err == nil {
+				t.Errorf("%s (%s): a changed %s still passes", vs[i].Name, vs[i].Codec, c.what)
+			}
+		}
+	}
+}
+
+// flipHex changes the hex digit at i.
+func flipHex(s string, i int) string {
+	b := []byte(s)
+	if b[i] == '0' {
+		b[i] = '1'
+	} else {
+		b[i] = '0'
+	}
+	return string(b)
+}
+
+// TestCornerCaseVectors: each corner case docs/spec/canonical.md decides
+// has its vector, refused with the code the spec gives.
+func TestCornerCaseVectors(t *testing.T) {
+	want := map[string]reject.Code{
+		"attestation-zero-address.json":         reject.MissingField,
+		"attestation-null-optional.json":        reject.NonCanonical,
+		"grants-quota-zero.json":                reject.NonCanonical,
+		"receipt-fuel-zero.cose":                reject.Invalid,
+		"attestation-minus-zero.json":           reject.NonCanonical,
+		"attestation-leading-zero.json":         reject.Malformed,
+		"attestation-wrong-type.json":           reject.Invalid,
+		"receipt-wrong-type.cose":               reject.Invalid,
+		"receipt-devices-out-of-order.cose":     reject.NonCanonical,
+		"decisions-seq-from-one.json":           reject.Invalid,
+		"decisions-unmerged.json":               reject.NonCanonical,
+		"attestation-device-class-unknown.json": reject.Invalid,
+		"receipt-untagged.cose":                 reject.Malformed,
+		"attestation-signature-63-bytes.json":   reject.Signature,
+		"receipt-signature-63-bytes.cose":       reject.Signature,
+	}
+	outs, err := inMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range outs {
+		name := filepath.Base(o.Entry.Path)
+		code, ok := want[name]
+		if !ok {
+			continue
+		}
+		delete(want, name)
+		if o.Entry.Expect != string(code) || o.Got != string(code) {
+			t.Errorf("%s: expects %s, verifier gives %s; the spec says %s", name, o.Entry.Expect, o.Got, code)
+		}
+	}
+	for name := range want {
+		t.Errorf("no vector %s", name)
+	}
 }
