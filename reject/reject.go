@@ -68,6 +68,21 @@ const (
 	Unrecognised Code = "unrecognised"
 )
 
+// Codes lists every code, in the order docs/spec/conformance.md tables them.
+var Codes = []Code{Malformed, Truncated, NonCanonical, Float, IntRange, NonShortest, Indefinite, UnsortedKeys,
+	DuplicateKey, UnknownField, MissingField, Invalid, Alg, UnknownCritical, Header, Signature, WeakKey,
+	UntrustedKey, Address, TotalMismatch, Extended, Missing, Unrecognised}
+
+// Known reports whether c is one of Codes.
+func Known(c Code) bool {
+	for _, k := range Codes {
+		if k == c {
+			return true
+		}
+	}
+	return false
+}
+
 // Error implements error, so a Code can be a target of errors.Is.
 func (c Code) Error() string { return string(c) }
 

@@ -3,6 +3,10 @@ package reject
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -34,5 +38,35 @@ func TestIn(t *testing.T) {
 	plain := errors.New("plain")
 	if In("f", plain) != plain {
 		t.Fatal("In changed a plain error")
+	}
+}
+
+// TestCodesAreTheDocumentedOnes: the code table in docs/spec/conformance.md
+// lists exactly Codes, in order, so a second implementation knows them all.
+func TestCodesAreTheDocumentedOnes(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "spec", "conformance.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(b), "## Reject codes")
+	if !ok {
+		t.Fatal("conformance.md has no Reject codes section")
+	}
+	var doc []Code
+	for _, line := range strings.Split(table, "\n") {
+		if c, ok := strings.CutPrefix(line, "| `"); ok {
+			doc = append(doc, Code(c[:strings.Index(c, "`")]))
+		}
+	}
+	if !slices.Equal(doc, Codes) {
+		t.Errorf("documented codes %v\nCodes %v", doc, Codes)
+	}
+	for _, c := range Codes {
+		if !Known(c) {
+			t.Errorf("%s not Known", c)
+		}
+	}
+	if Known("nonsense") {
+		t.Error("an unknown code is Known")
 	}
 }

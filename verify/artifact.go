@@ -180,6 +180,9 @@ func Recognise(p string, b []byte) string {
 func (v *Verifier) Attestation(p string) []Result {
 	dir := filepath.Dir(p)
 	b, err := v.read(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		err = reject.New(reject.Missing, "", "no %s: nothing here says what ran", filepath.Base(p))
+	}
 	if err != nil {
 		return []Result{{Path: p, Kind: KindAttestation, Err: err}}
 	}
