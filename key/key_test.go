@@ -161,6 +161,51 @@ func TestWeakKeys(t *testing.T) {
 	}
 }
 
+// TestCheckCacheHoldsOnlyStrongKeys: Check remembers keys that passed, and
+// a weak key stays refused however often it is checked, even after a
+// strong key that shares its cache slot passed.
+func TestCheckCacheHoldsOnlyStrongKeys(t *testing.T) {
+	var weak Public
+	weak[0] = 1 // the identity
+	shared := 0
+	for i := range 256 {
+		k, _ := FromSeed(bytes.Repeat([]byte{byte(i)}, 32))
+		for range 2 {
+			if err := k.Public().Check(); err != nil {
+				t.Fatalf("seed %d: %v", i, err)
+			}
+		}
+		if strong.slot(k.Public()) == strong.slot(weak) {
+			shared++
+		}
+		if err := weak.Check(); !errors.Is(err, ErrWeak) {
+			t.Fatalf("after %d strong keys the identity key gives %v", i, err)
+		}
+	}
+	if shared == 0 {
+		t.Fatal("no strong key shared the identity key's slot: the test proves nothing")
+	}
+}
+
+func BenchmarkCheck(b *testing.B) {
+	k, _ := FromSeed(bytes.Repeat([]byte{7}, 32))
+	p := k.Public()
+	b.Run("cached", func(b *testing.B) {
+		for b.Loop() {
+			if p.Check() != nil {
+				b.Fatal()
+			}
+		}
+	})
+	b.Run("uncached", func(b *testing.B) {
+		for b.Loop() {
+			if p.check() != nil {
+				b.Fatal()
+			}
+		}
+	})
+}
+
 // TestNonCanonicalSignature: S + L verifies the same equation as S and is
 // refused; S itself is accepted.
 func TestNonCanonicalSignature(t *testing.T) {

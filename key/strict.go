@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"sync"
 
 	"filippo.io/edwards25519"
 )
@@ -22,6 +23,46 @@ var identity = edwards25519.NewIdentityPoint()
 // the private key: the identity key 01 00…00 accepts R = [S]B for any S
 // and any message.
 func (p Public) Check() error {
+	if strong.has(p) {
+		return nil
+	}
+	if err := p.check(); err != nil {
+		return err
+	}
+	strong.add(p)
+	return nil
+}
+
+// strong remembers keys that passed Check. A verifier sees the same few
+// signers again and again, and decompressing a point is an eighth of an
+// attestation check. The cache is direct-mapped and bounded: a flood of
+// new keys only evicts, it cannot grow it. Only keys that passed are
+// kept, so an entry can never make a weak key pass.
+var strong keyCache
+
+type keyCache struct {
+	mu    sync.Mutex
+	slots [64]Public
+	used  [64]bool
+}
+
+func (c *keyCache) slot(p Public) int { return int(p[1]) % len(c.slots) }
+
+func (c *keyCache) has(p Public) bool {
+	i := c.slot(p)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.used[i] && c.slots[i] == p
+}
+
+func (c *keyCache) add(p Public) {
+	i := c.slot(p)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.slots[i], c.used[i] = p, true
+}
+
+func (p Public) check() error {
 	var pt edwards25519.Point
 	if _, err := pt.SetBytes(p[:]); err != nil {
 		return fmt.Errorf("%w: not a point on the curve", ErrWeak)

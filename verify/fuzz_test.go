@@ -110,3 +110,30 @@ func FuzzRunDir(f *testing.F) {
 }
 
 func vectorsTrust() key.Trust { return key.NewTrust(vectors.TestKey().Public()) }
+
+// BenchmarkDir verifies the conformance run directory from disk, as
+// `sandbox verify DIR` does: every file read, hashed and checked.
+func BenchmarkDir(b *testing.B) {
+	dir := filepath.Join("..", "conformance", "v1", "positive", "run")
+	pub := vectors.TestKey().Public()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := verify.Dir(dir, pub); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDirInMemory is BenchmarkDir without the file system.
+func BenchmarkDirInMemory(b *testing.B) {
+	v := memVerifier(conformanceRun(b))
+	p := filepath.Join("run", verify.FileAttestation)
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, r := range v.Attestation(p) {
+			if r.Err != nil {
+				b.Fatal(r.Err)
+			}
+		}
+	}
+}
