@@ -372,19 +372,29 @@ func addressVectors() ([]byte, error) {
 	return canon.Marshal(vs)
 }
 
+// sign1 is a COSE_Sign1 array, read without checks.
+type sign1 struct {
+	_           struct{} `cbor:",toarray"`
+	Protected   []byte
+	Unprotected cbor.RawMessage
+	Payload     []byte
+	Signature   []byte
+}
+
+// splitSign1 reads a tagged COSE_Sign1 envelope's four parts.
+func splitSign1(env []byte) (sign1, error) {
+	var e sign1
+	if len(env) < 1 {
+		return e, fmt.Errorf("an empty envelope")
+	}
+	err := cbor.Unmarshal(env[1:], &e)
+	return e, err
+}
+
 // payloadOf extracts the payload bytes of a JCR-1 envelope.
 func payloadOf(env []byte) ([]byte, error) {
-	var e struct {
-		_           struct{} `cbor:",toarray"`
-		Protected   []byte
-		Unprotected cbor.RawMessage
-		Payload     []byte
-		Signature   []byte
-	}
-	if err := cbor.Unmarshal(env[1:], &e); err != nil {
-		return nil, err
-	}
-	return e.Payload, nil
+	e, err := splitSign1(env)
+	return e.Payload, err
 }
 
 // pairs returns a canonical CBOR map's entries as raw key and value bytes,
@@ -627,6 +637,16 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 		return err
 	}
 	resign := func(pl []byte) ([]byte, error) { return receipt.SealPayload(pl, k, receipt.AlgEdDSA, nil) }
+	// reseal encodes a changed receipt as written (no validation) and
+	// signs it, so only the check the vector is about can refuse it.
+	reseal := func(r receipt.Receipt) ([]byte, error) {
+		r.Version, r.Signer = receipt.Version, k.Public()
+		pl, err := cde.Marshal(r)
+		if err != nil {
+			return nil, err
+		}
+		return resign(pl)
+	}
 	vKey, _ := cde.Marshal("v")
 	vText, _ := cde.Marshal("1")
 	var nonShortest, wrongType [][2][]byte
@@ -678,12 +698,7 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	late.Devices = []receipt.Device{good.rcpt.Devices[0]}
 	late.Devices[0].Readings = slices.Clone(late.Devices[0].Readings)
 	late.Devices[0].Readings[1].EndNS += 1_000_000
-	late.Version, late.Signer = receipt.Version, k.Public()
-	lp, err := cde.Marshal(late)
-	if err != nil {
-		return err
-	}
-	if b, err = resign(lp); err != nil {
+	if b, err = reseal(late); err != nil {
 		return err
 	}
 	neg("receipt-reading-outside-run.cose", verify.KindReceipt, reject.Invalid,
@@ -702,29 +717,14 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	neg("receipt-unknown-critical.cose", verify.KindReceipt, reject.UnknownCritical, "protected crit lists label 99, which this profile does not define", b)
 	neg("receipt-truncated.cose", verify.KindReceipt, reject.Truncated, "the envelope with its last 17 bytes cut off", envR[:len(envR)-17])
 	neg("receipt-untagged.cose", verify.KindReceipt, reject.Malformed, "the COSE_Sign1 array without its tag 18 (0xd2): JCR-1 envelopes are tagged", envR[1:])
-	var e4 struct {
-		_           struct{} `cbor:",toarray"`
-		Protected   []byte
-		Unprotected cbor.RawMessage
-		Payload     []byte
-		Signature   []byte
-	}
-	if err := cbor.Unmarshal(envR[1:], &e4); err != nil {
-		return err
-	}
-	if b, err = rawSign1(e4.Protected, e4.Payload, e4.Signature[:63]); err != nil {
+	if b, err = withSignature(envR, func(sig []byte) []byte { return sig[:63] }); err != nil {
 		return err
 	}
 	neg("receipt-signature-63-bytes.cose", verify.KindReceipt, reject.Signature, "the valid receipt with its signature's last byte cut: an Ed25519 signature is 64 bytes", b)
 	zf := good.rcpt
 	zero64 := uint64(0)
 	zf.Fuel = &zero64
-	zf.Version, zf.Signer = receipt.Version, k.Public()
-	zp, err := cde.Marshal(zf)
-	if err != nil {
-		return err
-	}
-	if b, err = resign(zp); err != nil {
+	if b, err = reseal(zf); err != nil {
 		return err
 	}
 	neg("receipt-fuel-zero.cose", verify.KindReceipt, reject.Invalid, "fuel 0: a run that counted no fuel omits the field (entering a module costs fuel); signed", b)
@@ -735,12 +735,7 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 		m, e, _ := receipt.Sums(two.Devices[i].Readings)
 		two.Devices[i].Measured, two.Devices[i].Estimated = m, e
 	}
-	two.Version, two.Signer = receipt.Version, k.Public()
-	tp, err := cde.Marshal(two)
-	if err != nil {
-		return err
-	}
-	if b, err = resign(tp); err != nil {
+	if b, err = reseal(two); err != nil {
 		return err
 	}
 	neg("receipt-devices-out-of-order.cose", verify.KindReceipt, reject.NonCanonical, "Gpu's account before Cpu's: device accounts are in the canonical class order (a list out of its order is non-canonical, as everywhere); signed", b)
@@ -749,12 +744,7 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	bad := good.rcpt
 	bad.Devices = []receipt.Device{good.rcpt.Devices[0]}
 	bad.Devices[0].Estimated++
-	bad.Version, bad.Signer = receipt.Version, k.Public()
-	bp, err := cde.Marshal(bad)
-	if err != nil {
-		return err
-	}
-	if b, err = resign(bp); err != nil {
+	if b, err = reseal(bad); err != nil {
 		return err
 	}
 	neg("receipt-total-mismatch.cose", verify.KindReceipt, reject.TotalMismatch, "Cpu estimated_uj is one more than the sum of its readings; signed", b)
@@ -790,6 +780,15 @@ func mustHex(h string) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// withSignature rewrites a tagged COSE_Sign1 with its signature changed.
+func withSignature(env []byte, change func(sig []byte) []byte) ([]byte, error) {
+	e, err := splitSign1(env)
+	if err != nil {
+		return nil, err
+	}
+	return rawSign1(e.Protected, e.Payload, change(e.Signature))
 }
 
 // plusL returns a signature with S + L in place of S.
@@ -838,17 +837,7 @@ func keyNegatives(neg func(name, kind string, code reject.Code, about string, b 
 	neg("receipt-weak-key.cose", verify.KindReceipt, reject.WeakKey,
 		"a receipt whose signer (and kid) is the identity point, with the signature R = base point, S = 1", b)
 	envR := good.files[verify.FileReceipt]
-	var e struct {
-		_           struct{} `cbor:",toarray"`
-		Protected   []byte
-		Unprotected cbor.RawMessage
-		Payload     []byte
-		Signature   []byte
-	}
-	if err := cbor.Unmarshal(envR[1:], &e); err != nil {
-		return err
-	}
-	if b, err = rawSign1(e.Protected, e.Payload, plusL(e.Signature)); err != nil {
+	if b, err = withSignature(envR, plusL); err != nil {
 		return err
 	}
 	neg("receipt-signature-s-plus-l.cose", verify.KindReceipt, reject.Signature,
