@@ -27,6 +27,10 @@ var Classes = []Class{Cpu, Simd, Gpu, Npu, Tpu, Lpu, Photonic, Quantum}
 // ErrUnknown is wrapped by ParseClass's error.
 var ErrUnknown = errors.New("unknown device class")
 
+// ErrUnavailable is wrapped by the error for a unit that asks for a
+// device class the executor chosen for it cannot give it.
+var ErrUnavailable = errors.New("device class unavailable")
+
 // ParseClass reads a class name in any letter case.
 func ParseClass(s string) (Class, error) {
 	for _, c := range Classes {

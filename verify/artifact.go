@@ -123,7 +123,7 @@ func (v *Verifier) Path(p string) []Result {
 		if l, err := grant.DecodeLog(b); err != nil {
 			r.Err = err
 		} else {
-			r.Note = fmt.Sprintf("canonical decision log, %d entries (not signed on its own)", len(l.Decisions))
+			r.Note = fmt.Sprintf("canonical decision log, %s (not signed on its own)", countEntries(len(l.Decisions)))
 		}
 		return []Result{r}
 	case KindKey:
@@ -246,7 +246,7 @@ func (v *Verifier) Attestation(p string) []Result {
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("decision log, %d entries, bound", len(l.Decisions)), nil
+		return fmt.Sprintf("decision log, %s, bound", countEntries(len(l.Decisions))), nil
 	})
 	bound(FileReceipt, KindReceipt, c.Receipt, func(raw []byte) (string, error) {
 		r, err := receipt.Open(raw, v.Trust)
@@ -414,8 +414,16 @@ func (v *Verifier) journal(p string, want addr.Addr, u *unit.Unit) (Result, *jou
 		r.Err = reject.New(reject.Invalid, fmt.Sprintf("journal entry %d", 0), "a native unit's journal holds its outcome alone, not %d entries", len(entries))
 		return r, nil
 	}
-	r.Note = fmt.Sprintf("journal, %d entries, root bound", len(entries))
+	r.Note = fmt.Sprintf("journal, %s, root bound", countEntries(len(entries)))
 	return r, &o
+}
+
+// countEntries says "1 entry", "2 entries".
+func countEntries(n int) string {
+	if n == 1 {
+		return "1 entry"
+	}
+	return fmt.Sprintf("%d entries", n)
 }
 
 func receiptNote(r *receipt.Receipt) string {

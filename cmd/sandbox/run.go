@@ -185,17 +185,19 @@ state directory: see 'sandbox runs', 'sandbox show', 'sandbox verify',
 'sandbox replay'.
 
 A run with no Cpu grant gets ` + defaultCPU + ` (a WASM unit) or ` + defaultNativeCPU + ` (a native
-one); say so with --grant cpu:ENERGY to choose. Each compute grant puts its device class on the unit (gpu:5J: the
-unit uses a GPU, and its receipt accounts Gpu). The budget is enforced
-against the figure the receipt states: a WASM unit's fuel is bought with
-it; a native run is stopped when the meter's figure for its cgroup reaches
-it (outcome budget-exhausted, the receipt at most one sampling interval
-over). The guest sees no files, no network,
-and (WASM) no real clock and no real randomness unless granted; its
-environment is only what --env gives, plus, for a native unit, PATH, HOME
-and LANG defaults that are recorded in the unit. A native command is looked
-up in the run's PATH; it must be in a system directory or under a storage
-grant.
+one); say so with --grant cpu:ENERGY to choose. Each compute grant puts
+its device class on the unit (gpu:5J: the unit uses a GPU, and its
+receipt accounts Gpu); a unit is refused (exit 7) when the executor
+chosen for it cannot give it a class: today S1 and S2 give the CPU only.
+The budget is enforced against the figure the receipt states: a WASM unit's fuel is bought with it; a native run is
+stopped when the meter's figure for its cgroup reaches it (outcome
+budget-exhausted, the receipt at most one sampling interval over).
+
+The guest sees no files, no network, and (WASM) no real clock and no
+real randomness unless granted; its environment is only what --env
+gives, plus, for a native unit, PATH, HOME and LANG defaults that are
+recorded in the unit. A native command is looked up in the run's PATH;
+it must be in a system directory or under a storage grant.
 
 A native run with net grants reaches them, and nothing else, through the
 run's egress proxy at 127.0.0.1:3128 inside its namespace (HTTP_PROXY,

@@ -119,7 +119,11 @@ func show(w io.Writer, dir string) error {
 				ks = append(ks, fmt.Sprintf("%s ×%d", k, n))
 			}
 			sort.Strings(ks)
-			fmt.Fprintf(w, "\njournal    root %s, %d entries: %s\n", root, len(entries), strings.Join(ks, ", "))
+			noun := "entries"
+			if len(entries) == 1 {
+				noun = "entry"
+			}
+			fmt.Fprintf(w, "\njournal    root %s, %d %s: %s\n", root, len(entries), noun, strings.Join(ks, ", "))
 		}
 	}
 	// Output is shown only as the run wrote it: checked against the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 
+	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/tier"
@@ -42,7 +43,7 @@ func Of(err error) Category {
 		return Integrity
 	case errors.Is(err, grant.ErrDenied):
 		return Denied
-	case errors.Is(err, tier.ErrUnavailable):
+	case errors.Is(err, tier.ErrUnavailable), errors.Is(err, device.ErrUnavailable):
 		return Unavailable
 	case errors.As(err, &ge), errors.Is(err, tier.ErrBelowRequired), errors.Is(err, tier.ErrNotEscalated), errors.Is(err, tier.ErrSyntax):
 		return Invalid

@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/tier"
@@ -22,6 +23,7 @@ func TestOf(t *testing.T) {
 		{reject.New(reject.UntrustedKey, "", ""), Untrusted},
 		{&grant.Denial{Kind: grant.KindNet}, Denied},
 		{&tier.UnavailableError{Tier: tier.S5}, Unavailable},
+		{fmt.Errorf("unit: %w", device.ErrUnavailable), Unavailable},
 		{fmt.Errorf("%w: x", tier.ErrNotEscalated), Invalid},
 		{&grant.Error{Grant: "x"}, Invalid},
 		{Usage{errors.New("bad flag")}, Invalid},

@@ -44,6 +44,52 @@ type Executor interface {
 	Run(ctx context.Context, j *job.Job) (*job.Result, error)
 }
 
+// DeviceGiver is an Executor that gives a run devices besides the CPU
+// (device nodes, a passthrough), so that a unit asking for them gets them.
+type DeviceGiver interface {
+	Gives(device.Class) bool
+}
+
+// DeviceError refuses a unit that asks for a device class its executor
+// cannot give it: a run that asked for a GPU and got none would be metered
+// and sealed as if it had one.
+type DeviceError struct {
+	Class    device.Class
+	Executor string
+	Tier     tier.Tier
+}
+
+func (e *DeviceError) Error() string {
+	why := "it gives a run no device but the CPU"
+	switch {
+	case e.Tier == tier.S2:
+		why = "a WebAssembly module reaches no device but the CPU"
+	case e.Class == device.Simd:
+		why = "SIMD units are the CPU's, metered with it: ask for cpu"
+	case e.Tier == tier.S1:
+		why = "S1 gives a run no device nodes (device passthrough is not built)"
+	}
+	return fmt.Sprintf("%v: the unit asks for %s (a %s:… grant puts it on the unit), and %s at %s cannot give it: %s",
+		device.ErrUnavailable, e.Class, strings.ToLower(string(e.Class)), e.Executor, e.Tier, why)
+}
+
+func (e *DeviceError) Unwrap() error { return device.ErrUnavailable }
+
+// admitDevices refuses a unit whose device classes the executor cannot
+// give. Every executor gives the CPU.
+func admitDevices(ex Executor, classes []device.Class) error {
+	for _, c := range classes {
+		if c == device.Cpu {
+			continue
+		}
+		if g, ok := ex.(DeviceGiver); ok && g.Gives(c) {
+			continue
+		}
+		return &DeviceError{Class: c, Executor: ex.Name(), Tier: ex.Tier()}
+	}
+	return nil
+}
+
 // Host runs and seals units.
 type Host struct {
 	Dir       *state.Dir
@@ -266,6 +312,9 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	}
 	ex, err := h.executor(ctx, choice.Chosen, req.Kind)
 	if err != nil {
+		return nil, err
+	}
+	if err := admitDevices(ex, u.Devices); err != nil {
 		return nil, err
 	}
 	if p, ok := ex.(Prewarmer); ok {
