@@ -536,6 +536,12 @@ func doctorCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(out, "  estimator      %-4s TDP %.1f W (%s)\n", c, float64(t.MilliWatts)/1000, t.Origin)
 				}
 			}
+			fmt.Fprintln(out, "kernel denials")
+			if ok, why := native.DenialReports(); ok {
+				fmt.Fprintf(out, "  S1 logs them  %s\n", why)
+			} else {
+				fmt.Fprintf(out, "  S1 cannot log them: %s\n", why)
+			}
 			fmt.Fprintln(out, "attribution")
 			if h.Cgroups != nil {
 				fmt.Fprintf(out, "  cgroups %s at %s: each run gets its own group\n", h.Cgroups.Kind(), h.Cgroups.Root)

@@ -30,6 +30,9 @@ const (
 	KindExec    Kind = "exec"
 	KindCompute Kind = "compute"
 	KindEnv     Kind = "env"
+	// KindProcess is another process: a signal or a trace the kernel
+	// refused across the run's boundary (S1's Landlock scopes).
+	KindProcess Kind = "process"
 )
 
 // Operations.
@@ -40,13 +43,16 @@ const (
 	OpExec    = "exec"
 	OpUse     = "use"
 	OpInject  = "inject"
+	OpBind    = "bind"   // listen on a port (S1: what Landlock refused)
+	OpSignal  = "signal" // signal a process
+	OpTrace   = "trace"  // ptrace a process
 )
 
 // Kinds and Ops are the decision log's vocabulary: a log with any other
 // kind or op is refused.
 var (
-	Kinds = []Kind{KindNet, KindFS, KindKV, KindClock, KindRandom, KindExec, KindCompute, KindEnv}
-	Ops   = []string{OpConnect, OpRead, OpWrite, OpExec, OpUse, OpInject}
+	Kinds = []Kind{KindNet, KindFS, KindKV, KindClock, KindRandom, KindExec, KindCompute, KindEnv, KindProcess}
+	Ops   = []string{OpConnect, OpRead, OpWrite, OpExec, OpUse, OpInject, OpBind, OpSignal, OpTrace}
 )
 
 // ErrDenied is wrapped by every denial the Enforcer returns.

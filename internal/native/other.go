@@ -27,3 +27,6 @@ func (e *Executor) Close() error { return nil }
 
 // Prewarm does nothing off Linux.
 func (e *Executor) Prewarm() {}
+
+// DenialReports says S1 runs log no kernel denials off Linux.
+func DenialReports() (bool, string) { return false, ErrNotSupported.Error() }

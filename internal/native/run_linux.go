@@ -167,7 +167,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		}
 	}
 	res := &job.Result{Executor: e.Name()}
-	o := launchOpts{cg: j.Cgroup, stdin: j.Stdin, stdout: j.Stdout, stderr: j.Stderr, deadline: j.Deadline, onStart: j.OnStart}
+	o := launchOpts{cg: j.Cgroup, stdin: j.Stdin, stdout: j.Stdout, stderr: j.Stderr, deadline: j.Deadline, onStart: j.OnStart, enforcer: j.Enforcer}
 	if o.execCtl, err = e.execControl(j.Grants, j.Enforcer, &sp.Exec); err != nil {
 		return nil, err
 	}
@@ -513,6 +513,7 @@ type launchOpts struct {
 	onStart        func(job.Control)
 	proxy          *egress.Proxy // serves the run's egress, when it has net grants
 	execCtl        func(s1init.Ctl) s1init.Ctl
+	enforcer       *grant.Enforcer // logs the denials the kernel reports
 }
 
 func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s1init.Status, ending, error) {
@@ -578,6 +579,9 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 	} else {
 		p.stdinW.Close()
 	}
+	// Listening before the spec goes: the run's Landlock domain is made
+	// once init has it.
+	kernel := watchKernel()
 	end.start = time.Now()
 	json.NewEncoder(p.specW).Encode(sp)
 	p.specW.Close()
@@ -624,6 +628,11 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 	}
 	end.end = time.Now()
 	copies.Wait()
+	if o.enforcer != nil {
+		kernel.finish(p.cmd.Process.Pid, o.enforcer, stderr)
+	} else if kernel != nil {
+		kernel.l.Close()
+	}
 	// Init is gone, and with it the other end; shutting ours down wakes
 	// the reader in any case, before the descriptor is closed.
 	unix.Shutdown(ctlFD, unix.SHUT_RDWR)

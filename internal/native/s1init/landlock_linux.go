@@ -47,6 +47,19 @@ func ABI() int {
 	return int(v)
 }
 
+// restrictFlags are landlock_restrict_self's flags for a run. From ABI 7
+// the kernel can report denials through audit: by default it logs those
+// of the program that called restrict_self and not those after an
+// execve. Here it is the other way round: init's own are not the run's,
+// the program it executes is. (The kernel logs only while audit is
+// enabled; the host reads the records, see internal/audit.)
+func restrictFlags(abi int) uintptr {
+	if abi < 7 {
+		return 0
+	}
+	return unix.LANDLOCK_RESTRICT_SELF_LOG_SAME_EXEC_OFF | unix.LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON
+}
+
 // landlockRuleset builds the run's ruleset: read and execute beneath
 // ex.ROPaths, everything but device creation beneath ex.RWPaths, read and
 // write on ex.RWFiles, read and execute on ex.ROFiles, listing of any

@@ -1,0 +1,122 @@
+package native
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/opensubstrate/sandbox/internal/audit"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/native/s1init"
+)
+
+// FenceTimeout bounds how long a run's end waits for the kernel's audit
+// queue to deliver what it holds.
+var FenceTimeout = 2 * time.Second
+
+// DenialReports says whether S1 runs on this host log the denials the
+// kernel reports (Landlock's, through audit), and why not where they
+// do not.
+func DenialReports() (bool, string) {
+	if abi := s1init.ABI(); abi < 7 {
+		return false, fmt.Sprintf("Landlock ABI %d reports no denials (ABI 7 does, through audit)", abi)
+	}
+	if os.Geteuid() != 0 {
+		return false, "reading the kernel's audit records needs root (CAP_AUDIT_READ and CAP_AUDIT_WRITE)"
+	}
+	st, err := audit.GetStatus()
+	if err != nil {
+		return false, fmt.Sprintf("the kernel's audit status cannot be read: %v", err)
+	}
+	if !st.Enabled {
+		return false, "audit is disabled on this host (auditctl -e 1, or audit=1 on the kernel command line, turns it on)"
+	}
+	return true, fmt.Sprintf("audit is enabled: Landlock's denials are read from its records (the kernel has lost %d records since boot)", st.Lost)
+}
+
+// kernelWatch follows the kernel's audit records through one run.
+type kernelWatch struct {
+	l *audit.Listener
+}
+
+// watchKernel starts listening where S1 runs can log kernel denials;
+// nil where they cannot (DenialReports says why).
+func watchKernel() *kernelWatch {
+	if ok, _ := DenialReports(); !ok {
+		return nil
+	}
+	l, err := audit.Listen()
+	if err != nil {
+		return nil
+	}
+	return &kernelWatch{l: l}
+}
+
+// finish waits for the records of the run whose init was pid, logs each
+// denial in the decision log, and notes to w what it could not.
+func (k *kernelWatch) finish(pid int, enf *grant.Enforcer, w io.Writer) {
+	if k == nil {
+		return
+	}
+	defer k.l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), FenceTimeout)
+	defer cancel()
+	if err := k.l.Fence(ctx); err != nil {
+		fmt.Fprintf(w, "sandbox: S1: the kernel's denials may be incomplete: %v\n", err)
+	}
+	// A domain's end (with the kernel's count) may come just after the
+	// fence: its last reference goes when init is reaped.
+	for deadline := time.Now().Add(200 * time.Millisecond); !k.l.Ended(pid) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	rep, overrun := k.l.Landlock(pid)
+	listed := 0
+	for _, d := range rep.Denials {
+		kind, op, ok := classify(d.Blockers)
+		if !ok {
+			continue
+		}
+		rule := "landlock: " + strings.Join(d.Blockers, ",") + " (reported by the kernel)"
+		for range d.Count { // merged into one entry with this count
+			enf.Note(kind, op, d.Object, false, rule)
+		}
+		listed += d.Count
+	}
+	switch {
+	case overrun:
+		fmt.Fprintf(w, "sandbox: S1: the audit socket overflowed: the decision log lists %d of the kernel's denials, not all\n", listed)
+	case rep.Ended && rep.Reported > uint64(listed):
+		fmt.Fprintf(w, "sandbox: S1: the kernel reported %d denials; the decision log lists %d\n", rep.Reported, listed)
+	case rep.Unlisted > 0:
+		fmt.Fprintf(w, "sandbox: S1: %d more denials than the decision log lists\n", rep.Unlisted)
+	}
+}
+
+// classify maps Landlock's blockers (the first names the request) to the
+// decision log's vocabulary.
+func classify(blockers []string) (grant.Kind, string, bool) {
+	if len(blockers) == 0 {
+		return "", "", false
+	}
+	b := blockers[0]
+	switch {
+	case b == "fs.execute":
+		return grant.KindFS, grant.OpExec, true
+	case b == "fs.read_file", b == "fs.read_dir":
+		return grant.KindFS, grant.OpRead, true
+	case strings.HasPrefix(b, "fs."):
+		return grant.KindFS, grant.OpWrite, true
+	case b == "net.connect_tcp", b == "scope.abstract_unix_socket":
+		return grant.KindNet, grant.OpConnect, true
+	case b == "net.bind_tcp":
+		return grant.KindNet, grant.OpBind, true
+	case b == "scope.signal":
+		return grant.KindProcess, grant.OpSignal, true
+	case b == "ptrace":
+		return grant.KindProcess, grant.OpTrace, true
+	}
+	return "", "", false
+}

@@ -1,0 +1,95 @@
+package native
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/audit"
+	"github.com/opensubstrate/sandbox/internal/audit/audittest"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/native/s1init"
+	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// TestKernelDenialsAreLogged: with audit enabled, what Landlock refuses
+// inside an S1 run is in its decision log (a fifo and a file made where
+// the run may only read, a TCP connection with no grant), each merged
+// with its repeats; the tier probe's own denials are not the run's.
+func TestKernelDenialsAreLogged(t *testing.T) {
+	if abi := s1init.ABI(); abi < 7 {
+		t.Skipf("Landlock ABI %d reports no denials", abi)
+	}
+	audittest.WithEnabled(t, func() {
+		if ok, why := DenialReports(); !ok {
+			t.Fatalf("audit is on and yet: %s", why)
+		}
+		e := executor(t)
+		if p := e.Probe(context.Background()); !p.Available {
+			t.Skipf("S1 is unavailable: %s", p.Reason)
+		}
+		g := mustGrants(t)
+		script := `mkfifo /dev/f; for i in 1 2 3; do (echo x > /dev/y) 2>/dev/null; done
+python3 -c 'import socket; socket.create_connection(("1.1.1.1", 53), timeout=1)' 2>/dev/null; echo end`
+		u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte("sh")), Entry: "/bin/sh", Args: []string{"sh", "-c", script},
+			Env: map[string]string{"PATH": "/usr/bin:/bin"}}
+		enf := grant.NewEnforcer(g)
+		var out, errb bytes.Buffer
+		res, err := e.Run(context.Background(), &job.Job{Unit: u, Grants: g, Enforcer: enf, Stdout: &out, Stderr: &errb, Deadline: time.Minute})
+		if err != nil || out.String() != "end\n" {
+			t.Fatalf("%v %+v %q %q", err, res, out.String(), errb.String())
+		}
+		log := enf.Log()
+		text := logText(log)
+		for _, want := range []string{
+			"fs write /dev false landlock: fs.make_fifo (reported by the kernel)",
+			"fs write /dev false landlock: fs.make_reg (reported by the kernel)",
+			"net connect 1.1.1.1:53 false landlock: net.connect_tcp (reported by the kernel)",
+		} {
+			if !strings.Contains(text, want) {
+				t.Errorf("no %q in the log:\n%s", want, text)
+			}
+		}
+		for _, d := range log.Decisions {
+			if strings.Contains(d.Rule, "make_reg") && d.Count != 3 {
+				t.Errorf("three refused creations of /dev/y: count %d", d.Count)
+			}
+			if strings.Contains(d.Target, "sandbox-canary") {
+				t.Errorf("the tier probe's denial is in the run's log: %+v", d)
+			}
+		}
+		if _, err := grant.DecodeLog(mustCanonical(t, log)); err != nil {
+			t.Errorf("the log does not decode: %v", err)
+		}
+	})
+}
+
+func mustCanonical(t *testing.T, l grant.Log) []byte {
+	t.Helper()
+	b, _, err := l.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestKernelDenialsNeedAudit: with audit off, S1 says why it logs none.
+func TestKernelDenialsNeedAudit(t *testing.T) {
+	if os.Geteuid() != 0 || s1init.ABI() < 7 {
+		t.Skip("root and Landlock ABI 7 are what this is about")
+	}
+	audittest.Lock(t)
+	st, err := audit.GetStatus()
+	if err != nil || st.Enabled {
+		t.Skipf("audit status %+v %v: this test needs it off", st, err)
+	}
+	if ok, why := DenialReports(); ok || !strings.Contains(why, "audit is disabled") {
+		t.Fatalf("%v %s", ok, why)
+	}
+}
