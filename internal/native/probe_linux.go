@@ -64,6 +64,7 @@ func (e *Executor) doProbe(ctx context.Context) tier.Probe {
 	ex.Env = []string{"SANDBOX_PROBE_GRANTED=" + granted, "SANDBOX_PROBE_HOSTFILE=" + hostOnly, "SANDBOX_PROBE_CANARY=" + probeCanary,
 		"SANDBOX_PROBE_HOSTPID=" + strconv.Itoa(os.Getpid())}
 	ex.Dir = "/"
+	ex.Probe = true
 	ex.ROFiles = append(ex.ROFiles, probeBin)
 	ex.RWPaths = append(ex.RWPaths, granted)
 

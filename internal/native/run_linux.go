@@ -581,7 +581,10 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 	}
 	// Listening before the spec goes: the run's Landlock domain is made
 	// once init has it.
-	kernel := watchKernel()
+	var kernel *kernelWatch
+	if o.enforcer != nil {
+		kernel = watchKernel()
+	}
 	end.start = time.Now()
 	json.NewEncoder(p.specW).Encode(sp)
 	p.specW.Close()
@@ -628,11 +631,7 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 	}
 	end.end = time.Now()
 	copies.Wait()
-	if o.enforcer != nil {
-		kernel.finish(p.cmd.Process.Pid, o.enforcer, stderr)
-	} else if kernel != nil {
-		kernel.l.Close()
-	}
+	kernel.finish(p.cmd.Process.Pid, o.enforcer, stderr)
 	// Init is gone, and with it the other end; shutting ours down wakes
 	// the reader in any case, before the descriptor is closed.
 	unix.Shutdown(ctlFD, unix.SHUT_RDWR)

@@ -237,7 +237,7 @@ func confineThreadAndStart(ex *Exec, xc *execCtl) (int, error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return 0, fmt.Errorf("no_new_privs: %w", err)
 	}
-	if _, _, e := unix.RawSyscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ll), restrictFlags(ABI()), 0); e != 0 {
+	if _, _, e := unix.RawSyscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ll), restrictFlags(ABI(), ex.Probe), 0); e != 0 {
 		return 0, fmt.Errorf("landlock: %w", e)
 	}
 	if err := loadFilter(ex.Seccomp); err != nil {

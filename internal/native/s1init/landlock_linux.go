@@ -52,10 +52,14 @@ func ABI() int {
 // of the program that called restrict_self and not those after an
 // execve. Here it is the other way round: init's own are not the run's,
 // the program it executes is. (The kernel logs only while audit is
-// enabled; the host reads the records, see internal/audit.)
-func restrictFlags(abi int) uintptr {
-	if abi < 7 {
+// enabled; the host reads the records, see internal/audit.) The tier
+// probe's denials are its purpose, not news: they are not reported.
+func restrictFlags(abi int, probe bool) uintptr {
+	switch {
+	case abi < 7:
 		return 0
+	case probe:
+		return unix.LANDLOCK_RESTRICT_SELF_LOG_SAME_EXEC_OFF
 	}
 	return unix.LANDLOCK_RESTRICT_SELF_LOG_SAME_EXEC_OFF | unix.LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON
 }

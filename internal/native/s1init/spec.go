@@ -145,9 +145,9 @@ type Exec struct {
 	KernelExecOnly bool `json:"kernel_exec_only,omitempty"`
 	// Seccomp is the filter program, assembled by the host.
 	Seccomp []Insn `json:"seccomp"`
-	// ProbeCanary is a file that is inside the root but outside every
-	// Landlock rule, for the probe to prove Landlock is on.
-	ProbeCanary string `json:"probe_canary,omitempty"`
+	// Probe marks the tier probe, whose denials are its purpose: the
+	// kernel is not asked to report them (Landlock ABI 7 audit).
+	Probe bool `json:"probe,omitempty"`
 }
 
 // Insn is one classic BPF instruction of the seccomp filter.
