@@ -175,12 +175,21 @@ func (l *Listener) read() {
 		if fds[1].Revents != 0 {
 			return // Close
 		}
-		if fds[0].Revents == 0 {
-			continue
+		if fds[0].Revents != 0 && !l.drain(buf) {
+			return
 		}
+	}
+}
+
+// drain reads every record waiting on the socket; false when the socket
+// failed.
+func (l *Listener) drain(buf []byte) bool {
+	for {
 		n, _, err := unix.Recvfrom(l.fd, buf, unix.MSG_DONTWAIT)
 		switch {
-		case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EINTR):
+		case errors.Is(err, unix.EAGAIN):
+			return true
+		case errors.Is(err, unix.EINTR):
 			continue
 		case errors.Is(err, unix.ENOBUFS):
 			l.mu.Lock()
@@ -188,7 +197,7 @@ func (l *Listener) read() {
 			l.mu.Unlock()
 			continue
 		case err != nil:
-			return
+			return false
 		}
 		for b := buf[:n]; len(b) >= nlmsgHdrLen; {
 			sz := int(binary.NativeEndian.Uint32(b))

@@ -402,6 +402,9 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 		span.Stop(meter.RunCPU{}, nil)
 		return nil, err
 	}
+	for _, n := range res.Notes { // the caller's, not stderr.log: not the guest's output
+		fmt.Fprintf(orDiscard(req.Stderr), "sandbox: %s\n", n)
+	}
 	cpu := meter.RunCPU{}
 	switch {
 	case cg != nil && (res.Placed || req.Kind != tier.Wasm):

@@ -77,4 +77,8 @@ type Result struct {
 	// Placed says whether the guest was placed in Cgroup, so that the
 	// group's CPU time is the run's.
 	Placed bool
+	// Notes are the executor's remarks on the run, for the person who
+	// ran it: they go to the caller's stderr, never into what the run
+	// wrote (stderr.log is the guest's alone).
+	Notes []string
 }

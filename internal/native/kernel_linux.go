@@ -3,7 +3,6 @@ package native
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
@@ -56,16 +55,16 @@ func watchKernel() *kernelWatch {
 }
 
 // finish waits for the records of the run whose init was pid, logs each
-// denial in the decision log, and notes to w what it could not.
-func (k *kernelWatch) finish(pid int, enf *grant.Enforcer, w io.Writer) {
+// denial in the decision log, and returns notes on what it could not.
+func (k *kernelWatch) finish(pid int, enf *grant.Enforcer) (notes []string) {
 	if k == nil {
-		return
+		return nil
 	}
 	defer k.l.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), FenceTimeout)
 	defer cancel()
 	if err := k.l.Fence(ctx); err != nil {
-		fmt.Fprintf(w, "sandbox: S1: the kernel's denials may be incomplete: %v\n", err)
+		notes = append(notes, fmt.Sprintf("S1: the kernel's denials may be incomplete: %v", err))
 	}
 	// A domain's end (with the kernel's count) may come just after the
 	// fence: its last reference goes when init is reaped.
@@ -87,12 +86,13 @@ func (k *kernelWatch) finish(pid int, enf *grant.Enforcer, w io.Writer) {
 	}
 	switch {
 	case overrun:
-		fmt.Fprintf(w, "sandbox: S1: the audit socket overflowed: the decision log lists %d of the kernel's denials, not all\n", listed)
+		notes = append(notes, fmt.Sprintf("S1: the audit socket overflowed: the decision log lists %d of the kernel's denials, not all", listed))
 	case rep.Ended && rep.Reported > uint64(listed):
-		fmt.Fprintf(w, "sandbox: S1: the kernel reported %d denials; the decision log lists %d\n", rep.Reported, listed)
+		notes = append(notes, fmt.Sprintf("S1: the kernel reported %d denials; the decision log lists %d", rep.Reported, listed))
 	case rep.Unlisted > 0:
-		fmt.Fprintf(w, "sandbox: S1: %d more denials than the decision log lists\n", rep.Unlisted)
+		notes = append(notes, fmt.Sprintf("S1: %d more denials than the decision log lists", rep.Unlisted))
 	}
+	return notes
 }
 
 // classify maps Landlock's blockers (the first names the request) to the

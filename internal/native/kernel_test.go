@@ -45,6 +45,9 @@ python3 -c 'import socket; socket.create_connection(("1.1.1.1", 53), timeout=1)'
 		if err != nil || out.String() != "end\n" {
 			t.Fatalf("%v %+v %q %q", err, res, out.String(), errb.String())
 		}
+		if strings.Contains(errb.String(), "sandbox:") {
+			t.Errorf("the host's notes are in the run's stderr: %q (they belong in Result.Notes)", errb.String())
+		}
 		log := enf.Log()
 		text := logText(log)
 		for _, want := range []string{

@@ -167,7 +167,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		}
 	}
 	res := &job.Result{Executor: e.Name()}
-	o := launchOpts{cg: j.Cgroup, stdin: j.Stdin, stdout: j.Stdout, stderr: j.Stderr, deadline: j.Deadline, onStart: j.OnStart, enforcer: j.Enforcer}
+	o := launchOpts{cg: j.Cgroup, stdin: j.Stdin, stdout: j.Stdout, stderr: j.Stderr, deadline: j.Deadline, onStart: j.OnStart, enforcer: j.Enforcer, notes: &res.Notes}
 	if o.execCtl, err = e.execControl(j.Grants, j.Enforcer, &sp.Exec); err != nil {
 		return nil, err
 	}
@@ -202,7 +202,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	res.Start, res.End = end.start, end.end
 	res.Outcome = outcomeOf(st, j.Cgroup, end)
 	if st.Commit != "" {
-		fmt.Fprintf(j.Stderr, "sandbox: S1: committing quota'd writes: %s\n", st.Commit)
+		o.note("S1: committing quota'd writes: %s", st.Commit)
 	}
 	return res, nil
 }
@@ -514,10 +514,17 @@ type launchOpts struct {
 	proxy          *egress.Proxy // serves the run's egress, when it has net grants
 	execCtl        func(s1init.Ctl) s1init.Ctl
 	enforcer       *grant.Enforcer // logs the denials the kernel reports
+	notes          *[]string       // remarks for the caller, not the run's output
+}
+
+func (o launchOpts) note(format string, args ...any) {
+	if o.notes != nil {
+		*o.notes = append(*o.notes, fmt.Sprintf(format, args...))
+	}
 }
 
 func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s1init.Status, ending, error) {
-	cg, stdin, stdout, stderr, deadline, onStart := o.cg, o.stdin, o.stdout, o.stderr, o.deadline, o.onStart
+	cg, stdin, stdout, stderr, deadline, onStart, note := o.cg, o.stdin, o.stdout, o.stderr, o.deadline, o.onStart, o.note
 	var end ending
 	if !sp.Base.UserNS {
 		// Grants are id mapped so the guest (nobody) owns what it was given;
@@ -538,7 +545,7 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 			}
 			path, release, err := e.userns(key[0], key[1])
 			if err != nil {
-				fmt.Fprintf(stderr, "sandbox: S1: %s cannot be id mapped (%v); the guest sees it with its owner's permissions\n", b.Path, err)
+				note("S1: %s cannot be id mapped (%v); the guest sees it with its owner's permissions", b.Path, err)
 				continue
 			}
 			defer release()
@@ -631,7 +638,9 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 	}
 	end.end = time.Now()
 	copies.Wait()
-	kernel.finish(p.cmd.Process.Pid, o.enforcer, stderr)
+	for _, n := range kernel.finish(p.cmd.Process.Pid, o.enforcer) {
+		note("%s", n)
+	}
 	// Init is gone, and with it the other end; shutting ours down wakes
 	// the reader in any case, before the descriptor is closed.
 	unix.Shutdown(ctlFD, unix.SHUT_RDWR)
