@@ -26,10 +26,33 @@ func main() {
 	if code, ok := native.Helper(); ok {
 		os.Exit(code)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(cli(os.Args[1:]))
 }
+
+// cli is the command line after the S1 helper's check: a context that
+// ends on SIGINT, SIGTERM or SIGHUP (a closed terminal), with the signal
+// as its cause, then the command.
+func cli(args []string) int {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		for s := range sigs {
+			cancel(interrupted{s.(syscall.Signal)})
+		}
+	}()
+	return run(ctx, args, os.Stdout, os.Stderr)
+}
+
+// interrupted is the cause of a context ended by a signal sandbox got.
+type interrupted struct{ sig syscall.Signal }
+
+func (i interrupted) Error() string { return "interrupted by " + i.sig.String() }
+
+// Unwrap makes it a context.Canceled.
+func (i interrupted) Unwrap() error { return context.Canceled }
 
 // exitError carries an exit status chosen by a command (a guest's status,
 // or the verdict of a verification) without an error message.
@@ -44,7 +67,8 @@ type globals struct {
 	memory      string
 	pids        int64
 	cpus        float64
-	stderr      io.Writer // warnings
+	stderr      io.Writer    // warnings
+	lease       *state.Lease // this process's, once it has a host
 }
 
 func (g *globals) stateDir() (*state.Dir, error) {
@@ -60,6 +84,7 @@ func (g *globals) stateDir() (*state.Dir, error) {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	g := &globals{stderr: stderr}
+	defer func() { g.lease.Close() }()
 	root := &cobra.Command{
 		Use:   "sandbox",
 		Short: "Run untrusted work isolated, granted, metered and attested",
@@ -78,7 +103,7 @@ $XDG_STATE_HOME/sandbox, else ~/.local/state/sandbox.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.home, "home", "", "state directory (overrides $SANDBOX_HOME)")
-	root.AddCommand(runCmd(g), runsCmd(g), showCmd(g), verifyCmd(g), replayCmd(g), doctorCmd(g),
+	root.AddCommand(runCmd(g), runsCmd(g), showCmd(g), verifyCmd(g), replayCmd(g), doctorCmd(g), gcCmd(g),
 		hashCmd(), keyCmd(g), grantsCmd(), vectorsCmd())
 
 	err := root.ExecuteContext(ctx)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"os"
@@ -25,7 +24,7 @@ func asCLI() (int, bool) {
 	if os.Getenv(cliEnv) != "1" {
 		return 0, false
 	}
-	return run(context.Background(), os.Args[1:], os.Stdout, os.Stderr), true
+	return cli(os.Args[1:]), true
 }
 
 // rootlessUID is the unprivileged user the rootless tests run sandbox as.

@@ -46,9 +46,17 @@ func (g *globals) host() (*host.Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	// What this process makes for runs is named by its lease, so that
+	// whatever it leaves if it is killed is found and removed (sandbox gc).
+	if g.lease == nil {
+		if g.lease, err = d.Lease(); err != nil {
+			return nil, err
+		}
+	}
 	w, err := wasm.New(wasm.Config{
 		CacheDir: d.Path("cache"), CacheKey: k.Derive(wasm.CacheKeyContext), StateDir: d.Root, MemoryLimitPages: g.memoryPages,
-		Warn: func(m string) { fmt.Fprintf(g.stderr, "sandbox: warning: %s\n", m) },
+		Warn:     func(m string) { fmt.Fprintf(g.stderr, "sandbox: warning: %s\n", m) },
+		TempName: g.lease.Name,
 	})
 	if err != nil {
 		return nil, err
@@ -65,7 +73,7 @@ func (g *globals) host() (*host.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := native.New(native.Config{StateDir: d.Root, Memory: mem, Pids: g.pids, CPUs: g.cpus, NoWarm: true, EgressRoots: roots})
+	n, err := native.New(native.Config{StateDir: d.Root, Memory: mem, Pids: g.pids, CPUs: g.cpus, NoWarm: true, EgressRoots: roots, TempName: g.lease.Name})
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +81,7 @@ func (g *globals) host() (*host.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &host.Host{Dir: d, Key: k, Executors: []host.Executor{w, n}, Meter: m}
+	h := &host.Host{Dir: d, Key: k, Executors: []host.Executor{w, n}, Meter: m, Lease: g.lease}
 	if cg, err := cgroup.Detect(envOr("SANDBOX_CGROUP_ROOT", "/sys/fs/cgroup")); err == nil && os.Geteuid() == 0 {
 		h.Cgroups = cg
 	}
@@ -265,6 +273,11 @@ traps, 130 when interrupted; 2 to 70 for sandbox's own errors (docs/spec).`,
 				return err
 			}
 			defer h.Close()
+			// What killed sandboxes left is removed before anything new
+			// is made.
+			if ls, err := h.GC(false); err == nil && !quiet {
+				reportGC(cmd.ErrOrStderr(), ls)
+			}
 			req.Grants, req.Tier, req.Escalate, req.Deadline = s, want, escalate, deadline
 			req.Stdout, req.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if tty := os.Stdin; isTerminal(tty) {
@@ -520,6 +533,21 @@ func doctorCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(out, "       %s %-14s %s\n", ok, l.Name, l.Detail)
 				}
 			}
+			fmt.Fprintln(out, "leftovers")
+			ls, err := h.GC(true)
+			switch {
+			case err != nil:
+				fmt.Fprintf(out, "  cannot look: %v\n", err)
+			case len(ls) == 0:
+				fmt.Fprintln(out, "  none: nothing of an ended sandbox process is left")
+			}
+			for _, l := range ls {
+				if l.Unowned {
+					fmt.Fprintf(out, "  unowned  %-16s %s (no lease in its name: made before leases; remove it by hand once no older sandbox runs)\n", l.Kind, l.Path)
+				} else {
+					fmt.Fprintf(out, "  ended    %-16s %s ('sandbox gc' removes it)\n", l.Kind, l.Path)
+				}
+			}
 			fmt.Fprintln(out, "energy")
 			for _, st := range h.Meter.Statuses() {
 				fmt.Fprintf(out, "  %-14s %-4s %-11s %s\n", st.Source, st.Class, st.State, st.Detail)
@@ -550,5 +578,88 @@ func doctorCmd(g *globals) *cobra.Command {
 			}
 			return nil
 		},
+	}
+}
+
+func gcCmd(g *globals) *cobra.Command {
+	var dry bool
+	cmd := &cobra.Command{
+		Use:   "gc",
+		Short: "Remove what killed or crashed sandbox processes left behind, and say what",
+		Long: `Every sandbox process holds a lease (a locked file under leases/ in the
+state directory) and names what it makes for a run with it: the run
+directory being written (runs/.partial-*), S1 roots and CA bundles
+(roots/), probe scratch in the temporary directory, and cgroups
+(sandbox/partial-* in each hierarchy). The kernel drops the lock when the
+process ends, however it ends. gc removes everything named by a lease
+that is no longer held (ending any process still in a leftover cgroup
+first), then the lease. Nothing of a live process is touched, and
+nothing is judged by its age. 'sandbox run' does the same before each
+run; 'sandbox doctor' lists leftovers without removing them.
+
+Things whose names carry no lease (made by a sandbox from before
+leases) are listed as unowned and left alone.
+
+Exit status: 0 when everything found was removed; 1 when something could
+not be.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h, err := g.host()
+			if err != nil {
+				return err
+			}
+			defer h.Close()
+			ls, err := h.GC(dry)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			bad := 0
+			for _, l := range ls {
+				verb := "removed"
+				switch {
+				case l.Unowned:
+					verb = "unowned"
+				case l.Err != nil:
+					verb, bad = "FAILED", bad+1
+				case dry:
+					verb = "would remove"
+				}
+				fmt.Fprintf(out, "%-12s %-16s %s", verb, l.Kind, l.Path)
+				if l.Err != nil {
+					fmt.Fprintf(out, ": %v", l.Err)
+				}
+				fmt.Fprintln(out)
+			}
+			if len(ls) == 0 {
+				fmt.Fprintln(out, "nothing left behind")
+			}
+			if bad > 0 {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&dry, "dry-run", "n", false, "list what would be removed, remove nothing")
+	return cmd
+}
+
+// reportGC says in one line what a run's start removed, if anything.
+func reportGC(w io.Writer, ls []host.Leftover) {
+	removed, failed := 0, 0
+	for _, l := range ls {
+		switch {
+		case l.Unowned || l.Kind == "lease":
+		case l.Err != nil:
+			failed++
+		default:
+			removed++
+		}
+	}
+	if removed > 0 {
+		fmt.Fprintf(w, "sandbox: removed %d things killed sandbox processes left (sandbox gc -n lists what is left)\n", removed)
+	}
+	if failed > 0 {
+		fmt.Fprintf(w, "sandbox: %d things killed sandbox processes left could not be removed: see sandbox gc\n", failed)
 	}
 }

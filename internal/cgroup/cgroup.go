@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Errors.
@@ -414,4 +417,117 @@ func (g *Group) setFrozen(on bool) error {
 		}
 	}
 	return ErrNoFreezer
+}
+
+// dirs returns the parent directory of sandbox's groups in each
+// hierarchy, once each.
+func (h *Hierarchy) dirs() []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(base string) {
+		d := filepath.Join(base, Parent)
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	if h.V2 != "" {
+		add(h.V2)
+	}
+	for _, c := range sortedKeys(h.V1) {
+		add(h.V1[c])
+	}
+	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// Names lists the groups under sandbox's parent, in any hierarchy.
+func (h *Hierarchy) Names() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, d := range h.dirs() {
+		ents, _ := os.ReadDir(d)
+		for _, e := range ents {
+			if e.IsDir() && !seen[e.Name()] {
+				seen[e.Name()] = true
+				out = append(out, e.Name())
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Open returns the group called name as it exists now, in whichever
+// hierarchies have it.
+func (h *Hierarchy) Open(name string) *Group {
+	g := &Group{Name: name, V1: map[string]string{}}
+	if h.V2 != "" {
+		if d := filepath.Join(h.V2, Parent, name); isDir(d) {
+			g.V2 = d
+		}
+	}
+	for c, base := range h.V1 {
+		if d := filepath.Join(base, Parent, name); isDir(d) {
+			g.V1[c] = d
+		}
+	}
+	return g
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// Kill ends every process in the group (cgroup.kill where the unified
+// hierarchy has it, SIGKILL to each listed process otherwise, a frozen v1
+// group thawed first) and waits up to timeout for the group to empty.
+func (g *Group) Kill(timeout time.Duration) error {
+	g.Thaw()
+	deadline := time.Now().Add(timeout)
+	for {
+		if g.V2 != "" {
+			os.WriteFile(filepath.Join(g.V2, "cgroup.kill"), []byte("1"), 0o644)
+		}
+		pids := g.procs()
+		if len(pids) == 0 {
+			return nil
+		}
+		for _, pid := range pids {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroup: %d processes still in %s after %v", len(pids), g.Name, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// procs lists the processes in the group, in any of its hierarchies.
+func (g *Group) procs() []int {
+	seen := map[int]bool{}
+	var out []int
+	dirs := uniq(g.V1)
+	if g.V2 != "" {
+		dirs = append(dirs, g.V2)
+	}
+	for _, d := range dirs {
+		b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 0 && !seen[pid] {
+				seen[pid] = true
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/energy"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/hw"
 	"github.com/opensubstrate/sandbox/internal/job"
@@ -103,6 +104,10 @@ type Host struct {
 	// Cgroups, when set, gives each run its own control group before it
 	// starts, whose CPU time the meter apportions by.
 	Cgroups *cgroup.Hierarchy
+	// Lease names what runs make while they run (their partial
+	// directories and cgroups), so that what a killed sandbox left is
+	// found by its dead lease (GC). Nil: random names, never collected.
+	Lease *state.Lease
 	// Devices are the host's accelerators, for the attestation.
 	Devices []attest.Device
 	// BudgetInterval is how often a native run's energy is checked
@@ -310,6 +315,7 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	if p := h.probe(ctx, choice.Chosen); !p.Available {
 		return nil, &tier.UnavailableError{Tier: choice.Chosen, Reason: p.Reason, Available: h.Availability(ctx).Available()}
 	}
+	crash.At(crash.Probed)
 	ex, err := h.executor(ctx, choice.Chosen, req.Kind)
 	if err != nil {
 		return nil, err
@@ -339,7 +345,7 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	if err := os.MkdirAll(runs, 0o700); err != nil {
 		return nil, err
 	}
-	tmp, err := os.MkdirTemp(runs, ".partial-")
+	tmp, err := h.mkPartial(runs)
 	if err != nil {
 		return nil, err
 	}
@@ -365,6 +371,7 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	}
 	defer errF.Close()
 	outH, errH := newOutput(), newOutput()
+	crash.At(crash.Partial)
 
 	rec := journal.NewWriter(jf)
 	enf := grant.NewEnforcer(g)
@@ -379,7 +386,7 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	h.logger().Info("run starting", "unit", ua, "tier", choice.Chosen, "executor", ex.Name())
 	var cg *cgroup.Group
 	if h.Cgroups != nil {
-		if cg, err = h.Cgroups.Create(filepath.Base(tmp)[1:], "cpuacct", "cpu", "memory", "pids", "freezer"); err != nil {
+		if cg, err = h.Cgroups.Create(strings.TrimPrefix(filepath.Base(tmp), "."), "cpuacct", "cpu", "memory", "pids", "freezer"); err != nil {
 			h.logger().Warn("no cgroup for the run", "err", err)
 			cg = nil
 		} else {
@@ -398,6 +405,7 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	}
 	res, err := ex.Run(runCtx, j)
 	spent.stop()
+	crash.At(crash.Ended)
 	if err != nil {
 		span.Stop(meter.RunCPU{}, nil)
 		return nil, err
@@ -480,6 +488,7 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	if err := safefile.SyncDir(tmp); err != nil {
 		return nil, err
 	}
+	crash.At(crash.Sealing)
 	final := filepath.Join(runs, a.Addr.Hex())
 	if err := os.Rename(tmp, final); err != nil {
 		return nil, fmt.Errorf("host: store run: %w", err)
@@ -488,6 +497,7 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	if err := safefile.SyncDir(runs); err != nil {
 		return nil, err
 	}
+	crash.At(crash.Sealed)
 	r := &Run{ID: a.Addr, Dir: final, Attestation: a, Receipt: &rc, Result: res, Choice: choice}
 	r.Journal.Entries, r.Journal.Bytes = rec.Len()
 	h.logger().Info("run sealed", "run", a.Addr, "status", res.Outcome.Status, "dir", final)

@@ -53,7 +53,7 @@ func (e *Executor) egress(j *job.Job, sp *s1init.Spec) (*egress.Proxy, func(), e
 	if pem := proxy.CACertPEM(); pem != nil {
 		roots := filepath.Join(e.cfg.StateDir, "roots")
 		os.MkdirAll(roots, 0o700)
-		dir, err := os.MkdirTemp(roots, "ca-")
+		dir, err := e.mkTemp(roots, "ca")
 		if err != nil {
 			proxy.Close()
 			return nil, nil, err

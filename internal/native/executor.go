@@ -41,6 +41,19 @@ type Config struct {
 	// EgressRoots verify the servers of credential-injected hosts (the
 	// egress proxy speaks TLS to them itself); default the system's.
 	EgressRoots *x509.CertPool
+	// TempName names the temporary things runs make (roots, CA bundles,
+	// probe directories) so that a collector can tell whose they are
+	// (state.Lease.Name); nil gives random names, which nothing collects.
+	TempName func(prefix string) string
+}
+
+// mkTemp makes a temporary directory under parent, named by TempName.
+func (e *Executor) mkTemp(parent, prefix string) (string, error) {
+	if e.cfg.TempName == nil {
+		return os.MkdirTemp(parent, prefix+"-")
+	}
+	p := filepath.Join(parent, e.cfg.TempName(prefix))
+	return p, os.Mkdir(p, 0o700)
 }
 
 // Executor runs native units at S1.

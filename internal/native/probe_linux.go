@@ -30,7 +30,7 @@ func (e *Executor) doProbe(ctx context.Context) tier.Probe {
 	if err != nil {
 		return tier.Probe{Reason: "cannot find the S1 helper for the probe: " + err.Error()}
 	}
-	work, err := os.MkdirTemp("", "sandbox-s1-probe-")
+	work, err := e.mkTemp(os.TempDir(), "sandbox-s1-probe")
 	if err != nil {
 		return tier.Probe{Reason: err.Error()}
 	}
@@ -44,7 +44,9 @@ func (e *Executor) doProbe(ctx context.Context) tier.Probe {
 	os.Chmod(granted, 0o777)
 	canary := filepath.Join(work, "canary")
 	os.WriteFile(canary, []byte("landlock should hide this\n"), 0o644)
-	hostOnly := filepath.Join(os.TempDir(), fmt.Sprintf("sandbox-s1-probe-host-%d", os.Getpid()))
+	// A host file beside the work directory (not inside it, which the run
+	// sees), under a name the collector knows.
+	hostOnly := work + "-host"
 	os.WriteFile(hostOnly, []byte("x"), 0o644)
 	defer os.Remove(hostOnly)
 

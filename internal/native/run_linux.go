@@ -22,6 +22,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/egress"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
@@ -310,7 +311,7 @@ func (e *Executor) startInit(b s1init.Base) (*initProc, error) {
 	if err := os.MkdirAll(roots, 0o700); err != nil {
 		return nil, err
 	}
-	root, err := os.MkdirTemp(roots, "run-")
+	root, err := e.mkTemp(roots, "run")
 	if err != nil {
 		return nil, err
 	}
@@ -592,9 +593,16 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 	if o.enforcer != nil {
 		kernel = watchKernel()
 	}
+	run := o.enforcer != nil // not the tier probe
+	if run {
+		crash.At(crash.Init)
+	}
 	end.start = time.Now()
 	json.NewEncoder(p.specW).Encode(sp)
 	p.specW.Close()
+	if run {
+		crash.At(crash.Started)
+	}
 	ctlDone := make(chan struct{})
 	ctlFD := int(p.ctl.Fd())
 	go func() {

@@ -23,6 +23,7 @@ import (
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/energy"
+	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/fuel"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/job"
@@ -81,6 +82,19 @@ type Config struct {
 	// 256 MiB; Go guests need at least 38).
 	MemoryLimitPages uint32
 	Model            Model
+	// TempName names the temporary things the executor makes (its probe's
+	// directory) so that a collector can tell whose they are
+	// (state.Lease.Name); nil gives random names, which nothing collects.
+	TempName func(prefix string) string
+}
+
+// mkTemp makes a temporary directory under parent, named by TempName.
+func (e *Executor) mkTemp(parent, prefix string) (string, error) {
+	if e.cfg.TempName == nil {
+		return os.MkdirTemp(parent, prefix+"-")
+	}
+	p := filepath.Join(parent, e.cfg.TempName(prefix))
+	return p, os.Mkdir(p, 0o700)
 }
 
 // Executor runs WebAssembly units at S2. One wazero runtime, with WASI
@@ -425,11 +439,14 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	if start == nil {
 		return nil, fmt.Errorf("wasm: the module exports no _start function (a WASI command is required)")
 	}
+	crash.At(crash.Started)
 	callErr := e.call(runCtx, start, j, res)
 	res.End = time.Now()
 	left := int64(fuelG.Get())
 	used := uint64(int64(fuelBudget) - left)
-	res.Fuel = &used
+	if used > 0 { // a run stopped before its first instruction counted none: no fuel (docs/spec/canonical.md)
+		res.Fuel = &used
+	}
 	oom := oomG != nil && oomG.Get() != 0
 	res.Outcome = outcome(callErr, left < 0, oom, b.Err(), ctx.Err())
 	mod.Close(context.Background())

@@ -550,11 +550,11 @@ func (o *osFile) Close() experimentalsys.Errno { return experimentalsys.UnwrapOS
 
 // probeBeneath checks that openat2 exists and that a symlink to "/" inside
 // a directory cannot be followed out of it.
-func probeBeneath() error {
+func probeBeneath(mkTemp func(parent, prefix string) (string, error)) error {
 	if err := probeOpenat2(); err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "sandbox-probe-")
+	dir, err := mkTemp(os.TempDir(), "sandbox-probe")
 	if err != nil {
 		return err
 	}

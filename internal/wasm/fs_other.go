@@ -22,4 +22,4 @@ func newHostFS(_ *grant.Enforcer, grants []grant.Storage, _ hostpath.Guard) (hos
 
 func probeOpenat2() error { return errNoBeneath }
 
-func probeBeneath() error { return errNoBeneath }
+func probeBeneath(func(parent, prefix string) (string, error)) error { return errNoBeneath }

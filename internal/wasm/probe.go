@@ -72,7 +72,7 @@ func (e *Executor) doProbe(ctx context.Context) tier.Probe {
 		return tier.Probe{Reason: "a module importing env.f was not refused"}
 	}
 	// Paths: openat2(RESOLVE_BENEATH) must exist and refuse an escape.
-	if err := probeBeneath(); err != nil {
+	if err := probeBeneath(e.mkTemp); err != nil {
 		return tier.Probe{Reason: err.Error()}
 	}
 	return tier.Probe{Available: true, Reason: "fuel and a 10 ms deadline stop a spinning guest; foreign imports are refused; openat2(RESOLVE_BENEATH) refuses a symlink out of a grant"}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/opensubstrate/sandbox/internal/crash"
+)
+
+// cli starts the test binary as the sandbox CLI in a process of its own
+// (its own session, as a detached job would be), with extra environment.
+func cliCmd(t *testing.T, home string, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"--home", home}, args...)...)
+	cmd.Env = append(append(os.Environ(), cliEnv+"=1"), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	return cmd
+}
+
+// processesWith lists the processes whose command line contains s.
+func processesWith(s string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), s) {
+			out = append(out, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
+}
+
+// waitGone waits up to d for every process whose command line holds s to
+// end, and returns those still there.
+func waitGone(s string, d time.Duration) []string {
+	deadline := time.Now().Add(d)
+	for {
+		ps := processesWith(s)
+		if len(ps) == 0 || time.Now().After(deadline) {
+			return ps
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestKilledAtEveryStep: sandbox killed (SIGKILL) at each step of a run,
+// or hung up on (SIGHUP) while the guest runs and while it seals, ends
+// every process of the run, at S1 and S2; what it leaves is found by its
+// dead lease, listed by doctor and gc -n, removed by gc (and by the next
+// run), and no half-written run is ever listed as a run.
+func TestKilledAtEveryStep(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("S1 runs with cgroups, which this checks, need root")
+	}
+	type tcase struct {
+		tier, point, sig string
+	}
+	var cases []tcase
+	for _, tierName := range []string{"S1", "S2"} {
+		for _, p := range crash.Points {
+			if p == crash.Init && tierName == "S2" {
+				continue
+			}
+			cases = append(cases, tcase{tierName, p, "KILL"})
+		}
+		cases = append(cases, tcase{tierName, crash.Started, "HUP"}, tcase{tierName, crash.Sealing, "HUP"})
+	}
+	hello := guestPath(t, "hello")
+	for i, c := range cases {
+		t.Run(c.tier+"/"+c.point+"/"+c.sig, func(t *testing.T) {
+			home := t.TempDir()
+			marker := fmt.Sprintf("1.%d%d", os.Getpid(), i) // a sleep no other process has
+			args := []string{"run", "-q", "--deadline", "30s", "--", "/bin/sh", "-c", "sleep " + marker}
+			if c.tier == "S2" {
+				args = []string{"run", "-q", "--", hello}
+			}
+			cmd := cliCmd(t, home, []string{crash.Env + "=" + c.point + ":" + c.sig}, args...)
+			out, _ := cmd.CombinedOutput()
+			ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			if c.sig == "KILL" && (!ws.Signaled() || ws.Signal() != syscall.SIGKILL) {
+				t.Fatalf("not killed at %s: %v\n%s", c.point, cmd.ProcessState, out)
+			}
+			if c.tier == "S1" {
+				if left := waitGone("sleep "+marker, 3*time.Second); len(left) > 0 {
+					t.Fatalf("the run outlived sandbox: %v", left)
+				}
+			}
+			runs, _, _ := sandbox(t, home, "runs")
+			sealed := c.point == crash.Sealed || c.sig == "HUP"
+			if strings.Contains(runs, "partial") || sealed != (strings.TrimSpace(runs) != "" && !strings.Contains(runs, "no runs")) {
+				t.Errorf("runs after a crash at %s:\n%s", c.point, runs)
+			}
+			dry, _, _ := sandbox(t, home, "gc", "-n")
+			writing := c.sig == "KILL" && c.point != crash.Probed && c.point != crash.Sealed
+			if c.sig == "KILL" && !strings.Contains(dry, "would remove lease") || writing != strings.Contains(dry, "run being written") {
+				t.Errorf("gc -n after a crash at %s:\n%s", c.point, dry)
+			}
+			leftBehind := writing
+			if doc, _, _ := sandbox(t, home, "doctor"); leftBehind && !strings.Contains(doc, "ended    run being written") {
+				t.Errorf("doctor does not list the leftover:\n%s", doc)
+			}
+			gcOut, gcErr, code := sandbox(t, home, "gc")
+			if code != 0 {
+				t.Fatalf("gc: %d %s %s", code, gcOut, gcErr)
+			}
+			after, _, _ := sandbox(t, home, "gc", "-n")
+			if strings.Contains(after, "would remove") || strings.Contains(after, "FAILED") {
+				t.Errorf("gc left:\n%s\nafter removing:\n%s", after, gcOut)
+			}
+			for _, sub := range []string{"runs", "roots", "leases"} {
+				ents, _ := os.ReadDir(filepath.Join(home, sub))
+				for _, e := range ents {
+					if strings.Contains(e.Name(), "partial") || strings.HasPrefix(e.Name(), "run-") || strings.HasSuffix(e.Name(), ".lock") {
+						t.Errorf("left in %s: %s", sub, e.Name())
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestNextRunCollects: the run after a killed one removes what it left.
+func TestNextRunCollects(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("S1 runs with cgroups need root")
+	}
+	home := t.TempDir()
+	cmd := cliCmd(t, home, []string{crash.Env + "=" + crash.Ended}, "run", "-q", "--", "/bin/true")
+	cmd.Run()
+	if dry, _, _ := sandbox(t, home, "gc", "-n"); !strings.Contains(dry, "would remove run being written") {
+		t.Fatalf("nothing left to collect:\n%s", dry)
+	}
+	_, errOut, code := sandbox(t, home, "run", "--", "/bin/true")
+	if code != 0 || !strings.Contains(errOut, "removed") {
+		t.Fatalf("next run: %d %s", code, errOut)
+	}
+	if dry, _, _ := sandbox(t, home, "gc", "-n"); dry != "nothing left behind\n" {
+		t.Fatalf("after the next run:\n%s", dry)
+	}
+}
+
+// TestClosedPipeEndsTheRun: `sandbox run … | head -1`: once the reader
+// is gone, sandbox and the whole run end.
+func TestClosedPipeEndsTheRun(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("S1 runs with cgroups need root")
+	}
+	home := t.TempDir()
+	marker := fmt.Sprintf("yes pipe-%d", os.Getpid())
+	cmd := cliCmd(t, home, nil, "run", "-q", "--", "/bin/sh", "-c", marker)
+	r, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "pipe-") {
+		t.Fatalf("first line %q %v", line, err)
+	}
+	r.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("sandbox did not end when its output was closed")
+	}
+	if left := waitGone(marker, 3*time.Second); len(left) > 0 {
+		t.Fatalf("the run outlived sandbox: %v", left)
+	}
+}

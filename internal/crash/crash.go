@@ -1,0 +1,51 @@
+package crash
+
+import (
+	"os"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Env is the environment variable that names the point.
+const Env = "SANDBOX_CRASH_AT"
+
+// The points of a run, in order.
+const (
+	Probed  = "probed"  // the tier was probed; nothing of the run exists yet
+	Partial = "partial" // its run directory exists, being written
+	Init    = "init"    // S1: init started, building the root, no spec yet
+	Started = "started" // the guest was started
+	Ended   = "ended"   // the guest ended; nothing sealed yet
+	Sealing = "sealing" // every record is written, not yet renamed into place
+	Sealed  = "sealed"  // the run is in place; the process has not exited
+)
+
+// Points lists the points of a run in order.
+var Points = []string{Probed, Partial, Init, Started, Ended, Sealing, Sealed}
+
+var at, sig = parse(os.Getenv(Env))
+
+func parse(v string) (string, syscall.Signal) {
+	name, s, _ := strings.Cut(v, ":")
+	if s == "" {
+		return name, unix.SIGKILL
+	}
+	if n := unix.SignalNum("SIG" + strings.ToUpper(s)); n != 0 {
+		return name, n
+	}
+	return name, unix.SIGKILL
+}
+
+// At sends this process the configured signal if name is the configured
+// point. For SIGKILL it does not return.
+func At(name string) {
+	if at == "" || name != at {
+		return
+	}
+	unix.Kill(os.Getpid(), sig)
+	if sig == unix.SIGKILL {
+		select {}
+	}
+}

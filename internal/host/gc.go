@@ -1,0 +1,142 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/opensubstrate/sandbox/internal/state"
+)
+
+// mkPartial makes the directory a run's records are written in until
+// they are sealed: runs/.partial-LEASE-N, named by the host's lease.
+func (h *Host) mkPartial(runs string) (string, error) {
+	if h.Lease == nil {
+		return os.MkdirTemp(runs, ".partial-")
+	}
+	p := filepath.Join(runs, "."+h.Lease.Name("partial"))
+	return p, os.Mkdir(p, 0o700)
+}
+
+// Leftover is something a sandbox process made for a run and did not
+// remove because it ended first (killed, crashed, out of disk).
+type Leftover struct {
+	Kind string // what it is: "run being written", "S1 root", "CA bundle", "probe scratch", "cgroup", "lease"
+	Path string
+	// Unowned is set for a leftover whose name carries no lease (made by
+	// a sandbox from before leases): nothing says whether its maker
+	// lives, so it is reported and never removed.
+	Unowned bool
+	Err     error // why it could not be removed
+}
+
+// leaseName matches the lease part of a name made by state.Lease.Name.
+var leaseName = regexp.MustCompile(`-([0-9a-f]{16})-[0-9]+(-host)?$`)
+
+// GC finds what ended sandbox processes left: things named by a lease
+// that is no longer held (its maker ended, however), or whose lease file
+// is gone. Unless dryRun, it removes them (ending any process still in a
+// leftover cgroup first) and then the dead leases. Things of live leases
+// are never touched; things with no lease in their name are reported as
+// unowned and left alone.
+func (h *Host) GC(dryRun bool) ([]Leftover, error) {
+	dead, err := h.Dir.DeadLeases()
+	if err != nil {
+		return nil, err
+	}
+	deadIDs := map[string]*state.DeadLease{}
+	for _, d := range dead {
+		deadIDs[d.ID] = d
+	}
+	ended := func(id string) bool {
+		if _, ok := deadIDs[id]; ok {
+			return true
+		}
+		_, err := os.Stat(h.Dir.Path("leases", id+".lock"))
+		return errors.Is(err, os.ErrNotExist) // closed: its maker is done with it
+	}
+	var out []Leftover
+	consider := func(kind, path, name string, unownedToo bool, remove func() error) {
+		m := leaseName.FindStringSubmatch(name)
+		if m == nil {
+			if unownedToo {
+				out = append(out, Leftover{Kind: kind, Path: path, Unowned: true})
+			}
+			return
+		}
+		if h.Lease != nil && m[1] == h.Lease.ID || !ended(m[1]) {
+			return // this process's own, or a live one's
+		}
+		l := Leftover{Kind: kind, Path: path}
+		if !dryRun {
+			l.Err = remove()
+		}
+		out = append(out, l)
+	}
+	scan := func(dir, prefix, kind string, unownedToo bool) {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), prefix) {
+				p := filepath.Join(dir, e.Name())
+				consider(kind, p, e.Name(), unownedToo, func() error { return os.RemoveAll(p) })
+			}
+		}
+	}
+	scan(h.Dir.Path("runs"), ".partial-", "run being written", true)
+	scan(h.Dir.Path("roots"), "run-", "S1 root", true)
+	scan(h.Dir.Path("roots"), "ca-", "CA bundle", true)
+	// Probe scratch lives in the system's temporary directory (a probe
+	// binds it into a run, and no grant may reach the state directory);
+	// only names with a lease are ever considered there.
+	scan(os.TempDir(), "sandbox-s1-probe-", "probe scratch", false)
+	scan(os.TempDir(), "sandbox-probe-", "probe scratch", false)
+	if h.Cgroups != nil {
+		for _, name := range h.Cgroups.Names() {
+			if !strings.HasPrefix(name, "partial-") {
+				continue
+			}
+			g := h.Cgroups.Open(name)
+			path := g.V2
+			for _, d := range g.V1 {
+				if path == "" {
+					path = d
+				}
+			}
+			consider("cgroup", path, name, true, func() error {
+				if err := g.Kill(2 * time.Second); err != nil {
+					return err
+				}
+				return g.Remove()
+			})
+		}
+	}
+	for _, d := range dead {
+		l := Leftover{Kind: "lease", Path: h.Dir.Path("leases", d.ID+".lock")}
+		if dryRun {
+			d.Unlock()
+		} else if failed(out, d.ID) {
+			l.Err = fmt.Errorf("kept while what it names could not be removed")
+			d.Unlock()
+		} else {
+			l.Err = d.Release()
+		}
+		out = append(out, l)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Unowned != out[j].Unowned && !out[i].Unowned })
+	return out, nil
+}
+
+// failed reports whether removing anything of lease id failed.
+func failed(ls []Leftover, id string) bool {
+	for _, l := range ls {
+		if l.Err != nil && strings.Contains(filepath.Base(l.Path), "-"+id+"-") {
+			return true
+		}
+	}
+	return false
+}
