@@ -24,20 +24,21 @@ func cliCmd(t *testing.T, home string, env []string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// processesWith lists the processes whose command line contains s.
+// processesWith lists the processes whose command line starts with s
+// (sandbox's own, which holds the guest's as arguments, does not).
 func processesWith(s string) []string {
 	var out []string
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), s) {
+		if err == nil && strings.HasPrefix(strings.ReplaceAll(string(b), "\x00", " "), s) {
 			out = append(out, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
 		}
 	}
 	return out
 }
 
-// waitGone waits up to d for every process whose command line holds s to
+// waitGone waits up to d for every process whose command line starts with s to
 // end, and returns those still there.
 func waitGone(s string, d time.Duration) []string {
 	deadline := time.Now().Add(d)
@@ -72,6 +73,7 @@ func TestKilledAtEveryStep(t *testing.T) {
 		}
 		cases = append(cases, tcase{tierName, crash.Started, "HUP"}, tcase{tierName, crash.Sealing, "HUP"})
 	}
+	cases = append(cases, tcase{"S1", "running", "KILL"})
 	hello := guestPath(t, "hello")
 	for i, c := range cases {
 		t.Run(c.tier+"/"+c.point+"/"+c.sig, func(t *testing.T) {
@@ -82,10 +84,12 @@ func TestKilledAtEveryStep(t *testing.T) {
 				args = []string{"run", "-q", "--", hello}
 			}
 			cmd := cliCmd(t, home, []string{crash.Env + "=" + c.point + ":" + c.sig}, args...)
-			out, _ := cmd.CombinedOutput()
+			var out strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &out
+			killWhenRunning(t, cmd, c.point, "sleep "+marker)
 			ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 			if c.sig == "KILL" && (!ws.Signaled() || ws.Signal() != syscall.SIGKILL) {
-				t.Fatalf("not killed at %s: %v\n%s", c.point, cmd.ProcessState, out)
+				t.Fatalf("not killed at %s: %v\n%s", c.point, cmd.ProcessState, out.String())
 			}
 			if c.tier == "S1" {
 				if left := waitGone("sleep "+marker, 3*time.Second); len(left) > 0 {
@@ -98,7 +102,7 @@ func TestKilledAtEveryStep(t *testing.T) {
 				t.Errorf("runs after a crash at %s:\n%s", c.point, runs)
 			}
 			dry, _, _ := sandbox(t, home, "gc", "-n")
-			writing := c.sig == "KILL" && c.point != crash.Probed && c.point != crash.Sealed
+			writing := c.sig == "KILL" && c.point != crash.Probed && c.point != crash.Sealed // "running" too
 			if c.sig == "KILL" && !strings.Contains(dry, "would remove lease") || writing != strings.Contains(dry, "run being written") {
 				t.Errorf("gc -n after a crash at %s:\n%s", c.point, dry)
 			}
@@ -124,6 +128,28 @@ func TestKilledAtEveryStep(t *testing.T) {
 			}
 		})
 	}
+}
+
+// killWhenRunning runs cmd to its end; at the point "running" (no crash
+// point: a real kill -9 from outside) it waits until a process whose
+// command line holds marker exists, then kills cmd.
+func killWhenRunning(t *testing.T, cmd *exec.Cmd, point, marker string) {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if point == "running" {
+		deadline := time.Now().Add(20 * time.Second)
+		for len(processesWith(marker)) == 0 {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatal("the guest never started")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cmd.Process.Kill()
+	}
+	cmd.Wait()
 }
 
 // TestNextRunCollects: the run after a killed one removes what it left.
@@ -177,5 +203,34 @@ func TestClosedPipeEndsTheRun(t *testing.T) {
 	}
 	if left := waitGone(marker, 3*time.Second); len(left) > 0 {
 		t.Fatalf("the run outlived sandbox: %v", left)
+	}
+}
+
+// TestRootlessKilledRunEnds: rootless, where init changes no user and the
+// guest is the invoking user, a sandbox killed while its guest runs and
+// while its init builds the root takes the whole run with it, and gc
+// removes what it left.
+func TestRootlessKilledRunEnds(t *testing.T) {
+	r := newRootless(t)
+	for i, point := range []string{crash.Init, crash.Started, "running"} {
+		marker := fmt.Sprintf("1.%d%d7", os.Getpid(), i)
+		id := fmt.Sprint(rootlessUID)
+		cmd := exec.Command("setpriv", "--reuid="+id, "--regid="+id, "--clear-groups", r.bin, "--home", r.home,
+			"run", "-q", "--deadline", "30s", "--", "/bin/sh", "-c", "sleep "+marker)
+		cmd.Env = []string{cliEnv + "=1", "HOME=" + r.dir, "PATH=/usr/local/bin:/usr/bin:/bin", crash.Env + "=" + point}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		killWhenRunning(t, cmd, point, "sleep "+marker)
+		if ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() {
+			t.Fatalf("%s: not killed: %v", point, cmd.ProcessState)
+		}
+		if left := waitGone("sleep "+marker, 3*time.Second); len(left) > 0 {
+			t.Fatalf("%s: the run outlived sandbox: %v", point, left)
+		}
+		if o, e, code := r.run(t, nil, "gc"); code != 0 || !strings.Contains(o, "removed") {
+			t.Fatalf("%s: gc %d %s %s", point, code, o, e)
+		}
+		if o, _, _ := r.run(t, nil, "gc", "-n"); o != "nothing left behind\n" {
+			t.Fatalf("%s: after gc:\n%s", point, o)
+		}
 	}
 }
