@@ -173,36 +173,61 @@ func TestNextRunCollects(t *testing.T) {
 }
 
 // TestClosedPipeEndsTheRun: `sandbox run … | head -1`: once the reader
-// is gone, sandbox and the whole run end.
+// is gone, the whole run ends, at S1 and S2; the run is sealed (its
+// outcome says why it ended) and sandbox exits 141 (128+SIGPIPE).
 func TestClosedPipeEndsTheRun(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("S1 runs with cgroups need root")
 	}
-	home := t.TempDir()
+	data := t.TempDir()
+	if err := os.WriteFile(filepath.Join(data, "big"), []byte(strings.Repeat("pipe-line\n", 1<<20)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	marker := fmt.Sprintf("yes pipe-%d", os.Getpid())
-	cmd := cliCmd(t, home, nil, "run", "-q", "--", "/bin/sh", "-c", marker)
-	r, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(r).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "pipe-") {
-		t.Fatalf("first line %q %v", line, err)
-	}
-	r.Close()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("sandbox did not end when its output was closed")
-	}
-	if left := waitGone(marker, 3*time.Second); len(left) > 0 {
-		t.Fatalf("the run outlived sandbox: %v", left)
+	for _, tc := range []struct {
+		tier string
+		args []string
+	}{
+		{"S1", []string{"--", "/bin/sh", "-c", marker}},
+		{"S2", []string{"--grant", "fs:" + data + ":ro", "--", guestPath(t, "cat"), filepath.Join(data, "big"), filepath.Join(data, "big")}},
+	} {
+		t.Run(tc.tier, func(t *testing.T) {
+			home := t.TempDir()
+			cmd := cliCmd(t, home, nil, append([]string{"run", "-q"}, tc.args...)...)
+			r, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line, err := bufio.NewReader(r).ReadString('\n')
+			if err != nil || !strings.HasPrefix(line, "pipe-") {
+				t.Fatalf("first line %q %v", line, err)
+			}
+			r.Close()
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("sandbox did not end when its output was closed")
+			}
+			if left := waitGone(marker, 3*time.Second); len(left) > 0 {
+				t.Fatalf("the run outlived sandbox: %v", left)
+			}
+			if code := cmd.ProcessState.ExitCode(); code != 141 {
+				t.Errorf("exit %d, want 141", code)
+			}
+			out, _, code := sandbox(t, home, "verify", "--trust-host", "last")
+			if code != 0 {
+				t.Errorf("the run is not sealed: %d %s", code, out)
+			}
+			if shown, _, _ := sandbox(t, home, "show", "last"); !strings.Contains(shown, "closed pipe") {
+				t.Errorf("show does not say why it ended:\n%s", shown)
+			}
+		})
 	}
 }
 

@@ -38,6 +38,10 @@ func cli(args []string) int {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
+	// A closed stdout is an error on write, not a death by SIGPIPE: a run
+	// whose reader went away is ended and sealed (exit 141). Notify, not
+	// Ignore: an ignored signal would stay ignored in the programs run.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	go func() {
 		for s := range sigs {
 			cancel(interrupted{s.(syscall.Signal)})
@@ -100,13 +104,14 @@ $XDG_STATE_HOME/sandbox, else ~/.local/state/sandbox.`,
 		SilenceErrors: true,
 	}
 	root.SetArgs(args)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return errs.Usage{Err: err} })
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.home, "home", "", "state directory (overrides $SANDBOX_HOME)")
 	root.AddCommand(runCmd(g), runsCmd(g), showCmd(g), verifyCmd(g), replayCmd(g), doctorCmd(g), gcCmd(g),
 		hashCmd(), keyCmd(g), grantsCmd(), vectorsCmd())
 
-	err := root.ExecuteContext(ctx)
+	c, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return 0
 	}
@@ -115,6 +120,10 @@ $XDG_STATE_HOME/sandbox, else ~/.local/state/sandbox.`,
 		return ee.code
 	}
 	fmt.Fprintf(stderr, "sandbox: %v\n", err)
+	if c != nil && c.Name() == "run" && c.Parent() == root {
+		// run's statuses are the guest's; its own are 125-127 (exit.go).
+		return runErrorExit(err)
+	}
 	if isUsage(err) {
 		return errs.ExitCode(errs.Invalid)
 	}

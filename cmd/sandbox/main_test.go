@@ -153,8 +153,8 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Fatalf("deadline exit %d, want 124", code)
 	}
 	_, _, code = sandbox(t, home, "run", "-q", "--grant", "cpu:100mJ", "--", guestPath(t, "spin"))
-	if code != 125 {
-		t.Fatalf("out-of-fuel exit %d, want 125", code)
+	if code != 124 {
+		t.Fatalf("out-of-fuel exit %d, want 124", code)
 	}
 
 	out, _, code = sandbox(t, home, "runs")
@@ -201,13 +201,13 @@ func TestRunRefusals(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"run", "--grant", "kernel", "--", guestPath(t, "hello")}, 7, "tier S5 (MicroVM) is unavailable on this host"},
-		{[]string{"run", "--tier", "S5", "--", guestPath(t, "hello")}, 2, "--escalate"},
-		{[]string{"run", "--tier", "S1", "--", guestPath(t, "hello")}, 2, "below"},
-		{[]string{"run", "--grant", "fs:x:rx", "--", guestPath(t, "hello")}, 2, `grant "fs:x:rx": field mode`},
-		{[]string{"run", "--", "/etc/passwd"}, 2, "not an executable file"},
-		{[]string{"run", "--env", "NOEQUALS", "--", guestPath(t, "hello")}, 2, "NAME=VALUE"},
-		{[]string{"run", "--", "/nonexistent.wasm"}, 3, "no such file"},
+		{[]string{"run", "--grant", "kernel", "--", guestPath(t, "hello")}, 125, "tier S5 (MicroVM) is unavailable on this host"},
+		{[]string{"run", "--tier", "S5", "--", guestPath(t, "hello")}, 125, "--escalate"},
+		{[]string{"run", "--tier", "S1", "--", guestPath(t, "hello")}, 125, "below"},
+		{[]string{"run", "--grant", "fs:x:rx", "--", guestPath(t, "hello")}, 125, `grant "fs:x:rx": field mode`},
+		{[]string{"run", "--", "/etc/passwd"}, 126, "not an executable file"},
+		{[]string{"run", "--env", "NOEQUALS", "--", guestPath(t, "hello")}, 125, "NAME=VALUE"},
+		{[]string{"run", "--", "/nonexistent.wasm"}, 127, "no such file"},
 		{[]string{"replay", "nope"}, 3, "run"},
 	}
 	for _, tc := range tests {
@@ -314,7 +314,7 @@ func TestForgedOutputRefused(t *testing.T) {
 
 // TestBudgetsAsTheReceiptStates: a joule budget is enforced against the
 // figure the receipt states. At S1 a busy loop under cpu:1mJ is stopped
-// (budget-exhausted, exit 125), the receipt at most a few sampling
+// (budget-exhausted, exit 124), the receipt at most a few sampling
 // intervals over and saying so; at S2 the fuel the budget buys bounds
 // the receipt's figure; a gpu:… grant alone puts Gpu on the unit, which
 // is refused where no executor gives a GPU.
@@ -336,7 +336,7 @@ func TestBudgetsAsTheReceiptStates(t *testing.T) {
 	}
 	// S2: the guest spins; fuel stops it; the receipt's figure is the fuel's.
 	_, _, code := sandbox(t, home, "run", "-q", "--grant", "cpu:1mJ", "--", guestPath(t, "spin"))
-	if code != 125 {
+	if code != 124 {
 		t.Fatalf("S2 spin under cpu:1mJ: exit %d", code)
 	}
 	if f, _ := receiptCpu(); f > energy.Millijoule {
@@ -353,7 +353,7 @@ func TestBudgetsAsTheReceiptStates(t *testing.T) {
 	}
 	// S1: a busy loop, stopped at its budget.
 	_, errOut, code := sandbox(t, home, "run", "-q", "--grant", "cpu:1mJ", "--", "sh", "-c", "while :; do :; done")
-	if code != 125 {
+	if code != 124 {
 		t.Fatalf("S1 busy loop under cpu:1mJ: exit %d %s", code, errOut)
 	}
 	f, dir := receiptCpu()
@@ -375,7 +375,7 @@ func TestBudgetsAsTheReceiptStates(t *testing.T) {
 	// no executor here gives a run: refused as unavailable, saying why,
 	// not an internal error and not a run sealed as if it had a GPU.
 	out, errOut, code := sandbox(t, home, "run", "-q", "--grant", "gpu:5J", "--", "/bin/true")
-	if code != 7 || !strings.Contains(errOut, "asks for Gpu") || !strings.Contains(errOut, "device passthrough is not built") {
+	if code != 125 || !strings.Contains(errOut, "asks for Gpu") || !strings.Contains(errOut, "device passthrough is not built") {
 		t.Fatalf("gpu:5J alone: exit %d %s %s", code, out, errOut)
 	}
 }

@@ -157,7 +157,7 @@ func TestSymlinkPlantedForALaterGrant(t *testing.T) {
 		{"fs:" + a + "/sub/passwd:rw", a + "/sub"},
 	} {
 		out, errOut, code := sandbox(t, home, "run", "-q", "--grant", tc.grant, "--", "sh", "-c", "echo RAN > /tmp/x; echo ran")
-		if code != 2 || out != "" || !strings.Contains(errOut, tc.link+" is a symbolic link") {
+		if code != 125 || out != "" || !strings.Contains(errOut, tc.link+" is a symbolic link") {
 			t.Errorf("%s: exit %d stdout %q stderr %q", tc.grant, code, out, errOut)
 		}
 	}

@@ -187,7 +187,7 @@ func TestRootlessGrantsReachNoHostState(t *testing.T) {
 		{"fs:" + r.dir + ":rw", "it contains sandbox's state directory"},
 	} {
 		out, errOut, code := r.run(t, nil, "run", "-q", "--grant", tc.grant, "--", "cat", r.home+"/host.key")
-		if code != 2 || out != "" || !strings.Contains(errOut, tc.want) {
+		if code != 125 || out != "" || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%s: exit %d stdout %q stderr %q", tc.grant, code, out, errOut)
 		}
 	}

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/errs"
@@ -221,9 +224,7 @@ Grants:
 Injected credentials (--inject):
 ` + grant.InjectSyntax + `
 
-Exit status: the guest's own when it exits; 124 when its deadline passes,
-125 when its fuel or energy budget runs out, 137 when it runs out of memory, 134 when it
-traps, 130 when interrupted; 2 to 70 for sandbox's own errors (docs/spec).`,
+` + runExitTable,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := gf.parse()
@@ -287,12 +288,19 @@ traps, 130 when interrupted; 2 to 70 for sandbox's own errors (docs/spec).`,
 			}
 			r, err := h.Run(cmd.Context(), req)
 			if err != nil {
+				if c := context.Cause(cmd.Context()); c != nil {
+					return fmt.Errorf("%w (%w)", err, c)
+				}
 				return err
 			}
 			if !quiet {
 				printSummary(cmd.ErrOrStderr(), r)
+			} else if o := r.Result.Outcome; o.Status != attest.Exited || r.OutputClosed {
+				// Whatever the exit status does not say by itself is said,
+				// -q or not.
+				fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: ended  %s\n", describeOutcome(o))
 			}
-			if code := errs.OutcomeExitCode(string(r.Result.Outcome.Status), r.Result.Outcome.ExitCode); code != 0 {
+			if code := runExit(r, context.Cause(cmd.Context())); code != 0 {
 				return exitError{code}
 			}
 			return nil
@@ -326,6 +334,8 @@ func unitRequest(args []string, env map[string]string, g grant.Set) (host.Reques
 	name := args[0]
 	if b, err := os.ReadFile(name); err == nil && bytes.HasPrefix(b, []byte("\x00asm")) {
 		return host.Request{Kind: tier.Wasm, Image: b, Entry: filepath.Base(name), Args: append([]string{filepath.Base(name)}, args[1:]...), Env: env}, nil
+	} else if err == nil && strings.HasSuffix(name, ".wasm") {
+		return host.Request{}, cannotExec(fmt.Errorf("%s is not a WebAssembly module: it does not start with the magic number \\0asm", name))
 	}
 	for k, v := range map[string]string{"PATH": defaultPath, "HOME": "/tmp", "LANG": "C.UTF-8"} {
 		if _, ok := env[k]; !ok {
@@ -361,11 +371,14 @@ func resolveCommand(name, path, cwd string) (string, error) {
 			p = filepath.Join(cwd, p)
 		}
 		fi, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", notFound(fmt.Errorf("%s: no such file", p))
+		}
 		if err != nil {
-			return "", err
+			return "", cannotExec(err)
 		}
 		if fi.IsDir() || fi.Mode()&0o111 == 0 {
-			return "", errs.Usage{Err: fmt.Errorf("%s is not an executable file", p)}
+			return "", cannotExec(fmt.Errorf("%s is not an executable file", p))
 		}
 		return filepath.Clean(p), nil
 	}
@@ -375,7 +388,7 @@ func resolveCommand(name, path, cwd string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%s: no such command in the run's PATH (%s): %w", name, path, os.ErrNotExist)
+	return "", notFound(fmt.Errorf("%s: no such command in the run's PATH (%s)", name, path))
 }
 
 func visible(p string, g grant.Set) bool {
@@ -397,8 +410,8 @@ func isTerminal(f *os.File) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-func printSummary(w io.Writer, r *host.Run) {
-	o := r.Result.Outcome
+// describeOutcome says how a run ended: its status, exit code and detail.
+func describeOutcome(o attest.Outcome) string {
 	status := string(o.Status)
 	if o.ExitCode != nil {
 		status += fmt.Sprintf(" %d", *o.ExitCode)
@@ -406,6 +419,11 @@ func printSummary(w io.Writer, r *host.Run) {
 	if o.Detail != "" {
 		status += " (" + o.Detail + ")"
 	}
+	return status
+}
+
+func printSummary(w io.Writer, r *host.Run) {
+	status := describeOutcome(r.Result.Outcome)
 	fmt.Fprintf(w, "sandbox: run    %s\n", r.ID)
 	fmt.Fprintf(w, "sandbox: tier   %s %s (required %s: %s)\n", r.Choice.Chosen, r.Choice.Chosen.Name(), r.Choice.Required, r.Choice.Reason)
 	fmt.Fprintf(w, "sandbox: ended  %s after %s\n", status, r.Result.End.Sub(r.Result.Start).Round(time.Millisecond))

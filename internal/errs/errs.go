@@ -90,28 +90,3 @@ func (u Usage) Unwrap() error { return u.Err }
 
 // Invalid reports true: a usage error is invalid input.
 func (u Usage) Invalid() bool { return true }
-
-// OutcomeExitCode maps how a guest's run ended to the CLI's exit status:
-// the guest's own status when it exited, otherwise the shell conventions
-// (124 like timeout(1) for a deadline, 128+n for a signal-like end) and 125
-// for fuel.
-func OutcomeExitCode(status string, exit *int) int {
-	switch status {
-	case "exited":
-		if exit != nil {
-			return *exit
-		}
-		return 0
-	case "deadline":
-		return 124
-	case "out-of-fuel", "budget-exhausted":
-		return 125
-	case "out-of-memory":
-		return 137
-	case "trapped":
-		return 134
-	case "killed":
-		return 130
-	}
-	return ExitCode(Internal)
-}

@@ -144,13 +144,16 @@ type Request struct {
 
 // Run is a sealed run.
 type Run struct {
-	ID          addr.Addr // the attestation's content address
-	Dir         string
-	Attestation *attest.Attestation
-	Receipt     *receipt.Receipt
-	Result      *job.Result
-	Choice      tier.Choice
-	Journal     struct {
+	// OutputClosed says the run was stopped because the reader of its
+	// output went away.
+	OutputClosed bool
+	ID           addr.Addr // the attestation's content address
+	Dir          string
+	Attestation  *attest.Attestation
+	Receipt      *receipt.Receipt
+	Result       *job.Result
+	Choice       tier.Choice
+	Journal      struct {
 		Entries int
 		Bytes   int64
 	}
@@ -375,10 +378,14 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 
 	rec := journal.NewWriter(jf)
 	enf := grant.NewEnforcer(g)
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	outT := &tee{caller: orDiscard(req.Stdout), record: outF, hash: outH, gone: func() { stopRun(ErrOutputClosed) }}
+	errT := &tee{caller: orDiscard(req.Stderr), record: errF, hash: errH}
 	j := &job.Job{
 		Unit: u, UnitAddr: ua, Image: req.Image, ImageAddr: u.Image, Grants: g, Enforcer: enf, Record: rec, KV: store,
-		Stdout:   io.MultiWriter(orDiscard(req.Stdout), outF, outH),
-		Stderr:   io.MultiWriter(orDiscard(req.Stderr), errF, errH),
+		Stdout:   outT,
+		Stderr:   errT,
 		Deadline: time.Duration(u.Limits.DeadlineMS) * time.Millisecond,
 		Stdin:    req.Stdin,
 		OnStart:  req.OnStart,
@@ -397,8 +404,6 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	m := h.meter()
 	logCompute(enf, u)
 	span := m.Start()
-	runCtx, stopRun := context.WithCancelCause(ctx)
-	defer stopRun(nil)
 	var spent budgetWatch
 	if req.Kind == tier.Native { // S2's budget is its fuel, bought with it
 		spent.watch(runCtx, stopRun, span, g, u.Devices, cg, h.budgetInterval())
@@ -409,6 +414,16 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	if err != nil {
 		span.Stop(meter.RunCPU{}, nil)
 		return nil, err
+	}
+	// From here on the guest has run: whatever fails, the caller learns
+	// how it ended, and that no record was kept.
+	notSealed := func(err error) error { return &NotSealedError{Result: res, Err: err} }
+	if errors.Is(context.Cause(runCtx), ErrOutputClosed) {
+		res.Outcome.Detail = "stopped like an interrupt: the reader of its output went away (a closed pipe)"
+	}
+	if err := errors.Join(outT.failed(), errT.failed()); err != nil {
+		span.Stop(meter.RunCPU{}, nil)
+		return nil, notSealed(fmt.Errorf("writing its output into the record: %w", err))
 	}
 	for _, n := range res.Notes { // the caller's, not stderr.log: not the guest's output
 		fmt.Fprintf(orDiscard(req.Stderr), "sandbox: %s\n", n)
@@ -431,16 +446,16 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	}
 	logSpent(enf, res, g, spentClass)
 	if err := rec.Append(journal.OutcomeKind, nil, outcomeOf(res, outH, errH)); err != nil {
-		return nil, err
+		return nil, notSealed(err)
 	}
 	if err := rec.Err(); err != nil {
-		return nil, err
+		return nil, notSealed(err)
 	}
 	journalRoot := rec.Root()
 
 	db, da, err := enf.Log().Canonical()
 	if err != nil {
-		return nil, err
+		return nil, notSealed(err)
 	}
 	rc := receipt.Receipt{Unit: ua, StartNS: uint64(res.Start.UnixNano()), EndNS: uint64(res.End.UnixNano()), Fuel: res.Fuel}
 	for _, c := range device.Classes {
@@ -449,11 +464,11 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 		}
 	}
 	if err := rc.FillTotals(); err != nil {
-		return nil, err
+		return nil, notSealed(err)
 	}
 	rb, err := receipt.Seal(&rc, h.Key)
 	if err != nil {
-		return nil, err
+		return nil, notSealed(err)
 	}
 	hwd := hw.Describe(h.procRoot())
 	hwd.Devices = append(hwd.Devices, h.Devices...)
@@ -465,7 +480,7 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	}
 	a, err := attest.Seal(claim, h.Key)
 	if err != nil {
-		return nil, err
+		return nil, notSealed(err)
 	}
 	files := []*os.File{jf, outF, errF}
 	for name, b := range map[string][]byte{
@@ -474,31 +489,32 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	} {
 		f, err := os.OpenFile(filepath.Join(tmp, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
-			return nil, err
+			return nil, notSealed(err)
 		}
 		defer f.Close()
 		if _, err := f.Write(b); err != nil {
-			return nil, err
+			return nil, notSealed(err)
 		}
 		files = append(files, f)
 	}
 	if err := syncAll(files); err != nil {
-		return nil, err
+		return nil, notSealed(err)
 	}
 	if err := safefile.SyncDir(tmp); err != nil {
-		return nil, err
+		return nil, notSealed(err)
 	}
 	crash.At(crash.Sealing)
 	final := filepath.Join(runs, a.Addr.Hex())
 	if err := os.Rename(tmp, final); err != nil {
-		return nil, fmt.Errorf("host: store run: %w", err)
+		return nil, notSealed(fmt.Errorf("host: store run: %w", err))
 	}
 	keep = true
 	if err := safefile.SyncDir(runs); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("host: the run is stored at %s, but its directory could not be synced: %w", final, err)
 	}
 	crash.At(crash.Sealed)
-	r := &Run{ID: a.Addr, Dir: final, Attestation: a, Receipt: &rc, Result: res, Choice: choice}
+	r := &Run{ID: a.Addr, Dir: final, Attestation: a, Receipt: &rc, Result: res, Choice: choice,
+		OutputClosed: errors.Is(context.Cause(runCtx), ErrOutputClosed)}
 	r.Journal.Entries, r.Journal.Bytes = rec.Len()
 	h.logger().Info("run sealed", "run", a.Addr, "status", res.Outcome.Status, "dir", final)
 	return r, nil

@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"io"
+	"syscall"
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
@@ -51,6 +52,11 @@ type Job struct {
 // grace period, and reports attest.BudgetExhausted.
 var ErrBudget = errors.New("a compute budget is spent")
 
+// ErrNotExecutable is wrapped by an executor's error for a program it
+// found but cannot run: not a valid module, no entry point, an import
+// the tier does not provide.
+var ErrNotExecutable = errors.New("cannot be executed")
+
 // Control steers a running run.
 type Control struct {
 	// Freeze stops every process of the run, detached children included,
@@ -77,6 +83,11 @@ type Result struct {
 	// Placed says whether the guest was placed in Cgroup, so that the
 	// group's CPU time is the run's.
 	Placed bool
+	// ExecErrno is set when the program could not be executed at all
+	// (its status is then failed): ENOENT, EACCES, ENOEXEC, ...
+	ExecErrno syscall.Errno
+	// Signal is the signal that ended the program, where one did.
+	Signal syscall.Signal
 	// Notes are the executor's remarks on the run, for the person who
 	// ran it: they go to the caller's stderr, never into what the run
 	// wrote (stderr.log is the guest's alone).

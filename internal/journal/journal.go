@@ -52,6 +52,12 @@ type Writer struct {
 func NewWriter(w io.Writer) *Writer { return &Writer{w: w, head: Genesis()} }
 
 // Append records one entry; req and resp are encoded deterministically.
+// A failed write to w (a full disk) does not stop the journal: entries
+// are still chained, so the root is the one the run's record would have,
+// nothing more is written, and Err reports the failure (the run is then
+// not sealed). The guest is never refused an input because its record
+// could not be kept. Append's own error is for entries that cannot be
+// encoded.
 func (j *Writer) Append(kind string, req, resp any) error {
 	q, err := cde.Marshal(req)
 	if err != nil {
@@ -67,13 +73,9 @@ func (j *Writer) Append(kind string, req, resp any) error {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.err != nil {
-		return j.err
-	}
-	if j.w != nil {
+	if j.w != nil && j.err == nil {
 		if _, err := j.w.Write(e); err != nil {
 			j.err = fmt.Errorf("journal: %w", err)
-			return j.err
 		}
 	}
 	j.head = next(j.head, e)

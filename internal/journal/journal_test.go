@@ -118,3 +118,36 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// failAfter is a writer that takes n bytes, then fails like a full disk.
+type failAfter struct{ n int }
+
+func (f *failAfter) Write(p []byte) (int, error) {
+	if len(p) > f.n {
+		f.n = 0
+		return 0, errors.New("no space left on device")
+	}
+	f.n -= len(p)
+	return len(p), nil
+}
+
+// TestWriteFailureDoesNotStopTheJournal: a failed write is reported by
+// Err, not by Append (the guest is not refused its input), and the root
+// is still the one the whole journal has.
+func TestWriteFailureDoesNotStopTheJournal(t *testing.T) {
+	var whole bytes.Buffer
+	ok, broken := NewWriter(&whole), NewWriter(&failAfter{n: 20})
+	for i := range 5 {
+		for _, w := range []*Writer{ok, broken} {
+			if err := w.Append("random", i, []byte{byte(i), 1, 2, 3}); err != nil {
+				t.Fatalf("Append %d: %v", i, err)
+			}
+		}
+	}
+	if ok.Err() != nil || broken.Err() == nil {
+		t.Fatalf("Err: %v, %v", ok.Err(), broken.Err())
+	}
+	if ok.Root() != broken.Root() {
+		t.Fatal("a failed write changed the root")
+	}
+}

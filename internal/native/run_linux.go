@@ -202,6 +202,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	}
 	res.Start, res.End = end.start, end.end
 	res.Outcome = outcomeOf(st, j.Cgroup, end)
+	res.ExecErrno, res.Signal = syscall.Errno(st.ExecErrno), syscall.Signal(st.Signal)
 	if st.Commit != "" {
 		o.note("S1: committing quota'd writes: %s", st.Commit)
 	}

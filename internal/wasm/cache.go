@@ -183,6 +183,18 @@ func (c *compiledCache) entries() ([]string, error) {
 
 const lockName = ".lock"
 
+// dropTemps removes the temporary files wazero leaves when a write into
+// the cache fails (a full disk). Called under the lock, when no compile
+// can be writing one.
+func (c *compiledCache) dropTemps() {
+	filepath.WalkDir(c.dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(d.Name(), ".tmp") {
+			os.Remove(p)
+		}
+		return nil
+	})
+}
+
 // check verifies every entry, removing what does not verify; with seal,
 // it seals every entry that has no sidecar yet instead (the entries the
 // compile just made: under the lock, nothing else can have made them).

@@ -113,7 +113,7 @@ type Executor struct {
 	guardErr  error
 
 	mu       sync.Mutex
-	rts      map[uint32]*runtimeEntry // by memory limit in pages
+	rts      map[rtKey]*runtimeEntry // by memory limit in pages, and cache
 	compiled map[compiledKey]wazero.CompiledModule
 
 	compileMu sync.Mutex     // one compile at a time through the sealed cache
@@ -130,29 +130,35 @@ type runtimeEntry struct {
 	err  error
 }
 
-// compiledKey names a compiled module: its image in a runtime of a
-// memory limit.
+// rtKey names a long-lived runtime: its memory limit, and whether it
+// compiles through the on-disk cache.
+type rtKey struct {
+	pages    uint32
+	uncached bool
+}
+
+// compiledKey names a compiled module: its image in a runtime.
 type compiledKey struct {
-	pages uint32
+	rtKey
 	image addr.Addr
 }
 
 // shared returns the executor's long-lived runtime for a memory limit in
 // pages (a run's limit is sealed with its unit, and replay applies it).
-func (e *Executor) shared(pages uint32) (wazero.Runtime, error) {
+func (e *Executor) shared(k rtKey) (wazero.Runtime, error) {
 	e.mu.Lock()
 	if e.rts == nil {
-		e.rts = map[uint32]*runtimeEntry{}
+		e.rts = map[rtKey]*runtimeEntry{}
 	}
-	en, ok := e.rts[pages]
+	en, ok := e.rts[k]
 	if !ok {
 		en = &runtimeEntry{}
-		e.rts[pages] = en
+		e.rts[k] = en
 	}
 	e.mu.Unlock()
 	en.once.Do(func() {
 		ctx := context.Background()
-		rt := e.runtime(ctx, true, pages)
+		rt := e.runtime(ctx, !k.uncached, k.pages)
 		if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 			en.err = fmt.Errorf("wasm: wasi: %w", err)
 			return
@@ -183,25 +189,41 @@ func (e *Executor) Close() error {
 
 // compile returns the instrumented, compiled module for image, from memory,
 // from the on-disk caches (checked: cache.go), or fresh.
-func (e *Executor) compile(ctx context.Context, rt wazero.Runtime, pages uint32, a addr.Addr, image []byte) (wazero.CompiledModule, error) {
-	key := compiledKey{pages, a}
+func (e *Executor) compile(ctx context.Context, k rtKey, a addr.Addr, image []byte) (wazero.Runtime, wazero.CompiledModule, error) {
+	rt, err := e.shared(k)
+	if err != nil {
+		return nil, nil, err
+	}
+	key := compiledKey{k, a}
 	e.mu.Lock()
 	c, ok := e.compiled[key]
 	e.mu.Unlock()
 	if ok {
-		return c, nil
+		return rt, c, nil
 	}
 	inst, err := e.instrumented(a, image)
 	if err != nil {
-		return nil, err
+		return nil, nil, fmt.Errorf("%w: %w", job.ErrNotExecutable, err)
 	}
-	c, err = e.compileSealed(ctx, rt, inst)
+	if k.uncached || e.cache == nil {
+		c, err = rt.CompileModule(ctx, inst)
+	} else if c, err = e.compileSealed(ctx, rt, inst); err != nil {
+		// The on-disk cache may be what failed (a full or read-only
+		// disk): compile without it. If that works, the run goes on,
+		// and the caller is told the cache was skipped.
+		k.uncached = true
+		urt, uc, uerr := e.compile(ctx, k, a, image)
+		if uerr == nil {
+			e.warn(fmt.Sprintf("the compilation cache could not be used (%v); compiled without it", err))
+		}
+		return urt, uc, uerr
+	}
 	if err != nil {
-		return nil, fmt.Errorf("wasm: compile: %w", err)
+		return nil, nil, fmt.Errorf("%w: wasm: compile: %w", job.ErrNotExecutable, err)
 	}
 	if err := checkImports(c); err != nil {
 		c.Close(ctx)
-		return nil, err
+		return nil, nil, fmt.Errorf("%w: %w", job.ErrNotExecutable, err)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -215,7 +237,7 @@ func (e *Executor) compile(ctx context.Context, rt wazero.Runtime, pages uint32,
 		}
 	}
 	e.compiled[key] = c
-	return c, nil
+	return rt, c, nil
 }
 
 // compileSealed compiles through wazero's file cache only after every
@@ -237,6 +259,8 @@ func (e *Executor) compileSealed(ctx context.Context, rt wazero.Runtime, inst []
 	c, err := rt.CompileModule(ctx, inst)
 	if err == nil {
 		e.sealed.check(true)
+	} else {
+		e.sealed.dropTemps()
 	}
 	return c, err
 }
@@ -369,15 +393,11 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		}
 		pages = uint32(p)
 	}
-	rt, err := e.shared(pages)
-	if err != nil {
-		return nil, err
-	}
 	ia := j.ImageAddr
 	if ia.IsZero() {
 		ia = addr.Of(j.Image)
 	}
-	compiled, err := e.compile(ctx, rt, pages, ia, j.Image)
+	rt, compiled, err := e.compile(ctx, rtKey{pages: pages}, ia, j.Image)
 	if err != nil {
 		return nil, err
 	}
@@ -437,7 +457,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	fuelG.Set(fuelBudget)
 	start := mod.ExportedFunction("_start")
 	if start == nil {
-		return nil, fmt.Errorf("wasm: the module exports no _start function (a WASI command is required)")
+		return nil, fmt.Errorf("%w: wasm: the module exports no _start function (a WASI command is required)", job.ErrNotExecutable)
 	}
 	crash.At(crash.Started)
 	callErr := e.call(runCtx, start, j, res)

@@ -135,7 +135,12 @@ func runInit() int {
 	<-notified
 	pid, err := startConfined(&sp.Exec, xc)
 	if err != nil {
-		report(Status{Error: "init: " + err.Error()})
+		st := Status{Error: "init: " + err.Error()}
+		var xe execError
+		if errors.As(err, &xe) {
+			st.ExecErrno = int(xe.errno)
+		}
+		report(st)
 		return 1
 	}
 	go func() {
@@ -273,10 +278,21 @@ func confineThreadAndStart(ex *Exec, xc *execCtl) (int, error) {
 	}
 	pid, err := syscall.ForkExec(ex.Path, ex.Args, attr)
 	if err != nil {
-		return 0, fmt.Errorf("exec %s: %w", ex.Path, err)
+		e, _ := err.(syscall.Errno)
+		return 0, execError{ex.Path, e, err}
 	}
 	return pid, nil
 }
+
+// execError is a program the kernel would not execute.
+type execError struct {
+	path  string
+	errno syscall.Errno
+	err   error
+}
+
+func (e execError) Error() string { return fmt.Sprintf("exec %s: %v", e.path, e.err) }
+func (e execError) Unwrap() error { return e.err }
 
 // loadFilter installs a seccomp filter on the calling thread.
 func loadFilter(insns []Insn) error {

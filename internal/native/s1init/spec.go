@@ -165,5 +165,8 @@ type Status struct {
 	Code    int    `json:"code"`
 	Signal  int    `json:"signal"`
 	Error   string `json:"error,omitempty"`
-	Commit  string `json:"commit,omitempty"` // problems committing quota overlays
+	// ExecErrno is the error number of a program that could not be
+	// executed at all (ENOENT, EACCES, ENOEXEC, ...), with Error.
+	ExecErrno int    `json:"exec_errno,omitempty"`
+	Commit    string `json:"commit,omitempty"` // problems committing quota overlays
 }

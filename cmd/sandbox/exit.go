@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"syscall"
+
+	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/job"
+)
+
+// The exit statuses of `sandbox run` that are sandbox's own, chosen to
+// be the ones Docker, env(1) and timeout(1) users know.
+const (
+	exitLimit       = 124 // stopped at a limit it was given: deadline, fuel, energy budget
+	exitFailed      = 125 // sandbox could not run it, refused to, or could not seal it
+	exitCannotExec  = 126 // the program was found but cannot be executed
+	exitNotFound    = 127 // the program was not found
+	exitSignalBase  = 128 // + N: the guest ended by signal N, or sandbox got signal N
+	exitOutOfMemory = 128 + 9
+	exitTrapped     = 128 + 6
+)
+
+// runExitTable is the table run --help and the README give.
+const runExitTable = `Exit status:
+  0-255  the guest's own exit status, passed through unchanged
+  128+N  the guest was ended by signal N (S1: e.g. 139 for SIGSEGV), or
+         sandbox got signal N and ended the run: 130 SIGINT, 143 SIGTERM,
+         129 SIGHUP, 141 when the reader of its output went away
+  124    the guest was stopped at a limit it was given: --deadline, its
+         fuel, or a joule budget (like timeout(1))
+  134    the guest trapped (WebAssembly)
+  137    the guest ran out of memory
+  125    sandbox could not run it or refused to: a bad flag or grant, a
+         tier or device this host cannot give, an internal error, or a
+         run that ended but could not be sealed (the message says so)
+  126    the program was found but cannot be executed: not executable,
+         not a WebAssembly module, no entry point
+  127    the program was not found
+A guest's own 124-127 or 128+ status reads like sandbox's: --json says
+which it was.`
+
+// runExit is the exit status of `sandbox run` for a sealed run, given the
+// cause its context ended with (a signal sandbox got), if any.
+func runExit(r *host.Run, cause error) int {
+	var in interrupted
+	switch {
+	case r.OutputClosed:
+		return exitSignalBase + int(syscall.SIGPIPE)
+	case errors.As(cause, &in) && r.Result.Outcome.Status != attest.Exited:
+		return exitSignalBase + int(in.sig)
+	}
+	return outcomeExit(r.Result)
+}
+
+// outcomeExit maps how a guest ended to an exit status.
+func outcomeExit(res *job.Result) int {
+	o := res.Outcome
+	switch o.Status {
+	case attest.Exited:
+		if o.ExitCode != nil {
+			return *o.ExitCode & 0xff
+		}
+		return 0
+	case attest.Deadline, attest.OutOfFuel, attest.BudgetExhausted:
+		return exitLimit
+	case attest.OutOfMem:
+		return exitOutOfMemory
+	case attest.Trapped, attest.Killed:
+		if res.Signal > 0 {
+			return exitSignalBase + int(res.Signal)
+		}
+		if o.Status == attest.Trapped {
+			return exitTrapped
+		}
+		return exitSignalBase + int(syscall.SIGKILL)
+	case attest.Failed:
+		switch {
+		case res.ExecErrno == syscall.ENOENT:
+			return exitNotFound
+		case res.ExecErrno != 0:
+			return exitCannotExec
+		}
+	}
+	return exitFailed
+}
+
+// runErrorExit is the exit status of `sandbox run` when it did not seal
+// a run: the program not found (127) or not executable (126), sandbox
+// interrupted before the guest ran (128+N), anything else 125.
+func runErrorExit(err error) int {
+	var in interrupted
+	var pe progError
+	switch {
+	case errors.As(err, &pe) && pe.notFound:
+		return exitNotFound
+	case errors.As(err, &pe), errors.Is(err, job.ErrNotExecutable):
+		return exitCannotExec
+	case errors.As(err, &in):
+		return exitSignalBase + int(in.sig)
+	case errors.Is(err, context.Canceled):
+		return exitSignalBase + int(syscall.SIGINT)
+	}
+	return exitFailed
+}
+
+// progError is a program that cannot be run as given: not found, or
+// found but not executable. Its message says which and why.
+type progError struct {
+	notFound bool
+	err      error
+}
+
+func (e progError) Error() string { return e.err.Error() }
+func (e progError) Unwrap() error { return e.err }
+
+// notFound wraps err as a program that was not found.
+func notFound(err error) error { return progError{notFound: true, err: err} }
+
+// cannotExec wraps err as a program that cannot be executed.
+func cannotExec(err error) error { return progError{err: err} }
