@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -95,6 +96,88 @@ func TestFullStateDiskKeepsCallerOutput(t *testing.T) {
 			}
 			if dry, _, _ := sandbox(t, home, "gc", "-n"); dry != "nothing left behind\n" {
 				t.Errorf("left behind:\n%s", dry)
+			}
+		})
+	}
+}
+
+// TestWritesSurviveTheEnd: a run with a quota'd rw grant that is ended by
+// its deadline, by its budget or by an interrupt it does not heed keeps
+// what it wrote: committed to the grant, and the record says so; when
+// the commit cannot be done (the grant's disk is full), every write is
+// kept aside in the state directory and sandbox says where.
+func TestWritesSurviveTheEnd(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("S1 quota'd grants and cgroups need root")
+	}
+	const script = `trap '' INT; echo a > %[1]s/a; mkdir %[1]s/sub; head -c 100000 /dev/zero > %[1]s/sub/z; echo ready; %[2]s`
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		tail  string
+		full  bool // the grant's disk cannot take the writes
+		code  int
+	}{
+		{"deadline", []string{"--deadline", "1s"}, "sleep 30", false, 124},
+		{"budget", []string{"--grant", "cpu:500mJ"}, "while :; do :; done", false, 124},
+		{"interrupt", nil, "sleep 30", false, 130},
+		{"full", []string{"--deadline", "1s"}, "sleep 30", true, 124},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home, dir := t.TempDir(), t.TempDir()
+			if tc.full {
+				dir = smallStateDir(t, 64<<10)
+			}
+			args := append([]string{"run", "-q", "--grant", "fs:" + dir + ":rw:quota=1MiB"}, tc.flags...)
+			args = append(args, "--", "/bin/sh", "-c", fmt.Sprintf(script, dir, tc.tail))
+			cmd := cliCmd(t, home, nil, args...)
+			var errb bytes.Buffer
+			cmd.Stderr = &errb
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// The writes are in the run's overlay until the end: the
+			// guest says when it has made them.
+			if line, err := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+				t.Fatalf("the guest said %q (%v): %s", line, err, errb.String())
+			}
+			if tc.name == "interrupt" {
+				cmd.Process.Signal(syscall.SIGINT)
+			}
+			cmd.Wait()
+			if code := cmd.ProcessState.ExitCode(); code != tc.code {
+				t.Errorf("exit %d, want %d: %s", code, tc.code, errb.String())
+			}
+			shown, _, _ := sandbox(t, home, "show", "last")
+			if _, _, code := sandbox(t, home, "verify", "--trust-host", "last"); code != 0 {
+				t.Errorf("the run does not verify")
+			}
+			if !tc.full {
+				if b, err := os.ReadFile(filepath.Join(dir, "sub", "z")); err != nil || len(b) != 100000 {
+					t.Errorf("the writes were not committed: %v", err)
+				}
+				if !strings.Contains(shown, "committed at the end of the run: 3 entries, 100002 bytes") {
+					t.Errorf("the record does not say what was committed:\n%s", shown)
+				}
+				return
+			}
+			ents, _ := os.ReadDir(filepath.Join(home, "kept"))
+			if len(ents) != 1 || !strings.HasSuffix(ents[0].Name(), ".kept") {
+				t.Fatalf("kept: %v", ents)
+			}
+			kept := filepath.Join(home, "kept", ents[0].Name())
+			if b, err := os.ReadFile(filepath.Join(kept, "sub", "z")); err != nil || len(b) != 100000 {
+				t.Errorf("the writes were not kept aside: %v", err)
+			}
+			if !strings.Contains(errb.String(), "kept at "+kept) || !strings.Contains(shown, "kept at "+kept) {
+				t.Errorf("sandbox does not say where the writes are:\n%s\n%s", errb.String(), shown)
+			}
+			if dry, _, _ := sandbox(t, home, "gc", "-n"); dry != "nothing left behind\n" {
+				t.Errorf("gc would touch kept work:\n%s", dry)
 			}
 		})
 	}

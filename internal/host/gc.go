@@ -90,6 +90,27 @@ func (h *Host) GC(dryRun bool) ([]Leftover, error) {
 	scan(h.Dir.Path("runs"), ".partial-", "run being written", true)
 	scan(h.Dir.Path("roots"), "run-", "S1 root", true)
 	scan(h.Dir.Path("roots"), "ca-", "CA bundle", true)
+	// A directory S1 keeps a run's writes in when they cannot be
+	// committed: removed when empty; otherwise it holds work, which is
+	// never removed, only given its lasting name (NAME.kept).
+	kept, _ := os.ReadDir(h.Dir.Path("kept"))
+	for _, e := range kept {
+		if !strings.HasPrefix(e.Name(), "kept-") || strings.HasSuffix(e.Name(), ".kept") {
+			continue
+		}
+		p := filepath.Join(h.Dir.Path("kept"), e.Name())
+		empty := isEmptyDir(p)
+		kind := "directory for writes kept aside (empty)"
+		if !empty {
+			kind = "writes kept aside by a run that ended first: moved to " + p + ".kept, not removed"
+		}
+		consider(kind, p, e.Name(), false, func() error {
+			if empty {
+				return os.Remove(p)
+			}
+			return os.Rename(p, p+".kept")
+		})
+	}
 	// Probe scratch lives in the system's temporary directory (a probe
 	// binds it into a run, and no grant may reach the state directory);
 	// only names with a lease are ever considered there.
@@ -139,4 +160,14 @@ func failed(ls []Leftover, id string) bool {
 		}
 	}
 	return false
+}
+
+func isEmptyDir(p string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(1)
+	return len(names) == 0
 }

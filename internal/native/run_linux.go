@@ -37,6 +37,10 @@ var systemDirs = []string{"/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib
 // KillGrace is how long an interrupted run has between SIGINT and SIGKILL.
 var KillGrace = 2 * time.Second
 
+// CommitGrace is how long init has, once the host ends a run, to end its
+// processes and commit their writes to quota'd grants.
+var CommitGrace = 60 * time.Second
+
 // base is the part of every run's root that does not depend on the run.
 func (e *Executor) base() (s1init.Base, error) {
 	b := s1init.Base{TmpSize: e.cfg.TmpSize, Hostname: "sandbox", UserNS: os.Geteuid() != 0}
@@ -196,17 +200,95 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		}
 		j.Enforcer.Note(grant.KindFS, op, b.Path, true, how)
 	}
+	kept, err := e.keepAside(sp)
+	if err != nil {
+		return nil, err
+	}
 	st, end, runErr := e.launch(ctx, sp, o)
+	kept(&st)
 	if runErr != nil {
 		return nil, runErr
 	}
 	res.Start, res.End = end.start, end.end
 	res.Outcome = outcomeOf(st, j.Cgroup, end)
 	res.ExecErrno, res.Signal = syscall.Errno(st.ExecErrno), syscall.Signal(st.Signal)
-	if st.Commit != "" {
-		o.note("S1: committing quota'd writes: %s", st.Commit)
-	}
+	committed(st, sp, j.Enforcer, o)
 	return res, nil
+}
+
+// keepAside makes, for each quota'd grant, the directory (under the
+// state directory's kept/, named by the host's lease) where init keeps
+// the run's writes if they cannot be committed. The function it returns,
+// called once init has ended, removes those left empty and gives the
+// others their lasting name (NAME.kept), in the status too.
+func (e *Executor) keepAside(sp *s1init.Spec) (func(*s1init.Status), error) {
+	var made []string
+	for i, b := range sp.Binds {
+		if !b.RW || b.Quota == 0 || e.cfg.StateDir == "" {
+			continue
+		}
+		parent := filepath.Join(e.cfg.StateDir, "kept")
+		if err := os.MkdirAll(parent, 0o700); err != nil {
+			return nil, fmt.Errorf("S1: the directory quota'd writes are kept in if they cannot be committed: %w", err)
+		}
+		d, err := e.mkTemp(parent, "kept")
+		if err != nil {
+			return nil, fmt.Errorf("S1: the directory quota'd writes are kept in if they cannot be committed: %w", err)
+		}
+		sp.Binds[i].Keep = d
+		made = append(made, d)
+	}
+	return func(st *s1init.Status) {
+		for _, d := range made {
+			if os.Remove(d) == nil || errors.Is(err0(os.Stat(d)), os.ErrNotExist) {
+				continue
+			}
+			final := d + ".kept"
+			if os.Rename(d, final) != nil {
+				final = d
+			}
+			for i := range st.Commits {
+				if st.Commits[i].Kept == d {
+					st.Commits[i].Kept = final
+				}
+			}
+		}
+	}, nil
+}
+
+func err0(_ os.FileInfo, err error) error { return err }
+
+// committed logs what became of each quota'd grant's writes as a
+// decision (the attestation binds the log) and tells the caller of any
+// that were not committed.
+func committed(st s1init.Status, sp *s1init.Spec, enf *grant.Enforcer, o launchOpts) {
+	for _, c := range st.Commits {
+		how := fmt.Sprintf("committed at the end of the run: %d entries, %d bytes of file data", c.Entries, c.Bytes)
+		if c.Error != "" {
+			how = fmt.Sprintf("not committed (%s), after %d entries, %d bytes of file data", c.Error, c.Entries, c.Bytes)
+			if c.Kept != "" {
+				how += "; every write of the run to it is kept at " + c.Kept
+			}
+			o.note("S1: the run's writes to %s: %s", c.Path, how)
+		}
+		if enf != nil {
+			enf.Note(grant.KindFS, grant.OpWrite, c.Path, c.Error == "", how)
+		}
+	}
+	if !st.Started || len(st.Commits) > 0 {
+		return
+	}
+	for _, b := range sp.Binds {
+		if b.RW && b.Quota > 0 {
+			// Init ran the program but never said what it committed
+			// (killed before it could): the writes are lost.
+			msg := "init ended before it reported a commit: the run's writes to it may be lost"
+			o.note("S1: %s: %s", b.Path, msg)
+			if enf != nil {
+				enf.Note(grant.KindFS, grant.OpWrite, b.Path, false, msg)
+			}
+		}
+	}
 }
 
 // userns starts a helper holding a user namespace whose mapping shows
@@ -620,17 +702,42 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 		defer t.Stop()
 		timeout = t.C
 	}
+	// stop ends the run as the host decided: init kills every process of
+	// it at once and commits what they wrote to quota'd grants; only an
+	// init that does not finish in CommitGrace is killed.
+	stop := func() {
+		if cg != nil {
+			cg.Thaw() // a frozen init cannot act
+		}
+		// Sent again until init ends: one that comes before init has
+		// set up its handler (a run ended at once) is lost.
+		grace := time.After(CommitGrace)
+		again := time.NewTicker(50 * time.Millisecond)
+		defer again.Stop()
+		for {
+			p.cmd.Process.Signal(s1init.EndSignal)
+			select {
+			case <-p.done:
+				return
+			case <-again.C:
+				continue
+			case <-grace:
+				note("S1: init did not end the run and commit its writes within %s; killed", CommitGrace)
+				p.cmd.Process.Signal(syscall.SIGKILL)
+				<-p.done
+				return
+			}
+		}
+	}
 	select {
 	case <-p.done:
 	case <-timeout:
 		end.deadline = true
-		p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
+		stop()
 	case <-ctx.Done():
 		if errors.Is(context.Cause(ctx), job.ErrBudget) {
 			end.budget = true
-			p.cmd.Process.Signal(syscall.SIGKILL)
-			<-p.done
+			stop()
 			break
 		}
 		end.canceled = true
@@ -638,8 +745,7 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 		select {
 		case <-p.done:
 		case <-time.After(KillGrace):
-			p.cmd.Process.Signal(syscall.SIGKILL)
-			<-p.done
+			stop()
 		}
 	}
 	if cg != nil {

@@ -29,22 +29,25 @@ const block = 4096
 // directory and each symlink too long to live in its inode one block),
 // and commits nothing if that is over the quota. Files are copied sparse
 // (holes stay holes) and hard links stay links.
-func commit(upper, lower string, quota int64) error {
+//
+// It returns how many entries (files, directories, links, deletions) it
+// applied and how many bytes of file data it wrote, also on error.
+func commit(upper, lower string, quota int64) (entries int, bytes int64, _ error) {
 	lfd, err := unix.Open(lower, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	defer unix.Close(lfd)
 	var lst unix.Stat_t
 	if err := unix.Fstat(lfd, &lst); err != nil {
-		return err
+		return 0, 0, err
 	}
 	need, err := cost(upper, lfd)
 	if err != nil {
-		return fmt.Errorf("count the writes: %w", err)
+		return 0, 0, fmt.Errorf("count the writes: %w", err)
 	}
 	if need > quota {
-		return fmt.Errorf("the run's writes would take %d bytes on disk, more than the quota of %d: nothing was committed", need, quota)
+		return 0, 0, fmt.Errorf("the run's writes would take %d bytes on disk, more than the quota of %d: nothing was committed", need, quota)
 	}
 	c := &committer{lfd: lfd, uid: int(lst.Uid), gid: int(lst.Gid), links: map[[2]uint64]string{}}
 	var errs []error
@@ -62,13 +65,15 @@ func commit(upper, lower string, quota int64) error {
 			if d.IsDir() {
 				return fs.SkipDir
 			}
+			return nil
 		}
+		c.entries++
 		return nil
 	})
 	if err != nil {
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	return c.entries, c.bytes, errors.Join(errs...)
 }
 
 // cost is what committing upper would add to the disk, in bytes of whole
@@ -164,6 +169,8 @@ type committer struct {
 	lfd      int
 	uid, gid int
 	links    map[[2]uint64]string // an upper inode → the first name committed for it
+	entries  int                  // applied
+	bytes    int64                // of file data written
 }
 
 // parentBeneath opens the directory holding rel inside the lower root.
@@ -323,6 +330,7 @@ func (c *committer) copyFile(src string, pfd int, base string, mode uint32) erro
 				return err
 			}
 			off += int64(r)
+			c.bytes += int64(r)
 		}
 		return nil
 	})

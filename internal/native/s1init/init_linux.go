@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -67,7 +68,7 @@ func runInit() int {
 	sigs := make(chan os.Signal, 8)
 	notified := make(chan struct{})
 	go func() {
-		signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
+		signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, EndSignal)
 		close(notified)
 	}()
 	out := os.NewFile(4, "status")
@@ -145,6 +146,13 @@ func runInit() int {
 	}
 	go func() {
 		for s := range sigs {
+			if s == EndSignal {
+				// The host ends the run (a deadline, a budget, an
+				// interrupt not heeded): every process but init, at
+				// once; init then commits what they wrote.
+				unix.Kill(-1, unix.SIGKILL)
+				continue
+			}
 			unix.Kill(-pid, s.(syscall.Signal))
 		}
 	}()
@@ -175,7 +183,7 @@ func runInit() int {
 			break
 		}
 	}
-	st.Commit = commitOverlays(&sp)
+	st.Commits = commitOverlays(&sp)
 	report(st)
 	return 0
 }
@@ -718,9 +726,26 @@ func overlay(root string, i int, b Bind, src, dst int, noexec bool) error {
 	if err := unix.Mount("tmpfs", layers, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=700", size)); err != nil {
 		return fmt.Errorf("quota tmpfs: %w", err)
 	}
-	for _, d := range []string{"upper", "work", "lower", "raw", "merged"} {
+	for _, d := range []string{"upper", "work", "lower", "raw", "merged", "kept"} {
 		if err := os.Mkdir(layers+"/"+d, 0o755); err != nil {
 			return err
+		}
+	}
+	if b.Keep != "" {
+		// Where the writes go if they cannot be committed: the host's
+		// own directory, opened without following links.
+		kfd, err := unix.Open(b.Keep, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("the directory to keep writes in: %w", err)
+		}
+		dfd, err := unix.Open(layers+"/kept", unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == nil {
+			err = mountTree(kfd, dfd, false, false, "")
+			unix.Close(dfd)
+		}
+		unix.Close(kfd)
+		if err != nil {
+			return fmt.Errorf("the directory to keep writes in: %w", err)
 		}
 	}
 	// The raw host directory, visible only to init, for the commit; and
@@ -760,20 +785,36 @@ func overlay(root string, i int, b Bind, src, dst int, noexec bool) error {
 
 // commitOverlays applies each quota'd grant's upper layer to its host
 // directory, after every process of the run has ended.
-func commitOverlays(sp *Spec) string {
+//
+// Writes that cannot be committed (over the quota on the host's disk, a
+// full disk, an error on the way) are never dropped: all of them are
+// copied, whole, into the grant's Keep directory, and the report says
+// where.
+func commitOverlays(sp *Spec) []Commit {
 	binds := append([]Bind{}, sp.Binds...)
 	sort.Slice(binds, func(i, j int) bool { return len(binds[i].Path) < len(binds[j].Path) })
-	var errs []string
+	var out []Commit
 	for i, b := range binds {
 		if !b.RW || b.Quota == 0 {
 			continue
 		}
 		layers := fmt.Sprintf("%s/%d", private, i)
-		if err := commit(layers+"/upper", layers+"/raw", b.Quota); err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %v", b.Path, err))
+		c := Commit{Path: b.Path}
+		var err error
+		c.Entries, c.Bytes, err = commit(layers+"/upper", layers+"/raw", b.Quota)
+		if err != nil {
+			c.Error = err.Error()
+			if b.Keep != "" {
+				if _, _, kerr := commit(layers+"/upper", layers+"/kept", math.MaxInt64); kerr != nil {
+					c.Error += "; keeping them aside failed too: " + kerr.Error()
+				} else {
+					c.Kept = b.Keep
+				}
+			}
 		}
+		out = append(out, c)
 	}
-	return strings.Join(errs, "; ")
+	return out
 }
 
 // ctlFD is init's end of the control socket.
@@ -816,3 +857,9 @@ func loopbackUp() {
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
+
+// EndSignal is the signal the host sends init to end a run now (its
+// deadline passed, its budget is spent, an interrupt went unheeded):
+// init kills every other process of the run, commits what they wrote to
+// quota'd grants, reports, and exits. Never forwarded to the program.
+const EndSignal = unix.SIGPWR

@@ -111,6 +111,10 @@ type Bind struct {
 	// maps the directory's owner to the guest's user, for an idmapped
 	// mount; "" for a plain bind.
 	IDMap string `json:"idmap,omitempty"`
+	// Keep is a directory the host made (in its state directory) where
+	// init keeps a quota'd grant's writes when they cannot be committed;
+	// "" for none.
+	Keep string `json:"keep,omitempty"`
 }
 
 // Exec is what init applies, on the thread that starts the program,
@@ -167,6 +171,20 @@ type Status struct {
 	Error   string `json:"error,omitempty"`
 	// ExecErrno is the error number of a program that could not be
 	// executed at all (ENOENT, EACCES, ENOEXEC, ...), with Error.
-	ExecErrno int    `json:"exec_errno,omitempty"`
-	Commit    string `json:"commit,omitempty"` // problems committing quota overlays
+	ExecErrno int `json:"exec_errno,omitempty"`
+	// Commits says, for each quota'd grant, what of the run's writes was
+	// committed to it.
+	Commits []Commit `json:"commits,omitempty"`
+}
+
+// Commit is what became of one quota'd grant's writes.
+type Commit struct {
+	Path    string `json:"path"`    // the grant
+	Entries int    `json:"entries"` // applied to the grant (files, directories, links, deletions)
+	Bytes   int64  `json:"bytes"`   // of file data written to the grant
+	Error   string `json:"error,omitempty"`
+	// Kept is where every write of the run to this grant was kept,
+	// whole, when the commit failed; "" when it did not, or when keeping
+	// failed too (Error says so).
+	Kept string `json:"kept,omitempty"`
 }
