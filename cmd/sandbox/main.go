@@ -109,7 +109,7 @@ $XDG_STATE_HOME/sandbox, else ~/.local/state/sandbox.`,
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.home, "home", "", "state directory (overrides $SANDBOX_HOME)")
 	root.AddCommand(runCmd(g), runsCmd(g), showCmd(g), verifyCmd(g), replayCmd(g), doctorCmd(g), gcCmd(g),
-		hashCmd(), keyCmd(g), grantsCmd(), vectorsCmd())
+		hashCmd(), keyCmd(g), grantsCmd(), vectorsCmd(), versionCmd())
 
 	c, err := root.ExecuteContextC(ctx)
 	if err == nil {

@@ -97,7 +97,7 @@ func trustFrom(args []string) (key.Trust, error) {
 
 func verifyCmd(g *globals) *cobra.Command {
 	var trustArgs []string
-	var trustHost bool
+	var trustHost, asJSON bool
 	c := &cobra.Command{
 		Use:   "verify [--trust KEY|FILE]... PATH...",
 		Short: "Verify sealed artifacts: attestations, receipts, units, grants, decision logs, run directories",
@@ -117,7 +117,7 @@ signature by any other key fails with code untrusted-key. Codes are listed
 in docs/spec/conformance.md.
 
 Exit status: 0 when everything verified, 4 on any failure, 5 when the only
-failures are untrusted keys.`,
+failures are untrusted keys, 3 when a PATH or run was not found.`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			trust, err := trustFrom(trustArgs)
@@ -138,16 +138,28 @@ failures are untrusted keys.`,
 			v := &verify.Verifier{Trust: trust}
 			out := cmd.OutOrStdout()
 			worst := 0
+			all := []verifyJSON{}
 			for _, p := range args {
+				var results []verify.Result
 				if _, err := os.Stat(p); err != nil {
-					if d, err := g.stateDir(); err == nil {
-						if dir, err := (&host.Host{Dir: d}).Resolve(p); err == nil {
-							p = dir
-						}
+					// Not a path: a stored run's id, a prefix, or "last".
+					d, err := g.stateDir()
+					if err == nil {
+						p, err = (&host.Host{Dir: d}).Resolve(p)
+					}
+					if err != nil {
+						results = []verify.Result{{Path: p, Kind: "run", Err: err}}
 					}
 				}
-				for _, r := range v.Path(p) {
-					printResult(out, r)
+				if results == nil {
+					results = v.Path(p)
+				}
+				for _, r := range results {
+					if asJSON {
+						all = append(all, verifyJSONOf(r))
+					} else {
+						printResult(out, r)
+					}
 					if r.Err != nil {
 						// Any integrity failure outranks the rest.
 						code := errs.ExitCode(errs.Of(r.Err))
@@ -155,6 +167,11 @@ failures are untrusted keys.`,
 							worst = code
 						}
 					}
+				}
+			}
+			if asJSON {
+				if err := printJSON(out, all); err != nil {
+					return err
 				}
 			}
 			if trust.Len() == 0 {
@@ -168,6 +185,7 @@ failures are untrusted keys.`,
 	}
 	c.Flags().StringArrayVar(&trustArgs, "trust", nil, "trust this public key (ed25519:<hex>) or the keys in this file, one per line; repeatable")
 	c.Flags().BoolVar(&trustHost, "trust-host", false, "also trust this host's own key (host.pub in the state directory)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array, one object per artifact (docs/cli-json.md)")
 	return c
 }
 

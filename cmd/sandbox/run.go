@@ -180,6 +180,8 @@ func runCmd(g *globals) *cobra.Command {
 		deadline time.Duration
 		envArgs  []string
 		quiet    bool
+		jsonDest string
+		idFile   string
 	)
 	c := &cobra.Command{
 		Use:   "run [flags] -- (MODULE.wasm | COMMAND) [ARGS...]",
@@ -198,7 +200,7 @@ state directory: see 'sandbox runs', 'sandbox show', 'sandbox verify',
 A run with no Cpu grant gets ` + defaultCPU + ` (a WASM unit) or ` + defaultNativeCPU + ` (a native
 one); say so with --grant cpu:ENERGY to choose. Each compute grant puts
 its device class on the unit (gpu:5J: the unit uses a GPU, and its
-receipt accounts Gpu); a unit is refused (exit 7) when the executor
+receipt accounts Gpu); a unit is refused (exit 125) when the executor
 chosen for it cannot give it a class: today S1 and S2 give the CPU only.
 The budget is enforced against the figure the receipt states: a WASM unit's fuel is bought with it; a native run is
 stopped when the meter's figure for its cgroup reaches it (outcome
@@ -226,7 +228,17 @@ Injected credentials (--inject):
 
 ` + runExitTable,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			defer func() {
+				var ee exitError
+				if jsonDest != "" && err != nil && !errors.As(err, &ee) {
+					// The message, then the object: the object is last.
+					code := runErrorExit(err)
+					fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: %v\n", err)
+					emitRunJSON(jsonDest, cmd.ErrOrStderr(), failedJSON(err, code))
+					err = exitError{code}
+				}
+			}()
 			s, err := gf.parse()
 			if err != nil {
 				return err
@@ -293,14 +305,28 @@ Injected credentials (--inject):
 				}
 				return err
 			}
-			if !quiet {
+			code := runExit(r, context.Cause(cmd.Context()))
+			switch {
+			case jsonDest == "-":
+				// The object takes the summary's place.
+			case !quiet:
 				printSummary(cmd.ErrOrStderr(), r)
-			} else if o := r.Result.Outcome; o.Status != attest.Exited || r.OutputClosed {
+			case r.Result.Outcome.Status != attest.Exited || r.OutputClosed:
 				// Whatever the exit status does not say by itself is said,
 				// -q or not.
-				fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: ended  %s\n", describeOutcome(o))
+				fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: ended  %s\n", describeOutcome(r.Result.Outcome))
 			}
-			if code := runExit(r, context.Cause(cmd.Context())); code != 0 {
+			if err := writeIDFile(idFile, r); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: --id-file: %v\n", err)
+				code = exitFailed
+			}
+			if jsonDest != "" {
+				if err := emitRunJSON(jsonDest, cmd.ErrOrStderr(), sealedJSON(r, code, context.Cause(cmd.Context()))); err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: --json: %v\n", err)
+					code = exitFailed
+				}
+			}
+			if code != 0 {
 				return exitError{code}
 			}
 			return nil
@@ -312,6 +338,9 @@ Injected credentials (--inject):
 	c.Flags().DurationVar(&deadline, "deadline", time.Minute, "wall-clock limit; 0 for none")
 	c.Flags().StringArrayVar(&envArgs, "env", nil, "set NAME=VALUE in the guest's environment (repeatable)")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "no summary on stderr")
+	c.Flags().StringVar(&jsonDest, "json", "", "at the end, one JSON object (run id, outcome, exit status and whose it is, tier, energy per class, records directory; docs/cli-json.md) on stderr in place of the summary, or with --json=FILE in FILE")
+	c.Flags().Lookup("json").NoOptDefVal = "-"
+	c.Flags().StringVar(&idFile, "id-file", "", "write the sealed run's id (b3:…) to this file")
 	c.Flags().Uint32Var(&g.memoryPages, "memory-pages", 4096, "guest memory cap in 64 KiB pages (WASM)")
 	c.Flags().StringVar(&g.memory, "memory", "1GiB", "memory limit of a native run's cgroup")
 	c.Flags().Int64Var(&g.pids, "pids", 512, "process limit of a native run's cgroup")
@@ -446,10 +475,17 @@ func printSummary(w io.Writer, r *host.Run) {
 }
 
 func runsCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	c := &cobra.Command{
 		Use:   "runs",
-		Short: "List runs, newest first: id, tier, outcome, directory",
-		Args:  usageArgs(cobra.NoArgs),
+		Short: "List runs, newest first: id, tier, outcome, started, program, directory",
+		Long: `List the runs in the state directory, newest first: id, tier, outcome,
+start time, program and run directory. A run directory that is damaged
+(its attestation unreadable, a file it should hold missing, a name that
+is not its attestation's address) is listed as DAMAGED with what is
+wrong; 'sandbox verify' checks everything else. A run being written is
+never listed.`,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := g.stateDir()
 			if err != nil {
@@ -461,16 +497,29 @@ func runsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			if asJSON {
+				return printJSON(out, runsOf(runs))
+			}
 			for _, r := range runs {
+				if r.Status == "" {
+					fmt.Fprintf(out, "%-12s  DAMAGED  %s  (%s)\n", filepath.Base(r.Dir)[:min(12, len(filepath.Base(r.Dir)))], r.Dir, r.Damaged)
+					continue
+				}
 				st := string(r.Status)
 				if r.Exit != nil {
 					st += fmt.Sprintf(" %d", *r.Exit)
 				}
-				fmt.Fprintf(out, "%s  %s  %-16s  %-24s  %s  %s\n", r.ID.Short(), r.Tier, st, r.Started.Local().Format("2006-01-02 15:04:05"), r.Entry, r.Dir)
+				fmt.Fprintf(out, "%s  %s  %-16s  %-24s  %s  %s", r.ID.Short(), r.Tier, st, r.Started.Local().Format("2006-01-02 15:04:05"), r.Entry, r.Dir)
+				if r.Damaged != "" {
+					fmt.Fprintf(out, "  DAMAGED (%s)", r.Damaged)
+				}
+				fmt.Fprintln(out)
 			}
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array (docs/cli-json.md)")
+	return c
 }
 
 func resolveRun(g *globals, ref string) (*host.Host, string, error) {
@@ -524,78 +573,181 @@ changed after sealing is refused before anything runs.`,
 }
 
 func doctorCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	c := &cobra.Command{
 		Use:   "doctor",
 		Short: "Probe every tier of the ladder on this host and say which are available and why",
-		Args:  usageArgs(cobra.NoArgs),
+		Long: `Probe every tier of the ladder on this host (each probe runs a real,
+confined check) and say which are available and why; list what ended
+sandbox processes left behind (sandbox gc removes it); the energy
+sources and what each can measure; whether S1 can log the kernel's
+denials; how runs are attributed (cgroups).`,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			h, err := g.host()
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			avail := h.Availability(cmd.Context())
-			fmt.Fprintln(out, "tiers")
-			for _, t := range tier.All {
-				p := avail[t]
-				mark := "no "
-				if p.Available {
-					mark = "yes"
-				}
-				fmt.Fprintf(out, "  %s %-12s %s  %s\n", t, t.Name(), mark, p.Reason)
-				for _, l := range p.Layers {
-					ok := "ok  "
-					if !l.OK {
-						ok = "FAIL"
-					}
-					fmt.Fprintf(out, "       %s %-14s %s\n", ok, l.Name, l.Detail)
-				}
+			d := doctorOf(cmd.Context(), h)
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), d)
 			}
-			fmt.Fprintln(out, "leftovers")
-			ls, err := h.GC(true)
-			switch {
-			case err != nil:
-				fmt.Fprintf(out, "  cannot look: %v\n", err)
-			case len(ls) == 0:
-				fmt.Fprintln(out, "  none: nothing of an ended sandbox process is left")
-			}
-			for _, l := range ls {
-				if l.Unowned {
-					fmt.Fprintf(out, "  unowned  %-16s %s (no lease in its name: made before leases; remove it by hand once no older sandbox runs)\n", l.Kind, l.Path)
-				} else {
-					fmt.Fprintf(out, "  ended    %-16s %s ('sandbox gc' removes it)\n", l.Kind, l.Path)
-				}
-			}
-			fmt.Fprintln(out, "energy")
-			for _, st := range h.Meter.Statuses() {
-				fmt.Fprintf(out, "  %-14s %-4s %-11s %s\n", st.Source, st.Class, st.State, st.Detail)
-			}
-			for _, s := range h.Meter.Sources {
-				if p, ok := s.(*powercap.Source); ok {
-					for _, n := range p.Notes() {
-						fmt.Fprintf(out, "  %-14s note: %s\n", p.Name(), n)
-					}
-				}
-			}
-			for _, c := range device.Classes {
-				if t, ok := h.Meter.TDP[c]; ok {
-					fmt.Fprintf(out, "  estimator      %-4s TDP %.1f W (%s)\n", c, float64(t.MilliWatts)/1000, t.Origin)
-				}
-			}
-			fmt.Fprintln(out, "kernel denials")
-			if ok, why := native.DenialReports(); ok {
-				fmt.Fprintf(out, "  S1 logs them  %s\n", why)
-			} else {
-				fmt.Fprintf(out, "  S1 cannot log them: %s\n", why)
-			}
-			fmt.Fprintln(out, "attribution")
-			if h.Cgroups != nil {
-				fmt.Fprintf(out, "  cgroups %s at %s: each run gets its own group\n", h.Cgroups.Kind(), h.Cgroups.Root)
-			} else {
-				fmt.Fprintln(out, "  no cgroups (not root, or none mounted): run CPU time from the guest thread's CPU clock")
-			}
+			printDoctor(cmd.OutOrStdout(), d)
 			return nil
 		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object (docs/cli-json.md)")
+	return c
+}
+
+// doctorJSON is what doctor found; printed as text or as JSON.
+type doctorJSON struct {
+	Schema    int            `json:"schema"`
+	Tiers     []tierProbe    `json:"tiers"`
+	Leftovers []leftoverJSON `json:"leftovers"`
+	// LeftoversError is why leftovers could not be looked for.
+	LeftoversError string       `json:"leftovers_error,omitempty"`
+	Energy         []sourceJSON `json:"energy"`
+	EnergyNotes    []string     `json:"energy_notes,omitempty"`
+	TDP            []tdpJSON    `json:"tdp,omitempty"`
+	KernelDenials  denialsJSON  `json:"kernel_denials"`
+	Cgroups        *cgroupsJSON `json:"cgroups"` // null: none (not root, or none mounted)
+}
+
+type tierProbe struct {
+	Tier      string      `json:"tier"`
+	Name      string      `json:"name"`
+	Available bool        `json:"available"`
+	Reason    string      `json:"reason"`
+	Layers    []layerJSON `json:"layers,omitempty"`
+}
+
+type layerJSON struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+type leftoverJSON struct {
+	Kind    string `json:"kind"`
+	Path    string `json:"path"`
+	Unowned bool   `json:"unowned,omitempty"`
+}
+
+type sourceJSON struct {
+	Source string `json:"source"`
+	Class  string `json:"class"`
+	State  string `json:"state"`
+	Detail string `json:"detail"`
+}
+
+type tdpJSON struct {
+	Class      string `json:"class"`
+	MilliWatts int64  `json:"milliwatts"`
+	Origin     string `json:"origin"`
+}
+
+type denialsJSON struct {
+	Logged bool   `json:"logged"`
+	Why    string `json:"why"`
+}
+
+type cgroupsJSON struct {
+	Kind string `json:"kind"`
+	Root string `json:"root"`
+}
+
+func doctorOf(ctx context.Context, h *host.Host) doctorJSON {
+	d := doctorJSON{Schema: jsonSchema, Leftovers: []leftoverJSON{}, Energy: []sourceJSON{}}
+	avail := h.Availability(ctx)
+	for _, t := range tier.All {
+		p := avail[t]
+		tp := tierProbe{Tier: t.String(), Name: t.Name(), Available: p.Available, Reason: p.Reason}
+		for _, l := range p.Layers {
+			tp.Layers = append(tp.Layers, layerJSON{l.Name, l.OK, l.Detail})
+		}
+		d.Tiers = append(d.Tiers, tp)
+	}
+	ls, err := h.GC(true)
+	if err != nil {
+		d.LeftoversError = err.Error()
+	}
+	for _, l := range ls {
+		d.Leftovers = append(d.Leftovers, leftoverJSON{l.Kind, l.Path, l.Unowned})
+	}
+	for _, st := range h.Meter.Statuses() {
+		d.Energy = append(d.Energy, sourceJSON{st.Source, string(st.Class), string(st.State), st.Detail})
+	}
+	for _, s := range h.Meter.Sources {
+		if p, ok := s.(*powercap.Source); ok {
+			for _, n := range p.Notes() {
+				d.EnergyNotes = append(d.EnergyNotes, p.Name()+": "+n)
+			}
+		}
+	}
+	for _, c := range device.Classes {
+		if t, ok := h.Meter.TDP[c]; ok {
+			d.TDP = append(d.TDP, tdpJSON{string(c), int64(t.MilliWatts), t.Origin})
+		}
+	}
+	d.KernelDenials.Logged, d.KernelDenials.Why = native.DenialReports()
+	if h.Cgroups != nil {
+		d.Cgroups = &cgroupsJSON{string(h.Cgroups.Kind()), h.Cgroups.Root}
+	}
+	return d
+}
+
+func printDoctor(out io.Writer, d doctorJSON) {
+	fmt.Fprintln(out, "tiers")
+	for _, t := range d.Tiers {
+		mark := "no "
+		if t.Available {
+			mark = "yes"
+		}
+		fmt.Fprintf(out, "  %s %-12s %s  %s\n", t.Tier, t.Name, mark, t.Reason)
+		for _, l := range t.Layers {
+			ok := "ok  "
+			if !l.OK {
+				ok = "FAIL"
+			}
+			fmt.Fprintf(out, "       %s %-14s %s\n", ok, l.Name, l.Detail)
+		}
+	}
+	fmt.Fprintln(out, "leftovers")
+	switch {
+	case d.LeftoversError != "":
+		fmt.Fprintf(out, "  cannot look: %s\n", d.LeftoversError)
+	case len(d.Leftovers) == 0:
+		fmt.Fprintln(out, "  none: nothing of an ended sandbox process is left")
+	}
+	for _, l := range d.Leftovers {
+		if l.Unowned {
+			fmt.Fprintf(out, "  unowned  %-16s %s (no lease in its name: made before leases; remove it by hand once no older sandbox runs)\n", l.Kind, l.Path)
+		} else {
+			fmt.Fprintf(out, "  ended    %-16s %s ('sandbox gc' removes it)\n", l.Kind, l.Path)
+		}
+	}
+	fmt.Fprintln(out, "energy")
+	for _, st := range d.Energy {
+		fmt.Fprintf(out, "  %-14s %-4s %-11s %s\n", st.Source, st.Class, st.State, st.Detail)
+	}
+	for _, n := range d.EnergyNotes {
+		fmt.Fprintf(out, "  note: %s\n", n)
+	}
+	for _, t := range d.TDP {
+		fmt.Fprintf(out, "  estimator      %-4s TDP %.1f W (%s)\n", t.Class, float64(t.MilliWatts)/1000, t.Origin)
+	}
+	fmt.Fprintln(out, "kernel denials")
+	if d.KernelDenials.Logged {
+		fmt.Fprintf(out, "  S1 logs them  %s\n", d.KernelDenials.Why)
+	} else {
+		fmt.Fprintf(out, "  S1 cannot log them: %s\n", d.KernelDenials.Why)
+	}
+	fmt.Fprintln(out, "attribution")
+	if d.Cgroups != nil {
+		fmt.Fprintf(out, "  cgroups %s at %s: each run gets its own group\n", d.Cgroups.Kind, d.Cgroups.Root)
+	} else {
+		fmt.Fprintln(out, "  no cgroups (not root, or none mounted): run CPU time from the guest thread's CPU clock")
 	}
 }
 

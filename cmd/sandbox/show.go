@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/journal"
@@ -22,10 +23,17 @@ import (
 )
 
 func showCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	c := &cobra.Command{
 		Use:   "show RUN",
 		Short: "Print a run's records for a person to read (it does not verify them: use verify)",
-		Args:  usageArgs(cobra.ExactArgs(1)),
+		Long: `Print the records of RUN (an id, a unique prefix of 6 or more hex digits,
+"last", or a run directory) for a person to read. It does not decide
+trust (verify does), but it checks each record against the attestation
+with the signer taken as it is, and a damaged run (a file missing,
+changed, or unreadable) is shown with what is damaged at the top, and
+exit status 4. Output is shown only as the run wrote it.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := g.stateDir()
 			if err != nil {
@@ -35,22 +43,55 @@ func showCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return show(cmd.OutOrStdout(), dir)
+			a, err := host.OpenRun(dir)
+			if err != nil {
+				return err
+			}
+			damage := damageOf(a, dir)
+			if asJSON {
+				err = printJSON(cmd.OutOrStdout(), showJSONOf(a, dir, damage))
+			} else {
+				err = show(cmd.OutOrStdout(), a, dir, damage)
+			}
+			if err == nil && len(damage) > 0 {
+				return exitError{errs.ExitCode(errs.Integrity)}
+			}
+			return err
 		},
 	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object (docs/cli-json.md)")
+	return c
 }
 
-func show(w io.Writer, dir string) error {
+// damageJSON is one file of a run directory that does not check out.
+type damageJSON struct {
+	File  string `json:"file"`
+	Kind  string `json:"kind"`
+	Error string `json:"error"`
+}
+
+// damageOf checks each of the run's records against its attestation, the
+// signer taken as it is, and returns those that fail.
+func damageOf(a *attest.Attestation, dir string) []damageJSON {
+	var out []damageJSON
+	for _, r := range (&verify.Verifier{Trust: key.NewTrust(a.Claim.Signer)}).Attestation(filepath.Join(dir, verify.FileAttestation)) {
+		if r.Err != nil {
+			out = append(out, damageJSON{File: filepath.Base(r.Path), Kind: r.Kind, Error: r.Err.Error()})
+		}
+	}
+	return out
+}
+
+func show(w io.Writer, a *attest.Attestation, dir string, damage []damageJSON) error {
 	read := func(name string) []byte {
 		b, _ := os.ReadFile(filepath.Join(dir, name))
 		return b
 	}
-	a, err := attest.Verify(read(verify.FileAttestation), key.Trust{})
-	if a == nil {
-		return fmt.Errorf("%s: %w", dir, err)
-	}
 	c := a.Claim
 	fmt.Fprintf(w, "run        %s\ndirectory  %s\nsigned by  %s (key id %s)\n", a.Addr, dir, c.Signer, c.Signer.ID())
+	for _, d := range damage {
+		fmt.Fprintf(w, "DAMAGED    %s: %s\n", d.File, d.Error)
+	}
 	fmt.Fprintf(w, "started    %s\nended      %s\n", c.Started, c.Ended)
 	o := string(c.Outcome.Status)
 	if c.Outcome.ExitCode != nil {
@@ -127,23 +168,19 @@ func show(w io.Writer, dir string) error {
 		}
 	}
 	// Output is shown only as the run wrote it: checked against the
-	// journal's outcome entry first (the signer is taken as it is: show
-	// does not decide trust, verify does).
-	checked := map[string]error{}
-	for _, r := range (&verify.Verifier{Trust: key.NewTrust(c.Signer)}).Attestation(filepath.Join(dir, verify.FileAttestation)) {
-		if r.Kind == verify.KindOutput || r.Kind == verify.KindJournal {
-			checked[filepath.Base(r.Path)] = r.Err
-		}
+	// journal's outcome entry first (damageOf).
+	bad := map[string]string{}
+	for _, d := range damage {
+		bad[d.File] = d.Error
 	}
 	for _, f := range []string{verify.FileStdout, verify.FileStderr} {
-		err, ok := checked[f]
-		if jerr := checked[verify.FileJournal]; jerr != nil {
-			err, ok = jerr, true
+		why, isBad := bad[f]
+		if jerr, ok := bad[verify.FileJournal]; ok {
+			why, isBad = jerr, true
 		}
 		switch {
-		case !ok:
-		case err != nil:
-			fmt.Fprintf(w, "\n%s not shown: it is not what the run wrote (%v)\n", f, err)
+		case isBad:
+			fmt.Fprintf(w, "\n%s not shown: it is not what the run wrote (%s)\n", f, why)
 		default:
 			if b := read(f); len(b) > 0 {
 				fmt.Fprintf(w, "\n%s (%d bytes, as the run wrote it)\n%s", f, len(b), indent(clip(string(b), 2000)))

@@ -747,6 +747,10 @@ type Summary struct {
 	Exit    *int
 	Started time.Time
 	Entry   string
+	// Damaged says what is wrong with a run directory whose attestation
+	// cannot be read or that lacks a file it should hold; "" otherwise.
+	// (Runs only looks; Verify checks everything.)
+	Damaged string
 }
 
 // Runs lists stored runs, newest first. It reads claims without verifying
@@ -768,11 +772,36 @@ func (h *Host) Runs() ([]Summary, error) {
 		dir := filepath.Join(runs, e.Name())
 		a, err := readAttestation(dir)
 		if err != nil {
+			// Listed, as damaged: its name is its id; its time, the
+			// directory's.
+			s := Summary{Dir: dir, Damaged: fmt.Sprintf("%s: %v", verify.FileAttestation, err)}
+			s.ID, _ = addr.Parse(addr.Prefix + e.Name())
+			if fi, err := e.Info(); err == nil {
+				s.Started = fi.ModTime()
+			}
+			out = append(out, s)
 			continue
 		}
 		c := a.Claim
 		s := Summary{ID: a.Addr, Dir: dir, Tier: c.Tier.Chosen, Status: c.Outcome.Status, Exit: c.Outcome.ExitCode}
 		s.Started, _ = time.Parse(attest.TimeLayout, c.Started)
+		if a.Addr.Hex() != e.Name() {
+			s.Damaged = fmt.Sprintf("its attestation is %s, not the run its directory names", a.Addr)
+		}
+		var missing []string
+		for _, f := range []string{verify.FileUnit, verify.FileGrants, verify.FileDecisions, verify.FileReceipt, verify.FileStdout, verify.FileStderr} {
+			if _, err := os.Lstat(filepath.Join(dir, f)); err != nil {
+				missing = append(missing, f)
+			}
+		}
+		if c.Journal != nil {
+			if _, err := os.Lstat(filepath.Join(dir, verify.FileJournal)); err != nil {
+				missing = append(missing, verify.FileJournal)
+			}
+		}
+		if len(missing) > 0 && s.Damaged == "" {
+			s.Damaged = "missing " + strings.Join(missing, ", ")
+		}
 		if ub, err := os.ReadFile(filepath.Join(dir, verify.FileUnit)); err == nil {
 			if u, err := unit.Decode(ub); err == nil {
 				s.Entry = u.Entry
@@ -787,6 +816,25 @@ func (h *Host) Runs() ([]Summary, error) {
 		return out[i].ID.Hex() < out[j].ID.Hex()
 	})
 	return out, nil
+}
+
+// OpenRun reads the attestation of the run directory dir (not verified:
+// nothing is trusted here), saying so when dir is no run directory at
+// all, and that the run is damaged when its attestation cannot be read.
+func OpenRun(dir string) (*attest.Attestation, error) {
+	if _, err := os.Lstat(filepath.Join(dir, verify.FileAttestation)); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s is not a run directory: it holds no %s: %w", dir, verify.FileAttestation, os.ErrNotExist)
+	}
+	a, err := readAttestation(dir)
+	if err != nil {
+		return nil, Damaged(dir, verify.FileAttestation, err)
+	}
+	return a, nil
+}
+
+// Damaged is the error for a file of a run directory that cannot be used.
+func Damaged(dir, file string, err error) error {
+	return fmt.Errorf("run %s is damaged: %s: %w", dir, file, err)
 }
 
 // readAttestation parses a run's attestation; an untrusted signer is not an
@@ -829,15 +877,20 @@ func (h *Host) Resolve(ref string) (string, error) {
 	}
 	var match []string
 	for _, r := range runs {
-		if strings.HasPrefix(r.ID.Hex(), hex) {
+		if strings.HasPrefix(filepath.Base(r.Dir), hex) {
 			match = append(match, r.Dir)
 		}
 	}
 	switch len(match) {
 	case 0:
-		return "", fmt.Errorf("no run %q in %s: %w", ref, h.Dir.Path("runs"), os.ErrNotExist)
+		return "", fmt.Errorf("no run %q in %s (sandbox runs lists them): %w", ref, h.Dir.Path("runs"), os.ErrNotExist)
 	case 1:
 		return match[0], nil
 	}
-	return "", fmt.Errorf("%w: %q matches %d runs", ErrAmbiguous, ref, len(match))
+	ids := make([]string, len(match))
+	for i, m := range match {
+		ids[i] = filepath.Base(m)
+	}
+	sort.Strings(ids)
+	return "", fmt.Errorf("%w: %q matches %d runs; give more digits: %s", ErrAmbiguous, ref, len(match), strings.Join(ids, ", "))
 }

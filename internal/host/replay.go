@@ -37,7 +37,7 @@ func (r *ReplayReport) Matches() bool { return len(r.Diffs) == 0 }
 // it starts from must be intact: a journal whose root is not the one the
 // attestation binds is refused before anything runs.
 func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer) (*ReplayReport, error) {
-	a, err := readAttestation(dir)
+	a, err := OpenRun(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -57,10 +57,10 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 	read := func(name string, want addr.Addr) ([]byte, error) {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
-			return nil, err
+			return nil, Damaged(dir, name, err)
 		}
 		if got := addr.Of(b); got != want {
-			return nil, reject.New(reject.Address, name, "hashes to %s, the attestation binds %s", got, want)
+			return nil, Damaged(dir, name, reject.New(reject.Address, name, "hashes to %s, the attestation binds %s", got, want))
 		}
 		return b, nil
 	}
@@ -82,18 +82,18 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 	}
 	jb, err := os.ReadFile(filepath.Join(dir, verify.FileJournal))
 	if err != nil {
-		return nil, err
+		return nil, Damaged(dir, verify.FileJournal, err)
 	}
 	entries, root, err := journal.Parse(jb)
 	if err != nil {
-		return nil, err
+		return nil, Damaged(dir, verify.FileJournal, err)
 	}
 	if root != *c.Journal {
-		return nil, reject.New(reject.Address, verify.FileJournal, "the journal's root is %s, the attestation binds %s: it was changed after sealing", root, *c.Journal)
+		return nil, Damaged(dir, verify.FileJournal, reject.New(reject.Address, verify.FileJournal, "the journal's root is %s, the attestation binds %s: it was changed after sealing", root, *c.Journal))
 	}
 	image, err := h.Blob(u.Image)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("run %s cannot be replayed: its module %s is not in this state directory's blob store: %w", a.Addr, u.Image, err)
 	}
 	ex, err := h.executor(ctx, c.Tier.Chosen, u.Kind)
 	if err != nil {

@@ -90,17 +90,24 @@ func New(cfg Config) (*Executor, error) {
 		cfg.NoFile = 4096
 	}
 	if cfg.Self == "" {
-		cfg.Self = "/proc/self/exe"
-		if exe, err := os.Executable(); err == nil {
-			if p := filepath.Join(filepath.Dir(exe), "sandbox-s1"); isExecutable(p) {
-				cfg.Self = p
-			}
-		}
+		cfg.Self, _ = HelperPath()
 	}
 	if cfg.StateDir == "" {
 		return nil, fmt.Errorf("native: a state directory is required")
 	}
 	return &Executor{cfg: cfg}, nil
+}
+
+// HelperPath is the program S1 runs start as their init, and how it was
+// found: sandbox-s1 beside this executable (small, quick to start), else
+// this executable itself, which carries the same helper.
+func HelperPath() (path, how string) {
+	if exe, err := os.Executable(); err == nil {
+		if p := filepath.Join(filepath.Dir(exe), "sandbox-s1"); isExecutable(p) {
+			return p, "sandbox-s1 beside sandbox"
+		}
+	}
+	return "/proc/self/exe", "sandbox itself (no sandbox-s1 beside it: S1 runs start sandbox's own binary as their init)"
 }
 
 func isExecutable(p string) bool {
