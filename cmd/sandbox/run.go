@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -53,6 +55,10 @@ func (g *globals) host() (*host.Host, error) {
 	// whatever it leaves if it is killed is found and removed (sandbox gc).
 	if g.lease == nil {
 		if g.lease, err = d.Lease(); err != nil {
+			var en syscall.Errno
+			if errors.As(err, &en) && (en == syscall.EROFS || en == syscall.EACCES || en == syscall.EPERM) {
+				return nil, fmt.Errorf("the state directory %s cannot be written (%w): sandbox writes its leases, runs and caches there; give a writable one with --home or $SANDBOX_HOME", d.Root, en)
+			}
 			return nil, err
 		}
 	}
@@ -239,6 +245,9 @@ Injected credentials (--inject):
 					err = exitError{code}
 				}
 			}()
+			if err := checkLimitFlags(g, deadline); err != nil {
+				return err
+			}
 			s, err := gf.parse()
 			if err != nil {
 				return err
@@ -346,6 +355,39 @@ Injected credentials (--inject):
 	c.Flags().Int64Var(&g.pids, "pids", 512, "process limit of a native run's cgroup")
 	c.Flags().Float64Var(&g.cpus, "cpus", 0, "CPU limit of a native run's cgroup, in CPUs (0: none)")
 	return c
+}
+
+// minMemory is the least --memory a native run can start with: its init
+// (a Go program) and the program need this much to run at all.
+const minMemory = 16 << 20
+
+// checkLimitFlags refuses limits no run can have, naming the flag.
+func checkLimitFlags(g *globals, deadline time.Duration) error {
+	bad := func(flag, format string, a ...any) error {
+		return errs.Usage{Err: fmt.Errorf("%s: %s", flag, fmt.Sprintf(format, a...))}
+	}
+	if g.memory != "" {
+		m, err := grant.ParseSize(g.memory)
+		if err != nil {
+			return bad("--memory "+g.memory, "%v", err)
+		}
+		if m < minMemory {
+			return bad("--memory "+g.memory, "below %d MiB, the least a native run (its init and its program) needs", minMemory>>20)
+		}
+	}
+	if g.pids < 2 {
+		return bad(fmt.Sprintf("--pids %d", g.pids), "want at least 2 (the run's init and its program)")
+	}
+	if g.cpus < 0 || math.IsNaN(g.cpus) || math.IsInf(g.cpus, 0) {
+		return bad(fmt.Sprintf("--cpus %v", g.cpus), "want a number of CPUs above zero, or 0 for no limit")
+	}
+	if deadline < 0 {
+		return bad("--deadline "+deadline.String(), "want a duration, or 0 for none")
+	}
+	if g.memoryPages == 0 || g.memoryPages > 65536 {
+		return bad(fmt.Sprintf("--memory-pages %d", g.memoryPages), "want 1 to 65536 pages of 64 KiB")
+	}
+	return nil
 }
 
 // defaultPath is the PATH a native unit gets, and where its command is

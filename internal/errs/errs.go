@@ -56,6 +56,10 @@ func Of(err error) Category {
 	if errors.As(err, &inv) && inv.Invalid() {
 		return Invalid
 	}
+	var un interface{ Unavailable() bool }
+	if errors.As(err, &un) && un.Unavailable() {
+		return Unavailable
+	}
 	return Internal
 }
 

@@ -82,6 +82,12 @@ func (e *StorageError) Unwrap() error { return e.Err }
 // Invalid reports true: the grant cannot be honoured as given.
 func (e *StorageError) Invalid() bool { return true }
 
+// NotADirectory is the reason a storage grant naming a file is refused,
+// at every tier alike: storage grants are directories.
+func NotADirectory(path string) error {
+	return fmt.Errorf("%s is not a directory: storage grants are directories (grant the directory that holds it)", path)
+}
+
 // Storage grants a directory tree on the host, visible to the unit at the
 // same absolute path.
 type Storage struct {

@@ -144,6 +144,9 @@ func (s *Set) Parse(g, cwd string) error {
 		if err != nil {
 			return fail("budget", "%v", err)
 		}
+		if b == 0 {
+			return fail("budget", "%q is zero: a compute grant carries a budget above zero (a unit with no budget for a class cannot use it at all)", rest)
+		}
 		s.Compute = append(s.Compute, Compute{Class: c, Budget: b})
 	}
 	return nil

@@ -263,7 +263,10 @@ func (h *Host) executor(ctx context.Context, t tier.Tier, k tier.Kind) (Executor
 			return e, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: tier %s has no executor for %s units on this host", ErrNoExecutor, t, k)
+	if t == tier.S2 && k == tier.Native {
+		return nil, fmt.Errorf("%w: a native program cannot run at S2, which runs WebAssembly modules only: native programs run at S1 (drop --tier), or above it where an executor runs them", tier.ErrUnavailable)
+	}
+	return nil, fmt.Errorf("%w: %w: tier %s has no executor for %s units on this host", tier.ErrUnavailable, ErrNoExecutor, t, k)
 }
 
 func (h *Host) kvStore() (*kv.Store, error) {

@@ -44,15 +44,15 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 	c := a.Claim
 	if ub, err := os.ReadFile(filepath.Join(dir, verify.FileUnit)); err == nil {
 		if u, err := unit.Decode(ub); err == nil && u.Kind == tier.Native {
-			return nil, fmt.Errorf("run %s is a native (S1) run, and S1 runs are not replayable: a native program's inputs are not brokered, so its journal records only its outcome", a.Addr)
+			return nil, notReplayable("run %s is a native (S1) run, and S1 runs are not replayable: a native program's inputs are not brokered, so its journal records only its outcome", a.Addr)
 		}
 	}
 	if c.Journal == nil {
-		return nil, fmt.Errorf("run %s has no replay journal", a.Addr)
+		return nil, notReplayable("run %s has no replay journal", a.Addr)
 	}
 	switch c.Outcome.Status {
 	case attest.Deadline, attest.Killed:
-		return nil, fmt.Errorf("run %s was cut short (%s) by the wall clock or the caller: where it stopped is not a function of its inputs, so it cannot be replayed exactly; runs that ended on their own (exited, trapped, out-of-fuel, out-of-memory) can", a.Addr, c.Outcome.Status)
+		return nil, notReplayable("run %s was cut short (%s) by the wall clock or the caller: where it stopped is not a function of its inputs, so it cannot be replayed exactly; runs that ended on their own (exited, trapped, out-of-fuel, out-of-memory) can", a.Addr, c.Outcome.Status)
 	}
 	read := func(name string, want addr.Addr) ([]byte, error) {
 		b, err := os.ReadFile(filepath.Join(dir, name))
@@ -159,4 +159,15 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 		rep.Diffs = append(rep.Diffs, fmt.Sprintf("decision log differs: the run %s, the replay %s", c.Decisions, da))
 	}
 	return rep, nil
+}
+
+// replayError is a run that cannot be replayed by its nature (not a
+// failure of the replay): the command's exit status says unavailable.
+type replayError struct{ msg string }
+
+func (e replayError) Error() string     { return e.msg }
+func (e replayError) Unavailable() bool { return true }
+
+func notReplayable(format string, a ...any) error {
+	return replayError{fmt.Sprintf(format, a...)}
 }

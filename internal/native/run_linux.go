@@ -105,6 +105,9 @@ func (e *Executor) spec(storage []grant.Storage) (*s1init.Spec, error) {
 		err = guard.Check(o, s.Mode == grant.RW)
 		dir := o.IsDir()
 		o.Close()
+		if err == nil && !dir {
+			err = grant.NotADirectory(s.Path)
+		}
 		if err != nil {
 			return nil, &grant.StorageError{Grant: s, Err: err}
 		}

@@ -203,7 +203,7 @@ func (e *Executor) compile(ctx context.Context, k rtKey, a addr.Addr, image []by
 	}
 	inst, err := e.instrumented(a, image)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", job.ErrNotExecutable, err)
+		return nil, nil, fmt.Errorf("%w: it is not a valid WebAssembly module: %w", job.ErrNotExecutable, err)
 	}
 	if k.uncached || e.cache == nil {
 		c, err = rt.CompileModule(ctx, inst)
@@ -399,6 +399,9 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	}
 	rt, compiled, err := e.compile(ctx, rtKey{pages: pages}, ia, j.Image)
 	if err != nil {
+		if errors.Is(err, job.ErrNotExecutable) {
+			return nil, fmt.Errorf("%s (%s) %w", j.Unit.Entry, ia, err)
+		}
 		return nil, err
 	}
 

@@ -48,7 +48,7 @@ func newHostFS(enf *grant.Enforcer, grants []grant.Storage, guard hostpath.Guard
 		o, err := hostpath.Open(g.Path)
 		if err == nil {
 			if err = guard.Check(o, g.Mode == grant.RW); err == nil && !o.IsDir() {
-				err = fmt.Errorf("%s is not a directory: S2 grants directories", g.Path)
+				err = grant.NotADirectory(g.Path)
 			}
 			if err != nil {
 				o.Close()
