@@ -41,6 +41,11 @@ type Claim struct {
 	Outcome  Outcome  `json:"outcome"`
 	Started  string   `json:"started"`
 	Ended    string   `json:"ended"`
+	// Notes are the host's remarks on the run, for people (a grant bound
+	// as it is, writes kept aside, denials the kernel could not report):
+	// said by sandbox, never part of the guest's own streams. Absent
+	// when there are none.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Tier records the rung the unit required, the one it ran at, and why.
@@ -152,6 +157,14 @@ func (c *Claim) Validate() error {
 	}
 	if (c.Outcome.Status == Exited) != (c.Outcome.ExitCode != nil) {
 		return reject.New(reject.Invalid, "claim.outcome.exit_code", "an exit code is given exactly when the status is exited")
+	}
+	if c.Notes != nil && len(c.Notes) == 0 {
+		return reject.New(reject.NonCanonical, "claim.notes", "an empty array; no notes are written by leaving the member out")
+	}
+	for i, n := range c.Notes {
+		if n == "" {
+			return reject.New(reject.Invalid, fmt.Sprintf("claim.notes[%d]", i), "an empty note")
+		}
 	}
 	start, err := time.Parse(TimeLayout, c.Started)
 	if err != nil {

@@ -173,7 +173,7 @@ func TestWritesSurviveTheEnd(t *testing.T) {
 			if b, err := os.ReadFile(filepath.Join(kept, "sub", "z")); err != nil || len(b) != 100000 {
 				t.Errorf("the writes were not kept aside: %v", err)
 			}
-			if !strings.Contains(errb.String(), "kept at "+kept) || !strings.Contains(shown, "kept at "+kept) {
+			if !strings.Contains(errb.String(), "kept at "+kept) || !strings.Contains(shown, "kept at "+kept) || !strings.Contains(shown, "note       S1: the run's writes to") {
 				t.Errorf("sandbox does not say where the writes are:\n%s\n%s", errb.String(), shown)
 			}
 			if dry, _, _ := sandbox(t, home, "gc", "-n"); dry != "nothing left behind\n" {

@@ -209,6 +209,7 @@ type showJSON struct {
 	Outcome   outcomeJSON      `json:"outcome"`
 	Tier      tierJSON         `json:"tier"`
 	Executor  string           `json:"executor"`
+	Notes     []string         `json:"notes,omitempty"`
 	Unit      json.RawMessage  `json:"unit,omitempty"`
 	Grants    json.RawMessage  `json:"grants,omitempty"`
 	Fuel      *uint64          `json:"fuel,omitempty"`
@@ -238,7 +239,7 @@ func showJSONOf(a *attest.Attestation, dir string, damage []damageJSON) showJSON
 	j := showJSON{Schema: jsonSchema, Run: a.Addr.String(), Records: dir, Signer: c.Signer.String(), Started: c.Started, Ended: c.Ended,
 		Outcome:  outcomeJSON{Status: string(c.Outcome.Status), ExitCode: c.Outcome.ExitCode, Detail: c.Outcome.Detail},
 		Tier:     tierJSON{Chosen: c.Tier.Chosen.String(), Required: c.Tier.Required.String(), Reason: c.Tier.Reason},
-		Executor: c.Executor, Damaged: damage}
+		Executor: c.Executor, Notes: c.Notes, Damaged: damage}
 	if b := read(verify.FileUnit); json.Valid(b) {
 		j.Unit = b
 	}

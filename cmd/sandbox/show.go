@@ -103,6 +103,9 @@ func show(w io.Writer, a *attest.Attestation, dir string, damage []damageJSON) e
 	fmt.Fprintf(w, "outcome    %s\n", o)
 	fmt.Fprintf(w, "tier       %s %s, required %s: %s\n", c.Tier.Chosen, c.Tier.Chosen.Name(), c.Tier.Required, c.Tier.Reason)
 	fmt.Fprintf(w, "executor   %s\n", c.Executor)
+	for _, n := range c.Notes {
+		fmt.Fprintf(w, "note       %s\n", n)
+	}
 	fmt.Fprintf(w, "host       %s %s/%s kernel %s, %s\n", c.Hardware.Host.Name, c.Hardware.Host.OS, c.Hardware.Host.Arch, c.Hardware.Host.Kernel, c.Hardware.Host.CPU)
 
 	if u, err := unit.Decode(read(verify.FileUnit)); err == nil {

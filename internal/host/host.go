@@ -481,6 +481,11 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 		Executor: res.Executor, Hardware: hwd, Outcome: res.Outcome,
 		Started: attest.Time(res.Start), Ended: attest.Time(res.End),
 	}
+	for _, n := range res.Notes {
+		if n != "" {
+			claim.Notes = append(claim.Notes, n)
+		}
+	}
 	a, err := attest.Seal(claim, h.Key)
 	if err != nil {
 		return nil, notSealed(err)

@@ -604,6 +604,10 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 			`"exit_code":0`, `"exit_code":00`},
 		{"attestation-wrong-type.json", `the exit code as the string "0": a value of the wrong JSON type is invalid, not non-canonical`, reject.Invalid,
 			`"exit_code":0`, `"exit_code":"0"`},
+		{"attestation-notes-empty.json", `"notes":[]: no notes are written by leaving the member out`, reject.NonCanonical,
+			`"outcome":{`, `"notes":[],"outcome":{`},
+		{"attestation-note-empty.json", `"notes":[""]: a note is a non-empty string`, reject.Invalid,
+			`"outcome":{`, `"notes":[""],"outcome":{`},
 		{"attestation-device-class-unknown.json", `hardware.devices[].class "Fpga", which the device-class vocabulary does not have`, reject.Invalid,
 			`"class":"Cpu"`, `"class":"Fpga"`},
 	} {

@@ -185,6 +185,8 @@ func TestCornerCaseVectors(t *testing.T) {
 		"attestation-zero-address.json":         reject.MissingField,
 		"attestation-null-optional.json":        reject.NonCanonical,
 		"grants-quota-zero.json":                reject.NonCanonical,
+		"attestation-notes-empty.json":          reject.NonCanonical,
+		"attestation-note-empty.json":           reject.Invalid,
 		"receipt-fuel-zero.cose":                reject.Invalid,
 		"attestation-minus-zero.json":           reject.NonCanonical,
 		"attestation-leading-zero.json":         reject.Malformed,
