@@ -27,7 +27,7 @@ type residue struct {
 	cgroups     []string
 	mounts      int
 	temps       []string // the lease's names in the temporary directory
-	roots       int // entries of roots/ in the state directory (the warm init's)
+	roots       int      // entries of roots/ in the state directory (the warm init's)
 	partial     []string // runs/.partial-*
 }
 
