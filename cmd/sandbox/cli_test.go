@@ -122,3 +122,33 @@ func TestJSONContract(t *testing.T) {
 		t.Errorf("replay, attestation unreadable: %d %s", code, errOut)
 	}
 }
+
+// TestCompletion: the shell completes run ids (with "last") where a
+// command takes a run, grant kinds after --grant and tiers after --tier.
+func TestCompletion(t *testing.T) {
+	home := t.TempDir()
+	_, errOut, code := sandbox(t, home, "run", "--json", "--", guestPath(t, "hello"))
+	var r runJSON
+	if err := json.Unmarshal([]byte(lastLine(errOut)), &r); err != nil || code != 0 {
+		t.Fatal(err, errOut)
+	}
+	id := strings.TrimPrefix(r.Run, "b3:")[:12]
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"__complete", "show", ""}, []string{"last\t", id + "\texited go-hello"}},
+		{[]string{"__complete", "replay", id[:6]}, []string{id + "\t"}},
+		{[]string{"__complete", "verify", ""}, []string{id + "\t"}},
+		{[]string{"__complete", "run", "--grant", ""}, []string{"fs:\t", "net:\t", "kv:\t", "cpu:\t", "gpu:\t", "clock\t", "exec:allow:\t"}},
+		{[]string{"__complete", "run", "--tier", ""}, []string{"S1\tCapability", "S2\tSandbox"}},
+		{[]string{"__complete", "completion", ""}, []string{"bash", "zsh"}},
+	} {
+		out, _, code := sandbox(t, home, tc.args...)
+		for _, w := range tc.want {
+			if code != 0 || !strings.Contains(out, w) {
+				t.Errorf("%q: %d, no %q in\n%s", tc.args, code, w, out)
+			}
+		}
+	}
+}

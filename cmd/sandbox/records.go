@@ -99,7 +99,12 @@ func verifyCmd(g *globals) *cobra.Command {
 	var trustArgs []string
 	var trustHost, asJSON bool
 	c := &cobra.Command{
-		Use:   "verify [--trust KEY|FILE]... PATH...",
+		Use: "verify [--trust KEY|FILE]... PATH...",
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, tc string) ([]string, cobra.ShellCompDirective) {
+			// Paths, or a stored run.
+			ids, _ := completeRuns(g)(cmd, args, tc)
+			return ids, cobra.ShellCompDirectiveDefault
+		},
 		Short: "Verify sealed artifacts: attestations, receipts, units, grants, decision logs, run directories",
 		Long: `Verify each PATH, a file or a run directory, and print one line per artifact:
 
@@ -281,6 +286,7 @@ type grantFlags struct {
 
 func (f *grantFlags) add(c *cobra.Command) {
 	c.Flags().StringArrayVar(&f.args, "grant", nil, "grant a capability (repeatable); see 'sandbox grants --help'")
+	c.RegisterFlagCompletionFunc("grant", completeGrants)
 	c.Flags().StringVar(&f.file, "grants", "", "read grants from a JSON file")
 	c.Flags().StringArrayVar(&f.inject, "inject", nil, "add a credential to requests to a granted host: HOST:HEADER=env:NAME or HOST:HEADER=file:/PATH (repeatable; the value never enters the unit)")
 }

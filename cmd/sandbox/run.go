@@ -343,6 +343,7 @@ Injected credentials (--inject):
 	}
 	gf.add(c)
 	c.Flags().StringVar(&tierArg, "tier", "", "run at this tier (S0..S7); above the requirement only with --escalate")
+	c.RegisterFlagCompletionFunc("tier", completeTiers)
 	c.Flags().BoolVar(&escalate, "escalate", false, "allow --tier to go above what the grants require (recorded in the attestation)")
 	c.Flags().DurationVar(&deadline, "deadline", time.Minute, "wall-clock limit; 0 for none")
 	c.Flags().StringArrayVar(&envArgs, "env", nil, "set NAME=VALUE in the guest's environment (repeatable)")
@@ -576,8 +577,9 @@ func resolveRun(g *globals, ref string) (*host.Host, string, error) {
 func replayCmd(g *globals) *cobra.Command {
 	var show bool
 	c := &cobra.Command{
-		Use:   "replay RUN",
-		Short: "Re-execute a run from its journal and check that it does exactly the same",
+		Use:               "replay RUN",
+		ValidArgsFunction: completeRuns(g),
+		Short:             "Re-execute a run from its journal and check that it does exactly the same",
 		Long: `Re-execute RUN (an id, a run directory, or "last") from its replay journal:
 every input the run received (file contents, key-value results, real clock
 and random reads) is served from the journal, never from the host, and the

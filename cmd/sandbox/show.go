@@ -25,8 +25,9 @@ import (
 func showCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
-		Use:   "show RUN",
-		Short: "Print a run's records for a person to read (it does not verify them: use verify)",
+		Use:               "show RUN",
+		ValidArgsFunction: completeRuns(g),
+		Short:             "Print a run's records for a person to read (it does not verify them: use verify)",
 		Long: `Print the records of RUN (an id, a unique prefix of 6 or more hex digits,
 "last", or a run directory) for a person to read. It does not decide
 trust (verify does), but it checks each record against the attestation
