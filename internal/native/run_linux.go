@@ -180,6 +180,11 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		return nil, err
 	}
 	sp.Exec.KernelExecOnly = e.kernelExecOnly
+	if j.Cgroup == nil && j.Enforcer != nil {
+		// Said, and recorded in the attestation's notes: the unit's
+		// limits are recorded, and a reader must not take them as held.
+		o.note("S1: no cgroup of its own (sandbox is not root, or no cgroup hierarchy is mounted): the unit's memory, process and CPU limits are recorded but not enforced")
+	}
 	if len(j.Grants.Net) > 0 {
 		proxy, cleanup, err := e.egress(j, sp)
 		if err != nil {
