@@ -259,3 +259,32 @@ func TestRootlessKilledRunEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestGCLeavesOtherStateDirsAlone: gc in one state directory never
+// touches what a sandbox using another one has running (its cgroup is
+// named with a lease this state directory does not hold).
+func TestGCLeavesOtherStateDirsAlone(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("S1 runs with cgroups need root")
+	}
+	a, b := t.TempDir(), t.TempDir()
+	marker := fmt.Sprintf("sleep 1.%d9", os.Getpid())
+	cmd := cliCmd(t, a, nil, "run", "-q", "--", "/bin/sh", "-c", marker+"; echo done")
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200 && len(processesWith(marker)) == 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(processesWith(marker)) == 0 {
+		t.Fatal("the run never started")
+	}
+	if o, e, code := sandbox(t, b, "gc"); code != 0 || strings.Contains(o, "cgroup") {
+		t.Errorf("gc of another state directory: %d %s %s", code, o, e)
+	}
+	if err := cmd.Wait(); err != nil || out.String() != "done\n" {
+		t.Fatalf("the other run was touched: %v %q", err, out.String())
+	}
+}

@@ -61,6 +61,11 @@ func (h *Host) GC(dryRun bool) ([]Leftover, error) {
 		return errors.Is(err, os.ErrNotExist) // closed: its maker is done with it
 	}
 	var out []Leftover
+	// consider judges one thing by the lease in its name. Things in the
+	// state directory belong to its leases; things outside it (cgroups,
+	// the temporary directory) may be another state directory's, so
+	// they are judged only by a dead lease found here, never by a lease
+	// file that is missing here.
 	consider := func(kind, path, name string, unownedToo bool, remove func() error) {
 		m := leaseName.FindStringSubmatch(name)
 		if m == nil {
@@ -69,8 +74,10 @@ func (h *Host) GC(dryRun bool) ([]Leftover, error) {
 			}
 			return
 		}
-		if h.Lease != nil && m[1] == h.Lease.ID || !ended(m[1]) {
-			return // this process's own, or a live one's
+		_, deadHere := deadIDs[m[1]]
+		outside := !strings.HasPrefix(path, h.Dir.Root+string(filepath.Separator))
+		if h.Lease != nil && m[1] == h.Lease.ID || !ended(m[1]) || outside && !deadHere {
+			return // this process's own, a live one's, or not this state directory's
 		}
 		l := Leftover{Kind: kind, Path: path}
 		if !dryRun {

@@ -13,6 +13,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
 	"github.com/opensubstrate/sandbox/internal/unit"
 
+	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -49,11 +50,7 @@ type Config struct {
 
 // mkTemp makes a temporary directory under parent, named by TempName.
 func (e *Executor) mkTemp(parent, prefix string) (string, error) {
-	if e.cfg.TempName == nil {
-		return os.MkdirTemp(parent, prefix+"-")
-	}
-	p := filepath.Join(parent, e.cfg.TempName(prefix))
-	return p, os.Mkdir(p, 0o700)
+	return state.MkdirNamed(parent, prefix, e.cfg.TempName)
 }
 
 // Executor runs native units at S1.

@@ -144,3 +144,15 @@ func (d *Dir) DeadLeases() ([]*DeadLease, error) {
 	}
 	return out, nil
 }
+
+// MkdirNamed makes a directory (mode 0700) under parent for something a
+// run uses for a while, named by name (a Lease's Name), so that a
+// collector can tell whose it is; with name nil, a random name, which
+// nothing collects.
+func MkdirNamed(parent, prefix string, name func(prefix string) string) (string, error) {
+	if name == nil {
+		return os.MkdirTemp(parent, prefix+"-")
+	}
+	p := filepath.Join(parent, name(prefix))
+	return p, os.Mkdir(p, 0o700)
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/fuel"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/receipt"
 	"github.com/opensubstrate/sandbox/tier"
@@ -90,11 +91,7 @@ type Config struct {
 
 // mkTemp makes a temporary directory under parent, named by TempName.
 func (e *Executor) mkTemp(parent, prefix string) (string, error) {
-	if e.cfg.TempName == nil {
-		return os.MkdirTemp(parent, prefix+"-")
-	}
-	p := filepath.Join(parent, e.cfg.TempName(prefix))
-	return p, os.Mkdir(p, 0o700)
+	return state.MkdirNamed(parent, prefix, e.cfg.TempName)
 }
 
 // Executor runs WebAssembly units at S2. One wazero runtime, with WASI
