@@ -268,18 +268,21 @@ func TestGCLeavesOtherStateDirsAlone(t *testing.T) {
 		t.Skip("S1 runs with cgroups need root")
 	}
 	a, b := t.TempDir(), t.TempDir()
-	marker := fmt.Sprintf("sleep 1.%d9", os.Getpid())
+	marker := fmt.Sprintf("sleep 3.%d9", os.Getpid())
 	cmd := cliCmd(t, a, nil, "run", "-q", "--", "/bin/sh", "-c", marker+"; echo done")
 	var out strings.Builder
 	cmd.Stdout = &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 200 && len(processesWith(marker)) == 0; i++ {
+	// Slow under the race detector and a busy machine: wait long.
+	for i := 0; i < 3000 && len(processesWith(marker)) == 0; i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if len(processesWith(marker)) == 0 {
-		t.Fatal("the run never started")
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("the run never started: %q", out.String())
 	}
 	if o, e, code := sandbox(t, b, "gc"); code != 0 || strings.Contains(o, "cgroup") {
 		t.Errorf("gc of another state directory: %d %s %s", code, o, e)

@@ -119,7 +119,7 @@ func TestWritesSurviveTheEnd(t *testing.T) {
 		code  int
 	}{
 		{"deadline", []string{"--deadline", "1s"}, "sleep 30", false, 124},
-		{"budget", []string{"--grant", "cpu:500mJ"}, "while :; do :; done", false, 124},
+		{"budget", []string{"--grant", "cpu:3J"}, "while :; do :; done", false, 124},
 		{"interrupt", nil, "sleep 30", false, 130},
 		{"full", []string{"--deadline", "1s"}, "sleep 30", true, 124},
 	} {
@@ -143,6 +143,8 @@ func TestWritesSurviveTheEnd(t *testing.T) {
 			// The writes are in the run's overlay until the end: the
 			// guest says when it has made them.
 			if line, err := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+				cmd.Process.Kill()
+				cmd.Wait()
 				t.Fatalf("the guest said %q (%v): %s", line, err, errb.String())
 			}
 			if tc.name == "interrupt" {
