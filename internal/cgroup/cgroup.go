@@ -372,6 +372,10 @@ var ErrNoFreezer = errors.New("cgroup: no freezer for this group")
 // returns, nothing in the group runs, detached children included.
 func (g *Group) Freeze() error { return g.setFrozen(true) }
 
+// freezeWait is how long a freeze or thaw may take: a loaded machine
+// (tasks in uninterruptible sleeps) takes more than a second at times.
+const freezeWait = 10 * time.Second
+
 // Thaw lets the group's processes run again.
 func (g *Group) Thaw() error { return g.setFrozen(false) }
 
@@ -381,10 +385,16 @@ func (g *Group) setFrozen(on bool) error {
 		if on {
 			state = "FROZEN"
 		}
-		if err := os.WriteFile(filepath.Join(dir, "freezer.state"), []byte(state), 0o644); err != nil {
-			return fmt.Errorf("cgroup: freeze: %w", err)
-		}
-		for i := 0; i < 1000; i++ {
+		// A task in an uninterruptible sleep (a write to disk) holds the
+		// group in FREEZING; the v1 freezer retries when the state is
+		// written again, so it is, until freezeWait has passed.
+		deadline := time.Now().Add(freezeWait)
+		for i := 0; ; i++ {
+			if i%50 == 0 {
+				if err := os.WriteFile(filepath.Join(dir, "freezer.state"), []byte(state), 0o644); err != nil {
+					return fmt.Errorf("cgroup: freeze: %w", err)
+				}
+			}
 			b, err := os.ReadFile(filepath.Join(dir, "freezer.state"))
 			if err != nil {
 				return err
@@ -392,9 +402,11 @@ func (g *Group) setFrozen(on bool) error {
 			if strings.TrimSpace(string(b)) == state {
 				return nil
 			}
-			time.Sleep(time.Millisecond)
+			if time.Now().After(deadline) {
+				return fmt.Errorf("cgroup: %s did not become %s within %s (it is %s)", dir, state, freezeWait, strings.TrimSpace(string(b)))
+			}
+			time.Sleep(2 * time.Millisecond)
 		}
-		return fmt.Errorf("cgroup: %s did not become %s", dir, state)
 	}
 	if g.V2 != "" {
 		p := filepath.Join(g.V2, "cgroup.freeze")
@@ -406,14 +418,13 @@ func (g *Group) setFrozen(on bool) error {
 			if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
 				return fmt.Errorf("cgroup: freeze: %w", err)
 			}
-			for i := 0; i < 1000; i++ {
+			for deadline := time.Now().Add(freezeWait); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
 				b, _ := os.ReadFile(filepath.Join(g.V2, "cgroup.events"))
 				if strings.Contains(string(b), "frozen "+v) {
 					return nil
 				}
-				time.Sleep(time.Millisecond)
 			}
-			return fmt.Errorf("cgroup: %s did not report frozen %s", g.V2, v)
+			return fmt.Errorf("cgroup: %s did not report frozen %s within %s", g.V2, v, freezeWait)
 		}
 	}
 	return ErrNoFreezer
