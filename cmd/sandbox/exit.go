@@ -41,49 +41,56 @@ const runExitTable = `Exit status:
 A guest's own 124-127 or 128+ status reads like sandbox's: --json says
 which it was.`
 
-// runExit is the exit status of `sandbox run` for a sealed run, given the
-// cause its context ended with (a signal sandbox got), if any.
-func runExit(r *host.Run, cause error) int {
+// Whose an exit status of `sandbox run` is (--json's exit_status_from).
+const (
+	fromGuest   = "guest"   // its own exit status, or 128+N for its death by signal N
+	fromSandbox = "sandbox" // a limit, a refusal, a failure, an interrupt
+)
+
+// runExit is the exit status of `sandbox run` for a sealed run, and whose
+// it is, given the cause its context ended with (a signal sandbox got),
+// if any.
+func runExit(r *host.Run, cause error) (int, string) {
 	var in interrupted
 	switch {
 	case r.OutputClosed:
-		return exitSignalBase + int(syscall.SIGPIPE)
+		return exitSignalBase + int(syscall.SIGPIPE), fromSandbox
 	case errors.As(cause, &in) && r.Result.Outcome.Status != attest.Exited:
-		return exitSignalBase + int(in.sig)
+		return exitSignalBase + int(in.sig), fromSandbox
 	}
 	return outcomeExit(r.Result)
 }
 
-// outcomeExit maps how a guest ended to an exit status.
-func outcomeExit(res *job.Result) int {
+// outcomeExit maps how a guest ended to an exit status, and whose it is.
+func outcomeExit(res *job.Result) (int, string) {
 	o := res.Outcome
 	switch o.Status {
 	case attest.Exited:
 		if o.ExitCode != nil {
-			return *o.ExitCode & 0xff
+			return *o.ExitCode & 0xff, fromGuest
 		}
-		return 0
+		return 0, fromGuest
 	case attest.Deadline, attest.OutOfFuel, attest.BudgetExhausted:
-		return exitLimit
+		return exitLimit, fromSandbox
 	case attest.OutOfMem:
-		return exitOutOfMemory
+		return exitOutOfMemory, fromSandbox
 	case attest.Trapped, attest.Killed:
 		if res.Signal > 0 {
-			return exitSignalBase + int(res.Signal)
+			return exitSignalBase + int(res.Signal), fromGuest
 		}
 		if o.Status == attest.Trapped {
-			return exitTrapped
+			return exitTrapped, fromSandbox
 		}
-		return exitSignalBase + int(syscall.SIGKILL)
+		return exitSignalBase + int(syscall.SIGKILL), fromSandbox
 	case attest.Failed:
 		switch {
 		case res.ExecErrno == syscall.ENOENT:
-			return exitNotFound
+			return exitNotFound, fromSandbox
 		case res.ExecErrno != 0:
-			return exitCannotExec
+			return exitCannotExec, fromSandbox
 		}
 	}
-	return exitFailed
+	return exitFailed, fromSandbox
 }
 
 // runErrorExit is the exit status of `sandbox run` when it did not seal

@@ -86,19 +86,19 @@ func energyOf(r *receipt.Receipt) []energyJSON {
 	return out
 }
 
-// sealedJSON describes a sealed run and the exit status sandbox gives.
-func sealedJSON(r *host.Run, code int, cause error) runJSON {
-	j := runJSON{Schema: jsonSchema, Run: r.ID.String(), Sealed: true, Tier: r.Choice.Chosen.String(),
-		Outcome: outcomeOf(r.Result), ExitStatus: code, ExitFrom: exitFrom(r, cause),
+// sealedJSON describes a sealed run, the exit status sandbox gives and
+// whose it is.
+func sealedJSON(r *host.Run, code int, from string) runJSON {
+	return runJSON{Schema: jsonSchema, Run: r.ID.String(), Sealed: true, Tier: r.Choice.Chosen.String(),
+		Outcome: outcomeOf(r.Result), ExitStatus: code, ExitFrom: from,
 		DurationMS: r.Result.End.Sub(r.Result.Start).Milliseconds(), Fuel: r.Result.Fuel,
 		Energy: energyOf(r.Receipt), Records: r.Dir, Notes: r.Result.Notes}
-	return j
 }
 
 // failedJSON describes a run sandbox refused, could not start, or could
 // not seal.
 func failedJSON(err error, code int) runJSON {
-	j := runJSON{Schema: jsonSchema, Error: err.Error(), ExitStatus: code, ExitFrom: "sandbox"}
+	j := runJSON{Schema: jsonSchema, Error: err.Error(), ExitStatus: code, ExitFrom: fromSandbox}
 	var ns *host.NotSealedError
 	if errors.As(err, &ns) && ns.Result != nil {
 		j.Outcome = outcomeOf(ns.Result)
@@ -106,23 +106,6 @@ func failedJSON(err error, code int) runJSON {
 		j.Notes = ns.Result.Notes
 	}
 	return j
-}
-
-// exitFrom says whose status runExit gave: the guest's own, or sandbox's.
-func exitFrom(r *host.Run, cause error) string {
-	var in interrupted
-	if r.OutputClosed || errors.As(cause, &in) && r.Result.Outcome.Status != attest.Exited {
-		return "sandbox"
-	}
-	switch r.Result.Outcome.Status {
-	case attest.Exited:
-		return "guest"
-	case attest.Trapped, attest.Killed:
-		if r.Result.Signal > 0 {
-			return "guest"
-		}
-	}
-	return "sandbox"
 }
 
 // writeJSON writes v as one line of JSON to w.

@@ -314,7 +314,7 @@ Injected credentials (--inject):
 				}
 				return err
 			}
-			code := runExit(r, context.Cause(cmd.Context()))
+			code, from := runExit(r, context.Cause(cmd.Context()))
 			switch {
 			case jsonDest == "-":
 				// The object takes the summary's place.
@@ -327,10 +327,10 @@ Injected credentials (--inject):
 			}
 			if err := writeIDFile(idFile, r); err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: --id-file: %v\n", err)
-				code = exitFailed
+				code, from = exitFailed, fromSandbox
 			}
 			if jsonDest != "" {
-				if err := emitRunJSON(jsonDest, cmd.ErrOrStderr(), sealedJSON(r, code, context.Cause(cmd.Context()))); err != nil {
+				if err := emitRunJSON(jsonDest, cmd.ErrOrStderr(), sealedJSON(r, code, from)); err != nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: --json: %v\n", err)
 					code = exitFailed
 				}
