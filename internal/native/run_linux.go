@@ -248,7 +248,8 @@ func (e *Executor) keepAside(sp *s1init.Spec) (func(*s1init.Status), error) {
 	}
 	return func(st *s1init.Status) {
 		for _, d := range made {
-			if os.Remove(d) == nil || errors.Is(err0(os.Stat(d)), os.ErrNotExist) {
+			// Empty (nothing had to be kept) or gone: nothing to name.
+			if err := os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
 				continue
 			}
 			final := d + ".kept"
@@ -263,8 +264,6 @@ func (e *Executor) keepAside(sp *s1init.Spec) (func(*s1init.Status), error) {
 		}
 	}, nil
 }
-
-func err0(_ os.FileInfo, err error) error { return err }
 
 // committed logs what became of each quota'd grant's writes as a
 // decision (the attestation binds the log) and tells the caller of any
