@@ -35,23 +35,27 @@ func newServer(t testing.TB, tlsOn bool, addr string) *server {
 	t.Helper()
 	s := &server{}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		s.seen = append(s.seen, r.Header.Clone())
-		s.mu.Unlock()
 		fmt.Fprintf(w, "hello from %s %s", r.Host, r.URL.Path)
 	})
 	s.start(t, tlsOn, addr, h)
 	return s
 }
 
-// start serves h on addr, with TLS or not, until the test ends.
+// start serves h on addr, with TLS or not, until the test ends, keeping
+// the headers of every request it gets.
 func (s *server) start(t testing.TB, tlsOn bool, addr string, h http.Handler) {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Server = &httptest.Server{Listener: ln, Config: &http.Server{Handler: h}}
+	record := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.seen = append(s.seen, r.Header.Clone())
+		s.mu.Unlock()
+		h.ServeHTTP(w, r)
+	})
+	s.Server = &httptest.Server{Listener: ln, Config: &http.Server{Handler: record}}
 	if tlsOn {
 		s.StartTLS()
 	} else {
