@@ -431,33 +431,16 @@ func (g *Group) setFrozen(on bool) error {
 }
 
 // dirs returns the parent directory of sandbox's groups in each
-// hierarchy, once each.
+// hierarchy, once each (controllers mounted together share one).
 func (h *Hierarchy) dirs() []string {
-	var out []string
-	seen := map[string]bool{}
-	add := func(base string) {
-		d := filepath.Join(base, Parent)
-		if !seen[d] {
-			seen[d] = true
-			out = append(out, d)
-		}
-	}
+	bases := uniq(h.V1)
 	if h.V2 != "" {
-		add(h.V2)
+		bases = append(bases, h.V2)
 	}
-	for _, c := range sortedKeys(h.V1) {
-		add(h.V1[c])
+	for i, b := range bases {
+		bases[i] = filepath.Join(b, Parent)
 	}
-	return out
-}
-
-func sortedKeys(m map[string]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
+	return bases
 }
 
 // Names lists the groups under sandbox's parent, in any hierarchy.
