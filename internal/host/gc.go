@@ -16,11 +16,11 @@ import (
 // mkPartial makes the directory a run's records are written in until
 // they are sealed: runs/.partial-LEASE-N, named by the host's lease.
 func (h *Host) mkPartial(runs string) (string, error) {
-	if h.Lease == nil {
-		return os.MkdirTemp(runs, ".partial-")
+	var name func(string) string
+	if h.Lease != nil {
+		name = h.Lease.Name
 	}
-	p := filepath.Join(runs, "."+h.Lease.Name("partial"))
-	return p, os.Mkdir(p, 0o700)
+	return state.MkdirNamed(runs, ".partial", name)
 }
 
 // Leftover is something a sandbox process made for a run and did not
