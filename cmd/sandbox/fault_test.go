@@ -117,11 +117,12 @@ func TestWritesSurviveTheEnd(t *testing.T) {
 		tail  string
 		full  bool // the grant's disk cannot take the writes
 		code  int
+		ended string // the outcome show gives: 124 alone is a deadline or a budget
 	}{
-		{"deadline", []string{"--deadline", "1s"}, "sleep 30", false, 124},
-		{"budget", []string{"--grant", "cpu:3J"}, "while :; do :; done", false, 124},
-		{"interrupt", nil, "sleep 30", false, 130},
-		{"full", []string{"--deadline", "1s"}, "sleep 30", true, 124},
+		{"deadline", []string{"--deadline", "1s"}, "sleep 30", false, 124, "outcome    deadline"},
+		{"budget", []string{"--grant", "cpu:3J"}, "while :; do :; done", false, 124, "outcome    budget-exhausted"},
+		{"interrupt", nil, "sleep 30", false, 130, "outcome    killed"},
+		{"full", []string{"--deadline", "1s"}, "sleep 30", true, 124, "outcome    deadline"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			home, dir := t.TempDir(), t.TempDir()
@@ -155,6 +156,9 @@ func TestWritesSurviveTheEnd(t *testing.T) {
 				t.Errorf("exit %d, want %d: %s", code, tc.code, errb.String())
 			}
 			shown, _, _ := sandbox(t, home, "show", "last")
+			if !strings.Contains(shown, tc.ended) {
+				t.Errorf("not ended as expected (%s):\n%s", tc.ended, shown)
+			}
 			if _, _, code := sandbox(t, home, "verify", "--trust-host", "last"); code != 0 {
 				t.Errorf("the run does not verify")
 			}

@@ -108,16 +108,6 @@ func failedJSON(err error, code int) runJSON {
 	return j
 }
 
-// writeJSON writes v as one line of JSON to w.
-func writeJSON(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
-}
-
 // printJSON writes v indented, for the listing commands.
 func printJSON(w io.Writer, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
@@ -131,14 +121,16 @@ func printJSON(w io.Writer, v any) error {
 // emitRunJSON writes run's object to dest: "-" for stderr, else a file,
 // replaced whole.
 func emitRunJSON(dest string, stderr io.Writer, v runJSON) error {
-	if dest == "-" {
-		return writeJSON(stderr, v)
-	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return safefile.Write(dest, append(b, '\n'), 0o644)
+	b = append(b, '\n')
+	if dest == "-" {
+		_, err = stderr.Write(b)
+		return err
+	}
+	return safefile.Write(dest, b, 0o644)
 }
 
 // runsJSON is one entry of `sandbox runs --json`.
