@@ -98,9 +98,9 @@ func outcomeExit(res *job.Result) (int, string) {
 // interrupted before the guest ran (128+N), anything else 125.
 func runErrorExit(err error) int {
 	var in interrupted
-	var pe progError
+	var pe *host.ProgramError
 	switch {
-	case errors.As(err, &pe) && pe.notFound:
+	case errors.As(err, &pe) && pe.NotFound:
 		return exitNotFound
 	case errors.As(err, &pe), errors.Is(err, job.ErrNotExecutable):
 		return exitCannotExec
@@ -111,19 +111,3 @@ func runErrorExit(err error) int {
 	}
 	return exitFailed
 }
-
-// progError is a program that cannot be run as given: not found, or
-// found but not executable. Its message says which and why.
-type progError struct {
-	notFound bool
-	err      error
-}
-
-func (e progError) Error() string { return e.err.Error() }
-func (e progError) Unwrap() error { return e.err }
-
-// notFound wraps err as a program that was not found.
-func notFound(err error) error { return progError{notFound: true, err: err} }
-
-// cannotExec wraps err as a program that cannot be executed.
-func cannotExec(err error) error { return progError{err: err} }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opensubstrate/sandbox/internal/errs"
+	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/state"
 )
@@ -72,7 +74,9 @@ type globals struct {
 	pids        int64
 	cpus        float64
 	stderr      io.Writer    // warnings
-	lease       *state.Lease // this process's, once it has a host
+	warm        bool         // keep a started S1 init ready (serve)
+	log         *slog.Logger // the service's structured log
+	hosts       []*host.Host // made by this command; closed when it ends (their leases)
 }
 
 func (g *globals) stateDir() (*state.Dir, error) {
@@ -88,7 +92,11 @@ func (g *globals) stateDir() (*state.Dir, error) {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	g := &globals{stderr: stderr}
-	defer func() { g.lease.Close() }()
+	defer func() {
+		for _, h := range g.hosts {
+			h.Close()
+		}
+	}()
 	root := &cobra.Command{
 		Use:   "sandbox",
 		Short: "Run untrusted work isolated, granted, metered and attested",

@@ -8,6 +8,7 @@ import (
 	"github.com/opensubstrate/sandbox/energy"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/state"
+	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
 	"os"
@@ -322,7 +323,7 @@ func TestBudgetsAsTheReceiptStates(t *testing.T) {
 	home := t.TempDir()
 	shown := func() string { s, _, _ := sandbox(t, home, "show", "last"); return s }
 	receiptCpu := func() (energy.Microjoules, string) {
-		d, err := (&host.Host{Dir: &state.Dir{Root: home}}).Resolve("last")
+		d, err := (&host.Host{Store: store.Of(&state.Dir{Root: home})}).Resolve("last")
 		if err != nil {
 			t.Fatal(err)
 		}

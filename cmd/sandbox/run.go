@@ -1,72 +1,33 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
-	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
-	"github.com/opensubstrate/sandbox/internal/hw"
-	"github.com/opensubstrate/sandbox/internal/meter"
-	"github.com/opensubstrate/sandbox/internal/meter/nvml"
 	"github.com/opensubstrate/sandbox/internal/meter/powercap"
 	"github.com/opensubstrate/sandbox/internal/native"
-	"github.com/opensubstrate/sandbox/internal/wasm"
+	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/tier"
-)
-
-// The Cpu grant a run gets when it names none: a WASM unit's fuel
-// budget, and, for a native unit, more than the default one-minute
-// deadline lets a few cores spend (2 CPUs × 4 W × 60 s = 480 J here).
-const (
-	defaultCPU       = "cpu:50J"
-	defaultNativeCPU = "cpu:1kJ"
 )
 
 func (g *globals) host() (*host.Host, error) {
 	d, err := g.stateDir()
-	if err != nil {
-		return nil, err
-	}
-	k, err := d.HostKey(randReader())
-	if err != nil {
-		return nil, err
-	}
-	// What this process makes for runs is named by its lease, so that
-	// whatever it leaves if it is killed is found and removed (sandbox gc).
-	if g.lease == nil {
-		if g.lease, err = d.Lease(); err != nil {
-			var en syscall.Errno
-			if errors.As(err, &en) && (en == syscall.EROFS || en == syscall.EACCES || en == syscall.EPERM) {
-				return nil, fmt.Errorf("the state directory %s cannot be written (%w): sandbox writes its leases, runs and caches there; give a writable one with --home or $SANDBOX_HOME", d.Root, en)
-			}
-			return nil, err
-		}
-	}
-	w, err := wasm.New(wasm.Config{
-		CacheDir: d.Path("cache"), CacheKey: k.Derive(wasm.CacheKeyContext), StateDir: d.Root, MemoryLimitPages: g.memoryPages,
-		Warn:     func(m string) { fmt.Fprintf(g.stderr, "sandbox: warning: %s\n", m) },
-		TempName: g.lease.Name,
-	})
 	if err != nil {
 		return nil, err
 	}
@@ -76,33 +37,25 @@ func (g *globals) host() (*host.Host, error) {
 			return nil, errs.Usage{Err: fmt.Errorf("--memory: %w", err)}
 		}
 	}
-	// One run per process: a warm init after it would be wasted. The host
-	// prewarms the one init the run needs (host.Prewarmer).
 	roots, err := egressRoots()
 	if err != nil {
 		return nil, err
 	}
-	n, err := native.New(native.Config{StateDir: d.Root, Memory: mem, Pids: g.pids, CPUs: g.cpus, NoWarm: true, EgressRoots: roots, TempName: g.lease.Name})
+	h, err := host.New(host.Config{
+		Home: d.Root, Rand: randReader(), MemoryPages: g.memoryPages, Memory: mem, Pids: g.pids, CPUs: g.cpus,
+		Warm: g.warm, EgressRoots: roots, CgroupRoot: os.Getenv("SANDBOX_CGROUP_ROOT"), SysfsRoot: os.Getenv("SANDBOX_SYSFS_ROOT"),
+		TDP:  os.Getenv("SANDBOX_TDP"),
+		Warn: func(m string) { fmt.Fprintf(g.stderr, "sandbox: warning: %s\n", m) },
+		Log:  g.log,
+	})
+	var ce *host.ConfigError
+	if errors.As(err, &ce) && ce.Field == "TDP" {
+		return nil, errs.Usage{Err: fmt.Errorf("SANDBOX_TDP: %w", ce.Err)}
+	}
 	if err != nil {
 		return nil, err
 	}
-	m, err := newMeter()
-	if err != nil {
-		return nil, err
-	}
-	h := &host.Host{Dir: d, Key: k, Executors: []host.Executor{w, n}, Meter: m, Lease: g.lease}
-	if cg, err := cgroup.Detect(envOr("SANDBOX_CGROUP_ROOT", "/sys/fs/cgroup")); err == nil && os.Geteuid() == 0 {
-		h.Cgroups = cg
-	}
-	for _, s := range m.Sources {
-		if n, ok := s.(*nvml.Source); ok {
-			for _, st := range m.Statuses() {
-				if st.Source == n.Name() && st.State == meter.Live {
-					h.Devices = append(h.Devices, n.Devices()...)
-				}
-			}
-		}
-	}
+	g.hosts = append(g.hosts, h)
 	return h, nil
 }
 
@@ -113,10 +66,6 @@ func envOr(k, def string) string {
 	return def
 }
 
-// newMeter builds the meter from the host and its configuration:
-// SANDBOX_SYSFS_ROOT points powercap at another sysfs root, and
-// SANDBOX_TDP ("cpu=225W,gpu=700W") overrides the rated powers the
-// Estimator uses.
 // egressRoots are the roots the egress proxy verifies credential-injected
 // servers with: the system's, plus the PEM file SANDBOX_EGRESS_ROOTS
 // names (a private CA, or a test server's certificate).
@@ -138,45 +87,6 @@ func egressRoots() (*x509.CertPool, error) {
 	}
 	return pool, nil
 }
-
-func newMeter() (*meter.Meter, error) {
-	sysfs := envOr("SANDBOX_SYSFS_ROOT", "/sys")
-	n := runtime.NumCPU()
-	m := &meter.Meter{
-		Sources: []meter.Source{&powercap.Source{Root: sysfs}, &powercap.Source{Root: sysfs, DRAM: true}, &nvml.Source{}},
-		NumCPU:  n,
-		TDP:     map[device.Class]meter.TDP{device.Cpu: meter.DetectTDP(hw.Describe("/proc").Host.CPU, n)},
-		Burn:    burn,
-	}
-	if v := os.Getenv("SANDBOX_TDP"); v != "" {
-		conf, err := meter.ParseTDP(v)
-		if err != nil {
-			return nil, errs.Usage{Err: fmt.Errorf("SANDBOX_TDP: %w", err)}
-		}
-		for c, t := range conf {
-			m.TDP[c] = t
-		}
-	}
-	return m, nil
-}
-
-// burn keeps one CPU busy until stop closes, for the meter's liveness probe.
-func burn(stop <-chan struct{}) {
-	x := uint64(1)
-	for {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		for i := 0; i < 1<<16; i++ {
-			x = x*6364136223846793005 + 1442695040888963407
-		}
-		sink = x
-	}
-}
-
-var sink uint64
 
 func runCmd(g *globals) *cobra.Command {
 	var (
@@ -203,7 +113,7 @@ decision log, replay journal, output) are stored as a run directory in the
 state directory: see 'sandbox runs', 'sandbox show', 'sandbox verify',
 'sandbox replay'.
 
-A run with no Cpu grant gets ` + defaultCPU + ` (a WASM unit) or ` + defaultNativeCPU + ` (a native
+A run with no Cpu grant gets ` + host.DefaultCPU + ` (a WASM unit) or ` + host.DefaultNativeCPU + ` (a native
 one); say so with --grant cpu:ENERGY to choose. Each compute grant puts
 its device class on the unit (gpu:5J: the unit uses a GPU, and its
 receipt accounts Gpu); a unit is refused (exit 125) when the executor
@@ -252,10 +162,6 @@ Injected credentials (--inject):
 			if err != nil {
 				return err
 			}
-			noCPU := false
-			if _, ok := s.Budget(device.Cpu); !ok {
-				noCPU = true
-			}
 			env := map[string]string{}
 			for _, kv := range envArgs {
 				k, v, ok := strings.Cut(kv, "=")
@@ -272,23 +178,9 @@ Injected credentials (--inject):
 				}
 				want = &t
 			}
-			req, err := unitRequest(args, env, s)
+			req, err := host.Command(host.CommandLine{Args: args, Env: env, Grants: s})
 			if err != nil {
 				return err
-			}
-			if noCPU {
-				// Every unit runs on a CPU: a run that names no Cpu grant
-				// (none at all, or only gpu:…) gets the default.
-				def := defaultCPU
-				if req.Kind == tier.Native {
-					def = defaultNativeCPU
-				}
-				if err := s.Parse(def, "/"); err != nil {
-					return err
-				}
-				if err := s.Normalize(); err != nil {
-					return err
-				}
 			}
 			h, err := g.host()
 			if err != nil {
@@ -300,7 +192,7 @@ Injected credentials (--inject):
 			if ls, err := h.GC(false); err == nil && !quiet {
 				reportGC(cmd.ErrOrStderr(), ls)
 			}
-			req.Grants, req.Tier, req.Escalate, req.Deadline = s, want, escalate, deadline
+			req.Tier, req.Escalate, req.Deadline = want, escalate, deadline
 			req.Stdout, req.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if tty := os.Stdin; isTerminal(tty) {
 				req.Stdin = nil // an interactive terminal stays with sandbox
@@ -391,92 +283,6 @@ func checkLimitFlags(g *globals, deadline time.Duration) error {
 	return nil
 }
 
-// defaultPath is the PATH a native unit gets, and where its command is
-// looked up: the system directories every run sees.
-const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-// unitRequest turns the command line into a unit: a WebAssembly module
-// (by its magic number) or a native program, resolved the way the run
-// will see it.
-func unitRequest(args []string, env map[string]string, g grant.Set) (host.Request, error) {
-	cwd, err := os.Getwd()
-	if err != nil {
-		return host.Request{}, err
-	}
-	name := args[0]
-	if b, err := os.ReadFile(name); err == nil && bytes.HasPrefix(b, []byte("\x00asm")) {
-		return host.Request{Kind: tier.Wasm, Image: b, Entry: filepath.Base(name), Args: append([]string{filepath.Base(name)}, args[1:]...), Env: env}, nil
-	} else if err == nil && strings.HasSuffix(name, ".wasm") {
-		return host.Request{}, cannotExec(fmt.Errorf("%s is not a WebAssembly module: it does not start with the magic number \\0asm", name))
-	}
-	for k, v := range map[string]string{"PATH": defaultPath, "HOME": "/tmp", "LANG": "C.UTF-8"} {
-		if _, ok := env[k]; !ok {
-			env[k] = v
-		}
-	}
-	path, err := resolveCommand(name, env["PATH"], cwd)
-	if err != nil {
-		return host.Request{}, err
-	}
-	if !visible(path, g) {
-		return host.Request{}, errs.Usage{Err: fmt.Errorf("%s is not visible inside a native run: it is neither in a system directory (/usr, /bin, /sbin, /lib, /etc, /opt) nor under a storage grant; grant its directory with --grant fs:%s:ro", path, filepath.Dir(path))}
-	}
-	image, err := os.ReadFile(path)
-	if err != nil {
-		return host.Request{}, err
-	}
-	dir := ""
-	for _, st := range g.Storage {
-		if grant.Within(st.Path, cwd) {
-			dir = cwd
-		}
-	}
-	return host.Request{Kind: tier.Native, Image: image, Entry: path, Args: append([]string{name}, args[1:]...), Env: env, Dir: dir}, nil
-}
-
-// resolveCommand finds a command as the run will: a path (relative to the
-// current directory) or a name looked up in PATH.
-func resolveCommand(name, path, cwd string) (string, error) {
-	if strings.Contains(name, "/") {
-		p := name
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(cwd, p)
-		}
-		fi, err := os.Stat(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", notFound(fmt.Errorf("%s: no such file", p))
-		}
-		if err != nil {
-			return "", cannotExec(err)
-		}
-		if fi.IsDir() || fi.Mode()&0o111 == 0 {
-			return "", cannotExec(fmt.Errorf("%s is not an executable file", p))
-		}
-		return filepath.Clean(p), nil
-	}
-	for _, d := range filepath.SplitList(path) {
-		p := filepath.Join(d, name)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", notFound(fmt.Errorf("%s: no such command in the run's PATH (%s)", name, path))
-}
-
-func visible(p string, g grant.Set) bool {
-	for _, d := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc", "/opt"} {
-		if grant.Within(d, p) {
-			return true
-		}
-	}
-	for _, st := range g.Storage {
-		if grant.Within(st.Path, p) {
-			return true
-		}
-	}
-	return false
-}
-
 func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
@@ -534,7 +340,7 @@ never listed.`,
 			if err != nil {
 				return err
 			}
-			h := &host.Host{Dir: d}
+			h := &host.Host{Store: store.Of(d)}
 			runs, err := h.Runs()
 			if err != nil {
 				return err

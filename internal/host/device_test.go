@@ -38,7 +38,7 @@ func TestDeviceTheExecutorCannotGiveIsRefused(t *testing.T) {
 			t.Errorf("%v: %v", gs, err)
 		}
 	}
-	if runs, _ := os.ReadDir(h.Dir.Path("runs")); len(runs) != 0 {
+	if runs, _ := os.ReadDir(h.Store.Dir.Path("runs")); len(runs) != 0 {
 		t.Errorf("a refused unit left %d entries in runs/", len(runs))
 	}
 }
@@ -89,7 +89,7 @@ func TestGpuBudgetByGpuMeasures(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHost(t)
-	ex, err := native.New(native.Config{StateDir: h.Dir.Root, Memory: 256 << 20, Pids: 64, Self: helper, NoWarm: true})
+	ex, err := native.New(native.Config{StateDir: h.Store.Dir.Root, Memory: 256 << 20, Pids: 64, Self: helper, NoWarm: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,9 +101,9 @@ func TestS2GrantPathsFollowNoLink(t *testing.T) {
 		{"fs:" + d + "/link:rw", d + "/link is a symbolic link"},
 		{"fs:" + d + "/link/x:ro", d + "/link is a symbolic link"},
 		{"fs:" + d + "/real/etc:ro", d + "/real/etc is a symbolic link (to /etc)"},
-		{"fs:" + h.Dir.Root + ":ro", "is sandbox's state directory"},
-		{"fs:" + h.Dir.Path("cache") + ":rw", "lies inside sandbox's state directory"},
-		{"fs:" + filepath.Dir(h.Dir.Root) + ":ro", "contains sandbox's state directory"},
+		{"fs:" + h.Store.Dir.Root + ":ro", "is sandbox's state directory"},
+		{"fs:" + h.Store.Dir.Path("cache") + ":rw", "lies inside sandbox's state directory"},
+		{"fs:" + filepath.Dir(h.Store.Dir.Root) + ":ro", "contains sandbox's state directory"},
 		{"fs:/proc/self:ro", "is a symbolic link"},
 		{"fs:/proc/sys:ro", "procfs"},
 	}
@@ -132,7 +132,7 @@ func TestS2GrantPathsFollowNoLink(t *testing.T) {
 func TestCacheRewriteSealedRun(t *testing.T) {
 	h := newHost(t)
 	var warned []string
-	w, err := wasm.New(wasm.Config{CacheDir: h.Dir.Path("cache"), CacheKey: h.Key.Derive(wasm.CacheKeyContext), StateDir: h.Dir.Root,
+	w, err := wasm.New(wasm.Config{CacheDir: h.Store.Dir.Path("cache"), CacheKey: h.Key.Derive(wasm.CacheKeyContext), StateDir: h.Store.Dir.Root,
 		MemoryLimitPages: 1024, Warn: func(m string) { warned = append(warned, m) }})
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +150,7 @@ func TestCacheRewriteSealedRun(t *testing.T) {
 	run(hello, "hello", "x")
 	run(cat, "cat")
 	inst := func(img []byte) string {
-		m, _ := filepath.Glob(filepath.Join(h.Dir.Path("cache"), "instrumented", "*-"+addr.Of(img).Hex()+".wasm"))
+		m, _ := filepath.Glob(filepath.Join(h.Store.Dir.Path("cache"), "instrumented", "*-"+addr.Of(img).Hex()+".wasm"))
 		if len(m) != 1 {
 			t.Fatalf("instrumented cache: %v", m)
 		}
@@ -160,7 +160,7 @@ func TestCacheRewriteSealedRun(t *testing.T) {
 	os.WriteFile(inst(hello), b, 0o600)
 	w.Close()
 	// The next process.
-	w, err = wasm.New(wasm.Config{CacheDir: h.Dir.Path("cache"), CacheKey: h.Key.Derive(wasm.CacheKeyContext), StateDir: h.Dir.Root,
+	w, err = wasm.New(wasm.Config{CacheDir: h.Store.Dir.Path("cache"), CacheKey: h.Key.Derive(wasm.CacheKeyContext), StateDir: h.Store.Dir.Root,
 		MemoryLimitPages: 1024, Warn: func(m string) { warned = append(warned, m) }})
 	if err != nil {
 		t.Fatal(err)

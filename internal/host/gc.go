@@ -13,16 +13,6 @@ import (
 	"github.com/opensubstrate/sandbox/internal/state"
 )
 
-// mkPartial makes the directory a run's records are written in until
-// they are sealed: runs/.partial-LEASE-N, named by the host's lease.
-func (h *Host) mkPartial(runs string) (string, error) {
-	var name func(string) string
-	if h.Lease != nil {
-		name = h.Lease.Name
-	}
-	return state.MkdirNamed(runs, ".partial", name)
-}
-
 // Leftover is something a sandbox process made for a run and did not
 // remove because it ended first (killed, crashed, out of disk).
 type Leftover struct {
@@ -45,7 +35,7 @@ var leaseName = regexp.MustCompile(`-([0-9a-f]{16})-[0-9]+(-host)?$`)
 // are never touched; things with no lease in their name are reported as
 // unowned and left alone.
 func (h *Host) GC(dryRun bool) ([]Leftover, error) {
-	dead, err := h.Dir.DeadLeases()
+	dead, err := h.Store.Dir.DeadLeases()
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +47,7 @@ func (h *Host) GC(dryRun bool) ([]Leftover, error) {
 		if _, ok := deadIDs[id]; ok {
 			return true
 		}
-		_, err := os.Stat(h.Dir.Path("leases", id+".lock"))
+		_, err := os.Stat(h.Store.Dir.Path("leases", id+".lock"))
 		return errors.Is(err, os.ErrNotExist) // closed: its maker is done with it
 	}
 	var out []Leftover
@@ -75,8 +65,8 @@ func (h *Host) GC(dryRun bool) ([]Leftover, error) {
 			return
 		}
 		_, deadHere := deadIDs[m[1]]
-		outside := !strings.HasPrefix(path, h.Dir.Root+string(filepath.Separator))
-		if h.Lease != nil && m[1] == h.Lease.ID || !ended(m[1]) || outside && !deadHere {
+		outside := !strings.HasPrefix(path, h.Store.Dir.Root+string(filepath.Separator))
+		if h.Store.Lease != nil && m[1] == h.Store.Lease.ID || !ended(m[1]) || outside && !deadHere {
 			return // this process's own, a live one's, or not this state directory's
 		}
 		l := Leftover{Kind: kind, Path: path}
@@ -94,18 +84,18 @@ func (h *Host) GC(dryRun bool) ([]Leftover, error) {
 			}
 		}
 	}
-	scan(h.Dir.Path("runs"), ".partial-", "run being written", true)
-	scan(h.Dir.Path("roots"), "run-", "S1 root", true)
-	scan(h.Dir.Path("roots"), "ca-", "CA bundle", true)
+	scan(h.Store.Dir.Path("runs"), ".partial-", "run being written", true)
+	scan(h.Store.Dir.Path("roots"), "run-", "S1 root", true)
+	scan(h.Store.Dir.Path("roots"), "ca-", "CA bundle", true)
 	// A directory S1 keeps a run's writes in when they cannot be
 	// committed: removed when empty; otherwise it holds work, which is
 	// never removed, only given its lasting name (NAME.kept).
-	kept, _ := os.ReadDir(h.Dir.Path("kept"))
+	kept, _ := os.ReadDir(h.Store.Dir.Path("kept"))
 	for _, e := range kept {
 		if !strings.HasPrefix(e.Name(), "kept-") || strings.HasSuffix(e.Name(), ".kept") {
 			continue
 		}
-		p := filepath.Join(h.Dir.Path("kept"), e.Name())
+		p := filepath.Join(h.Store.Dir.Path("kept"), e.Name())
 		empty := isEmptyDir(p)
 		kind := "directory for writes kept aside (empty)"
 		if !empty {
@@ -144,7 +134,7 @@ func (h *Host) GC(dryRun bool) ([]Leftover, error) {
 		}
 	}
 	for _, d := range dead {
-		l := Leftover{Kind: "lease", Path: h.Dir.Path("leases", d.ID+".lock")}
+		l := Leftover{Kind: "lease", Path: h.Store.Dir.Path("leases", d.ID+".lock")}
 		if dryRun {
 			d.Unlock()
 		} else if failed(out, d.ID) {

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -23,11 +20,8 @@ import (
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/hw"
 	"github.com/opensubstrate/sandbox/internal/job"
-	"github.com/opensubstrate/sandbox/internal/journal"
-	"github.com/opensubstrate/sandbox/internal/kv"
 	"github.com/opensubstrate/sandbox/internal/meter"
-	"github.com/opensubstrate/sandbox/internal/safefile"
-	"github.com/opensubstrate/sandbox/internal/state"
+	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
@@ -93,7 +87,8 @@ func admitDevices(ex Executor, classes []device.Class) error {
 
 // Host runs and seals units.
 type Host struct {
-	Dir       *state.Dir
+	// Store is the state directory: runs, blobs, caches, the key.
+	Store     *store.Store
 	Key       key.Private
 	Executors []Executor
 	Log       *slog.Logger
@@ -104,19 +99,14 @@ type Host struct {
 	// Cgroups, when set, gives each run its own control group before it
 	// starts, whose CPU time the meter apportions by.
 	Cgroups *cgroup.Hierarchy
-	// Lease names what runs make while they run (their partial
-	// directories and cgroups), so that what a killed sandbox left is
-	// found by its dead lease (GC). Nil: random names, never collected.
-	Lease *state.Lease
 	// Devices are the host's accelerators, for the attestation.
 	Devices []attest.Device
 	// BudgetInterval is how often a native run's energy is checked
 	// against its budgets; 0 means BudgetSample.
 	BudgetInterval time.Duration
 
-	kvOnce sync.Once
-	kv     *kv.Store
-	kvErr  error
+	// closeLease: Close releases the store's lease (New took it).
+	closeLease bool
 }
 
 // Request is one unit to run.
@@ -140,6 +130,9 @@ type Request struct {
 	Stderr io.Writer
 	// OnStart is called once the run has started, with its controls.
 	OnStart func(job.Control)
+	// Notes are recorded in the attestation's notes (the sandbox a run
+	// is an exec of).
+	Notes []string
 }
 
 // Run is a sealed run.
@@ -209,9 +202,15 @@ type Prewarmer interface {
 	Prewarm()
 }
 
-// Close releases what the executors hold between runs (a warm init).
+// Close ends the host's live sandboxes and releases what the executors
+// hold between runs (a warm init), and the lease New took.
 func (h *Host) Close() error {
 	var first error
+	defer func() {
+		if h.closeLease && h.Store.Lease != nil {
+			h.Store.Lease.Close()
+		}
+	}()
 	for _, e := range h.Executors {
 		if c, ok := e.(io.Closer); ok {
 			if err := c.Close(); err != nil && first == nil {
@@ -269,27 +268,26 @@ func (h *Host) executor(ctx context.Context, t tier.Tier, k tier.Kind) (Executor
 	return nil, fmt.Errorf("%w: %w: tier %s has no executor for %s units on this host", tier.ErrUnavailable, ErrNoExecutor, t, k)
 }
 
-func (h *Host) kvStore() (*kv.Store, error) {
-	h.kvOnce.Do(func() { h.kv, h.kvErr = kv.Open(h.Dir.Path("kv")) })
-	return h.kv, h.kvErr
+// plan is a request made a run: its unit and grants as recorded, the
+// tier chosen for it and the executor that runs it.
+type plan struct {
+	req    Request
+	grants grant.Set
+	gb     []byte // the grants, canonical
+	ga     addr.Addr
+	unit   unit.Unit
+	ub     []byte // the unit, canonical
+	ua     addr.Addr
+	choice tier.Choice
+	ex     Executor
+	// live says the run joins a live sandbox, which has its own init.
+	live bool
 }
 
-// outcomeOf is the journal's last entry for a run: how it ended and what
-// it wrote.
-func outcomeOf(res *job.Result, stdout, stderr *output) journal.Outcome {
-	o := journal.Outcome{Status: string(res.Outcome.Status), ExitCode: -1,
-		Stdout: stdout.Sum(), StdoutLen: stdout.n, Stderr: stderr.Sum(), StderrLen: stderr.n}
-	if res.Outcome.ExitCode != nil {
-		o.ExitCode = int64(*res.Outcome.ExitCode)
-	}
-	if res.Fuel != nil {
-		o.Fuel = *res.Fuel
-	}
-	return o
-}
-
-// Run runs a unit and seals it.
-func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
+// plan assembles a run from a request: the unit as the record will hold
+// it, the tier its grants require (refused, with the reason, if this host
+// cannot give it), the executor and the limits.
+func (h *Host) plan(ctx context.Context, req Request) (*plan, error) {
 	g := req.Grants
 	gb, ga, err := g.Canonical()
 	if err != nil {
@@ -329,74 +327,69 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	if err := admitDevices(ex, u.Devices); err != nil {
 		return nil, err
 	}
-	if p, ok := ex.(Prewarmer); ok {
-		p.Prewarm()
-	}
 	u.Limits = effectiveLimits(ex, req)
 	ub, ua, err := u.Canonical()
 	if err != nil {
 		return nil, err
 	}
+	return &plan{req: req, grants: g, gb: gb, ga: ga, unit: u, ub: ub, ua: ua, choice: choice, ex: ex}, nil
+}
+
+// Run runs a unit and seals it.
+func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
+	p, err := h.plan(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return h.execute(ctx, p, p.ex.Run)
+}
+
+// runFunc runs a job: an executor's Run, or a live sandbox's.
+type runFunc func(context.Context, *job.Job) (*job.Result, error)
+
+// execute runs a planned unit with run, meters it and seals it.
+func (h *Host) execute(ctx context.Context, p *plan, run runFunc) (*Run, error) {
+	req, g, u := p.req, p.grants, p.unit
+	if pw, ok := p.ex.(Prewarmer); ok && !p.live {
+		pw.Prewarm()
+	}
 	if req.Kind == tier.Wasm { // kept for replay, which only S2 runs have
-		if err := h.putBlob(u.Image, req.Image); err != nil {
+		if err := h.Store.PutBlob(u.Image, req.Image); err != nil {
 			return nil, err
 		}
 	}
-	store, err := h.kvStore()
+	kvs, err := h.Store.KV()
 	if err != nil {
 		return nil, err
 	}
-
-	runs := h.Dir.Path("runs")
-	if err := os.MkdirAll(runs, 0o700); err != nil {
-		return nil, err
-	}
-	tmp, err := h.mkPartial(runs)
+	rec, err := h.Store.Begin()
 	if err != nil {
 		return nil, err
 	}
-	keep := false
-	defer func() {
-		if !keep {
-			os.RemoveAll(tmp)
-		}
-	}()
-	jf, err := os.Create(filepath.Join(tmp, verify.FileJournal))
+	defer rec.Abort()
+	files, err := openRecords(rec)
 	if err != nil {
 		return nil, err
 	}
-	defer jf.Close()
-	outF, err := os.Create(filepath.Join(tmp, FileStdout))
-	if err != nil {
-		return nil, err
-	}
-	defer outF.Close()
-	errF, err := os.Create(filepath.Join(tmp, FileStderr))
-	if err != nil {
-		return nil, err
-	}
-	defer errF.Close()
-	outH, errH := newOutput(), newOutput()
 	crash.At(crash.Partial)
 
-	rec := journal.NewWriter(jf)
 	enf := grant.NewEnforcer(g)
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
-	outT := &tee{caller: orDiscard(req.Stdout), record: outF, hash: outH, gone: func() { stopRun(ErrOutputClosed) }}
-	errT := &tee{caller: orDiscard(req.Stderr), record: errF, hash: errH}
+	outT := &tee{caller: orDiscard(req.Stdout), record: files.out, hash: files.outH, gone: func() { stopRun(ErrOutputClosed) }}
+	errT := &tee{caller: orDiscard(req.Stderr), record: files.err, hash: files.errH}
 	j := &job.Job{
-		Unit: u, UnitAddr: ua, Image: req.Image, ImageAddr: u.Image, Grants: g, Enforcer: enf, Record: rec, KV: store,
+		Unit: u, UnitAddr: p.ua, Image: req.Image, ImageAddr: u.Image, Grants: g, Enforcer: enf, Record: files.journal, KV: kvs,
 		Stdout:   outT,
 		Stderr:   errT,
 		Deadline: time.Duration(u.Limits.DeadlineMS) * time.Millisecond,
 		Stdin:    req.Stdin,
 		OnStart:  req.OnStart,
 	}
-	h.logger().Info("run starting", "unit", ua, "tier", choice.Chosen, "executor", ex.Name())
+	h.logger().Info("run starting", "unit", p.ua, "tier", p.choice.Chosen, "executor", p.ex.Name())
 	var cg *cgroup.Group
 	if h.Cgroups != nil {
-		if cg, err = h.Cgroups.Create(strings.TrimPrefix(filepath.Base(tmp), "."), "cpuacct", "cpu", "memory", "pids", "freezer"); err != nil {
+		if cg, err = h.Cgroups.Create(rec.Name(), "cpuacct", "cpu", "memory", "pids", "freezer"); err != nil {
 			h.logger().Warn("no cgroup for the run", "err", err)
 			cg = nil
 		} else {
@@ -411,7 +404,7 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	if req.Kind == tier.Native { // S2's budget is its fuel, bought with it
 		spent.watch(runCtx, stopRun, span, g, u.Devices, cg, h.budgetInterval())
 	}
-	res, err := ex.Run(runCtx, j)
+	res, err := run(runCtx, j)
 	spent.stop()
 	crash.At(crash.Ended)
 	if err != nil {
@@ -420,13 +413,12 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 	}
 	// From here on the guest has run: whatever fails, the caller learns
 	// how it ended, and that no record was kept.
-	notSealed := func(err error) error { return &NotSealedError{Result: res, Err: err} }
 	if errors.Is(context.Cause(runCtx), ErrOutputClosed) {
 		res.Outcome.Detail = "stopped like an interrupt: the reader of its output went away (a closed pipe)"
 	}
 	if err := errors.Join(outT.failed(), errT.failed()); err != nil {
 		span.Stop(meter.RunCPU{}, nil)
-		return nil, notSealed(fmt.Errorf("writing its output into the record: %w", err))
+		return nil, &NotSealedError{Result: res, Err: fmt.Errorf("writing its output into the record: %w", err)}
 	}
 	for _, n := range res.Notes { // the caller's, not stderr.log: not the guest's output
 		fmt.Fprintf(orDiscard(req.Stderr), "sandbox: %s\n", n)
@@ -448,83 +440,11 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 		spentClass = hit.class
 	}
 	logSpent(enf, res, g, spentClass)
-	if err := rec.Append(journal.OutcomeKind, nil, outcomeOf(res, outH, errH)); err != nil {
-		return nil, notSealed(err)
-	}
-	if err := rec.Err(); err != nil {
-		return nil, notSealed(err)
-	}
-	journalRoot := rec.Root()
-
-	db, da, err := enf.Log().Canonical()
+	r, err := h.seal(p, rec, files, enf, res)
 	if err != nil {
-		return nil, notSealed(err)
+		return nil, err
 	}
-	rc := receipt.Receipt{Unit: ua, StartNS: uint64(res.Start.UnixNano()), EndNS: uint64(res.End.UnixNano()), Fuel: res.Fuel}
-	for _, c := range device.Classes {
-		if rs := res.Readings[c]; len(rs) > 0 {
-			rc.Devices = append(rc.Devices, receipt.Device{Class: c, Readings: rs})
-		}
-	}
-	if err := rc.FillTotals(); err != nil {
-		return nil, notSealed(err)
-	}
-	rb, err := receipt.Seal(&rc, h.Key)
-	if err != nil {
-		return nil, notSealed(err)
-	}
-	hwd := hw.Describe(h.procRoot())
-	hwd.Devices = append(hwd.Devices, h.Devices...)
-	claim := attest.Claim{
-		Unit: ua, Image: u.Image, Grants: ga, Decisions: da, Receipt: addr.Of(rb), Journal: &journalRoot,
-		Tier:     attest.Tier{Required: choice.Required, Chosen: choice.Chosen, Reason: choice.Reason},
-		Executor: res.Executor, Hardware: hwd, Outcome: res.Outcome,
-		Started: attest.Time(res.Start), Ended: attest.Time(res.End),
-	}
-	for _, n := range res.Notes {
-		if n != "" {
-			claim.Notes = append(claim.Notes, n)
-		}
-	}
-	a, err := attest.Seal(claim, h.Key)
-	if err != nil {
-		return nil, notSealed(err)
-	}
-	files := []*os.File{jf, outF, errF}
-	for name, b := range map[string][]byte{
-		verify.FileUnit: ub, verify.FileGrants: gb, verify.FileDecisions: db,
-		verify.FileReceipt: rb, verify.FileAttestation: a.Envelope,
-	} {
-		f, err := os.OpenFile(filepath.Join(tmp, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if err != nil {
-			return nil, notSealed(err)
-		}
-		defer f.Close()
-		if _, err := f.Write(b); err != nil {
-			return nil, notSealed(err)
-		}
-		files = append(files, f)
-	}
-	if err := syncAll(files); err != nil {
-		return nil, notSealed(err)
-	}
-	if err := safefile.SyncDir(tmp); err != nil {
-		return nil, notSealed(err)
-	}
-	crash.At(crash.Sealing)
-	final := filepath.Join(runs, a.Addr.Hex())
-	if err := os.Rename(tmp, final); err != nil {
-		return nil, notSealed(fmt.Errorf("host: store run: %w", err))
-	}
-	keep = true
-	if err := safefile.SyncDir(runs); err != nil {
-		return nil, fmt.Errorf("host: the run is stored at %s, but its directory could not be synced: %w", final, err)
-	}
-	crash.At(crash.Sealed)
-	r := &Run{ID: a.Addr, Dir: final, Attestation: a, Receipt: &rc, Result: res, Choice: choice,
-		OutputClosed: errors.Is(context.Cause(runCtx), ErrOutputClosed)}
-	r.Journal.Entries, r.Journal.Bytes = rec.Len()
-	h.logger().Info("run sealed", "run", a.Addr, "status", res.Outcome.Status, "dir", final)
+	r.OutputClosed = errors.Is(context.Cause(runCtx), ErrOutputClosed)
 	return r, nil
 }
 
@@ -699,206 +619,4 @@ func (h *Host) procRoot() string {
 		return h.ProcRoot
 	}
 	return "/proc"
-}
-
-// syncAll fsyncs files concurrently: the flushes overlap in the device
-// queue instead of waiting for each other, and every one still completes
-// before the run directory is renamed into place.
-func syncAll(files []*os.File) error {
-	errs := make([]error, len(files))
-	var wg sync.WaitGroup
-	for i, f := range files {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f.Sync()
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// putBlob stores content by address, once.
-func (h *Host) putBlob(a addr.Addr, b []byte) error {
-	dir := h.Dir.Path("blobs")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	p := filepath.Join(dir, a.Hex())
-	if _, err := os.Stat(p); err == nil {
-		return nil
-	}
-	if err := safefile.Create(p, b, 0o600); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	return nil
-}
-
-// Blob returns stored content, checking its address.
-func (h *Host) Blob(a addr.Addr) ([]byte, error) {
-	b, err := os.ReadFile(h.Dir.Path("blobs", a.Hex()))
-	if err != nil {
-		return nil, fmt.Errorf("image %s is not in the blob store: %w", a, err)
-	}
-	if addr.Of(b) != a {
-		return nil, fmt.Errorf("blob %s is corrupt: it hashes to %s", a, addr.Of(b))
-	}
-	return b, nil
-}
-
-// Summary is one line of the run list.
-type Summary struct {
-	ID      addr.Addr
-	Dir     string
-	Tier    tier.Tier
-	Status  attest.Status
-	Exit    *int
-	Started time.Time
-	Entry   string
-	// Damaged says what is wrong with a run directory whose attestation
-	// cannot be read or that lacks a file it should hold; "" otherwise.
-	// (Runs only looks; Verify checks everything.)
-	Damaged string
-}
-
-// Runs lists stored runs, newest first. It reads claims without verifying
-// them; verification is Verify's job.
-func (h *Host) Runs() ([]Summary, error) {
-	runs := h.Dir.Path("runs")
-	ents, err := os.ReadDir(runs)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []Summary
-	for _, e := range ents {
-		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		dir := filepath.Join(runs, e.Name())
-		a, err := readAttestation(dir)
-		if err != nil {
-			// Listed, as damaged: its name is its id; its time, the
-			// directory's.
-			s := Summary{Dir: dir, Damaged: fmt.Sprintf("%s: %v", verify.FileAttestation, err)}
-			s.ID, _ = addr.Parse(addr.Prefix + e.Name())
-			if fi, err := e.Info(); err == nil {
-				s.Started = fi.ModTime()
-			}
-			out = append(out, s)
-			continue
-		}
-		c := a.Claim
-		s := Summary{ID: a.Addr, Dir: dir, Tier: c.Tier.Chosen, Status: c.Outcome.Status, Exit: c.Outcome.ExitCode}
-		s.Started, _ = time.Parse(attest.TimeLayout, c.Started)
-		if a.Addr.Hex() != e.Name() {
-			s.Damaged = fmt.Sprintf("its attestation is %s, not the run its directory names", a.Addr)
-		}
-		var missing []string
-		for _, f := range []string{verify.FileUnit, verify.FileGrants, verify.FileDecisions, verify.FileReceipt, verify.FileStdout, verify.FileStderr} {
-			if _, err := os.Lstat(filepath.Join(dir, f)); err != nil {
-				missing = append(missing, f)
-			}
-		}
-		if c.Journal != nil {
-			if _, err := os.Lstat(filepath.Join(dir, verify.FileJournal)); err != nil {
-				missing = append(missing, verify.FileJournal)
-			}
-		}
-		if len(missing) > 0 && s.Damaged == "" {
-			s.Damaged = "missing " + strings.Join(missing, ", ")
-		}
-		if ub, err := os.ReadFile(filepath.Join(dir, verify.FileUnit)); err == nil {
-			if u, err := unit.Decode(ub); err == nil {
-				s.Entry = u.Entry
-			}
-		}
-		out = append(out, s)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].Started.Equal(out[j].Started) {
-			return out[i].Started.After(out[j].Started)
-		}
-		return out[i].ID.Hex() < out[j].ID.Hex()
-	})
-	return out, nil
-}
-
-// OpenRun reads the attestation of the run directory dir (not verified:
-// nothing is trusted here), saying so when dir is no run directory at
-// all, and that the run is damaged when its attestation cannot be read.
-func OpenRun(dir string) (*attest.Attestation, error) {
-	if _, err := os.Lstat(filepath.Join(dir, verify.FileAttestation)); errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%s is not a run directory: it holds no %s: %w", dir, verify.FileAttestation, os.ErrNotExist)
-	}
-	a, err := readAttestation(dir)
-	if err != nil {
-		return nil, Damaged(dir, verify.FileAttestation, err)
-	}
-	return a, nil
-}
-
-// Damaged is the error for a file of a run directory that cannot be used.
-func Damaged(dir, file string, err error) error {
-	return fmt.Errorf("run %s is damaged: %s: %w", dir, file, err)
-}
-
-// readAttestation parses a run's attestation; an untrusted signer is not an
-// error here (nothing is trusted), any other failure is.
-func readAttestation(dir string) (*attest.Attestation, error) {
-	b, err := os.ReadFile(filepath.Join(dir, verify.FileAttestation))
-	if err != nil {
-		return nil, err
-	}
-	a, err := attest.Verify(b, key.Trust{})
-	if a != nil {
-		return a, nil
-	}
-	return nil, err
-}
-
-// ErrAmbiguous is wrapped when a run prefix matches several runs.
-var ErrAmbiguous = errors.New("ambiguous run reference")
-
-// Resolve turns a run reference into its directory: "last" (the newest
-// run), a run id (b3:<hex>, or its hex, or a unique hex prefix of at
-// least 6 digits), or a directory path.
-func (h *Host) Resolve(ref string) (string, error) {
-	if fi, err := os.Stat(ref); err == nil && fi.IsDir() {
-		return ref, nil
-	}
-	runs, err := h.Runs()
-	if err != nil {
-		return "", err
-	}
-	if ref == "last" {
-		if len(runs) == 0 {
-			return "", fmt.Errorf("no runs yet in %s: %w", h.Dir.Path("runs"), os.ErrNotExist)
-		}
-		return runs[0].Dir, nil
-	}
-	hex := strings.TrimPrefix(ref, addr.Prefix)
-	if len(hex) < 6 {
-		return "", fmt.Errorf("run %q: give \"last\", a directory, or at least 6 hex digits of a run id: %w", ref, os.ErrNotExist)
-	}
-	var match []string
-	for _, r := range runs {
-		if strings.HasPrefix(filepath.Base(r.Dir), hex) {
-			match = append(match, r.Dir)
-		}
-	}
-	switch len(match) {
-	case 0:
-		return "", fmt.Errorf("no run %q in %s (sandbox runs lists them): %w", ref, h.Dir.Path("runs"), os.ErrNotExist)
-	case 1:
-		return match[0], nil
-	}
-	ids := make([]string, len(match))
-	for i, m := range match {
-		ids[i] = filepath.Base(m)
-	}
-	sort.Strings(ids)
-	return "", fmt.Errorf("%w: %q matches %d runs; give more digits: %s", ErrAmbiguous, ref, len(match), strings.Join(ids, ", "))
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/meter"
 	"github.com/opensubstrate/sandbox/internal/meter/powercap"
 	"github.com/opensubstrate/sandbox/internal/state"
+	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/wasm"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
@@ -45,7 +46,7 @@ func newBenchHost(t testing.TB) *Host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Host{Dir: d, Key: k, Executors: []Executor{w}}
+	return &Host{Store: store.Of(d), Key: k, Executors: []Executor{w}}
 }
 
 func image(t *testing.T, name string) []byte {

@@ -90,9 +90,9 @@ func residueOf(h *Host, leaseID string) residue {
 			r.temps = append(r.temps, e.Name())
 		}
 	}
-	roots, _ := os.ReadDir(h.Dir.Path("roots"))
+	roots, _ := os.ReadDir(h.Store.Dir.Path("roots"))
 	r.roots = len(roots)
-	runs, _ := os.ReadDir(h.Dir.Path("runs"))
+	runs, _ := os.ReadDir(h.Store.Dir.Path("runs"))
 	for _, e := range runs {
 		if strings.HasPrefix(e.Name(), ".partial") {
 			r.partial = append(r.partial, e.Name())
@@ -110,12 +110,12 @@ func TestLoadLeavesNothing(t *testing.T) {
 		t.Skip("a load test")
 	}
 	h := newHost(t)
-	lease, err := h.Dir.Lease()
+	lease, err := h.Store.Dir.Lease()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lease.Close()
-	h.Lease = lease
+	h.Store.Lease = lease
 	leaseID := strings.TrimSuffix(strings.TrimPrefix(lease.Name("x"), "x-"), "-1")
 	s1 := os.Geteuid() == 0
 	var ex *native.Executor
@@ -124,7 +124,7 @@ func TestLoadLeavesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ex, err = native.New(native.Config{StateDir: h.Dir.Root, Memory: 256 << 20, Pids: 64, Self: helper, TempName: lease.Name})
+		ex, err = native.New(native.Config{StateDir: h.Store.Dir.Root, Memory: 256 << 20, Pids: 64, Self: helper, TempName: lease.Name})
 		if err != nil {
 			t.Fatal(err)
 		}

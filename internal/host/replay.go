@@ -91,7 +91,7 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 	if root != *c.Journal {
 		return nil, Damaged(dir, verify.FileJournal, reject.New(reject.Address, verify.FileJournal, "the journal's root is %s, the attestation binds %s: it was changed after sealing", root, *c.Journal))
 	}
-	image, err := h.Blob(u.Image)
+	image, err := h.Store.Blob(u.Image)
 	if err != nil {
 		return nil, fmt.Errorf("run %s cannot be replayed: its module %s is not in this state directory's blob store: %w", a.Addr, u.Image, err)
 	}

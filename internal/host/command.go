@@ -1,0 +1,190 @@
+package host
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// The Cpu grant a run gets when it names none: a WASM unit's fuel
+// budget, and, for a native unit, more than the default one-minute
+// deadline lets a few cores spend (2 CPUs × 4 W × 60 s = 480 J here).
+const (
+	DefaultCPU       = "cpu:50J"
+	DefaultNativeCPU = "cpu:1kJ"
+)
+
+// DefaultPath is the PATH a native unit gets, and where its command is
+// looked up: the system directories every run sees.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// SystemDirs are the host directories every native run sees, read-only.
+var SystemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc", "/opt"}
+
+// CommandLine is a unit as a person gives it: a command line, an
+// environment, grants, and the directory it was given in.
+type CommandLine struct {
+	Args   []string // a WASM module's path or a command, then its arguments
+	Env    map[string]string
+	Grants grant.Set
+	// Cwd resolves relative paths; a native run starts in it when a
+	// storage grant covers it. Default: this process's.
+	Cwd string
+}
+
+// Command makes a request from a command line: a WebAssembly module (by
+// its magic number) or a native program, found the way the run will see
+// it (PATH, the system directories, its storage grants), with the
+// default environment of a native unit (PATH, HOME, LANG) and the default
+// Cpu grant when it names none. The request's grants are the command
+// line's with that default; the caller sets the rest (streams, tier,
+// limits).
+func Command(c CommandLine) (Request, error) {
+	if len(c.Args) == 0 {
+		return Request{}, &ProgramError{NotFound: true, Err: errors.New("no command given")}
+	}
+	cwd := c.Cwd
+	if cwd == "" {
+		var err error
+		if cwd, err = os.Getwd(); err != nil {
+			return Request{}, err
+		}
+	}
+	env := map[string]string{}
+	for k, v := range c.Env {
+		env[k] = v
+	}
+	req, err := command(c.Args, env, c.Grants, cwd)
+	if err != nil {
+		return Request{}, err
+	}
+	g := c.Grants
+	if _, ok := g.Budget(device.Cpu); !ok {
+		// Every unit runs on a CPU: a run that names no Cpu grant (none
+		// at all, or only gpu:…) gets the default.
+		def := DefaultCPU
+		if req.Kind == tier.Native {
+			def = DefaultNativeCPU
+		}
+		g.Compute = append([]grant.Compute(nil), g.Compute...) // not the caller's
+		if err := g.Parse(def, "/"); err != nil {
+			return Request{}, err
+		}
+		if err := g.Normalize(); err != nil {
+			return Request{}, err
+		}
+	}
+	req.Grants = g
+	return req, nil
+}
+
+func command(args []string, env map[string]string, g grant.Set, cwd string) (Request, error) {
+	name := args[0]
+	mod := name
+	if !filepath.IsAbs(mod) {
+		mod = filepath.Join(cwd, mod)
+	}
+	if b, err := os.ReadFile(mod); err == nil && bytes.HasPrefix(b, []byte("\x00asm")) {
+		return Request{Kind: tier.Wasm, Image: b, Entry: filepath.Base(name), Args: append([]string{filepath.Base(name)}, args[1:]...), Env: env}, nil
+	} else if err == nil && strings.HasSuffix(name, ".wasm") {
+		return Request{}, &ProgramError{Err: fmt.Errorf("%s is not a WebAssembly module: it does not start with the magic number \\0asm", name)}
+	}
+	for k, v := range map[string]string{"PATH": DefaultPath, "HOME": "/tmp", "LANG": "C.UTF-8"} {
+		if _, ok := env[k]; !ok {
+			env[k] = v
+		}
+	}
+	path, err := resolveCommand(name, env["PATH"], cwd)
+	if err != nil {
+		return Request{}, err
+	}
+	if !Visible(path, g) {
+		return Request{}, &InvalidError{Err: fmt.Errorf("%s is not visible inside a native run: it is neither in a system directory (/usr, /bin, /sbin, /lib, /etc, /opt) nor under a storage grant; grant its directory with --grant fs:%s:ro", path, filepath.Dir(path))}
+	}
+	image, err := os.ReadFile(path)
+	if err != nil {
+		return Request{}, err
+	}
+	dir := ""
+	for _, st := range g.Storage {
+		if grant.Within(st.Path, cwd) {
+			dir = cwd
+		}
+	}
+	return Request{Kind: tier.Native, Image: image, Entry: path, Args: append([]string{name}, args[1:]...), Env: env, Dir: dir}, nil
+}
+
+// resolveCommand finds a command as the run will: a path (relative to the
+// current directory) or a name looked up in PATH.
+func resolveCommand(name, path, cwd string) (string, error) {
+	if strings.Contains(name, "/") {
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(cwd, p)
+		}
+		fi, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", &ProgramError{NotFound: true, Err: fmt.Errorf("%s: no such file", p)}
+		}
+		if err != nil {
+			return "", &ProgramError{Err: err}
+		}
+		if fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return "", &ProgramError{Err: fmt.Errorf("%s is not an executable file", p)}
+		}
+		return filepath.Clean(p), nil
+	}
+	for _, d := range filepath.SplitList(path) {
+		p := filepath.Join(d, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", &ProgramError{NotFound: true, Err: fmt.Errorf("%s: no such command in the run's PATH (%s)", name, path)}
+}
+
+// Visible says whether a native run sees the host path p: in a system
+// directory, or under a storage grant.
+func Visible(p string, g grant.Set) bool {
+	for _, d := range SystemDirs {
+		if grant.Within(d, p) {
+			return true
+		}
+	}
+	for _, st := range g.Storage {
+		if grant.Within(st.Path, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// ProgramError is a program that cannot be run as given: not found, or
+// found but not executable. Its message says which and why.
+type ProgramError struct {
+	NotFound bool
+	Err      error
+}
+
+func (e *ProgramError) Error() string { return e.Err.Error() }
+func (e *ProgramError) Unwrap() error { return e.Err }
+
+// Invalid: a program that cannot be run is bad input.
+func (e *ProgramError) Invalid() bool { return true }
+
+// InvalidError is a request that cannot be run as given.
+type InvalidError struct{ Err error }
+
+func (e *InvalidError) Error() string { return e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }
+
+// Invalid: bad input.
+func (e *InvalidError) Invalid() bool { return true }

@@ -1,0 +1,176 @@
+package host
+
+import (
+	"crypto/rand"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"syscall"
+
+	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/hw"
+	"github.com/opensubstrate/sandbox/internal/meter"
+	"github.com/opensubstrate/sandbox/internal/meter/nvml"
+	"github.com/opensubstrate/sandbox/internal/meter/powercap"
+	"github.com/opensubstrate/sandbox/internal/native"
+	"github.com/opensubstrate/sandbox/internal/store"
+	"github.com/opensubstrate/sandbox/internal/wasm"
+)
+
+// Config is what a host is made from: the state directory, the limits
+// its runs get by default, and the edges of this machine it reads.
+type Config struct {
+	// Home is the state directory (docs/spec/state.md).
+	Home string
+	// Rand makes the host key on first use; default crypto/rand.
+	Rand io.Reader
+	// MemoryPages caps a WASM guest's memory, in 64 KiB pages; default 4096.
+	MemoryPages uint32
+	// Memory, Pids and CPUs are a native run's cgroup limits; defaults
+	// 1 GiB, 512, none.
+	Memory int64
+	Pids   int64
+	CPUs   float64
+	// Warm keeps a started S1 init ready for the next run: for a host
+	// that runs many (the service); a one-shot run prewarms its own.
+	Warm bool
+	// EgressRoots verify credential-injected servers; default the system's.
+	EgressRoots *x509.CertPool
+	// CgroupRoot is where cgroups are mounted; default /sys/fs/cgroup.
+	// Runs get their own groups only when sandbox is root.
+	CgroupRoot string
+	// SysfsRoot is where powercap is read; default /sys.
+	SysfsRoot string
+	// TDP overrides the Estimator's rated powers ("cpu=225W,gpu=700W").
+	TDP string
+	// Warn receives warnings meant for people (a cache that cannot be
+	// written); default none.
+	Warn func(string)
+	Log  *slog.Logger
+}
+
+// New opens the state directory, takes this process's lease, and makes
+// the executors, the meter and the cgroup hierarchy this machine has.
+// Close releases what it holds.
+func New(cfg Config) (*Host, error) {
+	s, err := store.Open(cfg.Home)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
+	}
+	k, err := s.Key(cfg.Rand)
+	if err != nil {
+		return nil, err
+	}
+	// What this process makes for runs is named by its lease, so that
+	// whatever it leaves if it is killed is found and removed (GC).
+	if _, err := s.TakeLease(); err != nil {
+		var en syscall.Errno
+		if errors.As(err, &en) && (en == syscall.EROFS || en == syscall.EACCES || en == syscall.EPERM) {
+			return nil, fmt.Errorf("the state directory %s cannot be written (%w): sandbox writes its leases, runs and caches there; give a writable one with --home or $SANDBOX_HOME", s.Root(), en)
+		}
+		return nil, err
+	}
+	if cfg.MemoryPages == 0 {
+		cfg.MemoryPages = 4096
+	}
+	w, err := wasm.New(wasm.Config{
+		CacheDir: s.CacheDir(), CacheKey: k.Derive(wasm.CacheKeyContext), StateDir: s.Root(), MemoryLimitPages: cfg.MemoryPages,
+		Warn: cfg.Warn, TempName: s.Namer(),
+	})
+	if err != nil {
+		s.Lease.Close()
+		return nil, err
+	}
+	n, err := native.New(native.Config{StateDir: s.Root(), Memory: cfg.Memory, Pids: cfg.Pids, CPUs: cfg.CPUs, NoWarm: !cfg.Warm, EgressRoots: cfg.EgressRoots, TempName: s.Namer()})
+	if err != nil {
+		s.Lease.Close()
+		return nil, err
+	}
+	m, err := NewMeter(cfg.SysfsRoot, cfg.TDP)
+	if err != nil {
+		s.Lease.Close()
+		return nil, err
+	}
+	h := &Host{Store: s, Key: k, Executors: []Executor{w, n}, Meter: m, Log: cfg.Log, closeLease: true}
+	root := cfg.CgroupRoot
+	if root == "" {
+		root = "/sys/fs/cgroup"
+	}
+	if cg, err := cgroup.Detect(root); err == nil && os.Geteuid() == 0 {
+		h.Cgroups = cg
+	}
+	for _, src := range m.Sources {
+		if nv, ok := src.(*nvml.Source); ok {
+			for _, st := range m.Statuses() {
+				if st.Source == nv.Name() && st.State == meter.Live {
+					h.Devices = append(h.Devices, nv.Devices()...)
+				}
+			}
+		}
+	}
+	return h, nil
+}
+
+// NewMeter builds the meter of this machine: powercap under sysfs
+// (default /sys), NVML, and the Estimator with rated powers detected or
+// overridden by tdp ("cpu=225W,gpu=700W").
+func NewMeter(sysfs, tdp string) (*meter.Meter, error) {
+	if sysfs == "" {
+		sysfs = "/sys"
+	}
+	n := runtime.NumCPU()
+	m := &meter.Meter{
+		Sources: []meter.Source{&powercap.Source{Root: sysfs}, &powercap.Source{Root: sysfs, DRAM: true}, &nvml.Source{}},
+		NumCPU:  n,
+		TDP:     map[device.Class]meter.TDP{device.Cpu: meter.DetectTDP(hw.Describe("/proc").Host.CPU, n)},
+		Burn:    burn,
+	}
+	if tdp != "" {
+		conf, err := meter.ParseTDP(tdp)
+		if err != nil {
+			return nil, &ConfigError{Field: "TDP", Err: err}
+		}
+		for c, t := range conf {
+			m.TDP[c] = t
+		}
+	}
+	return m, nil
+}
+
+// ConfigError is a configuration value that cannot be used.
+type ConfigError struct {
+	Field string
+	Err   error
+}
+
+func (e *ConfigError) Error() string { return fmt.Sprintf("%s: %v", e.Field, e.Err) }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Invalid says a configuration error is bad input.
+func (e *ConfigError) Invalid() bool { return true }
+
+// burn keeps one CPU busy until stop closes, for the meter's liveness probe.
+func burn(stop <-chan struct{}) {
+	x := uint64(1)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		for i := 0; i < 1<<16; i++ {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+		sink = x
+	}
+}
+
+var sink uint64

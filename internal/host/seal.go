@@ -1,0 +1,129 @@
+package host
+
+import (
+	"errors"
+	"os"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/internal/crash"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/hw"
+	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/journal"
+	"github.com/opensubstrate/sandbox/internal/store"
+	"github.com/opensubstrate/sandbox/receipt"
+	"github.com/opensubstrate/sandbox/verify"
+)
+
+// records are the files a run writes while it runs: its journal and its
+// output, with their hashes.
+type records struct {
+	journal    *journal.Writer
+	out, err   *os.File
+	outH, errH *output
+}
+
+// openRecords makes the files a run writes while it runs.
+func openRecords(rec *store.Partial) (*records, error) {
+	jf, err := rec.Create(verify.FileJournal)
+	if err != nil {
+		return nil, err
+	}
+	r := &records{journal: journal.NewWriter(jf), outH: newOutput(), errH: newOutput()}
+	if r.out, err = rec.Create(FileStdout); err != nil {
+		return nil, err
+	}
+	if r.err, err = rec.Create(FileStderr); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// outcomeOf is the journal's last entry for a run: how it ended and what
+// it wrote.
+func outcomeOf(res *job.Result, stdout, stderr *output) journal.Outcome {
+	o := journal.Outcome{Status: string(res.Outcome.Status), ExitCode: -1,
+		Stdout: stdout.Sum(), StdoutLen: stdout.n, Stderr: stderr.Sum(), StderrLen: stderr.n}
+	if res.Outcome.ExitCode != nil {
+		o.ExitCode = int64(*res.Outcome.ExitCode)
+	}
+	if res.Fuel != nil {
+		o.Fuel = *res.Fuel
+	}
+	return o
+}
+
+// seal turns a run's result into its records: the journal's outcome, the
+// decision log, the receipt and the attestation, signed, written beside
+// the output, synced and committed under the attestation's address. A
+// failure says the run ended but was not sealed (NotSealedError).
+func (h *Host) seal(p *plan, rec *store.Partial, f *records, enf *grant.Enforcer, res *job.Result) (*Run, error) {
+	notSealed := func(err error) error { return &NotSealedError{Result: res, Err: err} }
+	if err := f.journal.Append(journal.OutcomeKind, nil, outcomeOf(res, f.outH, f.errH)); err != nil {
+		return nil, notSealed(err)
+	}
+	if err := f.journal.Err(); err != nil {
+		return nil, notSealed(err)
+	}
+	journalRoot := f.journal.Root()
+	db, da, err := enf.Log().Canonical()
+	if err != nil {
+		return nil, notSealed(err)
+	}
+	rc := receipt.Receipt{Unit: p.ua, StartNS: uint64(res.Start.UnixNano()), EndNS: uint64(res.End.UnixNano()), Fuel: res.Fuel}
+	for _, c := range device.Classes {
+		if rs := res.Readings[c]; len(rs) > 0 {
+			rc.Devices = append(rc.Devices, receipt.Device{Class: c, Readings: rs})
+		}
+	}
+	if err := rc.FillTotals(); err != nil {
+		return nil, notSealed(err)
+	}
+	rb, err := receipt.Seal(&rc, h.Key)
+	if err != nil {
+		return nil, notSealed(err)
+	}
+	hwd := hw.Describe(h.procRoot())
+	hwd.Devices = append(hwd.Devices, h.Devices...)
+	claim := attest.Claim{
+		Unit: p.ua, Image: p.unit.Image, Grants: p.ga, Decisions: da, Receipt: addr.Of(rb), Journal: &journalRoot,
+		Tier:     attest.Tier{Required: p.choice.Required, Chosen: p.choice.Chosen, Reason: p.choice.Reason},
+		Executor: res.Executor, Hardware: hwd, Outcome: res.Outcome,
+		Started: attest.Time(res.Start), Ended: attest.Time(res.End),
+	}
+	for _, n := range append(res.Notes, p.req.Notes...) {
+		if n != "" {
+			claim.Notes = append(claim.Notes, n)
+		}
+	}
+	a, err := attest.Seal(claim, h.Key)
+	if err != nil {
+		return nil, notSealed(err)
+	}
+	for _, w := range []struct {
+		name string
+		b    []byte
+	}{
+		{verify.FileUnit, p.ub}, {verify.FileGrants, p.gb}, {verify.FileDecisions, db},
+		{verify.FileReceipt, rb}, {verify.FileAttestation, a.Envelope},
+	} {
+		if err := rec.Write(w.name, w.b); err != nil {
+			return nil, notSealed(err)
+		}
+	}
+	final, err := rec.Commit(a.Addr)
+	var unsynced *store.UnsyncedError
+	switch {
+	case errors.As(err, &unsynced):
+		return nil, err
+	case err != nil:
+		return nil, notSealed(err)
+	}
+	crash.At(crash.Sealed)
+	r := &Run{ID: a.Addr, Dir: final, Attestation: a, Receipt: &rc, Result: res, Choice: p.choice}
+	r.Journal.Entries, r.Journal.Bytes = f.journal.Len()
+	h.logger().Info("run sealed", "run", a.Addr, "status", res.Outcome.Status, "dir", final)
+	return r, nil
+}

@@ -1,0 +1,181 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/crash"
+	"github.com/opensubstrate/sandbox/internal/safefile"
+	"github.com/opensubstrate/sandbox/internal/state"
+)
+
+// Partial is a run directory being written: runs/.partial-LEASE-N until
+// Commit renames it to its address. Abort (or a crash: gc) removes it.
+type Partial struct {
+	Dir   string
+	s     *Store
+	files []*os.File
+	done  bool
+}
+
+// Begin makes a run directory to write a run's records in.
+func (s *Store) Begin() (*Partial, error) {
+	runs := s.Path("runs")
+	if err := os.MkdirAll(runs, 0o700); err != nil {
+		return nil, err
+	}
+	dir, err := state.MkdirNamed(runs, ".partial", s.Namer())
+	if err != nil {
+		return nil, err
+	}
+	return &Partial{Dir: dir, s: s}, nil
+}
+
+// Name is the partial directory's name without its leading dot (what a
+// run's cgroup is named after).
+func (p *Partial) Name() string { return filepath.Base(p.Dir)[1:] }
+
+// Create makes a new file in the run directory, kept open until Commit
+// syncs it or Abort.
+func (p *Partial) Create(name string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(p.Dir, name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	p.files = append(p.files, f)
+	return f, nil
+}
+
+// Write makes a file holding b.
+func (p *Partial) Write(name string, b []byte) error {
+	f, err := p.Create(name)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	return err
+}
+
+// Commit fsyncs every file and the directory, renames it to
+// runs/<id hex>, and fsyncs runs/ (shared with concurrent commits). It
+// returns the run's directory. An error before the rename leaves nothing
+// under the run's name; an error after it says the run is stored but its
+// name may not survive a crash.
+func (p *Partial) Commit(id addr.Addr) (string, error) {
+	if err := syncAll(p.files); err != nil {
+		return "", err
+	}
+	if err := safefile.SyncDir(p.Dir); err != nil {
+		return "", err
+	}
+	crash.At(crash.Sealing)
+	runs := filepath.Dir(p.Dir)
+	final := filepath.Join(runs, id.Hex())
+	if err := os.Rename(p.Dir, final); err != nil {
+		return "", fmt.Errorf("store run: %w", err)
+	}
+	p.done = true
+	p.close()
+	if err := p.s.commit.sync(runs); err != nil {
+		return final, &UnsyncedError{Dir: final, Err: err}
+	}
+	return final, nil
+}
+
+// UnsyncedError is a run stored under its name whose directory entry
+// could not be made durable.
+type UnsyncedError struct {
+	Dir string
+	Err error
+}
+
+func (e *UnsyncedError) Error() string {
+	return fmt.Sprintf("the run is stored at %s, but its directory could not be synced: %v", e.Dir, e.Err)
+}
+
+func (e *UnsyncedError) Unwrap() error { return e.Err }
+
+// Abort removes the directory unless it was committed.
+func (p *Partial) Abort() {
+	p.close()
+	if !p.done {
+		os.RemoveAll(p.Dir)
+		p.done = true
+	}
+}
+
+func (p *Partial) close() {
+	for _, f := range p.files {
+		f.Close()
+	}
+	p.files = nil
+}
+
+// syncAll fsyncs files concurrently: the flushes overlap in the device
+// queue instead of waiting for each other, and every one still completes
+// before the run directory is renamed into place.
+func syncAll(files []*os.File) error {
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	for i, f := range files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f.Sync()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// groupSync fsyncs a directory on behalf of many callers: a caller
+// whose change was made before a round started is covered by that
+// round, so while one fsync runs, every caller that arrives waits for
+// the next one, which they all share.
+type groupSync struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	started uint64 // rounds begun
+	done    uint64 // rounds finished
+	busy    bool
+	err     error // the last finished round's
+	waiting int   // callers waiting for a round (tests)
+	// syncDir fsyncs a directory; nil is safefile.SyncDir.
+	syncDir func(string) error
+}
+
+func (g *groupSync) sync(dir string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cond == nil {
+		g.cond = sync.NewCond(&g.mu)
+	}
+	// The round running now may have begun before this caller's change:
+	// it needs the next one.
+	need := g.started + 1
+	for g.done < need {
+		if g.busy {
+			g.waiting++
+			g.cond.Wait()
+			g.waiting--
+			continue
+		}
+		g.busy = true
+		g.started++
+		round := g.started
+		g.mu.Unlock()
+		do := g.syncDir
+		if do == nil {
+			do = safefile.SyncDir
+		}
+		err := do(dir)
+		g.mu.Lock()
+		g.busy, g.done, g.err = false, round, err
+		g.cond.Broadcast()
+	}
+	return g.err
+}

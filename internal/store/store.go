@@ -1,0 +1,117 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/kv"
+	"github.com/opensubstrate/sandbox/internal/safefile"
+	"github.com/opensubstrate/sandbox/internal/state"
+	"github.com/opensubstrate/sandbox/key"
+)
+
+// Store is an opened state directory.
+type Store struct {
+	Dir *state.Dir
+	// Lease names what this process makes (partial run directories,
+	// roots, cgroups); nil gives random names that nothing collects.
+	Lease *state.Lease
+
+	kvOnce sync.Once
+	kv     *kv.Store
+	kvErr  error
+
+	commit groupSync
+}
+
+// Open opens (making it, mode 0700) the state directory at root.
+func Open(root string) (*Store, error) {
+	d, err := state.Open(root)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{Dir: d}, nil
+}
+
+// Of wraps an opened state directory.
+func Of(d *state.Dir) *Store { return &Store{Dir: d} }
+
+// Root is the state directory's path.
+func (s *Store) Root() string { return s.Dir.Root }
+
+// Path is a path inside the state directory.
+func (s *Store) Path(elem ...string) string { return s.Dir.Path(elem...) }
+
+// Key is the host key, made from rand on first use.
+func (s *Store) Key(rand io.Reader) (key.Private, error) { return s.Dir.HostKey(rand) }
+
+// TakeLease takes this process's lease, once.
+func (s *Store) TakeLease() (*state.Lease, error) {
+	if s.Lease != nil {
+		return s.Lease, nil
+	}
+	l, err := s.Dir.Lease()
+	if err != nil {
+		return nil, err
+	}
+	s.Lease = l
+	return l, nil
+}
+
+// TempName names a temporary thing with the lease, or randomly without one.
+func (s *Store) TempName(prefix string) string {
+	if s.Lease != nil {
+		return s.Lease.Name(prefix)
+	}
+	return ""
+}
+
+// Namer is TempName as the executors take it (nil without a lease).
+func (s *Store) Namer() func(string) string {
+	if s.Lease == nil {
+		return nil
+	}
+	return s.Lease.Name
+}
+
+// CacheDir holds compiled-code caches.
+func (s *Store) CacheDir() string { return s.Path("cache") }
+
+// KV is the key-value store, opened once.
+func (s *Store) KV() (*kv.Store, error) {
+	s.kvOnce.Do(func() { s.kv, s.kvErr = kv.Open(s.Path("kv")) })
+	return s.kv, s.kvErr
+}
+
+// PutBlob stores b under its address a, once.
+func (s *Store) PutBlob(a addr.Addr, b []byte) error {
+	dir := s.Path("blobs")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	p := filepath.Join(dir, a.Hex())
+	if _, err := os.Stat(p); err == nil {
+		return nil
+	}
+	if err := safefile.Create(p, b, 0o600); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return nil
+}
+
+// Blob returns stored content, checking its address.
+func (s *Store) Blob(a addr.Addr) ([]byte, error) {
+	b, err := os.ReadFile(s.Path("blobs", a.Hex()))
+	if err != nil {
+		return nil, fmt.Errorf("image %s is not in the blob store: %w", a, err)
+	}
+	if addr.Of(b) != a {
+		return nil, fmt.Errorf("blob %s is corrupt: it hashes to %s", a, addr.Of(b))
+	}
+	return b, nil
+}

@@ -1,0 +1,138 @@
+package store
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/opensubstrate/sandbox/addr"
+)
+
+func TestCommitStoresUnderTheAddress(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Write("a.txt", []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	id := addr.Of([]byte("the attestation"))
+	dir, err := p.Commit(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir != s.Path("runs", id.Hex()) {
+		t.Fatalf("stored at %s", dir)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a.txt")); err != nil || string(b) != "hello" {
+		t.Fatalf("a.txt: %q %v", b, err)
+	}
+	p.Abort() // after a commit: nothing to remove
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("Abort after Commit removed the run: %v", err)
+	}
+	ents, _ := os.ReadDir(s.Path("runs"))
+	if len(ents) != 1 {
+		t.Fatalf("runs/ holds %d entries, want the one run", len(ents))
+	}
+}
+
+func TestAbortLeavesNothing(t *testing.T) {
+	s, _ := Open(t.TempDir())
+	p, err := s.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Write("x", []byte("y"))
+	p.Abort()
+	ents, _ := os.ReadDir(s.Path("runs"))
+	if len(ents) != 0 {
+		t.Fatalf("an aborted run left %v", ents)
+	}
+	if runs, err := s.Runs(); err != nil || len(runs) != 0 {
+		t.Fatalf("Runs: %v %v", runs, err)
+	}
+}
+
+// Callers that arrive while a directory fsync runs share the next one:
+// 1 + 1 rounds for 16 callers, and every caller's change precedes the
+// start of a round it waited for.
+func TestGroupSyncShares(t *testing.T) {
+	var g groupSync
+	var rounds atomic.Int32
+	var changes atomic.Int32
+	release := make(chan struct{})
+	first := make(chan struct{})
+	var seen []int32 // changes made before each round began
+	var mu sync.Mutex
+	g.syncDir = func(string) error {
+		n := rounds.Add(1)
+		mu.Lock()
+		seen = append(seen, changes.Load())
+		mu.Unlock()
+		if n == 1 {
+			close(first)
+			<-release
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		changes.Add(1)
+		if err := g.sync("d"); err != nil {
+			t.Error(err)
+		}
+	}()
+	<-first
+	for range 15 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			changes.Add(1)
+			if err := g.sync("d"); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	for {
+		g.mu.Lock()
+		w := g.waiting
+		g.mu.Unlock()
+		if w == 15 {
+			break
+		}
+		// The 15 are on their way to waiting.
+		runtime.Gosched()
+	}
+	close(release)
+	wg.Wait()
+	if n := rounds.Load(); n != 2 {
+		t.Fatalf("16 callers took %d fsyncs, want 2 (one running, one shared by the 15 that came during it)", n)
+	}
+	if seen[1] != 16 {
+		t.Fatalf("the shared round began after %d changes, want all 16", seen[1])
+	}
+}
+
+func TestGroupSyncReportsItsRoundsError(t *testing.T) {
+	var g groupSync
+	bad := errors.New("disk gone")
+	g.syncDir = func(string) error { return bad }
+	if err := g.sync("d"); !errors.Is(err, bad) {
+		t.Fatalf("got %v", err)
+	}
+	g.syncDir = func(string) error { return nil }
+	if err := g.sync("d"); err != nil {
+		t.Fatalf("a later round that succeeded: %v", err)
+	}
+}
