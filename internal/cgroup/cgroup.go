@@ -525,3 +525,34 @@ func (g *Group) procs() []int {
 	}
 	return out
 }
+
+// TaskFiles opens, for writing, the v1 tasks file of each of the given
+// controllers' hierarchies the group is in: a thread that writes "0" to
+// one moves itself there (and the processes it then starts are born
+// there), which is how a process is started inside a group from within
+// another pid namespace. The group's CPU time is then read from v1.
+// ErrThreadsUnsupported when the group has none of them (pure v2).
+func (g *Group) TaskFiles(controllers ...string) ([]*os.File, error) {
+	var fs []*os.File
+	seen := map[string]bool{}
+	for _, c := range controllers {
+		dir, ok := g.V1[c]
+		if !ok || seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		f, err := os.OpenFile(filepath.Join(dir, "tasks"), os.O_WRONLY, 0)
+		if err != nil {
+			for _, f := range fs {
+				f.Close()
+			}
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		fs = append(fs, f)
+	}
+	if len(fs) == 0 {
+		return nil, ErrThreadsUnsupported
+	}
+	g.cpuFromV1 = true
+	return fs, nil
+}

@@ -113,6 +113,7 @@ func (h *Host) GC(dryRun bool) ([]Leftover, error) {
 	// only names with a lease are ever considered there.
 	scan(os.TempDir(), "sandbox-s1-probe-", "probe scratch", false)
 	scan(os.TempDir(), "sandbox-probe-", "probe scratch", false)
+	scan(os.TempDir(), "sandbox-ws-", "live sandbox workspace", false)
 	if h.Cgroups != nil {
 		for _, name := range h.Cgroups.Names() {
 			if !strings.HasPrefix(name, "partial-") {

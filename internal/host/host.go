@@ -107,6 +107,7 @@ type Host struct {
 
 	// closeLease: Close releases the store's lease (New took it).
 	closeLease bool
+	sandboxes  sandboxes
 }
 
 // Request is one unit to run.
@@ -211,6 +212,9 @@ func (h *Host) Close() error {
 			h.Store.Lease.Close()
 		}
 	}()
+	if err := h.closeSandboxes(); err != nil {
+		first = err
+	}
 	for _, e := range h.Executors {
 		if c, ok := e.(io.Closer); ok {
 			if err := c.Close(); err != nil && first == nil {
@@ -282,6 +286,12 @@ type plan struct {
 	ex     Executor
 	// live says the run joins a live sandbox, which has its own init.
 	live bool
+	// cgroupControllers are those of the run's own group (default: all
+	// it is limited and accounted by; a live sandbox's exec: cpuacct).
+	cgroupControllers []string
+	// leftoverGroup takes the run's group when it cannot be removed at
+	// the end (a live sandbox's background processes are in it).
+	leftoverGroup func(*cgroup.Group)
 }
 
 // plan assembles a run from a request: the unit as the record will hold
@@ -389,11 +399,19 @@ func (h *Host) execute(ctx context.Context, p *plan, run runFunc) (*Run, error) 
 	h.logger().Info("run starting", "unit", p.ua, "tier", p.choice.Chosen, "executor", p.ex.Name())
 	var cg *cgroup.Group
 	if h.Cgroups != nil {
-		if cg, err = h.Cgroups.Create(rec.Name(), "cpuacct", "cpu", "memory", "pids", "freezer"); err != nil {
+		ctls := p.cgroupControllers
+		if ctls == nil {
+			ctls = []string{"cpuacct", "cpu", "memory", "pids", "freezer"}
+		}
+		if cg, err = h.Cgroups.Create(rec.Name(), ctls...); err != nil {
 			h.logger().Warn("no cgroup for the run", "err", err)
 			cg = nil
 		} else {
-			defer cg.Remove()
+			defer func() {
+				if err := cg.Remove(); err != nil && p.leftoverGroup != nil {
+					p.leftoverGroup(cg)
+				}
+			}()
 			j.Cgroup = cg
 		}
 	}

@@ -6,7 +6,11 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/native/s1init"
+	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -30,3 +34,22 @@ func (e *Executor) Prewarm() {}
 
 // DenialReports says S1 runs log no kernel denials off Linux.
 func DenialReports() (bool, string) { return false, ErrNotSupported.Error() }
+
+// Session is a live S1 sandbox; there is none off Linux.
+type Session struct{}
+
+// Open refuses: S1 needs Linux.
+func (e *Executor) Open(context.Context, grant.Set, unit.Limits, *cgroup.Group, []int) (*Session, error) {
+	return nil, fmt.Errorf("native: %w", ErrNotSupported)
+}
+
+// Run refuses.
+func (s *Session) Run(context.Context, *job.Job) (*job.Result, error) {
+	return nil, fmt.Errorf("native: %w", ErrNotSupported)
+}
+
+// Notes are none.
+func (s *Session) Notes() []string { return nil }
+
+// Close does nothing.
+func (s *Session) Close() (s1init.Status, error) { return s1init.Status{}, nil }

@@ -298,6 +298,44 @@ func committed(st s1init.Status, sp *s1init.Spec, enf *grant.Enforcer, o launchO
 	}
 }
 
+// mapOwners id maps the grants so the guest (nobody) owns what it was
+// given: each distinct owner needs a user namespace holding its mapping,
+// which init opens by path while its holder lives. It returns what ends
+// the holders, once init has mounted the grants (or ended).
+func (e *Executor) mapOwners(sp *s1init.Spec, note func(string, ...any)) func() {
+	if sp.Base.UserNS {
+		return func() {}
+	}
+	var releases []func()
+	maps := map[[2]int]string{}
+	for i := range sp.Binds {
+		b := &sp.Binds[i]
+		o, err := hostpath.Open(b.Host)
+		if err != nil {
+			continue // init refuses it, naming why
+		}
+		key := [2]int{int(o.UID), int(o.GID)}
+		o.Close()
+		if path, ok := maps[key]; ok {
+			b.IDMap = path
+			continue
+		}
+		path, release, err := e.userns(key[0], key[1])
+		if err != nil {
+			note("S1: %s cannot be id mapped (%v); the guest sees it with its owner's permissions", b.Path, err)
+			continue
+		}
+		releases = append(releases, release)
+		maps[key] = path
+		b.IDMap = path
+	}
+	return func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+}
+
 // userns starts a helper holding a user namespace whose mapping shows
 // uid and gid as the guest's user (ContainerID uid ↔ HostID nobody, as an
 // idmapped mount reads it), and returns the namespace's path, for init to
@@ -371,6 +409,7 @@ type initProc struct {
 	root    string
 	specW   *os.File
 	ctl     *os.File // the host's end of the control socket
+	session *os.File // the host's end of a live sandbox's session socket
 	statR   *os.File
 	stdinW  *os.File
 	stdoutR *os.File
@@ -381,7 +420,7 @@ type initProc struct {
 func (p *initProc) discard() {
 	p.cmd.Process.Kill()
 	<-p.done
-	for _, f := range []*os.File{p.specW, p.statR, p.stdinW, p.stdoutR, p.stderrR, p.ctl} {
+	for _, f := range []*os.File{p.specW, p.statR, p.stdinW, p.stdoutR, p.stderrR, p.ctl, p.session} {
 		f.Close()
 	}
 	os.Remove(p.root)
@@ -396,7 +435,7 @@ func baseKey(b s1init.Base) string {
 
 // startInit starts an init in new namespaces, its own process group and
 // its stdio on pipes, and sends it the base; it waits for a spec on fd 3.
-func (e *Executor) startInit(b s1init.Base) (*initProc, error) {
+func (e *Executor) startInit(b s1init.Base, session bool) (*initProc, error) {
 	roots := filepath.Join(e.cfg.StateDir, "roots")
 	if err := os.MkdirAll(roots, 0o700); err != nil {
 		return nil, err
@@ -426,8 +465,18 @@ func (e *Executor) startInit(b s1init.Base) (*initProc, error) {
 	} else {
 		ctlP, ctlC = os.NewFile(uintptr(pair[0]), "ctl"), os.NewFile(uintptr(pair[1]), "ctl-init")
 	}
-	parent = []*os.File{specW, statR, stdinW, stdoutR, stderrR, ctlP}
-	child = []*os.File{specR, statW, stdinR, stdoutW, stderrW, ctlC}
+	var sessP, sessC *os.File
+	if session {
+		if pair, perr := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0); perr != nil {
+			if err == nil {
+				err = perr
+			}
+		} else {
+			sessP, sessC = os.NewFile(uintptr(pair[0]), "session"), os.NewFile(uintptr(pair[1]), "session-init")
+		}
+	}
+	parent = []*os.File{specW, statR, stdinW, stdoutR, stderrR, ctlP, sessP}
+	child = []*os.File{specR, statW, stdinR, stdoutW, stderrW, ctlC, sessC}
 	closeAll := func(fs []*os.File) {
 		for _, f := range fs {
 			if f != nil {
@@ -450,6 +499,9 @@ func (e *Executor) startInit(b s1init.Base) (*initProc, error) {
 	cmd.Env = []string{"GOMAXPROCS=1", "GOGC=off"}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
 	cmd.ExtraFiles = []*os.File{specR, statW, ctlC}
+	if session {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, sessC) // fd 6
+	}
 	attr := &syscall.SysProcAttr{
 		Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
 		Pdeathsig:  syscall.SIGKILL,
@@ -471,7 +523,7 @@ func (e *Executor) startInit(b s1init.Base) (*initProc, error) {
 		os.Remove(root)
 		return nil, fmt.Errorf("S1: start the run's init: %w", err)
 	}
-	p := &initProc{base: baseKey(b), cmd: cmd, root: root, specW: specW, ctl: ctlP, statR: statR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR, done: make(chan error, 1)}
+	p := &initProc{base: baseKey(b), cmd: cmd, root: root, specW: specW, ctl: ctlP, session: sessP, statR: statR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR, done: make(chan error, 1)}
 	go func() { p.done <- cmd.Wait() }()
 	b.Root = root
 	if err := json.NewEncoder(specW).Encode(b); err != nil {
@@ -510,7 +562,7 @@ func (e *Executor) claim(b s1init.Base) (*initProc, error) {
 	if p != nil {
 		return p, nil
 	}
-	return e.startInit(b)
+	return e.startInit(b, false)
 }
 
 // refill starts the next warm init in the background, unless warm inits
@@ -543,7 +595,7 @@ func (e *Executor) startWarm(b s1init.Base) {
 	s := make(chan struct{})
 	w.starting = s
 	go func() {
-		p, err := e.startInit(b)
+		p, err := e.startInit(b, false)
 		w.mu.Lock()
 		w.starting = nil
 		if err == nil {
@@ -617,33 +669,7 @@ func (o launchOpts) note(format string, args ...any) {
 func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s1init.Status, ending, error) {
 	cg, stdin, stdout, stderr, deadline, onStart, note := o.cg, o.stdin, o.stdout, o.stderr, o.deadline, o.onStart, o.note
 	var end ending
-	if !sp.Base.UserNS {
-		// Grants are id mapped so the guest (nobody) owns what it was given;
-		// each distinct owner needs a user namespace holding its mapping,
-		// which init opens by path while its holder lives.
-		maps := map[[2]int]string{}
-		for i := range sp.Binds {
-			b := &sp.Binds[i]
-			o, err := hostpath.Open(b.Host)
-			if err != nil {
-				continue // init refuses it, naming why
-			}
-			key := [2]int{int(o.UID), int(o.GID)}
-			o.Close()
-			if path, ok := maps[key]; ok {
-				b.IDMap = path
-				continue
-			}
-			path, release, err := e.userns(key[0], key[1])
-			if err != nil {
-				note("S1: %s cannot be id mapped (%v); the guest sees it with its owner's permissions", b.Path, err)
-				continue
-			}
-			defer release()
-			maps[key] = path
-			b.IDMap = path
-		}
-	}
+	defer e.mapOwners(sp, note)()
 	p, err := e.claim(sp.Base)
 	if err != nil {
 		return s1init.Status{}, end, err

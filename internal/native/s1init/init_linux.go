@@ -134,7 +134,10 @@ func runInit() int {
 		memfdNoexec = nil
 	}
 	<-notified
-	pid, err := startConfined(&sp.Exec, xc)
+	if sp.Session {
+		return runSession(&sp, xc, sigs, report)
+	}
+	pid, err := startConfined(&sp.Exec, xc, stdio, nil)
 	if err != nil {
 		st := Status{Error: "init: " + err.Error()}
 		var xe execError
@@ -193,7 +196,7 @@ func runInit() int {
 // Landlock domain and seccomp filter of the thread that creates it. The
 // thread is never released to other goroutines: when this goroutine ends,
 // the Go runtime ends the thread with it.
-func startConfined(ex *Exec, xc *execCtl) (int, error) {
+func startConfined(ex *Exec, xc *execCtl, files []uintptr, cgroups []int) (int, error) {
 	type result struct {
 		pid int
 		err error
@@ -201,14 +204,27 @@ func startConfined(ex *Exec, xc *execCtl) (int, error) {
 	ch := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked
-		pid, err := confineThreadAndStart(ex, xc)
+		pid, err := confineThreadAndStart(ex, xc, files, cgroups)
 		ch <- result{pid, err}
 	}()
 	r := <-ch
 	return r.pid, r.err
 }
 
-func confineThreadAndStart(ex *Exec, xc *execCtl) (int, error) {
+// stdio is the program's standard streams: init's own.
+var stdio = []uintptr{0, 1, 2}
+
+func confineThreadAndStart(ex *Exec, xc *execCtl, files []uintptr, cgroups []int) (int, error) {
+	// A live sandbox's exec has a group of its own for its CPU time: the
+	// host passes the group's tasks files (cgroup v1), and writing 0 to
+	// one moves the writing thread, which the program's processes then
+	// inherit. The host opened them, so its credentials are the ones
+	// the kernel checks.
+	for _, fd := range cgroups {
+		if _, err := unix.Write(fd, []byte("0")); err != nil {
+			return 0, fmt.Errorf("enter the exec's cgroup: %w", err)
+		}
+	}
 	// A cgroup namespace rooted at the run's own group (the host placed
 	// init in it before sending the spec): the program sees "/" in
 	// /proc/self/cgroup, not the host's hierarchy. On this thread, whose
@@ -276,7 +292,7 @@ func confineThreadAndStart(ex *Exec, xc *execCtl) (int, error) {
 	attr := &syscall.ProcAttr{
 		Dir:   ex.Dir,
 		Env:   ex.Env,
-		Files: []uintptr{0, 1, 2},
+		Files: files,
 		// No Pdeathsig: it fires when the creating thread ends, which this
 		// one does at once. The pid namespace ends with init instead.
 		Sys: &syscall.SysProcAttr{Setpgid: true},

@@ -130,6 +130,13 @@ func landlockRuleset(ex *Exec) (int, error) {
 				return -1, fmt.Errorf("landlock: connect rule for port %d: %w", port, e)
 			}
 		}
+		for _, port := range ex.ListenPorts {
+			rule := netPortAttr{Allowed: unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, Port: uint64(port)}
+			if _, _, e := unix.RawSyscall6(unix.SYS_LANDLOCK_ADD_RULE, fd, ruleNetPort, uintptr(unsafe.Pointer(&rule)), 0, 0, 0); e != 0 {
+				unix.Close(int(fd))
+				return -1, fmt.Errorf("landlock: listen rule for port %d: %w", port, e)
+			}
+		}
 	}
 	return int(fd), nil
 }

@@ -38,6 +38,10 @@ type Spec struct {
 	// "listener" message on the control socket, fd 5), which serves the
 	// egress proxy on it.
 	ProxyPort int `json:"proxy_port,omitempty"`
+	// Session makes init a live sandbox's: it starts no program of its
+	// own, but each one the host asks for on the session socket (fd 6;
+	// SessionMsg), until the host ends it.
+	Session bool `json:"session,omitempty"`
 	// Guard is what no storage grant may reach (the state directory,
 	// sandbox's binaries, kernel interfaces); init checks each grant's
 	// object against it before it mounts that object.
@@ -136,6 +140,10 @@ type Exec struct {
 	// to (the egress proxy's); every other connect and every bind is
 	// refused.
 	ConnectPorts []int `json:"connect_ports,omitempty"`
+	// ListenPorts are TCP ports Landlock lets the program bind (and
+	// connect to): a live sandbox's own services, reachable only inside
+	// its network namespace, which has loopback alone.
+	ListenPorts []int `json:"listen_ports,omitempty"`
 	// ExecControl has every exec judged by content address: each execve
 	// and execveat is held (seccomp user notification) while init hashes
 	// the file, its #! interpreter and, for an interpreter, the file it
@@ -188,3 +196,30 @@ type Commit struct {
 	// failed too (Error says so).
 	Kept string `json:"kept,omitempty"`
 }
+
+// SessionMsg is a message on a live sandbox's session socket (fd 6 in
+// init; a SOCK_SEQPACKET pair, one JSON value per message).
+//
+// Host to init: "exec" (with stdin, stdout and stderr, then the exec's
+// cgroup tasks files, as SCM_RIGHTS) starts a program confined as the
+// spec's Exec with Path, Args, Env and Dir replaced; "kill" sends Signal
+// to exec ID's process group. Init to host: "started" (Pid, in the
+// run's pid namespace), "failed" (Error, Errno: it could not start),
+// "exited" (Exited and Code, or Signal).
+type SessionMsg struct {
+	Op     string   `json:"op"`
+	ID     uint64   `json:"id"`
+	Path   string   `json:"path,omitempty"`
+	Args   []string `json:"args,omitempty"`
+	Env    []string `json:"env,omitempty"`
+	Dir    string   `json:"dir,omitempty"`
+	Signal int      `json:"signal,omitempty"`
+	Pid    int      `json:"pid,omitempty"`
+	Exited bool     `json:"exited,omitempty"`
+	Code   int      `json:"code,omitempty"`
+	Error  string   `json:"error,omitempty"`
+	Errno  int      `json:"errno,omitempty"`
+}
+
+// SessionFD is the session socket's descriptor in init.
+const SessionFD = 6

@@ -1,0 +1,398 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/native"
+	"github.com/opensubstrate/sandbox/internal/state"
+	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// ErrNoSandbox is wrapped when a sandbox id names no live sandbox (of
+// the caller's).
+var ErrNoSandbox = fmt.Errorf("no such sandbox: %w", os.ErrNotExist)
+
+// ErrLimit is wrapped when a request is over a limit of the host (too
+// many sandboxes, a file too large).
+var ErrLimit = errors.New("over a limit")
+
+// LimitError is a request over one of the host's limits.
+type LimitError struct{ What string }
+
+func (e *LimitError) Error() string { return fmt.Sprintf("%v: %s", ErrLimit, e.What) }
+func (e *LimitError) Unwrap() error { return ErrLimit }
+
+// MaxSandboxes is how many live sandboxes a host keeps at once, by default.
+const MaxSandboxes = 1024
+
+// SandboxSpec is what a live sandbox is made with.
+type SandboxSpec struct {
+	// Tier is S1 (native programs: one confined init that every exec
+	// joins) or S2 (WebAssembly modules sharing the workspace and
+	// grants). Default S1.
+	Tier   tier.Tier
+	Grants grant.Set
+	// Limits are the sandbox's (S1: its cgroup's memory, processes and
+	// CPUs, shared by everything in it; S2: each module's pages).
+	Limits unit.Limits
+	// Env is added to each exec's environment.
+	Env map[string]string
+	// Owner is who made it: only the same owner sees it.
+	Owner string
+	// NoWorkspace: no workspace directory.
+	NoWorkspace bool
+	// Listen are TCP ports an S1 sandbox's processes may listen on, in
+	// its own network namespace (loopback only): recorded in every exec's
+	// attestation notes.
+	Listen []int
+}
+
+// Sandbox is a live sandbox.
+type Sandbox struct {
+	ID        string
+	Tier      tier.Tier
+	Grants    grant.Set // as given, and the workspace
+	Workspace string    // a host directory granted read-write; "" for none
+	Limits    unit.Limits
+	Env       map[string]string
+	Owner     string
+	Created   time.Time
+	Listen    []int
+
+	mu       sync.Mutex
+	execs    int // sealed so far
+	running  int
+	closed   bool
+	session  *native.Session
+	cg       *cgroup.Group
+	leftover []*cgroup.Group // execs' groups still holding background processes
+}
+
+// SandboxInfo is what is said about a live sandbox.
+type SandboxInfo struct {
+	ID        string            `json:"id"`
+	Tier      tier.Tier         `json:"tier"`
+	Workspace string            `json:"workspace,omitempty"`
+	Created   time.Time         `json:"created"`
+	Execs     int               `json:"execs"`
+	Running   int               `json:"running"`
+	Grants    grant.Set         `json:"grants"`
+	Env       map[string]string `json:"env,omitempty"`
+	Listen    []int             `json:"listen,omitempty"`
+}
+
+func (s *Sandbox) info() SandboxInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return SandboxInfo{ID: s.ID, Tier: s.Tier, Workspace: s.Workspace, Created: s.Created, Execs: s.execs, Running: s.running, Grants: s.Grants, Env: s.Env, Listen: s.Listen}
+}
+
+type sandboxes struct {
+	mu  sync.Mutex
+	m   map[string]*Sandbox
+	max int
+}
+
+// MaxLive sets how many live sandboxes the host keeps at once (0: MaxSandboxes).
+func (h *Host) MaxLive(n int) {
+	h.sandboxes.mu.Lock()
+	h.sandboxes.max = n
+	h.sandboxes.mu.Unlock()
+}
+
+// Create makes a live sandbox: its workspace (a directory of its own,
+// granted read-write), and at S1 its init, confined with the grants.
+func (h *Host) Create(ctx context.Context, spec SandboxSpec) (SandboxInfo, error) {
+	if spec.Tier == 0 {
+		spec.Tier = tier.S1
+	}
+	if spec.Tier == tier.S2 && len(spec.Listen) > 0 {
+		return SandboxInfo{}, &InvalidError{Err: fmt.Errorf("listen ports are for S1 sandboxes: a WebAssembly module opens no sockets")}
+	}
+	if spec.Tier != tier.S1 && spec.Tier != tier.S2 {
+		return SandboxInfo{}, &InvalidError{Err: fmt.Errorf("a live sandbox is S1 (native programs) or S2 (WebAssembly modules), not %s", spec.Tier)}
+	}
+	if p := h.probe(ctx, spec.Tier); !p.Available {
+		return SandboxInfo{}, &tier.UnavailableError{Tier: spec.Tier, Reason: p.Reason, Available: h.Availability(ctx).Available()}
+	}
+	ss := &h.sandboxes
+	ss.mu.Lock()
+	max := ss.max
+	if max == 0 {
+		max = MaxSandboxes
+	}
+	if len(ss.m) >= max {
+		ss.mu.Unlock()
+		return SandboxInfo{}, &LimitError{What: fmt.Sprintf("this host keeps at most %d live sandboxes; remove one first", max)}
+	}
+	ss.mu.Unlock()
+	var b [6]byte
+	rand.Read(b[:])
+	sb := &Sandbox{ID: "sb-" + hex.EncodeToString(b[:]), Tier: spec.Tier, Limits: spec.Limits, Env: spec.Env, Owner: spec.Owner, Created: time.Now().UTC(), Listen: spec.Listen}
+	g := spec.Grants
+	g.Storage = append([]grant.Storage(nil), g.Storage...)
+	fail := func(err error) (SandboxInfo, error) {
+		h.closeSandbox(sb)
+		return SandboxInfo{}, err
+	}
+	if !spec.NoWorkspace {
+		ws, err := state.MkdirNamed(os.TempDir(), "sandbox-ws", h.Store.Namer())
+		if err != nil {
+			return SandboxInfo{}, err
+		}
+		sb.Workspace = ws
+		g.Storage = append(g.Storage, grant.Storage{Path: ws, Mode: grant.RW})
+		if err := g.Normalize(); err != nil {
+			return fail(err)
+		}
+	}
+	sb.Grants = g
+	if spec.Tier == tier.S1 {
+		var n *native.Executor
+		for _, e := range h.Executors {
+			if x, ok := e.(*native.Executor); ok {
+				n = x
+			}
+		}
+		if n == nil {
+			return fail(fmt.Errorf("%w: no S1 executor on this host", tier.ErrUnavailable))
+		}
+		if h.Cgroups != nil {
+			cg, err := h.Cgroups.Create(h.Store.TempName("partial"), "cpuacct", "cpu", "memory", "pids", "freezer")
+			if err != nil {
+				h.logger().Warn("no cgroup for the sandbox", "err", err)
+			} else {
+				sb.cg = cg
+			}
+		}
+		sess, err := n.Open(ctx, g, spec.Limits, sb.cg, spec.Listen)
+		if err != nil {
+			return fail(err)
+		}
+		sb.session = sess
+	}
+	ss.mu.Lock()
+	if ss.m == nil {
+		ss.m = map[string]*Sandbox{}
+	}
+	ss.m[sb.ID] = sb
+	ss.mu.Unlock()
+	h.logger().Info("sandbox created", "sandbox", sb.ID, "tier", sb.Tier, "workspace", sb.Workspace)
+	return sb.info(), nil
+}
+
+// sandbox is a live sandbox of owner's.
+func (h *Host) sandbox(id, owner string) (*Sandbox, error) {
+	h.sandboxes.mu.Lock()
+	defer h.sandboxes.mu.Unlock()
+	sb := h.sandboxes.m[id]
+	if sb == nil || sb.Owner != owner {
+		return nil, fmt.Errorf("%w: %q", ErrNoSandbox, id)
+	}
+	return sb, nil
+}
+
+// Sandboxes lists owner's live sandboxes, oldest first.
+func (h *Host) Sandboxes(owner string) []SandboxInfo {
+	h.sandboxes.mu.Lock()
+	var l []*Sandbox
+	for _, sb := range h.sandboxes.m {
+		if sb.Owner == owner {
+			l = append(l, sb)
+		}
+	}
+	h.sandboxes.mu.Unlock()
+	out := make([]SandboxInfo, 0, len(l))
+	for _, sb := range l {
+		out = append(out, sb.info())
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Created.Equal(out[j].Created) {
+			return out[i].Created.Before(out[j].Created)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// Sandbox says what a live sandbox of owner's is.
+func (h *Host) Sandbox(id, owner string) (SandboxInfo, error) {
+	sb, err := h.sandbox(id, owner)
+	if err != nil {
+		return SandboxInfo{}, err
+	}
+	return sb.info(), nil
+}
+
+// ExecRequest is one command in a live sandbox.
+type ExecRequest struct {
+	Args     []string
+	Env      map[string]string
+	Dir      string // default: the workspace
+	Deadline time.Duration
+	Stdin    io.Reader
+	Stdout   io.Writer
+	Stderr   io.Writer
+}
+
+// Exec runs a command in a live sandbox and seals it as a run of its own:
+// its receipt from the exec's own cgroup, its attestation naming the
+// sandbox in its notes. A cancelled ctx (the caller went away) ends the
+// exec like an interrupt and seals it.
+func (h *Host) Exec(ctx context.Context, id, owner string, x ExecRequest) (*Run, error) {
+	sb, err := h.sandbox(id, owner)
+	if err != nil {
+		return nil, err
+	}
+	env := map[string]string{}
+	for k, v := range sb.Env {
+		env[k] = v
+	}
+	for k, v := range x.Env {
+		env[k] = v
+	}
+	cwd := x.Dir
+	if cwd == "" {
+		cwd = sb.Workspace
+	}
+	if cwd == "" {
+		cwd = "/tmp"
+	}
+	req, err := Command(CommandLine{Args: x.Args, Env: env, Grants: sb.Grants, Cwd: cwd})
+	if err != nil {
+		return nil, err
+	}
+	if sb.Tier == tier.S1 && req.Kind != tier.Native {
+		return nil, &InvalidError{Err: fmt.Errorf("%s is an S1 sandbox: it runs native programs, and %s is a WebAssembly module (make an S2 sandbox for modules)", sb.ID, x.Args[0])}
+	}
+	if sb.Tier == tier.S2 && req.Kind != tier.Wasm {
+		return nil, &InvalidError{Err: fmt.Errorf("%s is an S2 sandbox: it runs WebAssembly modules, and %s is not one", sb.ID, x.Args[0])}
+	}
+	if req.Kind == tier.Native && x.Dir == "" && sb.Workspace != "" {
+		req.Dir = sb.Workspace
+	}
+	t := sb.Tier
+	req.Tier, req.Escalate = &t, true
+	req.Limits = sb.Limits
+	req.Deadline = x.Deadline
+	req.Stdin, req.Stdout, req.Stderr = x.Stdin, x.Stdout, x.Stderr
+	sb.mu.Lock()
+	if sb.closed {
+		sb.mu.Unlock()
+		return nil, fmt.Errorf("%w: %q is being removed", ErrNoSandbox, id)
+	}
+	sb.running++
+	n := sb.execs + sb.running
+	sb.mu.Unlock()
+	defer func() {
+		sb.mu.Lock()
+		sb.running--
+		sb.mu.Unlock()
+	}()
+	req.Notes = []string{fmt.Sprintf("an exec (#%d) in live sandbox %s, %s", n, sb.ID, sb.Tier)}
+	if len(sb.Listen) > 0 {
+		req.Notes = append(req.Notes, fmt.Sprintf("the sandbox's processes may listen on TCP ports %v inside its own network namespace (loopback only)", sb.Listen))
+	}
+	first := n == 1
+	p, err := h.plan(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	run := p.ex.Run
+	if sb.session != nil {
+		p.live = true
+		p.cgroupControllers = []string{"cpuacct"}
+		p.leftoverGroup = func(g *cgroup.Group) {
+			sb.mu.Lock()
+			sb.leftover = append(sb.leftover, g)
+			sb.mu.Unlock()
+		}
+		run = func(ctx context.Context, j *job.Job) (*job.Result, error) {
+			res, err := sb.session.Run(ctx, j)
+			if res != nil && first {
+				res.Notes = append(sb.session.Notes(), res.Notes...)
+			}
+			return res, err
+		}
+	}
+	r, err := h.execute(ctx, p, run)
+	if err == nil {
+		sb.mu.Lock()
+		sb.execs++
+		sb.mu.Unlock()
+	}
+	return r, err
+}
+
+// Remove ends a live sandbox: everything running in it ends (an exec in
+// flight is sealed as killed), its writes to quota'd grants are committed,
+// its workspace is removed.
+func (h *Host) Remove(id, owner string) error {
+	sb, err := h.sandbox(id, owner)
+	if err != nil {
+		return err
+	}
+	h.sandboxes.mu.Lock()
+	delete(h.sandboxes.m, id)
+	h.sandboxes.mu.Unlock()
+	return h.closeSandbox(sb)
+}
+
+func (h *Host) closeSandbox(sb *Sandbox) error {
+	sb.mu.Lock()
+	sb.closed = true
+	sb.mu.Unlock()
+	var errs []error
+	if sb.session != nil {
+		if _, err := sb.session.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("end sandbox %s: %w", sb.ID, err))
+		}
+	}
+	sb.mu.Lock()
+	left := sb.leftover
+	sb.leftover = nil
+	sb.mu.Unlock()
+	for _, g := range left {
+		g.Kill(2 * time.Second)
+		g.Remove()
+	}
+	if sb.cg != nil {
+		sb.cg.Kill(2 * time.Second)
+		if err := sb.cg.Remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if sb.Workspace != "" {
+		if err := os.RemoveAll(sb.Workspace); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	h.logger().Info("sandbox removed", "sandbox", sb.ID)
+	return errors.Join(errs...)
+}
+
+// closeSandboxes ends every live sandbox (Close).
+func (h *Host) closeSandboxes() error {
+	h.sandboxes.mu.Lock()
+	all := h.sandboxes.m
+	h.sandboxes.m = nil
+	h.sandboxes.mu.Unlock()
+	var errs []error
+	for _, sb := range all {
+		errs = append(errs, h.closeSandbox(sb))
+	}
+	return errors.Join(errs...)
+}

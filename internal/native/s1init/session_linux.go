@@ -1,0 +1,176 @@
+package s1init
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// runSession is init of a live sandbox: it starts each program the host
+// asks for, confined as the spec says, reports when each ends, and reaps
+// whatever else ends (a background process whose parent has gone), until
+// the host ends the sandbox (EndSignal, or its end of the socket
+// closed). Then, as for a run: every process ends, quota'd writes are
+// committed, the status goes on fd 4.
+func runSession(sp *Spec, xc *execCtl, sigs chan os.Signal, report func(Status)) int {
+	sock := SessionFD
+	var (
+		sendMu sync.Mutex
+		mu     sync.Mutex
+		execs  = map[int]uint64{} // pid → exec id
+		kick   = make(chan struct{}, 1)
+		end    = make(chan struct{})
+		once   sync.Once
+	)
+	stop := func() { once.Do(func() { close(end) }) }
+	send := func(m SessionMsg) {
+		b, _ := json.Marshal(m)
+		sendMu.Lock()
+		unix.Sendmsg(sock, b, nil, nil, 0)
+		sendMu.Unlock()
+	}
+	go func() {
+		for s := range sigs {
+			if s == EndSignal {
+				stop()
+			}
+		}
+	}()
+	// The reaper: exits of execs are reported; the rest only reaped.
+	go func() {
+		for {
+			var ws unix.WaitStatus
+			wpid, err := unix.Wait4(-1, &ws, 0, nil)
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err == unix.ECHILD:
+				select {
+				case <-kick:
+					continue
+				case <-end:
+					return
+				}
+			case err != nil:
+				stop()
+				return
+			}
+			mu.Lock()
+			id, ok := execs[wpid]
+			delete(execs, wpid)
+			mu.Unlock()
+			if !ok {
+				continue
+			}
+			m := SessionMsg{Op: "exited", ID: id}
+			if ws.Signaled() {
+				m.Signal = int(ws.Signal())
+			} else {
+				m.Exited, m.Code = true, ws.ExitStatus()
+			}
+			send(m)
+		}
+	}()
+	go func() {
+		defer stop()
+		buf := make([]byte, 1<<20)
+		oob := make([]byte, unix.CmsgSpace(16*4))
+		for {
+			n, oobn, _, _, err := unix.Recvmsg(sock, buf, oob, unix.MSG_CMSG_CLOEXEC)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil || n == 0 {
+				return // the host is gone: the sandbox ends
+			}
+			fds := fdsOf(oob[:oobn])
+			var m SessionMsg
+			if err := json.Unmarshal(buf[:n], &m); err != nil {
+				closeAll(fds)
+				return
+			}
+			switch m.Op {
+			case "exec":
+				if len(fds) < 3 {
+					closeAll(fds)
+					send(SessionMsg{Op: "failed", ID: m.ID, Error: "init: an exec needs its three standard streams"})
+					continue
+				}
+				ex := sp.Exec
+				ex.Path, ex.Args, ex.Env, ex.Dir = m.Path, m.Args, m.Env, m.Dir
+				if ex.Dir == "" {
+					ex.Dir = "/tmp"
+				}
+				files := []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])}
+				mu.Lock()
+				pid, err := startConfined(&ex, xc, files, fds[3:])
+				if err == nil {
+					execs[pid] = m.ID
+				}
+				mu.Unlock()
+				closeAll(fds)
+				if err != nil {
+					r := SessionMsg{Op: "failed", ID: m.ID, Error: "init: " + err.Error()}
+					var xe execError
+					if errors.As(err, &xe) {
+						r.Errno = int(xe.errno)
+					}
+					send(r)
+					continue
+				}
+				select {
+				case kick <- struct{}{}:
+				default:
+				}
+				send(SessionMsg{Op: "started", ID: m.ID, Pid: pid})
+			case "kill":
+				mu.Lock()
+				for pid, id := range execs {
+					if id == m.ID && m.Signal > 0 {
+						unix.Kill(-pid, syscall.Signal(m.Signal))
+					}
+				}
+				mu.Unlock()
+			default:
+				closeAll(fds)
+			}
+		}
+	}()
+	<-end
+	// The sandbox is done: nothing in it outlives it.
+	unix.Kill(-1, unix.SIGKILL)
+	mu.Lock() // no exec starts after this
+	for {
+		if _, err := unix.Wait4(-1, nil, 0, nil); err == unix.ECHILD {
+			break
+		}
+	}
+	st := Status{Started: true, Exited: true}
+	st.Commits = commitOverlays(sp)
+	report(st)
+	return 0
+}
+
+func fdsOf(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		if r, err := unix.ParseUnixRights(&m); err == nil {
+			fds = append(fds, r...)
+		}
+	}
+	return fds
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}

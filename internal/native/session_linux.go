@@ -1,0 +1,482 @@
+//go:build linux
+
+package native
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/native/s1init"
+	"github.com/opensubstrate/sandbox/internal/unit"
+)
+
+// ErrSessionEnded is wrapped when an exec comes to a live sandbox whose
+// init has ended.
+var ErrSessionEnded = errors.New("the sandbox's init has ended")
+
+// Session is a live S1 sandbox: one confined init, built once with the
+// sandbox's grants, that each exec joins. A process an exec starts in the
+// background keeps running (and keeps its share of the sandbox's limits)
+// until the sandbox ends. Each exec's processes are born in a cgroup of
+// the exec's own for the CPU controller (cgroup v1), so its receipt is
+// its own; memory and process limits are the sandbox's.
+type Session struct {
+	e        *Executor
+	p        *initProc
+	sp       *s1init.Spec
+	cg       *cgroup.Group
+	sendMu   sync.Mutex
+	mu       sync.Mutex
+	next     uint64
+	waiting  map[uint64]chan s1init.SessionMsg
+	done     chan struct{} // closed when init's session socket closes
+	release  func()
+	kept     func(*s1init.Status)
+	closeErr error
+	closed   bool
+	status   s1init.Status
+	notes    []string
+}
+
+// Open starts a live sandbox with the grants' storage, under the limits,
+// in cg (nil: none, limits not enforced). Net and exec grants are not
+// yet served to live sandboxes: they are refused.
+//
+// listen are TCP ports its processes may listen on (and connect to)
+// inside its own network namespace, which has only loopback: an agent's
+// dev server, say. Nothing outside the sandbox reaches them.
+func (e *Executor) Open(ctx context.Context, g grant.Set, l unit.Limits, cg *cgroup.Group, listen []int) (*Session, error) {
+	if len(g.Net) > 0 {
+		return nil, fmt.Errorf("%w: a live S1 sandbox does not serve net grants yet (its egress proxy is per run): use sandbox run", errNotYet)
+	}
+	if len(g.Exec.Allow) > 0 || len(g.Exec.Deny) > 0 {
+		return nil, fmt.Errorf("%w: a live S1 sandbox does not serve exec grants yet (exec control is per run): use sandbox run", errNotYet)
+	}
+	sp, err := e.spec(g.Storage)
+	if err != nil {
+		return nil, err
+	}
+	sp.Session = true
+	for _, p := range listen {
+		if p < 1 || p > 65535 {
+			return nil, &invalidError{fmt.Sprintf("listen port %d: want 1 to 65535", p)}
+		}
+	}
+	if len(listen) > 0 && s1init.ABI() < 4 {
+		return nil, fmt.Errorf("%w: listen ports need Landlock network rules (ABI 4); this kernel has ABI %d", errNotYet, s1init.ABI())
+	}
+	sp.Exec.ListenPorts = listen
+	s := &Session{e: e, sp: sp, cg: cg, waiting: map[uint64]chan s1init.SessionMsg{}, done: make(chan struct{})}
+	note := func(format string, args ...any) { s.notes = append(s.notes, fmt.Sprintf(format, args...)) }
+	if cg != nil {
+		d := e.DefaultLimits()
+		lim := cgroup.Limits{Memory: or(l.MemoryBytes, d.MemoryBytes), Pids: or(l.Pids, d.Pids), CPUs: float64(or(l.CPUMillis, d.CPUMillis)) / 1000}
+		if err := cg.SetLimits(lim); err != nil {
+			return nil, err
+		}
+	} else {
+		note("S1: no cgroup of its own (sandbox is not root, or no cgroup hierarchy is mounted): the sandbox's memory, process and CPU limits are recorded but not enforced")
+	}
+	if s.kept, err = e.keepAside(sp); err != nil {
+		return nil, err
+	}
+	s.release = e.mapOwners(sp, note)
+	p, err := e.startInit(sp.Base, true)
+	if err != nil {
+		s.release()
+		return nil, err
+	}
+	s.p = p
+	sp.Base.Root = p.root
+	if cg != nil {
+		if err := cg.AddProc(p.cmd.Process.Pid); err != nil {
+			p.discard()
+			s.release()
+			return nil, err
+		}
+	}
+	// init's own streams carry nothing of an exec's; drained.
+	p.stdinW.Close()
+	go io.Copy(io.Discard, p.stdoutR)
+	go io.Copy(io.Discard, p.stderrR)
+	if err := json.NewEncoder(p.specW).Encode(sp); err != nil {
+		p.discard()
+		s.release()
+		return nil, fmt.Errorf("S1: send the sandbox's init its spec: %w", err)
+	}
+	p.specW.Close()
+	go s.serveCtl()
+	go s.read()
+	return s, nil
+}
+
+var errNotYet = &notYetError{}
+
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string { return e.msg }
+func (e *invalidError) Invalid() bool { return true }
+
+type notYetError struct{}
+
+func (*notYetError) Error() string { return "not supported" }
+
+// Invalid: a request for what a live sandbox does not give is refused as
+// bad input, not as a host failure.
+func (*notYetError) Invalid() bool { return true }
+
+// serveCtl answers init's control socket (nothing is asked of a session
+// today: no egress, no exec control) until it closes.
+func (s *Session) serveCtl() {
+	s.e.serveCtl(int(s.p.ctl.Fd()), launchOpts{})
+}
+
+// read dispatches init's session messages to the execs waiting for them.
+func (s *Session) read() {
+	defer close(s.done)
+	buf := make([]byte, 64<<10)
+	fd := int(s.p.session.Fd())
+	for {
+		n, _, _, _, err := unix.Recvmsg(fd, buf, nil, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return
+		}
+		var m s1init.SessionMsg
+		if json.Unmarshal(buf[:n], &m) != nil {
+			return // init speaks only JSON: anything else ends the session
+		}
+		s.mu.Lock()
+		ch := s.waiting[m.ID]
+		s.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- m:
+			default:
+			}
+		}
+	}
+}
+
+// Notes are remarks about the sandbox for the caller.
+func (s *Session) Notes() []string { return s.notes }
+
+// Alive says whether the sandbox's init still runs.
+func (s *Session) Alive() bool {
+	select {
+	case <-s.done:
+		return false
+	case <-s.p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// DrainAfter is how long an exec's output is still taken after its
+// program ended (what it wrote just before exiting); after that, what a
+// background process it started writes to the same streams is discarded
+// (never left blocked on a full pipe).
+var DrainAfter = 20 * time.Millisecond
+
+// Run runs one exec in the sandbox: the job's program, with its
+// environment and working directory, its streams, and j.Cgroup (a group
+// made for the exec, with cpuacct) as its CPU group. Its deadline, a
+// budget stop or a cancelled ctx end the exec's process group, not the
+// sandbox.
+func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
+	if !s.Alive() {
+		return nil, ErrSessionEnded
+	}
+	res := &job.Result{Executor: s.e.Name() + " (live sandbox)"}
+	var closeLater []*os.File
+	defer func() {
+		for _, f := range closeLater {
+			f.Close()
+		}
+	}()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		for _, f := range []*os.File{inR, inW, outR, outW} {
+			f.Close()
+		}
+		return nil, err
+	}
+	closeLater = append(closeLater, inR, outW, errW)
+	send := []int{int(inR.Fd()), int(outW.Fd()), int(errW.Fd())}
+	if j.Cgroup != nil {
+		tasks, err := j.Cgroup.TaskFiles("cpuacct")
+		if err != nil {
+			res.Notes = append(res.Notes, fmt.Sprintf("S1: the exec has no CPU group of its own (%v): its CPU time is not told apart from the sandbox's other processes", err))
+			j.Cgroup = nil
+		}
+		for _, f := range tasks {
+			closeLater = append(closeLater, f)
+			send = append(send, int(f.Fd()))
+		}
+	}
+	env := make([]string, 0, len(j.Unit.Env))
+	keys := make([]string, 0, len(j.Unit.Env))
+	for k := range j.Unit.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+j.Unit.Env[k])
+	}
+	args := j.Unit.Args
+	if len(args) == 0 {
+		args = []string{filepath.Base(j.Unit.Entry)}
+	}
+	s.mu.Lock()
+	s.next++
+	id := s.next
+	ch := make(chan s1init.SessionMsg, 2)
+	s.waiting[id] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.waiting, id)
+		s.mu.Unlock()
+	}()
+	// The streams: the caller's until the program ends (and DrainAfter),
+	// then discarded for as long as anything in the sandbox holds them.
+	outP, errP := newPump(outR, j.Stdout), newPump(errR, j.Stderr)
+	var start, end time.Time
+	msg := s1init.SessionMsg{Op: "exec", ID: id, Path: j.Unit.Entry, Args: args, Env: env, Dir: j.Unit.Dir}
+	if err := s.send(msg, send); err != nil {
+		inW.Close()
+		outP.stop(0)
+		errP.stop(0)
+		return nil, fmt.Errorf("%w: %v", ErrSessionEnded, err)
+	}
+	start = time.Now()
+	for _, f := range closeLater {
+		f.Close()
+	}
+	closeLater = nil
+	if j.Stdin != nil {
+		go func() { io.Copy(inW, j.Stdin); inW.Close() }()
+	} else {
+		inW.Close()
+	}
+	var st s1init.Status
+	var ending ending
+	select {
+	case m := <-ch:
+		if m.Op == "failed" {
+			st = s1init.Status{Error: m.Error, ExecErrno: m.Errno}
+			end = time.Now()
+			break
+		}
+		st.Started = true
+		var timeout <-chan time.Time
+		if j.Deadline > 0 {
+			t := time.NewTimer(j.Deadline)
+			defer t.Stop()
+			timeout = t.C
+		}
+		kill := func(sig syscall.Signal) { s.send(s1init.SessionMsg{Op: "kill", ID: id, Signal: int(sig)}, nil) }
+		var exited s1init.SessionMsg
+		wait := func() bool {
+			select {
+			case exited = <-ch:
+				return true
+			case <-s.done:
+				return false
+			}
+		}
+		got := false
+		select {
+		case exited = <-ch:
+			got = true
+		case <-s.done:
+		case <-timeout:
+			ending.deadline = true
+			kill(syscall.SIGKILL)
+			got = wait()
+		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), job.ErrBudget) {
+				ending.budget = true
+				kill(syscall.SIGKILL)
+				got = wait()
+				break
+			}
+			ending.canceled = true
+			kill(syscall.SIGINT)
+			select {
+			case exited = <-ch:
+				got = true
+			case <-s.done:
+			case <-time.After(KillGrace):
+				kill(syscall.SIGKILL)
+				got = wait()
+			}
+		}
+		end = time.Now()
+		switch {
+		case got && exited.Exited:
+			st.Exited, st.Code = true, exited.Code
+		case got:
+			st.Signal = exited.Signal
+		default:
+			st.Error = "the sandbox's init ended while the exec ran"
+		}
+	case <-s.done:
+		end = time.Now()
+		st.Error = "the sandbox's init ended before the exec started"
+	}
+	outP.stop(DrainAfter)
+	errP.stop(DrainAfter)
+	ending.start, ending.end = start, end
+	res.Start, res.End = start, end
+	res.Outcome = outcomeOf(st, s.cg, ending)
+	if st.Error != "" && st.ExecErrno == 0 && !st.Started && res.Outcome.Status == attest.Failed {
+		res.Outcome.Detail = st.Error
+	}
+	res.ExecErrno, res.Signal = syscall.Errno(st.ExecErrno), syscall.Signal(st.Signal)
+	return res, nil
+}
+
+func (s *Session) send(m s1init.SessionMsg, fds []int) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return unix.Sendmsg(int(s.p.session.Fd()), b, oob, nil, 0)
+}
+
+// Close ends the sandbox: every process in it ends, its quota'd writes
+// are committed (init has CommitGrace), and what became of them is
+// returned.
+func (s *Session) Close() (s1init.Status, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return s.status, s.closeErr
+	}
+	s.closed = true
+	s.mu.Unlock()
+	p := s.p
+	grace := time.After(CommitGrace)
+	again := time.NewTicker(50 * time.Millisecond)
+	defer again.Stop()
+wait:
+	for {
+		p.cmd.Process.Signal(s1init.EndSignal)
+		select {
+		case <-p.done:
+			break wait
+		case <-again.C:
+		case <-grace:
+			s.notes = append(s.notes, fmt.Sprintf("S1: init did not end the sandbox and commit its writes within %s; killed", CommitGrace))
+			p.cmd.Process.Signal(syscall.SIGKILL)
+			<-p.done
+			break wait
+		}
+	}
+	if s.cg != nil {
+		s.cg.Thaw()
+	}
+	unix.Shutdown(int(p.ctl.Fd()), unix.SHUT_RDWR)
+	unix.Shutdown(int(p.session.Fd()), unix.SHUT_RDWR)
+	<-s.done
+	b, _ := io.ReadAll(p.statR)
+	st := initReport(b, p.cmd.ProcessState, ending{})
+	s.kept(&st)
+	for _, f := range []*os.File{p.statR, p.stdoutR, p.stderrR, p.ctl, p.session} {
+		f.Close()
+	}
+	os.Remove(p.root)
+	s.release()
+	s.status = st
+	if st.Error != "" {
+		s.closeErr = errors.New(st.Error)
+	}
+	return st, s.closeErr
+}
+
+// pump copies a stream to a writer until stopped, then discards the rest
+// until the stream's last writer closes it.
+type pump struct {
+	r    *os.File
+	mu   sync.Mutex
+	w    io.Writer
+	done chan struct{}
+}
+
+func newPump(r *os.File, w io.Writer) *pump {
+	if w == nil {
+		w = io.Discard
+	}
+	p := &pump{r: r, w: w, done: make(chan struct{})}
+	go func() {
+		defer r.Close()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				p.mu.Lock()
+				p.w.Write(buf[:n])
+				p.mu.Unlock()
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				close(p.done)
+				r.SetReadDeadline(time.Time{})
+				p.mu.Lock()
+				p.w = io.Discard
+				p.mu.Unlock()
+				continue
+			}
+			if err != nil {
+				select {
+				case <-p.done:
+				default:
+					close(p.done)
+				}
+				return
+			}
+		}
+	}()
+	return p
+}
+
+// stop lets the pump take what comes within d, then waits until it has
+// stopped writing to its writer.
+func (p *pump) stop(d time.Duration) {
+	p.r.SetReadDeadline(time.Now().Add(d))
+	<-p.done
+}
