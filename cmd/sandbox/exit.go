@@ -10,16 +10,13 @@ import (
 	"github.com/opensubstrate/sandbox/internal/job"
 )
 
-// The exit statuses of `sandbox run` that are sandbox's own, chosen to
-// be the ones Docker, env(1) and timeout(1) users know.
+// The exit statuses of `sandbox run` that are sandbox's own (host's).
 const (
-	exitLimit       = 124 // stopped at a limit it was given: deadline, fuel, energy budget
-	exitFailed      = 125 // sandbox could not run it, refused to, or could not seal it
-	exitCannotExec  = 126 // the program was found but cannot be executed
-	exitNotFound    = 127 // the program was not found
-	exitSignalBase  = 128 // + N: the guest ended by signal N, or sandbox got signal N
-	exitOutOfMemory = 128 + 9
-	exitTrapped     = 128 + 6
+	exitLimit      = host.ExitLimit
+	exitFailed     = host.ExitFailed
+	exitCannotExec = host.ExitCannotExec
+	exitNotFound   = host.ExitNotFound
+	exitSignalBase = host.ExitSignalBase
 )
 
 // runExitTable is the table run --help and the README give.
@@ -43,8 +40,8 @@ which it was.`
 
 // Whose an exit status of `sandbox run` is (--json's exit_status_from).
 const (
-	fromGuest   = "guest"   // its own exit status, or 128+N for its death by signal N
-	fromSandbox = "sandbox" // a limit, a refusal, a failure, an interrupt
+	fromGuest   = host.FromGuest
+	fromSandbox = host.FromSandbox
 )
 
 // runExit is the exit status of `sandbox run` for a sealed run, and whose
@@ -61,37 +58,9 @@ func runExit(r *host.Run, cause error) (int, string) {
 	return outcomeExit(r.Result)
 }
 
-// outcomeExit maps how a guest ended to an exit status, and whose it is.
-func outcomeExit(res *job.Result) (int, string) {
-	o := res.Outcome
-	switch o.Status {
-	case attest.Exited:
-		if o.ExitCode != nil {
-			return *o.ExitCode & 0xff, fromGuest
-		}
-		return 0, fromGuest
-	case attest.Deadline, attest.OutOfFuel, attest.BudgetExhausted:
-		return exitLimit, fromSandbox
-	case attest.OutOfMem:
-		return exitOutOfMemory, fromSandbox
-	case attest.Trapped, attest.Killed:
-		if res.Signal > 0 {
-			return exitSignalBase + int(res.Signal), fromGuest
-		}
-		if o.Status == attest.Trapped {
-			return exitTrapped, fromSandbox
-		}
-		return exitSignalBase + int(syscall.SIGKILL), fromSandbox
-	case attest.Failed:
-		switch {
-		case res.ExecErrno == syscall.ENOENT:
-			return exitNotFound, fromSandbox
-		case res.ExecErrno != 0:
-			return exitCannotExec, fromSandbox
-		}
-	}
-	return exitFailed, fromSandbox
-}
+// outcomeExit maps how a guest ended to an exit status, and whose it is
+// (host.ExitStatus: the service reports the same).
+func outcomeExit(res *job.Result) (int, string) { return host.ExitStatus(res) }
 
 // runErrorExit is the exit status of `sandbox run` when it did not seal
 // a run: the program not found (127) or not executable (126), sandbox

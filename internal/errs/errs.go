@@ -24,9 +24,10 @@ const (
 	Denied                      // a grant does not allow it
 	Unavailable                 // a tier or device this host cannot provide
 	Canceled                    // the caller stopped it
+	Limit                       // over a limit of the host: too many, too large
 )
 
-var names = [...]string{"internal", "invalid", "not-found", "integrity", "untrusted", "denied", "unavailable", "canceled"}
+var names = [...]string{"internal", "invalid", "not-found", "integrity", "untrusted", "denied", "unavailable", "canceled", "limit"}
 
 func (c Category) String() string { return names[c] }
 
@@ -56,6 +57,10 @@ func Of(err error) Category {
 	if errors.As(err, &inv) && inv.Invalid() {
 		return Invalid
 	}
+	var lim interface{ Limit() bool }
+	if errors.As(err, &lim) && lim.Limit() {
+		return Limit
+	}
 	var un interface{ Unavailable() bool }
 	if errors.As(err, &un) && un.Unavailable() {
 		return Unavailable
@@ -68,21 +73,21 @@ func Of(err error) Category {
 // sandbox's own failures and stay clear of the shell's 126-128+n range.
 func ExitCode(c Category) int {
 	return [...]int{
-		Internal: 70, Invalid: 2, NotFound: 3, Integrity: 4, Untrusted: 5, Denied: 6, Unavailable: 7, Canceled: 130,
+		Internal: 70, Invalid: 2, NotFound: 3, Integrity: 4, Untrusted: 5, Denied: 6, Unavailable: 7, Canceled: 130, Limit: 8,
 	}[c]
 }
 
 // HTTPStatus maps a category to an HTTP status.
 func HTTPStatus(c Category) int {
 	return [...]int{
-		Internal: 500, Invalid: 400, NotFound: 404, Integrity: 422, Untrusted: 403, Denied: 403, Unavailable: 503, Canceled: 499,
+		Internal: 500, Invalid: 400, NotFound: 404, Integrity: 422, Untrusted: 403, Denied: 403, Unavailable: 503, Canceled: 499, Limit: 429,
 	}[c]
 }
 
 // MCPCode maps a category to a JSON-RPC error code for MCP.
 func MCPCode(c Category) int {
 	return [...]int{
-		Internal: -32603, Invalid: -32602, NotFound: -32001, Integrity: -32002, Untrusted: -32003, Denied: -32004, Unavailable: -32005, Canceled: -32800,
+		Internal: -32603, Invalid: -32602, NotFound: -32001, Integrity: -32002, Untrusted: -32003, Denied: -32004, Unavailable: -32005, Canceled: -32800, Limit: -32006,
 	}[c]
 }
 

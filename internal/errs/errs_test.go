@@ -37,7 +37,7 @@ func TestOf(t *testing.T) {
 		}
 	}
 	seen := map[int]bool{}
-	for c := Internal; c <= Canceled; c++ {
+	for c := Internal; c <= Limit; c++ {
 		if seen[ExitCode(c)] {
 			t.Errorf("exit code %d used twice", ExitCode(c))
 		}

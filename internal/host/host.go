@@ -147,7 +147,9 @@ type Run struct {
 	Receipt      *receipt.Receipt
 	Result       *job.Result
 	Choice       tier.Choice
-	Journal      struct {
+	// Denied counts the refused decisions in its decision log.
+	Denied  int64
+	Journal struct {
 		Entries int
 		Bytes   int64
 	}

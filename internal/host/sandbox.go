@@ -35,6 +35,9 @@ type LimitError struct{ What string }
 func (e *LimitError) Error() string { return fmt.Sprintf("%v: %s", ErrLimit, e.What) }
 func (e *LimitError) Unwrap() error { return ErrLimit }
 
+// Limit puts it in the limit category (HTTP 429).
+func (e *LimitError) Limit() bool { return true }
+
 // MaxSandboxes is how many live sandboxes a host keeps at once, by default.
 const MaxSandboxes = 1024
 
@@ -58,6 +61,8 @@ type SandboxSpec struct {
 	// its own network namespace (loopback only): recorded in every exec's
 	// attestation notes.
 	Listen []int
+	// GrantArgs are the grants as they were given (for people).
+	GrantArgs []string
 }
 
 // Sandbox is a live sandbox.
@@ -71,6 +76,7 @@ type Sandbox struct {
 	Owner     string
 	Created   time.Time
 	Listen    []int
+	grantArgs []string
 
 	mu       sync.Mutex
 	execs    int // sealed so far
@@ -92,12 +98,14 @@ type SandboxInfo struct {
 	Grants    grant.Set         `json:"grants"`
 	Env       map[string]string `json:"env,omitempty"`
 	Listen    []int             `json:"listen,omitempty"`
+	// GrantArgs are its grants as given, and its workspace's.
+	GrantArgs []string `json:"grant_args"`
 }
 
 func (s *Sandbox) info() SandboxInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return SandboxInfo{ID: s.ID, Tier: s.Tier, Workspace: s.Workspace, Created: s.Created, Execs: s.execs, Running: s.running, Grants: s.Grants, Env: s.Env, Listen: s.Listen}
+	return SandboxInfo{ID: s.ID, Tier: s.Tier, Workspace: s.Workspace, Created: s.Created, Execs: s.execs, Running: s.running, Grants: s.Grants, Env: s.Env, Listen: s.Listen, GrantArgs: s.grantArgs}
 }
 
 type sandboxes struct {
@@ -141,7 +149,7 @@ func (h *Host) Create(ctx context.Context, spec SandboxSpec) (SandboxInfo, error
 	ss.mu.Unlock()
 	var b [6]byte
 	rand.Read(b[:])
-	sb := &Sandbox{ID: "sb-" + hex.EncodeToString(b[:]), Tier: spec.Tier, Limits: spec.Limits, Env: spec.Env, Owner: spec.Owner, Created: time.Now().UTC(), Listen: spec.Listen}
+	sb := &Sandbox{ID: "sb-" + hex.EncodeToString(b[:]), Tier: spec.Tier, Limits: spec.Limits, Env: spec.Env, Owner: spec.Owner, Created: time.Now().UTC(), Listen: spec.Listen, grantArgs: spec.GrantArgs}
 	g := spec.Grants
 	g.Storage = append([]grant.Storage(nil), g.Storage...)
 	fail := func(err error) (SandboxInfo, error) {
@@ -155,6 +163,7 @@ func (h *Host) Create(ctx context.Context, spec SandboxSpec) (SandboxInfo, error
 		}
 		sb.Workspace = ws
 		g.Storage = append(g.Storage, grant.Storage{Path: ws, Mode: grant.RW})
+		sb.grantArgs = append(append([]string{}, spec.GrantArgs...), "fs:"+ws+":rw")
 		if err := g.Normalize(); err != nil {
 			return fail(err)
 		}

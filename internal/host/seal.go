@@ -68,7 +68,14 @@ func (h *Host) seal(p *plan, rec *store.Partial, f *records, enf *grant.Enforcer
 		return nil, notSealed(err)
 	}
 	journalRoot := f.journal.Root()
-	db, da, err := enf.Log().Canonical()
+	log := enf.Log()
+	denied := int64(0)
+	for _, d := range log.Decisions {
+		if !d.Allow {
+			denied += max(d.Count, 1)
+		}
+	}
+	db, da, err := log.Canonical()
 	if err != nil {
 		return nil, notSealed(err)
 	}
@@ -122,7 +129,7 @@ func (h *Host) seal(p *plan, rec *store.Partial, f *records, enf *grant.Enforcer
 		return nil, notSealed(err)
 	}
 	crash.At(crash.Sealed)
-	r := &Run{ID: a.Addr, Dir: final, Attestation: a, Receipt: &rc, Result: res, Choice: p.choice}
+	r := &Run{ID: a.Addr, Dir: final, Attestation: a, Receipt: &rc, Result: res, Choice: p.choice, Denied: denied}
 	r.Journal.Entries, r.Journal.Bytes = f.journal.Len()
 	h.logger().Info("run sealed", "run", a.Addr, "status", res.Outcome.Status, "dir", final)
 	return r, nil

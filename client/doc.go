@@ -1,0 +1,11 @@
+// Package client talks to a sandbox service (`sandbox serve`): create a
+// live sandbox, exec commands in it with their output streamed as it
+// comes, upload, download and list its files, list and remove sandboxes,
+// and run one-shot sealed runs. Every call takes a context; cancelling an
+// exec's context ends the exec, which the service seals as interrupted.
+//
+// The wire format is HTTP/JSON, described by docs/api.md and the OpenAPI
+// document the service serves at /v1/openapi.json. The client dials the
+// service's unix socket (the state directory's serve.sock) or, for
+// "https://…", TCP with TLS and a bearer token.
+package client

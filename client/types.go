@@ -1,0 +1,96 @@
+package client
+
+import "time"
+
+// SandboxSpec is what a live sandbox is created with.
+type SandboxSpec struct {
+	// Tier is "S1" (native programs; the default) or "S2" (WebAssembly
+	// modules).
+	Tier string `json:"tier,omitempty"`
+	// Grants in the command line's syntax ("fs:/data:ro", "cpu:5J"); a
+	// workspace is granted read-write besides.
+	Grants []string `json:"grants,omitempty"`
+	// Env is added to every exec's environment.
+	Env map[string]string `json:"env,omitempty"`
+	// Limits of the sandbox (S1: its cgroup's, shared by all it runs).
+	MemoryBytes int64   `json:"memory_bytes,omitempty"`
+	Pids        int64   `json:"pids,omitempty"`
+	CPUs        float64 `json:"cpus,omitempty"`
+	// Listen are TCP ports an S1 sandbox's processes may listen on,
+	// inside its own network namespace (loopback only).
+	Listen []int `json:"listen,omitempty"`
+}
+
+// Sandbox is a live sandbox as the service describes it.
+type Sandbox struct {
+	ID        string            `json:"id"`
+	Tier      string            `json:"tier"`
+	Workspace string            `json:"workspace,omitempty"`
+	Created   time.Time         `json:"created"`
+	Execs     int               `json:"execs"`
+	Running   int               `json:"running"`
+	Grants    []string          `json:"grants"`
+	Env       map[string]string `json:"env,omitempty"`
+	Listen    []int             `json:"listen,omitempty"`
+}
+
+// ExecSpec is one command in a live sandbox, or a one-shot run.
+type ExecSpec struct {
+	Args []string          `json:"args"`
+	Env  map[string]string `json:"env,omitempty"`
+	// Dir is the working directory (default: the workspace).
+	Dir string `json:"dir,omitempty"`
+	// DeadlineMS is the exec's wall-clock limit; 0: the service's
+	// default (one minute).
+	DeadlineMS int64 `json:"deadline_ms,omitempty"`
+	// Stdin is given to the program whole (at most 16 MiB).
+	Stdin []byte `json:"stdin,omitempty"`
+	// One-shot runs only: grants and a tier.
+	Grants []string `json:"grants,omitempty"`
+	Tier   string   `json:"tier,omitempty"`
+}
+
+// Result is a sealed run: an exec, or a one-shot run.
+type Result struct {
+	Run      string `json:"run"` // its id, b3:…
+	Tier     string `json:"tier"`
+	Status   string `json:"status"` // exited, killed, deadline, …
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+	// ExitStatus is what `sandbox run` would exit with for this run
+	// (docs/cli.md), and ExitFrom whose it is: "guest" or "sandbox".
+	ExitStatus int              `json:"exit_status"`
+	ExitFrom   string           `json:"exit_status_from"`
+	DurationMS int64            `json:"duration_ms"`
+	Energy     map[string]int64 `json:"energy_uj"` // per device class, measured + estimated
+	Records    string           `json:"records"`   // the run directory on the service's host
+	Notes      []string         `json:"notes,omitempty"`
+}
+
+// FileInfo is one entry of a directory listing.
+type FileInfo struct {
+	Name    string    `json:"name"`
+	Size    int64     `json:"size"`
+	Mode    string    `json:"mode"`
+	Dir     bool      `json:"dir,omitempty"`
+	Link    bool      `json:"link,omitempty"`
+	ModTime time.Time `json:"mod_time"`
+}
+
+// Frame is one line of a streamed exec: output as it comes, then the
+// result or an error.
+type Frame struct {
+	Stdout []byte    `json:"stdout,omitempty"`
+	Stderr []byte    `json:"stderr,omitempty"`
+	Result *Result   `json:"result,omitempty"`
+	Error  *APIError `json:"error,omitempty"`
+}
+
+// APIError is an error the service answered with.
+type APIError struct {
+	Status   int    `json:"-"`
+	Category string `json:"category"` // internal, invalid, not-found, denied, unavailable, limit, …
+	Message  string `json:"message"`
+}
+
+func (e *APIError) Error() string { return e.Message }

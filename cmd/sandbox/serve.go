@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/internal/errs"
+	"github.com/opensubstrate/sandbox/internal/server"
+)
+
+func serveCmd(g *globals) *cobra.Command {
+	var (
+		socket, listen, certFile, keyFile, tokenFile, logFormat string
+		grace                                                   time.Duration
+		maxLive                                                 int
+	)
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the host API: live sandboxes, execs, files, one-shot runs (HTTP/JSON)",
+		Long: `Serve the host API (docs/api.md; the OpenAPI document is served at
+/v1/openapi.json) on a unix socket in the state directory (serve.sock,
+mode 0600: only this user, or root, is served, checked by the peer's
+credentials), and with --listen on TCP with TLS (--tls-cert, --tls-key)
+and bearer tokens (--token-file: one token per line; each token sees only
+the sandboxes it created).
+
+While it runs, 'sandbox create', 'exec', 'cp', 'ps' and 'rm' talk to it
+(found by its socket, or $SANDBOX_HOST). Every run it starts is sealed
+exactly as 'sandbox run' seals one. /metrics is Prometheus text; /v1/health
+says it is alive. Logs are structured, on stderr.
+
+On SIGINT or SIGTERM it stops taking requests, lets execs in flight
+finish for --grace, then interrupts those still running (each is sealed,
+outcome killed), ends every live sandbox (committing its quota'd writes)
+and exits 0. Nothing running is dropped unsealed.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
+			if logFormat == "json" {
+				h = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
+			} else if logFormat != "text" {
+				return errs.Usage{Err: fmt.Errorf("--log-format %q: want text or json", logFormat)}
+			}
+			log := slog.New(h)
+			if (certFile == "") != (keyFile == "") || listen != "" && (certFile == "" || tokenFile == "") {
+				return errs.Usage{Err: errors.New("--listen needs --tls-cert, --tls-key and --token-file: the API is never served in clear or without tokens")}
+			}
+			var tokens []string
+			if tokenFile != "" {
+				b, err := os.ReadFile(tokenFile)
+				if err != nil {
+					return errs.Usage{Err: fmt.Errorf("--token-file: %w", err)}
+				}
+				for _, l := range strings.Split(string(b), "\n") {
+					if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+						if len(l) < 16 {
+							return errs.Usage{Err: fmt.Errorf("--token-file: a token of %d characters; want at least 16", len(l))}
+						}
+						tokens = append(tokens, l)
+					}
+				}
+				if len(tokens) == 0 {
+					return errs.Usage{Err: errors.New("--token-file holds no token")}
+				}
+			}
+			g.warm, g.log = true, log
+			ho, err := g.host()
+			if err != nil {
+				return err
+			}
+			if maxLive > 0 {
+				ho.MaxLive(maxLive)
+			}
+			if socket == "" {
+				socket = ho.Store.Path(client.SocketName)
+			}
+			ln, err := listenUnix(socket)
+			if err != nil {
+				return err
+			}
+			defer os.Remove(socket)
+			s := &server.Server{Host: ho, Log: log, Tokens: tokens}
+			api := s.Handler()
+			var servers []*http.Server
+			us := &http.Server{Handler: s.Unix(api), ConnContext: server.ConnContext, BaseContext: s.BaseContext, ReadHeaderTimeout: 10 * time.Second}
+			servers = append(servers, us)
+			errc := make(chan error, 2)
+			go func() { errc <- us.Serve(ln) }()
+			log.Info("serving", "socket", socket, "state", ho.Store.Root())
+			if listen != "" {
+				cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+				if err != nil {
+					return errs.Usage{Err: fmt.Errorf("--tls-cert/--tls-key: %w", err)}
+				}
+				tl, err := tls.Listen("tcp", listen, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+				if err != nil {
+					return err
+				}
+				ts := &http.Server{Handler: s.TCP(api), BaseContext: s.BaseContext, ReadHeaderTimeout: 10 * time.Second}
+				servers = append(servers, ts)
+				go func() { errc <- ts.Serve(tl) }()
+				log.Info("serving", "tcp", tl.Addr().String(), "tokens", len(tokens))
+			}
+			select {
+			case err := <-errc:
+				return err
+			case <-cmd.Context().Done():
+			}
+			log.Info("shutting down: taking no more requests; execs in flight may finish", "grace", grace)
+			ctx, cancel := context.WithTimeout(context.Background(), grace)
+			defer cancel()
+			done := make(chan struct{})
+			go func() {
+				for _, srv := range servers {
+					srv.Shutdown(ctx)
+				}
+				close(done)
+			}()
+			select {
+			case <-done:
+			case <-ctx.Done():
+				log.Warn("grace over: interrupting the execs still running; each is sealed")
+				s.Shutdown(errors.New("the service is shutting down"))
+				<-done
+				// Shutdown returned at the deadline; the handlers now end
+				// as their runs are sealed.
+				wait, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				for _, srv := range servers {
+					srv.Shutdown(wait)
+				}
+				cancel()
+			}
+			if err := ho.Close(); err != nil {
+				log.Error("ending live sandboxes", "err", err)
+			}
+			log.Info("stopped")
+			return nil
+		},
+	}
+	c.Flags().StringVar(&socket, "socket", "", "unix socket to serve on (default: serve.sock in the state directory)")
+	c.Flags().StringVar(&listen, "listen", "", "also serve on this TCP address (HOST:PORT), with TLS and tokens")
+	c.Flags().StringVar(&certFile, "tls-cert", "", "TLS certificate (PEM) for --listen")
+	c.Flags().StringVar(&keyFile, "tls-key", "", "TLS key (PEM) for --listen")
+	c.Flags().StringVar(&tokenFile, "token-file", "", "bearer tokens for --listen, one per line")
+	c.Flags().DurationVar(&grace, "grace", 30*time.Second, "on shutdown, how long execs in flight may finish before they are interrupted (and sealed)")
+	c.Flags().IntVar(&maxLive, "max-sandboxes", 0, "live sandboxes kept at once (default 1024); more are refused with 429")
+	c.Flags().StringVar(&logFormat, "log-format", "text", "log lines as text or json")
+	c.Flags().Uint32Var(&g.memoryPages, "memory-pages", 4096, "guest memory cap in 64 KiB pages (WASM)")
+	c.Flags().StringVar(&g.memory, "memory", "1GiB", "default memory limit of a native run's or S1 sandbox's cgroup")
+	c.Flags().Int64Var(&g.pids, "pids", 512, "default process limit of a native run's or S1 sandbox's cgroup")
+	c.Flags().Float64Var(&g.cpus, "cpus", 0, "default CPU limit, in CPUs (0: none)")
+	return c
+}
+
+// listenUnix listens on a unix socket only this user may use: made under
+// a umask that leaves it 0600. A socket left by a service that ended is
+// replaced; one that answers is another service's, and is refused.
+func listenUnix(path string) (net.Listener, error) {
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("a service is already serving on %s", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	old := umask(0o177)
+	ln, err := net.Listen("unix", path)
+	umask(old)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	return ln, nil
+}

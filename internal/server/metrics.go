@@ -1,0 +1,114 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+
+	"github.com/opensubstrate/sandbox/internal/host"
+)
+
+// metrics are the service's counters, served in Prometheus's text
+// format at /metrics.
+type metrics struct {
+	mu        sync.Mutex
+	outcomes  map[string]int64 // sealed runs by outcome
+	failures  int64            // runs refused or not sealed
+	seconds   float64          // summed durations of sealed runs
+	energy    map[string]int64 // µJ by device class
+	denied    int64            // refused decisions in sealed runs
+	requests  map[int]int64    // by HTTP status
+	sandboxes int64
+}
+
+func (m *metrics) run(r *host.Run) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.outcomes == nil {
+		m.outcomes, m.energy = map[string]int64{}, map[string]int64{}
+	}
+	m.outcomes[string(r.Result.Outcome.Status)]++
+	m.seconds += r.Result.End.Sub(r.Result.Start).Seconds()
+	for _, d := range r.Receipt.Devices {
+		m.energy[string(d.Class)] += int64(d.Measured + d.Estimated)
+	}
+	m.denied += int64(r.Denied)
+}
+
+func (m *metrics) failed() {
+	m.mu.Lock()
+	m.failures++
+	m.mu.Unlock()
+}
+
+func (m *metrics) request(code int) {
+	m.mu.Lock()
+	if m.requests == nil {
+		m.requests = map[int]int64{}
+	}
+	m.requests[code]++
+	m.mu.Unlock()
+}
+
+func (m *metrics) sandbox(d int64) {
+	m.mu.Lock()
+	m.sandboxes += d
+	m.mu.Unlock()
+}
+
+func (m *metrics) live() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sandboxes
+}
+
+func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
+	m := &s.metrics
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	fmt.Fprintln(w, "# HELP sandbox_runs_total Sealed runs (one-shot and execs), by outcome.")
+	fmt.Fprintln(w, "# TYPE sandbox_runs_total counter")
+	var total int64
+	for _, k := range sorted(m.outcomes) {
+		fmt.Fprintf(w, "sandbox_runs_total{outcome=%q} %d\n", k, m.outcomes[k])
+		total += m.outcomes[k]
+	}
+	fmt.Fprintln(w, "# HELP sandbox_runs_failed_total Runs refused, failed to start, or not sealed.")
+	fmt.Fprintln(w, "# TYPE sandbox_runs_failed_total counter")
+	fmt.Fprintf(w, "sandbox_runs_failed_total %d\n", m.failures)
+	fmt.Fprintln(w, "# HELP sandbox_run_duration_seconds Wall-clock time of sealed runs.")
+	fmt.Fprintln(w, "# TYPE sandbox_run_duration_seconds summary")
+	fmt.Fprintf(w, "sandbox_run_duration_seconds_sum %g\nsandbox_run_duration_seconds_count %d\n", m.seconds, total)
+	fmt.Fprintln(w, "# HELP sandbox_energy_microjoules_total Energy of sealed runs as their receipts state it (measured plus estimated), by device class.")
+	fmt.Fprintln(w, "# TYPE sandbox_energy_microjoules_total counter")
+	for _, k := range sorted(m.energy) {
+		fmt.Fprintf(w, "sandbox_energy_microjoules_total{class=%q} %d\n", k, m.energy[k])
+	}
+	fmt.Fprintln(w, "# HELP sandbox_denied_decisions_total Refused decisions in the decision logs of sealed runs.")
+	fmt.Fprintln(w, "# TYPE sandbox_denied_decisions_total counter")
+	fmt.Fprintf(w, "sandbox_denied_decisions_total %d\n", m.denied)
+	fmt.Fprintln(w, "# HELP sandbox_live_sandboxes Live sandboxes.")
+	fmt.Fprintln(w, "# TYPE sandbox_live_sandboxes gauge")
+	fmt.Fprintf(w, "sandbox_live_sandboxes %d\n", m.sandboxes)
+	fmt.Fprintln(w, "# HELP sandbox_http_requests_total API requests, by status.")
+	fmt.Fprintln(w, "# TYPE sandbox_http_requests_total counter")
+	codes := make([]int, 0, len(m.requests))
+	for c := range m.requests {
+		codes = append(codes, c)
+	}
+	sort.Ints(codes)
+	for _, c := range codes {
+		fmt.Fprintf(w, "sandbox_http_requests_total{code=\"%d\"} %d\n", c, m.requests[c])
+	}
+}
+
+func sorted[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

@@ -1,0 +1,482 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/internal/errs"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// OpenAPI is the API's OpenAPI document (docs/openapi.json).
+//
+//go:embed openapi.json
+var OpenAPI []byte
+
+// Bounds on what a request may carry.
+const (
+	MaxBody  = 1 << 20  // a JSON request body
+	MaxStdin = 16 << 20 // an exec's stdin, in its JSON body
+	// DefaultDeadline is an exec's deadline when it gives none.
+	DefaultDeadline = time.Minute
+)
+
+// Server serves one host.
+type Server struct {
+	Host *host.Host
+	Log  *slog.Logger
+	// Tokens are the bearer tokens TCP callers may present; each is its
+	// own owner. Unix-socket callers need none.
+	Tokens []string
+	// MaxUpload bounds an upload (0: host.MaxUpload).
+	MaxUpload int64
+
+	metrics metrics
+	base    context.Context
+	cancel  context.CancelCauseFunc
+	once    sync.Once
+}
+
+// ctxKey carries the caller's identity.
+type ctxKey struct{}
+
+// owner is who calls: "local" on the unix socket, "token:<hash prefix>"
+// over TCP.
+func owner(r *http.Request) string {
+	o, _ := r.Context().Value(ctxKey{}).(string)
+	return o
+}
+
+func (s *Server) init() {
+	s.once.Do(func() {
+		if s.Log == nil {
+			s.Log = slog.New(slog.DiscardHandler)
+		}
+		s.base, s.cancel = context.WithCancelCause(context.Background())
+	})
+}
+
+// Handler is the API.
+func (s *Server) Handler() http.Handler {
+	s.init()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]any{"ok": true, "sandboxes": s.metrics.live()})
+	})
+	mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(OpenAPI)
+	})
+	mux.HandleFunc("GET /metrics", s.serveMetrics)
+	mux.HandleFunc("POST /v1/sandboxes", s.create)
+	mux.HandleFunc("GET /v1/sandboxes", s.list)
+	mux.HandleFunc("GET /v1/sandboxes/{id}", s.get)
+	mux.HandleFunc("DELETE /v1/sandboxes/{id}", s.remove)
+	mux.HandleFunc("POST /v1/sandboxes/{id}/exec", s.exec)
+	mux.HandleFunc("PUT /v1/sandboxes/{id}/files", s.upload)
+	mux.HandleFunc("GET /v1/sandboxes/{id}/files", s.download)
+	mux.HandleFunc("POST /v1/runs", s.run)
+	return s.logged(mux)
+}
+
+// logged logs each request and counts it.
+func (s *Server) logged(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rw := &statusWriter{ResponseWriter: w, code: 200}
+		next.ServeHTTP(rw, r)
+		s.metrics.request(rw.code)
+		s.Log.Info("request", "method", r.Method, "path", r.URL.Path, "status", rw.code, "owner", owner(r), "ms", time.Since(start).Milliseconds())
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(c int) { w.code = c; w.ResponseWriter.WriteHeader(c) }
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unix wraps the API for the unix socket: a caller whose uid is not the
+// service's (or root) is refused before anything is read.
+func (s *Server) Unix(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		uid, ok := r.Context().Value(peerKey{}).(int)
+		if !ok || (uid != os.Geteuid() && uid != 0) {
+			writeErr(w, &deniedError{"only the service's own user (or root) may call it on its socket"})
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, "local")))
+	})
+}
+
+// TCP wraps the API for TCP: a bearer token from Tokens is required, and
+// the caller is the token's owner.
+func (s *Server) TCP(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		found := false
+		for _, t := range s.Tokens {
+			if ok && subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
+				found = true
+			}
+		}
+		if !found {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox"`)
+			writeJSON(w, 401, client.APIError{Category: "denied", Message: "a bearer token the service was given (serve --token-file) is required"})
+			return
+		}
+		sum := sha256.Sum256([]byte(tok))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, "token:"+hex.EncodeToString(sum[:8]))))
+	})
+}
+
+type deniedError struct{ msg string }
+
+func (e *deniedError) Error() string { return e.msg }
+func (e *deniedError) Unwrap() error { return grant.ErrDenied }
+
+// peerKey carries the unix peer's uid.
+type peerKey struct{}
+
+// ConnContext records a unix connection's peer credentials (SO_PEERCRED).
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return ctx
+	}
+	if uid, err := peerUID(uc); err == nil {
+		return context.WithValue(ctx, peerKey{}, uid)
+	}
+	return ctx
+}
+
+// Shutdown ends what runs: execs in flight are interrupted and sealed.
+func (s *Server) Shutdown(cause error) {
+	s.init()
+	s.cancel(cause)
+}
+
+// BaseContext ties each request to the server's life: Shutdown ends the
+// execs in flight (sealed as interrupted), never silently.
+func (s *Server) BaseContext(net.Listener) context.Context {
+	s.init()
+	return s.base
+}
+
+// decode reads a strict JSON body: unknown fields and trailing data are
+// refused, and the error names the field.
+func decode(w http.ResponseWriter, r *http.Request, v any, max int64) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, max))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		var me *http.MaxBytesError
+		switch {
+		case errors.As(err, &me):
+			return &host.LimitError{What: fmt.Sprintf("a request body is at most %d bytes", me.Limit)}
+		case errors.As(err, &te):
+			return &badRequest{fmt.Sprintf("request body: field %q: want %s, got %s", te.Field, te.Type, te.Value)}
+		case errors.As(err, &se):
+			return &badRequest{fmt.Sprintf("request body: malformed JSON at byte %d: %v", se.Offset, err)}
+		case errors.Is(err, io.EOF):
+			return &badRequest{"request body: empty; want a JSON object"}
+		}
+		return &badRequest{"request body: " + err.Error()}
+	}
+	if dec.More() {
+		return &badRequest{"request body: more than one JSON value"}
+	}
+	return nil
+}
+
+type badRequest struct{ msg string }
+
+func (e *badRequest) Error() string { return e.msg }
+func (e *badRequest) Invalid() bool { return true }
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+func apiError(err error) client.APIError {
+	c := errs.Of(err)
+	return client.APIError{Status: errs.HTTPStatus(c), Category: c.String(), Message: err.Error()}
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	e := apiError(err)
+	writeJSON(w, e.Status, e)
+}
+
+func parseGrants(args []string) (grant.Set, error) {
+	g, err := grant.ParseArgs(args, "/")
+	if err != nil {
+		return grant.Set{}, &badRequest{"field \"grants\": " + err.Error()}
+	}
+	return g, nil
+}
+
+func parseTier(t string, def tier.Tier) (tier.Tier, error) {
+	if t == "" {
+		return def, nil
+	}
+	v, err := tier.Parse(t)
+	if err != nil {
+		return 0, &badRequest{"field \"tier\": " + err.Error()}
+	}
+	return v, nil
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	var spec client.SandboxSpec
+	if err := decode(w, r, &spec, MaxBody); err != nil {
+		writeErr(w, err)
+		return
+	}
+	g, err := parseGrants(spec.Grants)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	t, err := parseTier(spec.Tier, tier.S1)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if spec.MemoryBytes < 0 || spec.Pids < 0 || spec.CPUs < 0 {
+		writeErr(w, &badRequest{"fields \"memory_bytes\", \"pids\", \"cpus\": want 0 (the default) or more"})
+		return
+	}
+	info, err := s.Host.Create(s.base, host.SandboxSpec{Tier: t, Grants: g, GrantArgs: spec.Grants, Env: spec.Env, Owner: owner(r), Listen: spec.Listen,
+		Limits: unit.Limits{MemoryBytes: spec.MemoryBytes, Pids: spec.Pids, CPUMillis: int64(spec.CPUs * 1000)}})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	s.metrics.sandbox(+1)
+	writeJSON(w, 201, sandboxOf(info))
+}
+
+func sandboxOf(i host.SandboxInfo) client.Sandbox {
+	return client.Sandbox{ID: i.ID, Tier: i.Tier.String(), Workspace: i.Workspace, Created: i.Created, Execs: i.Execs, Running: i.Running, Grants: i.GrantArgs, Env: i.Env, Listen: i.Listen}
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	out := []client.Sandbox{}
+	for _, i := range s.Host.Sandboxes(owner(r)) {
+		out = append(out, sandboxOf(i))
+	}
+	writeJSON(w, 200, out)
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	i, err := s.Host.Sandbox(r.PathValue("id"), owner(r))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, 200, sandboxOf(i))
+}
+
+func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
+	if err := s.Host.Remove(r.PathValue("id"), owner(r)); err != nil {
+		writeErr(w, err)
+		return
+	}
+	s.metrics.sandbox(-1)
+	w.WriteHeader(204)
+}
+
+// frames streams an exec's output as NDJSON frames, flushed as they come.
+type frames struct {
+	mu sync.Mutex
+	w  http.ResponseWriter
+	f  http.Flusher
+}
+
+func (f *frames) send(fr client.Frame) error {
+	b, _ := json.Marshal(fr)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, err := f.w.Write(append(b, '\n'))
+	if f.f != nil {
+		f.f.Flush()
+	}
+	return err
+}
+
+type stream struct {
+	f      *frames
+	stderr bool
+}
+
+// Write sends what the program wrote as one frame. An error (the caller
+// went away) is returned to the host, whose tee keeps the record whole.
+func (s stream) Write(p []byte) (int, error) {
+	fr := client.Frame{Stdout: p}
+	if s.stderr {
+		fr = client.Frame{Stderr: p}
+	}
+	if err := s.f.send(fr); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	var x client.ExecSpec
+	if err := decode(w, r, &x, MaxBody+MaxStdin*4/3); err != nil {
+		writeErr(w, err)
+		return
+	}
+	if len(x.Grants) > 0 || x.Tier != "" {
+		writeErr(w, &badRequest{"fields \"grants\" and \"tier\" are a sandbox's, given when it is created, not an exec's"})
+		return
+	}
+	s.stream(w, r, x, func(ctx context.Context, stdout, stderr io.Writer) (*host.Run, error) {
+		return s.Host.Exec(ctx, r.PathValue("id"), owner(r), host.ExecRequest{Args: x.Args, Env: x.Env, Dir: x.Dir,
+			Deadline: deadline(x.DeadlineMS), Stdin: stdin(x.Stdin), Stdout: stdout, Stderr: stderr})
+	})
+}
+
+func deadline(ms int64) time.Duration {
+	if ms <= 0 {
+		return DefaultDeadline
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func stdin(b []byte) io.Reader {
+	if b == nil {
+		return nil
+	}
+	return strings.NewReader(string(b))
+}
+
+// run is a one-shot sealed run through the service.
+func (s *Server) run(w http.ResponseWriter, r *http.Request) {
+	var x client.ExecSpec
+	if err := decode(w, r, &x, MaxBody+MaxStdin*4/3); err != nil {
+		writeErr(w, err)
+		return
+	}
+	g, err := parseGrants(x.Grants)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	var want *tier.Tier
+	if x.Tier != "" {
+		t, err := parseTier(x.Tier, 0)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		want = &t
+	}
+	cwd := x.Dir
+	if cwd == "" {
+		cwd = "/"
+	}
+	req, err := host.Command(host.CommandLine{Args: x.Args, Env: x.Env, Grants: g, Cwd: cwd})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	req.Tier, req.Deadline, req.Stdin = want, deadline(x.DeadlineMS), stdin(x.Stdin)
+	s.stream(w, r, x, func(ctx context.Context, stdout, stderr io.Writer) (*host.Run, error) {
+		req.Stdout, req.Stderr = stdout, stderr
+		return s.Host.Run(ctx, req)
+	})
+}
+
+// stream runs do with the caller's output streamed as frames; the last
+// frame is the sealed result, or the error. Before the first frame an
+// error is an HTTP status; after it, an error frame.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, x client.ExecSpec, do func(context.Context, io.Writer, io.Writer) (*host.Run, error)) {
+	if len(x.Args) == 0 {
+		writeErr(w, &badRequest{"field \"args\": want the command and its arguments"})
+		return
+	}
+	if len(x.Stdin) > MaxStdin {
+		writeErr(w, &host.LimitError{What: fmt.Sprintf("an exec's stdin is at most %d bytes", MaxStdin)})
+		return
+	}
+	f, _ := w.(http.Flusher)
+	fr := &frames{w: w, f: f}
+	started := false
+	begin := func() {
+		if !started {
+			started = true
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.WriteHeader(200)
+		}
+	}
+	fr.w = &beginWriter{ResponseWriter: w, begin: begin}
+	ctx := r.Context()
+	res, err := do(ctx, stream{f: fr}, stream{f: fr, stderr: true})
+	if err != nil {
+		s.metrics.failed()
+		if !started {
+			writeErr(w, err)
+			return
+		}
+		e := apiError(err)
+		fr.send(client.Frame{Error: &e})
+		return
+	}
+	s.metrics.run(res)
+	fr.mu.Lock()
+	begin()
+	fr.mu.Unlock()
+	fr.send(client.Frame{Result: resultOf(res)})
+}
+
+// beginWriter writes the status line before the first frame.
+type beginWriter struct {
+	http.ResponseWriter
+	begin func()
+}
+
+func (b *beginWriter) Write(p []byte) (int, error) {
+	b.begin()
+	return b.ResponseWriter.Write(p)
+}
+
+func resultOf(r *host.Run) *client.Result {
+	o := r.Result.Outcome
+	res := &client.Result{Run: r.ID.String(), Tier: r.Choice.Chosen.String(), Status: string(o.Status), ExitCode: o.ExitCode, Detail: o.Detail,
+		DurationMS: r.Result.End.Sub(r.Result.Start).Milliseconds(), Energy: map[string]int64{}, Records: r.Dir, Notes: r.Result.Notes}
+	for _, d := range r.Receipt.Devices {
+		res.Energy[string(d.Class)] = int64(d.Measured + d.Estimated)
+	}
+	res.ExitStatus, res.ExitFrom = host.ExitStatus(r.Result)
+	return res
+}
