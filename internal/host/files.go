@@ -63,7 +63,7 @@ func openBeneath(root string, rest string, flags int, mode uint32) (*os.File, er
 		rest = "."
 	}
 	fd, err := unix.Openat2(o.FD(), rest, &unix.OpenHow{
-		Flags:   uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW),
+		Flags:   uint64(flags | unix.O_CLOEXEC), // RESOLVE_NO_SYMLINKS refuses a link anywhere, the last component too
 		Mode:    uint64(mode),
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
 	})

@@ -52,6 +52,9 @@ type Config struct {
 	// written); default none.
 	Warn func(string)
 	Log  *slog.Logger
+	// S1Helper is the program S1 runs start as their init (default:
+	// sandbox-s1 beside this executable, else this executable).
+	S1Helper string
 }
 
 // New opens the state directory, takes this process's lease, and makes
@@ -89,7 +92,7 @@ func New(cfg Config) (*Host, error) {
 		s.Lease.Close()
 		return nil, err
 	}
-	n, err := native.New(native.Config{StateDir: s.Root(), Memory: cfg.Memory, Pids: cfg.Pids, CPUs: cfg.CPUs, NoWarm: !cfg.Warm, EgressRoots: cfg.EgressRoots, TempName: s.Namer()})
+	n, err := native.New(native.Config{StateDir: s.Root(), Memory: cfg.Memory, Pids: cfg.Pids, CPUs: cfg.CPUs, NoWarm: !cfg.Warm, EgressRoots: cfg.EgressRoots, TempName: s.Namer(), Self: cfg.S1Helper})
 	if err != nil {
 		s.Lease.Close()
 		return nil, err

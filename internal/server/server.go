@@ -203,6 +203,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any, max int64) error {
 			return &badRequest{fmt.Sprintf("request body: field %q: want %s, got %s", te.Field, te.Type, te.Value)}
 		case errors.As(err, &se):
 			return &badRequest{fmt.Sprintf("request body: malformed JSON at byte %d: %v", se.Offset, err)}
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return &badRequest{"request body: malformed JSON: it ends early"}
 		case errors.Is(err, io.EOF):
 			return &badRequest{"request body: empty; want a JSON object"}
 		}
@@ -236,6 +238,11 @@ func writeErr(w http.ResponseWriter, err error) {
 }
 
 func parseGrants(args []string) (grant.Set, error) {
+	for _, a := range args {
+		if p, ok := strings.CutPrefix(a, "fs:"); ok && !strings.HasPrefix(p, "/") {
+			return grant.Set{}, &badRequest{fmt.Sprintf("field \"grants\": %s: a relative path, and the service has no directory of yours to resolve it in: give an absolute path", a)}
+		}
+	}
 	g, err := grant.ParseArgs(args, "/")
 	if err != nil {
 		return grant.Set{}, &badRequest{"field \"grants\": " + err.Error()}
@@ -385,6 +392,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	var x client.ExecSpec
 	if err := decode(w, r, &x, MaxBody+MaxStdin*4/3); err != nil {
 		writeErr(w, err)
+		return
+	}
+	if len(x.Args) == 0 {
+		writeErr(w, &badRequest{"field \"args\": want the command and its arguments"})
 		return
 	}
 	g, err := parseGrants(x.Grants)

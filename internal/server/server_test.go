@@ -1,0 +1,376 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/host"
+)
+
+// serve starts a real service on a unix socket in a new state directory
+// and returns a client of it.
+func serve(t testing.TB, tokens ...string) (*host.Host, *Server, *client.Client) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the service's S1 sandboxes need root here")
+	}
+	helper, err := guest.S1Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	h, err := host.New(host.Config{Home: home, Warm: true, S1Helper: helper, Memory: 256 << 20, Pids: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Host: h, Tokens: tokens}
+	sock := filepath.Join(home, client.SocketName)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: s.Unix(s.Handler()), ConnContext: ConnContext, BaseContext: s.BaseContext}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		srv.Close()
+		h.Close()
+	})
+	c, err := client.Dial(sock, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return h, s, c
+}
+
+func status(err error) int {
+	var ae *client.APIError
+	if errors.As(err, &ae) {
+		return ae.Status
+	}
+	return 0
+}
+
+// signalWriter says when it has seen a string.
+type signalWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
+}
+
+func TestServiceLiveSandbox(t *testing.T) {
+	h, _, c := serve(t)
+	ctx := context.Background()
+	sb, err := c.Create(ctx, client.SandboxSpec{Grants: []string{"cpu:100J"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Output streams as it comes: "first" arrives while the exec still runs.
+	w := &signalWriter{want: "first", seen: make(chan struct{})}
+	done := make(chan *client.Result, 1)
+	go func() {
+		r, err := c.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"sh", "-c", "echo first; sleep 2; echo second"}}, w, io.Discard)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	select {
+	case <-w.seen:
+	case <-done:
+		t.Fatal("the exec ended before its first line arrived: output was not streamed")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no output")
+	}
+	select {
+	case <-done:
+		t.Fatal("the exec ended at once")
+	default:
+	}
+	r := <-done
+	if r == nil || r.Status != "exited" || w.buf.String() != "first\nsecond\n" {
+		t.Fatalf("%+v %q", r, w.buf.String())
+	}
+	// Stdin.
+	var out bytes.Buffer
+	if r, err := c.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"cat"}, Stdin: []byte("abc")}, &out, nil); err != nil || out.String() != "abc" || r.ExitStatus != 0 {
+		t.Fatalf("stdin: %v %q %+v", err, out.String(), r)
+	}
+	// Files: up, down, list; within the grants only.
+	if _, err := c.Upload(ctx, sb.ID, sb.Workspace+"/in.txt", strings.NewReader("uploaded\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if _, err := c.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"sh", "-c", "cat in.txt; echo made > out.txt; mkdir sub"}}, &out, nil); err != nil || out.String() != "uploaded\n" {
+		t.Fatalf("the exec did not see the upload: %v %q", err, out.String())
+	}
+	out.Reset()
+	if _, err := c.Download(ctx, sb.ID, sb.Workspace+"/out.txt", &out); err != nil || out.String() != "made\n" {
+		t.Fatalf("download: %v %q", err, out.String())
+	}
+	l, err := c.ListFiles(ctx, sb.ID, sb.Workspace)
+	if err != nil || len(l) != 3 || l[0].Name != "in.txt" || l[2].Name != "sub" || !l[2].Dir {
+		t.Fatalf("list: %v %+v", err, l)
+	}
+	if _, err := c.Upload(ctx, sb.ID, "/etc/evil", strings.NewReader("x"), 0o644); status(err) != 403 {
+		t.Fatalf("an upload outside the grants: %v", err)
+	}
+	if _, err := c.Download(ctx, sb.ID, "/etc/passwd", io.Discard); status(err) != 403 {
+		t.Fatalf("a download outside the grants: %v", err)
+	}
+	// A guest plants links; the host follows none of them.
+	if _, err := c.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"sh", "-c", "ln -s /etc/shadow evil; ln -s / root; ln -s /etc dir"}}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/evil", "/root/etc/shadow", "/dir/passwd"} {
+		if _, err := c.Download(ctx, sb.ID, sb.Workspace+p, io.Discard); status(err) != 403 {
+			t.Errorf("download %s through a planted link: %v", p, err)
+		}
+	}
+	if _, err := c.Upload(ctx, sb.ID, sb.Workspace+"/dir/evil", strings.NewReader("x"), 0o644); status(err) != 403 {
+		t.Errorf("an upload through a planted link: %v", err)
+	}
+	if _, err := os.Stat("/etc/evil"); err == nil {
+		t.Fatal("an upload went through a planted link")
+	}
+	// The runs are sealed in the host's state directory.
+	runs, err := h.Runs()
+	if err != nil || len(runs) < 4 {
+		t.Fatalf("runs: %d %v", len(runs), err)
+	}
+	if err := c.Remove(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, sb.ID); status(err) != 404 {
+		t.Fatalf("after rm: %v", err)
+	}
+}
+
+// A client that goes away mid-exec leaves no orphan: the exec is ended,
+// sealed as interrupted, and the sandbox goes on.
+func TestServiceClientGoneMidExec(t *testing.T) {
+	h, _, c := serve(t)
+	sb, err := c.Create(context.Background(), client.SandboxSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &signalWriter{want: "up", seen: make(chan struct{})}
+	go func() { <-w.seen; cancel() }()
+	_, err = c.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"sh", "-c", "echo up; exec sleep 60"}}, w, nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runs, _ := h.Runs()
+		if len(runs) == 1 && runs[0].Status == "killed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the interrupted exec was not sealed as killed: %+v", runs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, _ := exec.Command("pgrep", "-f", "sleep 60").Output()
+	if len(bytes.TrimSpace(out)) > 0 {
+		t.Fatalf("the exec's process outlived its caller: %s", out)
+	}
+	var o bytes.Buffer
+	if _, err := c.Exec(context.Background(), sb.ID, client.ExecSpec{Args: []string{"echo", "still here"}}, &o, nil); err != nil || o.String() != "still here\n" {
+		t.Fatalf("%v %q", err, o.String())
+	}
+}
+
+// Bad input gets a status from the one category map, naming what.
+func TestServiceBadInput(t *testing.T) {
+	h, _, c := serve(t)
+	h.MaxLive(1)
+	sock := filepath.Join(h.Store.Root(), client.SocketName)
+	raw := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	do := func(method, path, body string) (int, string) {
+		req, _ := http.NewRequest(method, "http://sandbox"+path, strings.NewReader(body))
+		resp, err := raw.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, tc := range []struct {
+		method, path, body string
+		code               int
+		says               string
+	}{
+		{"POST", "/v1/sandboxes", `{"tier": 1}`, 400, `field \"tier\"`},
+		{"POST", "/v1/sandboxes", `{"tier": "S1", "colour": "red"}`, 400, `unknown field \"colour\"`},
+		{"POST", "/v1/sandboxes", `{"tier": `, 400, "malformed JSON"},
+		{"POST", "/v1/sandboxes", ``, 400, "empty"},
+		{"POST", "/v1/sandboxes", `{} {}`, 400, "more than one"},
+		{"POST", "/v1/sandboxes", `{"tier": "S9"}`, 400, `field \"tier\"`},
+		{"POST", "/v1/sandboxes", `{"tier": "S4"}`, 400, "S1 (native programs) or S2"},
+		{"POST", "/v1/sandboxes", `{"grants": ["fs:relative:rw"]}`, 400, `field \"grants\"`},
+		{"POST", "/v1/sandboxes", `{"grants": ["net:example.com:443"]}`, 400, "net grants"},
+		{"POST", "/v1/sandboxes", `{"grants": ["fs:` + h.Store.Root() + `:ro"]}`, 400, "state directory"},
+		{"POST", "/v1/sandboxes", `{"listen": [70000]}`, 400, "listen port"},
+		{"POST", "/v1/sandboxes", `{"pids": -1}`, 400, "pids"},
+		{"POST", "/v1/sandboxes", `{"env": {"A": 1}}`, 400, `field \"env\"`},
+		{"POST", "/v1/sandboxes", `{"grants": ["` + strings.Repeat("x", MaxBody) + `"]}`, 429, "at most"},
+		{"GET", "/v1/sandboxes/sb-000000000000", ``, 404, "no such sandbox"},
+		{"DELETE", "/v1/sandboxes/sb-000000000000", ``, 404, "no such sandbox"},
+		{"POST", "/v1/sandboxes/sb-000000000000/exec", `{"args": ["true"]}`, 404, "no such sandbox"},
+		{"GET", "/v1/sandboxes/sb-000000000000/files?path=/tmp", ``, 404, "no such sandbox"},
+		{"POST", "/v1/runs", `{"args": []}`, 400, `field \"args\"`},
+		{"POST", "/v1/runs", `{"args": ["/no/such/program"]}`, 400, "no such file"},
+	} {
+		code, body := do(tc.method, tc.path, tc.body)
+		if code != tc.code || !strings.Contains(body, tc.says) {
+			t.Errorf("%s %s %.60q: %d %s; want %d saying %s", tc.method, tc.path, tc.body, code, body, tc.code, tc.says)
+		}
+	}
+	sb, err := c.Create(context.Background(), client.SandboxSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(context.Background(), client.SandboxSpec{}); status(err) != 429 {
+		t.Fatalf("over the limit of live sandboxes: %v", err)
+	}
+	for _, tc := range []struct {
+		method, path, body string
+		code               int
+		says               string
+	}{
+		{"POST", "/v1/sandboxes/" + sb.ID + "/exec", `{"args": ["true"], "grants": ["cpu:1J"]}`, 400, "given when it is created"},
+		{"POST", "/v1/sandboxes/" + sb.ID + "/exec", `{"args": "true"}`, 400, `field \"args\"`},
+		{"PUT", "/v1/sandboxes/" + sb.ID + "/files?path=" + sb.Workspace + "/x&mode=999", `x`, 400, "mode"},
+		{"PUT", "/v1/sandboxes/" + sb.ID + "/files?path=" + sb.Workspace + "/../etc/x", `x`, 400, "clean path"},
+		{"PUT", "/v1/sandboxes/" + sb.ID + "/files?path=" + sb.Workspace, `x`, 400, "grant's directory itself"},
+		{"GET", "/v1/sandboxes/" + sb.ID + "/files?path=" + sb.Workspace, ``, 400, "not a regular file"},
+		{"GET", "/v1/sandboxes/" + sb.ID + "/files?path=" + sb.Workspace + "/none", ``, 404, "no such file"},
+	} {
+		code, body := do(tc.method, tc.path, tc.body)
+		if code != tc.code || !strings.Contains(body, tc.says) {
+			t.Errorf("%s %s %.60q: %d %s; want %d saying %s", tc.method, tc.path, tc.body, code, body, tc.code, tc.says)
+		}
+	}
+	// Uploads are bounded: over the bound, nothing is left behind.
+	h2 := h
+	_ = h2
+	if code, body := do("GET", "/metrics", ""); code != 200 || !strings.Contains(body, `sandbox_http_requests_total{code="400"}`) || !strings.Contains(body, "sandbox_live_sandboxes 1") {
+		t.Errorf("metrics: %d %s", code, body)
+	}
+	if code, body := do("GET", "/v1/openapi.json", ""); code != 200 || !strings.Contains(body, `"openapi": "3.1.0"`) {
+		t.Errorf("openapi: %d %.100s", code, body)
+	}
+}
+
+// Uploads are bounded, and one over the bound leaves nothing behind.
+func TestServiceUploadBound(t *testing.T) {
+	_, s, c := serve(t)
+	s.MaxUpload = 1 << 10
+	sb, err := c.Create(context.Background(), client.SandboxSpec{Tier: "S2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Upload(context.Background(), sb.ID, sb.Workspace+"/big", bytes.NewReader(make([]byte, 2<<10)), 0o644); status(err) != 429 {
+		t.Fatalf("got %v", err)
+	}
+	if l, err := c.ListFiles(context.Background(), sb.ID, sb.Workspace); err != nil || len(l) != 0 {
+		t.Fatalf("left behind: %+v %v", l, err)
+	}
+}
+
+// Over TCP a token is required, and each token sees only its own.
+func TestServiceTokens(t *testing.T) {
+	h, s, _ := serve(t, "token-aaaaaaaaaaaaaaaa", "token-bbbbbbbbbbbbbbbb")
+	_ = h
+	ts := httptest.NewTLSServer(s.TCP(s.Handler()))
+	defer ts.Close()
+	tlsConf := &tls.Config{RootCAs: ts.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
+	a, _ := client.Dial(ts.URL, client.Options{Token: "token-aaaaaaaaaaaaaaaa", TLS: tlsConf})
+	b, _ := client.Dial(ts.URL, client.Options{Token: "token-bbbbbbbbbbbbbbbb", TLS: tlsConf})
+	none, _ := client.Dial(ts.URL, client.Options{TLS: tlsConf})
+	bad, _ := client.Dial(ts.URL, client.Options{Token: "token-cccccccccccccccc", TLS: tlsConf})
+	ctx := context.Background()
+	sb, err := a.Create(ctx, client.SandboxSpec{Tier: "S2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(ctx, sb.ID); status(err) != 404 {
+		t.Fatalf("another token's sandbox: %v", err)
+	}
+	if l, err := b.List(ctx); err != nil || len(l) != 0 {
+		t.Fatalf("another token lists %+v %v", l, err)
+	}
+	if err := b.Remove(ctx, sb.ID); status(err) != 404 {
+		t.Fatalf("another token removed it: %v", err)
+	}
+	for _, c := range []*client.Client{none, bad} {
+		if _, err := c.List(ctx); status(err) != 401 {
+			t.Fatalf("without a valid token: %v", err)
+		}
+	}
+	if l, err := a.List(ctx); err != nil || len(l) != 1 {
+		t.Fatalf("its own: %+v %v", l, err)
+	}
+}
+
+// On the unix socket, only the service's user (or root) is served, by
+// the peer's credentials, even when the socket's mode would let others
+// connect.
+func TestServiceSocketPeer(t *testing.T) {
+	h, _, _ := serve(t)
+	sock := filepath.Join(h.Store.Root(), client.SocketName)
+	if err := os.Chmod(sock, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	for d := h.Store.Root(); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("no curl")
+	}
+	cmd := exec.Command(curl, "-s", "-w", "%{http_code}", "--unix-socket", sock, "http://sandbox/v1/sandboxes")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000}}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("curl as uid 1000: %v %s", err, out)
+	}
+	if !strings.HasSuffix(string(out), "403") || !strings.Contains(string(out), "only the service's own user") {
+		t.Fatalf("another user was served: %s", out)
+	}
+	fmt.Fprint(io.Discard, out)
+}
