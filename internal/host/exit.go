@@ -56,4 +56,3 @@ func ExitStatus(res *job.Result) (int, string) {
 	}
 	return ExitFailed, FromSandbox
 }
-
