@@ -291,6 +291,11 @@ func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	var ending ending
 	select {
 	case m := <-ch:
+		if m.Op != "started" && m.Op != "failed" {
+			st = s1init.Status{Error: fmt.Sprintf("init: %q came before the exec's start", m.Op)}
+			end = time.Now()
+			break
+		}
 		if m.Op == "failed" {
 			st = s1init.Status{Error: m.Error, ExecErrno: m.Errno}
 			end = time.Now()
@@ -308,7 +313,7 @@ func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		wait := func() bool {
 			select {
 			case exited = <-ch:
-				return true
+				return exited.Op == "exited"
 			case <-s.done:
 				return false
 			}
@@ -316,7 +321,7 @@ func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		got := false
 		select {
 		case exited = <-ch:
-			got = true
+			got = exited.Op == "exited"
 		case <-s.done:
 		case <-timeout:
 			ending.deadline = true

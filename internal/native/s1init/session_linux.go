@@ -106,10 +106,14 @@ func runSession(sp *Spec, xc *execCtl, sigs chan os.Signal, report func(Status))
 					ex.Dir = "/tmp"
 				}
 				files := []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])}
+				// Under the lock until "started" is sent: the reaper, which
+				// takes it to find whose exit it reaped, reports the exit
+				// after the start.
 				mu.Lock()
 				pid, err := startConfined(&ex, xc, files, fds[3:])
 				if err == nil {
 					execs[pid] = m.ID
+					send(SessionMsg{Op: "started", ID: m.ID, Pid: pid})
 				}
 				mu.Unlock()
 				closeAll(fds)
@@ -126,7 +130,6 @@ func runSession(sp *Spec, xc *execCtl, sigs chan os.Signal, report func(Status))
 				case kick <- struct{}{}:
 				default:
 				}
-				send(SessionMsg{Op: "started", ID: m.ID, Pid: pid})
 			case "kill":
 				mu.Lock()
 				for pid, id := range execs {
