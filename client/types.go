@@ -91,6 +91,9 @@ type APIError struct {
 	Status   int    `json:"-"`
 	Category string `json:"category"` // internal, invalid, not-found, denied, unavailable, limit, …
 	Message  string `json:"message"`
+	// ExitStatus, for a program that cannot be run, is what `sandbox
+	// run` exits with for it: 127 not found, 126 not executable.
+	ExitStatus int `json:"exit_status,omitempty"`
 }
 
 func (e *APIError) Error() string { return e.Message }

@@ -166,13 +166,14 @@ func execCmd(g *globals) *cobra.Command {
 		deadline time.Duration
 		quiet    bool
 		asJSON   bool
+		noStdin  bool
 	)
 	c := &cobra.Command{
 		Use:   "exec [flags] SANDBOX -- COMMAND [ARGS...]",
 		Short: "Run a command in a live sandbox, sealed as a run of its own",
 		Long: `Run COMMAND in a live sandbox (see 'sandbox create'), with its output
 streamed as it comes and sandbox's stdin given to it (when it is not a
-terminal; at most 16 MiB). The exec is sealed as a run of its own: its
+terminal, and not --no-stdin; it is read whole first, at most 16 MiB). The exec is sealed as a run of its own: its
 receipt from its own cgroup, its attestation naming the sandbox; it is
 listed by 'sandbox runs' and checked by 'sandbox verify' like any run.
 Interrupting sandbox (Ctrl-C) ends the exec, which is sealed as
@@ -192,7 +193,7 @@ interrupted; processes it started in the background keep running.
 				}
 				x.Env[k] = v
 			}
-			if !isTerminal(os.Stdin) {
+			if !noStdin && !isTerminal(os.Stdin) {
 				b, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), server.MaxStdin+1))
 				if err != nil {
 					return err
@@ -209,10 +210,20 @@ interrupted; processes it started in the background keep running.
 			defer cl.Close()
 			res, err := cl.Exec(cmd.Context(), args[0], x, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			if err != nil {
-				if c := context.Cause(cmd.Context()); c != nil {
-					return fmt.Errorf("%w (%w)", apiErr(err), c)
+				// As for run: sandbox's own statuses are 125 to 127
+				// (exit.go), the message first.
+				code := exitFailed
+				var ae *client.APIError
+				if errors.As(err, &ae) && ae.ExitStatus != 0 {
+					code = ae.ExitStatus
 				}
-				return apiErr(err)
+				err = apiErr(err)
+				if c := context.Cause(cmd.Context()); c != nil {
+					err = fmt.Errorf("%w (%w)", err, c)
+					code = runErrorExit(c)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: %v\n", err)
+				return exitError{code}
 			}
 			switch {
 			case asJSON:
@@ -233,6 +244,7 @@ interrupted; processes it started in the background keep running.
 	c.Flags().DurationVar(&deadline, "deadline", time.Minute, "wall-clock limit of the exec")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "no summary on stderr")
 	c.Flags().BoolVar(&asJSON, "json", false, "the sealed run as JSON on stderr in place of the summary")
+	c.Flags().BoolVarP(&noStdin, "no-stdin", "n", false, "give the command no stdin (read none from sandbox's)")
 	return c
 }
 

@@ -229,7 +229,15 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 func apiError(err error) client.APIError {
 	c := errs.Of(err)
-	return client.APIError{Status: errs.HTTPStatus(c), Category: c.String(), Message: err.Error()}
+	e := client.APIError{Status: errs.HTTPStatus(c), Category: c.String(), Message: err.Error()}
+	var pe *host.ProgramError
+	if errors.As(err, &pe) {
+		e.ExitStatus = host.ExitCannotExec
+		if pe.NotFound {
+			e.ExitStatus = host.ExitNotFound
+		}
+	}
+	return e
 }
 
 func writeErr(w http.ResponseWriter, err error) {
