@@ -438,6 +438,7 @@ denials; how runs are attributed (cgroups).`,
 			if err != nil {
 				return err
 			}
+			h.Reprobe = true // doctor always probes, and refreshes what is kept
 			d := doctorOf(cmd.Context(), h)
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), d)

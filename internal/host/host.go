@@ -105,6 +105,12 @@ type Host struct {
 	// against its budgets; 0 means BudgetSample.
 	BudgetInterval time.Duration
 
+	// Reprobe makes every probe run now (doctor), refreshing the probes
+	// kept in the state directory.
+	Reprobe bool
+	probeMu sync.Mutex
+	probes  map[string]tier.Probe
+
 	// closeLease: Close releases the store's lease (New took it).
 	closeLease bool
 	sandboxes  sandboxes
@@ -245,7 +251,7 @@ func (h *Host) probe(ctx context.Context, t tier.Tier) tier.Probe {
 		if e.Tier() != t {
 			continue
 		}
-		p := e.Probe(ctx)
+		p := h.probeOf(ctx, e)
 		if p.Available {
 			return p
 		}
@@ -264,7 +270,7 @@ func (h *Host) probe(ctx context.Context, t tier.Tier) tier.Probe {
 
 func (h *Host) executor(ctx context.Context, t tier.Tier, k tier.Kind) (Executor, error) {
 	for _, e := range h.Executors {
-		if e.Tier() == t && e.Kind() == k && e.Probe(ctx).Available {
+		if e.Tier() == t && e.Kind() == k && h.probeOf(ctx, e).Available {
 			return e, nil
 		}
 	}

@@ -110,3 +110,40 @@ func (e *Executor) doProbe(ctx context.Context) tier.Probe {
 	}
 	return p
 }
+
+// ProbeKey is what the probe's result depends on besides the kernel and
+// the boot: the helper it starts (by file identity: device, inode, size,
+// modification and change times, which stand for its content as they do
+// for exec control's hashes) and the configuration every run's root and
+// limits are built from.
+func (e *Executor) ProbeKey() (string, error) {
+	self, err := filepath.EvalSymlinks(e.self())
+	if err != nil {
+		return "", err
+	}
+	k, err := fileKeyOf(self)
+	if err != nil {
+		return "", err
+	}
+	b, err := e.base()
+	if err != nil {
+		return "", err
+	}
+	j, _ := json.Marshal(struct {
+		Helper s1init.FileKey
+		Path   string
+		Base   s1init.Base
+		NoFile uint64
+		EUID   int
+	}{k, self, b, e.cfg.NoFile, os.Geteuid()})
+	return string(j), nil
+}
+
+func fileKeyOf(p string) (s1init.FileKey, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return s1init.FileKey{}, err
+	}
+	defer f.Close()
+	return s1init.Identity(int(f.Fd()))
+}
