@@ -1,0 +1,138 @@
+package server
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/internal/guest"
+)
+
+// The fast path, side by side in one run (docs/api.md has the figures):
+//
+//	go test -run '^$' -bench FastPath -count 10 ./internal/server/ | tee new.txt
+//	benchstat new.txt
+//
+// bwrap: bubblewrap's start-to-exit of /bin/true with every namespace
+// unshared; live-exec: an exec of /bin/true in a live S1 sandbox through
+// the API (sealed); wazero-run: the wazero CLI running the C hello
+// module with its compilation cache; service-s2: the same module as a
+// sealed one-shot run through the API; oneshot-s1 and oneshot-s2: the
+// sandbox CLI with no service.
+func BenchmarkFastPath(b *testing.B) {
+	_, _, c := serve(b)
+	ctx := context.Background()
+	hello, err := guest.C("hello")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tmp := b.TempDir()
+	b.Run("bwrap", func(b *testing.B) {
+		bw, err := exec.LookPath("bwrap")
+		if err != nil {
+			b.Skip("no bubblewrap (scripts/deps installs it)")
+		}
+		for b.Loop() {
+			if err := exec.Command(bw, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent", "/bin/true").Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("live-exec", func(b *testing.B) {
+		sb, err := c.Create(ctx, client.SandboxSpec{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Remove(ctx, sb.ID)
+		for b.Loop() {
+			if r, err := c.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"/bin/true"}}, nil, nil); err != nil || r.ExitStatus != 0 {
+				b.Fatal(err, r)
+			}
+		}
+	})
+	b.Run("wazero-run", func(b *testing.B) {
+		wz := filepath.Join(tmp, "wazero")
+		if out, err := exec.Command("go", "build", "-o", wz, "github.com/tetratelabs/wazero/cmd/wazero").CombinedOutput(); err != nil {
+			b.Skipf("cannot build the wazero CLI: %v %s", err, out)
+		}
+		cache := filepath.Join(tmp, "wazero-cache")
+		exec.Command(wz, "run", "-cachedir", cache, hello).Run()
+		for b.Loop() {
+			if err := exec.Command(wz, "run", "-cachedir", cache, hello).Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("service-s2", func(b *testing.B) {
+		for b.Loop() {
+			if r, err := c.Run(ctx, client.ExecSpec{Args: []string{hello}, Grants: []string{"cpu:1J"}}, nil, nil); err != nil || r.ExitStatus != 0 {
+				b.Fatal(err, r)
+			}
+		}
+	})
+	sbx := filepath.Join(tmp, "sandbox")
+	if out, err := exec.Command("go", "build", "-o", sbx, "github.com/opensubstrate/sandbox/cmd/sandbox").CombinedOutput(); err != nil {
+		b.Fatalf("build sandbox: %v %s", err, out)
+	}
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(tmp, "sandbox-s1"), "github.com/opensubstrate/sandbox/cmd/sandbox-s1").CombinedOutput(); err != nil {
+		b.Fatalf("build sandbox-s1: %v %s", err, out)
+	}
+	home := filepath.Join(tmp, "home")
+	for _, o := range []struct{ name, arg string }{{"oneshot-s1", "/bin/true"}, {"oneshot-s2", hello}} {
+		b.Run(o.name, func(b *testing.B) {
+			cmd := func() *exec.Cmd {
+				c := exec.Command(sbx, "--home", home, "run", "-q", "--", o.arg)
+				c.Env = append(os.Environ(), "SANDBOX_HOME="+home)
+				return c
+			}
+			cmd().Run() // the probes and caches this machine keeps
+			for b.Loop() {
+				if out, err := cmd().CombinedOutput(); err != nil {
+					b.Fatal(err, string(out))
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSealedRunsPerSecond: execs of /bin/true in live S1 sandboxes
+// from 16 concurrent clients; runs/s is sealed runs per second.
+func BenchmarkSealedRunsPerSecond(b *testing.B) {
+	h, _, c := serve(b)
+	ctx := context.Background()
+	const clients = 16
+	var ids []string
+	for range 4 {
+		sb, err := c.Create(ctx, client.SandboxSpec{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, sb.ID)
+	}
+	b.ResetTimer()
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, _ := client.Dial(h.Store.Path(client.SocketName), client.Options{})
+			defer cl.Close()
+			for range work {
+				if _, err := cl.Exec(ctx, ids[i%len(ids)], client.ExecSpec{Args: []string{"/bin/true"}}, nil, nil); err != nil {
+					b.Error(err)
+				}
+			}
+		}()
+	}
+	for i := 0; i < b.N; i++ {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
+}
