@@ -216,6 +216,9 @@ type Prewarmer interface {
 func (h *Host) Close() error {
 	var first error
 	defer func() {
+		if h.Store != nil {
+			h.Store.Close()
+		}
 		if h.closeLease && h.Store.Lease != nil {
 			h.Store.Lease.Close()
 		}

@@ -103,6 +103,10 @@ func New(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{Store: s, Key: k, Executors: []Executor{w, n}, Meter: m, Log: cfg.Log, closeLease: true}
+	if cfg.Warm {
+		// A host that runs many makes each run's directory ahead.
+		s.Ready(4, RecordFiles)
+	}
 	root := cfg.CgroupRoot
 	if root == "" {
 		root = "/sys/fs/cgroup"

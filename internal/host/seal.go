@@ -17,6 +17,9 @@ import (
 	"github.com/opensubstrate/sandbox/verify"
 )
 
+// RecordFiles are the files of a run directory.
+var RecordFiles = []string{verify.FileJournal, FileStdout, FileStderr, verify.FileUnit, verify.FileGrants, verify.FileDecisions, verify.FileReceipt, verify.FileAttestation}
+
 // records are the files a run writes while it runs: its journal and its
 // output, with their hashes.
 type records struct {

@@ -27,6 +27,7 @@ type Store struct {
 	kvErr  error
 
 	commit groupSync
+	pool   pool
 }
 
 // Open opens (making it, mode 0700) the state directory at root.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
 )
@@ -135,4 +136,53 @@ func TestGroupSyncReportsItsRoundsError(t *testing.T) {
 	if err := g.sync("d"); err != nil {
 		t.Fatalf("a later round that succeeded: %v", err)
 	}
+}
+
+// Run directories made ahead hold the named files; a commit keeps only
+// those written; Close removes the unused ones.
+func TestReadyDirectories(t *testing.T) {
+	s, _ := Open(t.TempDir())
+	s.Ready(2, []string{"a", "b", "c"})
+	var p *Partial
+	for i := 0; i < 200; i++ {
+		s.pool.mu.Lock()
+		n := len(s.pool.ready)
+		s.pool.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
+	p, err := s.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.ready) != 3 {
+		t.Fatalf("a directory made ahead holds %d files, want 3", len(p.ready))
+	}
+	if err := p.Write("a", []byte("A")); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := p.Create("b")
+	f.Write([]byte("B"))
+	dir, err := p.Commit(addr.Of([]byte("x")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 2 || ents[0].Name() != "a" || ents[1].Name() != "b" {
+		t.Fatalf("the run holds %v, want a and b", ents)
+	}
+	s.Close()
+	all, _ := os.ReadDir(s.Path("runs"))
+	if len(all) != 1 {
+		t.Fatalf("after Close runs/ holds %v, want the one run", all)
+	}
+	// After Close, Begin still works, without the pool.
+	p, err = s.Begin()
+	if err != nil || len(p.ready) != 0 {
+		t.Fatalf("%v %v", p, err)
+	}
+	p.Abort()
 }
