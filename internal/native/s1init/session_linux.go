@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"runtime/debug"
 	"sync"
 	"syscall"
 
@@ -17,6 +18,9 @@ import (
 // closed). Then, as for a run: every process ends, quota'd writes are
 // committed, the status goes on fd 4.
 func runSession(sp *Spec, xc *execCtl, sigs chan os.Signal, report func(Status)) int {
+	// A run's init never collects (GOGC=off: it lives for one program);
+	// a live sandbox's lives for many, within the sandbox's memory.
+	debug.SetGCPercent(100)
 	sock := SessionFD
 	var (
 		sendMu sync.Mutex
