@@ -1,0 +1,107 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/server"
+)
+
+// agent is what an agent harness does with a live sandbox: make it,
+// start a server in one exec, talk to it from the next, exchange files,
+// remove it. Every exec is a sealed run.
+func agent(ctx context.Context, c *client.Client, out io.Writer) error {
+	sb, err := c.Create(ctx, client.SandboxSpec{Grants: []string{"cpu:100J"}, Listen: []int{8000}})
+	if err != nil {
+		return err
+	}
+	defer c.Remove(ctx, sb.ID)
+	if _, err := c.Upload(ctx, sb.ID, sb.Workspace+"/index.html", strings.NewReader("hello from the workspace\n"), 0o644); err != nil {
+		return err
+	}
+	if _, err := c.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"sh", "-c", "python3 -m http.server -b 127.0.0.1 8000 >/dev/null 2>&1 &"}}, out, out); err != nil {
+		return err
+	}
+	r, err := c.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"sh", "-c", "for i in $(seq 50); do curl -sf --noproxy '*' http://127.0.0.1:8000/index.html && exit; sleep 0.1; done; exit 1"}}, out, out)
+	if err != nil {
+		return err
+	}
+	if r.ExitStatus != 0 {
+		return fmt.Errorf("curl: %s", r.Status)
+	}
+	fmt.Fprintf(out, "sealed as %s, %s\n", r.Run[:9], r.Status)
+	return nil
+}
+
+// Example: an agent harness's session with a live sandbox, against the
+// service $SANDBOX_HOST names (or `sandbox serve`'s default socket).
+func Example() {
+	addr := os.Getenv("SANDBOX_HOST")
+	if addr == "" {
+		home, _ := os.UserHomeDir()
+		addr = filepath.Join(home, ".local/state/sandbox", client.SocketName)
+	}
+	c, err := client.Dial(addr, client.Options{Token: os.Getenv("SANDBOX_TOKEN")})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	if err := agent(context.Background(), c, os.Stdout); err != nil {
+		fmt.Println(err)
+	}
+}
+
+// The example, run against a real service.
+func TestExampleAgainstAService(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("live S1 sandboxes need root here")
+	}
+	helper, err := guest.S1Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	h, err := host.New(host.Config{Home: home, Warm: true, S1Helper: helper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	s := &server.Server{Host: h}
+	sock := filepath.Join(home, client.SocketName)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: s.Unix(s.Handler()), ConnContext: server.ConnContext, BaseContext: s.BaseContext}
+	go srv.Serve(ln)
+	defer srv.Close()
+	c, err := client.Dial("unix:"+sock, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var out strings.Builder
+	if err := agent(context.Background(), c, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "hello from the workspace") || !strings.Contains(out.String(), "sealed as b3:") {
+		t.Fatalf("the example's output:\n%s", out.String())
+	}
+	if l, _ := c.List(context.Background()); len(l) != 0 {
+		t.Fatalf("left: %+v", l)
+	}
+	if _, err := client.Dial("ftp://x", client.Options{}); err == nil {
+		t.Fatal("a bad address was taken")
+	}
+}
