@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
@@ -119,18 +120,14 @@ Grants:
 			if err != nil {
 				return err
 			}
-			spec := client.SandboxSpec{Tier: tierArg, Grants: args, Listen: listen, Pids: pids, CPUs: cpus, Env: map[string]string{}}
+			spec := client.SandboxSpec{Tier: tierArg, Grants: args, Listen: listen, Pids: pids, CPUs: cpus}
 			if memory != "" {
 				if spec.MemoryBytes, err = grant.ParseSize(memory); err != nil {
 					return errs.Usage{Err: fmt.Errorf("--memory: %w", err)}
 				}
 			}
-			for _, kv := range envArgs {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return errs.Usage{Err: fmt.Errorf("--env %q: want NAME=VALUE", kv)}
-				}
-				spec.Env[k] = v
+			if spec.Env, err = parseEnv(envArgs); err != nil {
+				return err
 			}
 			cl, err := g.client()
 			if err != nil {
@@ -182,16 +179,13 @@ interrupted; processes it started in the background keep running.
 ` + runExitTable,
 		Args: usageArgs(cobra.MinimumNArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			x := client.ExecSpec{Args: args[1:], Dir: dir, DeadlineMS: deadline.Milliseconds(), Env: map[string]string{}}
+			x := client.ExecSpec{Args: args[1:], Dir: dir, DeadlineMS: deadline.Milliseconds()}
 			if deadline < 0 {
 				return errs.Usage{Err: errors.New("--deadline: want a duration above zero")}
 			}
-			for _, kv := range envArgs {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return errs.Usage{Err: fmt.Errorf("--env %q: want NAME=VALUE", kv)}
-				}
-				x.Env[k] = v
+			var err error
+			if x.Env, err = parseEnv(envArgs); err != nil {
+				return err
 			}
 			if !noStdin && !isTerminal(os.Stdin) {
 				b, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), server.MaxStdin+1))
@@ -249,14 +243,7 @@ interrupted; processes it started in the background keep running.
 }
 
 func describeResult(r *client.Result) string {
-	s := r.Status
-	if r.ExitCode != nil {
-		s += fmt.Sprintf(" %d", *r.ExitCode)
-	}
-	if r.Detail != "" {
-		s += " (" + r.Detail + ")"
-	}
-	return s
+	return describeOutcome(attest.Outcome{Status: attest.Status(r.Status), ExitCode: r.ExitCode, Detail: r.Detail})
 }
 
 func printExecResult(w io.Writer, r *client.Result) {
@@ -476,4 +463,17 @@ func (f *grantFlags) strings() ([]string, error) {
 		out[i] = a
 	}
 	return out, nil
+}
+
+// parseEnv turns --env NAME=VALUE flags into an environment.
+func parseEnv(args []string) (map[string]string, error) {
+	env := map[string]string{}
+	for _, kv := range args {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, errs.Usage{Err: fmt.Errorf("--env %q: want NAME=VALUE", kv)}
+		}
+		env[k] = v
+	}
+	return env, nil
 }

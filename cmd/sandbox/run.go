@@ -162,13 +162,9 @@ Injected credentials (--inject):
 			if err != nil {
 				return err
 			}
-			env := map[string]string{}
-			for _, kv := range envArgs {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return errs.Usage{Err: fmt.Errorf("--env %q: want NAME=VALUE", kv)}
-				}
-				env[k] = v
+			env, err := parseEnv(envArgs)
+			if err != nil {
+				return err
 			}
 			var want *tier.Tier
 			if tierArg != "" {

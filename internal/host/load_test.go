@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opensubstrate/sandbox/internal/cgroup"
-	"github.com/opensubstrate/sandbox/internal/guest"
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -120,21 +118,7 @@ func TestLoadLeavesNothing(t *testing.T) {
 	s1 := os.Geteuid() == 0
 	var ex *native.Executor
 	if s1 {
-		helper, err := guest.S1Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ex, err = native.New(native.Config{StateDir: h.Store.Dir.Root, Memory: 256 << 20, Pids: 64, Self: helper, TempName: lease.Name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p := ex.Probe(context.Background()); !p.Available {
-			t.Fatalf("S1 is unavailable here: %s", p.Reason)
-		}
-		h.Executors = append(h.Executors, ex)
-		if cg, err := cgroup.Detect("/sys/fs/cgroup"); err == nil {
-			h.Cgroups = cg
-		}
+		ex = addS1(t, h, lease.Name)
 	} else {
 		t.Log("not root: S2 runs only (S1 runs in this test need cgroups)")
 	}

@@ -30,11 +30,20 @@ func newS1Host(t *testing.T) *Host {
 	}
 	t.Cleanup(func() { lease.Close() })
 	h.Store.Lease = lease
+	addS1(t, h, lease.Name)
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// addS1 gives h an S1 executor (its probe passed) and the machine's
+// cgroups.
+func addS1(t testing.TB, h *Host, name func(string) string) *native.Executor {
+	t.Helper()
 	helper, err := guest.S1Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, err := native.New(native.Config{StateDir: h.Store.Dir.Root, Memory: 256 << 20, Pids: 64, Self: helper, TempName: lease.Name})
+	ex, err := native.New(native.Config{StateDir: h.Store.Dir.Root, Memory: 256 << 20, Pids: 64, Self: helper, TempName: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +54,7 @@ func newS1Host(t *testing.T) *Host {
 	if cg, err := cgroup.Detect("/sys/fs/cgroup"); err == nil {
 		h.Cgroups = cg
 	}
-	t.Cleanup(func() { h.Close() })
-	return h
+	return ex
 }
 
 func execIn(t *testing.T, h *Host, id string, args ...string) (*Run, string) {

@@ -26,10 +26,10 @@ func (e *Executor) serveCtl(fd int, o launchOpts) {
 		if err != nil || n == 0 {
 			return
 		}
-		fds := receivedFDs(oob[:oobn])
+		fds := s1init.ReceivedFDs(oob[:oobn])
 		var m s1init.Ctl
 		if err := json.Unmarshal(buf[:n], &m); err != nil {
-			closeFDs(fds)
+			s1init.CloseFDs(fds)
 			return
 		}
 		switch {
@@ -53,27 +53,7 @@ func (e *Executor) serveCtl(fd int, o launchOpts) {
 				return
 			}
 		default: // nothing init sends; dropped
-			closeFDs(fds)
+			s1init.CloseFDs(fds)
 		}
-	}
-}
-
-func receivedFDs(oob []byte) []int {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for _, m := range msgs {
-		if r, err := unix.ParseUnixRights(&m); err == nil {
-			fds = append(fds, r...)
-		}
-	}
-	return fds
-}
-
-func closeFDs(fds []int) {
-	for _, fd := range fds {
-		unix.Close(fd)
 	}
 }

@@ -91,16 +91,16 @@ func runSession(sp *Spec, xc *execCtl, sigs chan os.Signal, report func(Status))
 			if err != nil || n == 0 {
 				return // the host is gone: the sandbox ends
 			}
-			fds := fdsOf(oob[:oobn])
+			fds := ReceivedFDs(oob[:oobn])
 			var m SessionMsg
 			if err := json.Unmarshal(buf[:n], &m); err != nil {
-				closeAll(fds)
+				CloseFDs(fds)
 				return
 			}
 			switch m.Op {
 			case "exec":
 				if len(fds) < 3 {
-					closeAll(fds)
+					CloseFDs(fds)
 					send(SessionMsg{Op: "failed", ID: m.ID, Error: "init: an exec needs its three standard streams"})
 					continue
 				}
@@ -120,7 +120,7 @@ func runSession(sp *Spec, xc *execCtl, sigs chan os.Signal, report func(Status))
 					send(SessionMsg{Op: "started", ID: m.ID, Pid: pid})
 				}
 				mu.Unlock()
-				closeAll(fds)
+				CloseFDs(fds)
 				if err != nil {
 					r := SessionMsg{Op: "failed", ID: m.ID, Error: "init: " + err.Error()}
 					var xe execError
@@ -143,7 +143,7 @@ func runSession(sp *Spec, xc *execCtl, sigs chan os.Signal, report func(Status))
 				}
 				mu.Unlock()
 			default:
-				closeAll(fds)
+				CloseFDs(fds)
 			}
 		}
 	}()
@@ -162,7 +162,8 @@ func runSession(sp *Spec, xc *execCtl, sigs chan os.Signal, report func(Status))
 	return 0
 }
 
-func fdsOf(oob []byte) []int {
+// ReceivedFDs are the descriptors an SCM_RIGHTS message carried.
+func ReceivedFDs(oob []byte) []int {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
 		return nil
@@ -176,7 +177,8 @@ func fdsOf(oob []byte) []int {
 	return fds
 }
 
-func closeAll(fds []int) {
+// CloseFDs closes each descriptor.
+func CloseFDs(fds []int) {
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
