@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -143,8 +144,8 @@ func TestServeShutdownSealsWhatRuns(t *testing.T) {
 	out, _, _ := runCLI(t, home, "", "create")
 	id := strings.TrimSpace(out)
 	exe := cliCmd(t, home, nil, "exec", "-q", id, "--", "sh", "-c", "echo up; exec sleep 60")
-	var eo bytes.Buffer
-	exe.Stdout = &eo
+	eo := &syncBuffer{}
+	exe.Stdout = eo
 	if err := exe.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -179,4 +180,23 @@ func TestServeShutdownSealsWhatRuns(t *testing.T) {
 	if out, _, _ := runCLI(t, home, "", "gc", "-n"); !strings.Contains(out, "nothing left behind") {
 		t.Fatalf("gc -n:\n%s", out)
 	}
+}
+
+// syncBuffer is a buffer a process's output goroutine writes while the
+// test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -90,7 +91,7 @@ type Group struct {
 	V1   map[string]string // controller → directory
 	// cpuFromV1 is set once a thread was placed through v1 tasks files,
 	// whose CPU time v2's cpu.stat does not see.
-	cpuFromV1 bool
+	cpuFromV1 atomic.Bool
 }
 
 // Parent is the directory name under which groups are made.
@@ -202,7 +203,7 @@ func (g *Group) AddThread(tid int) (restore func() error, err error) {
 	if err := os.WriteFile(filepath.Join(dir, "tasks"), []byte(s), 0o644); err != nil {
 		return nil, fmt.Errorf("cgroup: place thread %d: %w", tid, err)
 	}
-	g.cpuFromV1 = true
+	g.cpuFromV1.Store(true)
 	return func() error {
 		return os.WriteFile(filepath.Join(orig, "tasks"), []byte(s), 0o644)
 	}, nil
@@ -233,7 +234,7 @@ func threadCgroup(tid int, controller, dir string) (string, error) {
 // CPU returns the CPU time used by everything that was ever in the group,
 // and where the figure came from.
 func (g *Group) CPU() (time.Duration, string, error) {
-	if dir, ok := g.V1["cpuacct"]; ok && (g.cpuFromV1 || g.V2 == "") {
+	if dir, ok := g.V1["cpuacct"]; ok && (g.cpuFromV1.Load() || g.V2 == "") {
 		b, err := os.ReadFile(filepath.Join(dir, "cpuacct.usage"))
 		if err != nil {
 			return 0, "", fmt.Errorf("cgroup: %w", err)
@@ -553,6 +554,6 @@ func (g *Group) TaskFiles(controllers ...string) ([]*os.File, error) {
 	if len(fs) == 0 {
 		return nil, ErrThreadsUnsupported
 	}
-	g.cpuFromV1 = true
+	g.cpuFromV1.Store(true)
 	return fs, nil
 }

@@ -57,7 +57,7 @@ func TestDetectFakeTrees(t *testing.T) {
 		// The v2 group has no cpu.stat in a fake tree until written.
 		t.Fatalf("CPU before cpu.stat: %v %s %v", d, src, err)
 	}
-	g.cpuFromV1 = true
+	g.cpuFromV1.Store(true)
 	if d, src, err := g.CPU(); err != nil || d != 1500*time.Microsecond || !strings.Contains(src, "cpuacct") {
 		t.Fatalf("CPU = %v %s %v", d, src, err)
 	}

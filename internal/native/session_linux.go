@@ -36,21 +36,26 @@ var ErrSessionEnded = errors.New("the sandbox's init has ended")
 // the exec's own for the CPU controller (cgroup v1), so its receipt is
 // its own; memory and process limits are the sandbox's.
 type Session struct {
-	e        *Executor
-	p        *initProc
-	sp       *s1init.Spec
-	cg       *cgroup.Group
-	sendMu   sync.Mutex
-	mu       sync.Mutex
-	next     uint64
-	waiting  map[uint64]chan s1init.SessionMsg
-	done     chan struct{} // closed when init's session socket closes
-	release  func()
-	kept     func(*s1init.Status)
-	closeErr error
-	closed   bool
-	status   s1init.Status
-	notes    []string
+	e       *Executor
+	p       *initProc
+	sp      *s1init.Spec
+	cg      *cgroup.Group
+	sendMu  sync.Mutex
+	mu      sync.Mutex
+	next    uint64
+	waiting map[uint64]chan s1init.SessionMsg
+	done    chan struct{} // closed when init's session socket closes
+	ctlDone chan struct{} // closed when the control socket's server ends
+	sessFD  int           // the host's end of the session socket
+	ctlFD   int
+	// fdsClosed (under sendMu) says the sockets are closed.
+	fdsClosed bool
+	release   func()
+	kept      func(*s1init.Status)
+	closeErr  error
+	closed    bool
+	status    s1init.Status
+	notes     []string
 }
 
 // Open starts a live sandbox with the grants' storage, under the limits,
@@ -120,6 +125,7 @@ func (e *Executor) Open(ctx context.Context, g grant.Set, l unit.Limits, cg *cgr
 		return nil, fmt.Errorf("S1: send the sandbox's init its spec: %w", err)
 	}
 	p.specW.Close()
+	s.sessFD, s.ctlFD, s.ctlDone = int(p.session.Fd()), int(p.ctl.Fd()), make(chan struct{})
 	go s.serveCtl()
 	go s.read()
 	return s, nil
@@ -143,14 +149,15 @@ func (*notYetError) Invalid() bool { return true }
 // serveCtl answers init's control socket (nothing is asked of a session
 // today: no egress, no exec control) until it closes.
 func (s *Session) serveCtl() {
-	s.e.serveCtl(int(s.p.ctl.Fd()), launchOpts{})
+	defer close(s.ctlDone)
+	s.e.serveCtl(s.ctlFD, launchOpts{})
 }
 
 // read dispatches init's session messages to the execs waiting for them.
 func (s *Session) read() {
 	defer close(s.done)
 	buf := make([]byte, 64<<10)
-	fd := int(s.p.session.Fd())
+	fd := s.sessFD
 	for {
 		n, _, _, _, err := unix.Recvmsg(fd, buf, nil, 0)
 		if err == unix.EINTR {
@@ -381,7 +388,10 @@ func (s *Session) send(m s1init.SessionMsg, fds []int) error {
 	}
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
-	return unix.Sendmsg(int(s.p.session.Fd()), b, oob, nil, 0)
+	if s.fdsClosed { // the descriptor's number may be another file's now
+		return ErrSessionEnded
+	}
+	return unix.Sendmsg(s.sessFD, b, oob, nil, 0)
 }
 
 // Close ends the sandbox: every process in it ends, its quota'd writes
@@ -416,15 +426,19 @@ wait:
 	if s.cg != nil {
 		s.cg.Thaw()
 	}
-	unix.Shutdown(int(p.ctl.Fd()), unix.SHUT_RDWR)
-	unix.Shutdown(int(p.session.Fd()), unix.SHUT_RDWR)
+	unix.Shutdown(s.ctlFD, unix.SHUT_RDWR)
+	unix.Shutdown(s.sessFD, unix.SHUT_RDWR)
 	<-s.done
+	<-s.ctlDone
 	b, _ := io.ReadAll(p.statR)
 	st := initReport(b, p.cmd.ProcessState, ending{})
 	s.kept(&st)
+	s.sendMu.Lock()
+	s.fdsClosed = true
 	for _, f := range []*os.File{p.statR, p.stdoutR, p.stderrR, p.ctl, p.session} {
 		f.Close()
 	}
+	s.sendMu.Unlock()
 	os.Remove(p.root)
 	s.release()
 	s.status = st
