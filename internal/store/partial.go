@@ -21,6 +21,9 @@ type Partial struct {
 	files []*os.File
 	ready map[string]*os.File // made ahead (Ready), not yet handed out
 	done  bool
+	// dirty says an entry was made in the directory since it was last
+	// fsynced (one made ahead was fsynced then, with its files).
+	dirty bool
 }
 
 // Begin makes a run directory to write a run's records in, or takes one
@@ -52,6 +55,16 @@ func (s *Store) begin(names []string) (*Partial, error) {
 			p.ready = map[string]*os.File{}
 		}
 		p.ready[n] = f
+	}
+	p.dirty = true
+	if len(names) > 0 {
+		// Made ahead, off the run's path: its entries are made durable
+		// now, so that a run that only writes into them need not.
+		if err := safefile.SyncDir(dir); err != nil {
+			p.Abort()
+			return nil, err
+		}
+		p.dirty = false
 	}
 	return p, nil
 }
@@ -163,6 +176,7 @@ func (p *Partial) Create(name string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.dirty = true
 	p.files = append(p.files, f)
 	return f, nil
 }
@@ -186,13 +200,16 @@ func (p *Partial) Commit(id addr.Addr) (string, error) {
 	for name, f := range p.ready { // made ahead and not written: not part of the run
 		f.Close()
 		os.Remove(filepath.Join(p.Dir, name))
+		p.dirty = true
 	}
 	p.ready = nil
 	if err := syncAll(p.files); err != nil {
 		return "", err
 	}
-	if err := safefile.SyncDir(p.Dir); err != nil {
-		return "", err
+	if p.dirty {
+		if err := safefile.SyncDir(p.Dir); err != nil {
+			return "", err
+		}
 	}
 	crash.At(crash.Sealing)
 	runs := filepath.Dir(p.Dir)
