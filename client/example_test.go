@@ -37,9 +37,9 @@ func agent(ctx context.Context, c *client.Client, out io.Writer) error {
 		return err
 	}
 	if r.ExitStatus != 0 {
-		return fmt.Errorf("curl: %s", r.Status)
+		return fmt.Errorf("curl: %s", r.Outcome.Status)
 	}
-	fmt.Fprintf(out, "sealed as %s, %s\n", r.Run[:9], r.Status)
+	fmt.Fprintf(out, "sealed as %s, %s\n", r.Run[:9], r.Outcome.Status)
 	return nil
 }
 

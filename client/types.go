@@ -50,21 +50,44 @@ type ExecSpec struct {
 	Tier   string   `json:"tier,omitempty"`
 }
 
-// Result is a sealed run: an exec, or a one-shot run.
+// Result is a run as `sandbox run --json` describes it (docs/cli.md,
+// schema 1: fields are only ever added): an exec, or a one-shot run.
 type Result struct {
-	Run      string `json:"run"` // its id, b3:…
-	Tier     string `json:"tier"`
-	Status   string `json:"status"` // exited, killed, deadline, …
+	Schema int    `json:"schema"`
+	Run    string `json:"run,omitempty"`   // the attestation's address, b3:…
+	Sealed bool   `json:"sealed"`          // records stored, signed, verifiable
+	Error  string `json:"error,omitempty"` // why it was refused, failed, or not sealed
+	Tier   string `json:"tier,omitempty"`  // chosen
+	// TierRequired and TierReason are what the grants required, and why.
+	TierRequired string   `json:"tier_required,omitempty"`
+	TierReason   string   `json:"tier_reason,omitempty"`
+	Outcome      *Outcome `json:"outcome,omitempty"`
+	// ExitStatus is what `sandbox run` exits with for it; ExitFrom says
+	// whose it is: "guest" (its exit status, or 128+N for its death by
+	// signal N) or "sandbox" (a limit, a refusal, a failure, an interrupt).
+	ExitStatus int      `json:"exit_status"`
+	ExitFrom   string   `json:"exit_status_from"`
+	DurationMS int64    `json:"duration_ms,omitempty"`
+	Fuel       *uint64  `json:"fuel,omitempty"`
+	Energy     []Energy `json:"energy,omitempty"`
+	Records    string   `json:"records,omitempty"` // the run directory, on the service's host
+	Notes      []string `json:"notes,omitempty"`   // remarks on the run
+}
+
+// Outcome is how a run ended.
+type Outcome struct {
+	Status   string `json:"status"` // exited, deadline, out-of-fuel, budget-exhausted, out-of-memory, trapped, killed, failed
 	ExitCode *int   `json:"exit_code,omitempty"`
+	Signal   int    `json:"signal,omitempty"` // S1: the signal that ended the guest
 	Detail   string `json:"detail,omitempty"`
-	// ExitStatus is what `sandbox run` would exit with for this run
-	// (docs/cli.md), and ExitFrom whose it is: "guest" or "sandbox".
-	ExitStatus int              `json:"exit_status"`
-	ExitFrom   string           `json:"exit_status_from"`
-	DurationMS int64            `json:"duration_ms"`
-	Energy     map[string]int64 `json:"energy_uj"` // per device class, measured + estimated
-	Records    string           `json:"records"`   // the run directory on the service's host
-	Notes      []string         `json:"notes,omitempty"`
+}
+
+// Energy is one device class's energy in a run's receipt, in µJ.
+type Energy struct {
+	Class       string   `json:"class"`
+	MeasuredUJ  uint64   `json:"measured_uj"`
+	EstimatedUJ uint64   `json:"estimated_uj"`
+	Provenance  []string `json:"provenance"` // each reading's "Provenance source"
 }
 
 // FileInfo is one entry of a directory listing.

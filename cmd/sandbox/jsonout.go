@@ -6,15 +6,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/safefile"
+	"github.com/opensubstrate/sandbox/internal/server"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
 	"github.com/opensubstrate/sandbox/reject"
@@ -26,73 +26,18 @@ import (
 // "schema" number.
 const jsonSchema = 1
 
-// runJSON is what `sandbox run --json` prints once the run is over.
-type runJSON struct {
-	Schema  int          `json:"schema"`
-	Run     string       `json:"run,omitempty"`   // the attestation's address, b3:…
-	Sealed  bool         `json:"sealed"`          // records stored, signed, verifiable
-	Error   string       `json:"error,omitempty"` // why sandbox refused, failed, or did not seal
-	Tier    string       `json:"tier,omitempty"`  // chosen
-	Outcome *outcomeJSON `json:"outcome,omitempty"`
-	// ExitStatus is sandbox's own exit status; ExitFrom says whose it
-	// is: "guest" (its exit status, or 128+N for its death by signal N)
-	// or "sandbox" (a limit, a refusal, a failure, an interrupt).
-	ExitStatus int          `json:"exit_status"`
-	ExitFrom   string       `json:"exit_status_from"`
-	DurationMS int64        `json:"duration_ms,omitempty"`
-	Fuel       *uint64      `json:"fuel,omitempty"`
-	Energy     []energyJSON `json:"energy,omitempty"`
-	Records    string       `json:"records,omitempty"` // the run directory
-	Notes      []string     `json:"notes,omitempty"`   // sandbox's remarks on the run
-}
+// runJSON is what `sandbox run --json` prints once the run is over: the
+// API's result of a run (package client), the same object.
+type runJSON = client.Result
 
-type outcomeJSON struct {
-	Status   string `json:"status"`
-	ExitCode *int   `json:"exit_code,omitempty"`
-	Signal   int    `json:"signal,omitempty"` // S1: the signal that ended the guest
-	Detail   string `json:"detail,omitempty"`
-}
-
-type energyJSON struct {
-	Class       string   `json:"class"`
-	MeasuredUJ  uint64   `json:"measured_uj"`
-	EstimatedUJ uint64   `json:"estimated_uj"`
-	Provenance  []string `json:"provenance"` // each reading's "Provenance source"
-}
-
-func outcomeOf(res *job.Result) *outcomeJSON {
-	if res == nil {
-		return nil
-	}
-	o := res.Outcome
-	return &outcomeJSON{Status: string(o.Status), ExitCode: o.ExitCode, Signal: int(res.Signal), Detail: o.Detail}
-}
-
-func energyOf(r *receipt.Receipt) []energyJSON {
-	var out []energyJSON
-	for _, d := range r.Devices {
-		e := energyJSON{Class: string(d.Class), MeasuredUJ: uint64(d.Measured), EstimatedUJ: uint64(d.Estimated), Provenance: []string{}}
-		seen := map[string]bool{}
-		for _, rd := range d.Readings {
-			p := string(rd.Provenance) + " " + rd.Source
-			if !seen[p] {
-				seen[p] = true
-				e.Provenance = append(e.Provenance, p)
-			}
-		}
-		sort.Strings(e.Provenance)
-		out = append(out, e)
-	}
-	return out
-}
+type outcomeJSON = client.Outcome
 
 // sealedJSON describes a sealed run, the exit status sandbox gives and
 // whose it is.
 func sealedJSON(r *host.Run, code int, from string) runJSON {
-	return runJSON{Schema: jsonSchema, Run: r.ID.String(), Sealed: true, Tier: r.Choice.Chosen.String(),
-		Outcome: outcomeOf(r.Result), ExitStatus: code, ExitFrom: from,
-		DurationMS: r.Result.End.Sub(r.Result.Start).Milliseconds(), Fuel: r.Result.Fuel,
-		Energy: energyOf(r.Receipt), Records: r.Dir, Notes: r.Result.Notes}
+	j := *server.ResultOf(r)
+	j.ExitStatus, j.ExitFrom = code, from
+	return j
 }
 
 // failedJSON describes a run sandbox refused, could not start, or could
@@ -101,7 +46,7 @@ func failedJSON(err error, code int) runJSON {
 	j := runJSON{Schema: jsonSchema, Error: err.Error(), ExitStatus: code, ExitFrom: fromSandbox}
 	var ns *host.NotSealedError
 	if errors.As(err, &ns) && ns.Result != nil {
-		j.Outcome = outcomeOf(ns.Result)
+		j.Outcome = server.OutcomeOf(ns.Result)
 		j.DurationMS = ns.Result.End.Sub(ns.Result.Start).Milliseconds()
 		j.Notes = ns.Result.Notes
 	}
@@ -188,7 +133,7 @@ type showJSON struct {
 	Unit      json.RawMessage  `json:"unit,omitempty"`
 	Grants    json.RawMessage  `json:"grants,omitempty"`
 	Fuel      *uint64          `json:"fuel,omitempty"`
-	Energy    []energyJSON     `json:"energy,omitempty"`
+	Energy    []client.Energy  `json:"energy,omitempty"`
 	Decisions []grant.Decision `json:"decisions,omitempty"`
 	Journal   *journalJSON     `json:"journal,omitempty"`
 	Damaged   []damageJSON     `json:"damaged,omitempty"`
@@ -222,7 +167,7 @@ func showJSONOf(a *attest.Attestation, dir string, damage []damageJSON) showJSON
 		j.Grants = b
 	}
 	if r, err := receipt.Open(read(verify.FileReceipt), key.NewTrust(c.Signer)); err == nil {
-		j.Fuel, j.Energy = r.Fuel, energyOf(r)
+		j.Fuel, j.Energy = r.Fuel, server.EnergyOf(r)
 	}
 	if l, err := grant.DecodeLog(read(verify.FileDecisions)); err == nil {
 		j.Decisions = l.Decisions

@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
@@ -223,9 +222,9 @@ interrupted; processes it started in the background keep running.
 			case asJSON:
 				printJSON(cmd.ErrOrStderr(), res)
 			case !quiet:
-				printExecResult(cmd.ErrOrStderr(), res)
-			case res.Status != "exited":
-				fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: ended  %s\n", describeResult(res))
+				printSummary(cmd.ErrOrStderr(), res)
+			case res.Outcome == nil || res.Outcome.Status != "exited":
+				fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: ended  %s\n", describeOutcome(res.Outcome))
 			}
 			if res.ExitStatus != 0 {
 				return exitError{res.ExitStatus}
@@ -240,22 +239,6 @@ interrupted; processes it started in the background keep running.
 	c.Flags().BoolVar(&asJSON, "json", false, "the sealed run as JSON on stderr in place of the summary")
 	c.Flags().BoolVarP(&noStdin, "no-stdin", "n", false, "give the command no stdin (read none from sandbox's)")
 	return c
-}
-
-func describeResult(r *client.Result) string {
-	return describeOutcome(attest.Outcome{Status: attest.Status(r.Status), ExitCode: r.ExitCode, Detail: r.Detail})
-}
-
-func printExecResult(w io.Writer, r *client.Result) {
-	fmt.Fprintf(w, "sandbox: run    %s\n", r.Run)
-	fmt.Fprintf(w, "sandbox: tier   %s\n", r.Tier)
-	fmt.Fprintf(w, "sandbox: ended  %s after %s\n", describeResult(r), (time.Duration(r.DurationMS) * time.Millisecond).String())
-	for _, c := range []string{"Cpu", "Gpu", "Npu", "Simd"} {
-		if e, ok := r.Energy[c]; ok {
-			fmt.Fprintf(w, "sandbox: energy %s %d µJ (measured + estimated: sandbox show %s says which)\n", c, e, r.Run)
-		}
-	}
-	fmt.Fprintf(w, "sandbox: records %s\n", r.Records)
 }
 
 func psCmd(g *globals) *cobra.Command {

@@ -9,19 +9,21 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/energy"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/meter/powercap"
 	"github.com/opensubstrate/sandbox/internal/native"
+	"github.com/opensubstrate/sandbox/internal/server"
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -207,11 +209,11 @@ Injected credentials (--inject):
 			case jsonDest == "-":
 				// The object takes the summary's place.
 			case !quiet:
-				printSummary(cmd.ErrOrStderr(), r)
+				printSummary(cmd.ErrOrStderr(), server.ResultOf(r))
 			case r.Result.Outcome.Status != attest.Exited || r.OutputClosed:
 				// Whatever the exit status does not say by itself is said,
 				// -q or not.
-				fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: ended  %s\n", describeOutcome(r.Result.Outcome))
+				fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: ended  %s\n", describeOutcome(server.OutcomeOf(r.Result)))
 			}
 			if err := writeIDFile(idFile, r); err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: --id-file: %v\n", err)
@@ -285,8 +287,11 @@ func isTerminal(f *os.File) bool {
 }
 
 // describeOutcome says how a run ended: its status, exit code and detail.
-func describeOutcome(o attest.Outcome) string {
-	status := string(o.Status)
+func describeOutcome(o *client.Outcome) string {
+	if o == nil {
+		return "(unknown)"
+	}
+	status := o.Status
 	if o.ExitCode != nil {
 		status += fmt.Sprintf(" %d", *o.ExitCode)
 	}
@@ -296,27 +301,23 @@ func describeOutcome(o attest.Outcome) string {
 	return status
 }
 
-func printSummary(w io.Writer, r *host.Run) {
-	status := describeOutcome(r.Result.Outcome)
-	fmt.Fprintf(w, "sandbox: run    %s\n", r.ID)
-	fmt.Fprintf(w, "sandbox: tier   %s %s (required %s: %s)\n", r.Choice.Chosen, r.Choice.Chosen.Name(), r.Choice.Required, r.Choice.Reason)
-	fmt.Fprintf(w, "sandbox: ended  %s after %s\n", status, r.Result.End.Sub(r.Result.Start).Round(time.Millisecond))
-	if r.Result.Fuel != nil {
-		fmt.Fprintf(w, "sandbox: fuel   %d\n", *r.Result.Fuel)
+// printSummary says what became of a run, for people: the same lines
+// for a run in this process and for an exec in a service.
+func printSummary(w io.Writer, r *client.Result) {
+	fmt.Fprintf(w, "sandbox: run    %s\n", r.Run)
+	name := ""
+	if t, err := tier.Parse(r.Tier); err == nil {
+		name = " " + t.Name()
 	}
-	for _, d := range r.Receipt.Devices {
-		provs := map[string]bool{}
-		for _, rd := range d.Readings {
-			provs[string(rd.Provenance)+" "+rd.Source] = true
-		}
-		var ps []string
-		for p := range provs {
-			ps = append(ps, p)
-		}
-		sort.Strings(ps)
-		fmt.Fprintf(w, "sandbox: energy %s %s measured, %s estimated [%s]\n", d.Class, d.Measured, d.Estimated, strings.Join(ps, "; "))
+	fmt.Fprintf(w, "sandbox: tier   %s%s (required %s: %s)\n", r.Tier, name, r.TierRequired, r.TierReason)
+	fmt.Fprintf(w, "sandbox: ended  %s after %s\n", describeOutcome(r.Outcome), time.Duration(r.DurationMS)*time.Millisecond)
+	if r.Fuel != nil {
+		fmt.Fprintf(w, "sandbox: fuel   %d\n", *r.Fuel)
 	}
-	fmt.Fprintf(w, "sandbox: records %s\n", r.Dir)
+	for _, d := range r.Energy {
+		fmt.Fprintf(w, "sandbox: energy %s %s measured, %s estimated [%s]\n", d.Class, energy.Microjoules(d.MeasuredUJ), energy.Microjoules(d.EstimatedUJ), strings.Join(d.Provenance, "; "))
+	}
+	fmt.Fprintf(w, "sandbox: records %s\n", r.Records)
 }
 
 func runsCmd(g *globals) *cobra.Command {

@@ -81,7 +81,8 @@ func TestServeAndLiveCommands(t *testing.T) {
 	if out, _, code := runCLI(t, home, "piped in", "exec", "-q", id, "--", "cat"); code != 0 || out != "piped in" {
 		t.Fatalf("exec with stdin: %d %q", code, out)
 	}
-	if _, e, code := runCLI(t, home, "", "exec", id, "--", "true"); code != 0 || !strings.Contains(e, "sandbox: run    b3:") || !strings.Contains(e, "sandbox: records "+home) {
+	if _, e, code := runCLI(t, home, "", "exec", id, "--", "true"); code != 0 || !strings.Contains(e, "sandbox: run    b3:") || !strings.Contains(e, "sandbox: records "+home) ||
+		!strings.Contains(e, "sandbox: tier   S1 Capability (required S1: ") || !strings.Contains(e, " estimated [") {
 		t.Fatalf("exec's summary: %d %s", code, e)
 	}
 	if _, e, code := runCLI(t, home, "", "exec", id, "--", "/no/such"); code != 127 {

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -22,7 +23,9 @@ import (
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/receipt"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -475,7 +478,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x client.ExecSpe
 	fr.mu.Lock()
 	begin()
 	fr.mu.Unlock()
-	fr.send(client.Frame{Result: resultOf(res)})
+	fr.send(client.Frame{Result: ResultOf(res)})
 }
 
 // beginWriter writes the status line before the first frame.
@@ -489,13 +492,41 @@ func (b *beginWriter) Write(p []byte) (int, error) {
 	return b.ResponseWriter.Write(p)
 }
 
-func resultOf(r *host.Run) *client.Result {
-	o := r.Result.Outcome
-	res := &client.Result{Run: r.ID.String(), Tier: r.Choice.Chosen.String(), Status: string(o.Status), ExitCode: o.ExitCode, Detail: o.Detail,
-		DurationMS: r.Result.End.Sub(r.Result.Start).Milliseconds(), Energy: map[string]int64{}, Records: r.Dir, Notes: r.Result.Notes}
-	for _, d := range r.Receipt.Devices {
-		res.Energy[string(d.Class)] = int64(d.Measured + d.Estimated)
-	}
+// ResultOf describes a sealed run as `sandbox run --json` does.
+func ResultOf(r *host.Run) *client.Result {
+	res := &client.Result{Schema: 1, Run: r.ID.String(), Sealed: true, Tier: r.Choice.Chosen.String(),
+		TierRequired: r.Choice.Required.String(), TierReason: r.Choice.Reason,
+		Outcome: OutcomeOf(r.Result), DurationMS: r.Result.End.Sub(r.Result.Start).Milliseconds(), Fuel: r.Result.Fuel,
+		Energy: EnergyOf(r.Receipt), Records: r.Dir, Notes: r.Result.Notes}
 	res.ExitStatus, res.ExitFrom = host.ExitStatus(r.Result)
 	return res
+}
+
+// OutcomeOf is how a run ended, as the result says it.
+func OutcomeOf(res *job.Result) *client.Outcome {
+	if res == nil {
+		return nil
+	}
+	o := res.Outcome
+	return &client.Outcome{Status: string(o.Status), ExitCode: o.ExitCode, Signal: int(res.Signal), Detail: o.Detail}
+}
+
+// EnergyOf is a receipt's energy per class, with each reading's
+// provenance and source once.
+func EnergyOf(r *receipt.Receipt) []client.Energy {
+	var out []client.Energy
+	for _, d := range r.Devices {
+		e := client.Energy{Class: string(d.Class), MeasuredUJ: uint64(d.Measured), EstimatedUJ: uint64(d.Estimated), Provenance: []string{}}
+		seen := map[string]bool{}
+		for _, rd := range d.Readings {
+			p := string(rd.Provenance) + " " + rd.Source
+			if !seen[p] {
+				seen[p] = true
+				e.Provenance = append(e.Provenance, p)
+			}
+		}
+		sort.Strings(e.Provenance)
+		out = append(out, e)
+	}
+	return out
 }

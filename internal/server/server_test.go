@@ -117,7 +117,7 @@ func TestServiceLiveSandbox(t *testing.T) {
 	default:
 	}
 	r := <-done
-	if r == nil || r.Status != "exited" || w.buf.String() != "first\nsecond\n" {
+	if r == nil || r.Outcome.Status != "exited" || w.buf.String() != "first\nsecond\n" {
 		t.Fatalf("%+v %q", r, w.buf.String())
 	}
 	// Stdin.
@@ -373,4 +373,15 @@ func TestServiceSocketPeer(t *testing.T) {
 		t.Fatalf("another user was served: %s", out)
 	}
 	fmt.Fprint(io.Discard, out)
+}
+
+// The OpenAPI document served is the one committed in docs/.
+func TestOpenAPIIsCommitted(t *testing.T) {
+	b, err := os.ReadFile("../../docs/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b, OpenAPI) {
+		t.Fatal("docs/openapi.json and internal/server/openapi.json differ: copy one over the other")
+	}
 }
