@@ -118,6 +118,10 @@ func TestLiveS1Sandbox(t *testing.T) {
 		if len(r.Receipt.Devices) == 0 {
 			t.Fatal("no energy in the receipt")
 		}
+		db, err := os.ReadFile(filepath.Join(r.Dir, "decisions.json"))
+		if err != nil || !strings.Contains(string(db), info.Workspace) || !strings.Contains(string(db), "mounted read-write") {
+			t.Fatalf("the exec's decision log does not say what it was given: %s %v", db, err)
+		}
 	}
 	if l := h.Sandboxes(""); len(l) != 1 || l[0].Execs < 3 {
 		t.Fatalf("list: %+v", l)

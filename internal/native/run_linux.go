@@ -193,21 +193,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		defer cleanup()
 		o.proxy = proxy
 	}
-	// What S1 sees of the run's storage is each grant mounted: logged as
-	// a decision, so the record says what the run was given.
-	for _, b := range sp.Binds {
-		if b.Internal {
-			continue
-		}
-		op, how := grant.OpRead, "mounted read-only"
-		if b.RW {
-			op, how = grant.OpWrite, "mounted read-write"
-			if b.Quota > 0 {
-				how = fmt.Sprintf("mounted read-write through a quota'd overlay (%d bytes), committed at the end", b.Quota)
-			}
-		}
-		j.Enforcer.Note(grant.KindFS, op, b.Path, true, how)
-	}
+	logBinds(sp, j.Enforcer, "committed at the end")
 	kept, err := e.keepAside(sp)
 	if err != nil {
 		return nil, err
@@ -222,6 +208,25 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	res.ExecErrno, res.Signal = syscall.Errno(st.ExecErrno), syscall.Signal(st.Signal)
 	committed(st, sp, j.Enforcer, o)
 	return res, nil
+}
+
+// logBinds logs what S1 shows a run of its storage, each grant mounted,
+// as a decision: the record says what the run was given. commit says
+// when a quota'd grant's writes are committed.
+func logBinds(sp *s1init.Spec, enf *grant.Enforcer, commit string) {
+	for _, b := range sp.Binds {
+		if b.Internal {
+			continue
+		}
+		op, how := grant.OpRead, "mounted read-only"
+		if b.RW {
+			op, how = grant.OpWrite, "mounted read-write"
+			if b.Quota > 0 {
+				how = fmt.Sprintf("mounted read-write through a quota'd overlay (%d bytes), %s", b.Quota, commit)
+			}
+		}
+		enf.Note(grant.KindFS, op, b.Path, true, how)
+	}
 }
 
 // keepAside makes, for each quota'd grant, the directory (under the

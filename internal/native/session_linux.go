@@ -213,6 +213,9 @@ func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		return nil, ErrSessionEnded
 	}
 	res := &job.Result{Executor: s.e.Name() + " (live sandbox)"}
+	if j.Enforcer != nil {
+		logBinds(s.sp, j.Enforcer, "committed when the sandbox is removed")
+	}
 	var closeLater []*os.File
 	defer func() {
 		for _, f := range closeLater {
