@@ -201,3 +201,48 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A service killed with -9 takes its sandboxes' processes with it, and
+// what it left (workspaces, run directories made ahead, cgroups, its
+// lease) is found and removed by gc.
+func TestServeKilledLeavesNothing(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("live S1 sandboxes need root here")
+	}
+	home := t.TempDir()
+	srv := startServe(t, home)
+	out, _, _ := runCLI(t, home, "", "create")
+	id := strings.TrimSpace(out)
+	var sbs []client.Sandbox
+	out, _, _ = runCLI(t, home, "", "ps", "--json")
+	if err := json.Unmarshal([]byte(out), &sbs); err != nil || len(sbs) != 1 {
+		t.Fatalf("ps: %v %s", err, out)
+	}
+	if _, e, code := runCLI(t, home, "", "exec", "-q", id, "--", "sh", "-c", "sleep 3600 >/dev/null 2>&1 & echo x > left.txt"); code != 0 {
+		t.Fatalf("exec: %d %s", code, e)
+	}
+	srv.Process.Signal(syscall.SIGKILL)
+	srv.Wait()
+	if left := waitGone("sleep 3600", 5*time.Second); len(left) > 0 {
+		t.Fatalf("the sandbox's processes outlived the service: %v", left)
+	}
+	dry, _, _ := runCLI(t, home, "", "gc", "-n")
+	if !strings.Contains(dry, "live sandbox workspace") || !strings.Contains(dry, sbs[0].Workspace) {
+		t.Fatalf("gc -n does not find the workspace:\n%s", dry)
+	}
+	if out, e, code := runCLI(t, home, "", "gc"); code != 0 {
+		t.Fatalf("gc: %d %s %s", code, out, e)
+	}
+	if _, err := os.Stat(sbs[0].Workspace); !os.IsNotExist(err) {
+		t.Fatalf("workspace left: %v", err)
+	}
+	if out, _, _ := runCLI(t, home, "", "gc", "-n"); !strings.Contains(out, "nothing left behind") {
+		t.Fatalf("after gc:\n%s", out)
+	}
+	ents, _ := os.ReadDir(filepath.Join(home, "runs"))
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".partial") {
+			t.Fatalf("left in runs/: %s", e.Name())
+		}
+	}
+}
