@@ -16,8 +16,8 @@ import (
 
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/client"
-	"github.com/opensubstrate/sandbox/energy"
 	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/energy"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
