@@ -241,11 +241,17 @@ Injected credentials (--inject):
 	c.Flags().StringVar(&jsonDest, "json", "", "at the end, one JSON object (run id, outcome, exit status and whose it is, tier, energy per class, records directory; docs/cli-json.md) on stderr in place of the summary, or with --json=FILE in FILE")
 	c.Flags().Lookup("json").NoOptDefVal = "-"
 	c.Flags().StringVar(&idFile, "id-file", "", "write the sealed run's id (b3:…) to this file")
-	c.Flags().Uint32Var(&g.memoryPages, "memory-pages", 4096, "guest memory cap in 64 KiB pages (WASM)")
-	c.Flags().StringVar(&g.memory, "memory", "1GiB", "memory limit of a native run's cgroup")
-	c.Flags().Int64Var(&g.pids, "pids", 512, "process limit of a native run's cgroup")
-	c.Flags().Float64Var(&g.cpus, "cpus", 0, "CPU limit of a native run's cgroup, in CPUs (0: none)")
+	limitFlags(c, g, "a native run's")
 	return c
+}
+
+// limitFlags are the limits of runs (and, for serve, of live sandboxes
+// by default): whose says whose cgroup they limit.
+func limitFlags(c *cobra.Command, g *globals, whose string) {
+	c.Flags().Uint32Var(&g.memoryPages, "memory-pages", 4096, "guest memory cap in 64 KiB pages (WASM)")
+	c.Flags().StringVar(&g.memory, "memory", "1GiB", "memory limit of "+whose+" cgroup")
+	c.Flags().Int64Var(&g.pids, "pids", 512, "process limit of "+whose+" cgroup")
+	c.Flags().Float64Var(&g.cpus, "cpus", 0, "CPU limit of "+whose+" cgroup, in CPUs (0: none)")
 }
 
 // minMemory is the least --memory a native run can start with: its init

@@ -53,6 +53,9 @@ and exits 0. Nothing running is dropped unsealed.`,
 				return errs.Usage{Err: fmt.Errorf("--log-format %q: want text or json", logFormat)}
 			}
 			log := slog.New(h)
+			if err := checkLimitFlags(g, 0); err != nil {
+				return err
+			}
 			if (certFile == "") != (keyFile == "") || listen != "" && (certFile == "" || tokenFile == "") {
 				return errs.Usage{Err: errors.New("--listen needs --tls-cert, --tls-key and --token-file: the API is never served in clear or without tokens")}
 			}
@@ -156,10 +159,7 @@ and exits 0. Nothing running is dropped unsealed.`,
 	c.Flags().DurationVar(&grace, "grace", 30*time.Second, "on shutdown, how long execs in flight may finish before they are interrupted (and sealed)")
 	c.Flags().IntVar(&maxLive, "max-sandboxes", 0, "live sandboxes kept at once (default 1024); more are refused with 429")
 	c.Flags().StringVar(&logFormat, "log-format", "text", "log lines as text or json")
-	c.Flags().Uint32Var(&g.memoryPages, "memory-pages", 4096, "guest memory cap in 64 KiB pages (WASM)")
-	c.Flags().StringVar(&g.memory, "memory", "1GiB", "default memory limit of a native run's or S1 sandbox's cgroup")
-	c.Flags().Int64Var(&g.pids, "pids", 512, "default process limit of a native run's or S1 sandbox's cgroup")
-	c.Flags().Float64Var(&g.cpus, "cpus", 0, "default CPU limit, in CPUs (0: none)")
+	limitFlags(c, g, "a native run's or a live S1 sandbox's")
 	return c
 }
 
