@@ -63,6 +63,25 @@ func TestBadInput(t *testing.T) {
 		{[]string{"show", dir}, 3, dir + " is not a run directory: it holds no attestation.json", false},
 		{[]string{"show", "ab"}, 3, "at least 6 hex digits", false},
 		{[]string{"replay", "last"}, 7, "S1 runs are not replayable", true},
+		// The live-sandbox commands: bad arguments are refused before a
+		// service is looked for; with none, they say so.
+		{[]string{"exec", "sb-000000000000"}, 125, "requires at least 2 arg(s)", false},
+		{[]string{"exec", "--deadline", "-1s", "sb-000000000000", "--", "true"}, 125, "--deadline: want a duration above zero", false},
+		{[]string{"exec", "--env", "NOEQUALS", "sb-000000000000", "--", "true"}, 125, `--env "NOEQUALS": want NAME=VALUE`, false},
+		{[]string{"create", "--env", "=x"}, 2, `--env "=x": want NAME=VALUE`, false},
+		{[]string{"create", "--memory", "lots"}, 2, "--memory", false},
+		{[]string{"create", "--grant", "cpu:-1J"}, 2, `grant "cpu:-1J"`, false},
+		{[]string{"create", "--inject", "h:X=env:Y"}, 2, "not taken by live sandboxes yet", false},
+		{[]string{"create"}, 7, "no sandbox service is running", false},
+		{[]string{"ps"}, 7, "no sandbox service is running", false},
+		{[]string{"exec", "sb-000000000000", "--", "true"}, 125, "no sandbox service is running", false},
+		{[]string{"rm", "sb-000000000000"}, 7, "no sandbox service is running", false},
+		{[]string{"cp", file, file}, 2, "want exactly one side as SANDBOX:/path", false},
+		{[]string{"cp", "sb-000000000000:/a", "sb-000000000000:/b"}, 2, "want exactly one side as SANDBOX:/path", false},
+		{[]string{"ls", "/tmp"}, 2, `"/tmp": want SANDBOX:/path`, false},
+		{[]string{"serve", "--listen", "127.0.0.1:0"}, 2, "--listen needs --tls-cert, --tls-key and --token-file", false},
+		{[]string{"serve", "--log-format", "xml"}, 2, `--log-format "xml"`, false},
+		{[]string{"serve", "--token-file", "/nonexistent", "--listen", "127.0.0.1:0", "--tls-cert", file, "--tls-key", file}, 2, "--token-file", false},
 	} {
 		if tc.rootS1 && !s1 {
 			continue

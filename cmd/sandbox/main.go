@@ -129,8 +129,9 @@ $XDG_STATE_HOME/sandbox, else ~/.local/state/sandbox.`,
 		return ee.code
 	}
 	fmt.Fprintf(stderr, "sandbox: %v\n", err)
-	if c != nil && c.Name() == "run" && c.Parent() == root {
-		// run's statuses are the guest's; its own are 125-127 (exit.go).
+	if c != nil && (c.Name() == "run" || c.Name() == "exec") && c.Parent() == root {
+		// run's and exec's statuses are the guest's; their own are
+		// 125-127 (exit.go).
 		return runErrorExit(err)
 	}
 	if isUsage(err) {
