@@ -275,7 +275,7 @@ func (n Net) String() string {
 // Canonical returns the canonical JSON of s and its content address. s must
 // have been normalized.
 func (s Set) Canonical() ([]byte, addr.Addr, error) {
-	c := s
+	c := s.Clone() // Normalize sorts in place: never the caller's slices
 	if err := c.Normalize(); err != nil {
 		return nil, addr.Addr{}, err
 	}
@@ -284,6 +284,27 @@ func (s Set) Canonical() ([]byte, addr.Addr, error) {
 		return nil, addr.Addr{}, err
 	}
 	return b, addr.Of(b), nil
+}
+
+// Clone is a copy of s that shares no slice with it: a Set held by an
+// Enforcer that serves requests (a live sandbox's proxy) may be read
+// while a copy of it is normalized.
+func (s Set) Clone() Set {
+	c := s
+	c.Net = make([]Net, len(s.Net))
+	for i, n := range s.Net {
+		n.Inject = slices.Clone(n.Inject)
+		c.Net[i] = n
+	}
+	if s.Net == nil {
+		c.Net = nil
+	}
+	c.Storage = slices.Clone(s.Storage)
+	c.KV = slices.Clone(s.KV)
+	c.Compute = slices.Clone(s.Compute)
+	c.Exec.Allow = slices.Clone(s.Exec.Allow)
+	c.Exec.Deny = slices.Clone(s.Exec.Deny)
+	return c
 }
 
 // Needs returns the tier requirements the grants place on a unit.

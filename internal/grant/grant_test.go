@@ -443,3 +443,15 @@ func TestInjectArg(t *testing.T) {
 		t.Errorf("two values for one header: %v", err)
 	}
 }
+
+// Canonical leaves the set it is given as it was: a set an Enforcer
+// serves from may be read while it runs.
+func TestCanonicalLeavesTheSetAlone(t *testing.T) {
+	s := Set{Net: []Net{{Host: "b.example", Port: 443}, {Host: "a.example", Port: 443}}, Storage: []Storage{{Path: "/z", Mode: RO}, {Path: "/a", Mode: RO}}}
+	if _, _, err := s.Canonical(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Net[0].Host != "b.example" || s.Storage[0].Path != "/z" {
+		t.Fatalf("Canonical reordered the caller's set: %+v", s)
+	}
+}

@@ -74,7 +74,7 @@ func Command(c CommandLine) (Request, error) {
 		if req.Kind == tier.Native {
 			def = DefaultNativeCPU
 		}
-		g.Compute = append([]grant.Compute(nil), g.Compute...) // not the caller's
+		g = g.Clone() // not the caller's
 		if err := g.Parse(def, "/"); err != nil {
 			return Request{}, err
 		}

@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -200,5 +204,44 @@ func TestLiveS2Sandbox(t *testing.T) {
 	}
 	if _, err := h.Exec(context.Background(), info.ID, "", ExecRequest{Args: []string{"/bin/true"}}); err == nil {
 		t.Fatal("a native program ran in an S2 sandbox")
+	}
+}
+
+// A live S1 sandbox with a net grant reaches the granted host, through
+// its egress proxy, from every exec, and nothing else; each exec's
+// decision log holds the connections made while it ran.
+func TestLiveS1SandboxEgress(t *testing.T) {
+	h := newS1Host(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "from the granted host\n") }))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	info, err := h.Create(context.Background(), SandboxSpec{Grants: grants(t, fmt.Sprintf("net:127.0.0.1:%d", port))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	for i := 0; i < 2; i++ {
+		r, out := execIn(t, h, info.ID, "curl", "-s", url)
+		if out != "from the granted host\n" || r.Result.Outcome.ExitCode == nil || *r.Result.Outcome.ExitCode != 0 {
+			t.Fatalf("exec %d: %q %+v", i, out, r.Result.Outcome)
+		}
+		db, _ := os.ReadFile(filepath.Join(r.Dir, "decisions.json"))
+		if !strings.Contains(string(db), fmt.Sprintf(`"target":"127.0.0.1:%d"`, port)) || !strings.Contains(string(db), `"allow":true`) {
+			t.Fatalf("exec %d's decision log does not hold its connection:\n%s", i, db)
+		}
+	}
+	r, _ := execIn(t, h, info.ID, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:1/")
+	if r.Result.Outcome.ExitCode != nil && *r.Result.Outcome.ExitCode == 0 {
+		db, _ := os.ReadFile(filepath.Join(r.Dir, "decisions.json"))
+		if !strings.Contains(string(db), `"allow":false`) {
+			t.Fatalf("an ungranted host was reached:\n%s", db)
+		}
+	}
+	db, _ := os.ReadFile(filepath.Join(r.Dir, "decisions.json"))
+	if !strings.Contains(string(db), `"target":"127.0.0.1:1"`) || !strings.Contains(string(db), `"allow":false`) {
+		t.Fatalf("the refusal is not in the exec's decision log:\n%s", db)
+	}
+	if err := h.Remove(info.ID, ""); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/opensubstrate/sandbox/internal/egress"
-	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
 )
 
@@ -32,12 +32,12 @@ var systemRoots = "/etc/ssl/certs/ca-certificates.crt"
 // its environment, and, with injections, the run's own authority added
 // to the roots it trusts. cleanup closes the proxy and removes the
 // bundle.
-func (e *Executor) egress(j *job.Job, sp *s1init.Spec) (*egress.Proxy, func(), error) {
-	inj, err := egress.Secrets(j.Grants, nil)
+func (e *Executor) egress(g grant.Set, enf *grant.Enforcer, sp *s1init.Spec) (*egress.Proxy, func(), error) {
+	inj, err := egress.Secrets(g, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	proxy, err := egress.New(egress.Config{Enforcer: j.Enforcer, Inject: inj, UpstreamRoots: e.cfg.EgressRoots})
+	proxy, err := egress.New(egress.Config{Enforcer: enf, Inject: inj, UpstreamRoots: e.cfg.EgressRoots})
 	if err != nil {
 		return nil, nil, err
 	}

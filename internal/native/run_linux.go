@@ -186,7 +186,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		o.note("S1: no cgroup of its own (sandbox is not root, or no cgroup hierarchy is mounted): the unit's memory, process and CPU limits are recorded but not enforced")
 	}
 	if len(j.Grants.Net) > 0 {
-		proxy, cleanup, err := e.egress(j, sp)
+		proxy, cleanup, err := e.egress(j.Grants, j.Enforcer, sp)
 		if err != nil {
 			return nil, err
 		}

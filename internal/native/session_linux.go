@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/egress"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
@@ -50,25 +52,30 @@ type Session struct {
 	ctlFD   int
 	// fdsClosed (under sendMu) says the sockets are closed.
 	fdsClosed bool
-	release   func()
-	kept      func(*s1init.Status)
-	closeErr  error
-	closed    bool
-	status    s1init.Status
-	notes     []string
+	// With net grants: the sandbox's egress proxy and the log its
+	// decisions go to; env is what every exec's environment gets (the
+	// proxy's settings).
+	proxy        *egress.Proxy
+	proxyCleanup func()
+	enf          *grant.Enforcer
+	env          []string
+	release      func()
+	kept         func(*s1init.Status)
+	closeErr     error
+	closed       bool
+	status       s1init.Status
+	notes        []string
 }
 
 // Open starts a live sandbox with the grants' storage, under the limits,
-// in cg (nil: none, limits not enforced). Net and exec grants are not
-// yet served to live sandboxes: they are refused.
+// in cg (nil: none, limits not enforced). Net grants are served by one
+// egress proxy for the sandbox; exec grants are not yet served to live
+// sandboxes: they are refused.
 //
 // listen are TCP ports its processes may listen on (and connect to)
 // inside its own network namespace, which has only loopback: an agent's
 // dev server, say. Nothing outside the sandbox reaches them.
 func (e *Executor) Open(ctx context.Context, g grant.Set, l unit.Limits, cg *cgroup.Group, listen []int) (*Session, error) {
-	if len(g.Net) > 0 {
-		return nil, fmt.Errorf("%w: a live S1 sandbox does not serve net grants yet (its egress proxy is per run): use sandbox run", errNotYet)
-	}
 	if len(g.Exec.Allow) > 0 || len(g.Exec.Deny) > 0 {
 		return nil, fmt.Errorf("%w: a live S1 sandbox does not serve exec grants yet (exec control is per run): use sandbox run", errNotYet)
 	}
@@ -86,7 +93,25 @@ func (e *Executor) Open(ctx context.Context, g grant.Set, l unit.Limits, cg *cgr
 		return nil, fmt.Errorf("%w: listen ports need Landlock network rules (ABI 4); this kernel has ABI %d", errNotYet, s1init.ABI())
 	}
 	sp.Exec.ListenPorts = listen
-	s := &Session{e: e, sp: sp, cg: cg, waiting: map[uint64]chan s1init.SessionMsg{}, done: make(chan struct{})}
+	s := &Session{e: e, sp: sp, cg: cg, waiting: map[uint64]chan s1init.SessionMsg{}, done: make(chan struct{}), proxyCleanup: func() {}}
+	opened := false
+	defer func() {
+		if !opened {
+			s.proxyCleanup()
+		}
+	}()
+	if len(g.Net) > 0 {
+		// One egress proxy for the sandbox, its decisions in a log of
+		// the sandbox's, from which each exec takes those made while it
+		// ran (Run).
+		s.enf = grant.NewEnforcer(g)
+		proxy, cleanup, err := e.egress(g, s.enf, sp)
+		if err != nil {
+			return nil, err
+		}
+		s.proxy, s.proxyCleanup = proxy, cleanup
+	}
+	s.env = append([]string(nil), sp.Exec.Env...) // the proxy's settings, if any
 	note := func(format string, args ...any) { s.notes = append(s.notes, fmt.Sprintf(format, args...)) }
 	if cg != nil {
 		d := e.DefaultLimits()
@@ -128,6 +153,7 @@ func (e *Executor) Open(ctx context.Context, g grant.Set, l unit.Limits, cg *cgr
 	s.sessFD, s.ctlFD, s.ctlDone = int(p.session.Fd()), int(p.ctl.Fd()), make(chan struct{})
 	go s.serveCtl()
 	go s.read()
+	opened = true
 	return s, nil
 }
 
@@ -150,7 +176,7 @@ func (*notYetError) Invalid() bool { return true }
 // today: no egress, no exec control) until it closes.
 func (s *Session) serveCtl() {
 	defer close(s.ctlDone)
-	s.e.serveCtl(s.ctlFD, launchOpts{})
+	s.e.serveCtl(s.ctlFD, launchOpts{proxy: s.proxy})
 }
 
 // read dispatches init's session messages to the execs waiting for them.
@@ -261,6 +287,21 @@ func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	for _, k := range keys {
 		env = append(env, k+"="+j.Unit.Env[k])
 	}
+	for _, kv := range s.env { // the sandbox's (its proxy's), where the exec sets none
+		k, _, _ := strings.Cut(kv, "=")
+		if _, set := j.Unit.Env[k]; !set {
+			env = append(env, kv)
+		}
+	}
+	// Where the sandbox's log stood when the exec began: its length, and
+	// the count of its last entry (a repeat of it adds to the count).
+	mark, lastCount := 0, int64(0)
+	if s.enf != nil {
+		ds := s.enf.Log().Decisions
+		if mark = len(ds); mark > 0 {
+			lastCount = max(ds[mark-1].Count, 1)
+		}
+	}
 	args := j.Unit.Args
 	if len(args) == 0 {
 		args = []string{filepath.Base(j.Unit.Entry)}
@@ -370,6 +411,20 @@ func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	}
 	outP.stop(DrainAfter)
 	errP.stop(DrainAfter)
+	if s.enf != nil && j.Enforcer != nil {
+		// The connections the sandbox made while the exec ran: its own,
+		// or a background process's (the proxy cannot tell them apart).
+		ds := s.enf.Log().Decisions
+		for i := max(mark-1, 0); i < len(ds); i++ {
+			d, n := ds[i], max(ds[i].Count, 1)
+			if i == mark-1 {
+				n -= lastCount // the repeats made while the exec ran
+			}
+			for range n {
+				j.Enforcer.Note(d.Kind, d.Op, d.Target, d.Allow, d.Rule)
+			}
+		}
+	}
 	ending.start, ending.end = start, end
 	res.Start, res.End = start, end
 	res.Outcome = outcomeOf(st, s.cg, ending)
@@ -444,6 +499,7 @@ wait:
 	s.sendMu.Unlock()
 	os.Remove(p.root)
 	s.release()
+	s.proxyCleanup()
 	s.status = st
 	if st.Error != "" {
 		s.closeErr = errors.New(st.Error)

@@ -242,7 +242,7 @@ func TestServiceBadInput(t *testing.T) {
 		{"POST", "/v1/sandboxes", `{"tier": "S9"}`, 400, `field \"tier\"`},
 		{"POST", "/v1/sandboxes", `{"tier": "S4"}`, 400, "S1 (native programs) or S2"},
 		{"POST", "/v1/sandboxes", `{"grants": ["fs:relative:rw"]}`, 400, `field \"grants\"`},
-		{"POST", "/v1/sandboxes", `{"grants": ["net:example.com:443"]}`, 400, "net grants"},
+		{"POST", "/v1/sandboxes", `{"grants": ["exec:deny:b3:` + strings.Repeat("ab", 32) + `"]}`, 400, "exec grants"},
 		{"POST", "/v1/sandboxes", `{"grants": ["fs:` + h.Store.Root() + `:ro"]}`, 400, "state directory"},
 		{"POST", "/v1/sandboxes", `{"listen": [70000]}`, 400, "listen port"},
 		{"POST", "/v1/sandboxes", `{"pids": -1}`, 400, "pids"},
