@@ -187,7 +187,7 @@ Injected credentials (--inject):
 			defer h.Close()
 			// What killed sandboxes left is removed before anything new
 			// is made.
-			if ls, err := h.GC(false); err == nil && !quiet {
+			if ls, err := h.Collect(); err == nil && !quiet {
 				reportGC(cmd.ErrOrStderr(), ls)
 			}
 			req.Tier, req.Escalate, req.Deadline = want, escalate, deadline
@@ -618,8 +618,9 @@ directory being written (runs/.partial-*), S1 roots and CA bundles
 process ends, however it ends. gc removes everything named by a lease
 that is no longer held (ending any process still in a leftover cgroup
 first), then the lease. Nothing of a live process is touched, and
-nothing is judged by its age. 'sandbox run' does the same before each
-run; 'sandbox doctor' lists leftovers without removing them.
+nothing is judged by its age. 'sandbox run' does the same before a run
+when some lease is dead; 'sandbox doctor' lists leftovers without
+removing them.
 
 Things whose names carry no lease (made by a sandbox from before
 leases) are listed as unowned and left alone.

@@ -28,6 +28,25 @@ type Leftover struct {
 // leaseName matches the lease part of a name made by state.Lease.Name.
 var leaseName = regexp.MustCompile(`-([0-9a-f]{16})-[0-9]+(-host)?$`)
 
+// Collect is the collection a run does before it starts: GC, but only
+// when some sandbox process has ended holding a lease; otherwise nothing
+// is scanned (runs/ and the temporary directory can be large). What a
+// collector that failed midway left (named by a lease whose file is
+// gone) waits for 'sandbox gc', which always looks everywhere.
+func (h *Host) Collect() ([]Leftover, error) {
+	dead, err := h.Store.Dir.DeadLeases()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range dead {
+		d.Unlock()
+	}
+	if len(dead) == 0 {
+		return nil, nil
+	}
+	return h.GC(false)
+}
+
 // GC finds what ended sandbox processes left: things named by a lease
 // that is no longer held (its maker ended, however), or whose lease file
 // is gone. Unless dryRun, it removes them (ending any process still in a
