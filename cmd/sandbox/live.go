@@ -168,12 +168,14 @@ func execCmd(g *globals) *cobra.Command {
 		Use:   "exec [flags] SANDBOX -- COMMAND [ARGS...]",
 		Short: "Run a command in a live sandbox, sealed as a run of its own",
 		Long: `Run COMMAND in a live sandbox (see 'sandbox create'), with its output
-streamed as it comes and sandbox's stdin given to it (when it is not a
-terminal, and not --no-stdin; it is read whole first, at most 16 MiB). The exec is sealed as a run of its own: its
-receipt from its own cgroup, its attestation naming the sandbox; it is
-listed by 'sandbox runs' and checked by 'sandbox verify' like any run.
-Interrupting sandbox (Ctrl-C) ends the exec, which is sealed as
-interrupted; processes it started in the background keep running.
+streamed as it comes and sandbox's stdin given to it when it is not a
+terminal and --no-stdin is not given (read whole first, at most 16 MiB).
+The exec is sealed as a run of its own: its receipt from its own cgroup,
+its attestation naming the sandbox; it is listed by 'sandbox runs' and
+checked by 'sandbox verify' like any run. Interrupting sandbox (Ctrl-C)
+ends the exec, which is sealed as interrupted; processes it started in
+the background keep running. Its own failures (a bad flag, no service,
+an unknown sandbox) exit 125, as run's do.
 
 ` + runExitTable,
 		Args: usageArgs(cobra.MinimumNArgs(2)),
