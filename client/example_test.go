@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,7 +82,7 @@ func TestExampleAgainstAService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: s.Unix(s.Handler()), ConnContext: server.ConnContext, BaseContext: s.BaseContext}
+	srv := s.UnixServer()
 	go srv.Serve(ln)
 	defer srv.Close()
 	c, err := client.Dial("unix:"+sock, client.Options{})

@@ -55,12 +55,8 @@ func runExit(r *host.Run, cause error) (int, string) {
 	case errors.As(cause, &in) && r.Result.Outcome.Status != attest.Exited:
 		return exitSignalBase + int(in.sig), fromSandbox
 	}
-	return outcomeExit(r.Result)
+	return host.ExitStatus(r.Result)
 }
-
-// outcomeExit maps how a guest ended to an exit status, and whose it is
-// (host.ExitStatus: the service reports the same).
-func outcomeExit(res *job.Result) (int, string) { return host.ExitStatus(res) }
 
 // runErrorExit is the exit status of `sandbox run` when it did not seal
 // a run: the program not found (127) or not executable (126), sandbox

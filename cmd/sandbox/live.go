@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -57,8 +58,8 @@ func apiErr(err error) error {
 	if errors.As(err, &ae) {
 		return categorized{ae}
 	}
-	if strings.Contains(err.Error(), "connect: connection refused") || strings.Contains(err.Error(), "connect: no such file") {
-		return noService{err.Error()}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+		return noService{err.Error()} // a socket nothing serves on, or none
 	}
 	return err
 }

@@ -94,9 +94,8 @@ and exits 0. Nothing running is dropped unsealed.`,
 			}
 			defer os.Remove(socket)
 			s := &server.Server{Host: ho, Log: log, Tokens: tokens}
-			api := s.Handler()
 			var servers []*http.Server
-			us := &http.Server{Handler: s.Unix(api), ConnContext: server.ConnContext, BaseContext: s.BaseContext, ReadHeaderTimeout: 10 * time.Second}
+			us := s.UnixServer()
 			servers = append(servers, us)
 			errc := make(chan error, 2)
 			go func() { errc <- us.Serve(ln) }()
@@ -110,7 +109,7 @@ and exits 0. Nothing running is dropped unsealed.`,
 				if err != nil {
 					return err
 				}
-				ts := &http.Server{Handler: s.TCP(api), BaseContext: s.BaseContext, ReadHeaderTimeout: 10 * time.Second}
+				ts := &http.Server{Handler: s.TCP(s.Handler()), BaseContext: s.BaseContext, ReadHeaderTimeout: 10 * time.Second}
 				servers = append(servers, ts)
 				go func() { errc <- ts.Serve(tl) }()
 				log.Info("serving", "tcp", tl.Addr().String(), "tokens", len(tokens))

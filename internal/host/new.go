@@ -97,7 +97,7 @@ func New(cfg Config) (*Host, error) {
 		s.Lease.Close()
 		return nil, err
 	}
-	m, err := NewMeter(cfg.SysfsRoot, cfg.TDP)
+	m, err := newMeter(cfg.SysfsRoot, cfg.TDP)
 	if err != nil {
 		s.Lease.Close()
 		return nil, err
@@ -126,10 +126,10 @@ func New(cfg Config) (*Host, error) {
 	return h, nil
 }
 
-// NewMeter builds the meter of this machine: powercap under sysfs
+// newMeter builds the meter of this machine: powercap under sysfs
 // (default /sys), NVML, and the Estimator with rated powers detected or
 // overridden by tdp ("cpu=225W,gpu=700W").
-func NewMeter(sysfs, tdp string) (*meter.Meter, error) {
+func newMeter(sysfs, tdp string) (*meter.Meter, error) {
 	if sysfs == "" {
 		sysfs = "/sys"
 	}

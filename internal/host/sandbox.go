@@ -294,7 +294,7 @@ func (h *Host) Exec(ctx context.Context, id, owner string, x ExecRequest) (*Run,
 		req.Dir = sb.Workspace
 	}
 	t := sb.Tier
-	req.Tier, req.Escalate = &t, true
+	req.Tier = &t // its kind's tier: never an escalation
 	req.Limits = sb.Limits
 	req.Deadline = x.Deadline
 	req.Stdin, req.Stdout, req.Stderr = x.Stdin, x.Stdout, x.Stderr

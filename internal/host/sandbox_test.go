@@ -142,11 +142,9 @@ func TestLiveS1Sandbox(t *testing.T) {
 	if _, err := os.Stat(info.Workspace); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("workspace left: %v", err)
 	}
-	if names := h.Cgroups.Names(); len(names) > 0 {
-		for _, n := range names {
-			if strings.Contains(n, strings.TrimSuffix(strings.TrimPrefix(h.Store.Lease.Name("x"), "x-"), "-1")[:16]) {
-				t.Fatalf("cgroup left: %s", n)
-			}
+	for _, n := range h.Cgroups.Names() {
+		if strings.Contains(n, h.Store.Lease.ID) {
+			t.Fatalf("cgroup left: %s", n)
 		}
 	}
 	if _, err := h.Exec(ctx, info.ID, "", ExecRequest{Args: []string{"true"}}); !errors.Is(err, ErrNoSandbox) {
@@ -231,12 +229,6 @@ func TestLiveS1SandboxEgress(t *testing.T) {
 		}
 	}
 	r, _ := execIn(t, h, info.ID, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:1/")
-	if r.Result.Outcome.ExitCode != nil && *r.Result.Outcome.ExitCode == 0 {
-		db, _ := os.ReadFile(filepath.Join(r.Dir, "decisions.json"))
-		if !strings.Contains(string(db), `"allow":false`) {
-			t.Fatalf("an ungranted host was reached:\n%s", db)
-		}
-	}
 	db, _ := os.ReadFile(filepath.Join(r.Dir, "decisions.json"))
 	if !strings.Contains(string(db), `"target":"127.0.0.1:1"`) || !strings.Contains(string(db), `"allow":false`) {
 		t.Fatalf("the refusal is not in the exec's decision log:\n%s", db)

@@ -13,14 +13,14 @@ import (
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Query().Get("path")
 	if p == "" {
-		writeErr(w, &badRequest{"query parameter \"path\": want the file's absolute path in the sandbox"})
+		writeErr(w, badRequest("query parameter \"path\": want the file's absolute path in the sandbox"))
 		return
 	}
 	mode := os.FileMode(0o644)
 	if m := r.URL.Query().Get("mode"); m != "" {
 		v, err := strconv.ParseUint(m, 8, 32)
 		if err != nil || v > 0o777 {
-			writeErr(w, &badRequest{"query parameter \"mode\": want octal permissions, 0 to 777"})
+			writeErr(w, badRequest("query parameter \"mode\": want octal permissions, 0 to 777"))
 			return
 		}
 		mode = os.FileMode(v)
@@ -37,7 +37,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Query().Get("path")
 	if p == "" {
-		writeErr(w, &badRequest{"query parameter \"path\": want an absolute path in the sandbox"})
+		writeErr(w, badRequest("query parameter \"path\": want an absolute path in the sandbox"))
 		return
 	}
 	if r.URL.Query().Get("list") != "" {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -177,6 +178,13 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
+// UnixServer is the HTTP server for the unix socket: the API behind the
+// peer check, each connection's credentials recorded, every request tied
+// to the server's life (Shutdown).
+func (s *Server) UnixServer() *http.Server {
+	return &http.Server{Handler: s.Unix(s.Handler()), ConnContext: ConnContext, BaseContext: s.BaseContext, ReadHeaderTimeout: 10 * time.Second}
+}
+
 // Shutdown ends what runs: execs in flight are interrupted and sealed.
 func (s *Server) Shutdown(cause error) {
 	s.init()
@@ -203,26 +211,24 @@ func decode(w http.ResponseWriter, r *http.Request, v any, max int64) error {
 		case errors.As(err, &me):
 			return &host.LimitError{What: fmt.Sprintf("a request body is at most %d bytes", me.Limit)}
 		case errors.As(err, &te):
-			return &badRequest{fmt.Sprintf("request body: field %q: want %s, got %s", te.Field, te.Type, te.Value)}
+			return badRequest(fmt.Sprintf("request body: field %q: want %s, got %s", te.Field, te.Type, te.Value))
 		case errors.As(err, &se):
-			return &badRequest{fmt.Sprintf("request body: malformed JSON at byte %d: %v", se.Offset, err)}
+			return badRequest(fmt.Sprintf("request body: malformed JSON at byte %d: %v", se.Offset, err))
 		case errors.Is(err, io.ErrUnexpectedEOF):
-			return &badRequest{"request body: malformed JSON: it ends early"}
+			return badRequest("request body: malformed JSON: it ends early")
 		case errors.Is(err, io.EOF):
-			return &badRequest{"request body: empty; want a JSON object"}
+			return badRequest("request body: empty; want a JSON object")
 		}
-		return &badRequest{"request body: " + err.Error()}
+		return badRequest("request body: " + err.Error())
 	}
 	if dec.More() {
-		return &badRequest{"request body: more than one JSON value"}
+		return badRequest("request body: more than one JSON value")
 	}
 	return nil
 }
 
-type badRequest struct{ msg string }
-
-func (e *badRequest) Error() string { return e.msg }
-func (e *badRequest) Invalid() bool { return true }
+// badRequest is a request that cannot be served as it is: 400.
+func badRequest(msg string) error { return &host.InvalidError{Err: errors.New(msg)} }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -251,12 +257,12 @@ func writeErr(w http.ResponseWriter, err error) {
 func parseGrants(args []string) (grant.Set, error) {
 	for _, a := range args {
 		if p, ok := strings.CutPrefix(a, "fs:"); ok && !strings.HasPrefix(p, "/") {
-			return grant.Set{}, &badRequest{fmt.Sprintf("field \"grants\": %s: a relative path, and the service has no directory of yours to resolve it in: give an absolute path", a)}
+			return grant.Set{}, badRequest(fmt.Sprintf("field \"grants\": %s: a relative path, and the service has no directory of yours to resolve it in: give an absolute path", a))
 		}
 	}
 	g, err := grant.ParseArgs(args, "/")
 	if err != nil {
-		return grant.Set{}, &badRequest{"field \"grants\": " + err.Error()}
+		return grant.Set{}, badRequest("field \"grants\": " + err.Error())
 	}
 	return g, nil
 }
@@ -267,7 +273,7 @@ func parseTier(t string, def tier.Tier) (tier.Tier, error) {
 	}
 	v, err := tier.Parse(t)
 	if err != nil {
-		return 0, &badRequest{"field \"tier\": " + err.Error()}
+		return 0, badRequest("field \"tier\": " + err.Error())
 	}
 	return v, nil
 }
@@ -289,7 +295,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if spec.MemoryBytes < 0 || spec.Pids < 0 || spec.CPUs < 0 {
-		writeErr(w, &badRequest{"fields \"memory_bytes\", \"pids\", \"cpus\": want 0 (the default) or more"})
+		writeErr(w, badRequest("fields \"memory_bytes\", \"pids\", \"cpus\": want 0 (the default) or more"))
 		return
 	}
 	info, err := s.Host.Create(s.base, host.SandboxSpec{Tier: t, Grants: g, GrantArgs: spec.Grants, Env: spec.Env, Owner: owner(r), Listen: spec.Listen,
@@ -368,17 +374,33 @@ func (s stream) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+// decodeExec reads an exec's or a run's body: a command, and stdin
+// within its bound.
+func decodeExec(w http.ResponseWriter, r *http.Request) (client.ExecSpec, error) {
 	var x client.ExecSpec
 	if err := decode(w, r, &x, MaxBody+MaxStdin*4/3); err != nil {
+		return x, err
+	}
+	if len(x.Args) == 0 {
+		return x, badRequest("field \"args\": want the command and its arguments")
+	}
+	if len(x.Stdin) > MaxStdin {
+		return x, &host.LimitError{What: fmt.Sprintf("an exec's stdin is at most %d bytes", MaxStdin)}
+	}
+	return x, nil
+}
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	x, err := decodeExec(w, r)
+	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	if len(x.Grants) > 0 || x.Tier != "" {
-		writeErr(w, &badRequest{"fields \"grants\" and \"tier\" are a sandbox's, given when it is created, not an exec's"})
+		writeErr(w, badRequest("fields \"grants\" and \"tier\" are a sandbox's, given when it is created, not an exec's"))
 		return
 	}
-	s.stream(w, r, x, func(ctx context.Context, stdout, stderr io.Writer) (*host.Run, error) {
+	s.stream(w, r, func(ctx context.Context, stdout, stderr io.Writer) (*host.Run, error) {
 		return s.Host.Exec(ctx, r.PathValue("id"), owner(r), host.ExecRequest{Args: x.Args, Env: x.Env, Dir: x.Dir,
 			Deadline: deadline(x.DeadlineMS), Stdin: stdin(x.Stdin), Stdout: stdout, Stderr: stderr})
 	})
@@ -395,18 +417,14 @@ func stdin(b []byte) io.Reader {
 	if b == nil {
 		return nil
 	}
-	return strings.NewReader(string(b))
+	return bytes.NewReader(b)
 }
 
 // run is a one-shot sealed run through the service.
 func (s *Server) run(w http.ResponseWriter, r *http.Request) {
-	var x client.ExecSpec
-	if err := decode(w, r, &x, MaxBody+MaxStdin*4/3); err != nil {
+	x, err := decodeExec(w, r)
+	if err != nil {
 		writeErr(w, err)
-		return
-	}
-	if len(x.Args) == 0 {
-		writeErr(w, &badRequest{"field \"args\": want the command and its arguments"})
 		return
 	}
 	g, err := parseGrants(x.Grants)
@@ -433,7 +451,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Tier, req.Deadline, req.Stdin = want, deadline(x.DeadlineMS), stdin(x.Stdin)
-	s.stream(w, r, x, func(ctx context.Context, stdout, stderr io.Writer) (*host.Run, error) {
+	s.stream(w, r, func(ctx context.Context, stdout, stderr io.Writer) (*host.Run, error) {
 		req.Stdout, req.Stderr = stdout, stderr
 		return s.Host.Run(ctx, req)
 	})
@@ -442,17 +460,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 // stream runs do with the caller's output streamed as frames; the last
 // frame is the sealed result, or the error. Before the first frame an
 // error is an HTTP status; after it, an error frame.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, x client.ExecSpec, do func(context.Context, io.Writer, io.Writer) (*host.Run, error)) {
-	if len(x.Args) == 0 {
-		writeErr(w, &badRequest{"field \"args\": want the command and its arguments"})
-		return
-	}
-	if len(x.Stdin) > MaxStdin {
-		writeErr(w, &host.LimitError{What: fmt.Sprintf("an exec's stdin is at most %d bytes", MaxStdin)})
-		return
-	}
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, do func(context.Context, io.Writer, io.Writer) (*host.Run, error)) {
 	f, _ := w.(http.Flusher)
-	fr := &frames{w: w, f: f}
 	started := false
 	begin := func() {
 		if !started {
@@ -461,7 +470,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x client.ExecSpe
 			w.WriteHeader(200)
 		}
 	}
-	fr.w = &beginWriter{ResponseWriter: w, begin: begin}
+	fr := &frames{w: &beginWriter{ResponseWriter: w, begin: begin}, f: f}
 	ctx := r.Context()
 	res, err := do(ctx, stream{f: fr}, stream{f: fr, stderr: true})
 	if err != nil {
@@ -475,9 +484,6 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x client.ExecSpe
 		return
 	}
 	s.metrics.run(res)
-	fr.mu.Lock()
-	begin()
-	fr.mu.Unlock()
 	fr.send(client.Frame{Result: ResultOf(res)})
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -46,7 +45,7 @@ func serve(t testing.TB, tokens ...string) (*host.Host, *Server, *client.Client)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: s.Unix(s.Handler()), ConnContext: ConnContext, BaseContext: s.BaseContext}
+	srv := s.UnixServer()
 	go srv.Serve(ln)
 	t.Cleanup(func() {
 		srv.Close()
@@ -285,9 +284,6 @@ func TestServiceBadInput(t *testing.T) {
 			t.Errorf("%s %s %.60q: %d %s; want %d saying %s", tc.method, tc.path, tc.body, code, body, tc.code, tc.says)
 		}
 	}
-	// Uploads are bounded: over the bound, nothing is left behind.
-	h2 := h
-	_ = h2
 	if code, body := do("GET", "/metrics", ""); code != 200 || !strings.Contains(body, `sandbox_http_requests_total{code="400"}`) || !strings.Contains(body, "sandbox_live_sandboxes 1") {
 		t.Errorf("metrics: %d %s", code, body)
 	}
@@ -372,7 +368,6 @@ func TestServiceSocketPeer(t *testing.T) {
 	if !strings.HasSuffix(string(out), "403") || !strings.Contains(string(out), "only the service's own user") {
 		t.Fatalf("another user was served: %s", out)
 	}
-	fmt.Fprint(io.Discard, out)
 }
 
 // The OpenAPI document served is the one committed in docs/.

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -64,12 +66,15 @@ func (s *Store) TakeLease() (*state.Lease, error) {
 	return l, nil
 }
 
-// TempName names a temporary thing with the lease, or randomly without one.
+// TempName names a temporary thing with the lease, or (without one)
+// randomly, as nothing will collect it.
 func (s *Store) TempName(prefix string) string {
 	if s.Lease != nil {
 		return s.Lease.Name(prefix)
 	}
-	return ""
+	var b [8]byte
+	rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
 }
 
 // Namer is TempName as the executors take it (nil without a lease).
