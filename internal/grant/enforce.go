@@ -169,6 +169,38 @@ func (e *Enforcer) Log() Log {
 	return Log{Type: LogType, Decisions: append([]Decision{}, e.log...)}
 }
 
+// Mark is where the log stands: its length, and the count of its last
+// entry (a repeat of the last decision adds to its count, not to the
+// length). Since(Mark()) is then what was decided after.
+func (e *Enforcer) Mark() (n int, lastCount int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if n = len(e.log); n > 0 {
+		lastCount = max(e.log[n-1].Count, 1)
+	}
+	return n, lastCount
+}
+
+// Since returns the decisions made after the mark (n, lastCount), each
+// with the count made since: the repeats of the entry that was last at
+// the mark, then every later entry.
+func (e *Enforcer) Since(n int, lastCount int64) []Decision {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []Decision
+	for i := max(n-1, 0); i < len(e.log); i++ {
+		d := e.log[i]
+		d.Count = max(d.Count, 1)
+		if i == n-1 {
+			d.Count -= lastCount
+		}
+		if d.Count > 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // Connect decides a connection to host:port.
 func (e *Enforcer) Connect(host string, port int) error {
 	return e.ConnectVetted(host, port, nil)

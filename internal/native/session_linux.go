@@ -209,7 +209,11 @@ func (s *Session) read() {
 }
 
 // Notes are remarks about the sandbox for the caller.
-func (s *Session) Notes() []string { return s.notes }
+func (s *Session) Notes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.notes...)
+}
 
 // Alive says whether the sandbox's init still runs.
 func (s *Session) Alive() bool {
@@ -293,14 +297,11 @@ func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 			env = append(env, kv)
 		}
 	}
-	// Where the sandbox's log stood when the exec began: its length, and
-	// the count of its last entry (a repeat of it adds to the count).
-	mark, lastCount := 0, int64(0)
+	// Where the sandbox's log stood when the exec began.
+	var mark int
+	var lastCount int64
 	if s.enf != nil {
-		ds := s.enf.Log().Decisions
-		if mark = len(ds); mark > 0 {
-			lastCount = max(ds[mark-1].Count, 1)
-		}
+		mark, lastCount = s.enf.Mark()
 	}
 	args := j.Unit.Args
 	if len(args) == 0 {
@@ -414,13 +415,8 @@ func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	if s.enf != nil && j.Enforcer != nil {
 		// The connections the sandbox made while the exec ran: its own,
 		// or a background process's (the proxy cannot tell them apart).
-		ds := s.enf.Log().Decisions
-		for i := max(mark-1, 0); i < len(ds); i++ {
-			d, n := ds[i], max(ds[i].Count, 1)
-			if i == mark-1 {
-				n -= lastCount // the repeats made while the exec ran
-			}
-			for range n {
+		for _, d := range s.enf.Since(mark, lastCount) {
+			for range d.Count {
 				j.Enforcer.Note(d.Kind, d.Op, d.Target, d.Allow, d.Rule)
 			}
 		}
@@ -475,7 +471,9 @@ wait:
 			break wait
 		case <-again.C:
 		case <-grace:
+			s.mu.Lock()
 			s.notes = append(s.notes, fmt.Sprintf("S1: init did not end the sandbox and commit its writes within %s; killed", CommitGrace))
+			s.mu.Unlock()
 			p.cmd.Process.Signal(syscall.SIGKILL)
 			<-p.done
 			break wait
