@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +17,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // SocketName is the service's socket in the state directory.
@@ -153,30 +157,96 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 
 // Exec runs a command in a live sandbox, writing its output to stdout
 // and stderr as it comes, and returns the sealed run. Cancelling ctx
-// ends the exec; the service seals it as interrupted.
+// interrupts the exec: the service seals it, and its result is still
+// returned (or, when it cannot be had within InterruptWait, ctx's
+// error). When writing its output fails, the exec is interrupted the
+// same way and its result is returned with an *OutputError.
 func (c *Client) Exec(ctx context.Context, id string, x ExecSpec, stdout, stderr io.Writer) (*Result, error) {
 	return c.stream(ctx, "/v1/sandboxes/"+url.PathEscape(id)+"/exec", x, stdout, stderr)
 }
 
-// Run makes a one-shot sealed run through the service.
+// Run makes a one-shot sealed run through the service: what `sandbox
+// run` does in-process. Cancelling ctx and failed writes are as for
+// Exec.
 func (c *Client) Run(ctx context.Context, x ExecSpec, stdout, stderr io.Writer) (*Result, error) {
 	return c.stream(ctx, "/v1/runs", x, stdout, stderr)
 }
+
+// Interrupt interrupts the caller's call in flight named key (an
+// ExecSpec's InterruptKey).
+func (c *Client) Interrupt(ctx context.Context, key string) error {
+	return c.call(ctx, "POST", "/v1/interrupts/"+url.PathEscape(key), nil, nil)
+}
+
+// InterruptWait bounds how long a call whose context ended waits for its
+// sealed result once the service was asked to interrupt it.
+const InterruptWait = 15 * time.Second
 
 // ErrNoResult is returned when a stream ends without a result: the
 // connection broke.
 var ErrNoResult = errors.New("client: the service's stream ended without a result")
 
+// OutputError is a failure to write a call's output to the caller's
+// writer (a closed pipe): the call was interrupted because of it.
+type OutputError struct{ Err error }
+
+func (e *OutputError) Error() string { return "client: writing the program's output: " + e.Err.Error() }
+func (e *OutputError) Unwrap() error { return e.Err }
+
+func newKey() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// stream makes a call and reads its frames. The request is not tied to
+// ctx directly: when ctx ends, the service is asked to interrupt the
+// call by its key, and the sealed result is still read.
 func (c *Client) stream(ctx context.Context, path string, x ExecSpec, stdout, stderr io.Writer) (*Result, error) {
+	if x.InterruptKey == "" {
+		x.InterruptKey = newKey()
+	}
 	b, err := json.Marshal(x)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.do(ctx, "POST", path, bytes.NewReader(b), "application/json")
+	body, ctype := io.Reader(bytes.NewReader(b)), "application/json"
+	if x.StdinStream != nil && x.Stdin == nil {
+		body, ctype = io.MultiReader(bytes.NewReader(append(b, '\n')), x.StdinStream), StdinStreamType
+	}
+	rctx, drop := context.WithCancel(context.WithoutCancel(ctx))
+	defer drop()
+	var once sync.Once
+	interrupt := func() {
+		once.Do(func() {
+			go func() {
+				ictx, cancel := context.WithTimeout(rctx, InterruptWait)
+				defer cancel()
+				if c.Interrupt(ictx, x.InterruptKey) != nil {
+					drop() // not in flight (yet): the service seals what it started
+					return
+				}
+				<-ictx.Done()
+				drop()
+			}()
+		})
+	}
+	defer context.AfterFunc(ctx, interrupt)()
+	resp, err := c.do(rctx, "POST", path, body, ctype)
 	if err != nil {
-		return nil, err
+		return nil, ended(ctx, err)
 	}
 	defer resp.Body.Close()
+	var outErr error
+	write := func(w io.Writer, p []byte) {
+		if w == nil || len(p) == 0 || outErr != nil {
+			return
+		}
+		if _, err := w.Write(p); err != nil {
+			outErr = &OutputError{err}
+			interrupt()
+		}
+	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	for sc.Scan() {
@@ -189,23 +259,23 @@ func (c *Client) stream(ctx context.Context, path string, x ExecSpec, stdout, st
 			f.Error.Status = resp.StatusCode
 			return nil, f.Error
 		case f.Result != nil:
-			return f.Result, nil
+			return f.Result, outErr
 		}
-		if len(f.Stdout) > 0 && stdout != nil {
-			if _, err := stdout.Write(f.Stdout); err != nil {
-				return nil, err
-			}
-		}
-		if len(f.Stderr) > 0 && stderr != nil {
-			if _, err := stderr.Write(f.Stderr); err != nil {
-				return nil, err
-			}
-		}
+		write(stdout, f.Stdout)
+		write(stderr, f.Stderr)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		return nil, ended(ctx, err)
 	}
-	return nil, ErrNoResult
+	return nil, ended(ctx, ErrNoResult)
+}
+
+// ended is a call's error, with ctx's when ctx ended it.
+func ended(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%w)", context.Cause(ctx), err)
+	}
+	return err
 }
 
 func filesPath(id, p string, q url.Values) string {

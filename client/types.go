@@ -1,6 +1,10 @@
 package client
 
-import "time"
+import (
+	"encoding/json"
+	"io"
+	"time"
+)
 
 // SandboxSpec is what a live sandbox is created with.
 type SandboxSpec struct {
@@ -38,17 +42,44 @@ type Sandbox struct {
 type ExecSpec struct {
 	Args []string          `json:"args"`
 	Env  map[string]string `json:"env,omitempty"`
-	// Dir is the working directory (default: the workspace).
+	// Dir is the working directory (default: the workspace; a one-shot
+	// run's: "/", where its relative paths resolve too).
 	Dir string `json:"dir,omitempty"`
-	// DeadlineMS is the exec's wall-clock limit; 0: the service's
-	// default (one minute).
+	// DeadlineMS is the wall-clock limit; 0: the service's default (one
+	// minute); negative: none.
 	DeadlineMS int64 `json:"deadline_ms,omitempty"`
 	// Stdin is given to the program whole (at most 16 MiB).
 	Stdin []byte `json:"stdin,omitempty"`
-	// One-shot runs only: grants and a tier.
-	Grants []string `json:"grants,omitempty"`
-	Tier   string   `json:"tier,omitempty"`
+	// StdinStream, when set (and Stdin is not), is streamed to the
+	// program as it reads, while its output streams back.
+	StdinStream io.Reader `json:"-"`
+	// InterruptKey names the call, so that cancelling its context
+	// interrupts it and still returns its sealed result (the client
+	// picks one when it is empty).
+	InterruptKey string `json:"interrupt_key,omitempty"`
+
+	// One-shot runs only: grants (in the command line's syntax, and a
+	// set in grants.json's form), a tier, escalation, limits.
+	Grants     []string        `json:"grants,omitempty"`
+	GrantsJSON json.RawMessage `json:"grants_json,omitempty"`
+	Tier       string          `json:"tier,omitempty"`
+	Escalate   bool            `json:"escalate,omitempty"`
+	Limits     *Limits         `json:"limits,omitempty"`
 }
+
+// Limits are a one-shot run's own limits; zero fields take the
+// service's.
+type Limits struct {
+	MemoryBytes int64 `json:"memory_bytes,omitempty"` // S1: its cgroup's memory
+	Pids        int64 `json:"pids,omitempty"`         // S1: its processes and threads
+	CPUMillis   int64 `json:"cpu_millis,omitempty"`   // S1: thousandths of a CPU
+	MemoryPages int64 `json:"memory_pages,omitempty"` // S2: 64 KiB pages of guest memory
+}
+
+// StdinStreamType is the content type of a call whose stdin streams:
+// the ExecSpec as one line of JSON, then the stdin's bytes to the end
+// of the body.
+const StdinStreamType = "application/x-sandbox-exec-stream"
 
 // Result is a run as `sandbox run --json` describes it (docs/cli.md,
 // schema 1: fields are only ever added): an exec, or a one-shot run.

@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/job"
 )
@@ -45,17 +46,17 @@ const (
 )
 
 // runExit is the exit status of `sandbox run` for a sealed run, and whose
-// it is, given the cause its context ended with (a signal sandbox got),
-// if any.
-func runExit(r *host.Run, cause error) (int, string) {
+// it is, given whether its output's reader went away and the cause its
+// context ended with (a signal sandbox got), if any.
+func runExit(r *client.Result, outputClosed bool, cause error) (int, string) {
 	var in interrupted
 	switch {
-	case r.OutputClosed:
+	case outputClosed:
 		return exitSignalBase + int(syscall.SIGPIPE), fromSandbox
-	case errors.As(cause, &in) && r.Result.Outcome.Status != attest.Exited:
+	case errors.As(cause, &in) && (r.Outcome == nil || r.Outcome.Status != string(attest.Exited)):
 		return exitSignalBase + int(in.sig), fromSandbox
 	}
-	return host.ExitStatus(r.Result)
+	return r.ExitStatus, r.ExitFrom
 }
 
 // runErrorExit is the exit status of `sandbox run` when it did not seal
@@ -64,7 +65,10 @@ func runExit(r *host.Run, cause error) (int, string) {
 func runErrorExit(err error) int {
 	var in interrupted
 	var pe *host.ProgramError
+	var ce categorized
 	switch {
+	case errors.As(err, &ce) && ce.e.ExitStatus != 0:
+		return ce.e.ExitStatus // the service's 126 or 127
 	case errors.As(err, &pe) && pe.NotFound:
 		return exitNotFound
 	case errors.As(err, &pe), errors.Is(err, job.ErrNotExecutable):

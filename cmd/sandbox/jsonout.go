@@ -34,8 +34,8 @@ type outcomeJSON = client.Outcome
 
 // sealedJSON describes a sealed run, the exit status sandbox gives and
 // whose it is.
-func sealedJSON(r *host.Run, code int, from string) runJSON {
-	j := *server.ResultOf(r)
+func sealedJSON(r *client.Result, code int, from string) runJSON {
+	j := *r
 	j.ExitStatus, j.ExitFrom = code, from
 	return j
 }
@@ -109,11 +109,11 @@ func runsOf(runs []host.Summary) []runsJSON {
 }
 
 // writeIDFile writes the run's id, and a newline, to path, replaced whole.
-func writeIDFile(path string, r *host.Run) error {
+func writeIDFile(path string, r *client.Result) error {
 	if path == "" {
 		return nil
 	}
-	return safefile.Write(path, []byte(r.ID.String()+"\n"), 0o644)
+	return safefile.Write(path, []byte(r.Run+"\n"), 0o644)
 }
 
 // showJSON is what `sandbox show --json` prints: the claim's facts and

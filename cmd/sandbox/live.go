@@ -17,7 +17,6 @@ import (
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/server"
 )
 
 // EnvHost names the service the CLI talks to: a unix socket's path or
@@ -29,7 +28,7 @@ const EnvHost = "SANDBOX_HOST"
 type noService struct{ where string }
 
 func (e noService) Error() string {
-	return fmt.Sprintf("no sandbox service is running (%s): live sandboxes live in one; start it with 'sandbox serve &', or point $%s at one", e.where, EnvHost)
+	return fmt.Sprintf("no sandbox service is running (%s): start one with 'sandbox serve &' (live sandboxes live in it), or point $%s at one", e.where, EnvHost)
 }
 
 func (noService) Unavailable() bool { return true }
@@ -169,13 +168,13 @@ func execCmd(g *globals) *cobra.Command {
 		Use:   "exec [flags] SANDBOX -- COMMAND [ARGS...]",
 		Short: "Run a command in a live sandbox, sealed as a run of its own",
 		Long: `Run COMMAND in a live sandbox (see 'sandbox create'), with its output
-streamed as it comes and sandbox's stdin given to it when it is not a
-terminal and --no-stdin is not given (read whole first, at most 16 MiB).
+streamed as it comes and sandbox's stdin streamed to it when it is not a
+terminal and --no-stdin is not given.
 The exec is sealed as a run of its own: its receipt from its own cgroup,
 its attestation naming the sandbox; it is listed by 'sandbox runs' and
 checked by 'sandbox verify' like any run. Interrupting sandbox (Ctrl-C)
-ends the exec, which is sealed as interrupted; processes it started in
-the background keep running. Its own failures (a bad flag, no service,
+interrupts the exec, which is sealed and summed up as usual (exit 130);
+processes it started in the background keep running. Its own failures (a bad flag, no service,
 an unknown sandbox) exit 125, as run's do.
 
 ` + runExitTable,
@@ -190,14 +189,7 @@ an unknown sandbox) exit 125, as run's do.
 				return err
 			}
 			if !noStdin && !isTerminal(os.Stdin) {
-				b, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), server.MaxStdin+1))
-				if err != nil {
-					return err
-				}
-				if len(b) > server.MaxStdin {
-					return errs.Usage{Err: fmt.Errorf("stdin: more than %d bytes; upload it with 'sandbox cp' and read the file", server.MaxStdin)}
-				}
-				x.Stdin = b
+				x.StdinStream = cmd.InOrStdin()
 			}
 			cl, err := g.client()
 			if err != nil {
@@ -205,32 +197,23 @@ an unknown sandbox) exit 125, as run's do.
 			}
 			defer cl.Close()
 			res, err := cl.Exec(cmd.Context(), args[0], x, cmd.OutOrStdout(), cmd.ErrOrStderr())
-			if err != nil {
+			var oe *client.OutputError
+			if res == nil {
 				// As for run: sandbox's own statuses are 125 to 127
 				// (exit.go), the message first.
-				code := exitFailed
-				var ae *client.APIError
-				if errors.As(err, &ae) && ae.ExitStatus != 0 {
-					code = ae.ExitStatus
-				}
-				err = apiErr(err)
-				if c := context.Cause(cmd.Context()); c != nil {
-					err = fmt.Errorf("%w (%w)", err, c)
-					code = runErrorExit(c)
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: %v\n", err)
-				return exitError{code}
+				return apiErr(err)
 			}
+			code, _ := runExit(res, errors.As(err, &oe), context.Cause(cmd.Context()))
 			switch {
 			case asJSON:
 				printJSON(cmd.ErrOrStderr(), res)
 			case !quiet:
 				printSummary(cmd.ErrOrStderr(), res)
-			case res.Outcome == nil || res.Outcome.Status != "exited":
+			case res.Outcome == nil || res.Outcome.Status != "exited" || oe != nil:
 				fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: ended  %s\n", describeOutcome(res.Outcome))
 			}
-			if res.ExitStatus != 0 {
-				return exitError{res.ExitStatus}
+			if code != 0 {
+				return exitError{code}
 			}
 			return nil
 		},

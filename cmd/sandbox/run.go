@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/energy"
@@ -100,6 +99,7 @@ func runCmd(g *globals) *cobra.Command {
 		quiet    bool
 		jsonDest string
 		idFile   string
+		local    bool
 	)
 	c := &cobra.Command{
 		Use:   "run [flags] -- (MODULE.wasm | COMMAND) [ARGS...]",
@@ -137,6 +137,13 @@ that resolves to a private or loopback address is refused unless that
 address was granted. --inject adds a header the host holds to requests to
 one granted host; for HTTPS the run trusts its own certificate authority
 (` + "`SSL_CERT_FILE`" + ` and friends point at it). See docs/egress.md.
+
+When a service is running ('sandbox serve': its socket in the state
+directory, or $SANDBOX_HOST), the run is made by it, with the same
+output, exit status and records (in the service's state directory), and
+stdin streamed to it; a Ctrl-C interrupts it there and its sealed result
+still comes back. A run with --inject, or --local, is made in this
+process; so is any run when no service answers on the socket.
 
 Grants:
 ` + grant.Syntax + `
@@ -176,6 +183,40 @@ Injected credentials (--inject):
 				}
 				want = &t
 			}
+			out := runOutput{quiet: quiet, json: jsonDest, idFile: idFile}
+			if !local {
+				cl, forced, err := g.service()
+				if err != nil {
+					return err
+				}
+				switch {
+				case cl == nil:
+				case len(gf.inject) > 0 && forced:
+					cl.Close()
+					return errs.Usage{Err: fmt.Errorf("--inject: a credential is read by the process that runs the egress proxy, and $%s names a service: run in-process with --local", EnvHost)}
+				case len(gf.inject) > 0:
+					cl.Close() // the credential stays in this process
+				default:
+					defer cl.Close()
+					x, err := runSpec(g, args, env, s, tierArg, escalate, deadline)
+					if err != nil {
+						return err
+					}
+					if !isTerminal(os.Stdin) {
+						x.StdinStream = cmd.InOrStdin()
+					}
+					res, err := cl.Run(cmd.Context(), x, cmd.OutOrStdout(), cmd.ErrOrStderr())
+					var oe *client.OutputError
+					switch {
+					case res != nil:
+						return out.finish(cmd, res, errors.As(err, &oe))
+					case !forced && errors.As(apiErr(err), new(noService)):
+						// A socket nothing serves on: the run is made here.
+					default:
+						return apiErr(err)
+					}
+				}
+			}
 			req, err := host.Command(host.CommandLine{Args: args, Env: env, Grants: s})
 			if err != nil {
 				return err
@@ -204,31 +245,7 @@ Injected credentials (--inject):
 				}
 				return err
 			}
-			code, from := runExit(r, context.Cause(cmd.Context()))
-			switch {
-			case jsonDest == "-":
-				// The object takes the summary's place.
-			case !quiet:
-				printSummary(cmd.ErrOrStderr(), server.ResultOf(r))
-			case r.Result.Outcome.Status != attest.Exited || r.OutputClosed:
-				// Whatever the exit status does not say by itself is said,
-				// -q or not.
-				fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: ended  %s\n", describeOutcome(server.OutcomeOf(r.Result)))
-			}
-			if err := writeIDFile(idFile, r); err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: --id-file: %v\n", err)
-				code, from = exitFailed, fromSandbox
-			}
-			if jsonDest != "" {
-				if err := emitRunJSON(jsonDest, cmd.ErrOrStderr(), sealedJSON(r, code, from)); err != nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: --json: %v\n", err)
-					code = exitFailed
-				}
-			}
-			if code != 0 {
-				return exitError{code}
-			}
-			return nil
+			return out.finish(cmd, server.ResultOf(r), r.OutputClosed)
 		},
 	}
 	gf.add(c)
@@ -241,6 +258,7 @@ Injected credentials (--inject):
 	c.Flags().StringVar(&jsonDest, "json", "", "at the end, one JSON object (run id, outcome, exit status and whose it is, tier, energy per class, records directory; docs/cli-json.md) on stderr in place of the summary, or with --json=FILE in FILE")
 	c.Flags().Lookup("json").NoOptDefVal = "-"
 	c.Flags().StringVar(&idFile, "id-file", "", "write the sealed run's id (b3:…) to this file")
+	c.Flags().BoolVar(&local, "local", false, "run in this process even when a service is running (see above)")
 	limitFlags(c, g, "a native run's")
 	return c
 }

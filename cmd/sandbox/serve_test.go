@@ -1,8 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -245,4 +252,160 @@ func TestServeKilledLeavesNothing(t *testing.T) {
 			t.Fatalf("left in runs/: %s", e.Name())
 		}
 	}
+}
+
+// servedRuns is how many runs the service in home has sealed, from its
+// /metrics.
+func servedRuns(t *testing.T, home string) int {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(home, client.SocketName))
+	}}}
+	resp, err := hc.Get("http://sandbox/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "sandbox_runs_total{") {
+			var k int
+			fmt.Sscan(l[strings.LastIndexByte(l, ' ')+1:], &k)
+			n += k
+		}
+	}
+	return n
+}
+
+// With a service running, run is made by it: the same output, exit
+// statuses and summary as in-process, stdin streamed, Ctrl-C and a
+// closed pipe handled alike; --local, --inject and a socket nothing
+// serves on run in-process.
+func TestRunThroughService(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("S1 runs need root here")
+	}
+	home := t.TempDir()
+	srv := startServe(t, home)
+	if out, e, code := runCLI(t, home, "piped in", "run", "-q", "--", "cat"); code != 0 || out != "piped in" || e != "" {
+		t.Fatalf("run through the service: %d %q %q", code, out, e)
+	}
+	if _, e, code := runCLI(t, home, "", "run", "--", "sh", "-c", "exit 3"); code != 3 || !strings.Contains(e, "sandbox: run    b3:") || !strings.Contains(e, "sandbox: records "+home+"/runs/") {
+		t.Fatalf("exit status and summary: %d %s", code, e)
+	}
+	if _, e, code := runCLI(t, home, "", "run", "-q", "--", "/no/such"); code != 127 || !strings.Contains(e, "no such file") {
+		t.Fatalf("a missing program: %d %s", code, e)
+	}
+	if _, e, code := runCLI(t, home, "", "run", "-q", "--deadline", "300ms", "--", "sleep", "5"); code != 124 || !strings.Contains(e, "deadline") {
+		t.Fatalf("--deadline: %d %s", code, e)
+	}
+	if _, e, code := runCLI(t, home, "", "run", "-q", "--pids", "1", "--", "true"); code != 125 || !strings.Contains(e, "--pids") {
+		t.Fatalf("--pids 1: %d %s", code, e)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "in.txt"), []byte("granted\n"), 0o644)
+	cmd := cliCmd(t, home, nil, "run", "-q", "--grant", "fs:.:ro", "--", "cat", "in.txt")
+	cmd.Dir = dir
+	if out, err := cmd.Output(); err != nil || string(out) != "granted\n" {
+		t.Fatalf("a relative grant, resolved where run was started: %v %q", err, out)
+	}
+	jf := filepath.Join(t.TempDir(), "r.json")
+	if _, e, code := runCLI(t, home, "", "run", "-q", "--json="+jf, "--", "true"); code != 0 {
+		t.Fatalf("--json: %d %s", code, e)
+	}
+	var res client.Result
+	if b, _ := os.ReadFile(jf); json.Unmarshal(b, &res) != nil || !res.Sealed || res.ExitFrom != "guest" {
+		t.Fatalf("--json: %+v", res)
+	}
+	if _, e, code := runCLI(t, home, "", "verify", "--trust-host", res.Run); code != 0 {
+		t.Fatalf("verify %s: %d %s", res.Run, code, e)
+	}
+	if n := servedRuns(t, home); n != 5 {
+		t.Fatalf("the service sealed %d runs; want 5 (a missing program and --pids 1 are refused before a run)", n)
+	}
+
+	// Stdin streams: the program's answer to the first line comes back
+	// before the second is written.
+	cmd = cliCmd(t, home, nil, "run", "-q", "--", "sh", "-c", `read a; echo "got $a"; read b; echo "got $b"`)
+	in, _ := cmd.StdinPipe()
+	outR, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(outR)
+	io.WriteString(in, "one\n")
+	if l, err := br.ReadString('\n'); err != nil || l != "got one\n" {
+		t.Fatalf("first answer: %q %v", l, err)
+	}
+	io.WriteString(in, "two\n")
+	in.Close()
+	if l, _ := br.ReadString('\n'); l != "got two\n" {
+		t.Fatalf("second answer: %q", l)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Ctrl-C: interrupted there, summed up here, 130.
+	cmd = cliCmd(t, home, nil, "run", "--", "sh", "-c", "echo up; exec sleep 60")
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	outR, _ = cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := bufio.NewReader(outR).ReadString('\n'); l != "up\n" {
+		t.Fatalf("%q", l)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	if err := cmd.Wait(); exitCode(err) != 130 || !strings.Contains(e.String(), "sandbox: ended  killed (interrupted)") || !strings.Contains(e.String(), "sandbox: records ") {
+		t.Fatalf("Ctrl-C: %v\n%s", err, e.String())
+	}
+	if l := waitGone("sleep 60", 5*time.Second); len(l) > 0 {
+		t.Fatalf("left running: %v", l)
+	}
+
+	// A closed pipe: 141, as in-process.
+	cmd = cliCmd(t, home, nil, "run", "-q", "--", "yes")
+	outR, _ = cmd.StdoutPipe()
+	cmd.Start()
+	bufio.NewReader(outR).ReadString('\n')
+	outR.Close()
+	if err := cmd.Wait(); exitCode(err) != 141 {
+		t.Fatalf("closed pipe: %v", err)
+	}
+	before := servedRuns(t, home)
+
+	// --local runs here; so does a run with --inject.
+	if _, e, code := runCLI(t, home, "", "run", "-q", "--local", "--", "true"); code != 0 {
+		t.Fatalf("--local: %d %s", code, e)
+	}
+	if _, e, code := runCLI(t, home, "", "run", "-q", "--grant", "net:example.com:443", "--inject", "example.com:X-Key=env:HOME", "--", "true"); code != 0 {
+		t.Fatalf("--inject: %d %s", code, e)
+	}
+	if n := servedRuns(t, home); n != before {
+		t.Fatalf("--local or --inject went through the service: %d runs, were %d", n, before)
+	}
+	// A socket nothing serves on: in-process. $SANDBOX_HOST must answer.
+	srv.Process.Kill()
+	srv.Wait()
+	if out, e, code := runCLI(t, home, "still", "run", "-q", "--", "cat"); code != 0 || out != "still" {
+		t.Fatalf("with a dead service's socket: %d %q %s", code, out, e)
+	}
+	cmd = cliCmd(t, home, []string{"SANDBOX_HOST=" + filepath.Join(home, client.SocketName)}, "run", "-q", "--", "true")
+	if b, err := cmd.CombinedOutput(); exitCode(err) != 125 || !strings.Contains(string(b), "no sandbox service is running") {
+		t.Fatalf("$SANDBOX_HOST with no service: %v %s", err, b)
+	}
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
 }

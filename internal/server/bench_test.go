@@ -24,7 +24,7 @@ import (
 // sealed one-shot run through the API; oneshot-s1 and oneshot-s2: the
 // sandbox CLI with no service.
 func BenchmarkFastPath(b *testing.B) {
-	_, _, c := serve(b)
+	h, _, c := serve(b)
 	ctx := context.Background()
 	hello, err := guest.C("hello")
 	if err != nil {
@@ -81,8 +81,13 @@ func BenchmarkFastPath(b *testing.B) {
 	if out, err := exec.Command("go", "build", "-o", filepath.Join(tmp, "sandbox-s1"), "github.com/opensubstrate/sandbox/cmd/sandbox-s1").CombinedOutput(); err != nil {
 		b.Fatalf("build sandbox-s1: %v %s", err, out)
 	}
-	home := filepath.Join(tmp, "home")
-	for _, o := range []struct{ name, arg string }{{"oneshot-s1", "/bin/true"}, {"oneshot-s2", hello}} {
+	// One-shot: the CLI alone, and the CLI through the running service.
+	for _, o := range []struct{ name, home, arg string }{
+		{"oneshot-s1", filepath.Join(tmp, "home"), "/bin/true"},
+		{"oneshot-s2", filepath.Join(tmp, "home"), hello},
+		{"oneshot-s1-via-service", h.Store.Root(), "/bin/true"},
+	} {
+		home := o.home
 		b.Run(o.name, func(b *testing.B) {
 			cmd := func() *exec.Cmd {
 				c := exec.Command(sbx, "--home", home, "run", "-q", "--", o.arg)

@@ -18,6 +18,8 @@ func FuzzRequestBody(f *testing.F) {
 		`{"args":["sh","-c","echo"],"stdin":"YWJj","deadline_ms":5}`,
 		`{"tier": 1}`, `{"colour":"red"}`, `{`, ``, `{} {}`, `[]`, `null`, `{"grants":["fs:relative:rw"]}`,
 		`{"args":"x"}`, `{"stdin":"!!"}`, `{"memory_bytes":1e400}`,
+		`{"args":["true"],"limits":{"pids":1,"memory_pages":-1}}` + "\nstdin bytes", `{"args":["true"],"grants_json":{"cpu":[]}}` + "\n",
+		`{"args":["x"],"interrupt_key":"0123456789abcdef"}`,
 	} {
 		f.Add(s)
 	}
@@ -33,6 +35,23 @@ func FuzzRequestBody(f *testing.F) {
 				continue
 			}
 			switch x := v.(type) {
+			case *client.ExecSpec:
+				for _, ctype := range []string{"application/json", client.StdinStreamType} {
+					r := httptest.NewRequest("POST", "/v1/runs", strings.NewReader(body))
+					r.Header.Set("Content-Type", ctype)
+					c, err := decodeExec(httptest.NewRecorder(), r)
+					if err == nil {
+						_, err = limitsOf(c.Limits)
+					}
+					if err == nil {
+						_, err = runGrants(c.ExecSpec)
+					}
+					if err != nil {
+						if k := errs.Of(err); k != errs.Invalid && k != errs.Limit {
+							t.Fatalf("%s %q: %v is %s, want invalid or limit", ctype, body, err, k)
+						}
+					}
+				}
 			case *client.SandboxSpec:
 				if _, err := parseGrants(x.Grants); err != nil && errs.Of(err) != errs.Invalid {
 					t.Fatalf("grants %q: %v", x.Grants, err)

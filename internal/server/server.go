@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -38,7 +37,7 @@ var OpenAPI []byte
 // Bounds on what a request may carry.
 const (
 	MaxBody  = 1 << 20  // a JSON request body
-	MaxStdin = 16 << 20 // an exec's stdin, in its JSON body
+	MaxStdin = 16 << 20 // an exec's stdin, in its JSON body (streamed: unbounded)
 	// DefaultDeadline is an exec's deadline when it gives none.
 	DefaultDeadline = time.Minute
 )
@@ -54,6 +53,7 @@ type Server struct {
 	MaxUpload int64
 
 	metrics metrics
+	calls   interrupts
 	base    context.Context
 	cancel  context.CancelCauseFunc
 	once    sync.Once
@@ -98,6 +98,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT /v1/sandboxes/{id}/files", s.upload)
 	mux.HandleFunc("GET /v1/sandboxes/{id}/files", s.download)
 	mux.HandleFunc("POST /v1/runs", s.run)
+	mux.HandleFunc("POST /v1/interrupts/{key}", s.interrupt)
 	return s.logged(mux)
 }
 
@@ -118,6 +119,10 @@ type statusWriter struct {
 }
 
 func (w *statusWriter) WriteHeader(c int) { w.code = c; w.ResponseWriter.WriteHeader(c) }
+
+// Unwrap gives http.ResponseController the connection's writer (read
+// deadlines, full duplex).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (w *statusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
@@ -204,27 +209,32 @@ func decode(w http.ResponseWriter, r *http.Request, v any, max int64) error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, max))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		var se *json.SyntaxError
-		var me *http.MaxBytesError
-		switch {
-		case errors.As(err, &me):
-			return &host.LimitError{What: fmt.Sprintf("a request body is at most %d bytes", me.Limit)}
-		case errors.As(err, &te):
-			return badRequest(fmt.Sprintf("request body: field %q: want %s, got %s", te.Field, te.Type, te.Value))
-		case errors.As(err, &se):
-			return badRequest(fmt.Sprintf("request body: malformed JSON at byte %d: %v", se.Offset, err))
-		case errors.Is(err, io.ErrUnexpectedEOF):
-			return badRequest("request body: malformed JSON: it ends early")
-		case errors.Is(err, io.EOF):
-			return badRequest("request body: empty; want a JSON object")
-		}
-		return badRequest("request body: " + err.Error())
+		return decodeError(err)
 	}
 	if dec.More() {
 		return badRequest("request body: more than one JSON value")
 	}
 	return nil
+}
+
+// decodeError names what is wrong with a JSON body.
+func decodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	var me *http.MaxBytesError
+	switch {
+	case errors.As(err, &me):
+		return &host.LimitError{What: fmt.Sprintf("a request body is at most %d bytes", me.Limit)}
+	case errors.As(err, &te):
+		return badRequest(fmt.Sprintf("request body: field %q: want %s, got %s", te.Field, te.Type, te.Value))
+	case errors.As(err, &se):
+		return badRequest(fmt.Sprintf("request body: malformed JSON at byte %d: %v", se.Offset, err))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("request body: malformed JSON: it ends early")
+	case errors.Is(err, io.EOF):
+		return badRequest("request body: empty; want a JSON object")
+	}
+	return badRequest("request body: " + err.Error())
 }
 
 // badRequest is a request that cannot be served as it is: 400.
@@ -336,166 +346,6 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.sandbox(-1)
 	w.WriteHeader(204)
-}
-
-// frames streams an exec's output as NDJSON frames, flushed as they come.
-type frames struct {
-	mu sync.Mutex
-	w  http.ResponseWriter
-	f  http.Flusher
-}
-
-func (f *frames) send(fr client.Frame) error {
-	b, _ := json.Marshal(fr)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	_, err := f.w.Write(append(b, '\n'))
-	if f.f != nil {
-		f.f.Flush()
-	}
-	return err
-}
-
-type stream struct {
-	f      *frames
-	stderr bool
-}
-
-// Write sends what the program wrote as one frame. An error (the caller
-// went away) is returned to the host, whose tee keeps the record whole.
-func (s stream) Write(p []byte) (int, error) {
-	fr := client.Frame{Stdout: p}
-	if s.stderr {
-		fr = client.Frame{Stderr: p}
-	}
-	if err := s.f.send(fr); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-// decodeExec reads an exec's or a run's body: a command, and stdin
-// within its bound.
-func decodeExec(w http.ResponseWriter, r *http.Request) (client.ExecSpec, error) {
-	var x client.ExecSpec
-	if err := decode(w, r, &x, MaxBody+MaxStdin*4/3); err != nil {
-		return x, err
-	}
-	if len(x.Args) == 0 {
-		return x, badRequest("field \"args\": want the command and its arguments")
-	}
-	if len(x.Stdin) > MaxStdin {
-		return x, &host.LimitError{What: fmt.Sprintf("an exec's stdin is at most %d bytes", MaxStdin)}
-	}
-	return x, nil
-}
-
-func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
-	x, err := decodeExec(w, r)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	if len(x.Grants) > 0 || x.Tier != "" {
-		writeErr(w, badRequest("fields \"grants\" and \"tier\" are a sandbox's, given when it is created, not an exec's"))
-		return
-	}
-	s.stream(w, r, func(ctx context.Context, stdout, stderr io.Writer) (*host.Run, error) {
-		return s.Host.Exec(ctx, r.PathValue("id"), owner(r), host.ExecRequest{Args: x.Args, Env: x.Env, Dir: x.Dir,
-			Deadline: deadline(x.DeadlineMS), Stdin: stdin(x.Stdin), Stdout: stdout, Stderr: stderr})
-	})
-}
-
-func deadline(ms int64) time.Duration {
-	if ms <= 0 {
-		return DefaultDeadline
-	}
-	return time.Duration(ms) * time.Millisecond
-}
-
-func stdin(b []byte) io.Reader {
-	if b == nil {
-		return nil
-	}
-	return bytes.NewReader(b)
-}
-
-// run is a one-shot sealed run through the service.
-func (s *Server) run(w http.ResponseWriter, r *http.Request) {
-	x, err := decodeExec(w, r)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	g, err := parseGrants(x.Grants)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	var want *tier.Tier
-	if x.Tier != "" {
-		t, err := parseTier(x.Tier, 0)
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		want = &t
-	}
-	cwd := x.Dir
-	if cwd == "" {
-		cwd = "/"
-	}
-	req, err := host.Command(host.CommandLine{Args: x.Args, Env: x.Env, Grants: g, Cwd: cwd})
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	req.Tier, req.Deadline, req.Stdin = want, deadline(x.DeadlineMS), stdin(x.Stdin)
-	s.stream(w, r, func(ctx context.Context, stdout, stderr io.Writer) (*host.Run, error) {
-		req.Stdout, req.Stderr = stdout, stderr
-		return s.Host.Run(ctx, req)
-	})
-}
-
-// stream runs do with the caller's output streamed as frames; the last
-// frame is the sealed result, or the error. Before the first frame an
-// error is an HTTP status; after it, an error frame.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, do func(context.Context, io.Writer, io.Writer) (*host.Run, error)) {
-	f, _ := w.(http.Flusher)
-	started := false
-	begin := func() {
-		if !started {
-			started = true
-			w.Header().Set("Content-Type", "application/x-ndjson")
-			w.WriteHeader(200)
-		}
-	}
-	fr := &frames{w: &beginWriter{ResponseWriter: w, begin: begin}, f: f}
-	ctx := r.Context()
-	res, err := do(ctx, stream{f: fr}, stream{f: fr, stderr: true})
-	if err != nil {
-		s.metrics.failed()
-		if !started {
-			writeErr(w, err)
-			return
-		}
-		e := apiError(err)
-		fr.send(client.Frame{Error: &e})
-		return
-	}
-	s.metrics.run(res)
-	fr.send(client.Frame{Result: ResultOf(res)})
-}
-
-// beginWriter writes the status line before the first frame.
-type beginWriter struct {
-	http.ResponseWriter
-	begin func()
-}
-
-func (b *beginWriter) Write(p []byte) (int, error) {
-	b.begin()
-	return b.ResponseWriter.Write(p)
 }
 
 // ResultOf describes a sealed run as `sandbox run --json` does.

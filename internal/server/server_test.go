@@ -1,10 +1,12 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guest"
 	"github.com/opensubstrate/sandbox/internal/host"
 )
@@ -182,13 +185,18 @@ func TestServiceClientGoneMidExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Gone: the connection drops mid-exec (no interrupt asked for).
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &signalWriter{want: "up", seen: make(chan struct{})}
-	go func() { <-w.seen; cancel() }()
-	_, err = c.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"sh", "-c", "echo up; exec sleep 60"}}, w, nil)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("got %v", err)
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://sandbox/v1/sandboxes/"+sb.ID+"/exec", strings.NewReader(`{"args": ["sh", "-c", "echo up; exec sleep 60"]}`))
+	resp, err := rawClient(h).Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if l, _ := bufio.NewReader(resp.Body).ReadString('\n'); !strings.Contains(l, "stdout") {
+		t.Fatalf("first frame %q", l)
+	}
+	cancel()
+	resp.Body.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		runs, _ := h.Runs()
@@ -210,16 +218,119 @@ func TestServiceClientGoneMidExec(t *testing.T) {
 	}
 }
 
+// rawClient talks HTTP to h's service socket, for requests the client
+// package would not make.
+func rawClient(h *host.Host) *http.Client {
+	sock := filepath.Join(h.Store.Root(), client.SocketName)
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+}
+
+// A client that cancels its call interrupts it by its key, and still
+// gets its sealed result; a key names one call in flight.
+func TestServiceInterruptByKey(t *testing.T) {
+	_, _, c := serve(t)
+	sb, err := c.Create(context.Background(), client.SandboxSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &signalWriter{want: "up", seen: make(chan struct{})}
+	key := "a-key-of-sixteen-or-more"
+	go func() {
+		<-w.seen
+		x := client.ExecSpec{Args: []string{"true"}, InterruptKey: key}
+		if _, err := c.Exec(context.Background(), sb.ID, x, nil, nil); status(err) != 400 || !strings.Contains(err.Error(), "interrupt_key") {
+			t.Errorf("a second call with the key in flight: %v", err)
+		}
+		cancel()
+	}()
+	x := client.ExecSpec{Args: []string{"sh", "-c", "echo up; exec sleep 60"}, InterruptKey: key}
+	res, err := c.Exec(ctx, sb.ID, x, w, nil)
+	if err != nil || res == nil || res.Outcome.Status != "killed" || !res.Sealed || res.ExitStatus != 130 {
+		t.Fatalf("an interrupted exec: %+v %v\n%+v", res.Outcome, err, res)
+	}
+	if err := c.Interrupt(context.Background(), key); status(err) != 404 {
+		t.Fatalf("interrupting a call that ended: %v", err)
+	}
+}
+
+// Stdin streams: the program answers a line before the next is written,
+// and a program that stops reading ends its call while its caller still
+// holds stdin open.
+func TestServiceStreamedStdin(t *testing.T) {
+	_, _, c := serve(t)
+	sb, err := c.Create(context.Background(), client.SandboxSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range []struct {
+		name string
+		do   func(client.ExecSpec, io.Writer) (*client.Result, error)
+	}{
+		{"run", func(x client.ExecSpec, w io.Writer) (*client.Result, error) { return c.Run(context.Background(), x, w, nil) }},
+		{"exec", func(x client.ExecSpec, w io.Writer) (*client.Result, error) {
+			return c.Exec(context.Background(), sb.ID, x, w, nil)
+		}},
+	} {
+		t.Run(call.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			w := &signalWriter{want: "got one", seen: make(chan struct{})}
+			done := make(chan error, 1)
+			go func() {
+				res, err := call.do(client.ExecSpec{Args: []string{"sh", "-c", `read a; echo "got $a"; read b; echo "got $b"`}, StdinStream: pr}, w)
+				if err == nil && res.ExitStatus != 0 {
+					err = fmt.Errorf("exit status %d", res.ExitStatus)
+				}
+				done <- err
+			}()
+			io.WriteString(pw, "one\n")
+			select {
+			case <-w.seen:
+			case <-time.After(15 * time.Second):
+				t.Fatal("the answer to the first line did not come before the second was written: stdin is not streamed")
+			}
+			io.WriteString(pw, "two\n")
+			pw.Close()
+			if err := <-done; err != nil || w.buf.String() != "got one\ngot two\n" {
+				t.Fatalf("%v %q", err, w.buf.String())
+			}
+
+			// head reads three bytes and exits; stdin stays open.
+			pr, pw = io.Pipe()
+			defer pw.Close()
+			go io.WriteString(pw, "abcdef")
+			var out bytes.Buffer
+			res, err := call.do(client.ExecSpec{Args: []string{"head", "-c", "3"}, StdinStream: pr}, &out)
+			if err != nil || res.ExitStatus != 0 || out.String() != "abc" {
+				t.Fatalf("%+v %v %q", res, err, out.String())
+			}
+		})
+	}
+}
+
 // Bad input gets a status from the one category map, naming what.
 func TestServiceBadInput(t *testing.T) {
 	h, _, c := serve(t)
 	h.MaxLive(1)
-	sock := filepath.Join(h.Store.Root(), client.SocketName)
-	raw := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
+	raw := rawClient(h)
+	var inj grant.Set
+	if err := inj.Parse("net:example.com:443", "/"); err != nil {
+		t.Fatal(err)
+	}
+	if err := inj.Inject("example.com:X-Key=env:HOME"); err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := inj.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	injected := string(b)
+	ctype := "application/json"
 	do := func(method, path, body string) (int, string) {
 		req, _ := http.NewRequest(method, "http://sandbox"+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", ctype)
 		resp, err := raw.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -253,6 +364,14 @@ func TestServiceBadInput(t *testing.T) {
 		{"GET", "/v1/sandboxes/sb-000000000000/files?path=/tmp", ``, 404, "no such sandbox"},
 		{"POST", "/v1/runs", `{"args": []}`, 400, `field \"args\"`},
 		{"POST", "/v1/runs", `{"args": ["/no/such/program"]}`, 400, "no such file"},
+		{"POST", "/v1/runs", `{"args": ["true"], "limits": {"pids": 1}}`, 400, `field \"limits.pids\"`},
+		{"POST", "/v1/runs", `{"args": ["true"], "limits": {"memory_bytes": 4096}}`, 400, `field \"limits.memory_bytes\"`},
+		{"POST", "/v1/runs", `{"args": ["true"], "limits": {"memory_pages": 70000}}`, 400, `field \"limits.memory_pages\"`},
+		{"POST", "/v1/runs", `{"args": ["true"], "limits": {"cpus": 1}}`, 400, `unknown field \"cpus\"`},
+		{"POST", "/v1/runs", `{"args": ["true"], "interrupt_key": "short"}`, 400, `field \"interrupt_key\"`},
+		{"POST", "/v1/runs", `{"args": ["true"], "grants_json": {"colour": 1}}`, 400, `field \"grants_json\"`},
+		{"POST", "/v1/runs", `{"args": ["true"], "grants_json": ` + injected + `}`, 400, "injected credentials"},
+		{"POST", "/v1/interrupts/no-such-call-in-flight", ``, 404, "no call of yours"},
 	} {
 		code, body := do(tc.method, tc.path, tc.body)
 		if code != tc.code || !strings.Contains(body, tc.says) {
@@ -272,6 +391,7 @@ func TestServiceBadInput(t *testing.T) {
 		says               string
 	}{
 		{"POST", "/v1/sandboxes/" + sb.ID + "/exec", `{"args": ["true"], "grants": ["cpu:1J"]}`, 400, "given when it is created"},
+		{"POST", "/v1/sandboxes/" + sb.ID + "/exec", `{"args": ["true"], "limits": {"pids": 9}}`, 400, "given when it is created"},
 		{"POST", "/v1/sandboxes/" + sb.ID + "/exec", `{"args": "true"}`, 400, `field \"args\"`},
 		{"PUT", "/v1/sandboxes/" + sb.ID + "/files?path=" + sb.Workspace + "/x&mode=999", `x`, 400, "mode"},
 		{"PUT", "/v1/sandboxes/" + sb.ID + "/files?path=" + sb.Workspace + "/../etc/x", `x`, 400, "clean path"},
@@ -284,6 +404,19 @@ func TestServiceBadInput(t *testing.T) {
 			t.Errorf("%s %s %.60q: %d %s; want %d saying %s", tc.method, tc.path, tc.body, code, body, tc.code, tc.says)
 		}
 	}
+	ctype = client.StdinStreamType
+	for _, tc := range []struct{ body, says string }{
+		{`{"args": ["true"]}`, "without a newline"},
+		{`{"args": ["true"], "stdin": "aGk="}` + "\n", `field \"stdin\"`},
+		{`{"args": ["true"]} {}` + "\n", "more than one JSON value"},
+		{`{"args": [1]}` + "\nstdin", `field \"args`},
+		{strings.Repeat(" ", MaxBody+2) + "\n", "at most"},
+	} {
+		if code, body := do("POST", "/v1/runs", tc.body); code/100 != 4 || !strings.Contains(body, tc.says) {
+			t.Errorf("streamed %.60q: %d %s; want a 4xx saying %s", tc.body, code, body, tc.says)
+		}
+	}
+	ctype = "application/json"
 	if code, body := do("GET", "/metrics", ""); code != 200 || !strings.Contains(body, `sandbox_http_requests_total{code="400"}`) || !strings.Contains(body, "sandbox_live_sandboxes 1") {
 		t.Errorf("metrics: %d %s", code, body)
 	}
