@@ -269,7 +269,9 @@ func TestServiceStreamedStdin(t *testing.T) {
 		name string
 		do   func(client.ExecSpec, io.Writer) (*client.Result, error)
 	}{
-		{"run", func(x client.ExecSpec, w io.Writer) (*client.Result, error) { return c.Run(context.Background(), x, w, nil) }},
+		{"run", func(x client.ExecSpec, w io.Writer) (*client.Result, error) {
+			return c.Run(context.Background(), x, w, nil)
+		}},
 		{"exec", func(x client.ExecSpec, w io.Writer) (*client.Result, error) {
 			return c.Exec(context.Background(), sb.ID, x, w, nil)
 		}},
