@@ -66,12 +66,30 @@ const (
 	Missing Code = "missing"
 	// Unrecognised: the input is no artifact type this verifier knows.
 	Unrecognised Code = "unrecognised"
+	// Phase: a run record's segment its phase does not allow: an
+	// execution or a suspension while parked, a resumption while active.
+	Phase Code = "phase"
+	// Closed: a segment after a run record was closed.
+	Closed Code = "closed"
+	// SnapshotMismatch: a resumption whose snapshot is not, by address,
+	// the one the record's last suspension recorded.
+	SnapshotMismatch Code = "snapshot-mismatch"
+	// ManifestMismatch: the resuming environment's manifest is not the
+	// one the record's suspension recorded.
+	ManifestMismatch Code = "manifest-mismatch"
+	// Splice: a run record, or a continuation of one, under another unit
+	// or another grant set: a new run, not this one.
+	Splice Code = "splice"
+	// HeadMismatch: a hash-chained log does not reach the head something
+	// cites for it.
+	HeadMismatch Code = "head-mismatch"
 )
 
 // Codes lists every code, in the order docs/spec/conformance.md tables them.
 var Codes = []Code{Malformed, Truncated, NonCanonical, Float, IntRange, NonShortest, Indefinite, UnsortedKeys,
 	DuplicateKey, UnknownField, MissingField, Invalid, Alg, UnknownCritical, Header, Signature, WeakKey,
-	UntrustedKey, Address, TotalMismatch, Extended, Missing, Unrecognised}
+	UntrustedKey, Address, TotalMismatch, Extended, Missing, Unrecognised,
+	Phase, Closed, SnapshotMismatch, ManifestMismatch, Splice, HeadMismatch}
 
 // Known reports whether c is one of Codes.
 func Known(c Code) bool {

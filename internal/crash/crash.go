@@ -25,6 +25,15 @@ const (
 // Points lists the points of a run in order.
 var Points = []string{Probed, Partial, Init, Started, Ended, Sealing, Sealed}
 
+// The points of an append to a hash-chained log (internal/chain).
+const (
+	LogWritten = "log-written" // the entry's line is written, not yet fsynced
+	LogSynced  = "log-synced"  // fsynced, not yet acknowledged
+)
+
+// LogPoints lists the points of an append in order.
+var LogPoints = []string{LogWritten, LogSynced}
+
 var at, sig = parse(os.Getenv(Env))
 
 func parse(v string) (string, syscall.Signal) {

@@ -20,6 +20,9 @@ type Partial struct {
 	s     *Store
 	files []*os.File
 	ready map[string]*os.File // made ahead (Ready), not yet handed out
+	// synced are files made ahead and handed out: empty and fsynced when
+	// they were made, they need no fsync while they stay empty.
+	synced map[*os.File]bool
 	done  bool
 	// dirty says an entry was made in the directory since it was last
 	// fsynced (one made ahead was fsynced then, with its files).
@@ -58,8 +61,17 @@ func (s *Store) begin(names []string) (*Partial, error) {
 	}
 	p.dirty = true
 	if len(names) > 0 {
-		// Made ahead, off the run's path: its entries are made durable
-		// now, so that a run that only writes into them need not.
+		// Made ahead, off the run's path: its files and entries are
+		// made durable now, so that a run that only writes into them
+		// need not sync the directory, nor a file it leaves empty.
+		made := make([]*os.File, 0, len(p.ready))
+		for _, f := range p.ready {
+			made = append(made, f)
+		}
+		if err := syncAll(made, nil); err != nil {
+			p.Abort()
+			return nil, err
+		}
 		if err := safefile.SyncDir(dir); err != nil {
 			p.Abort()
 			return nil, err
@@ -170,6 +182,10 @@ func (p *Partial) Create(name string) (*os.File, error) {
 	if f, ok := p.ready[name]; ok {
 		delete(p.ready, name)
 		p.files = append(p.files, f)
+		if p.synced == nil {
+			p.synced = map[*os.File]bool{}
+		}
+		p.synced[f] = true
 		return f, nil
 	}
 	f, err := os.OpenFile(filepath.Join(p.Dir, name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
@@ -203,7 +219,7 @@ func (p *Partial) Commit(id addr.Addr) (string, error) {
 		p.dirty = true
 	}
 	p.ready = nil
-	if err := syncAll(p.files); err != nil {
+	if err := syncAll(p.files, p.synced); err != nil {
 		return "", err
 	}
 	if p.dirty {
@@ -260,10 +276,13 @@ func (p *Partial) close() {
 // syncAll fsyncs files concurrently: the flushes overlap in the device
 // queue instead of waiting for each other, and every one still completes
 // before the run directory is renamed into place.
-func syncAll(files []*os.File) error {
+func syncAll(files []*os.File, synced map[*os.File]bool) error {
 	errs := make([]error, len(files))
 	var wg sync.WaitGroup
 	for i, f := range files {
+		if fi, err := f.Stat(); err == nil && fi.Size() == 0 && synced[f] {
+			continue // still as it was made and fsynced
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

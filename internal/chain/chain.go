@@ -1,0 +1,198 @@
+package chain
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"github.com/zeebo/blake3"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/crash"
+	"github.com/opensubstrate/sandbox/internal/safefile"
+	"github.com/opensubstrate/sandbox/reject"
+)
+
+// Step is one link of a chain: BLAKE3(head ‖ entry).
+func Step(head addr.Addr, entry []byte) addr.Addr {
+	h := blake3.New()
+	h.Write(head[:])
+	h.Write(entry)
+	var out addr.Addr
+	h.Sum(out[:0])
+	return out
+}
+
+// Genesis is BLAKE3 of a domain tag and what the log binds, concatenated.
+func Genesis(domain string, bound ...[]byte) addr.Addr {
+	h := blake3.New()
+	h.Write([]byte(domain))
+	for _, b := range bound {
+		h.Write(b)
+	}
+	var out addr.Addr
+	h.Sum(out[:0])
+	return out
+}
+
+// MaxEntry bounds one entry's bytes.
+const MaxEntry = 1 << 20
+
+// Split cuts a log's bytes into its entries. A final fragment without its
+// newline is no entry: torn is its length. An empty line, or a line over
+// MaxEntry, is refused, naming the line.
+func Split(b []byte) (entries [][]byte, torn int, err error) {
+	n := 0
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return entries, len(b), nil
+		}
+		n++
+		switch {
+		case i == 0:
+			return nil, 0, reject.New(reject.Malformed, fmt.Sprintf("line %d", n), "an empty line: a log holds one entry per line")
+		case i > MaxEntry:
+			return nil, 0, reject.New(reject.Invalid, fmt.Sprintf("line %d", n), "an entry of %d bytes, over the bound of %d", i, MaxEntry)
+		}
+		entries = append(entries, b[:i:i])
+		b = b[i+1:]
+	}
+	return entries, 0, nil
+}
+
+// Read returns the entries of the log at path, and the length of a torn
+// final fragment. A missing file is the genesis: no entries, no error.
+func Read(path string) (entries [][]byte, torn int, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	entries, torn, err = Split(b)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return entries, torn, nil
+}
+
+// BusyError is a log another writer holds open.
+type BusyError struct{ Path string }
+
+func (e *BusyError) Error() string {
+	return e.Path + ": another process is appending to this log"
+}
+
+// Unavailable makes it the unavailable category.
+func (e *BusyError) Unavailable() bool { return true }
+
+// File is a log opened for appending.
+type File struct {
+	mu   sync.Mutex
+	path string
+	f    *os.File
+	size int64 // bytes of whole entries
+}
+
+// OpenFile opens the log at path for appending, and returns its entries
+// for the caller to replay before it appends: the file is made (and its
+// directory synced) if missing, held against other writers, and a torn
+// final fragment is cut.
+func OpenFile(path string) (*File, [][]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	// One writer at a time: a second would interleave its entries with
+	// a head it never replayed.
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, nil, &BusyError{Path: path}
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	entries, torn, err := Split(b)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	lf := &File{path: path, f: f, size: int64(len(b) - torn)}
+	if torn > 0 {
+		if err := lf.cut(); err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+	}
+	if len(b) == 0 {
+		if err := safefile.SyncDir(filepath.Dir(path)); err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+	}
+	return lf, entries, nil
+}
+
+// cut truncates the file to its whole entries and syncs it.
+func (l *File) cut() error {
+	if err := l.f.Truncate(l.size); err != nil {
+		return fmt.Errorf("%s: cut back to its whole entries: %w", l.path, err)
+	}
+	return l.f.Sync()
+}
+
+// Append writes entry and a newline at the end of the log and fsyncs it.
+// The entry is acknowledged only when Append returns nil; otherwise the
+// file is cut back to what it held.
+func (l *File) Append(entry []byte) error {
+	if len(entry) == 0 || len(entry) > MaxEntry || bytes.IndexByte(entry, '\n') >= 0 {
+		return reject.New(reject.Invalid, l.path, "an entry is 1 to %d bytes on one line", MaxEntry)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return fmt.Errorf("%s: %w", l.path, os.ErrClosed)
+	}
+	line := make([]byte, 0, len(entry)+1)
+	line = append(append(line, entry...), '\n')
+	if _, err := l.f.WriteAt(line, l.size); err != nil {
+		l.cut()
+		return fmt.Errorf("%s: append: %w", l.path, err)
+	}
+	crash.At(crash.LogWritten)
+	if err := l.f.Sync(); err != nil {
+		l.cut()
+		return fmt.Errorf("%s: append: %w", l.path, err)
+	}
+	crash.At(crash.LogSynced)
+	l.size += int64(len(line))
+	return nil
+}
+
+// Size is the bytes of the log's whole entries.
+func (l *File) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.size
+}
+
+// Close closes the file.
+func (l *File) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
+}

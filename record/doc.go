@@ -1,0 +1,29 @@
+// Package record is the durable run record of seed 000 ("the record is
+// the run"): an append-only, hash-chained list of segments belonging to
+// one unit under one grant set. docs/spec/run-record.md is its
+// specification; conformance/v1/durable.json holds its wire vectors.
+//
+// A record is JSONL (internal/chain's discipline): its first line is the
+// genesis entry naming the unit and the grant set, every further line one
+// segment in canonical JSON (internal/canon's profile). The head is
+// replayed, never stored:
+//
+//	head₀ = BLAKE3("sandbox.runrecord/1" ‖ unit ‖ grants)   (raw 32-byte digests)
+//	headₙ = BLAKE3(headₙ₋₁ ‖ segmentₙ)                      (the segment's line, no newline)
+//
+// Segments are Executed (an attestation's address), Suspended (a
+// snapshot: the retained filesystem root, the memory image where one is
+// kept, the environment manifest), Resumed (the snapshot restored and
+// the idle energy the parked state drew, with its provenance) and Closed.
+//
+// Invariants (Apply refuses each with its reject code):
+//   - Executed and Suspended only while active (phase); Resumed only
+//     while parked (phase), with the snapshot of the last suspension,
+//     identical by address (snapshot-mismatch); nothing after Closed
+//     (closed); Closed at any point, parked too.
+//   - A record verifies only from its genesis: every line is checked,
+//     in order, and the head is recomputed; a file that does not parse
+//     is an error, never a shorter history.
+//   - Two records cannot be spliced: the genesis binds the unit and the
+//     grant set, and a continuation under others is refused (splice).
+package record

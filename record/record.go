@@ -1,0 +1,353 @@
+package record
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/chain"
+	"github.com/opensubstrate/sandbox/reject"
+)
+
+// Domain is the genesis's domain tag, and the genesis entry's "record".
+const Domain = "sandbox.runrecord/1"
+
+// Genesis is head₀ of the record of unit under grants.
+func Genesis(unit, grants addr.Addr) addr.Addr {
+	return chain.Genesis(Domain, unit[:], grants[:])
+}
+
+// Header is a record's first line: what its genesis binds.
+type Header struct {
+	Record string    `json:"record"` // Domain
+	Unit   addr.Addr `json:"unit"`
+	Grants addr.Addr `json:"grants"`
+}
+
+// Kind is a segment's kind.
+type Kind string
+
+// The segment kinds.
+const (
+	Executed  Kind = "executed"
+	Suspended Kind = "suspended"
+	Resumed   Kind = "resumed"
+	Closed    Kind = "closed"
+)
+
+// Snapshot is what a suspension retained, by content address.
+type Snapshot struct {
+	// Root is the retained filesystem tree (the workspace).
+	Root addr.Addr `json:"root"`
+	// Memory is the memory image, where the executor keeps one.
+	Memory *addr.Addr `json:"memory,omitempty"`
+	// Manifest is the environment manifest the run was created from: a
+	// resumption's environment must satisfy it.
+	Manifest addr.Addr `json:"manifest"`
+}
+
+// Equal reports whether two snapshots name the same objects.
+func (s Snapshot) Equal(o Snapshot) bool {
+	if s.Root != o.Root || s.Manifest != o.Manifest || (s.Memory == nil) != (o.Memory == nil) {
+		return false
+	}
+	return s.Memory == nil || *s.Memory == *o.Memory
+}
+
+// Segment is one entry after the genesis.
+type Segment struct {
+	Kind Kind
+	// Attestation is an Executed segment's sealed run.
+	Attestation addr.Addr
+	// Snapshot is a Suspended segment's, and the one a Resumed segment
+	// restored.
+	Snapshot Snapshot
+	// IdleUJ is a Resumed segment's idle energy in µJ: what the retained
+	// state drew while parked; IdleProvenance says how it was had
+	// ("Measured <source>" or "Estimator <model>").
+	IdleUJ         uint64
+	IdleProvenance string
+	// Reason is a Closed segment's, optional.
+	Reason string
+}
+
+// The wire forms of the segments, one struct per kind: every member
+// without omitempty is required.
+type (
+	executedWire struct {
+		Kind        Kind      `json:"kind"`
+		Attestation addr.Addr `json:"attestation"`
+	}
+	suspendedWire struct {
+		Kind     Kind     `json:"kind"`
+		Snapshot Snapshot `json:"snapshot"`
+	}
+	resumedWire struct {
+		Kind           Kind     `json:"kind"`
+		Snapshot       Snapshot `json:"snapshot"`
+		IdleUJ         uint64   `json:"idle_uj"`
+		IdleProvenance string   `json:"idle_provenance"`
+	}
+	closedWire struct {
+		Kind   Kind   `json:"kind"`
+		Reason string `json:"reason,omitempty"`
+	}
+)
+
+// MaxIdleUJ bounds idle_uj: the canonical profile's integers are below
+// 2^53.
+const MaxIdleUJ = 1<<53 - 1
+
+// Bytes is the segment's canonical line (no newline): what is hashed.
+func (s Segment) Bytes() ([]byte, error) {
+	var v any
+	switch s.Kind {
+	case Executed:
+		v = executedWire{s.Kind, s.Attestation}
+	case Suspended:
+		v = suspendedWire{s.Kind, s.Snapshot}
+	case Resumed:
+		if s.IdleUJ > MaxIdleUJ {
+			return nil, reject.New(reject.IntRange, "idle_uj", "%d µJ is at or above 2^53", s.IdleUJ)
+		}
+		v = resumedWire{s.Kind, s.Snapshot, s.IdleUJ, s.IdleProvenance}
+	case Closed:
+		v = closedWire{s.Kind, s.Reason}
+	default:
+		return nil, reject.New(reject.Invalid, "kind", "%q is no segment kind", s.Kind)
+	}
+	b, err := canon.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := ParseSegment(b); err != nil {
+		return nil, err // what this writes, it must read back
+	}
+	return b, nil
+}
+
+// ParseSegment decodes a segment's line strictly: canonical JSON, the
+// members its kind defines and no others, addresses that name something.
+func ParseSegment(b []byte) (Segment, error) {
+	if err := canon.Check(b); err != nil {
+		return Segment{}, err
+	}
+	var k struct {
+		Kind Kind `json:"kind"`
+	}
+	if err := json.Unmarshal(b, &k); err != nil {
+		return Segment{}, reject.Wrap(reject.Invalid, "kind", err)
+	}
+	var s Segment
+	switch k.Kind {
+	case Executed:
+		var w executedWire
+		if err := canon.Decode(b, &w); err != nil {
+			return Segment{}, err
+		}
+		s = Segment{Kind: w.Kind, Attestation: w.Attestation}
+		if s.Attestation.IsZero() {
+			return Segment{}, reject.New(reject.MissingField, "attestation", "the all-zero address names nothing")
+		}
+	case Suspended:
+		var w suspendedWire
+		if err := canon.Decode(b, &w); err != nil {
+			return Segment{}, err
+		}
+		s = Segment{Kind: w.Kind, Snapshot: w.Snapshot}
+	case Resumed:
+		var w resumedWire
+		if err := canon.Decode(b, &w); err != nil {
+			return Segment{}, err
+		}
+		s = Segment{Kind: w.Kind, Snapshot: w.Snapshot, IdleUJ: w.IdleUJ, IdleProvenance: w.IdleProvenance}
+		if !provenance(s.IdleProvenance) {
+			return Segment{}, reject.New(reject.Invalid, "idle_provenance", "%q: want \"Measured <source>\" or \"Estimator <model>\"", s.IdleProvenance)
+		}
+	case Closed:
+		var w closedWire
+		if err := canon.Decode(b, &w); err != nil {
+			return Segment{}, err
+		}
+		s = Segment{Kind: w.Kind, Reason: w.Reason}
+	case "":
+		return Segment{}, reject.New(reject.MissingField, "kind", "a segment names its kind")
+	default:
+		return Segment{}, reject.New(reject.Invalid, "kind", "%q is no segment kind", k.Kind)
+	}
+	if s.Kind == Suspended || s.Kind == Resumed {
+		switch {
+		case s.Snapshot.Root.IsZero():
+			return Segment{}, reject.New(reject.MissingField, "snapshot.root", "the all-zero address names nothing")
+		case s.Snapshot.Manifest.IsZero():
+			return Segment{}, reject.New(reject.MissingField, "snapshot.manifest", "the all-zero address names nothing")
+		case s.Snapshot.Memory != nil && s.Snapshot.Memory.IsZero():
+			return Segment{}, reject.New(reject.MissingField, "snapshot.memory", "the all-zero address names nothing")
+		}
+	}
+	return s, nil
+}
+
+// provenance says whether p is "Measured <source>" or "Estimator <model>".
+func provenance(p string) bool {
+	for _, pre := range []string{"Measured ", "Estimator "} {
+		if len(p) > len(pre) && p[:len(pre)] == pre {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseHeader decodes a record's first line strictly.
+func ParseHeader(b []byte) (Header, error) {
+	var h Header
+	if err := canon.Unmarshal(b, &h); err != nil {
+		return Header{}, err
+	}
+	switch {
+	case h.Record != Domain:
+		return Header{}, reject.New(reject.Unrecognised, "record", "%q: this verifier knows %q", h.Record, Domain)
+	case h.Unit.IsZero():
+		return Header{}, reject.New(reject.MissingField, "unit", "the all-zero address names nothing")
+	case h.Grants.IsZero():
+		return Header{}, reject.New(reject.MissingField, "grants", "the all-zero address names nothing")
+	}
+	return h, nil
+}
+
+// Phase is where a record stands.
+type Phase string
+
+// The phases.
+const (
+	Active Phase = "active" // it may execute, be suspended, be closed
+	Parked Phase = "parked" // suspended: it may be resumed or closed
+	Ended  Phase = "closed" // nothing more
+)
+
+// State is a record replayed to its head.
+type State struct {
+	Header   Header
+	Head     addr.Addr
+	Phase    Phase
+	Segments int // after the genesis
+	Executed int
+	// Last is the last suspension's snapshot (nil before any).
+	Last *Snapshot
+	// IdleUJ is the idle energy of every resumption, summed.
+	IdleUJ uint64
+}
+
+// New is the state of a record at its genesis.
+func New(h Header) State {
+	return State{Header: h, Head: Genesis(h.Unit, h.Grants), Phase: Active}
+}
+
+// Check says whether seg may follow st, naming the rule it breaks.
+func (st *State) Check(seg Segment) error {
+	where := fmt.Sprintf("segment %d", st.Segments+1)
+	if st.Phase == Ended {
+		return reject.New(reject.Closed, where, "a %s segment after the record was closed", seg.Kind)
+	}
+	switch seg.Kind {
+	case Executed, Suspended:
+		if st.Phase == Parked {
+			return reject.New(reject.Phase, where, "%s while parked: a parked run is resumed first", seg.Kind)
+		}
+	case Resumed:
+		if st.Phase != Parked {
+			return reject.New(reject.Phase, where, "resumed while active: only a suspended run is resumed")
+		}
+		if !seg.Snapshot.Equal(*st.Last) {
+			return reject.New(reject.SnapshotMismatch, where, "the snapshot resumed (root %s) is not the one suspended (root %s)", seg.Snapshot.Root, st.Last.Root)
+		}
+		if st.IdleUJ+seg.IdleUJ > MaxIdleUJ {
+			return reject.New(reject.IntRange, where, "the record's idle energy reaches 2^53 µJ")
+		}
+	case Closed:
+	default:
+		return reject.New(reject.Invalid, where, "%q is no segment kind", seg.Kind)
+	}
+	return nil
+}
+
+// Apply checks seg against st and advances st over its line b.
+func (st *State) Apply(seg Segment, b []byte) error {
+	if err := st.Check(seg); err != nil {
+		return err
+	}
+	st.Head = chain.Step(st.Head, b)
+	st.Segments++
+	switch seg.Kind {
+	case Executed:
+		st.Executed++
+	case Suspended:
+		snap := seg.Snapshot
+		st.Last, st.Phase = &snap, Parked
+	case Resumed:
+		st.Phase = Active
+		st.IdleUJ += seg.IdleUJ
+	case Closed:
+		st.Phase = Ended
+	}
+	return nil
+}
+
+// Verify replays a record's entries from its genesis: the header, then
+// every segment, each checked against the rules. The error names the
+// line.
+func Verify(entries [][]byte) (State, error) {
+	if len(entries) == 0 {
+		return State{}, reject.New(reject.Missing, "line 1", "a record begins with its genesis entry")
+	}
+	h, err := ParseHeader(entries[0])
+	if err != nil {
+		if seg, serr := ParseSegment(entries[0]); serr == nil {
+			err = reject.New(reject.Missing, "", "a record begins with its genesis entry, not an %s segment", seg.Kind)
+		}
+		return State{}, at(1, err)
+	}
+	st := New(h)
+	for i, b := range entries[1:] {
+		seg, err := ParseSegment(b)
+		if err == nil {
+			err = st.Apply(seg, b)
+		}
+		if err != nil {
+			return st, at(i+2, err)
+		}
+	}
+	return st, nil
+}
+
+// VerifyBytes verifies a record in its wire form: the file's bytes. A
+// final line without its newline is refused (truncated): in the wire
+// form every entry is whole.
+func VerifyBytes(b []byte) (State, error) {
+	entries, torn, err := chain.Split(b)
+	if err != nil {
+		return State{}, err
+	}
+	if torn > 0 {
+		return State{}, reject.New(reject.Truncated, fmt.Sprintf("line %d", len(entries)+1), "%d bytes without their newline", torn)
+	}
+	return Verify(entries)
+}
+
+// at puts a line number in front of where an error happened.
+func at(line int, err error) error {
+	if re, ok := err.(*reject.Error); ok {
+		e := *re
+		e.Where = fmt.Sprintf("line %d", line) + prefix(e.Where)
+		return &e
+	}
+	return fmt.Errorf("line %d: %w", line, err)
+}
+
+func prefix(w string) string {
+	if w == "" {
+		return ""
+	}
+	return ": " + w
+}
