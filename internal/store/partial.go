@@ -23,7 +23,7 @@ type Partial struct {
 	// synced are files made ahead and handed out: empty and fsynced when
 	// they were made, they need no fsync while they stay empty.
 	synced map[*os.File]bool
-	done  bool
+	done   bool
 	// dirty says an entry was made in the directory since it was last
 	// fsynced (one made ahead was fsynced then, with its files).
 	dirty bool
