@@ -298,6 +298,12 @@ func (st *State) Apply(seg Segment, b []byte) error {
 // every segment, each checked against the rules. The error names the
 // line.
 func Verify(entries [][]byte) (State, error) {
+	return replay(entries, nil)
+}
+
+// replay is Verify, calling each with every head the record has, from
+// head₀ on.
+func replay(entries [][]byte, each func(addr.Addr)) (State, error) {
 	if len(entries) == 0 {
 		return State{}, reject.New(reject.Missing, "line 1", "a record begins with its genesis entry")
 	}
@@ -309,6 +315,9 @@ func Verify(entries [][]byte) (State, error) {
 		return State{}, at(1, err)
 	}
 	st := New(h)
+	if each != nil {
+		each(st.Head)
+	}
 	for i, b := range entries[1:] {
 		seg, err := ParseSegment(b)
 		if err == nil {
@@ -317,22 +326,55 @@ func Verify(entries [][]byte) (State, error) {
 		if err != nil {
 			return st, at(i+2, err)
 		}
+		if each != nil {
+			each(st.Head)
+		}
 	}
 	return st, nil
+}
+
+// wire cuts a record's wire form into its entries: every entry whole.
+func wire(b []byte) ([][]byte, error) {
+	entries, torn, err := chain.Split(b)
+	if err != nil {
+		return nil, err
+	}
+	if torn > 0 {
+		return nil, reject.New(reject.Truncated, fmt.Sprintf("line %d", len(entries)+1), "%d bytes without their newline", torn)
+	}
+	return entries, nil
 }
 
 // VerifyBytes verifies a record in its wire form: the file's bytes. A
 // final line without its newline is refused (truncated): in the wire
 // form every entry is whole.
 func VerifyBytes(b []byte) (State, error) {
-	entries, torn, err := chain.Split(b)
+	entries, err := wire(b)
 	if err != nil {
 		return State{}, err
 	}
-	if torn > 0 {
-		return State{}, reject.New(reject.Truncated, fmt.Sprintf("line %d", len(entries)+1), "%d bytes without their newline", torn)
-	}
 	return Verify(entries)
+}
+
+// Reaches verifies a record's wire form and that it reaches cited: the
+// head something cites for it (an attestation, an export) is its head
+// now or was its head after some segment (the record grew since). A
+// record whose entries were changed, dropped or spliced under another
+// genesis does not reach a head cited before (head-mismatch).
+func Reaches(b []byte, cited addr.Addr) (State, error) {
+	entries, err := wire(b)
+	if err != nil {
+		return State{}, err
+	}
+	seen := false
+	st, err := replay(entries, func(h addr.Addr) { seen = seen || h == cited })
+	if err != nil {
+		return st, err
+	}
+	if !seen {
+		return st, reject.New(reject.HeadMismatch, "", "the record never had head %s (its head is %s)", cited, st.Head)
+	}
+	return st, nil
 }
 
 // at puts a line number in front of where an error happened.

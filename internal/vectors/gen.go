@@ -311,6 +311,14 @@ func Generate() (map[string][]byte, error) {
 	p.add(Entry{Name: "addresses", Path: "positive/addresses.json", Kind: "addresses", Expect: ExpectOK,
 		About: "inputs and their BLAKE3-256 content addresses"}, map[string][]byte{"positive/addresses.json": addrs})
 
+	dur, err := durableVectors()
+	if err != nil {
+		return nil, err
+	}
+	p.add(Entry{Name: "durable", Path: "positive/durable.json", Kind: KindDurable, Expect: ExpectOK,
+		About: "run records (seed 000) in their wire form, JSONL: positives with the head, phase and counts their replay reaches; negatives with the reject code and line of their first failure (docs/spec/run-record.md)"},
+		map[string][]byte{"positive/durable.json": dur})
+
 	if err := negatives(p, good, k, other); err != nil {
 		return nil, err
 	}

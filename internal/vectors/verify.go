@@ -88,6 +88,14 @@ func check(v *verify.Verifier, dir string, e Entry) Outcome {
 		results = []verify.Result{checkAddresses(p)}
 	case KindEd25519JCS:
 		results = []verify.Result{checkPlain(p)}
+	case KindDurable:
+		r := verify.Result{Path: p, Kind: KindDurable}
+		if b, err := os.ReadFile(p); err != nil {
+			r.Err = err
+		} else if err := CheckDurable(b); err != nil {
+			r.Err = reject.Wrap(reject.Invalid, "", err)
+		}
+		results = []verify.Result{r}
 	case KindEncoding:
 		r := verify.Result{Path: p, Kind: KindEncoding}
 		if b, err := os.ReadFile(p); err != nil {
@@ -114,7 +122,7 @@ func check(v *verify.Verifier, dir string, e Entry) Outcome {
 		o.Why = fmt.Sprintf("got %s, want %s", o.Got, e.Expect)
 	case e.Addr != nil && len(results) > 0 && results[0].Addr != *e.Addr:
 		o.Why = fmt.Sprintf("address %s, manifest says %s", results[0].Addr, *e.Addr)
-	case e.Kind != "run" && e.Kind != "addresses" && e.Kind != KindEd25519JCS && e.Kind != KindEncoding && len(results) > 0 && results[0].Kind != e.Kind:
+	case e.Kind != "run" && e.Kind != "addresses" && e.Kind != KindEd25519JCS && e.Kind != KindEncoding && e.Kind != KindDurable && len(results) > 0 && results[0].Kind != e.Kind:
 		o.Why = fmt.Sprintf("recognised as %s, manifest says %s", results[0].Kind, e.Kind)
 	default:
 		o.Pass = true

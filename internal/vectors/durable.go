@@ -1,0 +1,242 @@
+package vectors
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/record"
+	"github.com/opensubstrate/sandbox/reject"
+)
+
+// KindDurable is the run-record vectors' kind (positive/durable.json).
+const KindDurable = "durable"
+
+// DurableType is durable.json's "type".
+const DurableType = "sandbox.durable-vectors/1"
+
+// Durable is durable.json: run records in their wire form (JSONL) and
+// what a conforming verifier makes of each.
+type Durable struct {
+	Type  string        `json:"type"`
+	Cases []DurableCase `json:"cases"`
+}
+
+// DurableCase is one record. A positive gives the state its replay
+// reaches; a negative the reject code and the line (1-based) of the
+// first failure. Where CitedHead is given, the record must also reach
+// it: be its head, or have been after some segment.
+type DurableCase struct {
+	Name      string     `json:"name"`
+	About     string     `json:"about"`
+	Record    string     `json:"record"`
+	CitedHead *addr.Addr `json:"cited_head,omitempty"`
+	Expect    string     `json:"expect"`
+	Line      int        `json:"line,omitempty"`
+	Head      *addr.Addr `json:"head,omitempty"`
+	Phase     string     `json:"phase,omitempty"`
+	Segments  int        `json:"segments,omitempty"`
+	Executed  int        `json:"executed,omitempty"`
+	IdleUJ    int64      `json:"idle_uj,omitempty"`
+}
+
+// durableVectors builds durable.json.
+func durableVectors() ([]byte, error) {
+	unit, grants := addr.Of([]byte("vector unit")), addr.Of([]byte("vector grants"))
+	a := func(s string) addr.Addr { return addr.Of([]byte(s)) }
+	snap := record.Snapshot{Root: a("workspace tree 1"), Manifest: a("environment manifest")}
+	snap2 := record.Snapshot{Root: a("workspace tree 2"), Manifest: a("environment manifest")}
+	mem := a("memory image")
+	withMem := record.Snapshot{Root: a("workspace tree 1"), Memory: &mem, Manifest: a("environment manifest")}
+	ex := func(n string) record.Segment {
+		return record.Segment{Kind: record.Executed, Attestation: a("attestation " + n)}
+	}
+	su := func(s record.Snapshot) record.Segment { return record.Segment{Kind: record.Suspended, Snapshot: s} }
+	re := func(s record.Snapshot, uj uint64) record.Segment {
+		return record.Segment{Kind: record.Resumed, Snapshot: s, IdleUJ: uj, IdleProvenance: "Estimator storage-retention/1 (5 W per TB retained, labelled)"}
+	}
+	cl := record.Segment{Kind: record.Closed, Reason: "abandoned"}
+	header, err := canon.Marshal(record.Header{Record: record.Domain, Unit: unit, Grants: grants})
+	if err != nil {
+		return nil, err
+	}
+	lines := func(segs ...record.Segment) ([]string, error) {
+		out := []string{string(header)}
+		for _, s := range segs {
+			b, err := s.Bytes()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, string(b))
+		}
+		return out, nil
+	}
+	join := func(ls []string) string { return strings.Join(ls, "\n") + "\n" }
+	var cases []DurableCase
+	pos := func(name, about string, cited *addr.Addr, segs ...record.Segment) ([]string, error) {
+		ls, err := lines(segs...)
+		if err != nil {
+			return nil, err
+		}
+		c := DurableCase{Name: name, About: about, Record: join(ls), CitedHead: cited, Expect: ExpectOK}
+		if err := c.fill(); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		cases = append(cases, c)
+		return ls, nil
+	}
+	neg := func(name, about, rec string, code reject.Code, line int, cited *addr.Addr) {
+		cases = append(cases, DurableCase{Name: name, About: about, Record: rec, CitedHead: cited, Expect: string(code), Line: line})
+	}
+
+	if _, err := pos("genesis-only", "a record of its genesis entry alone: head₀ = BLAKE3(\"sandbox.runrecord/1\" ‖ unit ‖ grants) over the raw 32-byte digests", nil); err != nil {
+		return nil, err
+	}
+	life, err := pos("execute-suspend-resume-execute", "the chain across execute → suspend → resume → execute → suspend → resume → execute; idle energy summed over the resumptions", nil,
+		ex("1"), su(snap), re(snap, 1500), ex("2"), su(snap2), re(snap2, 250), ex("3"))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pos("closed-while-parked", "closed while parked: abandonment is an honest outcome", nil, ex("1"), su(snap), cl); err != nil {
+		return nil, err
+	}
+	if _, err := pos("memory-image", "a snapshot that keeps a memory image, resumed with it", nil, su(withMem), re(withMem, 0), ex("1")); err != nil {
+		return nil, err
+	}
+	// The head after the second segment, cited by something sealed then.
+	early, err := headAfter(life[:3])
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pos("cited-head-reached", "the record grew since a head was cited for it: it reached that head after its second segment", &early,
+		ex("1"), su(snap), re(snap, 1500), ex("2"), su(snap2), re(snap2, 250), ex("3")); err != nil {
+		return nil, err
+	}
+
+	// Negatives, each the life record or a part of it with one change.
+	neg("forked-snapshot", "resumed with a snapshot whose root differs from the one suspended",
+		join(replaceIn(life, 3, snap.Root.String(), snap2.Root.String())), reject.SnapshotMismatch, 4, nil)
+	neg("modified-suspended-snapshot", "the recorded suspension's root changed in the wire form: the resumption no longer restores what was suspended",
+		join(replaceIn(life, 2, snap.Root.String(), a("tampered tree").String())), reject.SnapshotMismatch, 4, nil)
+	fullHead, err := headAfter(life)
+	if err != nil {
+		return nil, err
+	}
+	both := replaceIn(replaceIn(life, 2, snap.Root.String(), a("tampered tree").String()), 3, snap.Root.String(), a("tampered tree").String())
+	neg("modified-snapshot-consistently", "the suspension's and the resumption's root both changed: the record replays, to another head, and does not reach the head cited for it",
+		join(both), reject.HeadMismatch, 0, &fullHead)
+	neg("dropped-segments", "the last two segments dropped: a consistent truncation replays, and only the cited head catches it",
+		join(life[:len(life)-2]), reject.HeadMismatch, 0, &fullHead)
+	other, err := canon.Marshal(record.Header{Record: record.Domain, Unit: unit, Grants: a("other grants")})
+	if err != nil {
+		return nil, err
+	}
+	spliced := append([]string{string(other)}, life[1:]...)
+	neg("spliced-under-other-grants", "the segments of one record under the genesis of another grant set: the heads differ from the first step",
+		join(spliced), reject.HeadMismatch, 0, &fullHead)
+	bad := func(s string) string { return join(append(append([]string{}, life[:2]...), s)) }
+	exB, _ := ex("x").Bytes()
+	neg("executed-while-parked", "an executed segment right after a suspension", join(append(append([]string{}, life[:3]...), string(exB))), reject.Phase, 4, nil)
+	suB, _ := su(snap).Bytes()
+	neg("suspended-while-parked", "two suspensions in a row", join(append(append([]string{}, life[:3]...), string(suB))), reject.Phase, 4, nil)
+	reB, _ := re(snap, 1).Bytes()
+	neg("resumed-while-active", "a resumption with no suspension before it", bad(string(reB)), reject.Phase, 3, nil)
+	clB, _ := cl.Bytes()
+	neg("append-after-close", "an executed segment after the close", join(append(append([]string{}, life[:2]...), string(clB), string(exB))), reject.Closed, 4, nil)
+	neg("non-canonical-segment", "a segment with a space after its opening brace", bad(`{ "attestation":"`+a("attestation 2").String()+`","kind":"executed"}`), reject.NonCanonical, 3, nil)
+	neg("unknown-kind", "a segment of kind \"paused\"", bad(`{"kind":"paused"}`), reject.Invalid, 3, nil)
+	neg("unknown-member", "an executed segment with a member it does not define", bad(`{"attestation":"`+a("attestation 2").String()+`","kind":"executed","note":"x"}`), reject.UnknownField, 3, nil)
+	neg("zero-attestation", "an executed segment naming the all-zero address", bad(`{"attestation":"b3:`+strings.Repeat("0", 64)+`","kind":"executed"}`), reject.MissingField, 3, nil)
+	neg("resumed-without-provenance", "a resumption whose idle energy says nothing of how it was had", join(append(append([]string{}, life[:3]...),
+		strings.Replace(life[3], `"idle_provenance":"Estimator storage-retention/1 (5 W per TB retained, labelled)",`, "", 1))), reject.MissingField, 4, nil)
+	neg("idle-float", "idle_uj with a fraction", join(append(append([]string{}, life[:3]...), strings.Replace(life[3], `"idle_uj":1500`, `"idle_uj":1500.5`, 1))), reject.Float, 4, nil)
+	neg("torn-last-line", "the last line without its newline: in the wire form every entry is whole", strings.TrimSuffix(join(life), "\n"), reject.Truncated, len(life), nil)
+	neg("empty-line", "an empty line between two entries", life[0]+"\n\n"+life[1]+"\n", reject.Malformed, 2, nil)
+	neg("no-genesis", "segments without the genesis entry", join(life[1:]), reject.Missing, 1, nil)
+	neg("other-domain", "a genesis entry of \"sandbox.runrecord/2\"", join(append([]string{strings.Replace(life[0], "runrecord/1", "runrecord/2", 1)}, life[1:]...)), reject.Unrecognised, 1, nil)
+
+	// Every negative must fail as stated here too, before it is published.
+	for _, c := range cases {
+		if err := c.check(); err != nil {
+			return nil, fmt.Errorf("durable vector %s: %w", c.Name, err)
+		}
+	}
+	return canon.Marshal(Durable{Type: DurableType, Cases: cases})
+}
+
+// replaceIn copies ls with old replaced by new in line i (0-based).
+func replaceIn(ls []string, i int, old, new string) []string {
+	out := append([]string{}, ls...)
+	out[i] = strings.Replace(out[i], old, new, 1)
+	return out
+}
+
+// headAfter is the head of a record of these lines.
+func headAfter(ls []string) (addr.Addr, error) {
+	st, err := record.VerifyBytes([]byte(strings.Join(ls, "\n") + "\n"))
+	return st.Head, err
+}
+
+// fill sets a positive's expected state from its replay.
+func (c *DurableCase) fill() error {
+	st, err := c.replay()
+	if err != nil {
+		return err
+	}
+	h := st.Head
+	c.Head, c.Phase, c.Segments, c.Executed, c.IdleUJ = &h, string(st.Phase), st.Segments, st.Executed, int64(st.IdleUJ)
+	return nil
+}
+
+func (c *DurableCase) replay() (record.State, error) {
+	if c.CitedHead != nil {
+		return record.Reaches([]byte(c.Record), *c.CitedHead)
+	}
+	return record.VerifyBytes([]byte(c.Record))
+}
+
+// check replays a case and compares it with what it states.
+func (c *DurableCase) check() error {
+	st, err := c.replay()
+	if c.Expect == ExpectOK {
+		switch {
+		case err != nil:
+			return fmt.Errorf("want ok, got %w", err)
+		case c.Head == nil || st.Head != *c.Head:
+			return fmt.Errorf("head %s, want %v", st.Head, c.Head)
+		case string(st.Phase) != c.Phase || st.Segments != c.Segments || st.Executed != c.Executed || int64(st.IdleUJ) != c.IdleUJ:
+			return fmt.Errorf("state %s/%d/%d/%d, want %s/%d/%d/%d", st.Phase, st.Segments, st.Executed, st.IdleUJ, c.Phase, c.Segments, c.Executed, c.IdleUJ)
+		}
+		return nil
+	}
+	var re *reject.Error
+	switch {
+	case err == nil:
+		return fmt.Errorf("want %s at line %d, got ok", c.Expect, c.Line)
+	case !errors.As(err, &re) || string(re.Code) != c.Expect:
+		return fmt.Errorf("want %s, got %w", c.Expect, err)
+	case c.Line > 0 && !strings.HasPrefix(re.Where, fmt.Sprintf("line %d", c.Line)):
+		return fmt.Errorf("want line %d, got %w", c.Line, err)
+	}
+	return nil
+}
+
+// CheckDurable checks durable.json: every case as it states.
+func CheckDurable(b []byte) error {
+	var d Durable
+	if err := canon.Unmarshal(b, &d); err != nil {
+		return err
+	}
+	if d.Type != DurableType {
+		return reject.New(reject.Unrecognised, "type", "%q, want %q", d.Type, DurableType)
+	}
+	var errs []error
+	for _, c := range d.Cases {
+		if err := c.check(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
