@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/opensubstrate/sandbox/internal/canon"
@@ -217,5 +219,20 @@ func TestCornerCaseVectors(t *testing.T) {
 	}
 	for name := range want {
 		t.Errorf("no vector %s", name)
+	}
+}
+
+// A second implementation, written in Python from docs/spec/run-record.md
+// alone (its own BLAKE3, checked against the official vectors first),
+// agrees with every case of durable.json.
+func TestIndependentRecordVerifier(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal("python3 is needed for the independent verifier (scripts/deps installs it)")
+	}
+	out, err := exec.Command(py, "../../conformance/independent/runrecord.py",
+		"../../conformance/v1/positive/durable.json", "../../testdata/vectors/blake3/test_vectors.json").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), " 0 disagree") {
+		t.Fatalf("%v\n%s", err, out)
 	}
 }

@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""An independent verifier of run records, written from docs/spec/run-record.md
+alone: Python's standard library and a BLAKE3 written here from the BLAKE3
+paper (checked against the official test vectors before anything else), none
+of this project's code.
+
+usage: runrecord.py DURABLE_JSON BLAKE3_TEST_VECTORS_JSON
+       runrecord.py --record FILE [--cited b3:HEX]
+
+The first form checks every case of conformance/v1/positive/durable.json and
+exits 0 only if each ends as the case states. The second verifies one record
+file and prints its head. Limit: canonical form is checked by re-serialising
+with sorted keys, which equals RFC 8785 for the ASCII member names records
+use (JCS sorts by UTF-16 code units, Python by code points).
+"""
+import json
+import sys
+
+# ---- BLAKE3 (hash mode, 32-byte output) --------------------------------------
+IV = [0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A, 0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19]
+PERM = [2, 6, 3, 10, 7, 0, 4, 13, 1, 11, 12, 5, 9, 14, 15, 8]
+CHUNK_START, CHUNK_END, PARENT, ROOT = 1, 2, 4, 8
+M32 = 0xFFFFFFFF
+
+
+def rotr(x, n):
+    return ((x >> n) | (x << (32 - n))) & M32
+
+
+def g(s, a, b, c, d, x, y):
+    s[a] = (s[a] + s[b] + x) & M32
+    s[d] = rotr(s[d] ^ s[a], 16)
+    s[c] = (s[c] + s[d]) & M32
+    s[b] = rotr(s[b] ^ s[c], 12)
+    s[a] = (s[a] + s[b] + y) & M32
+    s[d] = rotr(s[d] ^ s[a], 8)
+    s[c] = (s[c] + s[d]) & M32
+    s[b] = rotr(s[b] ^ s[c], 7)
+
+
+def compress(cv, m, counter, blen, flags):
+    s = cv[:] + IV[:4] + [counter & M32, (counter >> 32) & M32, blen, flags]
+    m = m[:]
+    for r in range(7):
+        g(s, 0, 4, 8, 12, m[0], m[1]); g(s, 1, 5, 9, 13, m[2], m[3])
+        g(s, 2, 6, 10, 14, m[4], m[5]); g(s, 3, 7, 11, 15, m[6], m[7])
+        g(s, 0, 5, 10, 15, m[8], m[9]); g(s, 1, 6, 11, 12, m[10], m[11])
+        g(s, 2, 7, 8, 13, m[12], m[13]); g(s, 3, 4, 9, 14, m[14], m[15])
+        if r < 6:
+            m = [m[i] for i in PERM]
+    return [s[i] ^ s[i + 8] for i in range(8)]
+
+
+def words(block):
+    block = block + bytes(64 - len(block))
+    return [int.from_bytes(block[i:i + 4], "little") for i in range(0, 64, 4)]
+
+
+def chunk_cv(chunk, index, root):
+    cv = IV[:]
+    blocks = [chunk[i:i + 64] for i in range(0, len(chunk), 64)] or [b""]
+    for i, b in enumerate(blocks):
+        flags = (CHUNK_START if i == 0 else 0) | (CHUNK_END if i == len(blocks) - 1 else 0)
+        if root and i == len(blocks) - 1:
+            flags |= ROOT
+        cv = compress(cv, words(b), index, len(b), flags)
+    return cv
+
+
+def parent_cv(left, right, root):
+    return compress(IV[:], left + right, 0, 64, PARENT | (ROOT if root else 0))
+
+
+def blake3(data):
+    chunks = [data[i:i + 1024] for i in range(0, len(data), 1024)] or [b""]
+    if len(chunks) == 1:
+        out = chunk_cv(chunks[0], 0, True)
+    else:
+        # The tree: left subtrees hold the largest power of two of chunks.
+        def tree(lo, hi, root):
+            if hi - lo == 1:
+                return chunk_cv(chunks[lo], lo, False)
+            n = hi - lo
+            left = 1 << ((n - 1).bit_length() - 1)
+            return parent_cv(tree(lo, lo + left, False), tree(lo + left, hi, False), root)
+        out = tree(0, len(chunks), True)
+    return b"".join(w.to_bytes(4, "little") for w in out)
+
+
+def check_blake3(path):
+    with open(path) as f:
+        tv = json.load(f)
+    for case in tv["cases"]:
+        n = case["input_len"]
+        data = bytes(i % 251 for i in range(n))
+        if blake3(data).hex() != case["hash"][:64]:
+            sys.exit("this BLAKE3 disagrees with the official vector of length %d" % n)
+
+
+# ---- canonical JSON, as docs/spec/canonical.md restricts it -------------------
+class Reject(Exception):
+    def __init__(self, code, line, detail):
+        super().__init__("%s at line %d: %s" % (code, line, detail))
+        self.code, self.line = code, line
+
+
+def no_dups(pairs):
+    keys = [k for k, _ in pairs]
+    if len(keys) != len(set(keys)):
+        raise ValueError("duplicate-key")
+    return dict(pairs)
+
+
+def parse_canonical(raw, line):
+    text = raw.decode("utf-8")
+    try:
+        v = json.loads(text, object_pairs_hook=no_dups, parse_float=lambda s: ("FLOAT", s))
+    except ValueError as e:
+        if "duplicate-key" in str(e):
+            raise Reject("duplicate-key", line, "a member twice")
+        code = "truncated" if "Expecting" in str(e) and e.pos >= len(text) - 1 else "malformed"
+        raise Reject(code, line, str(e))
+
+    def walk(x):
+        if isinstance(x, tuple):
+            raise Reject("float", line, x[1])
+        if isinstance(x, bool) or x is None:
+            return
+        if isinstance(x, int) and abs(x) >= 2 ** 53:
+            raise Reject("int-range", line, str(x))
+        if isinstance(x, dict):
+            for y in x.values():
+                walk(y)
+        if isinstance(x, list):
+            for y in x:
+                walk(y)
+    walk(v)
+    if json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False) != text:
+        raise Reject("non-canonical", line, "not its JCS form")
+    if not isinstance(v, dict):
+        raise Reject("invalid", line, "not an object")
+    return v
+
+
+def digest(v, field, line):
+    if not isinstance(v, str) or not v.startswith("b3:") or len(v) != 67:
+        raise Reject("invalid", line, "%s: not an address" % field)
+    b = bytes.fromhex(v[3:])
+    if b == bytes(32):
+        raise Reject("missing-field", line, "%s: the all-zero address" % field)
+    return b
+
+
+def members(obj, required, optional, line):
+    for k in obj:
+        if k not in required and k not in optional:
+            raise Reject("unknown-field", line, k)
+    for k in required:
+        if k not in obj:
+            raise Reject("missing-field", line, k)
+
+
+def snapshot(s, line):
+    if not isinstance(s, dict):
+        raise Reject("invalid", line, "snapshot")
+    members(s, ["root", "manifest"], ["memory"], line)
+    return tuple(digest(s.get(k), k, line) if k in s else None for k in ("root", "manifest", "memory"))
+
+
+# ---- the record --------------------------------------------------------------
+def verify(data, cited=None):
+    if data and not data.endswith(b"\n"):
+        raise Reject("truncated", data.count(b"\n") + 1, "the last line has no newline")
+    lines = data.split(b"\n")[:-1]
+    if not lines:
+        raise Reject("missing", 1, "no genesis entry")
+    for i, l in enumerate(lines):
+        if not l:
+            raise Reject("malformed", i + 1, "an empty line")
+    hdr = parse_canonical(lines[0], 1)
+    if "kind" in hdr:
+        raise Reject("missing", 1, "a segment where the genesis entry belongs")
+    members(hdr, ["record", "unit", "grants"], [], 1)
+    if hdr["record"] != "sandbox.runrecord/1":
+        raise Reject("unrecognised", 1, hdr["record"])
+    head = blake3(b"sandbox.runrecord/1" + digest(hdr["unit"], "unit", 1) + digest(hdr["grants"], "grants", 1))
+    heads = [head]
+    phase, last, segs, executed, idle = "active", None, 0, 0, 0
+    for n, raw in enumerate(lines[1:], start=2):
+        seg = parse_canonical(raw, n)
+        kind = seg.get("kind")
+        if kind == "executed":
+            members(seg, ["kind", "attestation"], [], n)
+            digest(seg["attestation"], "attestation", n)
+        elif kind == "suspended":
+            members(seg, ["kind", "snapshot"], [], n)
+            snap = snapshot(seg["snapshot"], n)
+        elif kind == "resumed":
+            members(seg, ["kind", "snapshot", "idle_uj", "idle_provenance"], [], n)
+            snap = snapshot(seg["snapshot"], n)
+            uj, prov = seg["idle_uj"], seg["idle_provenance"]
+            if not isinstance(uj, int) or isinstance(uj, bool) or uj < 0:
+                raise Reject("invalid", n, "idle_uj")
+            if not isinstance(prov, str) or not any(prov.startswith(p) and len(prov) > len(p) for p in ("Measured ", "Estimator ")):
+                raise Reject("invalid", n, "idle_provenance")
+        elif kind == "closed":
+            members(seg, ["kind"], ["reason"], n)
+        elif kind is None:
+            raise Reject("missing-field", n, "kind")
+        else:
+            raise Reject("invalid", n, "kind %r" % kind)
+        if phase == "closed":
+            raise Reject("closed", n, "after the close")
+        if kind in ("executed", "suspended") and phase == "parked":
+            raise Reject("phase", n, kind + " while parked")
+        if kind == "resumed":
+            if phase != "parked":
+                raise Reject("phase", n, "resumed while active")
+            if snap != last:
+                raise Reject("snapshot-mismatch", n, "not the suspended snapshot")
+            if idle + uj >= 2 ** 53:
+                raise Reject("int-range", n, "idle energy")
+        head = blake3(head + raw)
+        heads.append(head)
+        segs += 1
+        if kind == "executed":
+            executed += 1
+        elif kind == "suspended":
+            phase, last = "parked", snap
+        elif kind == "resumed":
+            phase, idle = "active", idle + uj
+        else:
+            phase = "closed"
+    if cited is not None and cited not in heads:
+        raise Reject("head-mismatch", 0, "the cited head is not among the record's")
+    return {"head": "b3:" + head.hex(), "phase": phase, "segments": segs, "executed": executed, "idle_uj": idle}
+
+
+def main(argv):
+    if argv[1:2] == ["--record"]:
+        cited = bytes.fromhex(argv[4][3:]) if argv[3:4] == ["--cited"] else None
+        with open(argv[2], "rb") as f:
+            try:
+                print(json.dumps(verify(f.read(), cited)))
+            except Reject as e:
+                sys.exit(str(e))
+        return
+    check_blake3(argv[2])
+    with open(argv[1]) as f:
+        pack = json.load(f)
+    bad = 0
+    for c in pack["cases"]:
+        cited = bytes.fromhex(c["cited_head"][3:]) if "cited_head" in c else None
+        try:
+            got = verify(c["record"].encode("utf-8"), cited)
+            want = {k: c.get(k, 0) for k in ("head", "phase", "segments", "executed", "idle_uj")}
+            if c["expect"] != "ok" or got != want:
+                bad += 1
+                print("%s: got ok %s, want %s" % (c["name"], got, c["expect"] if c["expect"] != "ok" else want))
+        except Reject as e:
+            if e.code != c["expect"] or (c.get("line", 0) and e.line != c["line"]):
+                bad += 1
+                print("%s: got %s, want %s at line %d" % (c["name"], e, c["expect"], c.get("line", 0)))
+    print("%d cases, %d disagree" % (len(pack["cases"]), bad))
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
