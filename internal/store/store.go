@@ -110,6 +110,12 @@ func (s *Store) PutBlob(a addr.Addr, b []byte) error {
 	return nil
 }
 
+// HasBlob says whether content with address a is stored.
+func (s *Store) HasBlob(a addr.Addr) bool {
+	_, err := os.Stat(s.Path("blobs", a.Hex()))
+	return err == nil
+}
+
 // Blob returns stored content, checking its address.
 func (s *Store) Blob(a addr.Addr) ([]byte, error) {
 	b, err := os.ReadFile(s.Path("blobs", a.Hex()))

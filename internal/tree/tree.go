@@ -1,0 +1,364 @@
+package tree
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/reject"
+)
+
+// Type is a tree document's "tree".
+const Type = "sandbox.tree/1"
+
+// Bounds.
+const (
+	ChunkSize  = 1 << 20
+	MaxPath    = 4096
+	MaxEntries = 1 << 20
+)
+
+// Tree is a captured directory.
+type Tree struct {
+	Tree    string  `json:"tree"`
+	Entries []Entry `json:"entries"`
+}
+
+// Entry is one thing under the directory.
+type Entry struct {
+	Path   string      `json:"path"`             // slash-separated, relative, clean
+	Kind   string      `json:"kind"`             // "dir", "file" or "link"
+	Mode   int64       `json:"mode,omitempty"`   // permission bits (0777 at most); dirs and files
+	Size   int64       `json:"size,omitempty"`   // files
+	Chunks []addr.Addr `json:"chunks,omitempty"` // files: their content, in order
+	Target string      `json:"target,omitempty"` // links
+}
+
+// Blobs is where chunks and trees are kept, by address.
+type Blobs interface {
+	PutBlob(a addr.Addr, b []byte) error
+	Blob(a addr.Addr) ([]byte, error)
+	HasBlob(a addr.Addr) bool
+}
+
+// Capturer captures directories, remembering the files it read so that
+// an unchanged one is not read again.
+type Capturer struct {
+	Blobs Blobs
+	mu    sync.Mutex
+	seen  map[fileID]Entry
+}
+
+// fileID is what says a file is unchanged since it was last read.
+type fileID struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime syscall.Timespec
+}
+
+// Stats say what a capture did.
+type Stats struct {
+	Files, Dirs, Links int
+	Bytes              int64 // in the files
+	Read               int64 // bytes read (the rest was known unchanged)
+	Stored             int64 // bytes of new chunks stored
+}
+
+// Capture stores the tree of dir and returns its address. dir must be
+// quiescent (its writers frozen) for the tree to be one moment's.
+func (c *Capturer) Capture(dir string) (addr.Addr, Stats, error) {
+	var st Stats
+	t := Tree{Tree: Type}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == dir {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		rel = filepath.ToSlash(rel)
+		if !utf8.ValidString(rel) || len(rel) > MaxPath {
+			return fmt.Errorf("%q: a name that is not UTF-8, or a path over %d bytes, cannot be kept", rel, MaxPath)
+		}
+		if len(t.Entries) >= MaxEntries {
+			return fmt.Errorf("more than %d entries", MaxEntries)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch m := info.Mode(); {
+		case m.IsDir():
+			st.Dirs++
+			t.Entries = append(t.Entries, Entry{Path: rel, Kind: "dir", Mode: int64(m.Perm())})
+		case m&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			if !utf8.ValidString(target) || len(target) > MaxPath {
+				return fmt.Errorf("%q: a link whose target is not UTF-8, or over %d bytes, cannot be kept", rel, MaxPath)
+			}
+			st.Links++
+			t.Entries = append(t.Entries, Entry{Path: rel, Kind: "link", Target: target})
+		case m.IsRegular():
+			e, err := c.file(p, rel, info, &st)
+			if err != nil {
+				return err
+			}
+			st.Files++
+			st.Bytes += e.Size
+			t.Entries = append(t.Entries, e)
+		default:
+			return fmt.Errorf("%q: a %s cannot be kept (only directories, files and links)", rel, kindOf(m))
+		}
+		return nil
+	})
+	if err != nil {
+		return addr.Addr{}, st, fmt.Errorf("capture %s: %w", dir, err)
+	}
+	b, err := canon.Marshal(t)
+	if err != nil {
+		return addr.Addr{}, st, err
+	}
+	a := addr.Of(b)
+	if err := c.Blobs.PutBlob(a, b); err != nil {
+		return addr.Addr{}, st, err
+	}
+	return a, st, nil
+}
+
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "fifo"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
+}
+
+// file captures one regular file: from what was seen of it, if it is
+// unchanged, else by reading it in chunks.
+func (c *Capturer) file(p, rel string, info fs.FileInfo, st *Stats) (Entry, error) {
+	sys, _ := info.Sys().(*syscall.Stat_t)
+	var id fileID
+	if sys != nil {
+		id = fileID{uint64(sys.Dev), sys.Ino, sys.Size, sys.Mtim, sys.Ctim}
+		c.mu.Lock()
+		e, ok := c.seen[id]
+		c.mu.Unlock()
+		if ok && c.present(e.Chunks) {
+			e.Path, e.Mode = rel, int64(info.Mode().Perm())
+			return e, nil
+		}
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return Entry{}, err
+	}
+	defer f.Close()
+	e := Entry{Path: rel, Kind: "file", Mode: int64(info.Mode().Perm())}
+	buf := make([]byte, ChunkSize)
+	for {
+		n, err := io.ReadFull(f, buf)
+		if n > 0 {
+			a := addr.Of(buf[:n])
+			if !c.Blobs.HasBlob(a) {
+				if err := c.Blobs.PutBlob(a, buf[:n]); err != nil {
+					return Entry{}, err
+				}
+				st.Stored += int64(n)
+			}
+			e.Chunks = append(e.Chunks, a)
+			e.Size += int64(n)
+			st.Read += int64(n)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			return Entry{}, err
+		}
+	}
+	if sys != nil && e.Size == sys.Size {
+		c.mu.Lock()
+		if c.seen == nil {
+			c.seen = map[fileID]Entry{}
+		}
+		c.seen[id] = e
+		c.mu.Unlock()
+	}
+	return e, nil
+}
+
+func (c *Capturer) present(chunks []addr.Addr) bool {
+	for _, a := range chunks {
+		if !c.Blobs.HasBlob(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// Load reads and checks the tree at address a.
+func Load(b Blobs, a addr.Addr) (*Tree, error) {
+	raw, err := b.Blob(a)
+	if err != nil {
+		return nil, err
+	}
+	var t Tree
+	if err := canon.Unmarshal(raw, &t); err != nil {
+		return nil, fmt.Errorf("tree %s: %w", a, err)
+	}
+	if t.Tree != Type {
+		return nil, reject.New(reject.Unrecognised, "tree", "%q, want %q", t.Tree, Type)
+	}
+	seen := map[string]string{}
+	for i, e := range t.Entries {
+		where := fmt.Sprintf("entries[%d]", i)
+		if e.Path == "" || len(e.Path) > MaxPath || path.Clean(e.Path) != e.Path || path.IsAbs(e.Path) || e.Path == ".." || strings.HasPrefix(e.Path, "../") {
+			return nil, reject.New(reject.Invalid, where, "path %q is not a clean relative path", e.Path)
+		}
+		if i > 0 && t.Entries[i-1].Path >= e.Path {
+			return nil, reject.New(reject.NonCanonical, where, "paths are not in order")
+		}
+		if parent := path.Dir(e.Path); parent != "." && seen[parent] != "dir" {
+			return nil, reject.New(reject.Invalid, where, "%q is not under a directory of the tree", e.Path)
+		}
+		if e.Mode&^0o777 != 0 {
+			return nil, reject.New(reject.Invalid, where, "mode %o: only permission bits", e.Mode)
+		}
+		switch e.Kind {
+		case "dir":
+		case "file":
+			n := int64(len(e.Chunks))
+			if e.Size > n*ChunkSize || e.Size < 0 || (n > 0 && e.Size <= (n-1)*ChunkSize) {
+				return nil, reject.New(reject.Invalid, where, "%d bytes in %d chunks", e.Size, n)
+			}
+		case "link":
+			if e.Target == "" {
+				return nil, reject.New(reject.MissingField, where, "a link without its target")
+			}
+		default:
+			return nil, reject.New(reject.Invalid, where, "kind %q", e.Kind)
+		}
+		seen[e.Path] = e.Kind
+	}
+	return &t, nil
+}
+
+// Restore makes dir (which must not exist) and writes the tree at a
+// into it. owner, when not nil, is the uid and gid everything is made
+// with. On failure nothing of dir is left.
+func Restore(b Blobs, a addr.Addr, dir string, owner *[2]int) (err error) {
+	t, err := Load(b, a)
+	if err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	root, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	rfd := int(root.Fd())
+	chown := func(fd int, p string) error {
+		if owner == nil {
+			return nil
+		}
+		if p == "" {
+			return unix.Fchown(fd, owner[0], owner[1])
+		}
+		return unix.Fchownat(rfd, p, owner[0], owner[1], unix.AT_SYMLINK_NOFOLLOW)
+	}
+	if err := chown(rfd, ""); err != nil {
+		return err
+	}
+	var links []Entry
+	dirs := []Entry{}
+	for _, e := range t.Entries {
+		switch e.Kind {
+		case "dir":
+			if err := unix.Mkdirat(rfd, e.Path, 0o700); err != nil {
+				return fmt.Errorf("restore %s: %w", e.Path, err)
+			}
+			if err := chown(-1, e.Path); err != nil {
+				return err
+			}
+			dirs = append(dirs, e)
+		case "file":
+			if err := writeFile(b, rfd, e); err != nil {
+				return fmt.Errorf("restore %s: %w", e.Path, err)
+			}
+			if err := chown(-1, e.Path); err != nil {
+				return err
+			}
+		case "link":
+			links = append(links, e)
+		}
+	}
+	for _, e := range links {
+		if err := unix.Symlinkat(e.Target, rfd, e.Path); err != nil {
+			return fmt.Errorf("restore %s: %w", e.Path, err)
+		}
+		if err := chown(-1, e.Path); err != nil {
+			return err
+		}
+	}
+	// Directories get their modes last: a read-only one was written into.
+	sort.Slice(dirs, func(i, j int) bool { return dirs[i].Path > dirs[j].Path })
+	for _, e := range dirs {
+		if err := unix.Fchmodat(rfd, e.Path, uint32(e.Mode), 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeFile(b Blobs, rfd int, e Entry) error {
+	fd, err := unix.Openat(rfd, e.Path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(e.Mode))
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), e.Path)
+	defer f.Close()
+	var n int64
+	for _, a := range e.Chunks {
+		c, err := b.Blob(a) // checked against its address
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(c); err != nil {
+			return err
+		}
+		n += int64(len(c))
+	}
+	if n != e.Size {
+		return reject.New(reject.Invalid, e.Path, "its chunks hold %d bytes, the tree says %d", n, e.Size)
+	}
+	return f.Chmod(fs.FileMode(e.Mode))
+}
