@@ -1,7 +1,6 @@
 package record
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -25,34 +24,20 @@ type File struct {
 // there is none. An existing record under another unit or grant set is
 // refused (splice): a continuation with other grants is a new run.
 func Create(path string, unit, grants addr.Addr) (*File, error) {
-	f, err := Open(path)
-	if err == nil {
-		if f.st.Header.Unit != unit || f.st.Header.Grants != grants {
-			f.Close()
-			return nil, reject.New(reject.Splice, path, "the record is of unit %s under grants %s, not of %s under %s: a continuation under other grants is a new run",
-				f.st.Header.Unit, f.st.Header.Grants, unit, grants)
-		}
-		return f, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
 	hb, err := canon.Marshal(Header{Record: Domain, Unit: unit, Grants: grants})
 	if err != nil {
 		return nil, err
 	}
-	log, _, err := chain.OpenFile(path)
+	f, err := open(path, hb)
 	if err != nil {
 		return nil, err
 	}
-	if log.Size() == 0 {
-		if err := log.Append(hb); err != nil {
-			log.Close()
-			return nil, err
-		}
+	if f.st.Header.Unit != unit || f.st.Header.Grants != grants {
+		f.Close()
+		return nil, reject.New(reject.Splice, path, "the record is of unit %s under grants %s, not of %s under %s: a continuation under other grants is a new run",
+			f.st.Header.Unit, f.st.Header.Grants, unit, grants)
 	}
-	log.Close()
-	return Create(path, unit, grants) // replayed, as every open is
+	return f, nil
 }
 
 // Open replays the record at path from its genesis and holds it for
@@ -62,9 +47,22 @@ func Open(path string) (*File, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, err
 	}
+	return open(path, nil)
+}
+
+// open opens the log at path, beginning it with header when it is empty
+// and header is given, and replays it.
+func open(path string, header []byte) (*File, error) {
 	log, entries, err := chain.OpenFile(path) // held, a torn fragment cut
 	if err != nil {
 		return nil, err
+	}
+	if len(entries) == 0 && header != nil {
+		if err := log.Append(header); err != nil {
+			log.Close()
+			return nil, err
+		}
+		entries = [][]byte{header}
 	}
 	if len(entries) == 0 {
 		log.Close()

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/zeebo/blake3"
 
@@ -83,6 +84,9 @@ func Read(path string) (entries [][]byte, torn int, err error) {
 	return entries, torn, nil
 }
 
+// LockWait is how long OpenFile waits for a log another holds.
+const LockWait = 2 * time.Second
+
 // BusyError is a log another writer holds open.
 type BusyError struct{ Path string }
 
@@ -111,10 +115,19 @@ func OpenFile(path string) (*File, [][]byte, error) {
 		return nil, nil, err
 	}
 	// One writer at a time: a second would interleave its entries with
-	// a head it never replayed.
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, nil, &BusyError{Path: path}
+	// a head it never replayed. A lock held for a moment is waited for: a
+	// child this process forks shares the lock until it execs (the file
+	// is close-on-exec), so a log closed and opened again may find it
+	// held for that long.
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Since(start) > LockWait {
+			f.Close()
+			return nil, nil, &BusyError{Path: path}
+		}
 	}
 	b, err := io.ReadAll(f)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/meter"
 	"github.com/opensubstrate/sandbox/internal/store"
+	"github.com/opensubstrate/sandbox/internal/tree"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
@@ -111,9 +112,15 @@ type Host struct {
 	probeMu sync.Mutex
 	probes  map[string]tier.Probe
 
+	// Clock is the time (nil: time.Now): a parked sandbox's idle energy
+	// is priced by it.
+	Clock func() time.Time
+
 	// closeLease: Close releases the store's lease (New took it).
 	closeLease bool
 	sandboxes  sandboxes
+	treeOnce   sync.Once
+	trees      *tree.Capturer
 }
 
 // Request is one unit to run.

@@ -12,12 +12,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -63,6 +65,15 @@ type SandboxSpec struct {
 	Listen []int
 	// GrantArgs are the grants as they were given (for people).
 	GrantArgs []string
+
+	// A resumption's: the sandbox's id and time of creation, and the
+	// tree its workspace is restored from.
+	id      string
+	created time.Time
+	restore *addr.Addr
+	// ready is called with the sandbox made, before anyone can see it:
+	// a resumption appends Resumed to its record there.
+	ready func(*Sandbox) error
 }
 
 // Sandbox is a live sandbox.
@@ -77,6 +88,8 @@ type Sandbox struct {
 	Created   time.Time
 	Listen    []int
 	grantArgs []string
+	givenArgs []string     // the grants as given, without the workspace's
+	record    *record.File // its run record (the durable run it is)
 
 	mu       sync.Mutex
 	execs    int // sealed so far
@@ -122,19 +135,28 @@ func (h *Host) MaxLive(n int) {
 }
 
 // Create makes a live sandbox: its workspace (a directory of its own,
-// granted read-write), and at S1 its init, confined with the grants.
+// granted read-write), at S1 its init, confined with the grants, and its
+// run record (RecordPath), whose genesis binds its unit and its grants.
 func (h *Host) Create(ctx context.Context, spec SandboxSpec) (SandboxInfo, error) {
+	spec.id, spec.restore, spec.ready = "", nil, nil
+	info, _, err := h.create(ctx, spec)
+	return info, err
+}
+
+// create makes a sandbox, or, for a resumption (spec.id), makes it
+// again with its workspace restored.
+func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sandbox, error) {
 	if spec.Tier == 0 {
 		spec.Tier = tier.S1
 	}
 	if spec.Tier == tier.S2 && len(spec.Listen) > 0 {
-		return SandboxInfo{}, &InvalidError{Err: fmt.Errorf("listen ports are for S1 sandboxes: a WebAssembly module opens no sockets")}
+		return SandboxInfo{}, nil, &InvalidError{Err: fmt.Errorf("listen ports are for S1 sandboxes: a WebAssembly module opens no sockets")}
 	}
 	if spec.Tier != tier.S1 && spec.Tier != tier.S2 {
-		return SandboxInfo{}, &InvalidError{Err: fmt.Errorf("a live sandbox is S1 (native programs) or S2 (WebAssembly modules), not %s", spec.Tier)}
+		return SandboxInfo{}, nil, &InvalidError{Err: fmt.Errorf("a live sandbox is S1 (native programs) or S2 (WebAssembly modules), not %s", spec.Tier)}
 	}
 	if p := h.probe(ctx, spec.Tier); !p.Available {
-		return SandboxInfo{}, &tier.UnavailableError{Tier: spec.Tier, Reason: p.Reason, Available: h.Availability(ctx).Available()}
+		return SandboxInfo{}, nil, &tier.UnavailableError{Tier: spec.Tier, Reason: p.Reason, Available: h.Availability(ctx).Available()}
 	}
 	ss := &h.sandboxes
 	ss.mu.Lock()
@@ -144,24 +166,33 @@ func (h *Host) Create(ctx context.Context, spec SandboxSpec) (SandboxInfo, error
 	}
 	if len(ss.m) >= max {
 		ss.mu.Unlock()
-		return SandboxInfo{}, &LimitError{What: fmt.Sprintf("this host keeps at most %d live sandboxes; remove one first", max)}
+		return SandboxInfo{}, nil, &LimitError{What: fmt.Sprintf("this host keeps at most %d live sandboxes; remove one first", max)}
 	}
 	ss.mu.Unlock()
-	var b [6]byte
-	rand.Read(b[:])
-	sb := &Sandbox{ID: "sb-" + hex.EncodeToString(b[:]), Tier: spec.Tier, Limits: spec.Limits, Env: spec.Env, Owner: spec.Owner, Created: time.Now().UTC(), Listen: spec.Listen, grantArgs: spec.GrantArgs}
-	g := spec.Grants
+	id, created := spec.id, spec.created
+	if id == "" {
+		var b [6]byte
+		rand.Read(b[:])
+		id, created = "sb-"+hex.EncodeToString(b[:]), h.now().UTC()
+	}
+	sb := &Sandbox{ID: id, Tier: spec.Tier, Limits: spec.Limits, Env: spec.Env, Owner: spec.Owner, Created: created, Listen: spec.Listen, grantArgs: spec.GrantArgs, givenArgs: spec.GrantArgs}
+	g := spec.Grants.Clone()
 	g.Storage = append([]grant.Storage(nil), g.Storage...)
-	fail := func(err error) (SandboxInfo, error) {
-		h.closeSandbox(sb)
-		return SandboxInfo{}, err
+	fail := func(err error) (SandboxInfo, *Sandbox, error) {
+		h.teardown(sb)
+		return SandboxInfo{}, nil, err
 	}
 	if !spec.NoWorkspace {
 		ws, err := state.MkdirNamed(os.TempDir(), "sandbox-ws", h.Store.Namer())
 		if err != nil {
-			return SandboxInfo{}, err
+			return SandboxInfo{}, nil, err
 		}
 		sb.Workspace = ws
+		if spec.restore != nil {
+			if err := h.restoreWorkspace(ws, *spec.restore); err != nil {
+				return fail(err)
+			}
+		}
 		g.Storage = append(g.Storage, grant.Storage{Path: ws, Mode: grant.RW})
 		sb.grantArgs = append(append([]string{}, spec.GrantArgs...), "fs:"+ws+":rw")
 		if err := g.Normalize(); err != nil {
@@ -169,6 +200,11 @@ func (h *Host) Create(ctx context.Context, spec SandboxSpec) (SandboxInfo, error
 		}
 	}
 	sb.Grants = g
+	if spec.restore == nil {
+		if err := h.beginRecord(sb, spec.Grants); err != nil {
+			return fail(fmt.Errorf("the sandbox's run record: %w", err))
+		}
+	}
 	if spec.Tier == tier.S1 {
 		var n *native.Executor
 		for _, e := range h.Executors {
@@ -193,6 +229,11 @@ func (h *Host) Create(ctx context.Context, spec SandboxSpec) (SandboxInfo, error
 		}
 		sb.session = sess
 	}
+	if spec.ready != nil {
+		if err := spec.ready(sb); err != nil {
+			return fail(err)
+		}
+	}
 	ss.mu.Lock()
 	if ss.m == nil {
 		ss.m = map[string]*Sandbox{}
@@ -200,7 +241,7 @@ func (h *Host) Create(ctx context.Context, spec SandboxSpec) (SandboxInfo, error
 	ss.m[sb.ID] = sb
 	ss.mu.Unlock()
 	h.logger().Info("sandbox created", "sandbox", sb.ID, "tier", sb.Tier, "workspace", sb.Workspace)
-	return sb.info(), nil
+	return sb.info(), sb, nil
 }
 
 // sandbox is a live sandbox of owner's.
@@ -264,6 +305,9 @@ type ExecRequest struct {
 func (h *Host) Exec(ctx context.Context, id, owner string, x ExecRequest) (*Run, error) {
 	sb, err := h.sandbox(id, owner)
 	if err != nil {
+		if p, perr := h.readParked(id); perr == nil && p.Owner == owner {
+			return nil, &ParkedError{ID: id}
+		}
 		return nil, err
 	}
 	env := map[string]string{}
@@ -338,12 +382,18 @@ func (h *Host) Exec(ctx context.Context, id, owner string, x ExecRequest) (*Run,
 		}
 	}
 	r, err := h.execute(ctx, p, run)
-	if err == nil {
-		sb.mu.Lock()
-		sb.execs++
-		sb.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
-	return r, err
+	sb.mu.Lock()
+	sb.execs++
+	sb.mu.Unlock()
+	if sb.record != nil {
+		if _, err := sb.record.Append(record.Segment{Kind: record.Executed, Attestation: r.ID}); err != nil {
+			return nil, fmt.Errorf("the exec was sealed as run %s, but its sandbox's record did not take it: %w", r.ID, err)
+		}
+	}
+	return r, nil
 }
 
 // Remove ends a live sandbox: everything running in it ends (an exec in
@@ -357,10 +407,24 @@ func (h *Host) Remove(id, owner string) error {
 	h.sandboxes.mu.Lock()
 	delete(h.sandboxes.m, id)
 	h.sandboxes.mu.Unlock()
-	return h.closeSandbox(sb)
+	return h.closeSandbox(sb, "removed")
 }
 
-func (h *Host) closeSandbox(sb *Sandbox) error {
+// closeSandbox tears a sandbox down and closes its record: its durable
+// run ends.
+func (h *Host) closeSandbox(sb *Sandbox, why string) error {
+	err := h.teardown(sb)
+	if sb.record != nil {
+		if _, rerr := sb.record.Append(record.Segment{Kind: record.Closed, Reason: why}); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("close sandbox %s's record: %w", sb.ID, rerr))
+		}
+		sb.record.Close()
+	}
+	return err
+}
+
+// teardown ends everything a sandbox runs and removes its workspace.
+func (h *Host) teardown(sb *Sandbox) error {
 	sb.mu.Lock()
 	sb.closed = true
 	sb.mu.Unlock()
@@ -401,7 +465,7 @@ func (h *Host) closeSandboxes() error {
 	h.sandboxes.mu.Unlock()
 	var errs []error
 	for _, sb := range all {
-		errs = append(errs, h.closeSandbox(sb))
+		errs = append(errs, h.closeSandbox(sb, "its host shut down"))
 	}
 	return errors.Join(errs...)
 }

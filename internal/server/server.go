@@ -138,7 +138,7 @@ func (s *Server) Unix(next http.Handler) http.Handler {
 			writeErr(w, &deniedError{"only the service's own user (or root) may call it on its socket"})
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, "local")))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, host.LocalOwner)))
 	})
 }
 

@@ -1,0 +1,441 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/safefile"
+	"github.com/opensubstrate/sandbox/internal/tree"
+	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/record"
+	"github.com/opensubstrate/sandbox/reject"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// A live sandbox is a durable run (seed 000): it has a run record,
+// STATE/records/ID.jsonl, whose genesis binds the sandbox's unit (its
+// durable-unit document) and its grant set as given. Each exec is an
+// Executed segment; Suspend captures the workspace, appends Suspended
+// and only then tears the sandbox down; Resume verifies the record,
+// restores the workspace, starts the sandbox again and appends
+// Resumed with the idle energy of the parked interval; Close (and rm)
+// append Closed.
+
+// DurableUnitType is a sandbox's unit document's "sandbox".
+const DurableUnitType = "sandbox.durable-unit/1"
+
+// DurableUnit is what a live sandbox is, apart from its grants: the
+// genesis of its record binds its address.
+type DurableUnit struct {
+	Sandbox string            `json:"sandbox"` // DurableUnitType
+	ID      string            `json:"id"`
+	Tier    tier.Tier         `json:"tier"`
+	Created string            `json:"created"` // RFC 3339, UTC
+	Env     map[string]string `json:"env,omitempty"`
+	Limits  unit.Limits       `json:"limits"`
+	Listen  []int             `json:"listen,omitempty"`
+	// Workspace says it has one: a directory of its own, granted
+	// read-write, whose path is the host's (it differs after a resume).
+	Workspace bool `json:"workspace,omitempty"`
+	// GrantArgs are the grants as they were given (for people).
+	GrantArgs []string `json:"grant_args,omitempty"`
+}
+
+// EnvironmentType is a host environment manifest's "environment".
+const EnvironmentType = "sandbox.host-environment/1"
+
+// Environment is the manifest of what a sandbox's programs run in on
+// this host: until images (issue 14), the host's own system directories,
+// named, not hashed by content. A resumption must be in an environment
+// with the same address.
+type Environment struct {
+	Environment string    `json:"environment"` // EnvironmentType
+	Tier        tier.Tier `json:"tier"`
+	OS          string    `json:"os"`
+	Arch        string    `json:"arch"`
+	Root        string    `json:"root"`
+}
+
+// environment is this host's manifest for tier t, stored, and its address.
+func (h *Host) environment(t tier.Tier) (addr.Addr, error) {
+	root := "the host's system directories /usr, /etc, /opt, read-only (named, not hashed)"
+	if t == tier.S2 {
+		root = "WebAssembly (WASI preview 1): no system directories"
+	}
+	b, err := canon.Marshal(Environment{Environment: EnvironmentType, Tier: t, OS: runtime.GOOS, Arch: runtime.GOARCH, Root: root})
+	if err != nil {
+		return addr.Addr{}, err
+	}
+	a := addr.Of(b)
+	return a, h.Store.PutBlob(a, b)
+}
+
+// IdleModel is how the idle energy of a parked sandbox is estimated: the
+// retained bytes times a storage power coefficient, for the parked
+// interval. 1.2 W per TB is the coefficient the Cloud Carbon Footprint
+// methodology gives SSD storage (its HDD one is 0.65); this host cannot
+// measure what its retained bytes draw, so the figure is an estimate,
+// and labelled so.
+const (
+	IdleWattsPerTB = 1.2
+	IdleProvenance = "Estimator storage-retention/1 (retained bytes × 1.2 W per TB, the Cloud Carbon Footprint SSD coefficient, × the parked interval)"
+)
+
+// idleUJ is the estimated idle energy of bytes retained for d.
+func idleUJ(bytes int64, d time.Duration) uint64 {
+	if bytes <= 0 || d <= 0 {
+		return 0
+	}
+	uj := float64(bytes) / 1e12 * IdleWattsPerTB * d.Seconds() * 1e6
+	if uj >= record.MaxIdleUJ {
+		return record.MaxIdleUJ - 1
+	}
+	return uint64(uj + 0.5)
+}
+
+// parked is what a host keeps beside a parked record (records/ID.json):
+// not part of the chain, what Resume needs to price the parked interval
+// and to know whose it is.
+type parked struct {
+	Owner     string    `json:"owner"`
+	Suspended time.Time `json:"suspended"`
+	Retained  int64     `json:"retained_bytes"`
+}
+
+// RecordPath is where sandbox id's run record is kept.
+func (h *Host) RecordPath(id string) string { return h.Store.Path("records", id+".jsonl") }
+
+func (h *Host) now() time.Time {
+	if h.Clock != nil {
+		return h.Clock()
+	}
+	return time.Now()
+}
+
+// beginRecord makes a new sandbox's record.
+func (h *Host) beginRecord(sb *Sandbox, given grant.Set) error {
+	u := DurableUnit{Sandbox: DurableUnitType, ID: sb.ID, Tier: sb.Tier, Created: sb.Created.Format(time.RFC3339Nano),
+		Env: sb.Env, Limits: sb.Limits, Listen: sb.Listen, Workspace: sb.Workspace != "", GrantArgs: sb.givenArgs}
+	ub, err := canon.Marshal(u)
+	if err != nil {
+		return err
+	}
+	gb, ga, err := given.Canonical()
+	if err != nil {
+		return err
+	}
+	ua := addr.Of(ub)
+	if err := h.Store.PutBlob(ua, ub); err != nil {
+		return err
+	}
+	if err := h.Store.PutBlob(ga, gb); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(h.Store.Path("records"), 0o700); err != nil {
+		return err
+	}
+	f, err := record.Create(h.RecordPath(sb.ID), ua, ga)
+	if err != nil {
+		return err
+	}
+	sb.record = f
+	return nil
+}
+
+// LocalOwner is the owner of the host's own user: the unix socket's
+// callers and the CLI in-process.
+const LocalOwner = "local"
+
+// ParkedError says a sandbox is parked: resume it first.
+type ParkedError struct{ ID string }
+
+func (e *ParkedError) Error() string {
+	return fmt.Sprintf("sandbox %s is suspended: resume it first ('sandbox resume %s')", e.ID, e.ID)
+}
+
+// Invalid: a request that cannot be served as things stand.
+func (e *ParkedError) Invalid() bool { return true }
+
+// Suspend parks a live sandbox: its processes are frozen (nothing writes
+// after that, detached processes included), its workspace is captured by
+// content address, Suspended is appended to its record, and only then is
+// it torn down. An exec in flight refuses the suspension. Processes do
+// not survive it at S1: the record's snapshot has no memory image.
+func (h *Host) Suspend(ctx context.Context, id, owner string) (record.Snapshot, error) {
+	sb, err := h.sandbox(id, owner)
+	if err != nil {
+		return record.Snapshot{}, err
+	}
+	sb.mu.Lock()
+	switch {
+	case sb.closed:
+		sb.mu.Unlock()
+		return record.Snapshot{}, fmt.Errorf("%w: %q is being removed", ErrNoSandbox, id)
+	case sb.running > 0:
+		sb.mu.Unlock()
+		return record.Snapshot{}, &InvalidError{Err: fmt.Errorf("sandbox %s has %d exec(s) running: wait for them, or interrupt them, then suspend", id, sb.running)}
+	}
+	sb.closed = true // no exec starts from here on
+	sb.mu.Unlock()
+	reopen := func() {
+		sb.mu.Lock()
+		sb.closed = false
+		sb.mu.Unlock()
+	}
+	if sb.cg != nil {
+		if err := sb.cg.Freeze(); err != nil {
+			reopen()
+			return record.Snapshot{}, fmt.Errorf("suspend %s: freeze: %w", id, err)
+		}
+	}
+	thaw := func() {
+		if sb.cg != nil {
+			sb.cg.Thaw()
+		}
+	}
+	snap, retained, err := h.capture(sb)
+	if err == nil {
+		_, err = sb.record.Append(record.Segment{Kind: record.Suspended, Snapshot: snap})
+	}
+	if err == nil {
+		err = h.writeParked(id, parked{Owner: owner, Suspended: h.now().UTC(), Retained: retained})
+	}
+	if err != nil {
+		// Nothing is torn down that the record does not hold.
+		thaw()
+		reopen()
+		return record.Snapshot{}, fmt.Errorf("suspend %s: %w", id, err)
+	}
+	thaw()
+	h.sandboxes.mu.Lock()
+	delete(h.sandboxes.m, id)
+	h.sandboxes.mu.Unlock()
+	if err := h.teardown(sb); err != nil {
+		h.logger().Warn("suspended sandbox torn down with errors", "sandbox", id, "err", err)
+	}
+	sb.record.Close()
+	h.logger().Info("sandbox suspended", "sandbox", id, "root", snap.Root, "retained_bytes", retained)
+	return snap, nil
+}
+
+// capture stores the sandbox's workspace as a tree and this host's
+// environment manifest; it returns the snapshot and the bytes retained.
+func (h *Host) capture(sb *Sandbox) (record.Snapshot, int64, error) {
+	env, err := h.environment(sb.Tier)
+	if err != nil {
+		return record.Snapshot{}, 0, err
+	}
+	dir := sb.Workspace
+	if dir == "" {
+		// No workspace: an empty tree.
+		if dir, err = os.MkdirTemp("", "sandbox-empty-"); err != nil {
+			return record.Snapshot{}, 0, err
+		}
+		defer os.Remove(dir)
+	}
+	root, st, err := h.capturer().Capture(dir)
+	if err != nil {
+		return record.Snapshot{}, 0, err
+	}
+	return record.Snapshot{Root: root, Manifest: env}, st.Bytes, nil
+}
+
+func (h *Host) capturer() *tree.Capturer {
+	h.treeOnce.Do(func() { h.trees = &tree.Capturer{Blobs: h.Store} })
+	return h.trees
+}
+
+func (h *Host) writeParked(id string, p parked) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return safefile.Write(h.Store.Path("records", id+".json"), b, 0o600)
+}
+
+func (h *Host) readParked(id string) (parked, error) {
+	var p parked
+	b, err := os.ReadFile(h.Store.Path("records", id+".json"))
+	if err != nil {
+		return p, err
+	}
+	return p, json.Unmarshal(b, &p)
+}
+
+// Resume un-parks a suspended sandbox, here or on another host that has
+// its record and the objects it names (Import): the record is verified
+// from its genesis, this host's environment must be the recorded one,
+// the workspace is restored from the recorded tree, the sandbox starts
+// again under the same id, unit and grants, and Resumed is appended
+// with the idle energy of the parked interval.
+func (h *Host) Resume(ctx context.Context, id, owner string) (SandboxInfo, error) {
+	if _, err := h.sandbox(id, owner); err == nil {
+		return SandboxInfo{}, &InvalidError{Err: fmt.Errorf("sandbox %s is live, not suspended", id)}
+	}
+	p, err := h.readParked(id)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return SandboxInfo{}, err
+	}
+	// Whose it is: the suspender's; a record brought from another host
+	// (no sidecar) is the local user's.
+	if (err == nil && p.Owner != owner) || (err != nil && owner != LocalOwner) {
+		return SandboxInfo{}, fmt.Errorf("%w: %q", ErrNoSandbox, id)
+	}
+	f, err := record.Open(h.RecordPath(id))
+	if errors.Is(err, os.ErrNotExist) {
+		return SandboxInfo{}, fmt.Errorf("%w: %q (no record of it here)", ErrNoSandbox, id)
+	}
+	if err != nil {
+		return SandboxInfo{}, err
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			f.Close()
+		}
+	}()
+	st := f.State()
+	if st.Phase != record.Parked {
+		return SandboxInfo{}, reject.New(reject.Phase, h.RecordPath(id), "the record is %s, not parked: only a suspended sandbox is resumed", st.Phase)
+	}
+	var u DurableUnit
+	ub, err := h.Store.Blob(st.Header.Unit)
+	if err == nil {
+		err = canon.Unmarshal(ub, &u)
+	}
+	if err != nil {
+		return SandboxInfo{}, fmt.Errorf("resume %s: its unit: %w", id, err)
+	}
+	if u.Sandbox != DurableUnitType || u.ID != id {
+		return SandboxInfo{}, reject.New(reject.Invalid, "unit", "the record's unit is not sandbox %s's", id)
+	}
+	gb, err := h.Store.Blob(st.Header.Grants)
+	if err != nil {
+		return SandboxInfo{}, fmt.Errorf("resume %s: its grants: %w", id, err)
+	}
+	given, err := grant.Decode(gb)
+	if err != nil {
+		return SandboxInfo{}, fmt.Errorf("resume %s: its grants: %w", id, err)
+	}
+	env, err := h.environment(u.Tier)
+	if err != nil {
+		return SandboxInfo{}, err
+	}
+	if env != st.Last.Manifest {
+		return SandboxInfo{}, reject.New(reject.ManifestMismatch, h.RecordPath(id), "this host's environment is %s; the sandbox was suspended in %s", env, st.Last.Manifest)
+	}
+	created, _ := time.Parse(time.RFC3339Nano, u.Created)
+	idle := uint64(0)
+	if !p.Suspended.IsZero() {
+		idle = idleUJ(p.Retained, h.now().Sub(p.Suspended))
+	}
+	spec := SandboxSpec{Tier: u.Tier, Grants: given, Limits: u.Limits, Env: u.Env, Owner: owner, Listen: u.Listen, GrantArgs: u.GrantArgs, NoWorkspace: !u.Workspace,
+		id: id, created: created, restore: &st.Last.Root,
+		ready: func(sb *Sandbox) error {
+			// Appended before the sandbox can be seen: no exec comes
+			// before its Resumed. A failure here tears it down.
+			if _, err := f.Resume(*st.Last, env, idle, IdleProvenance); err != nil {
+				return err
+			}
+			sb.record = f
+			return nil
+		}}
+	info, _, err := h.create(ctx, spec)
+	if err != nil {
+		return SandboxInfo{}, fmt.Errorf("resume %s: %w", id, err)
+	}
+	keep = true
+	os.Remove(h.Store.Path("records", id+".json"))
+	h.logger().Info("sandbox resumed", "sandbox", id, "idle_uj", idle)
+	return info, nil
+}
+
+// CloseRecord closes a suspended sandbox's record: abandonment is an
+// honest outcome. (A live sandbox's is closed by Remove.)
+func (h *Host) CloseRecord(id, owner, reason string) error {
+	if _, err := h.sandbox(id, owner); err == nil {
+		return h.Remove(id, owner)
+	}
+	p, err := h.readParked(id)
+	if err != nil || p.Owner != owner {
+		return fmt.Errorf("%w: %q (no suspended sandbox of yours by that id)", ErrNoSandbox, id)
+	}
+	f, err := record.Open(h.RecordPath(id))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Append(record.Segment{Kind: record.Closed, Reason: reason}); err != nil {
+		return err
+	}
+	return os.Remove(h.Store.Path("records", id+".json"))
+}
+
+// RecordInfo is a record as `sandbox records` lists it.
+type RecordInfo struct {
+	ID       string       `json:"id"`
+	Phase    record.Phase `json:"phase"`
+	Head     addr.Addr    `json:"head"`
+	Segments int          `json:"segments"`
+	Executed int          `json:"executed"`
+	IdleUJ   uint64       `json:"idle_uj"`
+	Err      string       `json:"error,omitempty"`
+}
+
+// Records lists the run records of this host's sandboxes, each
+// verified from its genesis.
+func (h *Host) Records() ([]RecordInfo, error) {
+	ents, err := os.ReadDir(h.Store.Path("records"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []RecordInfo
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name(), ".jsonl")
+		if !ok {
+			continue
+		}
+		ri := RecordInfo{ID: id}
+		b, err := os.ReadFile(filepath.Join(h.Store.Path("records"), e.Name()))
+		if err == nil {
+			var st record.State
+			st, err = record.VerifyBytes(b)
+			ri.Phase, ri.Head, ri.Segments, ri.Executed, ri.IdleUJ = st.Phase, st.Head, st.Segments, st.Executed, st.IdleUJ
+		}
+		if err != nil {
+			ri.Err = err.Error()
+		}
+		out = append(out, ri)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// restoreWorkspace fills the empty workspace ws from tree a.
+func (h *Host) restoreWorkspace(ws string, a addr.Addr) error {
+	fi, err := os.Stat(ws)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(ws); err != nil {
+		return err
+	}
+	if err := tree.Restore(h.Store, a, ws, nil); err != nil {
+		return fmt.Errorf("restore the workspace: %w", err)
+	}
+	return os.Chmod(ws, fi.Mode().Perm())
+}

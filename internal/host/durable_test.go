@@ -1,0 +1,149 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opensubstrate/sandbox/record"
+	"github.com/opensubstrate/sandbox/reject"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// A live sandbox is a durable run: each exec an Executed segment; a
+// suspension freezes it, keeps its workspace by address, appends
+// Suspended and only then tears it down (nothing of it runs); a
+// resumption restores the workspace, starts it again and appends
+// Resumed with the idle energy of the parked interval; rm closes it.
+func TestSuspendResumeS1(t *testing.T) {
+	h := newS1Host(t)
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	h.Clock = func() time.Time { return now }
+	ctx := context.Background()
+	info, err := h.Create(ctx, SandboxSpec{Grants: grants(t), Env: map[string]string{"GREETING": "hi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := info.Workspace
+	r1, _ := execIn(t, h, info.ID, "sh", "-c", `mkdir -p d && printf 'kept\n' > d/f && head -c 3000000 /dev/urandom > big && ln -s d/f link && (sleep 300 &) ; echo started`)
+	if r1.Result.Outcome.Status != "exited" {
+		t.Fatalf("%+v", r1.Result.Outcome)
+	}
+	snap, err := h.Suspend(ctx, info.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ws); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the workspace was not torn down: %v", err)
+	}
+	if l := processesWith(t, "sleep 300"); len(l) > 0 {
+		t.Fatalf("a process of the suspended sandbox runs: %v", l)
+	}
+	var pe *ParkedError
+	if _, err := h.Exec(ctx, info.ID, "", ExecRequest{Args: []string{"true"}}); !errors.As(err, &pe) {
+		t.Fatalf("exec while parked: %v", err)
+	}
+	f, err := record.Open(h.RecordPath(info.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := f.State()
+	f.Close()
+	if st.Phase != record.Parked || st.Executed != 1 || !st.Last.Equal(snap) {
+		t.Fatalf("record after suspend: %+v", st)
+	}
+
+	now = now.Add(24 * time.Hour)
+	info2, err := h.Resume(ctx, info.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info2.ID != info.ID || info2.Workspace == "" {
+		t.Fatalf("%+v", info2)
+	}
+	_, out := execIn(t, h, info.ID, "sh", "-c", `cat link; wc -c < big; echo $GREETING`)
+	if out != "kept\n3000000\nhi\n" {
+		t.Fatalf("after resume: %q", out)
+	}
+	if _, err := h.Resume(ctx, info.ID, ""); err == nil {
+		t.Fatal("a live sandbox was resumed")
+	}
+	if err := h.Remove(info.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(h.RecordPath(info.ID))
+	st, err = record.VerifyBytes(b)
+	if err != nil || st.Phase != record.Ended || st.Executed != 2 || st.Segments != 5 {
+		t.Fatalf("the record at the end: %+v %v\n%s", st, err, b)
+	}
+	// 3 MB and a little, retained for a day at 1.2 W/TB: ~0.31 J.
+	if st.IdleUJ < 300_000 || st.IdleUJ > 330_000 {
+		t.Fatalf("idle energy %d µJ", st.IdleUJ)
+	}
+	if !strings.Contains(string(b), `"idle_provenance":"Estimator storage-retention/1`) {
+		t.Fatalf("%s", b)
+	}
+}
+
+// A second suspension of a little-changed workspace stores only what
+// changed; a resumption elsewhere than the recorded environment, or of a
+// snapshot that is not the recorded one, is refused by its code.
+func TestResumePreconditionsOnTheHost(t *testing.T) {
+	h := newS1Host(t)
+	ctx := context.Background()
+	info, err := h.Create(ctx, SandboxSpec{Tier: tier.S2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(info.Workspace, "f"), []byte("v1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := h.Suspend(ctx, info.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The retained tree changed in the store: the restore refuses it.
+	tb, _ := h.Store.Blob(snap.Root)
+	os.WriteFile(h.Store.Path("blobs", snap.Root.Hex()), append(tb, ' '), 0o600)
+	if _, err := h.Resume(ctx, info.ID, ""); err == nil || !strings.Contains(err.Error(), "corrupt") {
+		t.Fatalf("a tampered snapshot: %v", err)
+	}
+	os.WriteFile(h.Store.Path("blobs", snap.Root.Hex()), tb, 0o600)
+	// Another environment: S2's manifest is not S1's.
+	rec, _ := os.ReadFile(h.RecordPath(info.ID))
+	s1env, err := h.environment(tier.S1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(rec), "\n")
+	bad := strings.Join(append(lines[:len(lines)-2], strings.Replace(lines[len(lines)-2], snap.Manifest.String(), s1env.String(), 1), ""), "\n")
+	os.WriteFile(h.RecordPath(info.ID), []byte(bad), 0o600)
+	if _, err := h.Resume(ctx, info.ID, ""); !errors.Is(err, reject.ManifestMismatch) {
+		t.Fatalf("another environment: %v", err)
+	}
+	os.WriteFile(h.RecordPath(info.ID), rec, 0o600)
+	if _, err := h.Resume(ctx, info.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.CloseRecord(info.ID, "", "done"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// processesWith lists the processes whose command line starts with s.
+func processesWith(t *testing.T, s string) []string {
+	t.Helper()
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.HasPrefix(strings.ReplaceAll(string(b), "\x00", " "), s) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
