@@ -155,6 +155,32 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 	return c.call(ctx, "DELETE", "/v1/sandboxes/"+url.PathEscape(id), nil, nil)
 }
 
+// Suspend parks a live sandbox: frozen, its workspace kept by address,
+// Suspended appended to its record, then torn down. Its processes do not
+// survive (S1 keeps no memory image).
+func (c *Client) Suspend(ctx context.Context, id string) (*Snapshot, error) {
+	var s Snapshot
+	return &s, c.call(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/suspend", nil, &s)
+}
+
+// Resume starts a suspended sandbox again from its record.
+func (c *Client) Resume(ctx context.Context, id string) (*Sandbox, error) {
+	var s Sandbox
+	return &s, c.call(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/resume", nil, &s)
+}
+
+// CloseRecord ends a sandbox's durable run, live (as Remove) or
+// suspended.
+func (c *Client) CloseRecord(ctx context.Context, id string) error {
+	return c.call(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/close", nil, nil)
+}
+
+// Records lists the caller's sandboxes' run records.
+func (c *Client) Records(ctx context.Context) ([]Record, error) {
+	var l []Record
+	return l, c.call(ctx, "GET", "/v1/records", nil, &l)
+}
+
 // Exec runs a command in a live sandbox, writing its output to stdout
 // and stderr as it comes, and returns the sealed run. Cancelling ctx
 // interrupts the exec: the service seals it, and its result is still

@@ -151,3 +151,22 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string { return e.Message }
+
+// Snapshot is what a suspension retained, by content address.
+type Snapshot struct {
+	Root     string `json:"root"`             // the workspace's tree
+	Memory   string `json:"memory,omitempty"` // a memory image, where one is kept
+	Manifest string `json:"manifest"`         // the environment it ran in
+}
+
+// Record is a sandbox's run record (docs/spec/run-record.md): the
+// durable run it is, live, parked or closed.
+type Record struct {
+	ID       string `json:"id"`
+	Phase    string `json:"phase"` // active, parked, closed
+	Head     string `json:"head"`
+	Segments int    `json:"segments"`
+	Executed int    `json:"executed"`
+	IdleUJ   uint64 `json:"idle_uj"` // the idle energy of its parked intervals
+	Error    string `json:"error,omitempty"`
+}

@@ -3,6 +3,7 @@ package record
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/canon"
@@ -53,6 +54,27 @@ func (s Snapshot) Equal(o Snapshot) bool {
 		return false
 	}
 	return s.Memory == nil || *s.Memory == *o.Memory
+}
+
+// diff names the members in which s differs from o (the suspended one).
+func (s Snapshot) diff(o Snapshot) string {
+	var d []string
+	if s.Root != o.Root {
+		d = append(d, fmt.Sprintf("root %s, suspended %s", s.Root, o.Root))
+	}
+	if s.Manifest != o.Manifest {
+		d = append(d, fmt.Sprintf("manifest %s, suspended %s", s.Manifest, o.Manifest))
+	}
+	mem := func(m *addr.Addr) string {
+		if m == nil {
+			return "none"
+		}
+		return m.String()
+	}
+	if (s.Memory == nil) != (o.Memory == nil) || (s.Memory != nil && *s.Memory != *o.Memory) {
+		d = append(d, fmt.Sprintf("memory %s, suspended %s", mem(s.Memory), mem(o.Memory)))
+	}
+	return strings.Join(d, "; ")
 }
 
 // Segment is one entry after the genesis.
@@ -260,7 +282,7 @@ func (st *State) Check(seg Segment) error {
 			return reject.New(reject.Phase, where, "resumed while active: only a suspended run is resumed")
 		}
 		if !seg.Snapshot.Equal(*st.Last) {
-			return reject.New(reject.SnapshotMismatch, where, "the snapshot resumed (root %s) is not the one suspended (root %s)", seg.Snapshot.Root, st.Last.Root)
+			return reject.New(reject.SnapshotMismatch, where, "the snapshot resumed is not the one suspended: %s", seg.Snapshot.diff(*st.Last))
 		}
 		if st.IdleUJ+seg.IdleUJ > MaxIdleUJ {
 			return reject.New(reject.IntRange, where, "the record's idle energy reaches 2^53 µJ")

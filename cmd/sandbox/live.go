@@ -17,6 +17,7 @@ import (
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/reject"
 )
 
 // EnvHost names the service the CLI talks to: a unix socket's path or
@@ -80,6 +81,10 @@ func (c categorized) Unwrap() error {
 		return grant.ErrDenied
 	case "canceled":
 		return context.Canceled
+	case "integrity":
+		return reject.New(reject.Invalid, "", "%s", c.e.Message) // exit 4
+	case "untrusted":
+		return reject.UntrustedKey
 	}
 	return nil
 }

@@ -118,7 +118,8 @@ $XDG_STATE_HOME/sandbox, else ~/.local/state/sandbox.`,
 	root.PersistentFlags().StringVar(&g.home, "home", "", "state directory (overrides $SANDBOX_HOME)")
 	root.AddCommand(runCmd(g), runsCmd(g), showCmd(g), verifyCmd(g), replayCmd(g), doctorCmd(g), gcCmd(g),
 		hashCmd(), keyCmd(g), grantsCmd(), vectorsCmd(), versionCmd(),
-		serveCmd(g), createCmd(g), execCmd(g), cpCmd(g), lsCmd(g), psCmd(g), rmCmd(g))
+		serveCmd(g), createCmd(g), execCmd(g), cpCmd(g), lsCmd(g), psCmd(g), rmCmd(g),
+		suspendCmd(g), resumeCmd(g), closeCmd(g), recordsCmd(g), recordCmd(g))
 
 	c, err := root.ExecuteContextC(ctx)
 	if err == nil {

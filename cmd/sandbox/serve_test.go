@@ -409,3 +409,57 @@ func exitCode(err error) int {
 	}
 	return 0
 }
+
+// A live sandbox is a durable run: suspended, it outlives the service
+// that ran it (kill -9), and a new service resumes it from its record.
+func TestSuspendResumeThroughTheService(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("live S1 sandboxes need root here")
+	}
+	home := t.TempDir()
+	srv := startServe(t, home)
+	out, e, code := runCLI(t, home, "", "create")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("create: %d %s", code, e)
+	}
+	if _, e, code := runCLI(t, home, "", "exec", "-q", id, "--", "sh", "-c", "echo kept > notes.txt"); code != 0 {
+		t.Fatalf("exec: %d %s", code, e)
+	}
+	if out, e, code := runCLI(t, home, "", "suspend", id); code != 0 || !strings.Contains(out, id+" suspended: workspace b3:") {
+		t.Fatalf("suspend: %d %s %s", code, out, e)
+	}
+	if _, e, code := runCLI(t, home, "", "exec", id, "--", "true"); code != 125 || !strings.Contains(e, "is suspended: resume it first") {
+		t.Fatalf("exec while suspended: %d %s", code, e)
+	}
+	// The service goes, the way a machine does.
+	srv.Process.Kill()
+	srv.Wait()
+	startServe(t, home)
+	if out, _, _ := runCLI(t, home, "", "records"); !strings.Contains(out, id+"  parked") {
+		t.Fatalf("records:\n%s", out)
+	}
+	if out, e, code := runCLI(t, home, "", "resume", id); code != 0 || !strings.Contains(out, id+" resumed") {
+		t.Fatalf("resume by a new service: %d %s %s", code, out, e)
+	}
+	if out, _, code := runCLI(t, home, "", "exec", "-q", id, "--", "cat", "notes.txt"); code != 0 || out != "kept\n" {
+		t.Fatalf("the workspace after resume: %d %q", code, out)
+	}
+	if _, e, code := runCLI(t, home, "", "close", id); code != 0 {
+		t.Fatalf("close: %d %s", code, e)
+	}
+	if out, e, code := runCLI(t, home, "", "record", "verify", id); code != 0 || !strings.Contains(out, "closed, 5 segments (2 executed)") {
+		t.Fatalf("record verify: %d %s %s", code, out, e)
+	}
+	if _, e, code := runCLI(t, home, "", "resume", id); code != 2 || !strings.Contains(e, "not parked") {
+		t.Fatalf("resume after close: %d %s", code, e)
+	}
+	rec := filepath.Join(home, "records", id+".jsonl")
+	b, _ := os.ReadFile(rec)
+	lines := strings.SplitAfter(string(b), "\n")
+	tampered := filepath.Join(t.TempDir(), "r.jsonl")
+	os.WriteFile(tampered, []byte(strings.Join(append(lines[:2], lines[3:]...), "")), 0o600)
+	if out, _, code := runCLI(t, home, "", "record", "verify", tampered); code != 4 || !strings.Contains(out, "FAIL  record") || !strings.Contains(out, "phase") {
+		t.Fatalf("a record with its suspension dropped: %d %s", code, out)
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/chain"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/internal/tree"
@@ -307,7 +308,7 @@ func (h *Host) Resume(ctx context.Context, id, owner string) (SandboxInfo, error
 	}()
 	st := f.State()
 	if st.Phase != record.Parked {
-		return SandboxInfo{}, reject.New(reject.Phase, h.RecordPath(id), "the record is %s, not parked: only a suspended sandbox is resumed", st.Phase)
+		return SandboxInfo{}, &InvalidError{Err: fmt.Errorf("sandbox %s's record is %s, not parked: only a suspended sandbox is resumed", id, st.Phase)}
 	}
 	var u DurableUnit
 	ub, err := h.Store.Blob(st.Header.Unit)
@@ -393,9 +394,11 @@ type RecordInfo struct {
 	Err      string       `json:"error,omitempty"`
 }
 
-// Records lists the run records of this host's sandboxes, each
-// verified from its genesis.
-func (h *Host) Records() ([]RecordInfo, error) {
+// Records lists the run records of owner's sandboxes, each verified from
+// its genesis: those live or suspended by owner, and, for the local
+// owner, those whose owner this host no longer knows (closed, or
+// brought from another host).
+func (h *Host) Records(owner string) ([]RecordInfo, error) {
 	ents, err := os.ReadDir(h.Store.Path("records"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -409,11 +412,14 @@ func (h *Host) Records() ([]RecordInfo, error) {
 		if !ok {
 			continue
 		}
+		if !h.owns(id, owner) {
+			continue
+		}
 		ri := RecordInfo{ID: id}
-		b, err := os.ReadFile(filepath.Join(h.Store.Path("records"), e.Name()))
+		entries, _, err := chain.Read(filepath.Join(h.Store.Path("records"), e.Name()))
 		if err == nil {
 			var st record.State
-			st, err = record.VerifyBytes(b)
+			st, err = record.Verify(entries)
 			ri.Phase, ri.Head, ri.Segments, ri.Executed, ri.IdleUJ = st.Phase, st.Head, st.Segments, st.Executed, st.IdleUJ
 		}
 		if err != nil {
@@ -423,6 +429,23 @@ func (h *Host) Records() ([]RecordInfo, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
+}
+
+// owns says whether sandbox id's record is owner's to see.
+func (h *Host) owns(id, owner string) bool {
+	if _, err := h.sandbox(id, owner); err == nil {
+		return true
+	}
+	h.sandboxes.mu.Lock()
+	_, live := h.sandboxes.m[id]
+	h.sandboxes.mu.Unlock()
+	if live {
+		return false // another's
+	}
+	if p, err := h.readParked(id); err == nil {
+		return p.Owner == owner
+	}
+	return owner == LocalOwner
 }
 
 // restoreWorkspace fills the empty workspace ws from tree a.

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/energy"
+	"github.com/opensubstrate/sandbox/internal/errs"
+	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/server"
+	"github.com/opensubstrate/sandbox/internal/store"
+	"github.com/opensubstrate/sandbox/record"
+	"github.com/opensubstrate/sandbox/reject"
+)
+
+// The durable-run commands: a live sandbox is a durable run (seed 000)
+// whose run record survives it.
+
+func suspendCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "suspend SANDBOX",
+		Short: "Park a live sandbox: keep its workspace by address, then tear it down",
+		Long: `Suspend a live sandbox: everything in it is frozen (nothing writes after
+that, background processes included), its workspace is stored in the
+state directory as a content-addressed tree (a second suspension stores
+only what changed), a Suspended segment naming the tree and this host's
+environment is appended to its run record, and only then is it torn
+down. Processes do not survive: S1 keeps no memory image, and the record
+says so by naming none. An exec in flight refuses the suspension.
+'sandbox resume' starts it again; 'sandbox close' abandons it.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			s, err := cl.Suspend(cmd.Context(), args[0])
+			if err != nil {
+				return apiErr(err)
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), s)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s suspended: workspace %s, environment %s\n", args[0], s.Root, s.Manifest)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the snapshot as JSON")
+	return c
+}
+
+func resumeCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "resume SANDBOX",
+		Short: "Start a suspended sandbox again from its run record",
+		Long: `Resume a suspended sandbox: its run record is verified from its genesis,
+this host's environment must be the one recorded (manifest-mismatch
+otherwise), its workspace is restored from the recorded tree (every
+chunk checked against its address), it starts again under its id, unit
+and grants, and a Resumed segment is appended with the idle energy its
+retained state drew while parked (estimated, and labelled so). Its
+workspace has a new path on this host.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			sb, err := cl.Resume(cmd.Context(), args[0])
+			if err != nil {
+				return apiErr(err)
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), sb)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s resumed: workspace %s\n", sb.ID, sb.Workspace)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
+	return c
+}
+
+func closeCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "close SANDBOX",
+		Short: "End a sandbox's durable run, live or suspended",
+		Long: `Close a sandbox's run record: a live sandbox is removed as 'sandbox rm'
+does, a suspended one is abandoned (its record gets a Closed segment and
+can no longer be resumed). The record, and what it names, stay.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			return apiErr0(cl.CloseRecord(cmd.Context(), args[0]))
+		},
+	}
+}
+
+func recordsCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "records",
+		Short: "List the run records of this state directory's sandboxes",
+		Long: `List the run records kept in the state directory (records/ID.jsonl), each
+verified from its genesis: the sandbox, its phase (active, parked,
+closed), its head, its segments and executions, and the idle energy of
+its parked intervals. No service is needed.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := g.stateDir()
+			if err != nil {
+				return err
+			}
+			l, err := (&host.Host{Store: store.Of(d)}).Records(host.LocalOwner)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				out := []client.Record{}
+				for _, ri := range l {
+					out = append(out, server.RecordOf(ri))
+				}
+				return printJSON(cmd.OutOrStdout(), out)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SANDBOX\tPHASE\tSEGMENTS\tEXECS\tIDLE\tHEAD")
+			for _, r := range l {
+				if r.Err != "" {
+					fmt.Fprintf(tw, "%s\tFAILS\t\t\t\t%s\n", r.ID, r.Err)
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", r.ID, r.Phase, r.Segments, r.Executed, energy.Microjoules(r.IdleUJ), r.Head.Short())
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	return c
+}
+
+func recordCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "record",
+		Short: "Work with run records (the durable runs of sandboxes)",
+	}
+	var cited string
+	var asJSON bool
+	v := &cobra.Command{
+		Use:   "verify SANDBOX|FILE [--cited HEAD]",
+		Short: "Verify a run record from its genesis",
+		Long: `Verify a run record, a file or a sandbox's record in the state directory:
+every line in order (canonical JSON, the members of its kind), the head
+recomputed from the genesis, the phases (no execution while parked, no
+resumption while active, nothing after the close) and the snapshot of
+every resumption identical to the one suspended. With --cited HEAD the
+record must also reach that head (be it, or have been it after some
+segment): what a continuation or an export cites for it. The rules and
+their codes are in docs/spec/run-record.md.
+
+Exit status: 0 when it verifies, 4 when it does not, 3 when there is no
+such record.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p := args[0]
+			if _, err := os.Stat(p); err != nil {
+				d, err := g.stateDir()
+				if err != nil {
+					return err
+				}
+				p = (&host.Host{Store: store.Of(d)}).RecordPath(args[0])
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return fmt.Errorf("no record %q: %w", args[0], os.ErrNotExist)
+			}
+			var st record.State
+			if cited != "" {
+				a, perr := addr.Parse(cited)
+				if perr != nil {
+					return errs.Usage{Err: fmt.Errorf("--cited: %w", perr)}
+				}
+				st, err = record.Reaches(b, a)
+			} else {
+				st, err = record.VerifyBytes(b)
+			}
+			out := recordJSON{Path: p, OK: err == nil, Head: st.Head.String(), Phase: string(st.Phase), Segments: st.Segments, Executed: st.Executed, IdleUJ: st.IdleUJ}
+			if err != nil {
+				out.Code, out.Error = string(reject.CodeOf(err)), err.Error()
+			}
+			switch {
+			case asJSON:
+				printJSON(cmd.OutOrStdout(), out)
+			case err != nil:
+				fmt.Fprintf(cmd.OutOrStdout(), "FAIL  record  %s  %v\n", p, err)
+			default:
+				fmt.Fprintf(cmd.OutOrStdout(), "OK    record  %s  %s  %s, %d segments (%d executed), idle %s\n", p, st.Head, st.Phase, st.Segments, st.Executed, energy.Microjoules(st.IdleUJ))
+			}
+			if err != nil {
+				var re *reject.Error
+				if errors.As(err, &re) {
+					return exitError{errs.ExitCode(errs.Integrity)}
+				}
+				return err
+			}
+			return nil
+		},
+	}
+	v.Flags().StringVar(&cited, "cited", "", "a head the record must reach (b3:…)")
+	v.Flags().BoolVar(&asJSON, "json", false, "one JSON object")
+	c.AddCommand(v)
+	return c
+}
+
+// recordJSON is what `sandbox record verify --json` prints.
+type recordJSON struct {
+	Path     string `json:"path"`
+	OK       bool   `json:"ok"`
+	Code     string `json:"code,omitempty"`
+	Error    string `json:"error,omitempty"`
+	Head     string `json:"head"`
+	Phase    string `json:"phase"`
+	Segments int    `json:"segments"`
+	Executed int    `json:"executed"`
+	IdleUJ   uint64 `json:"idle_uj"`
+}
