@@ -152,6 +152,14 @@ func (s Segment) Bytes() ([]byte, error) {
 // ParseSegment decodes a segment's line strictly: canonical JSON, the
 // members its kind defines and no others, addresses that name something.
 func ParseSegment(b []byte) (Segment, error) {
+	if s, ok := fastSegment(b); ok {
+		return s, nil
+	}
+	return parseSegment(b)
+}
+
+// parseSegment is ParseSegment without the fast path.
+func parseSegment(b []byte) (Segment, error) {
 	if err := canon.Check(b); err != nil {
 		return Segment{}, err
 	}

@@ -21,13 +21,17 @@ import (
 
 // Step is one link of a chain: BLAKE3(head ‖ entry).
 func Step(head addr.Addr, entry []byte) addr.Addr {
-	h := blake3.New()
+	h := hashers.Get().(*blake3.Hasher)
+	h.Reset()
 	h.Write(head[:])
 	h.Write(entry)
 	var out addr.Addr
 	h.Sum(out[:0])
+	hashers.Put(h)
 	return out
 }
+
+var hashers = sync.Pool{New: func() any { return blake3.New() }}
 
 // Genesis is BLAKE3 of a domain tag and what the log binds, concatenated.
 func Genesis(domain string, bound ...[]byte) addr.Addr {
