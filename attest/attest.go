@@ -20,6 +20,14 @@ import (
 // record never coincide: that member separates the signature's domain.
 const Type = "sandbox.attestation/1"
 
+// TypeV2 is the claim type of /1 with two more optional members: record
+// (the run record a run is a segment of, and the head it continues) and
+// audit_prev (the S7 audit log's head before the run). A claim with
+// either is /2, a claim with neither is /1: each version's decoder stays
+// strict, and a verifier that knows only /1 refuses a /2 claim by its
+// type (unrecognised) rather than by a member it does not know.
+const TypeV2 = "sandbox.attestation/2"
+
 // TimeLayout is the claim's time format: RFC 3339, UTC, nanoseconds.
 const TimeLayout = "2006-01-02T15:04:05.000000000Z"
 
@@ -46,6 +54,21 @@ type Claim struct {
 	// said by sandbox, never part of the guest's own streams. Absent
 	// when there are none.
 	Notes []string `json:"notes,omitempty"`
+
+	// Record is the run record this run is a segment of (/2 only).
+	Record *RecordCite `json:"record,omitempty"`
+	// AuditPrev is the host's S7 audit log head before this run (/2
+	// only).
+	AuditPrev *addr.Addr `json:"audit_prev,omitempty"`
+}
+
+// RecordCite names a run record and the head a run continues from.
+type RecordCite struct {
+	// Genesis is the record's head₀, which binds its unit and grants.
+	Genesis addr.Addr `json:"genesis"`
+	// Head is the record's head when the run began: the record reaches
+	// it before the run's own segment.
+	Head addr.Addr `json:"head"`
 }
 
 // Tier records the rung the unit required, the one it ran at, and why.
@@ -116,8 +139,22 @@ func Time(t time.Time) string { return t.UTC().Format(TimeLayout) }
 
 // Validate checks the claim's fields. Errors are *reject.Error.
 func (c *Claim) Validate() error {
-	if c.Type != Type {
-		return reject.New(reject.Invalid, "claim.type", "%q, want %q", c.Type, Type)
+	v2 := c.Record != nil || c.AuditPrev != nil
+	switch {
+	case c.Type == Type && c.Record != nil:
+		return reject.New(reject.UnknownField, "claim.record", "a member of %s, not of %s", TypeV2, Type)
+	case c.Type == Type && c.AuditPrev != nil:
+		return reject.New(reject.UnknownField, "claim.audit_prev", "a member of %s, not of %s", TypeV2, Type)
+	case c.Type == TypeV2 && !v2:
+		return reject.New(reject.NonCanonical, "claim.type", "a claim with neither record nor audit_prev is %s", Type)
+	case c.Type != Type && c.Type != TypeV2:
+		return reject.New(reject.Unrecognised, "claim.type", "%q, want %q or %q", c.Type, Type, TypeV2)
+	}
+	if c.Record != nil && (c.Record.Genesis.IsZero() || c.Record.Head.IsZero()) {
+		return reject.New(reject.MissingField, "claim.record", "a record is cited by its genesis and a head, neither the zero address")
+	}
+	if c.AuditPrev != nil && c.AuditPrev.IsZero() {
+		return reject.New(reject.MissingField, "claim.audit_prev", "the zero address names no head")
 	}
 	for name, a := range map[string]addr.Addr{"unit": c.Unit, "image": c.Image, "grants": c.Grants, "decisions": c.Decisions, "receipt": c.Receipt} {
 		if a.IsZero() {
@@ -205,6 +242,9 @@ func SignedMessage(claim []byte) []byte { return claim }
 // Validate refuses.
 func Seal(c Claim, k key.Private) (*Attestation, error) {
 	c.Type = Type
+	if c.Record != nil || c.AuditPrev != nil {
+		c.Type = TypeV2
+	}
 	c.Signer = k.Public()
 	if c.Hardware.Devices == nil {
 		c.Hardware.Devices = []Device{}

@@ -85,6 +85,11 @@ func TestValidate(t *testing.T) {
 		{"exited without code", func(c *Claim) { c.Outcome.ExitCode = nil }, reject.Invalid},
 		{"bad time", func(c *Claim) { c.Started = "yesterday" }, reject.Invalid},
 		{"backwards", func(c *Claim) { c.Started, c.Ended = c.Ended, c.Started }, reject.Invalid},
+		{"/1 citing a record", func(c *Claim) { c.Record = &RecordCite{Genesis: addr.Of([]byte("g")), Head: addr.Of([]byte("h"))} }, reject.UnknownField},
+		{"/1 with audit_prev", func(c *Claim) { a := addr.Of([]byte("a")); c.AuditPrev = &a }, reject.UnknownField},
+		{"/2 with neither", func(c *Claim) { c.Type = TypeV2 }, reject.NonCanonical},
+		{"/3", func(c *Claim) { c.Type = "sandbox.attestation/3" }, reject.Unrecognised},
+		{"/2 with a zero head", func(c *Claim) { c.Type = TypeV2; c.Record = &RecordCite{Genesis: addr.Of([]byte("g"))} }, reject.MissingField},
 	}
 	for _, tc := range tests {
 		c := sample()
@@ -99,6 +104,28 @@ func TestValidate(t *testing.T) {
 	c.Type = Type
 	if err := c.Validate(); err != nil {
 		t.Errorf("S0 for S1: %v", err)
+	}
+}
+
+// A claim that cites a run record is sealed as /2 and verifies as /2.
+func TestSealV2(t *testing.T) {
+	k := testKey(t, 1)
+	c := sample()
+	c.Record = &RecordCite{Genesis: addr.Of([]byte("g")), Head: addr.Of([]byte("h"))}
+	a, err := Seal(c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Claim.Type != TypeV2 || !bytes.Contains(a.ClaimJCS, []byte(`"record":{"genesis":"b3:`)) {
+		t.Fatalf("%s", a.ClaimJCS)
+	}
+	v, err := Verify(a.Envelope, key.NewTrust(k.Public()))
+	if err != nil || v.Claim.Record == nil || v.Claim.Record.Head != c.Record.Head {
+		t.Fatal(err)
+	}
+	plain, err := Seal(sample(), k)
+	if err != nil || plain.Claim.Type != Type {
+		t.Fatal("a claim citing nothing is /1")
 	}
 }
 

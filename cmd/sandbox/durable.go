@@ -17,6 +17,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/reject"
+	"github.com/opensubstrate/sandbox/verify"
 )
 
 // The durable-run commands: a live sandbox is a durable run (seed 000)
@@ -158,7 +159,8 @@ func recordCmd(g *globals) *cobra.Command {
 		Short: "Work with run records (the durable runs of sandboxes)",
 	}
 	var cited string
-	var asJSON bool
+	var asJSON, runs, trustHost bool
+	var trustArgs []string
 	v := &cobra.Command{
 		Use:   "verify SANDBOX|FILE [--cited HEAD]",
 		Short: "Verify a run record from its genesis",
@@ -171,8 +173,14 @@ record must also reach that head (be it, or have been it after some
 segment): what a continuation or an export cites for it. The rules and
 their codes are in docs/spec/run-record.md.
 
-Exit status: 0 when it verifies, 4 when it does not, 3 when there is no
-such record.`,
+With --runs, every run the record names is verified too, completely, as
+'sandbox verify' does (signature under a key given with --trust or
+--trust-host, every bound object), from the state directory's runs/, and
+each must cite this record: its genesis, and a head the record had
+before the run's segment (splice, head-mismatch otherwise).
+
+Exit status: 0 when it verifies, 4 when it does not, 5 when the only
+failures are keys not trusted, 3 when there is no such record.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p := args[0]
@@ -188,7 +196,32 @@ such record.`,
 				return fmt.Errorf("no record %q: %w", args[0], os.ErrNotExist)
 			}
 			var st record.State
-			if cited != "" {
+			if runs {
+				d, derr := g.stateDir()
+				if derr != nil {
+					return derr
+				}
+				trust, terr := trustFrom(trustArgs)
+				if terr != nil {
+					return terr
+				}
+				if trustHost {
+					k, kerr := d.HostKey(randReader())
+					if kerr != nil {
+						return kerr
+					}
+					trust.Add(k.Public())
+				}
+				v := &verify.Verifier{Trust: trust}
+				st, _, err = v.Record(b, func(a addr.Addr) string { return d.Path("runs", a.Hex()) })
+				if err == nil && cited != "" {
+					a, perr := addr.Parse(cited)
+					if perr != nil {
+						return errs.Usage{Err: fmt.Errorf("--cited: %w", perr)}
+					}
+					st, err = record.Reaches(b, a)
+				}
+			} else if cited != "" {
 				a, perr := addr.Parse(cited)
 				if perr != nil {
 					return errs.Usage{Err: fmt.Errorf("--cited: %w", perr)}
@@ -211,7 +244,10 @@ such record.`,
 			}
 			if err != nil {
 				var re *reject.Error
-				if errors.As(err, &re) {
+				switch {
+				case errors.Is(err, reject.UntrustedKey):
+					return exitError{5}
+				case errors.As(err, &re):
 					return exitError{errs.ExitCode(errs.Integrity)}
 				}
 				return err
@@ -220,6 +256,9 @@ such record.`,
 		},
 	}
 	v.Flags().StringVar(&cited, "cited", "", "a head the record must reach (b3:…)")
+	v.Flags().BoolVar(&runs, "runs", false, "verify every run the record names too, and that each cites the record")
+	v.Flags().StringArrayVar(&trustArgs, "trust", nil, "with --runs: trust this key (ed25519:HEX, or a file holding one; repeatable)")
+	v.Flags().BoolVar(&trustHost, "trust-host", false, "with --runs: trust this state directory's host key")
 	v.Flags().BoolVar(&asJSON, "json", false, "one JSON object")
 	c.AddCommand(v)
 	return c

@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/tier"
+	"github.com/opensubstrate/sandbox/verify"
 )
 
 // A live sandbox is a durable run: each exec an Executed segment; a
@@ -86,6 +89,17 @@ func TestSuspendResumeS1(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `"idle_provenance":"Estimator storage-retention/1`) {
 		t.Fatalf("%s", b)
+	}
+	// Each exec cites the record: its genesis, and the head it continued.
+	if c := r1.Attestation.Claim.Record; c == nil || c.Genesis != record.Genesis(st.Header.Unit, st.Header.Grants) || c.Head != c.Genesis {
+		t.Fatalf("the first exec's citation: %+v", c)
+	}
+	runDir := func(a addr.Addr) string { return h.Store.Path("runs", a.Hex()) }
+	if _, rs, err := (&verify.Verifier{Trust: key.NewTrust(h.Key.Public())}).Record(b, runDir); err != nil || len(rs) == 0 {
+		t.Fatalf("the record and its runs: %v", err)
+	}
+	if _, _, err := (&verify.Verifier{}).Record(b, runDir); !errors.Is(err, reject.UntrustedKey) {
+		t.Fatalf("with the host's key not trusted: %v", err)
 	}
 }
 

@@ -147,6 +147,9 @@ type Request struct {
 	// Notes are recorded in the attestation's notes (the sandbox a run
 	// is an exec of).
 	Notes []string
+	// Record is the run record the run is a segment of, and the head it
+	// continues from: cited by its attestation (sandbox.attestation/2).
+	Record *attest.RecordCite
 }
 
 // Run is a sealed run.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/job"
@@ -360,6 +361,10 @@ func (h *Host) Exec(ctx context.Context, id, owner string, x ExecRequest) (*Run,
 		req.Notes = append(req.Notes, fmt.Sprintf("the sandbox's processes may listen on TCP ports %v inside its own network namespace (loopback only)", sb.Listen))
 	}
 	first := n == 1
+	if sb.record != nil {
+		st := sb.record.State()
+		req.Record = &attest.RecordCite{Genesis: record.Genesis(st.Header.Unit, st.Header.Grants), Head: st.Head}
+	}
 	p, err := h.plan(ctx, req)
 	if err != nil {
 		return nil, err

@@ -102,6 +102,7 @@ func (h *Host) seal(p *plan, rec *store.Partial, f *records, enf *grant.Enforcer
 		Tier:     attest.Tier{Required: p.choice.Required, Chosen: p.choice.Chosen, Reason: p.choice.Reason},
 		Executor: res.Executor, Hardware: hwd, Outcome: res.Outcome,
 		Started: attest.Time(res.Start), Ended: attest.Time(res.End),
+		Record: p.req.Record,
 	}
 	for _, n := range append(res.Notes, p.req.Notes...) {
 		if n != "" {

@@ -618,6 +618,12 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 			`"outcome":{`, `"notes":[""],"outcome":{`},
 		{"attestation-device-class-unknown.json", `hardware.devices[].class "Fpga", which the device-class vocabulary does not have`, reject.Invalid,
 			`"class":"Cpu"`, `"class":"Fpga"`},
+		{"attestation-v1-with-record.json", `a sandbox.attestation/1 claim citing a run record: "record" is a member of /2 only`, reject.UnknownField,
+			`"signer":`, `"record":{"genesis":"` + addr.Of([]byte("genesis")).String() + `","head":"` + addr.Of([]byte("head")).String() + `"},"signer":`},
+		{"attestation-v2-without-its-members.json", `typed sandbox.attestation/2 with neither "record" nor "audit_prev": such a claim is /1`, reject.NonCanonical,
+			`"type":"sandbox.attestation/1"`, `"type":"sandbox.attestation/2"`},
+		{"attestation-type-unknown.json", `typed sandbox.attestation/3, which this version does not know`, reject.Unrecognised,
+			`"type":"sandbox.attestation/1"`, `"type":"sandbox.attestation/3"`},
 	} {
 		c := bytes.Replace(claimJSON, []byte(d.old), []byte(d.new), 1)
 		if bytes.Equal(c, claimJSON) {
