@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -275,4 +276,89 @@ type recordJSON struct {
 	Segments int    `json:"segments"`
 	Executed int    `json:"executed"`
 	IdleUJ   uint64 `json:"idle_uj"`
+}
+
+func exportCmd(g *globals) *cobra.Command {
+	var out string
+	c := &cobra.Command{
+		Use:   "export SANDBOX [-o FILE]",
+		Short: "Write a suspended (or closed) sandbox's durable run as a bundle",
+		Long: `Write a sandbox's durable run to stdout (or -o FILE) as a bundle, a tar
+stream: its run record, every object the record names (its unit and
+grants, each snapshot's workspace tree and chunks and environment
+manifest) and every run it names, whole. 'sandbox import' on another host
+takes it, and 'sandbox resume' continues it there. A live sandbox is
+suspended first. No service is needed.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := g.stateDir()
+			if err != nil {
+				return err
+			}
+			k, err := d.HostKey(randReader())
+			if err != nil {
+				return err
+			}
+			h := &host.Host{Store: store.Of(d), Key: k}
+			if out == "" || out == "-" {
+				return h.Export(args[0], cmd.OutOrStdout())
+			}
+			f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp-*")
+			if err != nil {
+				return err
+			}
+			defer os.Remove(f.Name())
+			if err := h.Export(args[0], f); err != nil {
+				f.Close()
+				return err
+			}
+			if err := f.Sync(); err != nil {
+				f.Close()
+				return err
+			}
+			if err := f.Close(); err != nil {
+				return err
+			}
+			return os.Rename(f.Name(), out)
+		},
+	}
+	c.Flags().StringVarP(&out, "output", "o", "", "write the bundle to FILE (whole or not at all) instead of stdout")
+	return c
+}
+
+func importCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "import BUNDLE|-",
+		Short: "Take a durable run from a bundle into this state directory",
+		Long: `Read a bundle ('sandbox export') and put the durable run it carries in
+this state directory, checked whole before anything is placed: every
+object must hash to its name, every run's attestation to its directory
+(under a valid signature: which keys to trust is yours, at 'sandbox
+record verify --runs --trust'), the record must verify from its genesis
+and name nothing the bundle lacks. A record already here is replaced
+only by one that extends it. A suspended sandbox imported is then
+resumed with 'sandbox resume' (its environment must be this host's).`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := g.stateDir()
+			if err != nil {
+				return err
+			}
+			r := cmd.InOrStdin()
+			if args[0] != "-" {
+				f, err := os.Open(args[0])
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				r = f
+			}
+			im, err := (&host.Host{Store: store.Of(d)}).Import(r, host.LocalOwner)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s imported: %s, head %s, %d objects and %d runs new here; exported by %s\n", im.Sandbox, im.Phase, im.Head, im.Blobs, im.Runs, im.Signer)
+			return nil
+		},
+	}
 }

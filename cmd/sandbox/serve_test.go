@@ -463,3 +463,47 @@ func TestSuspendResumeThroughTheService(t *testing.T) {
 		t.Fatalf("a record with its suspension dropped: %d %s", code, out)
 	}
 }
+
+// export and import as a user runs them: a bundle from one state
+// directory resumes in another, whose record then verifies only with
+// both hosts' keys trusted.
+func TestExportImportAcrossStateDirs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("live S1 sandboxes need root here")
+	}
+	a, b := t.TempDir(), t.TempDir()
+	startServe(t, a)
+	out, _, _ := runCLI(t, a, "", "create")
+	id := strings.TrimSpace(out)
+	runCLI(t, a, "", "exec", "-q", id, "--", "sh", "-c", "echo carried > f")
+	if _, e, code := runCLI(t, a, "", "export", id); code != 2 || !strings.Contains(e, "suspend it") {
+		t.Fatalf("export of a live sandbox: %d %s", code, e)
+	}
+	runCLI(t, a, "", "suspend", id)
+	bundle := filepath.Join(t.TempDir(), "b.tar")
+	if _, e, code := runCLI(t, a, "", "export", id, "-o", bundle); code != 0 {
+		t.Fatalf("export: %d %s", code, e)
+	}
+	junk := filepath.Join(t.TempDir(), "junk.tar")
+	os.WriteFile(junk, []byte("not a tar"), 0o600)
+	if _, e, code := runCLI(t, b, "", "import", junk); code != 4 {
+		t.Fatalf("import of junk: %d %s", code, e)
+	}
+	if out, e, code := runCLI(t, b, "", "import", bundle); code != 0 || !strings.Contains(out, id+" imported: parked") {
+		t.Fatalf("import: %d %s %s", code, out, e)
+	}
+	startServe(t, b)
+	if _, e, code := runCLI(t, b, "", "resume", id); code != 0 {
+		t.Fatalf("resume on B: %d %s", code, e)
+	}
+	if out, _, _ := runCLI(t, b, "", "exec", "-q", id, "--", "cat", "f"); out != "carried\n" {
+		t.Fatalf("on B: %q", out)
+	}
+	runCLI(t, b, "", "close", id)
+	if _, _, code := runCLI(t, b, "", "record", "verify", "--runs", "--trust-host", id); code != 5 {
+		t.Fatalf("with only B's key trusted: %d", code)
+	}
+	if out, e, code := runCLI(t, b, "", "record", "verify", "--runs", "--trust-host", "--trust", filepath.Join(a, "host.pub"), id); code != 0 {
+		t.Fatalf("with both keys: %d %s %s", code, out, e)
+	}
+}

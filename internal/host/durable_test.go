@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -160,4 +161,75 @@ func processesWith(t *testing.T, s string) []string {
 		}
 	}
 	return out
+}
+
+// Resume on another host: suspended on A, exported, imported and
+// resumed on B (another state directory, another key), an exec there,
+// closed. B's exec cites the record; the whole record verifies with both
+// keys trusted and fails with either one missing.
+func TestResumeOnAnotherHost(t *testing.T) {
+	a, b := newS1Host(t), newS1Host(t)
+	if a.Key.Public() == b.Key.Public() {
+		t.Fatal("the two hosts share a key")
+	}
+	ctx := context.Background()
+	info, err := a.Create(ctx, SandboxSpec{Grants: grants(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	execIn(t, a, info.ID, "sh", "-c", "echo from A > a.txt")
+	if _, err := a.Suspend(ctx, info.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	var bundle bytes.Buffer
+	if err := a.Export(info.ID, &bundle); err != nil {
+		t.Fatal(err)
+	}
+	raw := bundle.Bytes()
+	im, err := b.Import(bytes.NewReader(raw), LocalOwner)
+	if err != nil || im.Sandbox != info.ID || im.Phase != record.Parked || im.Runs != 1 {
+		t.Fatalf("import: %+v %v", im, err)
+	}
+	if _, err := b.Resume(ctx, info.ID, LocalOwner); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	r, err := b.Exec(ctx, info.ID, LocalOwner, ExecRequest{Args: []string{"cat", "a.txt"}, Stdout: &out, Deadline: 20 * time.Second})
+	if err != nil || out.String() != "from A\n" {
+		t.Fatalf("exec on B: %v %q", err, out.String())
+	}
+	if c := r.Attestation.Claim.Record; c == nil || r.Attestation.Claim.Signer != b.Key.Public() {
+		t.Fatalf("B's exec: %+v", r.Attestation.Claim)
+	}
+	if err := b.Remove(info.ID, LocalOwner); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := os.ReadFile(b.RecordPath(info.ID))
+	runDir := func(x addr.Addr) string { return b.Store.Path("runs", x.Hex()) }
+	both := key.NewTrust(a.Key.Public(), b.Key.Public())
+	st, _, err := (&verify.Verifier{Trust: both}).Record(rec, runDir)
+	if err != nil || st.Phase != record.Ended || st.Executed != 2 {
+		t.Fatalf("with both keys: %+v %v", st, err)
+	}
+	for name, k := range map[string]key.Public{"A's": a.Key.Public(), "B's": b.Key.Public()} {
+		if _, _, err := (&verify.Verifier{Trust: key.NewTrust(k)}).Record(rec, runDir); !errors.Is(err, reject.UntrustedKey) {
+			t.Errorf("with only %s key trusted: %v", name, err)
+		}
+	}
+	// The same bundle again changes nothing; one whose record differs is
+	// a splice; one with a blob that is not what it says is refused whole.
+	if _, err := b.Import(bytes.NewReader(raw), LocalOwner); !errors.Is(err, reject.Splice) {
+		t.Fatalf("an older bundle over a longer record: %v", err)
+	}
+	c := newS1Host(t)
+	bad := bytes.Replace(raw, []byte("from A\n"), []byte("from X\n"), 1)
+	if bytes.Equal(bad, raw) {
+		t.Fatal("the bundle holds no chunk to change")
+	}
+	if _, err := c.Import(bytes.NewReader(bad), LocalOwner); !errors.Is(err, reject.Address) {
+		t.Fatalf("a changed chunk: %v", err)
+	}
+	if _, err := os.Stat(c.RecordPath(info.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("a refused bundle left its record")
+	}
 }
