@@ -210,7 +210,8 @@ func (h *Host) Suspend(ctx context.Context, id, owner string) (record.Snapshot, 
 		_, err = sb.record.Append(record.Segment{Kind: record.Suspended, Snapshot: snap})
 	}
 	if err == nil {
-		err = h.writeParked(id, parked{Owner: owner, Suspended: h.now().UTC(), Retained: retained})
+		// Retained: the tree in the store, and the workspace kept beside it.
+		err = h.writeParked(id, parked{Owner: owner, Suspended: h.now().UTC(), Retained: 2 * retained})
 	}
 	if err != nil {
 		// Nothing is torn down that the record does not hold.
@@ -222,8 +223,19 @@ func (h *Host) Suspend(ctx context.Context, id, owner string) (record.Snapshot, 
 	h.sandboxes.mu.Lock()
 	delete(h.sandboxes.m, id)
 	h.sandboxes.mu.Unlock()
+	// The workspace is kept beside the snapshot, outside the sandbox, as
+	// a cache: a resumption here that finds it identical to the recorded
+	// tree (by a capture, which reads only what changed) renames it back
+	// instead of restoring every chunk.
+	ws := sb.Workspace
+	sb.Workspace = ""
 	if err := h.teardown(sb); err != nil {
 		h.logger().Warn("suspended sandbox torn down with errors", "sandbox", id, "err", err)
+	}
+	if ws != "" {
+		if err := os.Rename(ws, h.parkedDir(id)); err != nil {
+			os.RemoveAll(ws)
+		}
 	}
 	sb.record.Close()
 	h.logger().Info("sandbox suspended", "sandbox", id, "root", snap.Root, "retained_bytes", retained)
@@ -380,6 +392,7 @@ func (h *Host) CloseRecord(id, owner, reason string) error {
 	if _, err := f.Append(record.Segment{Kind: record.Closed, Reason: reason}); err != nil {
 		return err
 	}
+	os.RemoveAll(h.parkedDir(id))
 	return os.Remove(h.Store.Path("records", id+".json"))
 }
 
@@ -448,8 +461,10 @@ func (h *Host) owns(id, owner string) bool {
 	return owner == LocalOwner
 }
 
-// restoreWorkspace fills the empty workspace ws from tree a.
-func (h *Host) restoreWorkspace(ws string, a addr.Addr) error {
+// restoreWorkspace fills the empty workspace ws from tree a: with the
+// workspace kept when the sandbox was suspended here, if a capture of it
+// is tree a; else from the store, every chunk checked.
+func (h *Host) restoreWorkspace(id, ws string, a addr.Addr) error {
 	fi, err := os.Stat(ws)
 	if err != nil {
 		return err
@@ -457,8 +472,26 @@ func (h *Host) restoreWorkspace(ws string, a addr.Addr) error {
 	if err := os.Remove(ws); err != nil {
 		return err
 	}
+	kept := h.parkedDir(id)
+	if _, err := os.Stat(kept); err == nil {
+		if got, _, err := h.capturer().Capture(kept); err == nil && got == a {
+			if err := os.Rename(kept, ws); err == nil {
+				return os.Chmod(ws, fi.Mode().Perm())
+			}
+		}
+		os.RemoveAll(kept)
+	}
 	if err := tree.Restore(h.Store, a, ws, nil); err != nil {
 		return fmt.Errorf("restore the workspace: %w", err)
 	}
+	if err := h.capturer().Remember(ws, a); err != nil {
+		h.logger().Warn("the restored workspace was not remembered", "err", err)
+	}
 	return os.Chmod(ws, fi.Mode().Perm())
+}
+
+// parkedDir is where a suspended sandbox's workspace is kept, beside
+// where workspaces are made (the same filesystem: a rename).
+func (h *Host) parkedDir(id string) string {
+	return filepath.Join(os.TempDir(), "sandbox-parked-"+id)
 }

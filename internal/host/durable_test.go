@@ -84,8 +84,9 @@ func TestSuspendResumeS1(t *testing.T) {
 	if err != nil || st.Phase != record.Ended || st.Executed != 2 || st.Segments != 5 {
 		t.Fatalf("the record at the end: %+v %v\n%s", st, err, b)
 	}
-	// 3 MB and a little, retained for a day at 1.2 W/TB: ~0.31 J.
-	if st.IdleUJ < 300_000 || st.IdleUJ > 330_000 {
+	// 3 MB and a little, retained twice (the tree, and the workspace kept
+	// beside it) for a day at 1.2 W/TB: ~0.62 J.
+	if st.IdleUJ < 600_000 || st.IdleUJ > 660_000 {
 		t.Fatalf("idle energy %d µJ", st.IdleUJ)
 	}
 	if !strings.Contains(string(b), `"idle_provenance":"Estimator storage-retention/1`) {
@@ -121,7 +122,25 @@ func TestResumePreconditionsOnTheHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The retained tree changed in the store: the restore refuses it.
+	// The workspace kept here changed while parked: it is not the
+	// recorded tree, so the resumption restores from the store instead.
+	kept := h.parkedDir(info.ID)
+	if err := os.WriteFile(filepath.Join(kept, "f"), []byte("forked"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Resume(ctx, info.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := h.Sandbox(info.ID, "")
+	if b, _ := os.ReadFile(filepath.Join(in.Workspace, "f")); string(b) != "v1" {
+		t.Fatalf("resumed from a changed copy: %q", b)
+	}
+	if snap, err = h.Suspend(ctx, info.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	// The retained tree changed in the store, and no copy is kept (as on
+	// another host): the restore refuses it.
+	os.RemoveAll(kept)
 	tb, _ := h.Store.Blob(snap.Root)
 	os.WriteFile(h.Store.Path("blobs", snap.Root.Hex()), append(tb, ' '), 0o600)
 	if _, err := h.Resume(ctx, info.ID, ""); err == nil || !strings.Contains(err.Error(), "corrupt") {

@@ -208,6 +208,35 @@ func (c *Capturer) file(p, rel string, info fs.FileInfo, st *Stats) (Entry, erro
 	return e, nil
 }
 
+// Remember records the files of dir, just restored from tree a, as
+// captured: a capture of dir reads again only what changes after this.
+func (c *Capturer) Remember(dir string, a addr.Addr) error {
+	t, err := Load(c.Blobs, a)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[fileID]Entry{}
+	}
+	for _, e := range t.Entries {
+		if e.Kind != "file" {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(dir, filepath.FromSlash(e.Path)), &st); err != nil {
+			return err
+		}
+		if st.Size != e.Size {
+			continue
+		}
+		id := fileID{uint64(st.Dev), st.Ino, st.Size, syscall.Timespec(st.Mtim), syscall.Timespec(st.Ctim)}
+		c.seen[id] = e
+	}
+	return nil
+}
+
 func (c *Capturer) present(chunks []addr.Addr) bool {
 	for _, a := range chunks {
 		if !c.Blobs.HasBlob(a) {
