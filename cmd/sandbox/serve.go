@@ -85,6 +85,15 @@ and exits 0. Nothing running is dropped unsealed.`,
 			if maxLive > 0 {
 				ho.MaxLive(maxLive)
 			}
+			// What ended services left: their live sandboxes' records are
+			// made whole (suspended, resumable) before anything is served.
+			if ls, err := ho.Collect(); err != nil {
+				log.Warn("collecting what ended processes left", "err", err)
+			} else {
+				for _, l := range ls {
+					log.Info("collected", "what", l.Kind, "path", l.Path, "err", l.Err)
+				}
+			}
 			if socket == "" {
 				socket = ho.Store.Path(client.SocketName)
 			}

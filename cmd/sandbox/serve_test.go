@@ -20,11 +20,14 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/internal/crash"
 )
 
 // startServe starts `sandbox serve` for home and waits for its socket.
 func startServe(t *testing.T, home string, args ...string) *exec.Cmd {
 	t.Helper()
+	// A socket a killed service left would pass for this one's.
+	os.Remove(filepath.Join(home, client.SocketName))
 	cmd := cliCmd(t, home, nil, append([]string{"serve"}, args...)...)
 	var log bytes.Buffer
 	cmd.Stderr = &log
@@ -505,5 +508,82 @@ func TestExportImportAcrossStateDirs(t *testing.T) {
 	}
 	if out, e, code := runCLI(t, b, "", "record", "verify", "--runs", "--trust-host", "--trust", filepath.Join(a, "host.pub"), id); code != 0 {
 		t.Fatalf("with both keys: %d %s %s", code, out, e)
+	}
+}
+
+// startServeEnv is startServe with extra environment (a crash point).
+func startServeEnv(t *testing.T, home string, env []string) *exec.Cmd {
+	t.Helper()
+	os.Remove(filepath.Join(home, client.SocketName))
+	cmd := cliCmd(t, home, env, "serve")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for i := 0; i < 200; i++ {
+		if _, err := os.Stat(filepath.Join(home, client.SocketName)); err == nil {
+			return cmd
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatal("serve did not start")
+	return nil
+}
+
+// kill -9 of the service at every step of a suspension and a
+// resumption, and while a sandbox is simply live: the next service
+// makes its record whole (suspended from the workspace as it was left),
+// and a resumption finds every write an exec acknowledged.
+func TestDurableKilledAtEveryStep(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("live S1 sandboxes need root here")
+	}
+	for _, point := range append([]string{"live"}, crash.DurablePoints...) {
+		t.Run(point, func(t *testing.T) {
+			home := t.TempDir()
+			srv := startServeEnv(t, home, []string{crash.Env + "=" + point})
+			out, e, code := runCLI(t, home, "", "create")
+			id := strings.TrimSpace(out)
+			if code != 0 {
+				t.Fatalf("create: %s", e)
+			}
+			if _, e, code := runCLI(t, home, "", "exec", "-q", id, "--", "sh", "-c", "echo acknowledged > f; (sleep 300 &)"); code != 0 {
+				t.Fatalf("exec: %s", e)
+			}
+			switch {
+			case point == "live":
+				srv.Process.Kill()
+			case strings.HasPrefix(point, "suspend"):
+				if _, _, code := runCLI(t, home, "", "suspend", id); code == 0 {
+					t.Fatal("the service did not die at " + point)
+				}
+			default:
+				if _, e, code := runCLI(t, home, "", "suspend", id); code != 0 {
+					t.Fatalf("suspend: %s", e)
+				}
+				if _, _, code := runCLI(t, home, "", "resume", id); code == 0 {
+					t.Fatal("the service did not die at " + point)
+				}
+			}
+			srv.Wait()
+			// The next service collects what this one left first: a
+			// frozen sandbox's processes too.
+			startServe(t, home)
+			if l := waitGone("sleep 300", 5*time.Second); len(l) > 0 {
+				t.Fatalf("the dead service's sandbox runs on: %v", l)
+			}
+			if out, _, _ := runCLI(t, home, "", "records"); !strings.Contains(out, id+"  parked") {
+				t.Fatalf("after the crash at %s, records:\n%s", point, out)
+			}
+			if _, e, code := runCLI(t, home, "", "resume", id); code != 0 {
+				t.Fatalf("resume after the crash at %s: %s", point, e)
+			}
+			if out, _, _ := runCLI(t, home, "", "exec", "-q", id, "--", "cat", "f"); out != "acknowledged\n" {
+				t.Fatalf("after the crash at %s: %q", point, out)
+			}
+			if out, e, code := runCLI(t, home, "", "record", "verify", "--runs", "--trust-host", id); code != 0 {
+				t.Fatalf("record verify: %s %s", out, e)
+			}
+		})
 	}
 }

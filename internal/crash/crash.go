@@ -31,6 +31,17 @@ const (
 	LogSynced  = "log-synced"  // fsynced, not yet acknowledged
 )
 
+// The points of a live sandbox's suspension and resumption (internal/host).
+const (
+	SuspendCaptured = "suspend-captured" // the workspace is stored as a tree; Suspended not yet appended
+	SuspendAppended = "suspend-appended" // Suspended is appended; the sandbox not yet torn down
+	ResumeRestored  = "resume-restored"  // the workspace is back, the init started; Resumed not yet appended
+	ResumeAppended  = "resume-appended"  // Resumed is appended; the caller not yet answered
+)
+
+// DurablePoints lists them in order.
+var DurablePoints = []string{SuspendCaptured, SuspendAppended, ResumeRestored, ResumeAppended}
+
 // LogPoints lists the points of an append in order.
 var LogPoints = []string{LogWritten, LogSynced}
 

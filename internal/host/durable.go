@@ -15,6 +15,7 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/chain"
+	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/internal/tree"
@@ -207,7 +208,11 @@ func (h *Host) Suspend(ctx context.Context, id, owner string) (record.Snapshot, 
 	}
 	snap, retained, err := h.capture(sb)
 	if err == nil {
+		crash.At(crash.SuspendCaptured)
 		_, err = sb.record.Append(record.Segment{Kind: record.Suspended, Snapshot: snap})
+	}
+	if err == nil {
+		crash.At(crash.SuspendAppended)
 	}
 	if err == nil {
 		// Retained: the tree in the store, and the workspace kept beside it.
@@ -238,6 +243,7 @@ func (h *Host) Suspend(ctx context.Context, id, owner string) (record.Snapshot, 
 		}
 	}
 	sb.record.Close()
+	os.Remove(h.livePath(id))
 	h.logger().Info("sandbox suspended", "sandbox", id, "root", snap.Root, "retained_bytes", retained)
 	return snap, nil
 }
@@ -358,9 +364,11 @@ func (h *Host) Resume(ctx context.Context, id, owner string) (SandboxInfo, error
 		ready: func(sb *Sandbox) error {
 			// Appended before the sandbox can be seen: no exec comes
 			// before its Resumed. A failure here tears it down.
+			crash.At(crash.ResumeRestored)
 			if _, err := f.Resume(*st.Last, env, idle, IdleProvenance); err != nil {
 				return err
 			}
+			crash.At(crash.ResumeAppended)
 			sb.record = f
 			return nil
 		}}
@@ -393,6 +401,7 @@ func (h *Host) CloseRecord(id, owner, reason string) error {
 		return err
 	}
 	os.RemoveAll(h.parkedDir(id))
+	os.Remove(h.livePath(id))
 	return os.Remove(h.Store.Path("records", id+".json"))
 }
 
@@ -494,4 +503,152 @@ func (h *Host) restoreWorkspace(id, ws string, a addr.Addr) error {
 // where workspaces are made (the same filesystem: a rename).
 func (h *Host) parkedDir(id string) string {
 	return filepath.Join(os.TempDir(), "sandbox-parked-"+id)
+}
+
+// live is what a host keeps beside a live sandbox's record
+// (records/ID.live): whose it is, its workspace and the lease of the
+// process that runs it. If that process ends without suspending or
+// closing it (kill -9, a crash), Recover finds the record by it.
+type live struct {
+	Owner     string `json:"owner"`
+	Workspace string `json:"workspace,omitempty"`
+	Lease     string `json:"lease"`
+	Cgroup    string `json:"cgroup,omitempty"`
+}
+
+func (h *Host) livePath(id string) string { return h.Store.Path("records", id+".live") }
+
+func (h *Host) writeLive(sb *Sandbox) error {
+	l := live{Owner: sb.Owner, Workspace: sb.Workspace}
+	if sb.cg != nil {
+		l.Cgroup = sb.cg.Name
+	}
+	if h.Store.Lease != nil {
+		l.Lease = h.Store.Lease.ID
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	return safefile.Write(h.livePath(sb.ID), b, 0o600)
+}
+
+// Recovered is a live sandbox whose process ended without suspending or
+// closing it, and what Recover made of it.
+type Recovered struct {
+	ID   string
+	What string // "suspended", "closed", "cleaned"
+	Err  error
+}
+
+// Recover takes the live sandboxes of ended processes (their lease is
+// dead) and makes their records whole: one still active is suspended
+// from its workspace as the process left it (Suspended appended, then
+// the workspace parked), or closed when its workspace is gone; one the
+// process had suspended or closed already is finished (its note
+// written, its workspace parked or removed). dead says whether a lease
+// has ended. What the process acknowledged is in the record; nothing is
+// lost that the workspace still holds.
+func (h *Host) Recover(dead func(lease string) bool, dryRun bool) []Recovered {
+	ents, _ := os.ReadDir(h.Store.Path("records"))
+	var out []Recovered
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name(), ".live")
+		if !ok || !sandboxID.MatchString(id) {
+			continue
+		}
+		var l live
+		b, err := os.ReadFile(h.livePath(id))
+		if err == nil {
+			err = json.Unmarshal(b, &l)
+		}
+		if err != nil || !dead(l.Lease) {
+			continue
+		}
+		r := Recovered{ID: id}
+		if !dryRun {
+			r.What, r.Err = h.recover(id, l)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func (h *Host) recover(id string, l live) (string, error) {
+	f, err := record.Open(h.RecordPath(id))
+	if errors.Is(err, os.ErrNotExist) {
+		os.RemoveAll(l.Workspace)
+		return "cleaned", os.Remove(h.livePath(id))
+	}
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	// Nothing of it may run while its workspace is taken: its processes
+	// die with their init, but a frozen one (a suspension cut short)
+	// waits to be thawed.
+	if h.Cgroups != nil && l.Cgroup != "" {
+		h.Cgroups.Open(l.Cgroup).Kill(2 * time.Second)
+	}
+	st := f.State()
+	hasWS := false
+	if l.Workspace != "" {
+		if fi, err := os.Lstat(l.Workspace); err == nil && fi.IsDir() {
+			hasWS = true
+		}
+	}
+	what := "cleaned"
+	switch st.Phase {
+	case record.Active:
+		if !hasWS && l.Workspace != "" {
+			if _, err := f.Append(record.Segment{Kind: record.Closed, Reason: "its host ended, and its workspace is gone"}); err != nil {
+				return "", err
+			}
+			what = "closed"
+			break
+		}
+		var u DurableUnit
+		if ub, err := h.Store.Blob(st.Header.Unit); err == nil {
+			canon.Unmarshal(ub, &u)
+		}
+		sb := &Sandbox{ID: id, Tier: u.Tier, Workspace: l.Workspace}
+		if sb.Tier == 0 {
+			sb.Tier = tier.S1
+		}
+		snap, retained, err := h.capture(sb)
+		if err != nil {
+			return "", err
+		}
+		if _, err := f.Append(record.Segment{Kind: record.Suspended, Snapshot: snap}); err != nil {
+			return "", err
+		}
+		if err := h.writeParked(id, parked{Owner: l.Owner, Suspended: h.now().UTC(), Retained: 2 * retained}); err != nil {
+			return "", err
+		}
+		what = "suspended"
+	case record.Parked:
+		if _, err := h.readParked(id); err != nil {
+			var size int64
+			if t, err := tree.Load(h.Store, st.Last.Root); err == nil {
+				for _, e := range t.Entries {
+					size += e.Size
+				}
+			}
+			if err := h.writeParked(id, parked{Owner: l.Owner, Suspended: h.now().UTC(), Retained: 2 * size}); err != nil {
+				return "", err
+			}
+		}
+		what = "suspended"
+	}
+	if hasWS {
+		kept := h.parkedDir(id)
+		if _, err := os.Stat(kept); st.Phase != record.Ended && errors.Is(err, os.ErrNotExist) && what == "suspended" {
+			if err := os.Rename(l.Workspace, kept); err != nil {
+				os.RemoveAll(l.Workspace)
+			}
+		} else {
+			os.RemoveAll(l.Workspace)
+		}
+	}
+	return what, os.Remove(h.livePath(id))
 }

@@ -132,6 +132,23 @@ func (h *Host) GC(dryRun bool) ([]Leftover, error) {
 	// only names with a lease are ever considered there.
 	scan(os.TempDir(), "sandbox-s1-probe-", "probe scratch", false)
 	scan(os.TempDir(), "sandbox-probe-", "probe scratch", false)
+	// Live sandboxes of ended processes: their records are made whole
+	// (suspended from the workspace as it was left, or closed) before
+	// any workspace is judged, so that none is removed that a record
+	// still needs.
+	for _, r := range h.Recover(func(lease string) bool {
+		_, deadHere := deadIDs[lease]
+		return deadHere || lease != "" && ended(lease) && (h.Store.Lease == nil || lease != h.Store.Lease.ID)
+	}, dryRun) {
+		kind := "live sandbox of an ended process: " + r.What
+		if r.What == "suspended" {
+			kind += " from its workspace as it was left (sandbox resume " + r.ID + ")"
+		}
+		if dryRun {
+			kind = "live sandbox of an ended process: its record would be suspended or closed"
+		}
+		out = append(out, Leftover{Kind: kind, Path: h.RecordPath(r.ID), Err: r.Err})
+	}
 	scan(os.TempDir(), "sandbox-ws-", "live sandbox workspace", false)
 	if h.Cgroups != nil {
 		for _, name := range h.Cgroups.Names() {

@@ -230,8 +230,12 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 		}
 		sb.session = sess
 	}
+	if err := h.writeLive(sb); err != nil {
+		return fail(err)
+	}
 	if spec.ready != nil {
 		if err := spec.ready(sb); err != nil {
+			os.Remove(h.livePath(sb.ID))
 			return fail(err)
 		}
 	}
@@ -424,6 +428,7 @@ func (h *Host) closeSandbox(sb *Sandbox, why string) error {
 			err = errors.Join(err, fmt.Errorf("close sandbox %s's record: %w", sb.ID, rerr))
 		}
 		sb.record.Close()
+		os.Remove(h.livePath(sb.ID))
 	}
 	return err
 }
