@@ -154,7 +154,7 @@ func TestServeShutdownSealsWhatRuns(t *testing.T) {
 	srv := startServe(t, home, "--grace", "500ms")
 	out, _, _ := runCLI(t, home, "", "create")
 	id := strings.TrimSpace(out)
-	exe := cliCmd(t, home, nil, "exec", "-q", id, "--", "sh", "-c", "echo up; exec sleep 60")
+	exe := cliCmd(t, home, nil, "exec", "-q", id, "--", "sh", "-c", "echo up; exec sleep 61")
 	eo := &syncBuffer{}
 	exe.Stdout = eo
 	if err := exe.Start(); err != nil {
@@ -185,7 +185,7 @@ func TestServeShutdownSealsWhatRuns(t *testing.T) {
 	if !strings.Contains(out, "killed") {
 		t.Fatalf("the exec was not sealed:\n%s", out)
 	}
-	if left := waitGone("sleep 60", 5*time.Second); len(left) > 0 {
+	if left := waitGone("sleep 61", 5*time.Second); len(left) > 0 {
 		t.Fatalf("left running: %v", left)
 	}
 	if out, _, _ := runCLI(t, home, "", "gc", "-n"); !strings.Contains(out, "nothing left behind") {
@@ -351,7 +351,7 @@ func TestRunThroughService(t *testing.T) {
 	}
 
 	// Ctrl-C: interrupted there, summed up here, 130.
-	cmd = cliCmd(t, home, nil, "run", "--", "sh", "-c", "echo up; exec sleep 60")
+	cmd = cliCmd(t, home, nil, "run", "--", "sh", "-c", "echo up; exec sleep 62")
 	var e bytes.Buffer
 	cmd.Stderr = &e
 	outR, _ = cmd.StdoutPipe()
@@ -365,7 +365,7 @@ func TestRunThroughService(t *testing.T) {
 	if err := cmd.Wait(); exitCode(err) != 130 || !strings.Contains(e.String(), "sandbox: ended  killed (interrupted)") || !strings.Contains(e.String(), "sandbox: records ") {
 		t.Fatalf("Ctrl-C: %v\n%s", err, e.String())
 	}
-	if l := waitGone("sleep 60", 5*time.Second); len(l) > 0 {
+	if l := waitGone("sleep 62", 5*time.Second); len(l) > 0 {
 		t.Fatalf("left running: %v", l)
 	}
 
@@ -547,7 +547,7 @@ func TestDurableKilledAtEveryStep(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("create: %s", e)
 			}
-			if _, e, code := runCLI(t, home, "", "exec", "-q", id, "--", "sh", "-c", "echo acknowledged > f; (sleep 300 &)"); code != 0 {
+			if _, e, code := runCLI(t, home, "", "exec", "-q", id, "--", "sh", "-c", "echo acknowledged > f; (sleep 301 &)"); code != 0 {
 				t.Fatalf("exec: %s", e)
 			}
 			switch {
@@ -569,7 +569,7 @@ func TestDurableKilledAtEveryStep(t *testing.T) {
 			// The next service collects what this one left first: a
 			// frozen sandbox's processes too.
 			startServe(t, home)
-			if l := waitGone("sleep 300", 5*time.Second); len(l) > 0 {
+			if l := waitGone("sleep 301", 5*time.Second); len(l) > 0 {
 				t.Fatalf("the dead service's sandbox runs on: %v", l)
 			}
 			if out, _, _ := runCLI(t, home, "", "records"); !strings.Contains(out, id+"  parked") {

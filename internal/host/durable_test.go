@@ -33,7 +33,7 @@ func TestSuspendResumeS1(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := info.Workspace
-	r1, _ := execIn(t, h, info.ID, "sh", "-c", `mkdir -p d && printf 'kept\n' > d/f && head -c 3000000 /dev/urandom > big && ln -s d/f link && (sleep 300 &) ; echo started`)
+	r1, _ := execIn(t, h, info.ID, "sh", "-c", `mkdir -p d && printf 'kept\n' > d/f && head -c 3000000 /dev/urandom > big && ln -s d/f link && (sleep 302 &) ; echo started`)
 	if r1.Result.Outcome.Status != "exited" {
 		t.Fatalf("%+v", r1.Result.Outcome)
 	}
@@ -44,7 +44,7 @@ func TestSuspendResumeS1(t *testing.T) {
 	if _, err := os.Stat(ws); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the workspace was not torn down: %v", err)
 	}
-	if l := processesWith(t, "sleep 300"); len(l) > 0 {
+	if l := processesWith(t, "sleep 302"); len(l) > 0 {
 		t.Fatalf("a process of the suspended sandbox runs: %v", l)
 	}
 	var pe *ParkedError

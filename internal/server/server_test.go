@@ -187,7 +187,7 @@ func TestServiceClientGoneMidExec(t *testing.T) {
 	}
 	// Gone: the connection drops mid-exec (no interrupt asked for).
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "POST", "http://sandbox/v1/sandboxes/"+sb.ID+"/exec", strings.NewReader(`{"args": ["sh", "-c", "echo up; exec sleep 60"]}`))
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://sandbox/v1/sandboxes/"+sb.ID+"/exec", strings.NewReader(`{"args": ["sh", "-c", "echo up; exec sleep 63"]}`))
 	resp, err := rawClient(h).Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +208,7 @@ func TestServiceClientGoneMidExec(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	out, _ := exec.Command("pgrep", "-f", "sleep 60").Output()
+	out, _ := exec.Command("pgrep", "-f", "sleep 63").Output()
 	if len(bytes.TrimSpace(out)) > 0 {
 		t.Fatalf("the exec's process outlived its caller: %s", out)
 	}
@@ -246,7 +246,7 @@ func TestServiceInterruptByKey(t *testing.T) {
 		}
 		cancel()
 	}()
-	x := client.ExecSpec{Args: []string{"sh", "-c", "echo up; exec sleep 60"}, InterruptKey: key}
+	x := client.ExecSpec{Args: []string{"sh", "-c", "echo up; exec sleep 64"}, InterruptKey: key}
 	res, err := c.Exec(ctx, sb.ID, x, w, nil)
 	if err != nil || res == nil || res.Outcome.Status != "killed" || !res.Sealed || res.ExitStatus != 130 {
 		t.Fatalf("an interrupted exec: %+v %v\n%+v", res.Outcome, err, res)
