@@ -22,6 +22,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/meter"
 	"github.com/opensubstrate/sandbox/internal/store"
+	"github.com/opensubstrate/sandbox/internal/trail"
 	"github.com/opensubstrate/sandbox/internal/tree"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/key"
@@ -121,6 +122,9 @@ type Host struct {
 	sandboxes  sandboxes
 	treeOnce   sync.Once
 	trees      *tree.Capturer
+	trailOnce  sync.Once
+	trail      *trail.Log
+	trailErr   error
 }
 
 // Request is one unit to run.
@@ -235,6 +239,9 @@ func (h *Host) Close() error {
 	}()
 	if err := h.closeSandboxes(); err != nil {
 		first = err
+	}
+	if h.trail != nil {
+		h.trail.Close()
 	}
 	for _, e := range h.Executors {
 		if c, ok := e.(io.Closer); ok {

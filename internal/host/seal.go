@@ -2,6 +2,7 @@ package host
 
 import (
 	"errors"
+	"fmt"
 	"os"
 
 	"github.com/opensubstrate/sandbox/addr"
@@ -13,7 +14,9 @@ import (
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/store"
+	"github.com/opensubstrate/sandbox/internal/trail"
 	"github.com/opensubstrate/sandbox/receipt"
+	"github.com/opensubstrate/sandbox/tier"
 	"github.com/opensubstrate/sandbox/verify"
 )
 
@@ -104,6 +107,18 @@ func (h *Host) seal(p *plan, rec *store.Partial, f *records, enf *grant.Enforcer
 		Started: attest.Time(res.Start), Ended: attest.Time(res.End),
 		Record: p.req.Record,
 	}
+	// An S7 run cites the audit trail's head before it, and is appended
+	// to the trail once sealed, the trail held between (internal/trail).
+	var tl *trail.Log
+	if p.choice.Chosen == tier.S7 {
+		var err error
+		if tl, err = h.auditTrail(); err != nil {
+			return nil, notSealed(fmt.Errorf("the S7 audit trail: %w", err))
+		}
+		prev := tl.Lock()
+		defer tl.Unlock()
+		claim.AuditPrev = &prev
+	}
 	for _, n := range append(res.Notes, p.req.Notes...) {
 		if n != "" {
 			claim.Notes = append(claim.Notes, n)
@@ -132,9 +147,21 @@ func (h *Host) seal(p *plan, rec *store.Partial, f *records, enf *grant.Enforcer
 	case err != nil:
 		return nil, notSealed(err)
 	}
+	if tl != nil {
+		if _, err := tl.Append(a.Addr, p.grants.Locality); err != nil {
+			return nil, fmt.Errorf("run %s is sealed, but the S7 audit trail did not take it (the next S7 run's audit_prev will show the gap): %w", a.Addr, err)
+		}
+	}
 	crash.At(crash.Sealed)
 	r := &Run{ID: a.Addr, Dir: final, Attestation: a, Receipt: &rc, Result: res, Choice: p.choice, Denied: denied}
 	r.Journal.Entries, r.Journal.Bytes = f.journal.Len()
 	h.logger().Info("run sealed", "run", a.Addr, "status", res.Outcome.Status, "dir", final)
 	return r, nil
+}
+
+// auditTrail is the host's S7 audit trail (STATE/audit.jsonl), opened
+// (replayed) once.
+func (h *Host) auditTrail() (*trail.Log, error) {
+	h.trailOnce.Do(func() { h.trail, h.trailErr = trail.Open(h.Store.Path("audit.jsonl")) })
+	return h.trail, h.trailErr
 }

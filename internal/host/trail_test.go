@@ -1,0 +1,69 @@
+package host
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/trail"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// teeExecutor stands where a confidential-computing executor would: S6
+// and S7 need a TEE this machine does not have (the hardware edge). It
+// runs nothing and says the unit exited 0; what is under test is the
+// host's audit trail around it.
+type teeExecutor struct{}
+
+func (teeExecutor) Name() string    { return "tee-stand-in/0" }
+func (teeExecutor) Tier() tier.Tier { return tier.S7 }
+func (teeExecutor) Kind() tier.Kind { return tier.Wasm }
+func (teeExecutor) Probe(context.Context) tier.Probe {
+	return tier.Probe{Available: true, Reason: "a test's stand-in for a TEE"}
+}
+func (teeExecutor) Run(_ context.Context, j *job.Job) (*job.Result, error) {
+	code, now := 0, time.Now()
+	return &job.Result{Executor: "tee-stand-in/0", Outcome: attest.Outcome{Status: attest.Exited, ExitCode: &code}, Start: now, End: now.Add(time.Millisecond)}, nil
+}
+
+// Each S7 run cites the trail's head before it (audit_prev) and is
+// appended once sealed; a restarted host replays the trail and goes on
+// from its head, never from genesis again.
+func TestS7RunsChainTheAuditTrail(t *testing.T) {
+	h := newHost(t)
+	h.Executors = append(h.Executors, teeExecutor{})
+	run := func() *Run {
+		r, err := h.Run(context.Background(), Request{Kind: tier.Wasm, Image: image(t, "cat"), Entry: "cat", Args: []string{"cat"},
+			Grants: grants(t, "locality:eu-west")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Choice.Chosen != tier.S7 {
+			t.Fatalf("chosen %s", r.Choice.Chosen)
+		}
+		return r
+	}
+	r1 := run()
+	if p := r1.Attestation.Claim.AuditPrev; p == nil || *p != trail.Genesis() || r1.Attestation.Claim.Type != attest.TypeV2 {
+		t.Fatalf("the first S7 run: %+v", r1.Attestation.Claim)
+	}
+	r2 := run()
+	b, _ := os.ReadFile(h.Store.Path("audit.jsonl"))
+	head, n, err := trail.Verify(b, []addr.Addr{*r1.Attestation.Claim.AuditPrev, *r2.Attestation.Claim.AuditPrev})
+	if err != nil || n != 2 || *r2.Attestation.Claim.AuditPrev == trail.Genesis() {
+		t.Fatalf("%v %d", err, n)
+	}
+	// Another host process on the same state directory goes on from the
+	// head it replays.
+	h.trail.Close()
+	h2 := &Host{Store: h.Store, Key: h.Key, Executors: h.Executors}
+	h = h2
+	r3 := run()
+	if *r3.Attestation.Claim.AuditPrev != head {
+		t.Fatalf("after a restart audit_prev is %s, the trail's head %s", *r3.Attestation.Claim.AuditPrev, head)
+	}
+}
