@@ -42,8 +42,11 @@ says it is alive. Logs are structured, on stderr.
 
 On SIGINT or SIGTERM it stops taking requests, lets execs in flight
 finish for --grace, then interrupts those still running (each is sealed,
-outcome killed), ends every live sandbox (committing its quota'd writes)
-and exits 0. Nothing running is dropped unsealed.`,
+outcome killed), suspends every live sandbox (a later service resumes
+it: 'sandbox resume'; one that cannot be suspended is ended, committing
+its quota'd writes) and exits 0. Nothing running is dropped unsealed.
+Started, it first makes whole what an ended service left: its live
+sandboxes are suspended from their workspaces as they were left.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)

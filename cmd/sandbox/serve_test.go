@@ -587,3 +587,30 @@ func TestDurableKilledAtEveryStep(t *testing.T) {
 		})
 	}
 }
+
+// A service that stops (SIGTERM) suspends its live sandboxes instead of
+// ending them: the next one resumes them with their workspaces.
+func TestServeStopSuspendsSandboxes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("live S1 sandboxes need root here")
+	}
+	home := t.TempDir()
+	srv := startServe(t, home)
+	out, _, _ := runCLI(t, home, "", "create")
+	id := strings.TrimSpace(out)
+	runCLI(t, home, "", "exec", "-q", id, "--", "sh", "-c", "echo unsaved work > w")
+	srv.Process.Signal(syscall.SIGTERM)
+	if err := srv.Wait(); err != nil {
+		t.Fatalf("serve on SIGTERM: %v", err)
+	}
+	if out, _, _ := runCLI(t, home, "", "records"); !strings.Contains(out, id+"  parked") {
+		t.Fatalf("records after a stop:\n%s", out)
+	}
+	startServe(t, home)
+	if _, e, code := runCLI(t, home, "", "resume", id); code != 0 {
+		t.Fatalf("resume: %s", e)
+	}
+	if out, _, _ := runCLI(t, home, "", "exec", "-q", id, "--", "cat", "w"); out != "unsaved work\n" {
+		t.Fatalf("%q", out)
+	}
+}

@@ -179,6 +179,20 @@ func (h *Host) Suspend(ctx context.Context, id, owner string) (record.Snapshot, 
 	if err != nil {
 		return record.Snapshot{}, err
 	}
+	snap, err := h.suspend(sb)
+	if err != nil {
+		return snap, err
+	}
+	h.sandboxes.mu.Lock()
+	delete(h.sandboxes.m, id)
+	h.sandboxes.mu.Unlock()
+	return snap, nil
+}
+
+// suspend parks sb (Suspend), which the caller has taken from the live
+// sandboxes or will.
+func (h *Host) suspend(sb *Sandbox) (record.Snapshot, error) {
+	id, owner := sb.ID, sb.Owner
 	sb.mu.Lock()
 	switch {
 	case sb.closed:
@@ -225,9 +239,6 @@ func (h *Host) Suspend(ctx context.Context, id, owner string) (record.Snapshot, 
 		return record.Snapshot{}, fmt.Errorf("suspend %s: %w", id, err)
 	}
 	thaw()
-	h.sandboxes.mu.Lock()
-	delete(h.sandboxes.m, id)
-	h.sandboxes.mu.Unlock()
 	// The workspace is kept beside the snapshot, outside the sandbox, as
 	// a cache: a resumption here that finds it identical to the recorded
 	// tree (by a capture, which reads only what changed) renames it back

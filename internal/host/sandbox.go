@@ -475,6 +475,17 @@ func (h *Host) closeSandboxes() error {
 	h.sandboxes.mu.Unlock()
 	var errs []error
 	for _, sb := range all {
+		// A host that stops suspends its sandboxes: their work is kept and
+		// a later host resumes them. Only one that cannot be suspended is
+		// closed, saying why.
+		if sb.record != nil {
+			_, err := h.suspend(sb)
+			if err == nil {
+				continue
+			}
+			errs = append(errs, h.closeSandbox(sb, "its host shut down and could not suspend it: "+err.Error()))
+			continue
+		}
 		errs = append(errs, h.closeSandbox(sb, "its host shut down"))
 	}
 	return errors.Join(errs...)
