@@ -168,5 +168,10 @@ type Record struct {
 	Segments int    `json:"segments"`
 	Executed int    `json:"executed"`
 	IdleUJ   uint64 `json:"idle_uj"` // the idle energy of its parked intervals
-	Error    string `json:"error,omitempty"`
+	// ActiveUJ is its executions' energy (their receipts, every class);
+	// TotalUJ adds the idle energy: what the durable run cost.
+	ActiveUJ    uint64 `json:"active_uj"`
+	TotalUJ     uint64 `json:"total_uj"`
+	RunsMissing int    `json:"runs_missing,omitempty"` // executions whose receipts are not on the host
+	Error       string `json:"error,omitempty"`
 }

@@ -120,7 +120,9 @@ func recordsCmd(g *globals) *cobra.Command {
 		Long: `List the run records kept in the state directory (records/ID.jsonl), each
 verified from its genesis: the sandbox, its phase (active, parked,
 closed), its head, its segments and executions, and the idle energy of
-its parked intervals. No service is needed.`,
+its parked intervals, and what it cost: its executions' energy (the sum
+of their receipts, measured and estimated, every class) plus its idle
+energy. No service is needed.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := g.stateDir()
@@ -139,13 +141,17 @@ its parked intervals. No service is needed.`,
 				return printJSON(cmd.OutOrStdout(), out)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SANDBOX\tPHASE\tSEGMENTS\tEXECS\tIDLE\tHEAD")
+			fmt.Fprintln(tw, "SANDBOX\tPHASE\tSEGMENTS\tEXECS\tACTIVE\tIDLE\tTOTAL\tHEAD")
 			for _, r := range l {
 				if r.Err != "" {
-					fmt.Fprintf(tw, "%s\tFAILS\t\t\t\t%s\n", r.ID, r.Err)
+					fmt.Fprintf(tw, "%s\tFAILS\t\t\t\t\t\t%s\n", r.ID, r.Err)
 					continue
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", r.ID, r.Phase, r.Segments, r.Executed, energy.Microjoules(r.IdleUJ), r.Head.Short())
+				total := energy.Microjoules(r.TotalUJ).String()
+				if r.RunsMissing > 0 {
+					total += fmt.Sprintf(" (%d runs not here)", r.RunsMissing)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.ID, r.Phase, r.Segments, r.Executed, energy.Microjoules(r.ActiveUJ), energy.Microjoules(r.IdleUJ), total, r.Head.Short())
 			}
 			return tw.Flush()
 		},

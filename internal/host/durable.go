@@ -20,6 +20,8 @@ import (
 	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/internal/tree"
 	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/receipt"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/tier"
@@ -424,7 +426,38 @@ type RecordInfo struct {
 	Segments int          `json:"segments"`
 	Executed int          `json:"executed"`
 	IdleUJ   uint64       `json:"idle_uj"`
-	Err      string       `json:"error,omitempty"`
+	// ActiveUJ is the energy of its executions, from their receipts
+	// (measured and estimated, every class); TotalUJ adds the idle
+	// energy: what the durable run cost. RunsMissing counts executions
+	// whose receipts are not here (ActiveUJ leaves them out).
+	ActiveUJ    uint64 `json:"active_uj"`
+	TotalUJ     uint64 `json:"total_uj"`
+	RunsMissing int    `json:"runs_missing,omitempty"`
+	Err         string `json:"error,omitempty"`
+}
+
+// Cost sums what a record's executions drew, from the receipts of its
+// runs in this state directory, and adds its idle energy.
+func (h *Host) cost(entries [][]byte, ri *RecordInfo) {
+	for _, e := range entries[1:] {
+		seg, err := record.ParseSegment(e)
+		if err != nil || seg.Kind != record.Executed {
+			continue
+		}
+		b, err := os.ReadFile(h.Store.Path("runs", seg.Attestation.Hex(), "receipt.cose"))
+		var rc *receipt.Receipt
+		if err == nil {
+			rc, _ = receipt.Open(b, key.Trust{}) // its figures; trust is verify's
+		}
+		if rc == nil {
+			ri.RunsMissing++
+			continue
+		}
+		for _, d := range rc.Devices {
+			ri.ActiveUJ += uint64(d.Measured) + uint64(d.Estimated)
+		}
+	}
+	ri.TotalUJ = ri.ActiveUJ + ri.IdleUJ
 }
 
 // Records lists the run records of owner's sandboxes, each verified from
@@ -454,6 +487,9 @@ func (h *Host) Records(owner string) ([]RecordInfo, error) {
 			var st record.State
 			st, err = record.Verify(entries)
 			ri.Phase, ri.Head, ri.Segments, ri.Executed, ri.IdleUJ = st.Phase, st.Head, st.Segments, st.Executed, st.IdleUJ
+			if err == nil {
+				h.cost(entries, &ri)
+			}
 		}
 		if err != nil {
 			ri.Err = err.Error()

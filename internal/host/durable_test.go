@@ -92,6 +92,11 @@ func TestSuspendResumeS1(t *testing.T) {
 	if !strings.Contains(string(b), `"idle_provenance":"Estimator storage-retention/1`) {
 		t.Fatalf("%s", b)
 	}
+	// What the durable run cost: its executions' receipts and its idle.
+	ls, err := h.Records("")
+	if err != nil || len(ls) != 1 || ls[0].ActiveUJ == 0 || ls[0].IdleUJ != st.IdleUJ || ls[0].TotalUJ != ls[0].ActiveUJ+ls[0].IdleUJ || ls[0].RunsMissing != 0 {
+		t.Fatalf("records: %+v %v", ls, err)
+	}
 	// Each exec cites the record: its genesis, and the head it continued.
 	if c := r1.Attestation.Claim.Record; c == nil || c.Genesis != record.Genesis(st.Header.Unit, st.Header.Grants) || c.Head != c.Genesis {
 		t.Fatalf("the first exec's citation: %+v", c)

@@ -70,5 +70,6 @@ func SnapshotOf(s record.Snapshot) client.Snapshot {
 
 // RecordOf is a record as the API lists it.
 func RecordOf(ri host.RecordInfo) client.Record {
-	return client.Record{ID: ri.ID, Phase: string(ri.Phase), Head: ri.Head.String(), Segments: ri.Segments, Executed: ri.Executed, IdleUJ: ri.IdleUJ, Error: ri.Err}
+	return client.Record{ID: ri.ID, Phase: string(ri.Phase), Head: ri.Head.String(), Segments: ri.Segments, Executed: ri.Executed, IdleUJ: ri.IdleUJ,
+		ActiveUJ: ri.ActiveUJ, TotalUJ: ri.TotalUJ, RunsMissing: ri.RunsMissing, Error: ri.Err}
 }
