@@ -93,7 +93,7 @@ func TestSuspendResumeS1(t *testing.T) {
 		t.Fatalf("%s", b)
 	}
 	// What the durable run cost: its executions' receipts and its idle.
-	ls, err := h.Records("")
+	ls, err := h.Records(LocalOwner)
 	if err != nil || len(ls) != 1 || ls[0].ActiveUJ == 0 || ls[0].IdleUJ != st.IdleUJ || ls[0].TotalUJ != ls[0].ActiveUJ+ls[0].IdleUJ || ls[0].RunsMissing != 0 {
 		t.Fatalf("records: %+v %v", ls, err)
 	}
