@@ -40,6 +40,7 @@ func startServe(t *testing.T, home string, args ...string) *exec.Cmd {
 		if t.Failed() {
 			t.Logf("serve's log:\n%s", log.String())
 		}
+		cleanHome(t, home)
 	})
 	for i := 0; i < 200; i++ {
 		if _, err := os.Stat(filepath.Join(home, client.SocketName)); err == nil {
@@ -212,9 +213,9 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// A service killed with -9 takes its sandboxes' processes with it, and
-// what it left (workspaces, run directories made ahead, cgroups, its
-// lease) is found and removed by gc.
+// A service killed with -9 takes its sandboxes' processes with it; gc
+// suspends its sandboxes from their workspaces, and removes the rest of
+// what it left (run directories made ahead, cgroups, its lease).
 func TestServeKilledLeavesNothing(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("live S1 sandboxes need root here")
@@ -236,15 +237,23 @@ func TestServeKilledLeavesNothing(t *testing.T) {
 	if left := waitGone("sleep 3600", 5*time.Second); len(left) > 0 {
 		t.Fatalf("the sandbox's processes outlived the service: %v", left)
 	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Join(os.TempDir(), "sandbox-parked-"+id)) })
 	dry, _, _ := runCLI(t, home, "", "gc", "-n")
-	if !strings.Contains(dry, "live sandbox workspace") || !strings.Contains(dry, sbs[0].Workspace) {
-		t.Fatalf("gc -n does not find the workspace:\n%s", dry)
+	if !strings.Contains(dry, "live sandbox of an ended process") || !strings.Contains(dry, id) {
+		t.Fatalf("gc -n does not find the sandbox:\n%s", dry)
 	}
 	if out, e, code := runCLI(t, home, "", "gc"); code != 0 {
 		t.Fatalf("gc: %d %s %s", code, out, e)
 	}
+	// Its workspace is not lost: the sandbox is suspended from it.
 	if _, err := os.Stat(sbs[0].Workspace); !os.IsNotExist(err) {
-		t.Fatalf("workspace left: %v", err)
+		t.Fatalf("workspace left where it was: %v", err)
+	}
+	if out, _, _ := runCLI(t, home, "", "records"); !strings.Contains(out, id+"  parked") {
+		t.Fatalf("records after gc:\n%s", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(os.TempDir(), "sandbox-parked-"+id, "left.txt")); err != nil || string(b) != "x\n" {
+		t.Fatalf("the workspace kept: %q %v", b, err)
 	}
 	if out, _, _ := runCLI(t, home, "", "gc", "-n"); !strings.Contains(out, "nothing left behind") {
 		t.Fatalf("after gc:\n%s", out)
@@ -519,7 +528,7 @@ func startServeEnv(t *testing.T, home string, env []string) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); cleanHome(t, home) })
 	for i := 0; i < 200; i++ {
 		if _, err := os.Stat(filepath.Join(home, client.SocketName)); err == nil {
 			return cmd
@@ -612,5 +621,18 @@ func TestServeStopSuspendsSandboxes(t *testing.T) {
 	}
 	if out, _, _ := runCLI(t, home, "", "exec", "-q", id, "--", "cat", "w"); out != "unsaved work\n" {
 		t.Fatalf("%q", out)
+	}
+}
+
+// cleanHome collects what a killed service left for home (its live
+// sandboxes are suspended by it) and removes the workspaces kept beside
+// it, which live in the shared temporary directory.
+func cleanHome(t *testing.T, home string) {
+	cliCmd(t, home, nil, "gc").Run()
+	ents, _ := os.ReadDir(filepath.Join(home, "records"))
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), ".jsonl"); ok {
+			os.RemoveAll(filepath.Join(os.TempDir(), "sandbox-parked-"+id))
+		}
 	}
 }

@@ -699,3 +699,25 @@ func (h *Host) recover(id string, l live) (string, error) {
 	}
 	return what, os.Remove(h.livePath(id))
 }
+
+// recordIDs lists the sandboxes this state directory has records of.
+func (h *Host) recordIDs() []string {
+	ents, _ := os.ReadDir(h.Store.Path("records"))
+	var ids []string
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), ".jsonl"); ok && sandboxID.MatchString(id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// isParked says whether sandbox id's record is parked.
+func (h *Host) isParked(id string) bool {
+	entries, _, err := chain.Read(h.RecordPath(id))
+	if err != nil {
+		return false
+	}
+	st, err := record.Verify(entries)
+	return err == nil && st.Phase == record.Parked
+}

@@ -27,7 +27,12 @@ func BenchmarkSuspendResume(b *testing.B) {
 	}
 	defer lease.Close()
 	h.Store.Lease = lease
-	defer h.Close()
+	defer func() {
+		h.Close()
+		for _, id := range h.recordIDs() {
+			os.RemoveAll(h.parkedDir(id))
+		}
+	}()
 	ctx := context.Background()
 	info, err := h.Create(ctx, SandboxSpec{Tier: tier.S2})
 	if err != nil {

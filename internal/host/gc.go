@@ -150,6 +150,19 @@ func (h *Host) GC(dryRun bool) ([]Leftover, error) {
 		out = append(out, Leftover{Kind: kind, Path: h.RecordPath(r.ID), Err: r.Err})
 	}
 	scan(os.TempDir(), "sandbox-ws-", "live sandbox workspace", false)
+	// A workspace kept for a suspended sandbox of this state directory
+	// whose record is no longer parked (closed, or resumed elsewhere).
+	for _, id := range h.recordIDs() {
+		kept := h.parkedDir(id)
+		if _, err := os.Stat(kept); err != nil || h.isParked(id) {
+			continue
+		}
+		l := Leftover{Kind: "workspace kept for a sandbox no longer suspended", Path: kept}
+		if !dryRun {
+			l.Err = os.RemoveAll(kept)
+		}
+		out = append(out, l)
+	}
 	if h.Cgroups != nil {
 		for _, name := range h.Cgroups.Names() {
 			if !strings.HasPrefix(name, "partial-") {

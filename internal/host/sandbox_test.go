@@ -35,7 +35,12 @@ func newS1Host(t *testing.T) *Host {
 	t.Cleanup(func() { lease.Close() })
 	h.Store.Lease = lease
 	addS1(t, h, lease.Name)
-	t.Cleanup(func() { h.Close() })
+	t.Cleanup(func() {
+		h.Close() // suspends what is live
+		for _, id := range h.recordIDs() {
+			os.RemoveAll(h.parkedDir(id)) // kept beside the state directory
+		}
+	})
 	return h
 }
 
