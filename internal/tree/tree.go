@@ -259,6 +259,9 @@ func Load(b Blobs, a addr.Addr) (*Tree, error) {
 	if t.Tree != Type {
 		return nil, reject.New(reject.Unrecognised, "tree", "%q, want %q", t.Tree, Type)
 	}
+	if len(t.Entries) > MaxEntries {
+		return nil, reject.New(reject.Invalid, "entries", "%d entries, over %d", len(t.Entries), MaxEntries)
+	}
 	seen := map[string]string{}
 	for i, e := range t.Entries {
 		where := fmt.Sprintf("entries[%d]", i)
@@ -282,7 +285,7 @@ func Load(b Blobs, a addr.Addr) (*Tree, error) {
 				return nil, reject.New(reject.Invalid, where, "%d bytes in %d chunks", e.Size, n)
 			}
 		case "link":
-			if e.Target == "" {
+			if e.Target == "" || len(e.Target) > MaxPath {
 				return nil, reject.New(reject.MissingField, where, "a link without its target")
 			}
 		default:
