@@ -39,20 +39,10 @@ says so by naming none. An exec in flight refuses the suspension.
 'sandbox resume' starts it again; 'sandbox close' abandons it.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			s, err := cl.Suspend(cmd.Context(), args[0])
-			if err != nil {
-				return apiErr(err)
-			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), s)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s suspended: workspace %s, environment %s\n", args[0], s.Root, s.Manifest)
-			return nil
+			return callService(cmd, g, asJSON, func(cl *client.Client) (*client.Snapshot, error) { return cl.Suspend(cmd.Context(), args[0]) },
+				func(s *client.Snapshot) string {
+					return fmt.Sprintf("%s suspended: workspace %s, environment %s", args[0], s.Root, s.Manifest)
+				})
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the snapshot as JSON")
@@ -73,24 +63,31 @@ retained state drew while parked (estimated, and labelled so). Its
 workspace has a new path on this host.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			sb, err := cl.Resume(cmd.Context(), args[0])
-			if err != nil {
-				return apiErr(err)
-			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), sb)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s resumed: workspace %s\n", sb.ID, sb.Workspace)
-			return nil
+			return callService(cmd, g, asJSON, func(cl *client.Client) (*client.Sandbox, error) { return cl.Resume(cmd.Context(), args[0]) },
+				func(sb *client.Sandbox) string { return fmt.Sprintf("%s resumed: workspace %s", sb.ID, sb.Workspace) })
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
 	return c
+}
+
+// callService makes one call of the running service and says what it
+// answered: as JSON, or as one line.
+func callService[T any](cmd *cobra.Command, g *globals, asJSON bool, call func(*client.Client) (T, error), line func(T) string) error {
+	cl, err := g.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	v, err := call(cl)
+	if err != nil {
+		return apiErr(err)
+	}
+	if asJSON {
+		return printJSON(cmd.OutOrStdout(), v)
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), line(v))
+	return nil
 }
 
 func closeCmd(g *globals) *cobra.Command {

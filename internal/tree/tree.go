@@ -296,6 +296,9 @@ func Load(b Blobs, a addr.Addr) (*Tree, error) {
 	return &t, nil
 }
 
+// RestoreWorkers is how many files a restore writes at once.
+const RestoreWorkers = 4
+
 // Restore makes dir (which must not exist) and writes the tree at a
 // into it. owner, when not nil, is the uid and gid everything is made
 // with. On failure nothing of dir is left.
@@ -330,7 +333,7 @@ func Restore(b Blobs, a addr.Addr, dir string, owner *[2]int) (err error) {
 	if err := chown(rfd, ""); err != nil {
 		return err
 	}
-	var links []Entry
+	var links, files []Entry
 	dirs := []Entry{}
 	for _, e := range t.Entries {
 		switch e.Kind {
@@ -343,15 +346,42 @@ func Restore(b Blobs, a addr.Addr, dir string, owner *[2]int) (err error) {
 			}
 			dirs = append(dirs, e)
 		case "file":
-			if err := writeFile(b, rfd, e); err != nil {
-				return fmt.Errorf("restore %s: %w", e.Path, err)
-			}
-			if err := chown(-1, e.Path); err != nil {
-				return err
-			}
+			files = append(files, e)
 		case "link":
 			links = append(links, e)
 		}
+	}
+	// Files in parallel (reading and checking chunks, writing), into the
+	// directories made above; no link exists yet to write through.
+	work := make(chan Entry)
+	errs := make(chan error, RestoreWorkers)
+	var wg sync.WaitGroup
+	for range RestoreWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e := range work {
+				err := writeFile(b, rfd, e)
+				if err == nil {
+					err = chown(-1, e.Path)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("restore %s: %w", e.Path, err)
+					for range work { // drain: the restore has failed
+					}
+					return
+				}
+			}
+		}()
+	}
+	for _, e := range files {
+		work <- e
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
 	}
 	for _, e := range links {
 		if err := unix.Symlinkat(e.Target, rfd, e.Path); err != nil {
