@@ -27,8 +27,11 @@ type SandboxSpec struct {
 
 // Sandbox is a live sandbox as the service describes it.
 type Sandbox struct {
-	ID        string            `json:"id"`
-	Tier      string            `json:"tier"`
+	ID   string `json:"id"`
+	Tier string `json:"tier"`
+	// State is "live" or "suspended" (its workspace kept by address,
+	// nothing of it running: Resume starts it again).
+	State     string            `json:"state"`
 	Workspace string            `json:"workspace,omitempty"`
 	Created   time.Time         `json:"created"`
 	Execs     int               `json:"execs"`

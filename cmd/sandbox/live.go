@@ -236,7 +236,7 @@ func psCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "ps",
-		Short: "List the live sandboxes of the running service",
+		Short: "List the sandboxes of the running service: live and suspended",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := g.client()
@@ -255,9 +255,9 @@ func psCmd(g *globals) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), l)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTIER\tCREATED\tEXECS\tRUNNING\tWORKSPACE")
+			fmt.Fprintln(tw, "ID\tTIER\tSTATE\tCREATED\tEXECS\tRUNNING\tWORKSPACE")
 			for _, s := range l {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", s.ID, s.Tier, s.Created.Local().Format("2006-01-02 15:04:05"), s.Execs, s.Running, s.Workspace)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", s.ID, s.Tier, s.State, s.Created.Local().Format("2006-01-02 15:04:05"), s.Execs, s.Running, s.Workspace)
 			}
 			return tw.Flush()
 		},

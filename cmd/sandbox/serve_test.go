@@ -636,3 +636,29 @@ func cleanHome(t *testing.T, home string) {
 		}
 	}
 }
+
+// ps shows a suspended sandbox as such, and rm closes its record.
+func TestPsAndRmOfASuspendedSandbox(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("live S1 sandboxes need root here")
+	}
+	home := t.TempDir()
+	startServe(t, home)
+	out, _, _ := runCLI(t, home, "", "create")
+	id := strings.TrimSpace(out)
+	runCLI(t, home, "", "suspend", id)
+	var sbs []client.Sandbox
+	out, _, _ = runCLI(t, home, "", "ps", "--json")
+	if err := json.Unmarshal([]byte(out), &sbs); err != nil || len(sbs) != 1 || sbs[0].State != "suspended" {
+		t.Fatalf("ps: %v %s", err, out)
+	}
+	if _, e, code := runCLI(t, home, "", "rm", id); code != 0 {
+		t.Fatalf("rm of a suspended sandbox: %s", e)
+	}
+	if out, _, _ := runCLI(t, home, "", "record", "verify", id); !strings.Contains(out, "closed") {
+		t.Fatalf("after rm: %s", out)
+	}
+	if out, _, _ := runCLI(t, home, "", "ps"); strings.Contains(out, id) {
+		t.Fatalf("ps after rm:\n%s", out)
+	}
+}

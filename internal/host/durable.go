@@ -721,3 +721,31 @@ func (h *Host) isParked(id string) bool {
 	st, err := record.Verify(entries)
 	return err == nil && st.Phase == record.Parked
 }
+
+// Suspended lists owner's suspended sandboxes, oldest first, as their
+// records and units say them.
+func (h *Host) Suspended(owner string) []SandboxInfo {
+	var out []SandboxInfo
+	for _, id := range h.recordIDs() {
+		p, err := h.readParked(id)
+		if err != nil || p.Owner != owner || !h.isParked(id) {
+			continue
+		}
+		entries, _, err := chain.Read(h.RecordPath(id))
+		if err != nil {
+			continue
+		}
+		st, err := record.Verify(entries)
+		if err != nil {
+			continue
+		}
+		var u DurableUnit
+		if ub, err := h.Store.Blob(st.Header.Unit); err == nil {
+			canon.Unmarshal(ub, &u)
+		}
+		created, _ := time.Parse(time.RFC3339Nano, u.Created)
+		out = append(out, SandboxInfo{ID: id, Tier: u.Tier, Created: created, Execs: st.Executed, Env: u.Env, Listen: u.Listen, GrantArgs: u.GrantArgs, Suspended: true})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out
+}

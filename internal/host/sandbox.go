@@ -114,6 +114,8 @@ type SandboxInfo struct {
 	Listen    []int             `json:"listen,omitempty"`
 	// GrantArgs are its grants as given, and its workspace's.
 	GrantArgs []string `json:"grant_args"`
+	// Suspended: it is parked (Suspend); nothing of it runs.
+	Suspended bool `json:"suspended,omitempty"`
 }
 
 func (s *Sandbox) info() SandboxInfo {
@@ -411,6 +413,9 @@ func (h *Host) Exec(ctx context.Context, id, owner string, x ExecRequest) (*Run,
 func (h *Host) Remove(id, owner string) error {
 	sb, err := h.sandbox(id, owner)
 	if err != nil {
+		if p, perr := h.readParked(id); perr == nil && p.Owner == owner {
+			return h.CloseRecord(id, owner, "removed while suspended")
+		}
 		return err
 	}
 	h.sandboxes.mu.Lock()

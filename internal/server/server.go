@@ -323,12 +323,19 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 }
 
 func sandboxOf(i host.SandboxInfo) client.Sandbox {
-	return client.Sandbox{ID: i.ID, Tier: i.Tier.String(), Workspace: i.Workspace, Created: i.Created, Execs: i.Execs, Running: i.Running, Grants: i.GrantArgs, Env: i.Env, Listen: i.Listen}
+	state := "live"
+	if i.Suspended {
+		state = "suspended"
+	}
+	return client.Sandbox{ID: i.ID, Tier: i.Tier.String(), State: state, Workspace: i.Workspace, Created: i.Created, Execs: i.Execs, Running: i.Running, Grants: i.GrantArgs, Env: i.Env, Listen: i.Listen}
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	out := []client.Sandbox{}
 	for _, i := range s.Host.Sandboxes(owner(r)) {
+		out = append(out, sandboxOf(i))
+	}
+	for _, i := range s.Host.Suspended(owner(r)) {
 		out = append(out, sandboxOf(i))
 	}
 	writeJSON(w, 200, out)
