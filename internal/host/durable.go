@@ -276,11 +276,40 @@ func (h *Host) capture(sb *Sandbox) (record.Snapshot, int64, error) {
 		}
 		defer os.Remove(dir)
 	}
+	h.seedCapturer(sb.ID)
 	root, st, err := h.capturer().Capture(dir)
 	if err != nil {
 		return record.Snapshot{}, 0, err
 	}
+	h.keepKnown(sb.ID, st.Known)
 	return record.Snapshot{Root: root, Manifest: env}, st.Bytes, nil
+}
+
+// keepKnown keeps what a capture of sandbox id's workspace read
+// (cache/trees/ID.json), so that a later process, after a restart,
+// reads again only what changed. A failure costs only speed.
+func (h *Host) keepKnown(id string, ks []tree.Known) {
+	b, err := json.Marshal(ks)
+	if err != nil {
+		return
+	}
+	dir := h.Store.Path("cache", "trees")
+	if os.MkdirAll(dir, 0o700) == nil {
+		safefile.Write(filepath.Join(dir, id+".json"), b, 0o600)
+	}
+}
+
+// seedCapturer tells the capturer what a capture of sandbox id's
+// workspace read before, in this process or another.
+func (h *Host) seedCapturer(id string) {
+	b, err := os.ReadFile(h.Store.Path("cache", "trees", id+".json"))
+	if err != nil {
+		return
+	}
+	var ks []tree.Known
+	if json.Unmarshal(b, &ks) == nil {
+		h.capturer().Seed(ks)
+	}
 }
 
 func (h *Host) capturer() *tree.Capturer {
@@ -415,6 +444,7 @@ func (h *Host) CloseRecord(id, owner, reason string) error {
 	}
 	os.RemoveAll(h.parkedDir(id))
 	os.Remove(h.livePath(id))
+	os.Remove(h.Store.Path("cache", "trees", id+".json"))
 	return os.Remove(h.Store.Path("records", id+".json"))
 }
 
@@ -530,6 +560,7 @@ func (h *Host) restoreWorkspace(id, ws string, a addr.Addr) error {
 	}
 	kept := h.parkedDir(id)
 	if _, err := os.Stat(kept); err == nil {
+		h.seedCapturer(id)
 		if got, _, err := h.capturer().Capture(kept); err == nil && got == a {
 			if err := os.Rename(kept, ws); err == nil {
 				return os.Chmod(ws, fi.Mode().Perm())

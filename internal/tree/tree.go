@@ -75,6 +75,41 @@ type Stats struct {
 	Bytes              int64 // in the files
 	Read               int64 // bytes read (the rest was known unchanged)
 	Stored             int64 // bytes of new chunks stored
+	// Known are the captured files as a later Capturer may be Seeded
+	// with them (what a host keeps across its restarts).
+	Known []Known
+}
+
+// Known is a file as captured: what says it is unchanged, and its
+// content's chunks.
+type Known struct {
+	Dev     uint64      `json:"dev"`
+	Ino     uint64      `json:"ino"`
+	Size    int64       `json:"size"`
+	MtimeNS int64       `json:"mtime_ns"`
+	CtimeNS int64       `json:"ctime_ns"`
+	Chunks  []addr.Addr `json:"chunks"`
+}
+
+func (k Known) id() fileID {
+	return fileID{k.Dev, k.Ino, k.Size, syscall.NsecToTimespec(k.MtimeNS), syscall.NsecToTimespec(k.CtimeNS)}
+}
+
+func knownOf(id fileID, chunks []addr.Addr) Known {
+	return Known{Dev: id.dev, Ino: id.ino, Size: id.size, MtimeNS: id.mtime.Nano(), CtimeNS: id.ctime.Nano(), Chunks: chunks}
+}
+
+// Seed tells the capturer of files captured before (by another process,
+// before a restart): those still unchanged are not read again.
+func (c *Capturer) Seed(ks []Known) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[fileID]Entry{}
+	}
+	for _, k := range ks {
+		c.seen[k.id()] = Entry{Kind: "file", Size: k.Size, Chunks: k.Chunks}
+	}
 }
 
 // Capture stores the tree of dir and returns its address. dir must be
@@ -166,6 +201,7 @@ func (c *Capturer) file(p, rel string, info fs.FileInfo, st *Stats) (Entry, erro
 		c.mu.Unlock()
 		if ok && c.present(e.Chunks) {
 			e.Path, e.Mode = rel, int64(info.Mode().Perm())
+			st.Known = append(st.Known, knownOf(id, e.Chunks))
 			return e, nil
 		}
 	}
@@ -204,6 +240,7 @@ func (c *Capturer) file(p, rel string, info fs.FileInfo, st *Stats) (Entry, erro
 		}
 		c.seen[id] = e
 		c.mu.Unlock()
+		st.Known = append(st.Known, knownOf(id, e.Chunks))
 	}
 	return e, nil
 }
