@@ -282,6 +282,9 @@ func (h *Host) capture(sb *Sandbox) (record.Snapshot, int64, error) {
 		return record.Snapshot{}, 0, err
 	}
 	h.keepKnown(sb.ID, st.Known)
+	if len(st.Skipped) > 0 {
+		h.logger().Info("special files left out of a suspended workspace", "sandbox", sb.ID, "files", st.Skipped)
+	}
 	return record.Snapshot{Root: root, Manifest: env}, st.Bytes, nil
 }
 
@@ -561,7 +564,11 @@ func (h *Host) restoreWorkspace(id, ws string, a addr.Addr) error {
 	kept := h.parkedDir(id)
 	if _, err := os.Stat(kept); err == nil {
 		h.seedCapturer(id)
-		if got, _, err := h.capturer().Capture(kept); err == nil && got == a {
+		if got, st, err := h.capturer().Capture(kept); err == nil && got == a {
+			// Exactly the tree: what it left out (a fifo, a socket) goes.
+			for _, rel := range st.Skipped {
+				os.Remove(filepath.Join(kept, filepath.FromSlash(rel)))
+			}
 			if err := os.Rename(kept, ws); err == nil {
 				return os.Chmod(ws, fi.Mode().Perm())
 			}

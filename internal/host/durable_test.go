@@ -33,7 +33,7 @@ func TestSuspendResumeS1(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := info.Workspace
-	r1, _ := execIn(t, h, info.ID, "sh", "-c", `mkdir -p d && printf 'kept\n' > d/f && head -c 3000000 /dev/urandom > big && ln -s d/f link && (sleep 302 &) ; echo started`)
+	r1, _ := execIn(t, h, info.ID, "sh", "-c", `mkdir -p d && printf 'kept\n' > d/f && head -c 3000000 /dev/urandom > big && ln -s d/f link && mkfifo pipe && (sleep 302 &) ; echo started`)
 	if r1.Result.Outcome.Status != "exited" {
 		t.Fatalf("%+v", r1.Result.Outcome)
 	}
@@ -69,7 +69,7 @@ func TestSuspendResumeS1(t *testing.T) {
 	if info2.ID != info.ID || info2.Workspace == "" {
 		t.Fatalf("%+v", info2)
 	}
-	_, out := execIn(t, h, info.ID, "sh", "-c", `cat link; wc -c < big; echo $GREETING`)
+	_, out := execIn(t, h, info.ID, "sh", "-c", `cat link; wc -c < big; echo $GREETING; test -e pipe && echo "the fifo came back"`)
 	if out != "kept\n3000000\nhi\n" {
 		t.Fatalf("after resume: %q", out)
 	}

@@ -12,10 +12,11 @@
 //
 // Invariants:
 //   - Every byte under the directory was written by the guest: nothing
-//     is followed (symlinks are recorded, not resolved), special files
-//     (devices, fifos, sockets) are refused by name, as are names that
-//     are not UTF-8 and paths over MaxPath; permissions keep only the
-//     0777 bits (no setuid, setgid or sticky bit is ever restored).
+//     is followed (symlinks are recorded, not resolved); special files
+//     (devices, fifos, sockets) are left out and listed (Stats.Skipped);
+//     names that are not UTF-8 and paths over MaxPath are refused by
+//     name; permissions keep only the 0777 bits (no setuid, setgid or
+//     sticky bit is ever restored).
 //   - Restore writes into a directory it makes, entry by entry, with
 //     openat under it and O_NOFOLLOW, symlinks last: no write goes
 //     through a link. Every chunk is checked against its address as it

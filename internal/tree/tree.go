@@ -78,6 +78,9 @@ type Stats struct {
 	// Known are the captured files as a later Capturer may be Seeded
 	// with them (what a host keeps across its restarts).
 	Known []Known
+	// Skipped are the special files left out (sockets, fifos, devices),
+	// by their paths under the directory.
+	Skipped []string
 }
 
 // Known is a file as captured: what says it is unchanged, and its
@@ -159,7 +162,10 @@ func (c *Capturer) Capture(dir string) (addr.Addr, Stats, error) {
 			st.Bytes += e.Size
 			t.Entries = append(t.Entries, e)
 		default:
-			return fmt.Errorf("%q: a %s cannot be kept (only directories, files and links)", rel, kindOf(m))
+			// A socket or a fifo means nothing once the processes that
+			// held it are gone (a dev server's socket); a device cannot
+			// be made in a sandbox. Left out, and said.
+			st.Skipped = append(st.Skipped, rel)
 		}
 		return nil
 	})
