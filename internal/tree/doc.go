@@ -14,9 +14,10 @@
 //   - Every byte under the directory was written by the guest: nothing
 //     is followed (symlinks are recorded, not resolved); special files
 //     (devices, fifos, sockets) are left out and listed (Stats.Skipped);
-//     names that are not UTF-8 and paths over MaxPath are refused by
-//     name; permissions keep only the 0777 bits (no setuid, setgid or
-//     sticky bit is ever restored).
+//     paths over MaxPath are refused by name; any other name is kept,
+//     as the hex of its bytes where it is not UTF-8; permissions keep
+//     only the 0777 bits (no setuid, setgid or sticky bit is ever
+//     restored).
 //   - Restore writes into a directory it makes, entry by entry, with
 //     openat under it and O_NOFOLLOW, symlinks last: no write goes
 //     through a link. Every chunk is checked against its address as it

@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -33,18 +34,75 @@ const (
 
 // Tree is a captured directory.
 type Tree struct {
-	Tree    string  `json:"tree"`
-	Entries []Entry `json:"entries"`
+	Tree    string
+	Entries []Entry
 }
 
-// Entry is one thing under the directory.
+// Entry is one thing under the directory. Path and Target are the raw
+// bytes of the name (a file name need not be UTF-8).
 type Entry struct {
-	Path   string      `json:"path"`             // slash-separated, relative, clean
-	Kind   string      `json:"kind"`             // "dir", "file" or "link"
-	Mode   int64       `json:"mode,omitempty"`   // permission bits (0777 at most); dirs and files
-	Size   int64       `json:"size,omitempty"`   // files
-	Chunks []addr.Addr `json:"chunks,omitempty"` // files: their content, in order
-	Target string      `json:"target,omitempty"` // links
+	Path   string      // slash-separated, relative, clean
+	Kind   string      // "dir", "file" or "link"
+	Mode   int64       // permission bits (0777 at most); dirs and files
+	Size   int64       // files
+	Chunks []addr.Addr // files: their content, in order
+	Target string      // links
+}
+
+// The wire form: a name that is UTF-8 is written as a string ("path",
+// "target"), any other as the hex of its bytes ("path_hex",
+// "target_hex"), so that every name survives, and each has one form.
+type (
+	treeWire struct {
+		Tree    string      `json:"tree"`
+		Entries []entryWire `json:"entries"`
+	}
+	entryWire struct {
+		Path      string      `json:"path,omitempty"`
+		PathHex   string      `json:"path_hex,omitempty"`
+		Kind      string      `json:"kind"`
+		Mode      int64       `json:"mode,omitempty"`
+		Size      int64       `json:"size,omitempty"`
+		Chunks    []addr.Addr `json:"chunks,omitempty"`
+		Target    string      `json:"target,omitempty"`
+		TargetHex string      `json:"target_hex,omitempty"`
+	}
+)
+
+// name is a name's wire form: itself, or the hex of its bytes.
+func name(raw string) (text, hx string) {
+	if utf8.ValidString(raw) {
+		return raw, ""
+	}
+	return "", hex.EncodeToString([]byte(raw))
+}
+
+// unname is a name from its wire form, refusing a second form of one.
+func unname(text, hx, field string) (string, error) {
+	switch {
+	case text != "" && hx != "":
+		return "", reject.New(reject.Invalid, field, "both the name and its hex")
+	case hx == "":
+		return text, nil
+	}
+	b, err := hex.DecodeString(hx)
+	if err != nil || hex.EncodeToString(b) != hx {
+		return "", reject.New(reject.Invalid, field+"_hex", "not lowercase hex")
+	}
+	if utf8.Valid(b) {
+		return "", reject.New(reject.NonCanonical, field+"_hex", "a UTF-8 name is written as itself")
+	}
+	return string(b), nil
+}
+
+func (t *Tree) wire() treeWire {
+	w := treeWire{Tree: t.Tree, Entries: make([]entryWire, len(t.Entries))}
+	for i, e := range t.Entries {
+		p, ph := name(e.Path)
+		tg, th := name(e.Target)
+		w.Entries[i] = entryWire{Path: p, PathHex: ph, Kind: e.Kind, Mode: e.Mode, Size: e.Size, Chunks: e.Chunks, Target: tg, TargetHex: th}
+	}
+	return w
 }
 
 // Blobs is where chunks and trees are kept, by address.
@@ -129,8 +187,8 @@ func (c *Capturer) Capture(dir string) (addr.Addr, Stats, error) {
 		}
 		rel, _ := filepath.Rel(dir, p)
 		rel = filepath.ToSlash(rel)
-		if !utf8.ValidString(rel) || len(rel) > MaxPath {
-			return fmt.Errorf("%q: a name that is not UTF-8, or a path over %d bytes, cannot be kept", rel, MaxPath)
+		if len(rel) > MaxPath {
+			return fmt.Errorf("%q: a path over %d bytes cannot be kept", rel, MaxPath)
 		}
 		if len(t.Entries) >= MaxEntries {
 			return fmt.Errorf("more than %d entries", MaxEntries)
@@ -148,8 +206,8 @@ func (c *Capturer) Capture(dir string) (addr.Addr, Stats, error) {
 			if err != nil {
 				return err
 			}
-			if !utf8.ValidString(target) || len(target) > MaxPath {
-				return fmt.Errorf("%q: a link whose target is not UTF-8, or over %d bytes, cannot be kept", rel, MaxPath)
+			if len(target) > MaxPath {
+				return fmt.Errorf("%q: a link whose target is over %d bytes cannot be kept", rel, MaxPath)
 			}
 			st.Links++
 			t.Entries = append(t.Entries, Entry{Path: rel, Kind: "link", Target: target})
@@ -172,7 +230,11 @@ func (c *Capturer) Capture(dir string) (addr.Addr, Stats, error) {
 	if err != nil {
 		return addr.Addr{}, st, fmt.Errorf("capture %s: %w", dir, err)
 	}
-	b, err := canon.Marshal(t)
+	// In path order (a directory's children after it, as its path is
+	// their prefix): a walk goes name by name, so "a/x" comes before
+	// "a-b", which sorts first.
+	sort.Slice(t.Entries, func(i, j int) bool { return t.Entries[i].Path < t.Entries[j].Path })
+	b, err := canon.Marshal(t.wire())
 	if err != nil {
 		return addr.Addr{}, st, err
 	}
@@ -295,15 +357,28 @@ func Load(b Blobs, a addr.Addr) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	var t Tree
-	if err := canon.Unmarshal(raw, &t); err != nil {
+	var w treeWire
+	if err := canon.Unmarshal(raw, &w); err != nil {
 		return nil, fmt.Errorf("tree %s: %w", a, err)
 	}
-	if t.Tree != Type {
-		return nil, reject.New(reject.Unrecognised, "tree", "%q, want %q", t.Tree, Type)
+	if w.Tree != Type {
+		return nil, reject.New(reject.Unrecognised, "tree", "%q, want %q", w.Tree, Type)
 	}
-	if len(t.Entries) > MaxEntries {
-		return nil, reject.New(reject.Invalid, "entries", "%d entries, over %d", len(t.Entries), MaxEntries)
+	if len(w.Entries) > MaxEntries {
+		return nil, reject.New(reject.Invalid, "entries", "%d entries, over %d", len(w.Entries), MaxEntries)
+	}
+	t := Tree{Tree: w.Tree, Entries: make([]Entry, len(w.Entries))}
+	for i, we := range w.Entries {
+		where := fmt.Sprintf("entries[%d]", i)
+		p, err := unname(we.Path, we.PathHex, where+".path")
+		if err != nil {
+			return nil, err
+		}
+		tg, err := unname(we.Target, we.TargetHex, where+".target")
+		if err != nil {
+			return nil, err
+		}
+		t.Entries[i] = Entry{Path: p, Kind: we.Kind, Mode: we.Mode, Size: we.Size, Chunks: we.Chunks, Target: tg}
 	}
 	seen := map[string]string{}
 	for i, e := range t.Entries {
