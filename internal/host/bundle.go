@@ -13,11 +13,14 @@ import (
 	"regexp"
 	"sort"
 
+	"github.com/zeebo/blake3"
+
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/chain"
 	"github.com/opensubstrate/sandbox/internal/safefile"
+	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/tree"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/record"
@@ -184,7 +187,25 @@ type Imported struct {
 // record already here is replaced only by one that extends it.
 func (h *Host) Import(r io.Reader, owner string) (Imported, error) {
 	var im Imported
-	b, err := readBundle(r)
+	var err error
+	// The bundle's objects are staged on disk as they are read and
+	// checked (a bundle may be as large as a workspace), in runs/, where
+	// gc finds one a killed import left.
+	runs := h.Store.Path("runs")
+	if err := os.MkdirAll(runs, 0o700); err != nil {
+		return im, err
+	}
+	var stage string
+	if namer := h.Store.Namer(); namer != nil {
+		stage, err = state.MkdirNamed(runs, ".partial-import", namer)
+	} else {
+		stage, err = os.MkdirTemp(runs, ".partial-import-")
+	}
+	if err != nil {
+		return im, err
+	}
+	defer os.RemoveAll(stage)
+	b, err := readBundle(r, stage)
 	if err != nil {
 		return im, err
 	}
@@ -232,24 +253,39 @@ func (h *Host) Import(r io.Reader, owner string) (Imported, error) {
 			return im, reject.New(reject.Splice, path, "a different record of %s is here already: it is not a prefix of the one imported", b.manifest.Sandbox)
 		}
 	}
-	// Place: blobs, runs, then the record (what names them) last.
-	for a, data := range b.blobs {
+	// Place: blobs, runs, then the record (what names them) last. Each
+	// staged file was fsynced; a rename puts it in place.
+	blobs := h.Store.Path("blobs")
+	if err := os.MkdirAll(blobs, 0o700); err != nil {
+		return im, err
+	}
+	for a, staged := range b.blobs {
 		if !h.Store.HasBlob(a) {
-			if err := h.Store.PutBlob(a, data); err != nil {
+			if err := os.Rename(staged, filepath.Join(blobs, a.Hex())); err != nil {
 				return im, err
 			}
 			im.Blobs++
 		}
 	}
-	for a, files := range b.runs {
+	if err := safefile.SyncDir(blobs); err != nil {
+		return im, err
+	}
+	for a := range b.runs {
 		dir := h.Store.Path("runs", a.Hex())
 		if _, err := os.Stat(dir); err == nil {
 			continue
 		}
-		if err := placeRun(h.Store.Path("runs"), a, files); err != nil {
+		staged := filepath.Join(stage, "runs", a.Hex())
+		if err := safefile.SyncDir(staged); err != nil {
+			return im, err
+		}
+		if err := os.Rename(staged, dir); err != nil {
 			return im, err
 		}
 		im.Runs++
+	}
+	if err := safefile.SyncDir(runs); err != nil {
+		return im, err
 	}
 	if err := os.MkdirAll(h.Store.Path("records"), 0o700); err != nil {
 		return im, err
@@ -270,31 +306,6 @@ func (h *Host) Import(r io.Reader, owner string) (Imported, error) {
 	return im, nil
 }
 
-// placeRun writes a run directory under a temporary name, fsynced, and
-// renames it into place.
-func placeRun(runs string, a addr.Addr, files map[string][]byte) error {
-	if err := os.MkdirAll(runs, 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(runs, ".import-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	for name, data := range files {
-		if err := safefile.Write(filepath.Join(tmp, name), data, 0o644); err != nil {
-			return err
-		}
-	}
-	if err := safefile.SyncDir(tmp); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(runs, a.Hex())); err != nil {
-		return err
-	}
-	return safefile.SyncDir(runs)
-}
-
 func decodeParked(b []byte, p *parked) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -312,15 +323,20 @@ type bundle struct {
 	manifest BundleManifest
 	record   []byte
 	parked   []byte
-	blobs    map[addr.Addr][]byte
-	runs     map[addr.Addr]map[string][]byte
+	blobs    map[addr.Addr]string            // staged, checked
+	runs     map[addr.Addr]map[string]string // staged: stage/runs/HEX/NAME
 }
 
 // readBundle reads a bundle's entries, checking each name and bound, and
-// every blob's and run's address. It reads hostile bytes: no entry is
-// written anywhere by it.
-func readBundle(r io.Reader) (*bundle, error) {
-	b := &bundle{blobs: map[addr.Addr][]byte{}, runs: map[addr.Addr]map[string][]byte{}}
+// every blob's and run's address, staging blobs and run files in stage
+// (each fsynced). It reads hostile bytes: nothing leaves stage.
+func readBundle(r io.Reader, stage string) (*bundle, error) {
+	b := &bundle{blobs: map[addr.Addr]string{}, runs: map[addr.Addr]map[string]string{}}
+	for _, d := range []string{"blobs", "runs"} {
+		if err := os.Mkdir(filepath.Join(stage, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
 	tr := tar.NewReader(r)
 	n := 0
 	for {
@@ -339,12 +355,18 @@ func readBundle(r io.Reader) (*bundle, error) {
 		if hd.Typeflag != tar.TypeReg || path.Clean(name) != name || hd.Size < 0 || hd.Size > MaxBundleFile {
 			return nil, reject.New(reject.Invalid, where, "only regular files under their clean names, at most %d bytes", MaxBundleFile)
 		}
-		data, err := io.ReadAll(io.LimitReader(tr, hd.Size+1))
-		if err != nil {
-			return nil, reject.Wrap(reject.Truncated, where, err)
-		}
-		if int64(len(data)) != hd.Size {
-			return nil, reject.New(reject.Truncated, where, "%d bytes of %d", len(data), hd.Size)
+		small := func(max int64) ([]byte, error) {
+			if hd.Size > max {
+				return nil, reject.New(reject.Invalid, where, "%d bytes, over %d", hd.Size, max)
+			}
+			data, err := io.ReadAll(io.LimitReader(tr, hd.Size+1))
+			if err != nil {
+				return nil, reject.Wrap(reject.Truncated, where, err)
+			}
+			if int64(len(data)) != hd.Size {
+				return nil, reject.New(reject.Truncated, where, "%d bytes of %d", len(data), hd.Size)
+			}
+			return data, nil
 		}
 		switch {
 		case n == 1 && name != "bundle.json":
@@ -352,6 +374,10 @@ func readBundle(r io.Reader) (*bundle, error) {
 		case name == "bundle.json":
 			if n != 1 {
 				return nil, reject.New(reject.Invalid, where, "bundle.json twice")
+			}
+			data, err := small(1 << 20)
+			if err != nil {
+				return nil, err
 			}
 			if err := canon.Unmarshal(data, &b.manifest); err != nil {
 				return nil, fmt.Errorf("bundle.json: %w", err)
@@ -363,25 +389,44 @@ func readBundle(r io.Reader) (*bundle, error) {
 				return nil, reject.New(reject.Invalid, "bundle.json", "sandbox %q is not a sandbox id", b.manifest.Sandbox)
 			}
 		case name == "records/"+b.manifest.Sandbox+".jsonl" && b.record == nil:
-			b.record = data
+			if b.record, err = small(MaxRecordBytes); err != nil {
+				return nil, err
+			}
 		case name == "records/"+b.manifest.Sandbox+".json" && b.parked == nil:
-			b.parked = data
+			if b.parked, err = small(1 << 20); err != nil {
+				return nil, err
+			}
 		case blobName.MatchString(name):
 			a, _ := addr.Parse("b3:" + blobName.FindStringSubmatch(name)[1])
-			if addr.Of(data) != a {
-				return nil, reject.New(reject.Address, where, "its bytes hash to %s", addr.Of(data))
+			if _, dup := b.blobs[a]; dup {
+				return nil, reject.New(reject.Invalid, where, "twice")
 			}
-			b.blobs[a] = data
+			p := filepath.Join(stage, "blobs", a.Hex())
+			got, err := stageFile(tr, hd.Size, p, where)
+			if err != nil {
+				return nil, err
+			}
+			if got != a {
+				return nil, reject.New(reject.Address, where, "its bytes hash to %s", got)
+			}
+			b.blobs[a] = p
 		case runName.MatchString(name):
 			m := runName.FindStringSubmatch(name)
 			a, _ := addr.Parse("b3:" + m[1])
 			if b.runs[a] == nil {
-				b.runs[a] = map[string][]byte{}
+				if err := os.Mkdir(filepath.Join(stage, "runs", a.Hex()), 0o700); err != nil {
+					return nil, err
+				}
+				b.runs[a] = map[string]string{}
 			}
 			if _, dup := b.runs[a][m[2]]; dup {
 				return nil, reject.New(reject.Invalid, where, "twice")
 			}
-			b.runs[a][m[2]] = data
+			p := filepath.Join(stage, "runs", a.Hex(), m[2])
+			if _, err := stageFile(tr, hd.Size, p, where); err != nil {
+				return nil, err
+			}
+			b.runs[a][m[2]] = p
 		default:
 			return nil, reject.New(reject.Invalid, where, "not an entry a bundle has")
 		}
@@ -392,9 +437,13 @@ func readBundle(r io.Reader) (*bundle, error) {
 	// A run's attestation must be the one its directory is named by,
 	// under a valid signature (by whichever key: trust is the verifier's).
 	for a, files := range b.runs {
-		env, ok := files["attestation.json"]
+		p, ok := files["attestation.json"]
 		if !ok {
 			return nil, reject.New(reject.Missing, "bundle: runs/"+a.Hex(), "no attestation.json")
+		}
+		env, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
 		}
 		at, err := attest.Verify(env, key.Trust{})
 		if at == nil {
@@ -405,4 +454,31 @@ func readBundle(r io.Reader) (*bundle, error) {
 		}
 	}
 	return b, nil
+}
+
+// MaxRecordBytes bounds a record a bundle carries.
+const MaxRecordBytes = 64 << 20
+
+// stageFile copies size bytes of r to a new file p, fsynced, and returns
+// their address.
+func stageFile(r io.Reader, size int64, p, where string) (addr.Addr, error) {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return addr.Addr{}, err
+	}
+	defer f.Close()
+	h := blake3.New()
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r, size))
+	if err != nil {
+		return addr.Addr{}, reject.Wrap(reject.Truncated, where, err)
+	}
+	if n != size {
+		return addr.Addr{}, reject.New(reject.Truncated, where, "%d bytes of %d", n, size)
+	}
+	if err := f.Sync(); err != nil {
+		return addr.Addr{}, err
+	}
+	var a addr.Addr
+	h.Sum(a[:0])
+	return a, nil
 }

@@ -24,7 +24,7 @@ func FuzzReadBundle(f *testing.F) {
 	f.Add(buf.Bytes())
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		bd, err := readBundle(bytes.NewReader(b))
+		bd, err := readBundle(bytes.NewReader(b), t.TempDir())
 		if err != nil {
 			return
 		}
