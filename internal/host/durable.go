@@ -227,18 +227,19 @@ func (h *Host) suspend(sb *Sandbox) (record.Snapshot, error) {
 		crash.At(crash.SuspendCaptured)
 		_, err = sb.record.Append(record.Segment{Kind: record.Suspended, Snapshot: snap})
 	}
-	if err == nil {
-		crash.At(crash.SuspendAppended)
-	}
-	if err == nil {
-		// Retained: the tree in the store, and the workspace kept beside it.
-		err = h.writeParked(id, parked{Owner: owner, Suspended: h.now().UTC(), Retained: 2 * retained})
-	}
 	if err != nil {
 		// Nothing is torn down that the record does not hold.
 		thaw()
 		reopen()
 		return record.Snapshot{}, fmt.Errorf("suspend %s: %w", id, err)
+	}
+	crash.At(crash.SuspendAppended)
+	// The record says parked: from here the suspension goes through. The
+	// note beside it (whose, since when, how much) only prices and owns
+	// the parked interval; without it the local owner may resume it and
+	// its idle energy is counted as none.
+	if err := h.writeParked(id, parked{Owner: owner, Suspended: h.now().UTC(), Retained: 2 * retained}); err != nil {
+		h.logger().Warn("no note beside a suspended sandbox's record", "sandbox", id, "err", err)
 	}
 	thaw()
 	// The workspace is kept beside the snapshot, outside the sandbox, as
