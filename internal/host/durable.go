@@ -277,8 +277,7 @@ func (h *Host) capture(sb *Sandbox) (record.Snapshot, int64, error) {
 		}
 		defer os.Remove(dir)
 	}
-	h.seedCapturer(sb.ID)
-	root, st, err := h.capturer().Capture(dir)
+	root, st, err := h.capturer(sb.ID).Capture(dir)
 	if err != nil {
 		return record.Snapshot{}, 0, err
 	}
@@ -303,22 +302,20 @@ func (h *Host) keepKnown(id string, ks []tree.Known) {
 	}
 }
 
-// seedCapturer tells the capturer what a capture of sandbox id's
-// workspace read before, in this process or another.
-func (h *Host) seedCapturer(id string) {
+// capturer is a capturer for sandbox id's workspace, told what its last
+// capture read (in this process or another): one per capture, so that
+// what a long-lived service remembers is on disk, not in its memory.
+func (h *Host) capturer(id string) *tree.Capturer {
+	c := &tree.Capturer{Blobs: h.Store}
 	b, err := os.ReadFile(h.Store.Path("cache", "trees", id+".json"))
 	if err != nil {
-		return
+		return c
 	}
 	var ks []tree.Known
 	if json.Unmarshal(b, &ks) == nil {
-		h.capturer().Seed(ks)
+		c.Seed(ks)
 	}
-}
-
-func (h *Host) capturer() *tree.Capturer {
-	h.treeOnce.Do(func() { h.trees = &tree.Capturer{Blobs: h.Store} })
-	return h.trees
+	return c
 }
 
 func (h *Host) writeParked(id string, p parked) error {
@@ -564,8 +561,7 @@ func (h *Host) restoreWorkspace(id, ws string, a addr.Addr) error {
 	}
 	kept := h.parkedDir(id)
 	if _, err := os.Stat(kept); err == nil {
-		h.seedCapturer(id)
-		if got, st, err := h.capturer().Capture(kept); err == nil && got == a {
+		if got, st, err := h.capturer(id).Capture(kept); err == nil && got == a {
 			// Exactly the tree: what it left out (a fifo, a socket) goes.
 			for _, rel := range st.Skipped {
 				os.Remove(filepath.Join(kept, filepath.FromSlash(rel)))
@@ -579,8 +575,8 @@ func (h *Host) restoreWorkspace(id, ws string, a addr.Addr) error {
 	if err := tree.Restore(h.Store, a, ws, nil); err != nil {
 		return fmt.Errorf("restore the workspace: %w", err)
 	}
-	if err := h.capturer().Remember(ws, a); err != nil {
-		h.logger().Warn("the restored workspace was not remembered", "err", err)
+	if ks, err := (&tree.Capturer{Blobs: h.Store}).Remember(ws, a); err == nil {
+		h.keepKnown(id, ks)
 	}
 	return os.Chmod(ws, fi.Mode().Perm())
 }

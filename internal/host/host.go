@@ -23,7 +23,6 @@ import (
 	"github.com/opensubstrate/sandbox/internal/meter"
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/trail"
-	"github.com/opensubstrate/sandbox/internal/tree"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
@@ -120,8 +119,6 @@ type Host struct {
 	// closeLease: Close releases the store's lease (New took it).
 	closeLease bool
 	sandboxes  sandboxes
-	treeOnce   sync.Once
-	trees      *tree.Capturer
 	trailOnce  sync.Once
 	trail      *trail.Log
 	trailErr   error

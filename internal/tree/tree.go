@@ -315,31 +315,29 @@ func (c *Capturer) file(p, rel string, info fs.FileInfo, st *Stats) (Entry, erro
 
 // Remember records the files of dir, just restored from tree a, as
 // captured: a capture of dir reads again only what changes after this.
-func (c *Capturer) Remember(dir string, a addr.Addr) error {
+// It returns them as Known, for a later Capturer's Seed.
+func (c *Capturer) Remember(dir string, a addr.Addr) ([]Known, error) {
 	t, err := Load(c.Blobs, a)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.seen == nil {
-		c.seen = map[fileID]Entry{}
-	}
+	var ks []Known
 	for _, e := range t.Entries {
 		if e.Kind != "file" {
 			continue
 		}
 		var st unix.Stat_t
 		if err := unix.Lstat(filepath.Join(dir, filepath.FromSlash(e.Path)), &st); err != nil {
-			return err
+			return nil, err
 		}
 		if st.Size != e.Size {
 			continue
 		}
 		id := fileID{uint64(st.Dev), st.Ino, st.Size, syscall.Timespec(st.Mtim), syscall.Timespec(st.Ctim)}
-		c.seen[id] = e
+		ks = append(ks, knownOf(id, e.Chunks))
 	}
-	return nil
+	c.Seed(ks)
+	return ks, nil
 }
 
 func (c *Capturer) present(chunks []addr.Addr) bool {
