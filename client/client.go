@@ -248,9 +248,26 @@ func (c *Client) stream(ctx context.Context, path string, x ExecSpec, stdout, st
 			go func() {
 				ictx, cancel := context.WithTimeout(rctx, InterruptWait)
 				defer cancel()
-				if c.Interrupt(ictx, x.InterruptKey) != nil {
-					drop() // not in flight (yet): the service seals what it started
-					return
+				// Not in flight: not yet (the service has not read the
+				// call) or no longer (its result is on its way). Asked
+				// again for a moment; then the connection is dropped,
+				// and the service seals what it started.
+				for try := 0; ; try++ {
+					err := c.Interrupt(ictx, x.InterruptKey)
+					if err == nil {
+						break
+					}
+					var ae *APIError
+					if !errors.As(err, &ae) || ae.Status != http.StatusNotFound || try == 20 {
+						drop()
+						return
+					}
+					select {
+					case <-ictx.Done():
+						drop()
+						return
+					case <-time.After(100 * time.Millisecond):
+					}
 				}
 				<-ictx.Done()
 				drop()
