@@ -331,9 +331,19 @@ func Verify(entries [][]byte) (State, error) {
 	return replay(entries, nil)
 }
 
-// replay is Verify, calling each with every head the record has, from
-// head₀ on.
-func replay(entries [][]byte, each func(addr.Addr)) (State, error) {
+// Walk verifies a record's wire form as VerifyBytes does, calling visit
+// with each segment that passes the rules and the head the record had
+// before it; an error from visit stops the walk, at that segment's line.
+func Walk(b []byte, visit func(seg Segment, before addr.Addr) error) (State, error) {
+	entries, err := wire(b)
+	if err != nil {
+		return State{}, err
+	}
+	return replay(entries, visit)
+}
+
+// replay is Verify, calling visit (when set) before each segment's step.
+func replay(entries [][]byte, visit func(Segment, addr.Addr) error) (State, error) {
 	if len(entries) == 0 {
 		return State{}, reject.New(reject.Missing, "line 1", "a record begins with its genesis entry")
 	}
@@ -345,19 +355,19 @@ func replay(entries [][]byte, each func(addr.Addr)) (State, error) {
 		return State{}, at(1, err)
 	}
 	st := New(h)
-	if each != nil {
-		each(st.Head)
-	}
 	for i, b := range entries[1:] {
 		seg, err := ParseSegment(b)
+		if err == nil {
+			err = st.Check(seg)
+		}
+		if err == nil && visit != nil {
+			err = visit(seg, st.Head)
+		}
 		if err == nil {
 			err = st.Apply(seg, b)
 		}
 		if err != nil {
 			return st, at(i+2, err)
-		}
-		if each != nil {
-			each(st.Head)
 		}
 	}
 	return st, nil
@@ -392,16 +402,15 @@ func VerifyBytes(b []byte) (State, error) {
 // record whose entries were changed, dropped or spliced under another
 // genesis does not reach a head cited before (head-mismatch).
 func Reaches(b []byte, cited addr.Addr) (State, error) {
-	entries, err := wire(b)
-	if err != nil {
-		return State{}, err
-	}
 	seen := false
-	st, err := replay(entries, func(h addr.Addr) { seen = seen || h == cited })
+	st, err := Walk(b, func(_ Segment, before addr.Addr) error {
+		seen = seen || before == cited
+		return nil
+	})
 	if err != nil {
 		return st, err
 	}
-	if !seen {
+	if !seen && st.Head != cited {
 		return st, reject.New(reject.HeadMismatch, "", "the record never had head %s (its head is %s)", cited, st.Head)
 	}
 	return st, nil

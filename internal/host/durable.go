@@ -496,33 +496,17 @@ func (h *Host) cost(entries [][]byte, ri *RecordInfo) {
 // owner, those whose owner this host no longer knows (closed, or
 // brought from another host).
 func (h *Host) Records(owner string) ([]RecordInfo, error) {
-	ents, err := os.ReadDir(h.Store.Path("records"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	var out []RecordInfo
-	for _, e := range ents {
-		id, ok := strings.CutSuffix(e.Name(), ".jsonl")
-		if !ok {
-			continue
-		}
+	for _, id := range h.recordIDs() {
 		if !h.owns(id, owner) {
 			continue
 		}
 		ri := RecordInfo{ID: id}
-		entries, _, err := chain.Read(filepath.Join(h.Store.Path("records"), e.Name()))
+		entries, st, err := h.readRecord(id)
+		ri.Phase, ri.Head, ri.Segments, ri.Executed, ri.IdleUJ = st.Phase, st.Head, st.Segments, st.Executed, st.IdleUJ
 		if err == nil {
-			var st record.State
-			st, err = record.Verify(entries)
-			ri.Phase, ri.Head, ri.Segments, ri.Executed, ri.IdleUJ = st.Phase, st.Head, st.Segments, st.Executed, st.IdleUJ
-			if err == nil {
-				h.cost(entries, &ri)
-			}
-		}
-		if err != nil {
+			h.cost(entries, &ri)
+		} else {
 			ri.Err = err.Error()
 		}
 		out = append(out, ri)
@@ -747,13 +731,20 @@ func (h *Host) recordIDs() []string {
 	return ids
 }
 
-// isParked says whether sandbox id's record is parked.
-func (h *Host) isParked(id string) bool {
+// readRecord replays sandbox id's record as it stands on disk (a torn,
+// unacknowledged tail aside), returning its entries and state.
+func (h *Host) readRecord(id string) ([][]byte, record.State, error) {
 	entries, _, err := chain.Read(h.RecordPath(id))
 	if err != nil {
-		return false
+		return nil, record.State{}, err
 	}
 	st, err := record.Verify(entries)
+	return entries, st, err
+}
+
+// isParked says whether sandbox id's record is parked.
+func (h *Host) isParked(id string) bool {
+	_, st, err := h.readRecord(id)
 	return err == nil && st.Phase == record.Parked
 }
 
@@ -763,15 +754,11 @@ func (h *Host) Suspended(owner string) []SandboxInfo {
 	var out []SandboxInfo
 	for _, id := range h.recordIDs() {
 		p, err := h.readParked(id)
-		if err != nil || p.Owner != owner || !h.isParked(id) {
+		if err != nil || p.Owner != owner {
 			continue
 		}
-		entries, _, err := chain.Read(h.RecordPath(id))
-		if err != nil {
-			continue
-		}
-		st, err := record.Verify(entries)
-		if err != nil {
+		_, st, err := h.readRecord(id)
+		if err != nil || st.Phase != record.Parked {
 			continue
 		}
 		var u DurableUnit
