@@ -44,6 +44,53 @@ type Job struct {
 	// OnStart, when set, is called once the run has started, with the
 	// controls the executor offers over it.
 	OnStart func(Control)
+
+	// Continue, when set, continues a parked run (S2): the executor
+	// replays Continue.Journal up to the park point, checks that it
+	// reached the parked state, and goes on live from there; Record
+	// must already hold those entries (Writer.AppendEntry). Live is
+	// called at the park point: the guest's output before it was the
+	// parked run's, and its caller has it.
+	Continue *Parked
+	Live     func()
+	// Remap maps storage grants' paths, as the unit names them, to the
+	// host directories that hold them now (a continuation whose
+	// workspace was restored elsewhere); nil: the same.
+	Remap map[string]string
+}
+
+// Parked is a run an executor stopped at a host-call boundary, to be
+// continued (sandbox.s2-park/1, docs/spec/durable-s2.md).
+type Parked struct {
+	// Boundary counts the host calls the run made before the park
+	// point; the call at Boundary+1 was not made.
+	Boundary uint64
+	// Journal is the run's journal up to the park point (the host
+	// fills it in from the run's file).
+	Journal []byte
+	// Memory is the guest's linear memory at the park point, and
+	// MemoryAddr its BLAKE3.
+	Memory     []byte
+	MemoryAddr addr.Addr
+	// Handles are the guest's open files at the park point.
+	Handles []Handle
+	// NextHandle is the number the run's next open file gets.
+	NextHandle uint64
+	// Fuel is the fuel used up to the park point.
+	Fuel uint64
+}
+
+// Handle is an open file of a parked run, by the handle number its
+// journal names it by.
+type Handle struct {
+	H    uint64 `json:"h"`
+	Path string `json:"path"`
+	Flag uint32 `json:"flag"`
+	// Offset is the file's position (regular files); DirRead the
+	// directory entries already listed (directories).
+	Offset  int64 `json:"offset"`
+	Dir     bool  `json:"dir,omitempty"`
+	DirRead int64 `json:"dir_read,omitempty"`
 }
 
 // ErrBudget is the cause of a run's context when the host stops it
@@ -63,6 +110,9 @@ type Control struct {
 	// until Thaw: the quiescence witness durable runs need.
 	Freeze func() error
 	Thaw   func() error
+	// Park asks the run to stop at its next host-call boundary and
+	// report Result.Parked (S2); nil where the executor cannot.
+	Park func()
 }
 
 // Result is how a run ended and what it consumed.
@@ -92,4 +142,7 @@ type Result struct {
 	// ran it: they go to the caller's stderr, never into what the run
 	// wrote (stderr.log is the guest's alone).
 	Notes []string
+	// Parked is set when the run stopped at a park (Control.Park): it is
+	// not over, and is not sealed; Outcome is then meaningless.
+	Parked *Parked
 }

@@ -67,7 +67,13 @@ func (j *Writer) Append(kind string, req, resp any) error {
 	if err != nil {
 		return err
 	}
-	e, err := cde.Marshal(Entry{Kind: kind, Req: q, Resp: r})
+	return j.AppendEntry(Entry{Kind: kind, Req: q, Resp: r})
+}
+
+// AppendEntry records an entry as it was parsed (a continued run's
+// journal starts with its parked part's entries).
+func (j *Writer) AppendEntry(entry Entry) error {
+	e, err := cde.Marshal(entry)
 	if err != nil {
 		return err
 	}

@@ -411,26 +411,33 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	}
 	b := newBroker(j.Enforcer, j.Record, j.Replay, j.UnitAddr, cancel)
 	b.kv = j.KV
+	if j.Continue != nil {
+		if j.Replay == nil {
+			return nil, fmt.Errorf("wasm: a continuation replays its parked part: it needs its journal")
+		}
+		b.cont, b.live = j.Continue, j.Live
+	}
 	runCtx = context.WithValue(runCtx, brokerKey{}, b)
 	var host hostFS
-	if j.Replay == nil {
+	if j.Replay == nil || j.Continue != nil {
 		guard, err := e.guard()
 		if err != nil {
 			return nil, err
 		}
-		if host, err = newHostFS(j.Enforcer, j.Grants.Storage, guard); err != nil {
+		if host, err = newHostFS(j.Enforcer, j.Grants.Storage, j.Remap, guard); err != nil {
 			return nil, err
 		}
 	}
 	bfs := newBrokerFS(b, host, j.Grants.Storage)
+	b.fs = bfs
 	defer bfs.closeAll()
 
 	fsCfg := wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(bfs, "/")
 	mc := wazero.NewModuleConfig().
 		WithName("").
 		WithArgs(j.Unit.Args...).
-		WithStdout(j.Stdout).
-		WithStderr(j.Stderr).
+		WithStdout(outWriter{b, j.Stdout}).
+		WithStderr(outWriter{b, j.Stderr}).
 		WithFSConfig(fsCfg).
 		WithWalltime(b.walltime, 1).
 		WithNanotime(b.nanotime, 1).
@@ -459,9 +466,27 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	if start == nil {
 		return nil, fmt.Errorf("%w: wasm: the module exports no _start function (a WASI command is required)", job.ErrNotExecutable)
 	}
+	b.mu.Lock()
+	b.mod, b.fuel = mod, fuelG
+	b.mu.Unlock()
+	if j.OnStart != nil && (j.Replay == nil || j.Continue != nil) {
+		j.OnStart(job.Control{Park: b.requestPark})
+	}
 	crash.At(crash.Started)
 	callErr := e.call(runCtx, start, j, res)
 	res.End = time.Now()
+	if p := b.Parked(); p != nil {
+		// Not over: what it used so far is the park's; the continuation
+		// counts it again, from the start, as an unparked run would.
+		p.Fuel = fuelBudget - p.Fuel
+		res.Parked = p
+		res.Outcome = attest.Outcome{Status: attest.Killed, Detail: fmt.Sprintf("parked after %d host calls", p.Boundary)}
+		mod.Close(context.Background())
+		return res, nil
+	}
+	if b.cont != nil && b.Err() == nil {
+		b.fail(&ParkDivergence{Detail: fmt.Sprintf("the replay ended (%v) before host call %d, where the run was parked", callErr, b.cont.Boundary+1)})
+	}
 	left := int64(fuelG.Get())
 	used := uint64(int64(fuelBudget) - left)
 	if used > 0 { // a run stopped before its first instruction counted none: no fuel (docs/spec/canonical.md)

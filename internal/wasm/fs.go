@@ -1,6 +1,8 @@
 package wasm
 
 import (
+	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"sort"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/job"
 )
 
 // Journal records of file system results.
@@ -104,13 +107,21 @@ type brokerFS struct {
 
 	virt map[string][]string // ancestors of grants → their child names
 
-	mu    sync.Mutex
-	files map[uint64]hostFile
-	nextH uint64
+	mu     sync.Mutex
+	files  map[uint64]hostFile
+	nextH  uint64
+	opened map[uint64]*openInfo // what the guest holds, live or replayed
+}
+
+// openInfo is an open handle as a park keeps it.
+type openInfo struct {
+	path    string
+	flag    uint32
+	dirRead int64 // directory entries listed since it was opened or rewound
 }
 
 func newBrokerFS(b *broker, host hostFS, grants []grant.Storage) *brokerFS {
-	f := &brokerFS{b: b, host: host, files: map[uint64]hostFile{}, nextH: 1, virt: map[string][]string{}}
+	f := &brokerFS{b: b, host: host, files: map[uint64]hostFile{}, nextH: 1, virt: map[string][]string{}, opened: map[uint64]*openInfo{}}
 	for _, g := range grants {
 		for p := g.Path; p != "/"; p = path.Dir(p) {
 			parent := path.Dir(p)
@@ -227,6 +238,9 @@ func (f *brokerFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMo
 	if r.Errno != 0 {
 		return nil, f.refused(a, experimentalsys.Errno(r.Errno))
 	}
+	f.mu.Lock()
+	f.opened[r.H] = &openInfo{path: a, flag: uint32(flag)}
+	f.mu.Unlock()
 	return &file{fs: f, h: r.H, path: a, append: flag&experimentalsys.O_APPEND != 0}, 0
 }
 
@@ -513,6 +527,9 @@ func (x *file) Seek(off int64, whence int) (int64, experimentalsys.Errno) {
 	if !ok {
 		return 0, experimentalsys.EIO
 	}
+	if off == 0 && whence == io.SeekStart && r.Errno == 0 {
+		x.listed(-1) // a directory rewound
+	}
 	return r.N, experimentalsys.Errno(r.Errno)
 }
 
@@ -528,6 +545,7 @@ func (x *file) Readdir(n int) ([]experimentalsys.Dirent, experimentalsys.Errno) 
 	if !ok {
 		return nil, experimentalsys.EIO
 	}
+	x.listed(int64(len(r.Ents)))
 	out := make([]experimentalsys.Dirent, len(r.Ents))
 	for i, d := range r.Ents {
 		out[i] = experimentalsys.Dirent{Ino: d.Ino, Name: d.Name, Type: fs.FileMode(d.Type)}
@@ -587,8 +605,85 @@ func (x *file) Close() experimentalsys.Errno {
 	})
 	x.fs.mu.Lock()
 	delete(x.fs.files, x.h)
+	delete(x.fs.opened, x.h)
 	x.fs.mu.Unlock()
 	return e
+}
+
+// listed counts directory entries handed to the guest (n < 0: rewound).
+func (x *file) listed(n int64) {
+	x.fs.mu.Lock()
+	if o := x.fs.opened[x.h]; o != nil {
+		if n < 0 {
+			o.dirRead = 0
+		} else {
+			o.dirRead += n
+		}
+	}
+	x.fs.mu.Unlock()
+}
+
+// handles are the guest's open files, live, as a park keeps them: where
+// each regular file's position is, how far each directory was listed.
+func (f *brokerFS) handles() ([]job.Handle, uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	hs := make([]job.Handle, 0, len(f.opened))
+	for h, o := range f.opened {
+		hf := f.files[h]
+		if hf == nil {
+			return nil, 0, fmt.Errorf("open file %d (%s) has no host file", h, o.path)
+		}
+		x := job.Handle{H: h, Path: o.path, Flag: o.flag}
+		dir, e := hf.IsDir()
+		if e != 0 {
+			return nil, 0, fmt.Errorf("open file %d (%s): %w", h, o.path, e)
+		}
+		if dir {
+			x.Dir, x.DirRead = true, o.dirRead
+		} else if x.Offset, e = hf.Seek(0, io.SeekCurrent); e != 0 {
+			return nil, 0, fmt.Errorf("open file %d (%s): its position: %w", h, o.path, e)
+		}
+		hs = append(hs, x)
+	}
+	sort.Slice(hs, func(i, j int) bool { return hs[i].H < hs[j].H })
+	return hs, f.nextH, nil
+}
+
+// reattach opens on the host, again, the files a continuation's guest
+// holds at its park point (the replay served them from the journal), at
+// the positions the park kept. They must be the ones the park kept.
+func (f *brokerFS) reattach(hs []job.Handle, next uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(hs) != len(f.opened) {
+		return fmt.Errorf("the replay holds %d open files; parked, the run held %d", len(f.opened), len(hs))
+	}
+	for _, x := range hs {
+		o := f.opened[x.H]
+		if o == nil || o.path != x.Path || o.flag != x.Flag || (x.Dir && o.dirRead != x.DirRead) {
+			return fmt.Errorf("open file %d (%s) is not the one the run held when it parked", x.H, x.Path)
+		}
+		flag := experimentalsys.Oflag(x.Flag) &^ (experimentalsys.O_CREAT | experimentalsys.O_EXCL | experimentalsys.O_TRUNC)
+		hf, e := f.host.open(x.Path, flag, 0)
+		if e != 0 {
+			return fmt.Errorf("open file %d (%s) cannot be opened again: %w", x.H, x.Path, e)
+		}
+		f.files[x.H] = hf
+		if x.Dir {
+			for left := x.DirRead; left > 0; {
+				ds, e := hf.Readdir(int(min(left, 256)))
+				if e != 0 || len(ds) == 0 {
+					return fmt.Errorf("directory %d (%s) has fewer entries than the %d it had listed", x.H, x.Path, x.DirRead)
+				}
+				left -= int64(len(ds))
+			}
+		} else if _, e := hf.Seek(x.Offset, io.SeekStart); e != 0 {
+			return fmt.Errorf("open file %d (%s): back to offset %d: %w", x.H, x.Path, x.Offset, e)
+		}
+	}
+	f.nextH = next
+	return nil
 }
 
 // virtualDir is an ancestor of a grant that no grant covers: a read-only

@@ -41,11 +41,18 @@ type root struct {
 	id   hostpath.ID
 }
 
-func newHostFS(enf *grant.Enforcer, grants []grant.Storage, guard hostpath.Guard) (hostFS, error) {
+// newHostFS holds each grant's root open; remap names the host directory
+// a grant's path is at now, where it is not at that path (a continued
+// run's restored workspace): the guest and the decisions keep the path.
+func newHostFS(enf *grant.Enforcer, grants []grant.Storage, remap map[string]string, guard hostpath.Guard) (hostFS, error) {
 	h := &linuxFS{enf: enf}
 	devs := map[uint64]bool{}
 	for _, g := range grants {
-		o, err := hostpath.Open(g.Path)
+		at := g.Path
+		if r, ok := remap[g.Path]; ok {
+			at = r
+		}
+		o, err := hostpath.Open(at)
 		if err == nil {
 			if err = guard.Check(o, g.Mode == grant.RW); err == nil && !o.IsDir() {
 				err = grant.NotADirectory(g.Path)

@@ -13,7 +13,7 @@ import (
 // Linux has; without it S2 refuses units with storage grants.
 var errNoBeneath = fmt.Errorf("storage grants in S2 need Linux openat2(RESOLVE_BENEATH): %w", errNotSupported)
 
-func newHostFS(_ *grant.Enforcer, grants []grant.Storage, _ hostpath.Guard) (hostFS, error) {
+func newHostFS(_ *grant.Enforcer, grants []grant.Storage, _ map[string]string, _ hostpath.Guard) (hostFS, error) {
 	if len(grants) > 0 {
 		return nil, errNoBeneath
 	}
