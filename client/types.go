@@ -39,6 +39,20 @@ type Sandbox struct {
 	Grants    []string          `json:"grants"`
 	Env       map[string]string `json:"env,omitempty"`
 	Listen    []int             `json:"listen,omitempty"`
+	// Continued are the execs a resumption continued: S2 execs the
+	// suspension parked, each sealed now as the whole run it is.
+	Continued []Continued `json:"continued,omitempty"`
+}
+
+// Continued is a parked exec a resumption continued. Stdout and Stderr
+// are what it wrote after its park point (its caller before the
+// suspension had the rest; its run's records hold all of it).
+type Continued struct {
+	N      int     `json:"n"`
+	Result *Result `json:"result,omitempty"`
+	Stdout []byte  `json:"stdout,omitempty"`
+	Stderr []byte  `json:"stderr,omitempty"`
+	Error  string  `json:"error,omitempty"`
 }
 
 // ExecSpec is one command in a live sandbox, or a one-shot run.

@@ -60,11 +60,41 @@ otherwise), its workspace is restored from the recorded tree (every
 chunk checked against its address), it starts again under its id, unit
 and grants, and a Resumed segment is appended with the idle energy its
 retained state drew while parked (estimated, and labelled so). Its
-workspace has a new path on this host.`,
+workspace has a new path on this host.
+
+An S2 sandbox suspended while execs ran had them parked at a host call;
+resume continues each where it stopped (its journal replayed to the
+park point, its memory and open files checked there), seals it as one
+run, and prints what it wrote after the park point, then a line on
+stderr naming its run. It answers when they have ended.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return callService(cmd, g, asJSON, func(cl *client.Client) (*client.Sandbox, error) { return cl.Resume(cmd.Context(), args[0]) },
-				func(sb *client.Sandbox) string { return fmt.Sprintf("%s resumed: workspace %s", sb.ID, sb.Workspace) })
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			sb, err := cl.Resume(cmd.Context(), args[0])
+			if err != nil {
+				return apiErr(err)
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), sb)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s resumed: workspace %s\n", sb.ID, sb.Workspace)
+			var failed error
+			for _, c := range sb.Continued {
+				cmd.OutOrStdout().Write(c.Stdout)
+				cmd.ErrOrStderr().Write(c.Stderr)
+				switch {
+				case c.Error != "":
+					fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: exec #%d was not continued: %s\n", c.N, c.Error)
+					failed = fmt.Errorf("exec #%d of %s was not continued: %s", c.N, sb.ID, c.Error)
+				case c.Result != nil:
+					fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: exec #%d continued and sealed: run %s, %s\n", c.N, c.Result.Run, describeOutcome(c.Result.Outcome))
+				}
+			}
+			return failed
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the sandbox as JSON")

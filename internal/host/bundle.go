@@ -98,8 +98,19 @@ func (h *Host) Export(id string, w io.Writer) error {
 			runs = append(runs, seg.Attestation)
 		case record.Suspended:
 			blobs[seg.Snapshot.Manifest] = true
-			if seg.Snapshot.Memory != nil {
-				blobs[*seg.Snapshot.Memory] = true
+			if m := seg.Snapshot.Memory; m != nil {
+				blobs[*m] = true
+				park, err := h.loadPark(*m)
+				if err != nil {
+					return err
+				}
+				objs, err := park.objects(h)
+				if err != nil {
+					return err
+				}
+				for _, a := range objs {
+					blobs[a] = true
+				}
 			}
 			t, err := tree.Load(h.Store, seg.Snapshot.Root)
 			if err != nil {

@@ -200,12 +200,16 @@ func (h *Host) suspend(sb *Sandbox) (record.Snapshot, error) {
 	case sb.closed:
 		sb.mu.Unlock()
 		return record.Snapshot{}, fmt.Errorf("%w: %q is being removed", ErrNoSandbox, id)
-	case sb.running > 0:
+	case sb.running > 0 && sb.Tier != tier.S2:
 		sb.mu.Unlock()
-		return record.Snapshot{}, &InvalidError{Err: fmt.Errorf("sandbox %s has %d exec(s) running: wait for them, or interrupt them, then suspend", id, sb.running)}
+		return record.Snapshot{}, &InvalidError{Err: fmt.Errorf("sandbox %s has %d exec(s) running: wait for them, or interrupt them, then suspend (an S1 process's memory is not kept; an S2 sandbox's execs are parked)", id, sb.running)}
 	}
 	sb.closed = true // no exec starts from here on
 	sb.mu.Unlock()
+	if sb.Tier == tier.S2 {
+		// Each exec stops at its next host call, and is kept.
+		h.parkExecs(sb)
+	}
 	reopen := func() {
 		sb.mu.Lock()
 		sb.closed = false
@@ -281,11 +285,15 @@ func (h *Host) capture(sb *Sandbox) (record.Snapshot, int64, error) {
 	if err != nil {
 		return record.Snapshot{}, 0, err
 	}
+	mem, err := h.storePark(sb)
+	if err != nil {
+		return record.Snapshot{}, 0, fmt.Errorf("its parked execs: %w", err)
+	}
 	h.keepKnown(sb.ID, st.Known)
 	if len(st.Skipped) > 0 {
 		h.logger().Info("special files left out of a suspended workspace", "sandbox", sb.ID, "files", st.Skipped)
 	}
-	return record.Snapshot{Root: root, Manifest: env}, st.Bytes, nil
+	return record.Snapshot{Root: root, Manifest: env, Memory: mem}, st.Bytes, nil
 }
 
 // keepKnown keeps what a capture of sandbox id's workspace read
@@ -397,6 +405,17 @@ func (h *Host) Resume(ctx context.Context, id, owner string) (SandboxInfo, error
 	if env != st.Last.Manifest {
 		return SandboxInfo{}, reject.New(reject.ManifestMismatch, h.RecordPath(id), "this host's environment is %s; the sandbox was suspended in %s", env, st.Last.Manifest)
 	}
+	var park *S2Park
+	if m := st.Last.Memory; m != nil {
+		if u.Tier != tier.S2 {
+			return SandboxInfo{}, reject.New(reject.Invalid, h.RecordPath(id), "a %s sandbox's snapshot has a memory image (%s): only S2 keeps one", u.Tier, m)
+		}
+		p, err := h.loadPark(*m)
+		if err != nil {
+			return SandboxInfo{}, fmt.Errorf("resume %s: %w", id, err)
+		}
+		park = &p
+	}
 	created, _ := time.Parse(time.RFC3339Nano, u.Created)
 	idle := uint64(0)
 	if !p.Suspended.IsZero() {
@@ -422,6 +441,17 @@ func (h *Host) Resume(ctx context.Context, id, owner string) (SandboxInfo, error
 	keep = true
 	os.Remove(h.Store.Path("records", id+".json"))
 	h.logger().Info("sandbox resumed", "sandbox", id, "idle_uj", idle)
+	if park != nil {
+		// Its parked execs go on where they stopped.
+		sb, err := h.sandbox(id, owner)
+		if err != nil {
+			return info, err
+		}
+		info.Continued = h.continueExecs(ctx, sb, *park)
+		c := info.Continued
+		info = sb.info()
+		info.Continued = c
+	}
 	return info, nil
 }
 

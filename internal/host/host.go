@@ -20,6 +20,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/hw"
 	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/meter"
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/trail"
@@ -105,6 +106,9 @@ type Host struct {
 	// BudgetInterval is how often a native run's energy is checked
 	// against its budgets; 0 means BudgetSample.
 	BudgetInterval time.Duration
+	// ParkWait is how long a suspension waits for an S2 sandbox's execs
+	// to park; 0 means ParkWait.
+	ParkWait time.Duration
 
 	// Reprobe makes every probe run now (doctor), refreshing the probes
 	// kept in the state directory.
@@ -317,6 +321,8 @@ type plan struct {
 	// leftoverGroup takes the run's group when it cannot be removed at
 	// the end (a live sandbox's background processes are in it).
 	leftoverGroup func(*cgroup.Group)
+	// cont continues a parked run (park.go).
+	cont *continuation
 }
 
 // plan assembles a run from a request: the unit as the record will hold
@@ -421,6 +427,22 @@ func (h *Host) execute(ctx context.Context, p *plan, run runFunc) (*Run, error) 
 		Stdin:    req.Stdin,
 		OnStart:  req.OnStart,
 	}
+	if c := p.cont; c != nil {
+		// The parked part again, from its journal: its output is
+		// recorded, and its caller had it already.
+		for _, e := range c.entries {
+			if err := files.journal.AppendEntry(e); err != nil {
+				return nil, err
+			}
+		}
+		outT.mute(true)
+		errT.mute(true)
+		j.Replay, j.Continue, j.Remap = journal.NewReader(c.entries), c.parked, c.remap
+		j.Live = func() {
+			outT.mute(false)
+			errT.mute(false)
+		}
+	}
 	h.logger().Info("run starting", "unit", p.ua, "tier", p.choice.Chosen, "executor", p.ex.Name())
 	var cg *cgroup.Group
 	if h.Cgroups != nil {
@@ -453,6 +475,19 @@ func (h *Host) execute(ctx context.Context, p *plan, run runFunc) (*Run, error) 
 	if err != nil {
 		span.Stop(meter.RunCPU{}, nil)
 		return nil, err
+	}
+	if res.Parked != nil {
+		// Not over, so not sealed: what it is at its park point goes
+		// to the caller (a suspension keeps it).
+		span.Stop(meter.RunCPU{}, nil)
+		if err := files.journal.Err(); err != nil {
+			return nil, &NotSealedError{Result: res, Err: fmt.Errorf("the parked run's journal: %w", err)}
+		}
+		jb, err := partialJournal(rec.Dir)
+		if err != nil {
+			return nil, err
+		}
+		return nil, &parkedRun{p: p, parked: res.Parked, journal: jb}
 	}
 	// From here on the guest has run: whatever fails, the caller learns
 	// how it ended, and that no record was kept.

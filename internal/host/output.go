@@ -27,12 +27,20 @@ type tee struct {
 	mu        sync.Mutex
 	callerErr error
 	recordErr error
+	muted     bool // the caller is not written to (a continuation's parked part)
+}
+
+// mute stops (or resumes) writing to the caller.
+func (t *tee) mute(on bool) {
+	t.mu.Lock()
+	t.muted = on
+	t.mu.Unlock()
 }
 
 func (t *tee) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.callerErr == nil {
+	if t.callerErr == nil && !t.muted {
 		if _, err := t.caller.Write(p); err != nil {
 			t.callerErr = err
 			if t.gone != nil {

@@ -94,7 +94,10 @@ type Sandbox struct {
 
 	mu       sync.Mutex
 	execs    int // sealed so far
+	seq      int // execs numbered so far
 	running  int
+	inflight map[int]*inflight // S2 execs running, by number: to park them
+	parked   []ParkedExec      // S2 execs parked by a suspension
 	closed   bool
 	session  *native.Session
 	cg       *cgroup.Group
@@ -116,6 +119,8 @@ type SandboxInfo struct {
 	GrantArgs []string `json:"grant_args"`
 	// Suspended: it is parked (Suspend); nothing of it runs.
 	Suspended bool `json:"suspended,omitempty"`
+	// Continued are the parked execs its resumption continued.
+	Continued []ContinuedExec `json:"-"`
 }
 
 func (s *Sandbox) info() SandboxInfo {
@@ -349,31 +354,71 @@ func (h *Host) Exec(ctx context.Context, id, owner string, x ExecRequest) (*Run,
 	req.Limits = sb.Limits
 	req.Deadline = x.Deadline
 	req.Stdin, req.Stdout, req.Stderr = x.Stdin, x.Stdout, x.Stderr
+	return h.execIn(ctx, sb, req, 0, nil)
+}
+
+// execIn runs req in sb as its exec number n (0: the next), or
+// continues a parked one (cont), and seals it as a segment of sb's
+// record. An S2 exec can be parked while it runs (a suspension): it is
+// then kept in sb.parked, not sealed, and its caller is told.
+func (h *Host) execIn(ctx context.Context, sb *Sandbox, req Request, n int, cont *continuation) (*Run, error) {
+	id := sb.ID
 	sb.mu.Lock()
 	if sb.closed {
 		sb.mu.Unlock()
 		return nil, fmt.Errorf("%w: %q is being removed", ErrNoSandbox, id)
 	}
 	sb.running++
-	n := sb.execs + sb.running
+	if n == 0 {
+		sb.seq++
+		n = sb.seq
+	}
 	sb.mu.Unlock()
 	defer func() {
 		sb.mu.Lock()
 		sb.running--
+		delete(sb.inflight, n)
 		sb.mu.Unlock()
 	}()
-	req.Notes = []string{fmt.Sprintf("an exec (#%d) in live sandbox %s, %s", n, sb.ID, sb.Tier)}
-	if len(sb.Listen) > 0 {
-		req.Notes = append(req.Notes, fmt.Sprintf("the sandbox's processes may listen on TCP ports %v inside its own network namespace (loopback only)", sb.Listen))
+	if cont == nil {
+		req.Notes = []string{fmt.Sprintf("an exec (#%d) in live sandbox %s, %s", n, sb.ID, sb.Tier)}
+		if len(sb.Listen) > 0 {
+			req.Notes = append(req.Notes, fmt.Sprintf("the sandbox's processes may listen on TCP ports %v inside its own network namespace (loopback only)", sb.Listen))
+		}
+		if sb.record != nil {
+			st := sb.record.State()
+			req.Record = &attest.RecordCite{Genesis: record.Genesis(st.Header.Unit, st.Header.Grants), Head: st.Head}
+		}
 	}
 	first := n == 1
-	if sb.record != nil {
-		st := sb.record.State()
-		req.Record = &attest.RecordCite{Genesis: record.Genesis(st.Header.Unit, st.Header.Grants), Head: st.Head}
+	if sb.Tier == tier.S2 {
+		// It can be parked; it can be stopped if it does not park.
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(ctx)
+		defer stop()
+		sb.mu.Lock()
+		if sb.inflight == nil {
+			sb.inflight = map[int]*inflight{}
+		}
+		x := &inflight{stop: stop}
+		sb.inflight[n] = x
+		sb.mu.Unlock()
+		req.OnStart = func(c job.Control) {
+			sb.mu.Lock()
+			x.park = c.Park
+			if x.wanted && c.Park != nil {
+				c.Park()
+			}
+			sb.mu.Unlock()
+		}
 	}
 	p, err := h.plan(ctx, req)
 	if err != nil {
 		return nil, err
+	}
+	p.cont = cont
+	if cont != nil && p.ua != cont.unit {
+		return nil, fmt.Errorf("its unit here would be %s; parked, it was %s: this host's S2 executor does not run it as the parked one ran", p.ua, cont.unit)
 	}
 	run := p.ex.Run
 	if sb.session != nil {
@@ -393,6 +438,24 @@ func (h *Host) Exec(ctx context.Context, id, owner string, x ExecRequest) (*Run,
 		}
 	}
 	r, err := h.execute(ctx, p, run)
+	var pr *parkedRun
+	if errors.As(err, &pr) {
+		ws := ""
+		if sb.Workspace != "" {
+			ws = sb.Workspace
+			if cont != nil && cont.workspace != "" {
+				ws = cont.workspace // the unit's name for it
+			}
+		}
+		pe, kerr := h.keepParked(n, pr, ws)
+		if kerr != nil {
+			return nil, fmt.Errorf("exec #%d parked, but what it is could not be kept: %w", n, kerr)
+		}
+		sb.mu.Lock()
+		sb.parked = append(sb.parked, pe)
+		sb.mu.Unlock()
+		return nil, &ExecParkedError{ID: sb.ID, N: n, Boundary: pr.parked.Boundary}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,18 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.sandbox(1)
-	writeJSON(w, 200, sandboxOf(i))
+	sb := sandboxOf(i)
+	for _, c := range i.Continued {
+		x := client.Continued{N: c.N, Stdout: c.Stdout, Stderr: c.Stderr}
+		if c.Run != nil {
+			x.Result = ResultOf(c.Run)
+		}
+		if c.Err != nil {
+			x.Error = c.Err.Error()
+		}
+		sb.Continued = append(sb.Continued, x)
+	}
+	writeJSON(w, 200, sb)
 }
 
 func (s *Server) closeRecord(w http.ResponseWriter, r *http.Request) {

@@ -194,9 +194,12 @@ func (s *Server) UnixServer() *http.Server {
 	return &http.Server{Handler: s.Unix(s.Handler()), ConnContext: ConnContext, BaseContext: s.BaseContext, ReadHeaderTimeout: 10 * time.Second}
 }
 
-// Shutdown ends what runs: execs in flight are interrupted and sealed.
+// Shutdown ends what runs: the S2 sandboxes with execs in flight are
+// suspended, which parks those execs (a resumption continues them); the
+// execs still in flight are interrupted and sealed.
 func (s *Server) Shutdown(cause error) {
 	s.init()
+	s.Host.ParkRunning()
 	s.cancel(cause)
 }
 

@@ -121,19 +121,24 @@ func TestParkAndContinueIsTheUnparkedRun(t *testing.T) {
 	file0, _ := os.ReadFile(filepath.Join(dir, "ticks.txt"))
 	os.Remove(filepath.Join(dir, "ticks.txt"))
 
-	for _, at := range []int{1, 150, 333} {
+	for _, at := range []int{0, 1, 150, 333} { // 0: asked before it started
 		// The same run, parked after `at` lines.
 		var jb1 bytes.Buffer
 		out1 := &parkAfter{n: at}
 		j, _ := parkJob(t, img, dir, nil, lines)
 		j.Record, j.Stdout = journal.NewWriter(&jb1), out1
-		j.OnStart = func(c job.Control) { out1.park = c.Park }
+		j.OnStart = func(c job.Control) {
+			out1.park = c.Park
+			if at == 0 {
+				c.Park()
+			}
+		}
 		res1, err := testExec.Run(context.Background(), j)
-		if err != nil || res1.Parked == nil {
+		if err != nil || res1.Parked == nil || (at == 0) != (res1.Parked.Boundary == 0) {
 			t.Fatalf("park after %d lines: %v %+v", at, err, res1)
 		}
 		p := res1.Parked
-		if len(p.Memory) == 0 || p.MemoryAddr != addr.Of(p.Memory) || len(p.Handles) != 2 || p.Fuel == 0 {
+		if len(p.Memory) == 0 || p.MemoryAddr != addr.Of(p.Memory) || (at > 0 && len(p.Handles) != 2) || p.Fuel == 0 {
 			t.Fatalf("park after %d lines: %d bytes of memory, handles %+v, fuel %d", at, len(p.Memory), p.Handles, p.Fuel)
 		}
 		// Its workspace moves (a restore on another host).

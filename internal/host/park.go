@@ -1,0 +1,349 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/journal"
+	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/tier"
+	"github.com/opensubstrate/sandbox/verify"
+)
+
+// An S2 sandbox is suspended mid-exec by parking its execs (seed 000:
+// the journal is the run): each stops at its next host-call boundary,
+// and what it is there (its journal so far, its linear memory, its open
+// files) is kept in the snapshot, whose memory image is the address of
+// an S2Park document. Resume continues each: the executor replays the
+// journal to the park point, checks it reached the parked memory and
+// files, and goes on live; the exec is sealed then, as one run, whose
+// output and journal are all of it (docs/spec/durable-s2.md).
+
+// S2ParkType is an S2Park's "sandbox".
+const S2ParkType = "sandbox.s2-park/1"
+
+// S2Park is the memory image of a suspended S2 sandbox: its parked execs.
+type S2Park struct {
+	Sandbox string       `json:"sandbox"` // S2ParkType
+	Execs   []ParkedExec `json:"execs"`
+}
+
+// ParkedExec is one exec parked at a host-call boundary. Every address
+// names a stored object.
+type ParkedExec struct {
+	// N is its number among the sandbox's execs.
+	N int `json:"n"`
+	// Unit and Grants are the exec's, which its continuation runs under
+	// again: the same unit, to the byte.
+	Unit   addr.Addr `json:"unit"`
+	Grants addr.Addr `json:"grants"`
+	// Workspace is the sandbox's workspace as Grants names it; a
+	// continuation finds it where the sandbox's workspace is now.
+	Workspace string `json:"workspace,omitempty"`
+	// Record is the record head the exec began at, which its
+	// attestation cites.
+	Record *attest.RecordCite `json:"record,omitempty"`
+	// Journal is its journal up to the park point; Boundary the host
+	// calls made before it; Memory its linear memory there.
+	Journal    addr.Addr    `json:"journal"`
+	Boundary   uint64       `json:"boundary"`
+	Memory     addr.Addr    `json:"memory"`
+	Handles    []job.Handle `json:"handles"`
+	NextHandle uint64       `json:"next_handle"`
+	// Fuel is the fuel it had used when it parked.
+	Fuel  uint64   `json:"fuel"`
+	Notes []string `json:"notes,omitempty"`
+}
+
+// objects are the stored objects a park names (for an export).
+func (p S2Park) objects(h *Host) ([]addr.Addr, error) {
+	var out []addr.Addr
+	for _, x := range p.Execs {
+		ub, err := h.Store.Blob(x.Unit)
+		if err != nil {
+			return nil, err
+		}
+		u, err := unit.Decode(ub)
+		if err != nil {
+			return nil, fmt.Errorf("parked exec %d's unit: %w", x.N, err)
+		}
+		out = append(out, x.Unit, x.Grants, x.Journal, x.Memory, u.Image)
+	}
+	return out, nil
+}
+
+func (h *Host) loadPark(a addr.Addr) (S2Park, error) {
+	var p S2Park
+	b, err := h.Store.Blob(a)
+	if err == nil {
+		err = canon.Unmarshal(b, &p)
+	}
+	if err == nil && p.Sandbox != S2ParkType {
+		err = fmt.Errorf("it is %q, not %s", p.Sandbox, S2ParkType)
+	}
+	if err != nil {
+		return p, fmt.Errorf("the snapshot's memory image %s: %w", a, err)
+	}
+	return p, nil
+}
+
+// ParkWait is how long a suspension waits, by default, for an S2
+// sandbox's execs to reach a host-call boundary; an exec that does not
+// (a guest computing without a host call) is interrupted, and sealed.
+const ParkWait = 10 * time.Second
+
+func (h *Host) parkWait() time.Duration {
+	if h.ParkWait > 0 {
+		return h.ParkWait
+	}
+	return ParkWait
+}
+
+// ExecParkedError is what the caller of an exec is told when its
+// sandbox was suspended while it ran: it was parked, and is continued,
+// and sealed, when the sandbox is resumed.
+type ExecParkedError struct {
+	ID       string
+	N        int
+	Boundary uint64
+}
+
+func (e *ExecParkedError) Error() string {
+	return fmt.Sprintf("exec #%d was parked after %d host calls: sandbox %s was suspended; 'sandbox resume %s' continues it where it stopped, and seals it", e.N, e.Boundary, e.ID, e.ID)
+}
+
+// Unavailable: the sandbox is not there to finish it now.
+func (e *ExecParkedError) Unavailable() bool { return true }
+
+// parkedRun is execute's answer for a run that parked: not sealed.
+type parkedRun struct {
+	p       *plan
+	parked  *job.Parked
+	journal []byte
+}
+
+func (e *parkedRun) Error() string { return "the run parked" }
+
+// inflight is an S2 exec running in a sandbox: how to park it, how to
+// stop it.
+type inflight struct {
+	park   func()
+	wanted bool // a park was asked for before the run started
+	stop   context.CancelFunc
+}
+
+// parkExecs parks every exec running in sb (S2) and waits for them,
+// at most ParkWait; those still running are then stopped (and sealed).
+func (h *Host) parkExecs(sb *Sandbox) {
+	sb.mu.Lock()
+	for _, x := range sb.inflight {
+		x.wanted = true // one still compiling parks as it starts
+		if x.park != nil {
+			x.park()
+		}
+	}
+	sb.mu.Unlock()
+	deadline := time.Now().Add(h.parkWait())
+	stopped := false
+	for {
+		sb.mu.Lock()
+		n := sb.running
+		if n > 0 && !stopped && time.Now().After(deadline) {
+			for _, x := range sb.inflight {
+				x.stop()
+			}
+			stopped = true
+			h.logger().Warn("execs did not reach a host-call boundary in time: interrupted", "sandbox", sb.ID, "execs", n, "waited", h.parkWait())
+		}
+		sb.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// keepParked stores what a parked exec is (its journal, its memory, its
+// unit and grants) and returns it as the park keeps it.
+func (h *Host) keepParked(n int, pr *parkedRun, workspace string) (ParkedExec, error) {
+	jb, ja := pr.journal, addr.Of(pr.journal)
+	for _, o := range []struct {
+		a addr.Addr
+		b []byte
+	}{{pr.p.ua, pr.p.ub}, {pr.p.ga, pr.p.gb}, {ja, jb}, {pr.parked.MemoryAddr, pr.parked.Memory}} {
+		if err := h.Store.PutBlob(o.a, o.b); err != nil {
+			return ParkedExec{}, err
+		}
+	}
+	return ParkedExec{
+		N: n, Unit: pr.p.ua, Grants: pr.p.ga, Workspace: workspace, Record: pr.p.req.Record,
+		Journal: ja, Boundary: pr.parked.Boundary, Memory: pr.parked.MemoryAddr,
+		Handles: pr.parked.Handles, NextHandle: pr.parked.NextHandle, Fuel: pr.parked.Fuel,
+		Notes: pr.p.req.Notes,
+	}, nil
+}
+
+// storePark stores the park of sb's parked execs, if any.
+func (h *Host) storePark(sb *Sandbox) (*addr.Addr, error) {
+	sb.mu.Lock()
+	execs := append([]ParkedExec(nil), sb.parked...)
+	sb.mu.Unlock()
+	if len(execs) == 0 {
+		return nil, nil
+	}
+	sort.Slice(execs, func(i, j int) bool { return execs[i].N < execs[j].N })
+	b, err := canon.Marshal(S2Park{Sandbox: S2ParkType, Execs: execs})
+	if err != nil {
+		return nil, err
+	}
+	a := addr.Of(b)
+	return &a, h.Store.PutBlob(a, b)
+}
+
+// continuation is a planned run that continues a parked exec.
+type continuation struct {
+	parked    *job.Parked
+	entries   []journal.Entry
+	remap     map[string]string
+	unit      addr.Addr // the unit it must run as
+	workspace string    // the workspace as the unit names it
+}
+
+// ContinuedExec is a parked exec a resumption continued: its run, or
+// why it could not be, and what it wrote after its park point (at most
+// MaxContinuedOutput bytes of each stream; its run's records hold all).
+type ContinuedExec struct {
+	N              int
+	Run            *Run
+	Err            error
+	Stdout, Stderr []byte
+}
+
+// MaxContinuedOutput bounds what a resumption returns of a continued
+// exec's streams.
+const MaxContinuedOutput = 16 << 20
+
+// capped keeps at most max bytes.
+type capped struct {
+	buf []byte
+	max int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if n := c.max - len(c.buf); n > 0 {
+		c.buf = append(c.buf, p[:min(n, len(p))]...)
+	}
+	return len(p), nil
+}
+
+// continueExecs continues the execs a resumed S2 sandbox had parked, in
+// order, each sealed as the whole run it is.
+func (h *Host) continueExecs(ctx context.Context, sb *Sandbox, park S2Park) []ContinuedExec {
+	var out []ContinuedExec
+	for _, x := range park.Execs {
+		c := ContinuedExec{N: x.N}
+		stdout, stderr := &capped{max: MaxContinuedOutput}, &capped{max: MaxContinuedOutput}
+		req, cont, err := h.continued(sb, x)
+		if err == nil {
+			req.Stdout, req.Stderr = stdout, stderr
+			c.Run, err = h.execIn(ctx, sb, req, x.N, cont)
+		}
+		if err != nil {
+			c.Err = fmt.Errorf("continue exec #%d: %w", x.N, err)
+			h.logger().Warn("a parked exec was not continued", "sandbox", sb.ID, "exec", x.N, "err", err)
+		}
+		c.Stdout, c.Stderr = stdout.buf, stderr.buf
+		out = append(out, c)
+	}
+	return out
+}
+
+// continued rebuilds a parked exec's request from what was stored.
+func (h *Host) continued(sb *Sandbox, x ParkedExec) (Request, *continuation, error) {
+	ub, err := h.Store.Blob(x.Unit)
+	if err != nil {
+		return Request{}, nil, err
+	}
+	u, err := unit.Decode(ub)
+	if err != nil {
+		return Request{}, nil, fmt.Errorf("its unit: %w", err)
+	}
+	gb, err := h.Store.Blob(x.Grants)
+	if err != nil {
+		return Request{}, nil, err
+	}
+	g, err := grant.Decode(gb)
+	if err != nil {
+		return Request{}, nil, fmt.Errorf("its grants: %w", err)
+	}
+	image, err := h.Store.Blob(u.Image)
+	if err != nil {
+		return Request{}, nil, err
+	}
+	jb, err := h.Store.Blob(x.Journal)
+	if err != nil {
+		return Request{}, nil, err
+	}
+	entries, _, err := journal.Parse(jb)
+	if err != nil {
+		return Request{}, nil, fmt.Errorf("its journal: %w", err)
+	}
+	if _, err := h.Store.Blob(x.Memory); err != nil {
+		return Request{}, nil, fmt.Errorf("its memory: %w", err)
+	}
+	if u.Kind != tier.Wasm {
+		return Request{}, nil, fmt.Errorf("its unit is %s, not a WebAssembly module", u.Kind)
+	}
+	t := tier.S2
+	lim := u.Limits
+	lim.DeadlineMS = 0
+	req := Request{
+		Kind: u.Kind, Image: image, Entry: u.Entry, Args: u.Args, Env: u.Env, Devices: u.Devices, Dir: u.Dir,
+		Grants: g, Tier: &t, Limits: lim, Deadline: time.Duration(u.Limits.DeadlineMS) * time.Millisecond,
+		Record: x.Record,
+		Notes:  append(append([]string(nil), x.Notes...), fmt.Sprintf("parked after %d host calls when sandbox %s was suspended; continued after its resumption by replaying its journal to that point, where its memory and open files were checked against the parked ones: its output and journal are all of it, and its receipt counts the replay", x.Boundary, sb.ID)),
+	}
+	c := &continuation{
+		parked:  &job.Parked{Boundary: x.Boundary, MemoryAddr: x.Memory, Handles: x.Handles, NextHandle: x.NextHandle, Fuel: x.Fuel},
+		entries: entries, unit: x.Unit, workspace: x.Workspace,
+	}
+	if x.Workspace != "" && sb.Workspace != "" && x.Workspace != sb.Workspace {
+		c.remap = map[string]string{x.Workspace: sb.Workspace}
+	}
+	return req, c, nil
+}
+
+// partialJournal is what a parked run's journal file holds.
+func partialJournal(dir string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(dir, verify.FileJournal))
+}
+
+// ParkRunning suspends every live S2 sandbox that has execs running, so
+// that they are parked, not interrupted: a service that stops calls it
+// before it interrupts what is left.
+func (h *Host) ParkRunning() {
+	h.sandboxes.mu.Lock()
+	var busy []*Sandbox
+	for _, sb := range h.sandboxes.m {
+		sb.mu.Lock()
+		if sb.Tier == tier.S2 && sb.running > 0 && sb.record != nil {
+			busy = append(busy, sb)
+		}
+		sb.mu.Unlock()
+	}
+	h.sandboxes.mu.Unlock()
+	for _, sb := range busy {
+		if _, err := h.Suspend(context.Background(), sb.ID, sb.Owner); err != nil {
+			h.logger().Warn("a busy S2 sandbox could not be suspended: its execs will be interrupted", "sandbox", sb.ID, "err", err)
+		}
+	}
+}
