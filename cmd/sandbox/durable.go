@@ -34,8 +34,13 @@ that, background processes included), its workspace is stored in the
 state directory as a content-addressed tree (a second suspension stores
 only what changed), a Suspended segment naming the tree and this host's
 environment is appended to its run record, and only then is it torn
-down. Processes do not survive: S1 keeps no memory image, and the record
-says so by naming none. An exec in flight refuses the suspension.
+down. S1 processes do not survive: S1 keeps no memory image, and the
+record says so by naming none; an exec in flight in an S1 sandbox
+refuses the suspension. An S2 sandbox's execs in flight are parked at
+their next host call (their journal, memory and open files kept, the
+snapshot's memory image naming them; their callers are told), and
+'sandbox resume' continues them where they stopped; one that makes no
+host call within 10 s is interrupted and sealed instead.
 'sandbox resume' starts it again; 'sandbox close' abandons it.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -285,7 +285,7 @@ func (h *Host) capture(sb *Sandbox) (record.Snapshot, int64, error) {
 	if err != nil {
 		return record.Snapshot{}, 0, err
 	}
-	mem, err := h.storePark(sb)
+	mem, parkBytes, err := h.storePark(sb)
 	if err != nil {
 		return record.Snapshot{}, 0, fmt.Errorf("its parked execs: %w", err)
 	}
@@ -293,7 +293,7 @@ func (h *Host) capture(sb *Sandbox) (record.Snapshot, int64, error) {
 	if len(st.Skipped) > 0 {
 		h.logger().Info("special files left out of a suspended workspace", "sandbox", sb.ID, "files", st.Skipped)
 	}
-	return record.Snapshot{Root: root, Manifest: env, Memory: mem}, st.Bytes, nil
+	return record.Snapshot{Root: root, Manifest: env, Memory: mem}, st.Bytes + parkBytes, nil
 }
 
 // keepKnown keeps what a capture of sandbox id's workspace read

@@ -62,6 +62,8 @@ type ParkedExec struct {
 	// Fuel is the fuel it had used when it parked.
 	Fuel  uint64   `json:"fuel"`
 	Notes []string `json:"notes,omitempty"`
+
+	retained int64 // the bytes of its journal and memory
 }
 
 // objects are the stored objects a park names (for an export).
@@ -188,25 +190,30 @@ func (h *Host) keepParked(n int, pr *parkedRun, workspace string) (ParkedExec, e
 		N: n, Unit: pr.p.ua, Grants: pr.p.ga, Workspace: workspace, Record: pr.p.req.Record,
 		Journal: ja, Boundary: pr.parked.Boundary, Memory: pr.parked.MemoryAddr,
 		Handles: pr.parked.Handles, NextHandle: pr.parked.NextHandle, Fuel: pr.parked.Fuel,
-		Notes: pr.p.req.Notes,
+		Notes: pr.p.req.Notes, retained: int64(len(jb) + len(pr.parked.Memory)),
 	}, nil
 }
 
-// storePark stores the park of sb's parked execs, if any.
-func (h *Host) storePark(sb *Sandbox) (*addr.Addr, error) {
+// storePark stores the park of sb's parked execs, if any, and says how
+// many bytes it retains.
+func (h *Host) storePark(sb *Sandbox) (*addr.Addr, int64, error) {
 	sb.mu.Lock()
 	execs := append([]ParkedExec(nil), sb.parked...)
 	sb.mu.Unlock()
 	if len(execs) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	sort.Slice(execs, func(i, j int) bool { return execs[i].N < execs[j].N })
 	b, err := canon.Marshal(S2Park{Sandbox: S2ParkType, Execs: execs})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	n := int64(len(b))
+	for _, x := range execs {
+		n += x.retained
 	}
 	a := addr.Of(b)
-	return &a, h.Store.PutBlob(a, b)
+	return &a, n, h.Store.PutBlob(a, b)
 }
 
 // continuation is a planned run that continues a parked exec.
