@@ -662,3 +662,63 @@ func TestPsAndRmOfASuspendedSandbox(t *testing.T) {
 		t.Fatalf("ps after rm:\n%s", out)
 	}
 }
+
+// A service that stops parks the execs its S2 sandboxes are running; a
+// later service's resume continues each where it stopped and seals it as
+// one run, whose output is what the exec printed before it was parked
+// and what resume printed after.
+func TestServeStopParksS2Execs(t *testing.T) {
+	home := t.TempDir()
+	srv := startServe(t, home, "--grace", "100ms")
+	out, e, code := runCLI(t, home, "", "create", "--tier", "S2", "--grant", "clock")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("create: %d %s", code, e)
+	}
+	var sbs []client.Sandbox
+	out, _, _ = runCLI(t, home, "", "ps", "--json")
+	if err := json.Unmarshal([]byte(out), &sbs); err != nil || len(sbs) != 1 {
+		t.Fatalf("ps: %v %s", err, out)
+	}
+	ex := cliCmd(t, home, nil, "exec", "-q", id, "--", guestPath(t, "ticker"), "15000", sbs[0].Workspace+"/ticks.txt")
+	var exOut, exErr syncBuffer
+	ex.Stdout, ex.Stderr = &exOut, &exErr
+	if err := ex.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(exOut.String(), "\n"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the exec printed nothing: %s", exErr.String())
+		}
+	}
+	srv.Process.Signal(syscall.SIGTERM)
+	if err := srv.Wait(); err != nil {
+		t.Fatalf("serve on SIGTERM: %v", err)
+	}
+	if code := exitCode(ex.Wait()); code != 125 || !strings.Contains(exErr.String(), "was parked after") {
+		t.Fatalf("the parked exec: %d %s", code, exErr.String())
+	}
+	parked := exOut.String()
+	if strings.Contains(parked, "file ") {
+		t.Fatal("the exec ended before the service stopped: nothing was parked")
+	}
+	startServe(t, home)
+	out, e, code = runCLI(t, home, "", "resume", id)
+	first, rest, _ := strings.Cut(out, "\n")
+	if code != 0 || !strings.Contains(first, id+" resumed") || !strings.Contains(e, "exec #1 continued and sealed: run b3:") || !strings.Contains(e, "exited 0") {
+		t.Fatalf("resume: %d %s %s", code, first, e)
+	}
+	run := e[strings.Index(e, "run b3:")+len("run b3:"):]
+	run = run[:64]
+	all, err := os.ReadFile(filepath.Join(home, "runs", run, "stdout.log"))
+	if err != nil || string(all) != parked+rest || !strings.Contains(rest, "file ") {
+		t.Fatalf("the run's output (%d bytes, %v) is not the parked part (%d) and the continued part (%d)", len(all), err, len(parked), len(rest))
+	}
+	if out, e, code := runCLI(t, home, "", "replay", "b3:"+run); code != 0 || !strings.Contains(out, "matches") {
+		t.Fatalf("replay of the continued run: %d %s %s", code, out, e)
+	}
+	runCLI(t, home, "", "close", id)
+	if out, e, code := runCLI(t, home, "", "record", "verify", id, "--runs", "--trust-host"); code != 0 || !strings.Contains(out, "closed, 4 segments (1 executed)") {
+		t.Fatalf("record verify: %d %s %s", code, out, e)
+	}
+}
