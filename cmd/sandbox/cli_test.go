@@ -88,9 +88,13 @@ func TestJSONContract(t *testing.T) {
 	if err := os.Remove(filepath.Join(r.Records, "receipt.cose")); err != nil {
 		t.Fatal(err)
 	}
-	out, _, _ = sandbox(t, home, "runs")
+	out, _, _ = sandbox(t, home, "runs", "--scan")
 	if !strings.Contains(out, "DAMAGED (missing receipt.cose)") {
-		t.Errorf("runs does not list the damaged run as damaged:\n%s", out)
+		t.Errorf("runs --scan does not list the damaged run as damaged:\n%s", out)
+	}
+	// Listed from the index since: as it was sealed, damage included.
+	if out, _, _ = sandbox(t, home, "runs"); !strings.Contains(out, "DAMAGED (missing receipt.cose)") {
+		t.Errorf("runs after a scan does not list the damaged run as damaged:\n%s", out)
 	}
 	out, _, code = sandbox(t, home, "show", r.Run)
 	if code != 4 || !strings.Contains(out, "DAMAGED    receipt.cose") {
@@ -99,7 +103,7 @@ func TestJSONContract(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(r.Records, "attestation.json"), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, _, _ = sandbox(t, home, "runs", "--json")
+	out, _, _ = sandbox(t, home, "runs", "--json", "--scan")
 	var rj []runsJSON
 	if err := json.Unmarshal([]byte(out), &rj); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/host"
-	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -24,7 +23,7 @@ func completeRuns(g *globals) cobra.CompletionFunc {
 		if err != nil {
 			return out, cobra.ShellCompDirectiveNoFileComp
 		}
-		runs, _ := (&host.Host{Store: store.Of(d)}).Runs()
+		runs, _ := host.Light(d).Runs()
 		for _, r := range runs {
 			id := r.ID.Hex()
 			if id == "" {

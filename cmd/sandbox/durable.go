@@ -161,7 +161,7 @@ energy. No service is needed.`,
 			if err != nil {
 				return err
 			}
-			l, err := (&host.Host{Store: store.Of(d)}).Records(host.LocalOwner)
+			l, err := host.Light(d).Records(host.LocalOwner)
 			if err != nil {
 				return err
 			}
@@ -228,7 +228,7 @@ failures are keys not trusted, 3 when there is no such record.`,
 				if err != nil {
 					return err
 				}
-				p = (&host.Host{Store: store.Of(d)}).RecordPath(args[0])
+				p = host.Light(d).RecordPath(args[0])
 			}
 			b, err := os.ReadFile(p)
 			if err != nil {
@@ -391,7 +391,7 @@ resumed with 'sandbox resume' (its environment must be this host's).`,
 				defer f.Close()
 				r = f
 			}
-			im, err := (&host.Host{Store: store.Of(d)}).Import(r, host.LocalOwner)
+			im, err := host.Light(d).Import(r, host.LocalOwner)
 			if err != nil {
 				return err
 			}

@@ -11,7 +11,6 @@ import (
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
-	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/vectors"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/verify"
@@ -151,7 +150,7 @@ failures are untrusted keys, 3 when a PATH or run was not found.`,
 					// Not a path: a stored run's id, a prefix, or "last".
 					d, err := g.stateDir()
 					if err == nil {
-						p, err = (&host.Host{Store: store.Of(d)}).Resolve(p)
+						p, err = host.Light(d).Resolve(p)
 					}
 					if err != nil {
 						results = []verify.Result{{Path: p, Kind: "run", Err: err}}

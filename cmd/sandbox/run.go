@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/x509"
 	"errors"
@@ -345,50 +346,74 @@ func printSummary(w io.Writer, r *client.Result) {
 }
 
 func runsCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON bool
+		limit  int
+		scan   bool
+	)
 	c := &cobra.Command{
 		Use:   "runs",
 		Short: "List runs, newest first: id, tier, outcome, started, program, directory",
 		Long: `List the runs in the state directory, newest first: id, tier, outcome,
-start time, program and run directory. A run directory that is damaged
-(its attestation unreadable, a file it should hold missing, a name that
-is not its attestation's address) is listed as DAMAGED with what is
-wrong; 'sandbox verify' checks everything else. A run being written is
-never listed.`,
+start time, program and run directory, from the state directory's index
+(index.db, SQLite), without reading the runs: a run is indexed as it is
+sealed (or imported), a run being written is never listed, and an index
+that is missing or out of date is rebuilt by reading every run once.
+
+--scan reads every run directory instead, and says which are damaged
+(an attestation unreadable, a file it should hold missing, a name that is
+not its attestation's address: listed as DAMAGED with what is wrong),
+and rebuilds the index from what it read. Without it, a run damaged
+after it was indexed is listed as it was sealed; 'sandbox show' and
+'sandbox verify' read it.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 0 {
+				return errs.Usage{Err: fmt.Errorf("-n %d: give a number of runs, or 0 for all", limit)}
+			}
 			d, err := g.stateDir()
 			if err != nil {
 				return err
 			}
-			h := &host.Host{Store: store.Of(d)}
-			runs, err := h.Runs()
+			h := host.Light(d)
+			var runs []host.Summary
+			if scan {
+				runs, err = h.Store.Reindex()
+				if limit > 0 && len(runs) > limit {
+					runs = runs[:limit]
+				}
+			} else {
+				runs, err = h.Store.ListRuns(store.RunQuery{Limit: limit})
+			}
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
+			w := bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10)
+			defer w.Flush()
 			if asJSON {
-				return printJSON(out, runsOf(runs))
+				return printJSON(w, runsOf(runs))
 			}
 			for _, r := range runs {
 				if r.Status == "" {
-					fmt.Fprintf(out, "%-12s  DAMAGED  %s  (%s)\n", filepath.Base(r.Dir)[:min(12, len(filepath.Base(r.Dir)))], r.Dir, r.Damaged)
+					fmt.Fprintf(w, "%-12s  DAMAGED  %s  (%s)\n", filepath.Base(r.Dir)[:min(12, len(filepath.Base(r.Dir)))], r.Dir, r.Damaged)
 					continue
 				}
 				st := string(r.Status)
 				if r.Exit != nil {
 					st += fmt.Sprintf(" %d", *r.Exit)
 				}
-				fmt.Fprintf(out, "%s  %s  %-16s  %-24s  %s  %s", r.ID.Short(), r.Tier, st, r.Started.Local().Format("2006-01-02 15:04:05"), r.Entry, r.Dir)
+				fmt.Fprintf(w, "%s  %s  %-16s  %-24s  %s  %s", r.ID.Short(), r.Tier, st, r.Started.Local().Format("2006-01-02 15:04:05"), r.Entry, r.Dir)
 				if r.Damaged != "" {
-					fmt.Fprintf(out, "  DAMAGED (%s)", r.Damaged)
+					fmt.Fprintf(w, "  DAMAGED (%s)", r.Damaged)
 				}
-				fmt.Fprintln(out)
+				fmt.Fprintln(w)
 			}
 			return nil
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array (docs/cli-json.md)")
+	c.Flags().IntVarP(&limit, "limit", "n", 0, "list the newest N runs only (0: all)")
+	c.Flags().BoolVar(&scan, "scan", false, "read every run directory (say which are damaged) and rebuild the index")
 	return c
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/journal"
-	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
@@ -41,7 +40,7 @@ exit status 4. Output is shown only as the run wrote it.`,
 			if err != nil {
 				return err
 			}
-			dir, err := (&host.Host{Store: store.Of(d)}).Resolve(args[0])
+			dir, err := host.Light(d).Resolve(args[0])
 			if err != nil {
 				return err
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/chain"
 	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/internal/state"
+	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/tree"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/record"
@@ -290,9 +291,12 @@ func (h *Host) Import(r io.Reader, owner string) (Imported, error) {
 		if err := safefile.SyncDir(staged); err != nil {
 			return im, err
 		}
+		row := store.RowOf(staged, a)
+		h.Store.IndexBefore(row)
 		if err := os.Rename(staged, dir); err != nil {
 			return im, err
 		}
+		h.Store.IndexAfter(row)
 		im.Runs++
 	}
 	if err := safefile.SyncDir(runs); err != nil {
@@ -313,6 +317,12 @@ func (h *Host) Import(r io.Reader, owner string) (Imported, error) {
 	}
 	if err := safefile.Write(path, b.record, 0o600); err != nil {
 		return im, err
+	}
+	if h.Store.Index != nil {
+		r := store.IndexedRecord{ID: b.manifest.Sandbox, Phase: string(st.Phase), Head: st.Head, Segments: st.Segments, Executed: st.Executed, Updated: h.now().UTC()}
+		if err := h.Store.Index.PutRecord(r); err != nil {
+			os.WriteFile(h.Store.Path("index.records-stale"), []byte(err.Error()+"\n"), 0o600)
+		}
 	}
 	return im, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/safefile"
+	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/tree"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/key"
@@ -154,6 +155,7 @@ func (h *Host) beginRecord(sb *Sandbox, given grant.Set) error {
 		return err
 	}
 	sb.record = f
+	h.indexRecord(sb.ID, f)
 	return nil
 }
 
@@ -230,6 +232,7 @@ func (h *Host) suspend(sb *Sandbox) (record.Snapshot, error) {
 	if err == nil {
 		crash.At(crash.SuspendCaptured)
 		_, err = sb.record.Append(record.Segment{Kind: record.Suspended, Snapshot: snap})
+		h.indexRecord(id, sb.record)
 	}
 	if err != nil {
 		// Nothing is torn down that the record does not hold.
@@ -430,6 +433,7 @@ func (h *Host) Resume(ctx context.Context, id, owner string) (SandboxInfo, error
 			if _, err := f.Resume(*st.Last, env, idle, IdleProvenance); err != nil {
 				return err
 			}
+			h.indexRecord(id, f)
 			crash.At(crash.ResumeAppended)
 			sb.record = f
 			return nil
@@ -473,6 +477,7 @@ func (h *Host) CloseRecord(id, owner, reason string) error {
 	if _, err := f.Append(record.Segment{Kind: record.Closed, Reason: reason}); err != nil {
 		return err
 	}
+	h.indexRecord(id, f)
 	os.RemoveAll(h.parkedDir(id))
 	os.Remove(h.livePath(id))
 	os.Remove(h.Store.Path("cache", "trees", id+".json"))
@@ -680,6 +685,7 @@ func (h *Host) recover(id string, l live) (string, error) {
 		return "", err
 	}
 	defer f.Close()
+	defer func() { h.indexRecord(id, f) }()
 	// Nothing of it may run while its workspace is taken: its processes
 	// die with their init, but a frozen one (a suspension cut short)
 	// waits to be thawed.
@@ -782,7 +788,7 @@ func (h *Host) isParked(id string) bool {
 // records and units say them.
 func (h *Host) Suspended(owner string) []SandboxInfo {
 	var out []SandboxInfo
-	for _, id := range h.recordIDs() {
+	for _, id := range h.parkedIDs() {
 		p, err := h.readParked(id)
 		if err != nil || p.Owner != owner {
 			continue
@@ -799,5 +805,61 @@ func (h *Host) Suspended(owner string) []SandboxInfo {
 		out = append(out, SandboxInfo{ID: id, Tier: u.Tier, Created: created, Execs: st.Executed, Env: u.Env, Listen: u.Listen, GrantArgs: u.GrantArgs, Suspended: true})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out
+}
+
+// indexRecord keeps the index's row of sandbox id's record, f, as it is
+// now. A row the index did not take marks its records for a rebuild.
+func (h *Host) indexRecord(id string, f *record.File) {
+	if h.Store.Index == nil || f == nil {
+		return
+	}
+	st := f.State()
+	r := store.IndexedRecord{ID: id, Phase: string(st.Phase), Head: st.Head, Segments: st.Segments, Executed: st.Executed, Updated: h.now().UTC()}
+	if err := h.Store.Index.PutRecord(r); err != nil {
+		os.WriteFile(h.Store.Path("index.records-stale"), []byte(err.Error()+"\n"), 0o600)
+	}
+}
+
+// parkedIDs are the ids of the parked records: from the index where
+// its records are complete, else read from every record (rebuilding the
+// index's rows of them).
+func (h *Host) parkedIDs() []string {
+	x := h.Store.Index
+	stale := h.Store.Path("index.records-stale")
+	if x != nil {
+		if _, err := os.Stat(stale); errors.Is(err, os.ErrNotExist) {
+			if ok, err := x.RecordsComplete(); err == nil && ok {
+				if rows, err := x.Records(); err == nil {
+					var out []string
+					for _, r := range rows {
+						if r.Phase == string(record.Parked) {
+							out = append(out, r.ID)
+						}
+					}
+					return out
+				}
+			}
+		}
+	}
+	since := time.Now()
+	os.Remove(stale)
+	var out []string
+	var rows []store.IndexedRecord
+	for _, id := range h.recordIDs() {
+		_, st, err := h.readRecord(id)
+		if err != nil {
+			continue
+		}
+		rows = append(rows, store.IndexedRecord{ID: id, Phase: string(st.Phase), Head: st.Head, Segments: st.Segments, Executed: st.Executed, Updated: since.UTC()})
+		if st.Phase == record.Parked {
+			out = append(out, id)
+		}
+	}
+	if x != nil {
+		if err := x.RebuildRecords(rows, since); err != nil {
+			os.WriteFile(stale, []byte(err.Error()+"\n"), 0o600)
+		}
+	}
 	return out
 }

@@ -233,6 +233,9 @@ func (h *Host) Close() error {
 	defer func() {
 		if h.Store != nil {
 			h.Store.Close()
+			if h.Store.Index != nil {
+				h.Store.Index.Close()
+			}
 		}
 		if h.closeLease && h.Store.Lease != nil {
 			h.Store.Lease.Close()

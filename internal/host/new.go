@@ -102,6 +102,9 @@ func New(cfg Config) (*Host, error) {
 		s.Lease.Close()
 		return nil, err
 	}
+	if err := OpenIndex(s); err != nil && cfg.Warn != nil {
+		cfg.Warn(fmt.Sprintf("runs are listed by a scan: %v", err))
+	}
 	h := &Host{Store: s, Key: k, Executors: []Executor{w, n}, Meter: m, Log: cfg.Log, closeLease: true}
 	if cfg.Warm {
 		// A host that runs many makes each run's directory ahead.

@@ -466,6 +466,7 @@ func (h *Host) execIn(ctx context.Context, sb *Sandbox, req Request, n int, cont
 		if _, err := sb.record.Append(record.Segment{Kind: record.Executed, Attestation: r.ID}); err != nil {
 			return nil, fmt.Errorf("the exec was sealed as run %s, but its sandbox's record did not take it: %w", r.ID, err)
 		}
+		h.indexRecord(sb.ID, sb.record)
 	}
 	return r, nil
 }
@@ -495,6 +496,7 @@ func (h *Host) closeSandbox(sb *Sandbox, why string) error {
 		if _, rerr := sb.record.Append(record.Segment{Kind: record.Closed, Reason: why}); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("close sandbox %s's record: %w", sb.ID, rerr))
 		}
+		h.indexRecord(sb.ID, sb.record)
 		sb.record.Close()
 		os.Remove(h.livePath(sb.ID))
 	}

@@ -139,7 +139,8 @@ func (h *Host) seal(p *plan, rec *store.Partial, f *records, enf *grant.Enforcer
 			return nil, notSealed(err)
 		}
 	}
-	final, err := rec.Commit(a.Addr)
+	row := store.Indexed(a, p.unit.Entry)
+	final, err := rec.CommitIndexed(a.Addr, &row)
 	var unsynced *store.UnsyncedError
 	switch {
 	case errors.As(err, &unsynced):

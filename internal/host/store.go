@@ -1,9 +1,41 @@
 package host
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/index"
+	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/store"
 )
+
+// OpenIndex opens the state directory's index (internal/index) for s.
+// An index that cannot be read (damaged, another schema) is derived
+// data: it is moved aside and made again, and rebuilt by the next
+// listing. Without one, runs are listed by a scan.
+func OpenIndex(s *store.Store) error {
+	db, err := index.Open(s.IndexPath())
+	if err != nil {
+		aside := s.IndexPath() + ".unreadable"
+		os.Rename(s.IndexPath(), aside)
+		os.Remove(s.IndexPath() + "-wal")
+		os.Remove(s.IndexPath() + "-shm")
+		if db, err = index.Open(s.IndexPath()); err != nil {
+			return fmt.Errorf("%w: %v", store.ErrNoIndex, err)
+		}
+	}
+	s.Index = db
+	return nil
+}
+
+// Light is a host for the commands that only read the state directory
+// (runs, show, records): its store, with its index where it opens.
+func Light(d *state.Dir) *Host {
+	s := store.Of(d)
+	OpenIndex(s)
+	return &Host{Store: s}
+}
 
 // What the run list and a run reference are, from the store.
 type Summary = store.Summary

@@ -212,7 +212,11 @@ func (p *Partial) Write(name string, b []byte) error {
 // returns the run's directory. An error before the rename leaves nothing
 // under the run's name; an error after it says the run is stored but its
 // name may not survive a crash.
-func (p *Partial) Commit(id addr.Addr) (string, error) {
+func (p *Partial) Commit(id addr.Addr) (string, error) { return p.CommitIndexed(id, nil) }
+
+// CommitIndexed commits, and indexes the run as row (store.Index): a
+// pending row before the rename, made final after it.
+func (p *Partial) CommitIndexed(id addr.Addr, row *IndexedRun) (string, error) {
 	for name, f := range p.ready { // made ahead and not written: not part of the run
 		f.Close()
 		os.Remove(filepath.Join(p.Dir, name))
@@ -230,11 +234,13 @@ func (p *Partial) Commit(id addr.Addr) (string, error) {
 	crash.At(crash.Sealing)
 	runs := filepath.Dir(p.Dir)
 	final := filepath.Join(runs, id.Hex())
+	p.s.IndexBefore(row)
 	if err := os.Rename(p.Dir, final); err != nil {
 		return "", fmt.Errorf("store run: %w", err)
 	}
 	p.done = true
 	p.close()
+	p.s.IndexAfter(row)
 	if err := p.s.commit.sync(runs); err != nil {
 		return final, &UnsyncedError{Dir: final, Err: err}
 	}

@@ -32,9 +32,13 @@ type Summary struct {
 	Damaged string
 }
 
-// Runs lists stored runs, newest first. It reads claims without verifying
-// them; verification is Verify's job.
-func (s *Store) Runs() ([]Summary, error) {
+// Runs lists every stored run, newest first (ListRuns).
+func (s *Store) Runs() ([]Summary, error) { return s.ListRuns(RunQuery{}) }
+
+// Scan lists stored runs, newest first, by reading every run directory:
+// it reads claims without verifying them (verification is Verify's
+// job), and says which directories are damaged.
+func (s *Store) Scan() ([]Summary, error) {
 	runs := s.Path("runs")
 	ents, err := os.ReadDir(runs)
 	if errors.Is(err, os.ErrNotExist) {
@@ -48,53 +52,61 @@ func (s *Store) Runs() ([]Summary, error) {
 		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		dir := filepath.Join(runs, e.Name())
-		a, err := readAttestation(dir)
-		if err != nil {
-			// Listed, as damaged: its name is its id; its time, the
-			// directory's.
-			s := Summary{Dir: dir, Damaged: fmt.Sprintf("%s: %v", verify.FileAttestation, err)}
-			s.ID, _ = addr.Parse(addr.Prefix + e.Name())
-			if fi, err := e.Info(); err == nil {
-				s.Started = fi.ModTime()
-			}
-			out = append(out, s)
-			continue
-		}
-		c := a.Claim
-		s := Summary{ID: a.Addr, Dir: dir, Tier: c.Tier.Chosen, Status: c.Outcome.Status, Exit: c.Outcome.ExitCode}
-		s.Started, _ = time.Parse(attest.TimeLayout, c.Started)
-		if a.Addr.Hex() != e.Name() {
-			s.Damaged = fmt.Sprintf("its attestation is %s, not the run its directory names", a.Addr)
-		}
-		var missing []string
-		for _, f := range []string{verify.FileUnit, verify.FileGrants, verify.FileDecisions, verify.FileReceipt, verify.FileStdout, verify.FileStderr} {
-			if _, err := os.Lstat(filepath.Join(dir, f)); err != nil {
-				missing = append(missing, f)
-			}
-		}
-		if c.Journal != nil {
-			if _, err := os.Lstat(filepath.Join(dir, verify.FileJournal)); err != nil {
-				missing = append(missing, verify.FileJournal)
-			}
-		}
-		if len(missing) > 0 && s.Damaged == "" {
-			s.Damaged = "missing " + strings.Join(missing, ", ")
-		}
-		if ub, err := os.ReadFile(filepath.Join(dir, verify.FileUnit)); err == nil {
-			if u, err := unit.Decode(ub); err == nil {
-				s.Entry = u.Entry
-			}
-		}
-		out = append(out, s)
+		out = append(out, summarize(filepath.Join(runs, e.Name()), e.Name()))
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].Started.Equal(out[j].Started) {
-			return out[i].Started.After(out[j].Started)
-		}
-		return out[i].ID.Hex() < out[j].ID.Hex()
-	})
+	sortRuns(out)
 	return out, nil
+}
+
+// summarize reads the run directory dir, named name, for the run list.
+func summarize(dir, name string) Summary {
+	a, err := readAttestation(dir)
+	if err != nil {
+		// Listed, as damaged: its name is its id; its time, the
+		// directory's.
+		s := Summary{Dir: dir, Damaged: fmt.Sprintf("%s: %v", verify.FileAttestation, err)}
+		s.ID, _ = addr.Parse(addr.Prefix + name)
+		if fi, err := os.Lstat(dir); err == nil {
+			s.Started = fi.ModTime()
+		}
+		return s
+	}
+	c := a.Claim
+	s := Summary{ID: a.Addr, Dir: dir, Tier: c.Tier.Chosen, Status: c.Outcome.Status, Exit: c.Outcome.ExitCode}
+	s.Started, _ = time.Parse(attest.TimeLayout, c.Started)
+	if a.Addr.Hex() != name {
+		s.Damaged = fmt.Sprintf("its attestation is %s, not the run its directory names", a.Addr)
+	}
+	var missing []string
+	for _, f := range []string{verify.FileUnit, verify.FileGrants, verify.FileDecisions, verify.FileReceipt, verify.FileStdout, verify.FileStderr} {
+		if _, err := os.Lstat(filepath.Join(dir, f)); err != nil {
+			missing = append(missing, f)
+		}
+	}
+	if c.Journal != nil {
+		if _, err := os.Lstat(filepath.Join(dir, verify.FileJournal)); err != nil {
+			missing = append(missing, verify.FileJournal)
+		}
+	}
+	if len(missing) > 0 && s.Damaged == "" {
+		s.Damaged = "missing " + strings.Join(missing, ", ")
+	}
+	if ub, err := os.ReadFile(filepath.Join(dir, verify.FileUnit)); err == nil {
+		if u, err := unit.Decode(ub); err == nil {
+			s.Entry = u.Entry
+		}
+	}
+	return s
+}
+
+// RowOf is the index row of the run directory dir, which will be named
+// by id: nil if it holds no readable attestation of that run.
+func RowOf(dir string, id addr.Addr) *IndexedRun {
+	s := summarize(dir, id.Hex())
+	if s.Status == "" || s.ID != id {
+		return nil
+	}
+	return &IndexedRun{ID: s.ID, Started: s.Started, Tier: s.Tier, Status: s.Status, Exit: s.Exit, Entry: s.Entry, Damaged: s.Damaged}
 }
 
 // OpenRun reads the attestation of the run directory dir (not verified:
@@ -140,11 +152,11 @@ func (s *Store) Resolve(ref string) (string, error) {
 	if fi, err := os.Stat(ref); err == nil && fi.IsDir() {
 		return ref, nil
 	}
-	runs, err := s.Runs()
-	if err != nil {
-		return "", err
-	}
 	if ref == "last" {
+		runs, err := s.ListRuns(RunQuery{Limit: 1})
+		if err != nil {
+			return "", err
+		}
 		if len(runs) == 0 {
 			return "", fmt.Errorf("no runs yet in %s: %w", s.Path("runs"), os.ErrNotExist)
 		}
@@ -154,11 +166,16 @@ func (s *Store) Resolve(ref string) (string, error) {
 	if len(hex) < 6 {
 		return "", fmt.Errorf("run %q: give \"last\", a directory, or at least 6 hex digits of a run id: %w", ref, os.ErrNotExist)
 	}
+	if strings.Trim(hex, "0123456789abcdef") != "" {
+		return "", fmt.Errorf("no run %q in %s (sandbox runs lists them): %w", ref, s.Path("runs"), os.ErrNotExist)
+	}
+	runs, err := s.ListRuns(RunQuery{Prefix: hex})
+	if err != nil {
+		return "", err
+	}
 	var match []string
 	for _, r := range runs {
-		if strings.HasPrefix(filepath.Base(r.Dir), hex) {
-			match = append(match, r.Dir)
-		}
+		match = append(match, r.Dir)
 	}
 	switch len(match) {
 	case 0:

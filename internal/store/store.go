@@ -23,6 +23,9 @@ type Store struct {
 	// Lease names what this process makes (partial run directories,
 	// roots, cgroups); nil gives random names that nothing collects.
 	Lease *state.Lease
+	// Index lists runs and records without reading them; nil: runs are
+	// listed by a scan of their directories.
+	Index Index
 
 	kvOnce sync.Once
 	kv     *kv.Store
@@ -94,8 +97,12 @@ func (s *Store) KV() (*kv.Store, error) {
 	return s.kv, s.kvErr
 }
 
-// PutBlob stores b under its address a, once.
+// PutBlob stores b under its address a, once; bytes that are not a's are
+// refused.
 func (s *Store) PutBlob(a addr.Addr, b []byte) error {
+	if got := addr.Of(b); got != a {
+		return fmt.Errorf("blob %s: the bytes given hash to %s", a, got)
+	}
 	dir := s.Path("blobs")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
