@@ -19,11 +19,13 @@ const (
 	Started = "started" // the guest was started
 	Ended   = "ended"   // the guest ended; nothing sealed yet
 	Sealing = "sealing" // every record is written, not yet renamed into place
+	Indexed = "indexed" // its index row is written, pending; not yet renamed
+	Renamed = "renamed" // the run is in place; its index row still pending
 	Sealed  = "sealed"  // the run is in place; the process has not exited
 )
 
 // Points lists the points of a run in order.
-var Points = []string{Probed, Partial, Init, Started, Ended, Sealing, Sealed}
+var Points = []string{Probed, Partial, Init, Started, Ended, Sealing, Indexed, Renamed, Sealed}
 
 // The points of an append to a hash-chained log (internal/chain).
 const (

@@ -235,11 +235,13 @@ func (p *Partial) CommitIndexed(id addr.Addr, row *IndexedRun) (string, error) {
 	runs := filepath.Dir(p.Dir)
 	final := filepath.Join(runs, id.Hex())
 	p.s.IndexBefore(row)
+	crash.At(crash.Indexed)
 	if err := os.Rename(p.Dir, final); err != nil {
 		return "", fmt.Errorf("store run: %w", err)
 	}
 	p.done = true
 	p.close()
+	crash.At(crash.Renamed)
 	p.s.IndexAfter(row)
 	if err := p.s.commit.sync(runs); err != nil {
 		return final, &UnsyncedError{Dir: final, Err: err}
