@@ -60,6 +60,27 @@ func (p *parkAfter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// parkTicker runs ticker LINES in dir and parks it after n lines (0: as
+// it starts); it returns the park, its journal and what it printed.
+func parkTicker(t *testing.T, img []byte, dir string, extra []string, lines string, n int) (*job.Parked, []byte, string) {
+	t.Helper()
+	var jb bytes.Buffer
+	out := &parkAfter{n: n}
+	j, _ := parkJob(t, img, dir, extra, lines)
+	j.Record, j.Stdout = journal.NewWriter(&jb), out
+	j.OnStart = func(c job.Control) {
+		out.park = c.Park
+		if n == 0 {
+			c.Park()
+		}
+	}
+	res, err := testExec.Run(context.Background(), j)
+	if err != nil || res.Parked == nil || (n == 0) != (res.Parked.Boundary == 0) {
+		t.Fatalf("park after %d lines: %v %+v", n, err, res)
+	}
+	return res.Parked, jb.Bytes(), out.buf.String()
+}
+
 // liveSplit is a continuation's stdout: everything, and what came once
 // it was live.
 type liveSplit struct {
@@ -123,21 +144,7 @@ func TestParkAndContinueIsTheUnparkedRun(t *testing.T) {
 
 	for _, at := range []int{0, 1, 150, 333} { // 0: asked before it started
 		// The same run, parked after `at` lines.
-		var jb1 bytes.Buffer
-		out1 := &parkAfter{n: at}
-		j, _ := parkJob(t, img, dir, nil, lines)
-		j.Record, j.Stdout = journal.NewWriter(&jb1), out1
-		j.OnStart = func(c job.Control) {
-			out1.park = c.Park
-			if at == 0 {
-				c.Park()
-			}
-		}
-		res1, err := testExec.Run(context.Background(), j)
-		if err != nil || res1.Parked == nil || (at == 0) != (res1.Parked.Boundary == 0) {
-			t.Fatalf("park after %d lines: %v %+v", at, err, res1)
-		}
-		p := res1.Parked
+		p, jb1, parkedOut := parkTicker(t, img, dir, nil, lines, at)
 		if len(p.Memory) == 0 || p.MemoryAddr != addr.Of(p.Memory) || (at > 0 && len(p.Handles) != 2) || p.Fuel == 0 {
 			t.Fatalf("park after %d lines: %d bytes of memory, handles %+v, fuel %d", at, len(p.Memory), p.Handles, p.Fuel)
 		}
@@ -148,19 +155,19 @@ func TestParkAndContinueIsTheUnparkedRun(t *testing.T) {
 		}
 		os.Remove(filepath.Join(dir, "ticks.txt"))
 
-		res2, err, out2, jb2, enf2 := continueRun(t, img, dir, moved, nil, lines, p, jb1.Bytes())
+		res2, err, out2, jb2, enf2 := continueRun(t, img, dir, moved, nil, lines, p, jb1)
 		if err != nil || res2.Parked != nil {
 			t.Fatalf("continue after %d lines: %v", at, err)
 		}
-		if *res2.Outcome.ExitCode != 0 || out2.all.String() != out0.String() || out1.buf.String()+out2.after.String() != out0.String() {
-			t.Fatalf("continue after %d lines: outcome %+v\nstdout %q\nparked part %q\nlive part %q\nwant %q", at, res2.Outcome, out2.all.String(), out1.buf.String(), out2.after.String(), out0.String())
+		if *res2.Outcome.ExitCode != 0 || out2.all.String() != out0.String() || parkedOut+out2.after.String() != out0.String() {
+			t.Fatalf("continue after %d lines: outcome %+v\nstdout %q\nparked part %q\nlive part %q\nwant %q", at, res2.Outcome, out2.all.String(), parkedOut, out2.after.String(), out0.String())
 		}
 		// The journal is the parked run's, then the same requests the
 		// unparked run made (the answers are this host's: a file's
 		// times and inode are its own).
 		e0, _, _ := journal.Parse(jb0.Bytes())
 		e2, _, err := journal.Parse(jb2)
-		if err != nil || !bytes.HasPrefix(jb2, jb1.Bytes()) || len(e2) != len(e0) {
+		if err != nil || !bytes.HasPrefix(jb2, jb1) || len(e2) != len(e0) {
 			t.Fatalf("continue after %d lines: journal %v, %d entries, unparked %d", at, err, len(e2), len(e0))
 		}
 		for i := range e0 {
@@ -192,21 +199,13 @@ func TestContinueWithRealInputsReplays(t *testing.T) {
 	img := goGuest(t, "ticker")
 	dir := t.TempDir()
 	extra := []string{"clock", "random"}
-	var jb1 bytes.Buffer
-	out1 := &parkAfter{n: 100}
-	j, _ := parkJob(t, img, dir, extra, "300")
-	j.Record, j.Stdout = journal.NewWriter(&jb1), out1
-	j.OnStart = func(c job.Control) { out1.park = c.Park }
-	res1, err := testExec.Run(context.Background(), j)
-	if err != nil || res1.Parked == nil {
-		t.Fatalf("park: %v %+v", err, res1)
-	}
+	p, jb1, parkedOut := parkTicker(t, img, dir, extra, "300", 100)
 	time.Sleep(20 * time.Millisecond) // parked for a while
-	res2, err, out2, jb2, _ := continueRun(t, img, dir, dir, extra, "300", res1.Parked, jb1.Bytes())
+	res2, err, out2, jb2, _ := continueRun(t, img, dir, dir, extra, "300", p, jb1)
 	if err != nil || *res2.Outcome.ExitCode != 0 {
 		t.Fatalf("continue: %v %+v", err, res2)
 	}
-	if !strings.HasPrefix(out2.all.String(), out1.buf.String()) || out1.buf.String()+out2.after.String() != out2.all.String() {
+	if !strings.HasPrefix(out2.all.String(), parkedOut) || parkedOut+out2.after.String() != out2.all.String() {
 		t.Fatal("the continuation's parked part is not the parked run's output")
 	}
 	// Monotonic readings never go back across the park.
@@ -240,15 +239,7 @@ func TestContinueWithRealInputsReplays(t *testing.T) {
 func TestContinueDivergence(t *testing.T) {
 	img := goGuest(t, "ticker")
 	dir := t.TempDir()
-	var jb1 bytes.Buffer
-	out1 := &parkAfter{n: 50}
-	j, _ := parkJob(t, img, dir, nil, "200")
-	j.Record, j.Stdout = journal.NewWriter(&jb1), out1
-	j.OnStart = func(c job.Control) { out1.park = c.Park }
-	res1, err := testExec.Run(context.Background(), j)
-	if err != nil || res1.Parked == nil {
-		t.Fatalf("park: %v", err)
-	}
+	parked, jb1, _ := parkTicker(t, img, dir, nil, "200", 50)
 	cases := map[string]func(p *job.Parked){
 		"other memory":       func(p *job.Parked) { p.MemoryAddr = addr.Of([]byte("other")) },
 		"a later park point": func(p *job.Parked) { p.Boundary += 3 },
@@ -260,10 +251,10 @@ func TestContinueDivergence(t *testing.T) {
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
-			p := *res1.Parked
+			p := *parked
 			p.Handles = append([]job.Handle(nil), p.Handles...)
 			mutate(&p)
-			res, err, out, _, _ := continueRun(t, img, dir, dir, nil, "200", &p, jb1.Bytes())
+			res, err, out, _, _ := continueRun(t, img, dir, dir, nil, "200", &p, jb1)
 			var d *ParkDivergence
 			var jd *journal.Divergence
 			if !errors.As(err, &d) && !errors.As(err, &jd) {

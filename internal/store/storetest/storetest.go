@@ -64,22 +64,11 @@ func Blobs(t *testing.T, open func(t *testing.T) store.Blobs) {
 	})
 	t.Run("concurrent puts", func(t *testing.T) {
 		b := open(t)
-		var wg sync.WaitGroup
-		errs := make(chan error, 64)
-		for i := range 64 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				d := []byte(fmt.Sprintf("blob %d", i%8)) // eight blobs, each put eight times
-				errs <- b.PutBlob(addr.Of(d), d)
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Fatal(err)
-			}
+		if err := parallel(64, func(i int) error {
+			d := []byte(fmt.Sprintf("blob %d", i%8)) // eight blobs, each put eight times
+			return b.PutBlob(addr.Of(d), d)
+		}); err != nil {
+			t.Fatal(err)
 		}
 		for i := range 8 {
 			d := []byte(fmt.Sprintf("blob %d", i))
@@ -235,27 +224,15 @@ func Index(t *testing.T, open func(t *testing.T) store.Index) {
 	})
 	t.Run("concurrent writers", func(t *testing.T) {
 		x := open(t)
-		var wg sync.WaitGroup
-		errs := make(chan error, 200)
-		for i := range 200 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := run(i, attest.Exited, &zero)
-				r.Pending = true
-				if err := x.PutRun(r); err != nil {
-					errs <- err
-					return
-				}
-				errs <- x.CommitRun(r.ID)
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Fatal(err)
+		if err := parallel(200, func(i int) error {
+			r := run(i, attest.Exited, &zero)
+			r.Pending = true
+			if err := x.PutRun(r); err != nil {
+				return err
 			}
+			return x.CommitRun(r.ID)
+		}); err != nil {
+			t.Fatal(err)
 		}
 		got, err := x.Runs(store.RunQuery{})
 		if err != nil || len(got) != 200 {
@@ -298,4 +275,19 @@ func Index(t *testing.T, open func(t *testing.T) store.Index) {
 			t.Fatalf("records not complete after a rebuild: %v %v", ok, err)
 		}
 	})
+}
+
+// parallel runs f(0..n-1) at once and returns the first error.
+func parallel(n int, f func(i int) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
