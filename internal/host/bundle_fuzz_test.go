@@ -35,3 +35,32 @@ func FuzzReadBundle(f *testing.F) {
 }
 
 const zeros = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// A park document can come in a bundle from anyone: parsePark never
+// panics, and what it takes has every address set and every open file
+// numbered and placed as a continuation needs.
+func FuzzParsePark(f *testing.F) {
+	a := "b3:" + zeros[:63] + "1"
+	f.Add([]byte(`{"execs":[{"boundary":7,"fuel":9,"grants":"` + a + `","handles":[{"flag":577,"h":1,"offset":12,"path":"/w/f"}],"journal":"` + a + `","memory":"` + a + `","n":1,"next_handle":2,"unit":"` + a + `","workspace":"/w"}],"sandbox":"sandbox.s2-park/1"}`))
+	f.Add([]byte(`{"execs":[],"sandbox":"sandbox.s2-park/1"}`))
+	f.Add([]byte(`{"sandbox":"sandbox.tree/1"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := parsePark(b)
+		if err != nil {
+			return
+		}
+		if p.Sandbox != S2ParkType || len(p.Execs) == 0 {
+			t.Fatalf("took %+v", p)
+		}
+		for _, x := range p.Execs {
+			if x.N <= 0 || x.Unit.IsZero() || x.Memory.IsZero() {
+				t.Fatalf("took exec %+v", x)
+			}
+			for _, h := range x.Handles {
+				if h.H == 0 || h.H >= x.NextHandle || h.Offset < 0 || h.Path == "" || h.Path[0] != '/' {
+					t.Fatalf("took handle %+v", h)
+				}
+			}
+		}
+	})
+}

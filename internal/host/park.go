@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/tier"
 	"github.com/opensubstrate/sandbox/verify"
 )
@@ -84,16 +86,56 @@ func (p S2Park) objects(h *Host) ([]addr.Addr, error) {
 }
 
 func (h *Host) loadPark(a addr.Addr) (S2Park, error) {
-	var p S2Park
 	b, err := h.Store.Blob(a)
+	var p S2Park
 	if err == nil {
-		err = canon.Unmarshal(b, &p)
-	}
-	if err == nil && p.Sandbox != S2ParkType {
-		err = fmt.Errorf("it is %q, not %s", p.Sandbox, S2ParkType)
+		p, err = parsePark(b)
 	}
 	if err != nil {
 		return p, fmt.Errorf("the snapshot's memory image %s: %w", a, err)
+	}
+	return p, nil
+}
+
+// parsePark reads a park document, which may have come in a bundle from
+// anyone: canonical JSON of the one type, every address set, every open
+// file numbered below next_handle at an absolute, clean path.
+func parsePark(b []byte) (S2Park, error) {
+	var p S2Park
+	if err := canon.Unmarshal(b, &p); err != nil {
+		return p, err
+	}
+	if p.Sandbox != S2ParkType {
+		return p, reject.New(reject.Invalid, "sandbox", "it is %q, not %s", p.Sandbox, S2ParkType)
+	}
+	if len(p.Execs) == 0 {
+		return p, reject.New(reject.Invalid, "execs", "a park of no exec")
+	}
+	seen := map[int]bool{}
+	for i, x := range p.Execs {
+		where := fmt.Sprintf("execs[%d]", i)
+		switch {
+		case x.N <= 0 || seen[x.N]:
+			return p, reject.New(reject.Invalid, where+".n", "%d: exec numbers are positive and distinct", x.N)
+		case x.Unit.IsZero() || x.Grants.IsZero() || x.Journal.IsZero() || x.Memory.IsZero():
+			return p, reject.New(reject.Invalid, where, "unit, grants, journal and memory are addresses")
+		case x.Workspace != "" && (!path.IsAbs(x.Workspace) || path.Clean(x.Workspace) != x.Workspace):
+			return p, reject.New(reject.Invalid, where+".workspace", "%q is not an absolute, clean path", x.Workspace)
+		}
+		seen[x.N] = true
+		hs := map[uint64]bool{}
+		for j, hd := range x.Handles {
+			hw := fmt.Sprintf("%s.handles[%d]", where, j)
+			switch {
+			case hd.H == 0 || hd.H >= x.NextHandle || hs[hd.H]:
+				return p, reject.New(reject.Invalid, hw+".h", "%d: handles are distinct, from 1, below next_handle %d", hd.H, x.NextHandle)
+			case !path.IsAbs(hd.Path) || path.Clean(hd.Path) != hd.Path:
+				return p, reject.New(reject.Invalid, hw+".path", "%q is not an absolute, clean path", hd.Path)
+			case hd.Offset < 0 || hd.DirRead < 0:
+				return p, reject.New(reject.Invalid, hw, "a negative position")
+			}
+			hs[hd.H] = true
+		}
 	}
 	return p, nil
 }
@@ -291,6 +333,22 @@ func (h *Host) continued(sb *Sandbox, x ParkedExec) (Request, *continuation, err
 	g, err := grant.Decode(gb)
 	if err != nil {
 		return Request{}, nil, fmt.Errorf("its grants: %w", err)
+	}
+	// They must be the sandbox's, its workspace where the unit names
+	// it: a park cannot bring grants the record does not give.
+	want := sb.Grants.Clone()
+	want.Storage = nil
+	for _, s := range sb.Grants.Storage {
+		if s.Path == sb.Workspace && x.Workspace != "" {
+			s.Path = x.Workspace
+		}
+		want.Storage = append(want.Storage, s)
+	}
+	if err := want.Normalize(); err != nil {
+		return Request{}, nil, err
+	}
+	if _, wa, err := want.Canonical(); err != nil || wa != x.Grants {
+		return Request{}, nil, reject.New(reject.Splice, "park", "exec #%d's grants (%s) are not the sandbox's (%s)", x.N, x.Grants, wa)
 	}
 	image, err := h.Store.Blob(u.Image)
 	if err != nil {

@@ -12,9 +12,12 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/record"
+	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/tier"
 	"github.com/opensubstrate/sandbox/verify"
 )
@@ -186,5 +189,47 @@ func TestS2SuspendInterruptsWhatDoesNotPark(t *testing.T) {
 	st, err := record.VerifyBytes(rec)
 	if err != nil || st.Phase != record.Parked || st.Executed != 1 {
 		t.Fatalf("record: %+v %v", st, err)
+	}
+}
+
+// A park names the grants its exec ran under; a continuation runs under
+// them only if they are the sandbox's (its workspace where the park
+// says it was): a park from a bundle cannot widen them.
+func TestParkCannotBringGrants(t *testing.T) {
+	h := newHost(t)
+	now, then := t.TempDir(), "/tmp/sandbox-ws-then"
+	sb := &Sandbox{ID: "sb-000000000001", Grants: grants(t, "fs:"+now+":rw"), Workspace: now}
+	put := func(b []byte) addr.Addr {
+		a := addr.Of(b)
+		if err := h.Store.PutBlob(a, b); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	ub, ua, err := (&unit.Unit{Kind: tier.Wasm, Image: put([]byte("\x00asm\x01\x00\x00\x00")), Entry: "m.wasm", Args: []string{"m.wasm"}, Grants: addr.Of([]byte("grants"))}).Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(ub)
+	x := ParkedExec{N: 1, Unit: ua, Workspace: then, Journal: put(nil), Memory: put([]byte("memory")), NextHandle: 1}
+	for name, c := range map[string]struct {
+		g  grant.Set
+		ok bool
+	}{
+		"the sandbox's, its workspace then": {grants(t, "fs:"+then+":rw"), true},
+		"the sandbox's, its workspace now":  {grants(t, "fs:"+now+":rw"), false},
+		"more than the sandbox's":           {grants(t, "fs:"+then+":rw", "fs:/etc:rw"), false},
+		"another budget":                    {func() grant.Set { g, _ := grant.ParseArgs([]string{"cpu:9000J", "fs:" + then + ":rw"}, "/"); return g }(), false},
+	} {
+		gb, ga, err := c.g.Canonical()
+		if err != nil {
+			t.Fatal(err)
+		}
+		put(gb)
+		x.Grants = ga
+		_, _, err = h.continued(sb, x)
+		if c.ok != (err == nil) || (!c.ok && !errors.Is(err, reject.Splice)) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
