@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -365,56 +367,122 @@ that is missing or out of date is rebuilt by reading every run once.
 not its attestation's address: listed as DAMAGED with what is wrong),
 and rebuilds the index from what it read. Without it, a run damaged
 after it was indexed is listed as it was sealed; 'sandbox show' and
-'sandbox verify' read it.`,
+'sandbox verify' read it.
+
+It lists the newest 100 (saying so on stderr when there are more);
+-n N lists the newest N, -n 0 all. --json and --scan list all unless
+-n is given.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 0 {
 				return errs.Usage{Err: fmt.Errorf("-n %d: give a number of runs, or 0 for all", limit)}
+			}
+			if !cmd.Flags().Changed("limit") && (asJSON || scan) {
+				limit = 0
 			}
 			d, err := g.stateDir()
 			if err != nil {
 				return err
 			}
 			h := host.Light(d)
-			var runs []host.Summary
-			if scan {
-				runs, err = h.Store.Reindex()
-				if limit > 0 && len(runs) > limit {
-					runs = runs[:limit]
-				}
-			} else {
-				runs, err = h.Store.ListRuns(store.RunQuery{Limit: limit})
-			}
-			if err != nil {
-				return err
-			}
 			w := bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10)
 			defer w.Flush()
-			if asJSON {
-				return printJSON(w, runsOf(runs))
+			if scan || asJSON {
+				var runs []host.Summary
+				if scan {
+					runs, err = h.Store.Reindex()
+					if limit > 0 && len(runs) > limit {
+						runs = runs[:limit]
+					}
+				} else {
+					runs, err = h.Store.ListRuns(store.RunQuery{Limit: limit})
+				}
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(w, runsOf(runs))
+				}
+				for _, r := range runs {
+					w.Write(appendRunLine(nil, r))
+				}
+				return nil
 			}
-			for _, r := range runs {
-				if r.Status == "" {
-					fmt.Fprintf(w, "%-12s  DAMAGED  %s  (%s)\n", filepath.Base(r.Dir)[:min(12, len(filepath.Base(r.Dir)))], r.Dir, r.Damaged)
-					continue
-				}
-				st := string(r.Status)
-				if r.Exit != nil {
-					st += fmt.Sprintf(" %d", *r.Exit)
-				}
-				fmt.Fprintf(w, "%s  %s  %-16s  %-24s  %s  %s", r.ID.Short(), r.Tier, st, r.Started.Local().Format("2006-01-02 15:04:05"), r.Entry, r.Dir)
-				if r.Damaged != "" {
-					fmt.Fprintf(w, "  DAMAGED (%s)", r.Damaged)
-				}
-				fmt.Fprintln(w)
+			// Printed as the index gives them: a long list is never
+			// held whole.
+			var line []byte
+			q, n := store.RunQuery{Limit: limit}, 0
+			if limit > 0 {
+				q.Limit++ // one more says there are more
 			}
-			return nil
+			err = h.Store.EachRun(q, func(r host.Summary) error {
+				if n++; limit > 0 && n > limit {
+					return nil
+				}
+				line = appendRunLine(line[:0], r)
+				_, err := w.Write(line)
+				return err
+			})
+			if err == nil && limit > 0 && n > limit {
+				w.Flush()
+				fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: the newest %d runs; there are more (-n 0 lists all)\n", limit)
+			}
+			return err
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array (docs/cli-json.md)")
-	c.Flags().IntVarP(&limit, "limit", "n", 0, "list the newest N runs only (0: all)")
+	c.Flags().IntVarP(&limit, "limit", "n", 100, "list the newest N runs only (0: all)")
 	c.Flags().BoolVar(&scan, "scan", false, "read every run directory (say which are damaged) and rebuild the index")
 	return c
+}
+
+// appendRunLine appends the line `sandbox runs` prints for r: id, tier,
+// outcome, start, program, directory, and what is damaged.
+func appendRunLine(b []byte, r host.Summary) []byte {
+	pad := func(b []byte, from, width int) []byte {
+		for len(b)-from < width {
+			b = append(b, ' ')
+		}
+		return b
+	}
+	if r.Status == "" {
+		base := filepath.Base(r.Dir)
+		from := len(b)
+		b = append(b, base[:min(12, len(base))]...)
+		b = pad(b, from, 12)
+		b = append(b, "  DAMAGED  "...)
+		b = append(b, r.Dir...)
+		b = append(b, "  ("...)
+		b = append(b, r.Damaged...)
+		return append(b, ")\n"...)
+	}
+	var id [64]byte
+	hex.Encode(id[:], r.ID[:])
+	b = append(b, id[:12]...)
+	b = append(b, "  "...)
+	b = append(b, r.Tier.String()...)
+	b = append(b, "  "...)
+	from := len(b)
+	b = append(b, r.Status...)
+	if r.Exit != nil {
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(*r.Exit), 10)
+	}
+	b = pad(b, from, 16)
+	b = append(b, "  "...)
+	from = len(b)
+	b = r.Started.Local().AppendFormat(b, "2006-01-02 15:04:05")
+	b = pad(b, from, 24)
+	b = append(b, "  "...)
+	b = append(b, r.Entry...)
+	b = append(b, "  "...)
+	b = append(b, r.Dir...)
+	if r.Damaged != "" {
+		b = append(b, "  DAMAGED ("...)
+		b = append(b, r.Damaged...)
+		b = append(b, ')')
+	}
+	return append(b, '\n')
 }
 
 func resolveRun(g *globals, ref string) (*host.Host, string, error) {

@@ -2,6 +2,8 @@ package index
 
 import (
 	"database/sql"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -18,22 +20,18 @@ import (
 
 // Schema is the index's schema version, kept in its meta table: an index
 // of another version is rebuilt, never read.
-const Schema = "sandbox.index/1"
+const Schema = "sandbox.index/3"
 
 const schemaSQL = `
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
-	id TEXT PRIMARY KEY,
 	started INTEGER NOT NULL,
-	tier TEXT NOT NULL,
-	status TEXT NOT NULL,
-	exit INTEGER,
-	entry TEXT NOT NULL,
-	damaged TEXT NOT NULL,
-	pending INTEGER NOT NULL,
-	indexed INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS runs_newest ON runs (started DESC, id);
+	id BLOB NOT NULL,
+	indexed INTEGER NOT NULL,
+	line BLOB NOT NULL,
+	PRIMARY KEY (started DESC, id)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS runs_id ON runs (id);
 CREATE TABLE IF NOT EXISTS records (
 	id TEXT PRIMARY KEY,
 	phase TEXT NOT NULL,
@@ -57,7 +55,7 @@ var _ store.Index = (*DB)(nil)
 // or one SQLite cannot read, is an error naming it: the caller rebuilds.
 func Open(path string) (*DB, error) {
 	q := url.Values{}
-	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(NORMAL)"} {
+	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(NORMAL)", "mmap_size(268435456)", "cache_size(-16384)"} {
 		q.Add("_pragma", p)
 	}
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
@@ -98,42 +96,50 @@ func (d *DB) Path() string { return d.path }
 
 // PutRun adds or replaces a run's row.
 func (d *DB) PutRun(r store.IndexedRun) error {
-	var exit any
-	if r.Exit != nil {
-		exit = int64(*r.Exit)
-	}
-	_, err := d.db.Exec(`INSERT OR REPLACE INTO runs (id, started, tier, status, exit, entry, damaged, pending, indexed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.ID.Hex(), r.Started.UnixNano(), tierText(r), string(r.Status), exit, r.Entry, r.Damaged, boolInt(r.Pending), time.Now().UnixNano())
+	_, err := d.db.Exec(`INSERT OR REPLACE INTO runs (id, started, indexed, line) VALUES (?, ?, ?, ?)`,
+		r.ID[:], r.Started.UnixNano(), time.Now().UnixNano(), pack(r))
 	return err
 }
 
-// CommitRun makes a pending row final.
+// CommitRun makes a pending row final (its line's first byte).
 func (d *DB) CommitRun(id addr.Addr) error {
-	_, err := d.db.Exec(`UPDATE runs SET pending = 0 WHERE id = ?`, id.Hex())
+	_, err := d.db.Exec(`UPDATE runs SET line = X'00' || substr(line, 2) WHERE id = ? AND substr(line, 1, 1) = X'01'`, id[:])
 	return err
 }
 
 // DropRun removes a run's row.
 func (d *DB) DropRun(id addr.Addr) error {
-	_, err := d.db.Exec(`DELETE FROM runs WHERE id = ?`, id.Hex())
+	_, err := d.db.Exec(`DELETE FROM runs WHERE id = ?`, id[:])
 	return err
 }
 
 // Runs lists rows newest first (then by id): at most q.Limit (0: all),
 // those whose id starts with q.Prefix (hex) when it is set.
 func (d *DB) Runs(q store.RunQuery) ([]store.IndexedRun, error) {
-	var where []string
+	var out []store.IndexedRun
+	err := d.EachRun(q, func(r store.IndexedRun) error {
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+// EachRun calls f with each row Runs would list, in its order, as it
+// reads them; an error from f ends it.
+func (d *DB) EachRun(q store.RunQuery, f func(store.IndexedRun) error) error {
 	var args []any
+	s := `SELECT line FROM runs`
 	if q.Prefix != "" {
-		if strings.Trim(q.Prefix, "0123456789abcdef") != "" {
-			return nil, fmt.Errorf("index: %q is not lower-case hex", q.Prefix)
+		lo, hi, err := prefixRange(q.Prefix)
+		if err != nil {
+			return err
 		}
-		where = append(where, "id >= ? AND id < ?")
-		args = append(args, q.Prefix, q.Prefix+"g")
-	}
-	s := `SELECT id, started, tier, status, exit, entry, damaged, pending FROM runs`
-	if len(where) > 0 {
-		s += " WHERE " + strings.Join(where, " AND ")
+		s += " WHERE id >= ?"
+		args = append(args, lo)
+		if hi != nil {
+			s += " AND id < ?"
+			args = append(args, hi)
+		}
 	}
 	s += " ORDER BY started DESC, id"
 	if q.Limit > 0 {
@@ -141,36 +147,23 @@ func (d *DB) Runs(q store.RunQuery) ([]store.IndexedRun, error) {
 	}
 	rows, err := d.db.Query(s, args...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rows.Close()
-	var out []store.IndexedRun
 	for rows.Next() {
-		var (
-			id, t, status, entry, damaged string
-			started                       int64
-			exit                          sql.NullInt64
-			pending                       int
-		)
-		if err := rows.Scan(&id, &started, &t, &status, &exit, &entry, &damaged, &pending); err != nil {
-			return nil, err
+		var line sql.RawBytes
+		if err := rows.Scan(&line); err != nil {
+			return err
 		}
-		r := store.IndexedRun{Started: time.Unix(0, started).UTC(), Status: attest.Status(status), Entry: entry, Damaged: damaged, Pending: pending != 0}
-		if r.ID, err = addr.Parse(addr.Prefix + id); err != nil {
-			return nil, fmt.Errorf("index: run row %q: %w", id, err)
+		r, err := unpack(line)
+		if err != nil {
+			return fmt.Errorf("index: a run row: %w", err)
 		}
-		if t != "" {
-			if r.Tier, err = tier.Parse(t); err != nil {
-				return nil, fmt.Errorf("index: run %s: tier %q: %w", id, t, err)
-			}
+		if err := f(r); err != nil {
+			return err
 		}
-		if exit.Valid {
-			e := int(exit.Int64)
-			r.Exit = &e
-		}
-		out = append(out, r)
 	}
-	return out, rows.Err()
+	return rows.Err()
 }
 
 // PutRecord adds or replaces a record's row.
@@ -257,18 +250,15 @@ func (d *DB) Rebuild(runs []store.IndexedRun, since time.Time) error {
 	if _, err := tx.Exec(`DELETE FROM runs WHERE indexed < ?`, since.UnixNano()); err != nil {
 		return err
 	}
-	st, err := tx.Prepare(`INSERT OR REPLACE INTO runs (id, started, tier, status, exit, entry, damaged, pending, indexed) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)`)
+	st, err := tx.Prepare(`INSERT OR REPLACE INTO runs (id, started, indexed, line) VALUES (?, ?, ?, ?)`)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	now := time.Now().UnixNano()
 	for _, r := range runs {
-		var exit any
-		if r.Exit != nil {
-			exit = int64(*r.Exit)
-		}
-		if _, err := st.Exec(r.ID.Hex(), r.Started.UnixNano(), tierText(r), string(r.Status), exit, r.Entry, r.Damaged, now); err != nil {
+		r.Pending = false
+		if _, err := st.Exec(r.ID[:], r.Started.UnixNano(), now, pack(r)); err != nil {
 			return err
 		}
 	}
@@ -278,18 +268,130 @@ func (d *DB) Rebuild(runs []store.IndexedRun, since time.Time) error {
 	return tx.Commit()
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
+// A run row's line is what a listing needs, packed, read as one column
+// (a column costs as much as the row): byte 0 pending (1) or not (0),
+// the id's 32 bytes, the start in Unix nanoseconds (8, big-endian), the
+// tier (S0..S7 as 0..7, 0xff for none), the exit code (0xff: none; else
+// 0, then 4 bytes, big-endian, two's complement), then the status, the
+// entry and the damage, each a 2-byte length and its bytes.
+func pack(r store.IndexedRun) []byte {
+	b := make([]byte, 0, 64+len(r.Status)+len(r.Entry)+len(r.Damaged))
+	if r.Pending {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
 	}
-	return 0
+	b = append(b, r.ID[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(r.Started.UnixNano()))
+	if r.Status == "" || !r.Tier.Valid() {
+		b = append(b, 0xff)
+	} else {
+		b = append(b, byte(r.Tier))
+	}
+	if r.Exit == nil {
+		b = append(b, 0xff)
+	} else {
+		b = append(b, 0)
+		b = binary.BigEndian.AppendUint32(b, uint32(int32(*r.Exit)))
+	}
+	for _, t := range []string{string(r.Status), r.Entry, r.Damaged} {
+		if len(t) > 0xffff {
+			t = t[:0xffff]
+		}
+		b = binary.BigEndian.AppendUint16(b, uint16(len(t)))
+		b = append(b, t...)
+	}
+	return b
 }
 
-// tierText is a row's tier: none for a run whose attestation could not
-// be read.
-func tierText(r store.IndexedRun) string {
-	if r.Status == "" {
-		return ""
+var errShort = errors.New("a line cut short")
+
+func unpack(b []byte) (store.IndexedRun, error) {
+	var r store.IndexedRun
+	if len(b) < 1+32+8+1+1 {
+		return r, errShort
 	}
-	return r.Tier.String()
+	if b[0] > 1 {
+		return r, fmt.Errorf("pending byte %d", b[0])
+	}
+	r.Pending = b[0] == 1
+	copy(r.ID[:], b[1:33])
+	r.Started = time.Unix(0, int64(binary.BigEndian.Uint64(b[33:41]))).UTC()
+	if t := b[41]; t != 0xff {
+		r.Tier = tier.Tier(t)
+		if !r.Tier.Valid() {
+			return r, fmt.Errorf("tier %d", t)
+		}
+	}
+	noTier := b[41] == 0xff
+	b = b[42:]
+	if b[0] != 0xff && b[0] != 0 {
+		return r, fmt.Errorf("exit marker %d", b[0])
+	}
+	if b[0] == 0 {
+		if len(b) < 5 {
+			return r, errShort
+		}
+		e := int(int32(binary.BigEndian.Uint32(b[1:5])))
+		r.Exit = &e
+		b = b[5:]
+	} else {
+		b = b[1:]
+	}
+	var ts [3]string
+	for i := range ts {
+		if len(b) < 2 {
+			return r, errShort
+		}
+		n := int(binary.BigEndian.Uint16(b))
+		if len(b) < 2+n {
+			return r, errShort
+		}
+		ts[i], b = string(b[2:2+n]), b[2+n:]
+	}
+	if len(b) != 0 {
+		return r, errors.New("bytes after the line")
+	}
+	if noTier != (ts[0] == "") {
+		return r, errors.New("a tier without a status, or a status without a tier")
+	}
+	r.Status, r.Entry, r.Damaged = status(ts[0]), ts[1], ts[2]
+	return r, nil
+}
+
+// status is s, one string per status for the statuses there are.
+func status(s string) attest.Status {
+	for _, k := range []attest.Status{attest.Exited, attest.Killed, attest.Deadline, attest.OutOfFuel, attest.OutOfMem, attest.Trapped, attest.Failed, attest.BudgetExhausted} {
+		if string(k) == s {
+			return k
+		}
+	}
+	return attest.Status(s)
+}
+
+// prefixRange is the range of 32-byte ids whose hex starts with p: lo
+// inclusive, hi exclusive (nil: none above).
+func prefixRange(p string) (lo, hi []byte, err error) {
+	if p == "" || len(p) > 64 || strings.Trim(p, "0123456789abcdef") != "" {
+		return nil, nil, fmt.Errorf("index: %q is not a lower-case hex prefix of a run id", p)
+	}
+	odd := len(p)%2 == 1
+	if odd {
+		p += "0"
+	}
+	lo, _ = hex.DecodeString(p)
+	hi = append([]byte(nil), lo...)
+	step := byte(1)
+	if odd {
+		step = 0x10
+	}
+	for i := len(hi) - 1; i >= 0; i-- {
+		v := int(hi[i]) + int(step)
+		hi[i] = byte(v)
+		if v <= 0xff {
+			return lo, hi, nil
+		}
+		step = 1
+	}
+	return lo, nil, nil // every byte carried: nothing above
 }

@@ -1,8 +1,11 @@
 package index
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/opensubstrate/sandbox/internal/store"
@@ -64,5 +67,42 @@ func TestRefusesWhatItCannotRead(t *testing.T) {
 	db.Close()
 	if _, err := Open(other); err == nil {
 		t.Fatal("opened an index of another schema")
+	}
+}
+
+// A run row's line is read back from disk: unpack never panics, and a
+// line it takes packs back to itself.
+func FuzzUnpack(f *testing.F) {
+	zero := 0
+	r := store.IndexedRun{Status: "exited", Exit: &zero, Entry: "hello.wasm", Damaged: "missing receipt.cose", Pending: true}
+	r.ID[5] = 9
+	f.Add(pack(r))
+	r.Exit, r.Status = nil, ""
+	f.Add(pack(r))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := unpack(b)
+		if err != nil {
+			return
+		}
+		if got := pack(r); !bytes.Equal(got, b) {
+			t.Fatalf("%x unpacked to %+v, which packs to %x", b, r, got)
+		}
+	})
+}
+
+func TestPrefixRange(t *testing.T) {
+	for _, c := range []struct{ p, lo, hi string }{
+		{"ab", "ab", "ac"}, {"abc", "abc0", "abd0"}, {"abf", "abf0", "ac00"}, {"ff", "ff", ""}, {"fff", "fff0", ""}, {"0", "00", "10"}, {"a", "a0", "b0"},
+	} {
+		lo, hi, err := prefixRange(c.p)
+		if err != nil || fmt.Sprintf("%x", lo) != c.lo || fmt.Sprintf("%x", hi) != c.hi {
+			t.Errorf("%s: %x %x %v, want %s %s", c.p, lo, hi, err, c.lo, c.hi)
+		}
+	}
+	for _, p := range []string{"", "AB", "xyz", strings.Repeat("a", 65)} {
+		if _, _, err := prefixRange(p); err == nil {
+			t.Errorf("%q taken", p)
+		}
 	}
 }

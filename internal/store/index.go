@@ -35,8 +35,10 @@ type Index interface {
 	PutRun(IndexedRun) error
 	CommitRun(addr.Addr) error
 	DropRun(addr.Addr) error
-	// Runs lists rows newest first, then by id.
+	// Runs lists rows newest first, then by id; EachRun gives them to
+	// f in that order as it reads them (an error from f ends it).
 	Runs(RunQuery) ([]IndexedRun, error)
+	EachRun(q RunQuery, f func(IndexedRun) error) error
 	PutRecord(IndexedRecord) error
 	// Records lists record rows by id; RecordsComplete and
 	// RebuildRecords are Complete and Rebuild for them.
@@ -124,43 +126,79 @@ func (s *Store) indexFailed(err error) {
 // complete (pending rows checked against their directories), else by a
 // scan of the run directories (Scan), which then rebuilds the index.
 func (s *Store) ListRuns(q RunQuery) ([]Summary, error) {
+	var out []Summary
+	err := s.EachRun(q, func(r Summary) error {
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+// EachRun calls f with each run ListRuns would list, in its order, as
+// the index gives them: a long list is never held whole.
+func (s *Store) EachRun(q RunQuery, f func(Summary) error) error {
+	each := func(all []Summary, err error) error {
+		if err != nil {
+			return err
+		}
+		for _, r := range filterRuns(all, q) {
+			if err := f(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if s.Index == nil {
-		return s.scanQuery(q)
+		return each(s.Scan())
 	}
 	if _, err := os.Stat(s.Path("index.stale")); err == nil {
-		return s.reindexQuery(q)
+		return each(s.Reindex())
 	}
-	ok, err := s.Index.Complete()
-	if err != nil || !ok {
-		return s.reindexQuery(q)
+	if ok, err := s.Index.Complete(); err != nil || !ok {
+		return each(s.Reindex())
 	}
-	rows, err := s.Index.Runs(q)
-	if err != nil {
-		return nil, fmt.Errorf("the index %s: %w (sandbox gc rebuilds it)", s.IndexPath(), err)
-	}
-	out := make([]Summary, 0, len(rows))
-	for _, r := range rows {
-		dir := s.Path("runs", r.ID.Hex())
+	runs := s.Path("runs") + string(filepath.Separator)
+	n, rows := 0, 0
+	err := s.Index.EachRun(q, func(r IndexedRun) error {
+		rows++
+		dir := runs + r.ID.Hex()
 		if r.Pending {
 			// Committed by a process that died before it said so, or
 			// not committed (yet, or ever).
 			if _, err := os.Lstat(dir); err != nil {
-				continue
+				return nil
 			}
 			s.Index.CommitRun(r.ID)
 		}
-		out = append(out, Summary{ID: r.ID, Dir: dir, Tier: r.Tier, Status: r.Status, Exit: r.Exit, Started: r.Started, Entry: r.Entry, Damaged: r.Damaged})
+		n++
+		return f(Summary{ID: r.ID, Dir: dir, Tier: r.Tier, Status: r.Status, Exit: r.Exit, Started: r.Started, Entry: r.Entry, Damaged: r.Damaged})
+	})
+	if err != nil {
+		return fmt.Errorf("the index %s: %w (sandbox runs --scan rebuilds it)", s.IndexPath(), err)
 	}
-	if q.Limit > 0 && len(rows) == q.Limit && len(out) < q.Limit {
-		// Pending rows were left out: ask for more.
-		more, err := s.ListRuns(RunQuery{Limit: q.Limit * 2, Prefix: q.Prefix})
-		if err != nil {
-			return nil, err
+	if q.Limit > 0 && rows == q.Limit && n < q.Limit {
+		// Pending rows were left out: the rest of the page is further on.
+		skip := n
+		err := s.EachRun(RunQuery{Limit: q.Limit * 2, Prefix: q.Prefix}, func(r Summary) error {
+			if skip > 0 {
+				skip--
+				return nil
+			}
+			if n >= q.Limit {
+				return errStop
+			}
+			n++
+			return f(r)
+		})
+		if errors.Is(err, errStop) {
+			return nil
 		}
-		return more[:min(q.Limit, len(more))], nil
+		return err
 	}
-	return out, nil
+	return nil
 }
+
+var errStop = errors.New("stop")
 
 // Reindex rebuilds the index from the run directories (a scan), and
 // returns what the scan found.
