@@ -37,3 +37,38 @@ func BenchmarkRuns(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCommit is what a sealed run costs the index: its pending row,
+// then the row made final.
+func BenchmarkCommit(b *testing.B) {
+	db, err := Open(filepath.Join(b.TempDir(), "index.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	zero, i := 0, 0
+	for b.Loop() {
+		i++
+		r := store.IndexedRun{ID: addr.Of([]byte(fmt.Sprint(i))), Started: time.Now(), Tier: tier.S2, Status: attest.Exited, Exit: &zero, Entry: "hello.wasm", Pending: true}
+		if err := db.PutRun(r); err != nil {
+			b.Fatal(err)
+		}
+		if err := db.CommitRun(r.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkOpen is what a process pays to open the index.
+func BenchmarkOpen(b *testing.B) {
+	p := filepath.Join(b.TempDir(), "index.db")
+	db, _ := Open(p)
+	db.Close()
+	for b.Loop() {
+		db, err := Open(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		db.Close()
+	}
+}

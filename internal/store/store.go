@@ -100,16 +100,15 @@ func (s *Store) KV() (*kv.Store, error) {
 // PutBlob stores b under its address a, once; bytes that are not a's are
 // refused.
 func (s *Store) PutBlob(a addr.Addr, b []byte) error {
+	p := s.Path("blobs", a.Hex())
+	if _, err := os.Stat(p); err == nil {
+		return nil // stored, and checked when it was
+	}
 	if got := addr.Of(b); got != a {
 		return fmt.Errorf("blob %s: the bytes given hash to %s", a, got)
 	}
-	dir := s.Path("blobs")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return err
-	}
-	p := filepath.Join(dir, a.Hex())
-	if _, err := os.Stat(p); err == nil {
-		return nil
 	}
 	if err := safefile.Create(p, b, 0o600); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
