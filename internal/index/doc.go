@@ -13,7 +13,11 @@
 // committed runs, without a scan.
 //
 // Several processes use one index (the service, one-shot runs): SQLite's
-// write-ahead log, a busy timeout, and synchronous=NORMAL (a row made
-// durable by the next checkpoint; one lost to a power cut is rebuilt,
-// the run directory being durable).
+// write-ahead log and a busy timeout. Nothing is fsynced
+// (synchronous=OFF: a one-shot run pays about 1 ms for its index, not
+// 2.4): a process killed loses nothing written (the kernel has it), and
+// a machine that went down may have lost rows or left the file damaged,
+// so the index keeps the boot it was last opened in, and one opened in
+// another boot is marked incomplete and rebuilt by the next listing (a
+// damaged one is moved aside and made again).
 package index

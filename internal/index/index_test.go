@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/store/storetest"
@@ -105,4 +106,42 @@ func TestPrefixRange(t *testing.T) {
 			t.Errorf("%q taken", p)
 		}
 	}
+}
+
+// Nothing is fsynced, so an index opened in another boot of the machine
+// (it may have gone down with rows unwritten) is incomplete until the
+// next listing rebuilds it.
+func TestAnotherBootRebuilds(t *testing.T) {
+	defer func(f func() string) { bootID = f }(bootID)
+	bootID = func() string { return "boot-a" }
+	p := filepath.Join(t.TempDir(), "index.db")
+	db, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Rebuild(nil, time.Now())
+	db.RebuildRecords(nil, time.Now())
+	db.Close()
+	if db, _ = Open(p); !mustComplete(t, db) {
+		t.Fatal("the same boot: incomplete")
+	}
+	db.Close()
+	bootID = func() string { return "boot-b" }
+	db, _ = Open(p)
+	defer db.Close()
+	if mustComplete(t, db) {
+		t.Fatal("another boot: still complete")
+	}
+	if ok, _ := db.RecordsComplete(); ok {
+		t.Fatal("another boot: records still complete")
+	}
+}
+
+func mustComplete(t *testing.T, db *DB) bool {
+	t.Helper()
+	ok, err := db.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/guest"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/unit"
@@ -265,4 +267,65 @@ func TestContinueDivergence(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkParkContinue: the ticker (2,000 lines) run whole, beside the
+// same run parked half way (the park's cost: the run to there and the
+// memory image) and its continuation (the replay to the park point and
+// the rest).
+func BenchmarkParkContinue(b *testing.B) {
+	img := guest.Read(b, guest.Go, "ticker")
+	dir := b.TempDir()
+	run := func(park int) (*job.Parked, []byte) {
+		var jb bytes.Buffer
+		out := &parkAfter{n: park}
+		g, _ := grant.ParseArgs([]string{"cpu:50J", "fs:" + dir + ":rw"}, "/")
+		u := unit.Unit{Kind: tier.Wasm, Image: addr.Of(img), Entry: "ticker.wasm", Args: []string{"ticker.wasm", "2000", filepath.Join(dir, "ticks.txt")}}
+		_, u.Grants, _ = g.Canonical()
+		_, ua, _ := u.Canonical()
+		j := &job.Job{Unit: u, UnitAddr: ua, Image: img, Grants: g, Enforcer: grant.NewEnforcer(g), Deadline: time.Minute, Record: journal.NewWriter(&jb), Stdout: out}
+		if park > 0 {
+			j.OnStart = func(c job.Control) { out.park = c.Park }
+		}
+		res, err := testExec.Run(context.Background(), j)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return res.Parked, jb.Bytes()
+	}
+	b.Run("whole", func(b *testing.B) {
+		for b.Loop() {
+			if p, _ := run(0); p != nil {
+				b.Fatal("parked")
+			}
+		}
+	})
+	b.Run("park-half-way", func(b *testing.B) {
+		for b.Loop() {
+			if p, _ := run(1000); p == nil {
+				b.Fatal("not parked")
+			}
+		}
+	})
+	b.Run("continue-from-half-way", func(b *testing.B) {
+		p, jb := run(1000)
+		entries, _, _ := journal.Parse(jb)
+		b.ResetTimer()
+		for b.Loop() {
+			g, _ := grant.ParseArgs([]string{"cpu:50J", "fs:" + dir + ":rw"}, "/")
+			u := unit.Unit{Kind: tier.Wasm, Image: addr.Of(img), Entry: "ticker.wasm", Args: []string{"ticker.wasm", "2000", filepath.Join(dir, "ticks.txt")}}
+			_, u.Grants, _ = g.Canonical()
+			_, ua, _ := u.Canonical()
+			var jb2 bytes.Buffer
+			rec := journal.NewWriter(&jb2)
+			for _, e := range entries {
+				rec.AppendEntry(e)
+			}
+			j := &job.Job{Unit: u, UnitAddr: ua, Image: img, Grants: g, Enforcer: grant.NewEnforcer(g), Deadline: time.Minute,
+				Record: rec, Replay: journal.NewReader(entries), Continue: p, Stdout: io.Discard}
+			if _, err := testExec.Run(context.Background(), j); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
