@@ -66,24 +66,29 @@ func Command(c CommandLine) (Request, error) {
 	if err != nil {
 		return Request{}, err
 	}
-	g := c.Grants
-	if _, ok := g.Budget(device.Cpu); !ok {
-		// Every unit runs on a CPU: a run that names no Cpu grant (none
-		// at all, or only gpu:…) gets the default.
-		def := DefaultCPU
-		if req.Kind == tier.Native {
-			def = DefaultNativeCPU
-		}
-		g = g.Clone() // not the caller's
-		if err := g.Parse(def, "/"); err != nil {
-			return Request{}, err
-		}
-		if err := g.Normalize(); err != nil {
-			return Request{}, err
-		}
+	if req.Grants, err = withDefaultCPU(c.Grants, req.Kind); err != nil {
+		return Request{}, err
 	}
-	req.Grants = g
 	return req, nil
+}
+
+// withDefaultCPU is g, or, where g names no Cpu grant, g with the default
+// for a unit of kind (a copy: not the caller's).
+func withDefaultCPU(g grant.Set, kind tier.Kind) (grant.Set, error) {
+	if _, ok := g.Budget(device.Cpu); ok {
+		return g, nil
+	}
+	// Every unit runs on a CPU: a run that names no Cpu grant (none at
+	// all, or only gpu:…) gets the default.
+	def := DefaultCPU
+	if kind == tier.Native {
+		def = DefaultNativeCPU
+	}
+	g = g.Clone()
+	if err := g.Parse(def, "/"); err != nil {
+		return g, err
+	}
+	return g, g.Normalize()
 }
 
 func command(args []string, env map[string]string, g grant.Set, cwd string) (Request, error) {

@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
@@ -189,7 +190,7 @@ type inflight struct {
 // at most ParkWait; those still running are then stopped (and sealed).
 func (h *Host) parkExecs(sb *Sandbox) {
 	sb.mu.Lock()
-	for _, x := range sb.inflight {
+	for x := range sb.inflight {
 		x.wanted = true // one still compiling parks as it starts
 		if x.park != nil {
 			x.park()
@@ -202,7 +203,7 @@ func (h *Host) parkExecs(sb *Sandbox) {
 		sb.mu.Lock()
 		n := sb.running
 		if n > 0 && !stopped && time.Now().After(deadline) {
-			for _, x := range sb.inflight {
+			for x := range sb.inflight {
 				x.stop()
 			}
 			stopped = true
@@ -294,25 +295,32 @@ func (c *capped) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// continueExecs continues the execs a resumed S2 sandbox had parked, in
-// order, each sealed as the whole run it is.
+// continueExecs continues the execs a resumed S2 sandbox had parked, at
+// once, as they ran, each sealed as the whole run it is; it returns when
+// they have all ended, in their order.
 func (h *Host) continueExecs(ctx context.Context, sb *Sandbox, park S2Park) []ContinuedExec {
-	var out []ContinuedExec
-	for _, x := range park.Execs {
-		c := ContinuedExec{N: x.N}
-		stdout, stderr := &capped{max: MaxContinuedOutput}, &capped{max: MaxContinuedOutput}
-		req, cont, err := h.continued(sb, x)
-		if err == nil {
-			req.Stdout, req.Stderr = stdout, stderr
-			c.Run, err = h.execIn(ctx, sb, req, x.N, cont)
-		}
-		if err != nil {
-			c.Err = fmt.Errorf("continue exec #%d: %w", x.N, err)
-			h.logger().Warn("a parked exec was not continued", "sandbox", sb.ID, "exec", x.N, "err", err)
-		}
-		c.Stdout, c.Stderr = stdout.buf, stderr.buf
-		out = append(out, c)
+	out := make([]ContinuedExec, len(park.Execs))
+	var wg sync.WaitGroup
+	for i, x := range park.Execs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := ContinuedExec{N: x.N}
+			stdout, stderr := &capped{max: MaxContinuedOutput}, &capped{max: MaxContinuedOutput}
+			req, cont, err := h.continued(sb, x)
+			if err == nil {
+				req.Stdout, req.Stderr = stdout, stderr
+				c.Run, err = h.execIn(ctx, sb, req, x.N, cont)
+			}
+			if err != nil {
+				c.Err = fmt.Errorf("continue exec #%d: %w", x.N, err)
+				h.logger().Warn("a parked exec was not continued", "sandbox", sb.ID, "exec", x.N, "err", err)
+			}
+			c.Stdout, c.Stderr = stdout.buf, stderr.buf
+			out[i] = c
+		}()
 	}
+	wg.Wait()
 	return out
 }
 
@@ -345,6 +353,9 @@ func (h *Host) continued(sb *Sandbox, x ParkedExec) (Request, *continuation, err
 		want.Storage = append(want.Storage, s)
 	}
 	if err := want.Normalize(); err != nil {
+		return Request{}, nil, err
+	}
+	if want, err = withDefaultCPU(want, tier.Wasm); err != nil { // as Command gave the exec
 		return Request{}, nil, err
 	}
 	if _, wa, err := want.Canonical(); err != nil || wa != x.Grants {

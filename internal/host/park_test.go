@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -231,5 +232,74 @@ func TestParkCannotBringGrants(t *testing.T) {
 		if c.ok != (err == nil) || (!c.ok && !errors.Is(err, reject.Splice)) {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+	// A sandbox that names no Cpu grant: its execs ran with the default.
+	bare, _ := grant.ParseArgs([]string{"fs:" + now + ":rw"}, "/")
+	sb.Grants = bare
+	withDefault, _ := grant.ParseArgs([]string{"fs:" + then + ":rw", DefaultCPU}, "/")
+	gb, ga, _ := withDefault.Canonical()
+	put(gb)
+	x.Grants = ga
+	if _, _, err := h.continued(sb, x); err != nil {
+		t.Errorf("the sandbox's grants with the default Cpu grant: %v", err)
+	}
+}
+
+// Two execs in flight park together, in one park, and resume continues
+// both; each is sealed as the whole run it is.
+func TestS2TwoExecsParkTogether(t *testing.T) {
+	h := newS1Host(t)
+	ctx := context.Background()
+	info, err := h.Create(ctx, SandboxSpec{Tier: tier.S2, Grants: grants(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := guest.Go("ticker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var started sync.WaitGroup
+	started.Add(2)
+	outs := make([]*suspendAfter, 2)
+	errs := make([]error, 2)
+	var done sync.WaitGroup
+	for i := range 2 {
+		outs[i] = &suspendAfter{n: 50, suspend: started.Done}
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			_, errs[i] = h.Exec(ctx, info.ID, "", ExecRequest{Args: []string{mod, "20000", filepath.Join(info.Workspace, fmt.Sprint("ticks", i))}, Stdout: outs[i], Deadline: time.Minute})
+		}()
+	}
+	started.Wait() // both are running
+	snap, err := h.Suspend(ctx, info.ID, "")
+	if err != nil || snap.Memory == nil {
+		t.Fatalf("suspend: %+v %v", snap, err)
+	}
+	done.Wait()
+	for i, err := range errs {
+		var pe *ExecParkedError
+		if !errors.As(err, &pe) {
+			t.Fatalf("exec %d: %v", i, err)
+		}
+	}
+	if park, err := h.loadPark(*snap.Memory); err != nil || len(park.Execs) != 2 || park.Execs[0].N == park.Execs[1].N {
+		t.Fatalf("the park: %+v %v", park, err)
+	}
+	res, err := h.Resume(ctx, info.ID, "")
+	if err != nil || len(res.Continued) != 2 {
+		t.Fatalf("resume: %+v %v", res, err)
+	}
+	for _, c := range res.Continued {
+		if c.Err != nil || c.Run == nil || *c.Run.Result.Outcome.ExitCode != 0 {
+			t.Fatalf("exec #%d: %+v", c.N, c)
+		}
+		all, _ := os.ReadFile(filepath.Join(c.Run.Dir, FileStdout))
+		if !strings.HasSuffix(string(all), string(c.Stdout)) || !strings.Contains(string(c.Stdout), "file ") {
+			t.Fatalf("exec #%d: its run's output does not end with what was continued", c.N)
+		}
+	}
+	if i, _ := h.Sandbox(info.ID, ""); i.Execs != 2 {
+		t.Fatalf("%d execs sealed", i.Execs)
 	}
 }

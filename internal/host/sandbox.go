@@ -96,8 +96,8 @@ type Sandbox struct {
 	execs    int // sealed so far
 	seq      int // execs numbered so far
 	running  int
-	inflight map[int]*inflight // S2 execs running, by number: to park them
-	parked   []ParkedExec      // S2 execs parked by a suspension
+	inflight map[*inflight]bool // S2 execs running: to park them
+	parked   []ParkedExec       // S2 execs parked by a suspension
 	closed   bool
 	session  *native.Session
 	cg       *cgroup.Group
@@ -373,11 +373,13 @@ func (h *Host) execIn(ctx context.Context, sb *Sandbox, req Request, n int, cont
 		sb.seq++
 		n = sb.seq
 	}
+	sb.seq = max(sb.seq, n) // a continued exec keeps its number; the next is after it
+	x := &inflight{}
 	sb.mu.Unlock()
 	defer func() {
 		sb.mu.Lock()
 		sb.running--
-		delete(sb.inflight, n)
+		delete(sb.inflight, x)
 		sb.mu.Unlock()
 	}()
 	if cont == nil {
@@ -398,10 +400,10 @@ func (h *Host) execIn(ctx context.Context, sb *Sandbox, req Request, n int, cont
 		defer stop()
 		sb.mu.Lock()
 		if sb.inflight == nil {
-			sb.inflight = map[int]*inflight{}
+			sb.inflight = map[*inflight]bool{}
 		}
-		x := &inflight{stop: stop}
-		sb.inflight[n] = x
+		x.stop = stop
+		sb.inflight[x] = true
 		sb.mu.Unlock()
 		req.OnStart = func(c job.Control) {
 			sb.mu.Lock()

@@ -63,6 +63,11 @@ func Open(path string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", path, err)
 	}
+	// One connection: SQLite serializes writers anyway, and a pool of
+	// them churns descriptors (a closed connection's file stays open
+	// while another holds a lock on it). Nothing may use the index
+	// while a listing's rows are open (EachRun's callback).
+	db.SetMaxOpenConns(1)
 	d := &DB{db: db, path: path}
 	if err := d.init(); err != nil {
 		db.Close()
@@ -152,7 +157,7 @@ func (d *DB) Runs(q store.RunQuery) ([]store.IndexedRun, error) {
 }
 
 // EachRun calls f with each row Runs would list, in its order, as it
-// reads them; an error from f ends it.
+// reads them; an error from f ends it. f may not use the index.
 func (d *DB) EachRun(q store.RunQuery, f func(store.IndexedRun) error) error {
 	var args []any
 	s := `SELECT line FROM runs`

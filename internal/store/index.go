@@ -159,6 +159,7 @@ func (s *Store) EachRun(q RunQuery, f func(Summary) error) error {
 	}
 	runs := s.Path("runs") + string(filepath.Separator)
 	n, rows := 0, 0
+	var found []addr.Addr
 	err := s.Index.EachRun(q, func(r IndexedRun) error {
 		rows++
 		dir := runs + r.ID.Hex()
@@ -168,11 +169,14 @@ func (s *Store) EachRun(q RunQuery, f func(Summary) error) error {
 			if _, err := os.Lstat(dir); err != nil {
 				return nil
 			}
-			s.Index.CommitRun(r.ID)
+			found = append(found, r.ID) // made final below: not while the rows are open
 		}
 		n++
 		return f(Summary{ID: r.ID, Dir: dir, Tier: r.Tier, Status: r.Status, Exit: r.Exit, Started: r.Started, Entry: r.Entry, Damaged: r.Damaged})
 	})
+	for _, id := range found {
+		s.Index.CommitRun(id)
+	}
 	if err != nil {
 		return fmt.Errorf("the index %s: %w (sandbox runs --scan rebuilds it)", s.IndexPath(), err)
 	}

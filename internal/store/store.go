@@ -122,6 +122,36 @@ func (s *Store) HasBlob(a addr.Addr) bool {
 	return err == nil
 }
 
+// BlobInto is Blob reading into buf where it is large enough (a restore
+// reads a thousand 1 MiB chunks into one buffer, not into a thousand).
+func (s *Store) BlobInto(a addr.Addr, buf []byte) ([]byte, error) {
+	f, err := os.Open(s.Path("blobs", a.Hex()))
+	if err != nil {
+		return nil, fmt.Errorf("image %s is not in the blob store: %w", a, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	n := fi.Size()
+	if int64(cap(buf)) < n+1 {
+		buf = make([]byte, n+1)
+	}
+	m, err := io.ReadFull(f, buf[:n+1]) // one byte more: a file that grew is read whole or refused
+	if err != io.ErrUnexpectedEOF && err != nil {
+		return nil, fmt.Errorf("blob %s: %w", a, err)
+	}
+	if int64(m) != n {
+		return nil, fmt.Errorf("blob %s changed while it was read", a)
+	}
+	b := buf[:n]
+	if got := addr.Of(b); got != a {
+		return nil, fmt.Errorf("blob %s is corrupt: it hashes to %s", a, got)
+	}
+	return b, nil
+}
+
 // Blob returns stored content, checking its address.
 func (s *Store) Blob(a addr.Addr) ([]byte, error) {
 	b, err := os.ReadFile(s.Path("blobs", a.Hex()))

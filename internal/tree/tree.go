@@ -112,6 +112,12 @@ type Blobs interface {
 	HasBlob(a addr.Addr) bool
 }
 
+// BlobReader is a Blobs that can read a blob into a buffer of the
+// caller's (store.Store).
+type BlobReader interface {
+	BlobInto(a addr.Addr, buf []byte) ([]byte, error)
+}
+
 // Capturer captures directories, remembering the files it read so that
 // an unchanged one is not read again.
 type Capturer struct {
@@ -476,8 +482,9 @@ func Restore(b Blobs, a addr.Addr, dir string, owner *[2]int) (err error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var buf []byte // a worker's: chunks are read into it
 			for e := range work {
-				err := writeFile(b, rfd, e)
+				err := writeFile(b, rfd, e, &buf)
 				if err == nil {
 					err = chown(-1, e.Path)
 				}
@@ -517,7 +524,7 @@ func Restore(b Blobs, a addr.Addr, dir string, owner *[2]int) (err error) {
 	return nil
 }
 
-func writeFile(b Blobs, rfd int, e Entry) error {
+func writeFile(b Blobs, rfd int, e Entry, buf *[]byte) error {
 	fd, err := unix.Openat(rfd, e.Path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(e.Mode))
 	if err != nil {
 		return err
@@ -525,8 +532,15 @@ func writeFile(b Blobs, rfd int, e Entry) error {
 	f := os.NewFile(uintptr(fd), e.Path)
 	defer f.Close()
 	var n int64
+	br, into := b.(BlobReader)
 	for _, a := range e.Chunks {
-		c, err := b.Blob(a) // checked against its address
+		var c []byte
+		if into {
+			c, err = br.BlobInto(a, *buf) // checked against its address
+			*buf = c[:cap(c)]
+		} else {
+			c, err = b.Blob(a) // checked against its address
+		}
 		if err != nil {
 			return err
 		}
