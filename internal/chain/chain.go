@@ -213,3 +213,34 @@ func (l *File) Close() error {
 	l.f = nil
 	return err
 }
+
+// VerifyCited replays a whole log's bytes from genesis, each entry
+// checked by check, and checks that it had every head in cited (what the
+// records citing the log say it was): a log reset or cut short does not
+// (head-mismatch, saying it is the head citer cites). A final fragment
+// without its newline is refused here (truncated): a verifier is given
+// a log at rest. It returns the head and the number of entries.
+func VerifyCited(b []byte, genesis addr.Addr, check func(entry []byte) error, cited []addr.Addr, citer string) (addr.Addr, int, error) {
+	entries, torn, err := Split(b)
+	if err != nil {
+		return addr.Addr{}, 0, err
+	}
+	if torn > 0 {
+		return addr.Addr{}, 0, reject.New(reject.Truncated, fmt.Sprintf("entry %d", len(entries)+1), "%d bytes without their newline", torn)
+	}
+	head := genesis
+	seen := map[addr.Addr]bool{head: true}
+	for i, e := range entries {
+		if err := check(e); err != nil {
+			return head, len(entries), fmt.Errorf("entry %d: %w", i+1, err)
+		}
+		head = Step(head, e)
+		seen[head] = true
+	}
+	for _, c := range cited {
+		if !seen[c] {
+			return head, len(entries), reject.New(reject.HeadMismatch, "", "%s %s, which this log never had", citer, c)
+		}
+	}
+	return head, len(entries), nil
+}

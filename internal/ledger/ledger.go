@@ -125,22 +125,5 @@ func (l *Ledger) Close() error { return l.f.Close() }
 // Verify replays a ledger's bytes and checks that it reaches every head
 // in cited: a ledger reset or cut short does not (head-mismatch).
 func Verify(b []byte, cited []addr.Addr) (addr.Addr, int, error) {
-	entries, torn, err := chain.Split(b)
-	if err != nil {
-		return addr.Addr{}, 0, err
-	}
-	if torn > 0 {
-		return addr.Addr{}, 0, reject.New(reject.Truncated, fmt.Sprintf("entry %d", len(entries)+1), "%d bytes without their newline", torn)
-	}
-	seen := map[addr.Addr]bool{Genesis(): true}
-	head, err := replay(entries, func(_ Entry, h addr.Addr) { seen[h] = true })
-	if err != nil {
-		return head, len(entries), err
-	}
-	for _, c := range cited {
-		if !seen[c] {
-			return head, len(entries), reject.New(reject.HeadMismatch, "", "a build cites ledger head %s, which this ledger never had", c)
-		}
-	}
-	return head, len(entries), nil
+	return chain.VerifyCited(b, Genesis(), func(e []byte) error { _, err := parse(e); return err }, cited, "a build cites ledger head")
 }

@@ -120,22 +120,5 @@ func (l *Log) Close() error { return l.f.Close() }
 // in cited (the audit_prev values of the host's S7 attestations): a
 // trail reset or cut short does not (head-mismatch).
 func Verify(b []byte, cited []addr.Addr) (addr.Addr, int, error) {
-	entries, torn, err := chain.Split(b)
-	if err != nil {
-		return addr.Addr{}, 0, err
-	}
-	if torn > 0 {
-		return addr.Addr{}, 0, reject.New(reject.Truncated, fmt.Sprintf("entry %d", len(entries)+1), "%d bytes without their newline", torn)
-	}
-	seen := map[addr.Addr]bool{}
-	head, err := replay(entries, func(h addr.Addr) { seen[h] = true })
-	if err != nil {
-		return head, len(entries), err
-	}
-	for _, c := range cited {
-		if !seen[c] {
-			return head, len(entries), reject.New(reject.HeadMismatch, "", "an attestation cites audit_prev %s, which this trail never had", c)
-		}
-	}
-	return head, len(entries), nil
+	return chain.VerifyCited(b, Genesis(), func(e []byte) error { _, err := parse(e); return err }, cited, "an attestation cites audit_prev")
 }
