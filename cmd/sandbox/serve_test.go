@@ -722,3 +722,52 @@ func TestServeStopParksS2Execs(t *testing.T) {
 		t.Fatalf("record verify: %d %s %s", code, out, e)
 	}
 }
+
+// A service killed after a suspension parked an S2 exec and stored it,
+// before Suspended was appended: the next service suspends the sandbox
+// with the park, and resume continues the exec.
+func TestS2ParkSurvivesAKilledService(t *testing.T) {
+	home := t.TempDir()
+	srv := startServeEnv(t, home, []string{crash.Env + "=" + crash.SuspendCaptured})
+	out, e, code := runCLI(t, home, "", "create", "--tier", "S2")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("create: %d %s", code, e)
+	}
+	var sbs []client.Sandbox
+	out, _, _ = runCLI(t, home, "", "ps", "--json")
+	if err := json.Unmarshal([]byte(out), &sbs); err != nil || len(sbs) != 1 {
+		t.Fatalf("ps: %v %s", err, out)
+	}
+	ex := cliCmd(t, home, nil, "exec", "-q", id, "--", guestPath(t, "ticker"), "15000", sbs[0].Workspace+"/ticks.txt")
+	var exOut, exErr syncBuffer
+	ex.Stdout, ex.Stderr = &exOut, &exErr
+	if err := ex.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(exOut.String(), "\n"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the exec printed nothing: %s", exErr.String())
+		}
+	}
+	if _, _, code := runCLI(t, home, "", "suspend", id); code == 0 {
+		t.Fatal("the service did not die at " + crash.SuspendCaptured)
+	}
+	srv.Wait()
+	ex.Wait()
+	if strings.Contains(exOut.String(), "file ") {
+		t.Fatal("the exec ended before the suspension: nothing was parked")
+	}
+	startServe(t, home)
+	if out, _, _ := runCLI(t, home, "", "records"); !strings.Contains(out, id+"  parked") {
+		t.Fatalf("records:\n%s", out)
+	}
+	out, e, code = runCLI(t, home, "", "resume", id)
+	if code != 0 || !strings.Contains(e, "exec #1 continued and sealed") || !strings.Contains(out, "file ") {
+		t.Fatalf("resume: %d %s %s", code, out, e)
+	}
+	runCLI(t, home, "", "close", id)
+	if out, e, code := runCLI(t, home, "", "record", "verify", id, "--runs", "--trust-host"); code != 0 || !strings.Contains(out, "(1 executed)") {
+		t.Fatalf("record verify: %d %s %s", code, out, e)
+	}
+}

@@ -229,15 +229,28 @@ func (h *Host) suspend(sb *Sandbox) (record.Snapshot, error) {
 		}
 	}
 	snap, retained, err := h.capture(sb)
+	if err == nil && snap.Memory != nil {
+		err = h.writeLivePark(sb, snap.Memory)
+	}
 	if err == nil {
 		crash.At(crash.SuspendCaptured)
 		_, err = sb.record.Append(record.Segment{Kind: record.Suspended, Snapshot: snap})
 		h.indexRecord(id, sb.record)
 	}
 	if err != nil {
-		// Nothing is torn down that the record does not hold.
+		// Nothing is torn down that the record does not hold. Execs it
+		// parked go on here, at once, where they stopped: the workspace
+		// is as they left it, and will not be after the next exec.
 		thaw()
 		reopen()
+		h.writeLive(sb)
+		sb.mu.Lock()
+		execs := sb.parked
+		sb.parked = nil
+		sb.mu.Unlock()
+		if len(execs) > 0 {
+			go h.continueExecs(context.Background(), sb, S2Park{Sandbox: S2ParkType, Execs: execs})
+		}
 		return record.Snapshot{}, fmt.Errorf("suspend %s: %w", id, err)
 	}
 	crash.At(crash.SuspendAppended)
@@ -615,12 +628,18 @@ type live struct {
 	Workspace string `json:"workspace,omitempty"`
 	Lease     string `json:"lease"`
 	Cgroup    string `json:"cgroup,omitempty"`
+	// Park is the park of the execs a suspension parked, stored before
+	// Suspended is appended: a host that dies between the two does not
+	// lose them (Recover suspends with it).
+	Park *addr.Addr `json:"park,omitempty"`
 }
 
 func (h *Host) livePath(id string) string { return h.Store.Path("records", id+".live") }
 
-func (h *Host) writeLive(sb *Sandbox) error {
-	l := live{Owner: sb.Owner, Workspace: sb.Workspace}
+func (h *Host) writeLive(sb *Sandbox) error { return h.writeLivePark(sb, nil) }
+
+func (h *Host) writeLivePark(sb *Sandbox, park *addr.Addr) error {
+	l := live{Owner: sb.Owner, Workspace: sb.Workspace, Park: park}
 	if sb.cg != nil {
 		l.Cgroup = sb.cg.Name
 	}
@@ -720,6 +739,15 @@ func (h *Host) recover(id string, l live) (string, error) {
 		snap, retained, err := h.capture(sb)
 		if err != nil {
 			return "", err
+		}
+		if l.Park != nil {
+			// Parked by a suspension cut short: nothing ran after the
+			// park, so the workspace is the one the execs parked in.
+			if _, err := h.loadPark(*l.Park); err != nil {
+				h.logger().Warn("the execs a suspension parked are lost", "sandbox", id, "err", err)
+			} else {
+				snap.Memory = l.Park
+			}
 		}
 		if _, err := f.Append(record.Segment{Kind: record.Suspended, Snapshot: snap}); err != nil {
 			return "", err
