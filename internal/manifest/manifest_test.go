@@ -1,0 +1,208 @@
+package manifest
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/reject"
+)
+
+const digest = "@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func TestStandard(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"a":1,}`, `{"a":1 }`},
+		{`{"a":[1,2,],}`, `{"a":[1,2 ] }`},
+		{"{\"a\":1, // x\n}", "{\"a\":1      \n}"},
+		{`{"a":"//not a comment",}`, `{"a":"//not a comment" }`},
+		{`{"a":"a \" /* still a string",}`, `{"a":"a \" /* still a string" }`},
+		{`{/* c */"a":1}`, `{       "a":1}`},
+		{"{\"a\":1,/* a\nb */}", "{\"a\":1     \n    }"},
+		{`{"a":",}"}`, `{"a":",}"}`},
+	} {
+		got, err := Standard([]byte(c.in))
+		if err != nil || string(got) != c.want {
+			t.Errorf("%q: %q %v, want %q", c.in, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{`{"a":"open`, `{"a":1 /* open`, `{"a":"x\"} `} {
+		if _, err := Standard([]byte(bad)); !errors.Is(err, reject.Malformed) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+// The corpus: real devcontainer.json files (testdata/corpus/README.md),
+// each taken or refused, naming every refused field.
+func TestCorpus(t *testing.T) {
+	for name, want := range map[string][]string{
+		"bustub.json":               {"runArgs", "postCreateCommand"},
+		"streamlit-genai.json":      {"updateContentCommand", "postAttachCommand"},
+		"gorelo-haloapi-relay.json": {"postCreateCommand"},
+		"try-dotnet-10.json":        nil,
+	} {
+		b, err := os.ReadFile(filepath.Join("testdata", "corpus", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := FromDevcontainer(b)
+		if want == nil {
+			if err != nil || m.Image != "mcr.microsoft.com/dotnet/nightly/sdk:10.0.100-preview.3" || m.Pinned {
+				t.Errorf("%s: %+v %v", name, m, err)
+			}
+			continue
+		}
+		for _, f := range want {
+			if err == nil || !strings.Contains(err.Error(), f+":") {
+				t.Errorf("%s: %v does not name %s", name, err, f)
+			}
+		}
+	}
+}
+
+func TestTakes(t *testing.T) {
+	src := `{
+		// a comment, and trailing commas, as VS Code accepts them
+		"name": "dev",
+		"image": "mcr.microsoft.com/devcontainers/go` + digest + `",
+		"features": {
+			"ghcr.io/devcontainers/features/node` + digest + `": {"version": "20", "nvm": true, "n": 18,},
+			"ghcr.io/x/y` + digest + `": "1.2",
+		},
+		"containerEnv": {"GOFLAGS": "-mod=mod"},
+		"remoteEnv": {"PATH_EXTRA": "/opt/bin"},
+		"remoteUser": "vscode",
+		"forwardPorts": [8080, 3000],
+		"workspaceFolder": "/workspaces/app",
+		"hostRequirements": {"cpus": 4, "memory": "8gb", "gpu": "optional"},
+		"customizations": {"vscode": {"extensions": ["golang.go"]}},
+		"portsAttributes": {"8080": {"label": "web"}},
+	}`
+	m, err := FromDevcontainer([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Pinned || len(m.Features) != 2 || m.Features[0].Options["nvm"] != "true" || m.Features[0].Options["n"] != "18" || m.Features[1].Options["version"] != "1.2" {
+		t.Fatalf("%+v", m)
+	}
+	if m.ForwardPorts[0] != 3000 || m.HostRequirements.GPU != "optional" || m.ContainerEnv["GOFLAGS"] != "-mod=mod" {
+		t.Fatalf("%+v", m)
+	}
+	// Comments, layout and member order do not change the manifest
+	// (only its source address, which is the file's).
+	other := strings.ReplaceAll(strings.ReplaceAll(src, "\t", "  "), "// a comment, and trailing commas, as VS Code accepts them", "/* another */")
+	m2, err := FromDevcontainer([]byte(other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := key.Generate(rand.Reader)
+	a, _ := Seal(m, k)
+	m2.Source = m.Source
+	b, _ := Seal(m2, k)
+	if a.Addr != b.Addr {
+		t.Fatal("the same declarations made two manifests")
+	}
+	// One feature not by digest: not pinned.
+	m3, _ := FromDevcontainer([]byte(strings.Replace(src, "ghcr.io/x/y"+digest, "ghcr.io/x/y:1", 1)))
+	if m3.Pinned {
+		t.Fatal("a feature by tag, and pinned")
+	}
+	m4, _ := FromDevcontainer([]byte(strings.Replace(src, "go"+digest, "go:1", 1)))
+	if m4.Pinned {
+		t.Fatal("an image by tag, and pinned")
+	}
+}
+
+func TestRefuses(t *testing.T) {
+	for _, c := range []struct{ src, field string }{
+		{`{"image":"a","postCreateCommand":"x"}`, "postCreateCommand"},
+		{`{"image":"a","onCreateCommand":["x"]}`, "onCreateCommand"},
+		{`{"image":"a","updateContentCommand":"x"}`, "updateContentCommand"},
+		{`{"image":"a","postStartCommand":"x"}`, "postStartCommand"},
+		{`{"image":"a","postAttachCommand":"x"}`, "postAttachCommand"},
+		{`{"image":"a","initializeCommand":"x"}`, "initializeCommand"},
+		{`{"image":"a","privileged":true}`, "privileged"},
+		{`{"image":"a","capAdd":["SYS_ADMIN"]}`, "capAdd"},
+		{`{"image":"a","securityOpt":["seccomp=unconfined"]}`, "securityOpt"},
+		{`{"image":"a","runArgs":["--network=host"]}`, "runArgs"},
+		{`{"image":"a","mounts":["source=/,target=/host,type=bind"]}`, "mounts"},
+		{`{"image":"a","workspaceMount":"source=/,target=/w,type=bind"}`, "workspaceMount"},
+		{`{"image":"a","init":true}`, "init"},
+		{`{"image":"a","appPort":[80]}`, "appPort"},
+		{`{"build":{"dockerfile":"Dockerfile"}}`, "build"},
+		{`{"dockerComposeFile":"c.yml","service":"app"}`, "dockerComposeFile"},
+		{`{"image":"a","somethingNew":1}`, "somethingNew"},
+		{`{"image":"a","forwardPorts":["db:5432"]}`, "forwardPorts[0]"},
+		{`{"image":"a","forwardPorts":[70000]}`, "forwardPorts[0]"},
+		{`{"image":"a","containerEnv":{"HOME_DIR":"${localEnv:HOME}"}}`, "containerEnv.HOME_DIR"},
+		{`{"image":"a","containerEnv":{"BAD-NAME":"x"}}`, "containerEnv.BAD-NAME"},
+		{`{"image":"a","remoteUser":"root; rm"}`, "remoteUser"},
+		{`{"image":"a","workspaceFolder":"rel/path"}`, "workspaceFolder"},
+		{`{"image":"a","features":{"ghcr.io/f:1":{"o":["list"]}}}`, "features.ghcr.io/f:1.o"},
+		{`{"image":"a","hostRequirements":{"cpus":2,"fpga":true}}`, "hostRequirements"},
+		{`{"image":"a","image":"b"}`, "image"},
+		{`{"name":"no image"}`, "image"},
+		{`{"image":"a"} {}`, "line 1, column 16"},
+		{`["image"]`, "devcontainer.json"},
+		{`{"image":"a",`, "line 1, column 14"},
+	} {
+		_, err := FromDevcontainer([]byte(c.src))
+		if err == nil || !strings.Contains(err.Error(), c.field+":") {
+			t.Errorf("%s: %v (want it to name %s)", c.src, err, c.field)
+		}
+	}
+}
+
+func TestSealVerify(t *testing.T) {
+	k, _ := key.Generate(rand.Reader)
+	m, err := FromDevcontainer([]byte(`{"image":"debian` + digest + `"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Seal(m, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := Verify(s.Envelope, key.NewTrust(k.Public()))
+	if err != nil || v.Addr != s.Addr || !v.Manifest.Pinned {
+		t.Fatalf("%+v %v", v, err)
+	}
+	if _, err := Verify(s.Envelope, key.Trust{}); !errors.Is(err, reject.UntrustedKey) {
+		t.Fatalf("untrusted: %v", err)
+	}
+	bad := bytes.Replace(s.Envelope, []byte(`"pinned":true`), []byte(`"pinned":false`), 1)
+	if _, err := Verify(bad, key.NewTrust(k.Public())); !errors.Is(err, reject.Signature) {
+		t.Fatalf("a changed manifest: %v", err)
+	}
+}
+
+// A devcontainer.json is a stranger's file: FromDevcontainer never
+// panics, and what it takes has an image and names no host variable.
+func FuzzFromDevcontainer(f *testing.F) {
+	ents, _ := os.ReadDir(filepath.Join("testdata", "corpus"))
+	for _, e := range ents {
+		if b, err := os.ReadFile(filepath.Join("testdata", "corpus", e.Name())); err == nil && strings.HasSuffix(e.Name(), ".json") {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(`{"image":"a","features":{"x":{"a":1,"b":true}},"forwardPorts":[1,],}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := FromDevcontainer(b)
+		if err != nil {
+			return
+		}
+		if m.Image == "" || strings.Contains(m.Image, "${") {
+			t.Fatalf("took %+v", m)
+		}
+		k, _ := key.Generate(bytes.NewReader(make([]byte, 64)))
+		if _, err := Seal(m, k); err != nil {
+			t.Fatalf("took what it cannot seal: %v", err)
+		}
+	})
+}
