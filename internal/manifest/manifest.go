@@ -170,8 +170,8 @@ func topLevel(b []byte) ([]field, error) {
 func syntax(b []byte, dec *json.Decoder, err error) error {
 	var se *json.SyntaxError
 	off := int(dec.InputOffset())
-	if errors.As(err, &se) {
-		off = int(se.Offset)
+	if errors.As(err, &se) && se.Offset > 0 {
+		off = int(se.Offset) - 1 // Offset counts the byte at fault
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return at(b, len(b), "the file ends inside its object")
