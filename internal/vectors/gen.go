@@ -319,6 +319,14 @@ func Generate() (map[string][]byte, error) {
 		About: "run records (seed 000) in their wire form, JSONL: positives with the head, phase and counts their replay reaches; negatives with the reject code and line of their first failure (docs/spec/run-record.md)"},
 		map[string][]byte{"positive/durable.json": dur})
 
+	env, err := environmentVectors(k)
+	if err != nil {
+		return nil, err
+	}
+	p.add(Entry{Name: "environment", Path: "positive/environment.json", Kind: KindEnvironment, Expect: ExpectOK,
+		About: "devcontainer.json inputs and what a conforming reader makes of each: positives with the manifest's canonical bytes under the pack's key, its address and whether it is pinned; negatives with the reject code and every field named (docs/spec/manifest.md)"},
+		map[string][]byte{"positive/environment.json": env})
+
 	if err := negatives(p, good, k, other); err != nil {
 		return nil, err
 	}
