@@ -10,10 +10,12 @@ require (
 	github.com/gowebpki/jcs v1.0.2
 	github.com/spf13/cobra v1.10.2
 	github.com/tetratelabs/wazero v1.12.0
+	github.com/transparency-dev/merkle v0.0.2
 	github.com/veraison/go-cose v1.3.0
 	github.com/zeebo/blake3 v0.2.4
 	golang.org/x/net v0.41.0
 	golang.org/x/sys v0.49.0
+	modernc.org/sqlite v1.62.0
 )
 
 require (
@@ -29,5 +31,4 @@ require (
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.62.0 // indirect
 )
