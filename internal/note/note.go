@@ -60,7 +60,7 @@ type Verifier struct {
 
 // ParseVerifierKey reads NAME+HEXID+BASE64KEY, checking the ID.
 func ParseVerifierKey(s string) (Verifier, error) {
-	parts := strings.Split(s, "+")
+	parts := strings.SplitN(s, "+", 3) // the key's base64 may hold a '+'
 	if len(parts) != 3 || !validName(parts[0]) || len(parts[1]) != 8 {
 		return Verifier{}, reject.New(reject.Malformed, "verifier key", "%q: want NAME+HEXID+BASE64", s)
 	}

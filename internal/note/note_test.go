@@ -45,6 +45,27 @@ func TestSpecExample(t *testing.T) {
 	}
 }
 
+// A verifier key's base64 may hold '+', the separator: every one of many
+// keys parses back to itself.
+func TestVerifierKeysWithPlus(t *testing.T) {
+	plus := 0
+	for range 200 {
+		k, _ := key.Generate(rand.Reader)
+		vk, err := VerifierKey("h", k.Public())
+		if err != nil {
+			t.Fatal(err)
+		}
+		plus += strings.Count(vk, "+") - 2
+		v, err := ParseVerifierKey(vk)
+		if err != nil || string(v.Key) != string(pubBytes(k.Public())) {
+			t.Fatalf("%s: %v", vk, err)
+		}
+	}
+	if plus == 0 {
+		t.Fatal("no key with a '+' in 200: the case is not tested")
+	}
+}
+
 func TestSignOpenCheckpoint(t *testing.T) {
 	k, _ := key.Generate(rand.Reader)
 	other, _ := key.Generate(rand.Reader)
@@ -104,3 +125,5 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+func pubBytes(p key.Public) []byte { return p[:] }
