@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"encoding/base64"
 	"fmt"
 
 	"github.com/opensubstrate/sandbox/addr"
@@ -72,9 +73,44 @@ func (f *Fleet) Checkpoint(n int, name string, k key.Private) (string, error) {
 
 // Proof is what shows one item is in a checkpoint's tree.
 type Proof struct {
-	Item Item          `json:"item"`
-	Size uint64        `json:"size"`
-	Path []merkle.Hash `json:"path"`
+	Item Item   `json:"item"`
+	Size uint64 `json:"size"`
+	Path []Node `json:"path"`
+}
+
+// Node is a hash of a proof's path, base64 in JSON (as checkpoints
+// write their roots).
+type Node merkle.Hash
+
+// MarshalText writes base64.
+func (n Node) MarshalText() ([]byte, error) {
+	return []byte(base64.StdEncoding.EncodeToString(n[:])), nil
+}
+
+// UnmarshalText reads base64 of 32 bytes.
+func (n *Node) UnmarshalText(b []byte) error {
+	d, err := base64.StdEncoding.DecodeString(string(b))
+	if err != nil || len(d) != len(n) {
+		return fmt.Errorf("fleet: a proof's hash is base64 of 32 bytes")
+	}
+	copy(n[:], d)
+	return nil
+}
+
+func nodes(hs []merkle.Hash) []Node {
+	out := make([]Node, len(hs))
+	for i, h := range hs {
+		out[i] = Node(h)
+	}
+	return out
+}
+
+func hashes(ns []Node) []merkle.Hash {
+	out := make([]merkle.Hash, len(ns))
+	for i, n := range ns {
+		out[i] = merkle.Hash(n)
+	}
+	return out
 }
 
 // Prove makes item i's proof in the tree of the first n items.
@@ -83,7 +119,7 @@ func (f *Fleet) Prove(i, n int) (Proof, error) {
 		return Proof{}, fmt.Errorf("fleet: item %d in a tree of %d of %d", i, n, len(f.leaves))
 	}
 	p, err := merkle.InclusionProof(f.leaves[:n], i)
-	return Proof{Item: f.Items[i], Size: uint64(n), Path: p}, err
+	return Proof{Item: f.Items[i], Size: uint64(n), Path: nodes(p)}, err
 }
 
 // Consistency proves the tree of the first m items is a prefix of the
@@ -125,7 +161,7 @@ func Verify(c Checked, p Proof) error {
 	if err != nil {
 		return err
 	}
-	if err := merkle.VerifyInclusion(p.Item.Index, p.Size, leaf, c.Root, p.Path); err != nil {
+	if err := merkle.VerifyInclusion(p.Item.Index, p.Size, leaf, c.Root, hashes(p.Path)); err != nil {
 		return reject.Wrap(reject.Invalid, "proof", err)
 	}
 	return nil

@@ -59,7 +59,7 @@ func TestFleet(t *testing.T) {
 		leafJSON, _ := canon.Marshal(p.Item)
 		path := make([][]byte, len(p.Path))
 		for j := range p.Path {
-			path[j] = p.Path[j][:]
+			path[j] = append([]byte(nil), p.Path[j][:]...)
 		}
 		if err := proof.VerifyInclusion(rfc6962.DefaultHasher, p.Item.Index, p.Size, rfc6962.DefaultHasher.HashLeaf(leafJSON), path, c.Root[:]); err != nil {
 			t.Fatalf("item %d by the reference code: %v", i, err)

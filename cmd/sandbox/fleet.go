@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opensubstrate/sandbox/internal/fleet"
+	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/note"
+	"github.com/opensubstrate/sandbox/reject"
+)
+
+func fleetCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "fleet",
+		Short: "Run many items as one fleet, each sealed, and prove any one of them",
+		Long: `A fleet is one command over many inputs: each input is appended to the
+command's arguments and run as a sealed run of its own. Its aggregate is
+an RFC 6962 Merkle tree over the items (index, input's address, run's
+address) in index order, published as a C2SP signed-note checkpoint
+signed with this host's key (STATE/fleets/ID). Anyone with the
+checkpoint and one item's proof checks that item alone.`,
+	}
+	c.AddCommand(fleetRunCmd(g), fleetVerifyCmd(g), fleetProveCmd(g))
+	return c
+}
+
+func fleetRunCmd(g *globals) *cobra.Command {
+	var (
+		inputs  string
+		workers int
+		gf      grantFlags
+	)
+	c := &cobra.Command{
+		Use:   "run --inputs FILE [--workers N] [--grant G]... -- COMMAND [ARGS]",
+		Short: "Run COMMAND once per line of FILE, each sealed, and seal the fleet's checkpoint",
+		Args:  usageArgs(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if workers < 1 {
+				return refusedInput{fmt.Sprintf("--workers %d: at least 1", workers)}
+			}
+			var r io.Reader = cmd.InOrStdin()
+			if inputs != "-" {
+				f, err := os.Open(inputs)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				r = f
+			}
+			var in []string
+			sc := bufio.NewScanner(r)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				in = append(in, sc.Text())
+			}
+			if err := sc.Err(); err != nil {
+				return err
+			}
+			if len(gf.inject) > 0 {
+				return refusedInput{"--inject: a fleet does not take injected credentials yet"}
+			}
+			gs, err := gf.parse()
+			if err != nil {
+				return err
+			}
+			h, err := g.host()
+			if err != nil {
+				return err
+			}
+			defer h.Close()
+			wd, _ := os.Getwd()
+			errw := cmd.ErrOrStderr()
+			tty := false
+			if f, ok := errw.(*os.File); ok {
+				tty = isTerminal(f)
+			}
+			res, err := h.RunFleet(cmd.Context(), host.FleetSpec{
+				Command: host.CommandLine{Args: args, Grants: gs, Cwd: wd},
+				Inputs:  in, Workers: workers,
+				Progress: func(done, total int) {
+					if tty && (done == total || done%max(1, total/50) == 0) {
+						fmt.Fprintf(errw, "\rsandbox: fleet %s/%d items [%-50s]", strconv.Itoa(done), total, strings.Repeat("#", done*50/total))
+						if done == total {
+							fmt.Fprintln(errw)
+						}
+					}
+				},
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s  %d items (%d failed)  %s\n", res.ID, len(res.Items), res.Failed, res.Dir)
+			fmt.Fprint(cmd.OutOrStdout(), res.Checkpoint)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&inputs, "inputs", "-", "a file of inputs, one per line ('-': standard input)")
+	c.Flags().IntVar(&workers, "workers", 2, "items run at once")
+	gf.add(c)
+	return c
+}
+
+// fleetDir is a fleet's directory: an id in this state directory, or a
+// path.
+func fleetDir(g *globals, ref string) (string, error) {
+	if fi, err := os.Stat(ref); err == nil && fi.IsDir() {
+		return ref, nil
+	}
+	d, err := g.stateDir()
+	if err != nil {
+		return "", err
+	}
+	dir := d.Path("fleets", ref)
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("no fleet %q in %s: %w", ref, d.Path("fleets"), os.ErrNotExist)
+	}
+	return dir, nil
+}
+
+// verifiers are the keys checkpoints are checked under: --trust ones,
+// else this host's.
+func fleetVerifiers(g *globals, trust []string) ([]note.Verifier, error) {
+	if len(trust) == 0 {
+		d, err := g.stateDir()
+		if err != nil {
+			return nil, err
+		}
+		k, err := d.HostKey(randReader())
+		if err != nil {
+			return nil, err
+		}
+		vk, err := (&host.Host{Key: k}).FleetVerifier()
+		if err != nil {
+			return nil, err
+		}
+		trust = []string{vk}
+	}
+	var vs []note.Verifier
+	for _, t := range trust {
+		v, err := note.ParseVerifierKey(t)
+		if err != nil {
+			return nil, refusedInput{fmt.Sprintf("--trust %q: %v", t, err)}
+		}
+		vs = append(vs, v)
+	}
+	return vs, nil
+}
+
+func fleetVerifyCmd(g *globals) *cobra.Command {
+	var trust []string
+	c := &cobra.Command{
+		Use:   "verify FLEET",
+		Short: "Check a fleet: its checkpoint's signature, and that its items make the tree it names",
+		Long: `Check a fleet (an id, or its directory): the checkpoint opens under this
+host's verifier key (or --trust VKEY, a C2SP verifier key), names the
+fleet's origin and size, and the items in items.jsonl make exactly its
+root. Exits 4 when they do not.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := fleetDir(g, args[0])
+			if err != nil {
+				return err
+			}
+			f, cp, err := host.LoadFleet(dir)
+			if err != nil {
+				return err
+			}
+			vs, err := fleetVerifiers(g, trust)
+			if err != nil {
+				return err
+			}
+			c, err := fleet.OpenCheckpoint(cp, vs)
+			if err != nil {
+				return fmt.Errorf("%s: %w", filepath.Join(dir, "checkpoint"), err)
+			}
+			n := len(f.Items)
+			switch {
+			case c.Origin != f.Origin:
+				return reject.New(reject.Invalid, "checkpoint", "origin %q, the fleet's is %q", c.Origin, f.Origin)
+			case c.Size != uint64(n):
+				return reject.New(reject.Invalid, "checkpoint", "size %d, the fleet has %d items", c.Size, n)
+			case c.Root != f.Root(n):
+				return reject.New(reject.Invalid, "items.jsonl", "its items make another root than the checkpoint's")
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "OK    fleet  %s  %d items, signed by %s\n", dir, n, strings.Join(c.By, ", "))
+			return nil
+		},
+	}
+	c.Flags().StringArrayVar(&trust, "trust", nil, "a verifier key (NAME+ID+KEY) to check the checkpoint under; default: this host's")
+	return c
+}
+
+func fleetProveCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "prove FLEET ITEM",
+		Short: "Print the proof that item ITEM is in the fleet's checkpoint",
+		Long: `Print, as JSON, the inclusion proof of item ITEM (its index) in the fleet's
+checkpoint: the item, the tree's size and the audit path. With the
+checkpoint, it is all anyone needs to check that one item.`,
+		Args: usageArgs(cobra.ExactArgs(2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := fleetDir(g, args[0])
+			if err != nil {
+				return err
+			}
+			f, _, err := host.LoadFleet(dir)
+			if err != nil {
+				return err
+			}
+			i, err := strconv.Atoi(args[1])
+			if err != nil || i < 0 || i >= len(f.Items) {
+				return refusedInput{fmt.Sprintf("item %q: an index from 0 to %d", args[1], len(f.Items)-1)}
+			}
+			p, err := f.Prove(i, len(f.Items))
+			if err != nil {
+				return err
+			}
+			return printJSON(cmd.OutOrStdout(), p)
+		},
+	}
+	return c
+}

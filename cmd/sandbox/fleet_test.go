@@ -1,0 +1,63 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opensubstrate/sandbox/internal/fleet"
+	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/note"
+	"github.com/opensubstrate/sandbox/internal/state"
+)
+
+// sandbox fleet as a user runs it: twelve items, each sealed; the
+// checkpoint verifies; one item's proof checks alone against it; a
+// changed item breaks the fleet's verification.
+func TestFleetCommands(t *testing.T) {
+	home := t.TempDir()
+	in := filepath.Join(t.TempDir(), "inputs")
+	os.WriteFile(in, []byte(strings.Repeat("x\n", 11)+"last\n"), 0o600)
+	out, e, code := sandbox(t, home, "fleet", "run", "--inputs", in, "--workers", "3", "--", guestPath(t, "hello"))
+	if code != 0 || !strings.Contains(out, "12 items (0 failed)") {
+		t.Fatalf("fleet run: %d %s %s", code, out, e)
+	}
+	id := strings.Fields(out)[0]
+	if out, e, code := sandbox(t, home, "fleet", "verify", id); code != 0 || !strings.HasPrefix(out, "OK    fleet") {
+		t.Fatalf("fleet verify: %d %s %s", code, out, e)
+	}
+	out, e, code = sandbox(t, home, "fleet", "prove", id, "11")
+	var p fleet.Proof
+	if code != 0 || json.Unmarshal([]byte(out), &p) != nil || p.Item.Index != 11 || p.Size != 12 {
+		t.Fatalf("fleet prove: %d %s %s", code, out, e)
+	}
+	// The item's run is a sealed run in this state directory.
+	if _, err := os.Stat(filepath.Join(home, "runs", p.Item.Run.Hex())); err != nil {
+		t.Fatalf("item 11's run: %v", err)
+	}
+	// The proof checks alone, with the checkpoint and this host's key.
+	dir := filepath.Join(home, "fleets", id)
+	cp, _ := os.ReadFile(filepath.Join(dir, "checkpoint"))
+	d, _ := state.Open(home)
+	k, _ := d.HostKey(nil)
+	vk, _ := (&host.Host{Key: k}).FleetVerifier()
+	v, _ := note.ParseVerifierKey(vk)
+	c, err := fleet.OpenCheckpoint(cp, []note.Verifier{v})
+	if err != nil || fleet.Verify(c, p) != nil {
+		t.Fatalf("the proof against the checkpoint: %v", err)
+	}
+	// An item changed after the fact: the fleet does not verify.
+	items := filepath.Join(dir, "items.jsonl")
+	b, _ := os.ReadFile(items)
+	lines := strings.SplitAfter(string(b), "\n")
+	lines[3], lines[4] = strings.Replace(lines[4], `"index":4`, `"index":3`, 1), strings.Replace(lines[3], `"index":3`, `"index":4`, 1)
+	os.WriteFile(items, []byte(strings.Join(lines, "")), 0o600)
+	if _, e, code := sandbox(t, home, "fleet", "verify", id); code != 4 || !strings.Contains(e, "another root") {
+		t.Fatalf("a changed fleet: %d %s", code, e)
+	}
+	if _, e, code := sandbox(t, home, "fleet", "prove", id, "12"); code != 2 {
+		t.Fatalf("an item past the end: %d %s", code, e)
+	}
+}

@@ -1,0 +1,169 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/fleet"
+	"github.com/opensubstrate/sandbox/internal/note"
+	"github.com/opensubstrate/sandbox/internal/safefile"
+)
+
+// A fleet is N items of one command, each input its last argument, each
+// a sealed run of its own, run by a pool of workers in this process;
+// its aggregate (internal/fleet) is kept in STATE/fleets/ID: items.jsonl
+// (each item's canonical JSON, in index order) and checkpoint (the
+// signed tlog checkpoint of all of them).
+
+// FleetSpec is a fleet to run.
+type FleetSpec struct {
+	Command CommandLine // the command; each input is appended to its arguments
+	Inputs  []string
+	Workers int
+	// Progress is told each item's end (done of total); nil: nothing.
+	Progress func(done, total int)
+}
+
+// FleetResult is a fleet that ran.
+type FleetResult struct {
+	ID         string
+	Dir        string
+	Items      []fleet.Item
+	Checkpoint string
+	Failed     int // items whose guest did not exit 0 (still sealed)
+}
+
+// FleetKeyName is the name a host signs its fleets' checkpoints under.
+func (h *Host) FleetKeyName() string { return "sandbox/" + h.Key.Public().ID().Short() }
+
+// FleetVerifier is this host's verifier key for checkpoints.
+func (h *Host) FleetVerifier() (string, error) {
+	return note.VerifierKey(h.FleetKeyName(), h.Key.Public())
+}
+
+// RunFleet runs a fleet to its end and seals its aggregate. An item that
+// cannot be sealed ends the fleet with an error naming it; an item whose
+// guest fails is sealed as it ended and counted.
+func (h *Host) RunFleet(ctx context.Context, spec FleetSpec) (*FleetResult, error) {
+	if len(spec.Inputs) == 0 {
+		return nil, &InvalidError{Err: errors.New("a fleet of no items")}
+	}
+	workers := max(1, spec.Workers)
+	var id [6]byte
+	rand.Read(id[:])
+	res := &FleetResult{ID: "fl-" + hex.EncodeToString(id[:]), Items: make([]fleet.Item, len(spec.Inputs))}
+	res.Dir = h.Store.Path("fleets", res.ID)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		next, done, failed atomic.Int64
+		mu                 sync.Mutex
+		firstErr           error
+		wg                 sync.WaitGroup
+	)
+	for range min(workers, len(spec.Inputs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(spec.Inputs) || ctx.Err() != nil {
+					return
+				}
+				c := spec.Command
+				c.Args = append(append([]string(nil), c.Args...), spec.Inputs[i])
+				req, err := Command(c)
+				var r *Run
+				if err == nil {
+					req.Notes = []string{fmt.Sprintf("item %d of fleet %s", i, res.ID)}
+					r, err = h.Run(ctx, req)
+				}
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("fleet %s, item %d (%q): %w", res.ID, i, spec.Inputs[i], err)
+					}
+					mu.Unlock()
+					cancel()
+					return
+				}
+				if c := r.Result.Outcome.ExitCode; c == nil || *c != 0 {
+					failed.Add(1)
+				}
+				res.Items[i] = fleet.Item{Index: uint64(i), Input: addr.Of([]byte(spec.Inputs[i])), Run: r.ID}
+				if d := done.Add(1); spec.Progress != nil {
+					spec.Progress(int(d), len(spec.Inputs))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	res.Failed = int(failed.Load())
+	f, err := fleet.New("sandbox/fleet/"+res.ID, res.Items)
+	if err != nil {
+		return nil, err
+	}
+	if res.Checkpoint, err = f.Checkpoint(len(res.Items), h.FleetKeyName(), h.Key); err != nil {
+		return nil, err
+	}
+	var items bytes.Buffer
+	for _, it := range res.Items {
+		b, err := canon.Marshal(it)
+		if err != nil {
+			return nil, err
+		}
+		items.Write(b)
+		items.WriteByte('\n')
+	}
+	if err := os.MkdirAll(res.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := safefile.Write(filepath.Join(res.Dir, "items.jsonl"), items.Bytes(), 0o600); err != nil {
+		return nil, err
+	}
+	if err := safefile.Write(filepath.Join(res.Dir, "checkpoint"), []byte(res.Checkpoint), 0o600); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// LoadFleet reads a fleet directory: its items (each line canonical, in
+// index order) into their tree, under the origin its checkpoint names,
+// and the checkpoint's bytes (not yet verified).
+func LoadFleet(dir string) (*fleet.Fleet, []byte, error) {
+	cp, err := os.ReadFile(filepath.Join(dir, "checkpoint"))
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "items.jsonl"))
+	if err != nil {
+		return nil, nil, err
+	}
+	var items []fleet.Item
+	for n, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
+		var it fleet.Item
+		if err := canon.Unmarshal(line, &it); err != nil {
+			return nil, nil, fmt.Errorf("%s line %d: %w", filepath.Join(dir, "items.jsonl"), n+1, err)
+		}
+		items = append(items, it)
+	}
+	origin, _, _ := bytes.Cut(cp, []byte("\n"))
+	f, err := fleet.New(string(origin), items)
+	return f, cp, err
+}
