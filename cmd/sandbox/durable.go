@@ -329,11 +329,7 @@ takes it, and 'sandbox resume' continues it there. A live sandbox is
 suspended first. No service is needed.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := g.stateDir()
-			if err != nil {
-				return err
-			}
-			k, err := d.HostKey(randReader())
+			d, k, err := g.hostKey()
 			if err != nil {
 				return err
 			}

@@ -129,11 +129,7 @@ func fleetDir(g *globals, ref string) (string, error) {
 // else this host's.
 func fleetVerifiers(g *globals, trust []string) ([]note.Verifier, error) {
 	if len(trust) == 0 {
-		d, err := g.stateDir()
-		if err != nil {
-			return nil, err
-		}
-		k, err := d.HostKey(randReader())
+		_, k, err := g.hostKey()
 		if err != nil {
 			return nil, err
 		}

@@ -60,11 +60,7 @@ manifest.`,
 				// Bad input (exit 2), not a sealed record that failed.
 				return refusedInput{fmt.Sprintf("%s: %v", args[0], err)}
 			}
-			d, err := g.stateDir()
-			if err != nil {
-				return err
-			}
-			k, err := d.HostKey(randReader())
+			_, k, err := g.hostKey()
 			if err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/vectors"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/verify"
@@ -47,6 +48,16 @@ func hashCmd() *cobra.Command {
 	}
 }
 
+// hostKey is the state directory and its host key (made on first use).
+func (g *globals) hostKey() (*state.Dir, key.Private, error) {
+	d, err := g.stateDir()
+	if err != nil {
+		return nil, key.Private{}, err
+	}
+	k, err := d.HostKey(randReader())
+	return d, k, err
+}
+
 func keyCmd(g *globals) *cobra.Command {
 	var public bool
 	c := &cobra.Command{
@@ -60,11 +71,7 @@ Give the public key to whoever verifies this host's records:
   sandbox verify --trust "$(sandbox key --public)" RUN`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := g.stateDir()
-			if err != nil {
-				return err
-			}
-			k, err := d.HostKey(randReader())
+			d, k, err := g.hostKey()
 			if err != nil {
 				return err
 			}
