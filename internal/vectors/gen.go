@@ -327,6 +327,14 @@ func Generate() (map[string][]byte, error) {
 		About: "devcontainer.json inputs and what a conforming reader makes of each: positives with the manifest's canonical bytes under the pack's key, its address and whether it is pinned; negatives with the reject code and every field named (docs/spec/manifest.md)"},
 		map[string][]byte{"positive/environment.json": env})
 
+	fv, err := fleetVectors(k)
+	if err != nil {
+		return nil, err
+	}
+	p.add(Entry{Name: "fleet", Path: "positive/fleet.json", Kind: KindFleet, Expect: ExpectOK,
+		About: "a fleet of 13 items: each leaf (SHA-256 of 0x00 and the item's canonical JSON), the root of every prefix, the signed checkpoint of all 13 under the pack's key (its C2SP verifier key given), inclusion and consistency proofs that verify and some that must not (internal/fleet)"},
+		map[string][]byte{"positive/fleet.json": fv})
+
 	if err := negatives(p, good, k, other); err != nil {
 		return nil, err
 	}

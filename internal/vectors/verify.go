@@ -96,6 +96,14 @@ func check(v *verify.Verifier, dir string, e Entry) Outcome {
 			r.Err = reject.Wrap(reject.Invalid, "", err)
 		}
 		results = []verify.Result{r}
+	case KindFleet:
+		r := verify.Result{Path: p, Kind: KindFleet}
+		if b, err := os.ReadFile(p); err != nil {
+			r.Err = err
+		} else if err := CheckFleet(b); err != nil {
+			r.Err = reject.Wrap(reject.Invalid, "", err)
+		}
+		results = []verify.Result{r}
 	case KindEnvironment:
 		r := verify.Result{Path: p, Kind: KindEnvironment}
 		if b, err := os.ReadFile(p); err != nil {
@@ -130,7 +138,7 @@ func check(v *verify.Verifier, dir string, e Entry) Outcome {
 		o.Why = fmt.Sprintf("got %s, want %s", o.Got, e.Expect)
 	case e.Addr != nil && len(results) > 0 && results[0].Addr != *e.Addr:
 		o.Why = fmt.Sprintf("address %s, manifest says %s", results[0].Addr, *e.Addr)
-	case e.Kind != "run" && e.Kind != "addresses" && e.Kind != KindEd25519JCS && e.Kind != KindEncoding && e.Kind != KindDurable && e.Kind != KindEnvironment && len(results) > 0 && results[0].Kind != e.Kind:
+	case e.Kind != "run" && e.Kind != "addresses" && e.Kind != KindEd25519JCS && e.Kind != KindEncoding && e.Kind != KindDurable && e.Kind != KindEnvironment && e.Kind != KindFleet && len(results) > 0 && results[0].Kind != e.Kind:
 		o.Why = fmt.Sprintf("recognised as %s, manifest says %s", results[0].Kind, e.Kind)
 	default:
 		o.Pass = true
