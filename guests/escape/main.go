@@ -237,7 +237,13 @@ func initAttacks() {
 		}
 		if unix.Kill(p, 0) == nil {
 			if _, err := os.Stat(fmt.Sprintf("/proc/%d", p)); err != nil {
-				hidden = append(hidden, p)
+				// Still signalable, still unlisted: not a process that
+				// ended between the two looks (a child of this battery).
+				if unix.Kill(p, 0) == nil {
+					if _, err := os.Stat(fmt.Sprintf("/proc/%d", p)); err != nil {
+						hidden = append(hidden, p)
+					}
+				}
 			}
 		}
 	}

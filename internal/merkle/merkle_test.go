@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-var shared = filepath.Join("..", "..", "..", "shared", "vectors")
+var shared = filepath.Join("..", "..", "testdata", "vectors")
 
 func b64(t *testing.T, s string) Hash {
 	t.Helper()

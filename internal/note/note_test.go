@@ -15,7 +15,7 @@ import (
 
 // The spec's example: its verifier key verifies its note.
 func TestSpecExample(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "vectors", "signed-note-c2sp", "examples.json"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "vectors", "signed-note-c2sp", "examples.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
