@@ -663,14 +663,12 @@ func TestPsAndRmOfASuspendedSandbox(t *testing.T) {
 	}
 }
 
-// A service that stops parks the execs its S2 sandboxes are running; a
-// later service's resume continues each where it stopped and seals it as
-// one run, whose output is what the exec printed before it was parked
-// and what resume printed after.
-func TestServeStopParksS2Execs(t *testing.T) {
-	home := t.TempDir()
-	srv := startServe(t, home, "--grace", "100ms")
-	out, e, code := runCLI(t, home, "", "create", "--tier", "S2", "--grant", "clock")
+// startTicker creates an S2 sandbox (with extra create arguments) and
+// starts, in the background, an exec of the ticker guest writing n lines
+// into its workspace; it returns once the exec has printed a line.
+func startTicker(t *testing.T, home string, n string, extra ...string) (string, *exec.Cmd, *syncBuffer, *syncBuffer) {
+	t.Helper()
+	out, e, code := runCLI(t, home, "", append([]string{"create", "--tier", "S2"}, extra...)...)
 	id := strings.TrimSpace(out)
 	if code != 0 {
 		t.Fatalf("create: %d %s", code, e)
@@ -680,9 +678,9 @@ func TestServeStopParksS2Execs(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &sbs); err != nil || len(sbs) != 1 {
 		t.Fatalf("ps: %v %s", err, out)
 	}
-	ex := cliCmd(t, home, nil, "exec", "-q", id, "--", guestPath(t, "ticker"), "15000", sbs[0].Workspace+"/ticks.txt")
-	var exOut, exErr syncBuffer
-	ex.Stdout, ex.Stderr = &exOut, &exErr
+	ex := cliCmd(t, home, nil, "exec", "-q", id, "--", guestPath(t, "ticker"), n, sbs[0].Workspace+"/ticks.txt")
+	exOut, exErr := &syncBuffer{}, &syncBuffer{}
+	ex.Stdout, ex.Stderr = exOut, exErr
 	if err := ex.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -691,6 +689,17 @@ func TestServeStopParksS2Execs(t *testing.T) {
 			t.Fatalf("the exec printed nothing: %s", exErr.String())
 		}
 	}
+	return id, ex, exOut, exErr
+}
+
+// A service that stops parks the execs its S2 sandboxes are running; a
+// later service's resume continues each where it stopped and seals it as
+// one run, whose output is what the exec printed before it was parked
+// and what resume printed after.
+func TestServeStopParksS2Execs(t *testing.T) {
+	home := t.TempDir()
+	srv := startServe(t, home, "--grace", "100ms")
+	id, ex, exOut, exErr := startTicker(t, home, "15000", "--grant", "clock")
 	srv.Process.Signal(syscall.SIGTERM)
 	if err := srv.Wait(); err != nil {
 		t.Fatalf("serve on SIGTERM: %v", err)
@@ -703,7 +712,7 @@ func TestServeStopParksS2Execs(t *testing.T) {
 		t.Fatal("the exec ended before the service stopped: nothing was parked")
 	}
 	startServe(t, home)
-	out, e, code = runCLI(t, home, "", "resume", id)
+	out, e, code := runCLI(t, home, "", "resume", id)
 	first, rest, _ := strings.Cut(out, "\n")
 	if code != 0 || !strings.Contains(first, id+" resumed") || !strings.Contains(e, "exec #1 continued and sealed: run b3:") || !strings.Contains(e, "exited 0") {
 		t.Fatalf("resume: %d %s %s", code, first, e)
@@ -729,27 +738,7 @@ func TestServeStopParksS2Execs(t *testing.T) {
 func TestS2ParkSurvivesAKilledService(t *testing.T) {
 	home := t.TempDir()
 	srv := startServeEnv(t, home, []string{crash.Env + "=" + crash.SuspendCaptured})
-	out, e, code := runCLI(t, home, "", "create", "--tier", "S2")
-	id := strings.TrimSpace(out)
-	if code != 0 {
-		t.Fatalf("create: %d %s", code, e)
-	}
-	var sbs []client.Sandbox
-	out, _, _ = runCLI(t, home, "", "ps", "--json")
-	if err := json.Unmarshal([]byte(out), &sbs); err != nil || len(sbs) != 1 {
-		t.Fatalf("ps: %v %s", err, out)
-	}
-	ex := cliCmd(t, home, nil, "exec", "-q", id, "--", guestPath(t, "ticker"), "15000", sbs[0].Workspace+"/ticks.txt")
-	var exOut, exErr syncBuffer
-	ex.Stdout, ex.Stderr = &exOut, &exErr
-	if err := ex.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(time.Minute); !strings.Contains(exOut.String(), "\n"); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the exec printed nothing: %s", exErr.String())
-		}
-	}
+	id, ex, exOut, _ := startTicker(t, home, "15000")
 	if _, _, code := runCLI(t, home, "", "suspend", id); code == 0 {
 		t.Fatal("the service did not die at " + crash.SuspendCaptured)
 	}
@@ -762,7 +751,7 @@ func TestS2ParkSurvivesAKilledService(t *testing.T) {
 	if out, _, _ := runCLI(t, home, "", "records"); !strings.Contains(out, id+"  parked") {
 		t.Fatalf("records:\n%s", out)
 	}
-	out, e, code = runCLI(t, home, "", "resume", id)
+	out, e, code := runCLI(t, home, "", "resume", id)
 	if code != 0 || !strings.Contains(e, "exec #1 continued and sealed") || !strings.Contains(out, "file ") {
 		t.Fatalf("resume: %d %s %s", code, out, e)
 	}
