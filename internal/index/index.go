@@ -46,8 +46,7 @@ CREATE TABLE IF NOT EXISTS records (
 
 // DB is an open index. It implements store.Index.
 type DB struct {
-	db   *sql.DB
-	path string
+	db *sql.DB
 }
 
 var _ store.Index = (*DB)(nil)
@@ -68,7 +67,7 @@ func Open(path string) (*DB, error) {
 	// while another holds a lock on it). Nothing may use the index
 	// while a listing's rows are open (EachRun's callback).
 	db.SetMaxOpenConns(1)
-	d := &DB{db: db, path: path}
+	d := &DB{db: db}
 	if err := d.init(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("index %s: %w", path, err)
@@ -122,9 +121,6 @@ func (d *DB) init() error {
 
 // Close closes it.
 func (d *DB) Close() error { return d.db.Close() }
-
-// Path is where it is.
-func (d *DB) Path() string { return d.path }
 
 // PutRun adds or replaces a run's row.
 func (d *DB) PutRun(r store.IndexedRun) error {
