@@ -23,6 +23,14 @@ type SandboxSpec struct {
 	// Listen are TCP ports an S1 sandbox's processes may listen on,
 	// inside its own network namespace (loopback only).
 	Listen []int `json:"listen,omitempty"`
+	// Image is an imported image (name, ID or unique prefix) whose root
+	// filesystem an S1 sandbox's programs run in.
+	Image string `json:"image,omitempty"`
+	// Manifest is a signed environment manifest ('sandbox manifest -o'),
+	// signed by the service's host key: the sandbox is made from it (its
+	// image where Image is not given, its environment, its forwarded
+	// ports) and binds its address.
+	Manifest json.RawMessage `json:"manifest,omitempty"`
 }
 
 // Sandbox is a live sandbox as the service describes it.
@@ -39,6 +47,10 @@ type Sandbox struct {
 	Grants    []string          `json:"grants"`
 	Env       map[string]string `json:"env,omitempty"`
 	Listen    []int             `json:"listen,omitempty"`
+	// Root is the image root filesystem it runs in (b3:…), Manifest
+	// the environment manifest it was made from (b3:…).
+	Root     string `json:"root,omitempty"`
+	Manifest string `json:"manifest,omitempty"`
 	// Continued are the execs a resumption continued: S2 execs the
 	// suspension parked, each sealed now as the whole run it is.
 	Continued []Continued `json:"continued,omitempty"`
@@ -81,7 +93,12 @@ type ExecSpec struct {
 	GrantsJSON json.RawMessage `json:"grants_json,omitempty"`
 	Tier       string          `json:"tier,omitempty"`
 	Escalate   bool            `json:"escalate,omitempty"`
-	Limits     *Limits         `json:"limits,omitempty"`
+	// Image is an imported image (a name, an ID or a unique prefix of
+	// one) whose root filesystem a native run has in place of the
+	// host's system directories (runs only; a sandbox's execs run in its
+	// own).
+	Image  string  `json:"image,omitempty"`
+	Limits *Limits `json:"limits,omitempty"`
 }
 
 // Limits are a one-shot run's own limits; zero fields take the

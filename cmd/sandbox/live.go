@@ -99,6 +99,8 @@ func createCmd(g *globals) *cobra.Command {
 		memory  string
 		pids    int64
 		cpus    float64
+		imgRef  string
+		manFile string
 	)
 	c := &cobra.Command{
 		Use:   "create [--tier S1|S2] [--grant G]... [--listen PORT]...",
@@ -116,6 +118,18 @@ attestation naming the sandbox. 'sandbox rm' ends it.
 its own network namespace (loopback only; recorded in each exec's
 attestation): nothing outside the sandbox can reach it.
 
+--image NAME runs an S1 sandbox's programs in an imported image's root
+filesystem ('sandbox image') instead of the host's system directories.
+--manifest FILE makes it from an environment manifest: a devcontainer.json
+(read and signed with this host's key, as 'sandbox manifest' does) or a
+signed manifest ('sandbox manifest -o'). Its image (which must be
+imported; a pinned one, name@sha256:..., by that digest), its
+containerEnv and remoteEnv (beneath --env) and its forwardPorts (as
+--listen) make the sandbox; its features are refused (each is installed
+by a script). The sandbox's unit binds the manifest's and the root
+filesystem's addresses, and 'sandbox resume' checks both: the root
+filesystem is listed again and must hash to the same address.
+
 Grants:
 ` + grant.Syntax,
 		Args: usageArgs(cobra.NoArgs),
@@ -124,7 +138,12 @@ Grants:
 			if err != nil {
 				return err
 			}
-			spec := client.SandboxSpec{Tier: tierArg, Grants: args, Listen: listen, Pids: pids, CPUs: cpus}
+			spec := client.SandboxSpec{Tier: tierArg, Grants: args, Listen: listen, Pids: pids, CPUs: cpus, Image: imgRef}
+			if manFile != "" {
+				if spec.Manifest, err = signedManifest(g, manFile); err != nil {
+					return err
+				}
+			}
 			if memory != "" {
 				if spec.MemoryBytes, err = grant.ParseSize(memory); err != nil {
 					return errs.Usage{Err: fmt.Errorf("--memory: %w", err)}
@@ -151,6 +170,8 @@ Grants:
 	}
 	gf.add(c)
 	c.Flags().StringVar(&tierArg, "tier", "S1", "S1 (native programs) or S2 (WebAssembly modules)")
+	c.Flags().StringVar(&imgRef, "image", "", "run the sandbox's programs in this imported image's root filesystem (S1)")
+	c.Flags().StringVar(&manFile, "manifest", "", "make the sandbox from this devcontainer.json or signed manifest (see above)")
 	c.Flags().StringArrayVar(&envArgs, "env", nil, "set NAME=VALUE in every exec's environment (repeatable)")
 	c.Flags().IntSliceVar(&listen, "listen", nil, "a TCP port its processes may listen on, inside the sandbox (S1; repeatable)")
 	c.Flags().StringVar(&memory, "memory", "", "memory limit of the sandbox's cgroup (default: the service's)")

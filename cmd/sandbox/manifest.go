@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/opensubstrate/sandbox/internal/manifest"
 	"github.com/opensubstrate/sandbox/internal/safefile"
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/reject"
 )
 
 func manifestCmd(g *globals) *cobra.Command {
@@ -87,6 +90,31 @@ manifest.`,
 	c.Flags().StringVarP(&out, "out", "o", "", "write the signed manifest to FILE")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the manifest as JSON")
 	return c
+}
+
+// signedManifest is the signed manifest file holds: as it is, when it is
+// one; else read as a devcontainer.json and signed with this host's key.
+func signedManifest(g *globals, file string) ([]byte, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	if s, err := manifest.Verify(b, key.Trust{}); s != nil && (err == nil || errors.Is(err, reject.UntrustedKey)) {
+		return b, nil // the service decides whom it trusts
+	}
+	m, err := manifest.FromDevcontainer(b)
+	if err != nil {
+		return nil, refusedInput{fmt.Sprintf("%s: %v", file, err)}
+	}
+	_, k, err := g.hostKey()
+	if err != nil {
+		return nil, err
+	}
+	s, err := manifest.Seal(m, k)
+	if err != nil {
+		return nil, err
+	}
+	return s.Envelope, nil
 }
 
 // refusedInput is input refused as it stands: a usage-class failure,

@@ -96,6 +96,7 @@ func runCmd(g *globals) *cobra.Command {
 	var (
 		gf       grantFlags
 		tierArg  string
+		imageRef string
 		escalate bool
 		deadline time.Duration
 		envArgs  []string
@@ -205,6 +206,7 @@ Injected credentials (--inject):
 					if err != nil {
 						return err
 					}
+					x.Image = imageRef
 					if !isTerminal(os.Stdin) {
 						x.StdinStream = cmd.InOrStdin()
 					}
@@ -220,15 +222,15 @@ Injected credentials (--inject):
 					}
 				}
 			}
-			req, err := host.Command(host.CommandLine{Args: args, Env: env, Grants: s})
-			if err != nil {
-				return err
-			}
 			h, err := g.host()
 			if err != nil {
 				return err
 			}
 			defer h.Close()
+			req, err := h.CommandIn(imageRef, host.CommandLine{Args: args, Env: env, Grants: s})
+			if err != nil {
+				return err
+			}
 			// What killed sandboxes left is removed before anything new
 			// is made.
 			if ls, err := h.Collect(); err == nil && !quiet {
@@ -253,6 +255,7 @@ Injected credentials (--inject):
 	}
 	gf.add(c)
 	c.Flags().StringVar(&tierArg, "tier", "", "run at this tier (S0..S7); above the requirement only with --escalate")
+	c.Flags().StringVar(&imageRef, "image", "", "run a native program in this imported image's root filesystem instead of the host's system directories ('sandbox image')")
 	c.RegisterFlagCompletionFunc("tier", completeTiers)
 	c.Flags().BoolVar(&escalate, "escalate", false, "allow --tier to go above what the grants require (recorded in the attestation)")
 	c.Flags().DurationVar(&deadline, "deadline", time.Minute, "wall-clock limit; 0 for none")

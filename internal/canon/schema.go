@@ -25,8 +25,12 @@ type schema struct {
 type field struct {
 	name      string
 	omitEmpty bool
-	nullable  bool // a pointer or interface: null is its zero value
-	s         *schema
+	// omitZero: optional, and left out when zero (a value written out
+	// must not be the zero value of typ).
+	omitZero bool
+	typ      reflect.Type
+	nullable bool // a pointer or interface: null is its zero value
+	s        *schema
 }
 
 type schemaKind int
@@ -86,6 +90,8 @@ func build(t reflect.Type, busy map[reflect.Type]*schema) *schema {
 			f := &field{
 				name:      name,
 				omitEmpty: strings.Contains(","+opts+",", ",omitempty,"),
+				omitZero:  strings.Contains(","+opts+",", ",omitzero,"),
+				typ:       sf.Type,
 				nullable:  sf.Type.Kind() == reflect.Pointer || sf.Type.Kind() == reflect.Interface,
 				s:         build(sf.Type, busy),
 			}
@@ -154,6 +160,12 @@ func (w *walker) value(s *schema, path string) ([]byte, error) {
 				if string(raw) == "null" && !f.nullable {
 					return nil, w.fail(reject.Invalid, p, "null is not a value of this member")
 				}
+				if f.omitZero {
+					z := reflect.New(f.typ)
+					if json.Unmarshal(raw, z.Interface()) == nil && z.Elem().IsZero() {
+						return nil, w.fail(reject.NonCanonical, p, "a zero optional member is left out, not written as %s", raw)
+					}
+				}
 				continue
 			case kindMap:
 				sub = s.elem
@@ -165,7 +177,7 @@ func (w *walker) value(s *schema, path string) ([]byte, error) {
 		w.i++
 		if s.kind == kindStruct {
 			for _, f := range s.order {
-				if !seen[f.name] && !f.omitEmpty {
+				if !seen[f.name] && !f.omitEmpty && !f.omitZero {
 					p := path + "." + f.name
 					if path == "" {
 						p = f.name

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/grant"
+	images "github.com/opensubstrate/sandbox/internal/image"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -38,6 +40,9 @@ type CommandLine struct {
 	// Cwd resolves relative paths; a native run starts in it when a
 	// storage grant covers it. Default: this process's.
 	Cwd string
+	// RootDir is the image root filesystem a native command runs in: it
+	// is looked up there (outside storage grants), not on the host.
+	RootDir string
 }
 
 // Command makes a request from a command line: a WebAssembly module (by
@@ -62,7 +67,7 @@ func Command(c CommandLine) (Request, error) {
 	for k, v := range c.Env {
 		env[k] = v
 	}
-	req, err := command(c.Args, env, c.Grants, cwd)
+	req, err := command(c.Args, env, c.Grants, cwd, c.RootDir)
 	if err != nil {
 		return Request{}, err
 	}
@@ -91,7 +96,7 @@ func withDefaultCPU(g grant.Set, kind tier.Kind) (grant.Set, error) {
 	return g, g.Normalize()
 }
 
-func command(args []string, env map[string]string, g grant.Set, cwd string) (Request, error) {
+func command(args []string, env map[string]string, g grant.Set, cwd, rootDir string) (Request, error) {
 	name := args[0]
 	mod := name
 	if !filepath.IsAbs(mod) {
@@ -107,14 +112,19 @@ func command(args []string, env map[string]string, g grant.Set, cwd string) (Req
 			env[k] = v
 		}
 	}
-	path, err := resolveCommand(name, env["PATH"], cwd)
+	var image []byte
+	path, err := resolveCommand(name, env["PATH"], cwd, rootDir, g)
 	if err != nil {
 		return Request{}, err
 	}
-	if !Visible(path, g) {
+	switch {
+	case rootDir != "" && !underGrant(path, g):
+		image, err = readInRoot(rootDir, path)
+	case !Visible(path, g):
 		return Request{}, &InvalidError{Err: fmt.Errorf("%s is not visible inside a native run: it is neither in a system directory (/usr, /bin, /sbin, /lib, /etc, /opt) nor under a storage grant; grant its directory with --grant fs:%s:ro", path, filepath.Dir(path))}
+	default:
+		image, err = os.ReadFile(path)
 	}
-	image, err := os.ReadFile(path)
 	if err != nil {
 		return Request{}, err
 	}
@@ -128,14 +138,24 @@ func command(args []string, env map[string]string, g grant.Set, cwd string) (Req
 }
 
 // resolveCommand finds a command as the run will: a path (relative to the
-// current directory) or a name looked up in PATH.
-func resolveCommand(name, path, cwd string) (string, error) {
+// current directory) or a name looked up in PATH; in an image's root
+// filesystem (rootDir) where no storage grant covers the path.
+func resolveCommand(name, path, cwd, rootDir string, g grant.Set) (string, error) {
+	stat := os.Stat
+	if rootDir != "" {
+		stat = func(p string) (fs.FileInfo, error) {
+			if underGrant(p, g) {
+				return os.Stat(p)
+			}
+			return statInRoot(rootDir, p)
+		}
+	}
 	if strings.Contains(name, "/") {
 		p := name
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(cwd, p)
 		}
-		fi, err := os.Stat(p)
+		fi, err := stat(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", &ProgramError{NotFound: true, Err: fmt.Errorf("%s: no such file", p)}
 		}
@@ -149,11 +169,54 @@ func resolveCommand(name, path, cwd string) (string, error) {
 	}
 	for _, d := range filepath.SplitList(path) {
 		p := filepath.Join(d, name)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+		if fi, err := stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
 			return p, nil
 		}
 	}
 	return "", &ProgramError{NotFound: true, Err: fmt.Errorf("%s: no such command in the run's PATH (%s)", name, path)}
+}
+
+// underGrant says whether p is at or under one of g's storage grants.
+func underGrant(p string, g grant.Set) bool {
+	for _, st := range g.Storage {
+		if grant.Within(st.Path, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// inRoot opens p, as a run sees it, in the image root filesystem at
+// rootDir: refused where the run has its own (/proc, /dev, /sys, /tmp).
+func inRoot(rootDir, p string) (*os.File, error) {
+	for _, k := range []string{"/proc", "/dev", "/sys", "/tmp"} {
+		if grant.Within(k, p) {
+			return nil, &ProgramError{Err: fmt.Errorf("%s: a run has its own %s, not the image's: nothing there runs", p, k)}
+		}
+	}
+	f, err := images.Open(rootDir, p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: no such file in the image: %w", p, fs.ErrNotExist)
+	}
+	return f, err
+}
+
+func statInRoot(rootDir, p string) (fs.FileInfo, error) {
+	f, err := inRoot(rootDir, p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Stat()
+}
+
+func readInRoot(rootDir, p string) ([]byte, error) {
+	f, err := inRoot(rootDir, p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }
 
 // Visible says whether a native run sees the host path p: in a system
@@ -193,3 +256,38 @@ func (e *InvalidError) Unwrap() error { return e.Err }
 
 // Invalid: bad input.
 func (e *InvalidError) Invalid() bool { return true }
+
+// CommandIn is Command in the root filesystem of the imported image ref
+// ("": the host's system directories): the program is found in the
+// image, the image's environment is the default (the command line's
+// wins), its working directory the run's where none is granted, and the
+// request's Root names the root filesystem, which the unit binds.
+func (h *Host) CommandIn(ref string, c CommandLine) (Request, error) {
+	if ref == "" {
+		return Command(c)
+	}
+	img, err := h.Images.Resolve(ref)
+	if err != nil {
+		return Request{}, err
+	}
+	if c.RootDir, err = h.Images.RootDir(img.Root); err != nil {
+		return Request{}, err
+	}
+	env := envMap(img.Config.Env)
+	for k, v := range c.Env {
+		env[k] = v
+	}
+	c.Env = env
+	req, err := Command(c)
+	if err != nil {
+		return req, err
+	}
+	if req.Kind != tier.Native {
+		return Request{}, &InvalidError{Err: fmt.Errorf("%s is a WebAssembly module: an image's root filesystem is for native programs (drop --image)", c.Args[0])}
+	}
+	req.Root = img.Root
+	if req.Dir == "" && img.Config.WorkingDir != "" && filepath.IsAbs(img.Config.WorkingDir) {
+		req.Dir = filepath.Clean(img.Config.WorkingDir)
+	}
+	return req, nil
+}

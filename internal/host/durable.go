@@ -55,30 +55,43 @@ type DurableUnit struct {
 	Workspace bool `json:"workspace,omitempty"`
 	// GrantArgs are the grants as they were given (for people).
 	GrantArgs []string `json:"grant_args,omitempty"`
+	// Root is the image root filesystem its programs run in (the
+	// address of its listing); Manifest the environment manifest it was
+	// made from. Omitted: the host's system directories; no manifest.
+	Root     addr.Addr `json:"root,omitzero"`
+	Manifest addr.Addr `json:"manifest,omitzero"`
 }
 
 // EnvironmentType is a host environment manifest's "environment".
 const EnvironmentType = "sandbox.host-environment/1"
 
 // Environment is the manifest of what a sandbox's programs run in on
-// this host: until images (issue 14), the host's own system directories,
-// named, not hashed by content. A resumption must be in an environment
-// with the same address.
+// this host: an image's root filesystem, by the address of its listing
+// (Image), or the host's own system directories, named, not hashed by
+// content; and the environment manifest the sandbox was made from. A
+// resumption must be in an environment with the same address.
 type Environment struct {
 	Environment string    `json:"environment"` // EnvironmentType
 	Tier        tier.Tier `json:"tier"`
 	OS          string    `json:"os"`
 	Arch        string    `json:"arch"`
 	Root        string    `json:"root"`
+	Image       addr.Addr `json:"image,omitzero"`
+	Manifest    addr.Addr `json:"manifest,omitzero"`
 }
 
-// environment is this host's manifest for tier t, stored, and its address.
-func (h *Host) environment(t tier.Tier) (addr.Addr, error) {
-	root := "the host's system directories /usr, /etc, /opt, read-only (named, not hashed)"
-	if t == tier.S2 {
-		root = "WebAssembly (WASI preview 1): no system directories"
+// environment is the manifest, stored, and its address, of a sandbox of
+// tier t here, in the root filesystem root (zero: the host's system
+// directories), made from the manifest man (zero: none).
+func (h *Host) environment(t tier.Tier, root, man addr.Addr) (addr.Addr, error) {
+	desc := "the host's system directories /usr, /etc, /opt, read-only (named, not hashed)"
+	switch {
+	case t == tier.S2:
+		desc = "WebAssembly (WASI preview 1): no system directories"
+	case !root.IsZero():
+		desc = "an image's root filesystem, read-only (its sandbox.rootfs/1 listing's address is image)"
 	}
-	b, err := canon.Marshal(Environment{Environment: EnvironmentType, Tier: t, OS: runtime.GOOS, Arch: runtime.GOARCH, Root: root})
+	b, err := canon.Marshal(Environment{Environment: EnvironmentType, Tier: t, OS: runtime.GOOS, Arch: runtime.GOARCH, Root: desc, Image: root, Manifest: man})
 	if err != nil {
 		return addr.Addr{}, err
 	}
@@ -131,7 +144,7 @@ func (h *Host) now() time.Time {
 // beginRecord makes a new sandbox's record.
 func (h *Host) beginRecord(sb *Sandbox, given grant.Set) error {
 	u := DurableUnit{Sandbox: DurableUnitType, ID: sb.ID, Tier: sb.Tier, Created: sb.Created.Format(time.RFC3339Nano),
-		Env: sb.Env, Limits: sb.Limits, Listen: sb.Listen, Workspace: sb.Workspace != "", GrantArgs: sb.givenArgs}
+		Env: sb.Env, Limits: sb.Limits, Listen: sb.Listen, Workspace: sb.Workspace != "", GrantArgs: sb.givenArgs, Root: sb.Root, Manifest: sb.Manifest}
 	ub, err := canon.Marshal(u)
 	if err != nil {
 		return err
@@ -285,7 +298,7 @@ func (h *Host) suspend(sb *Sandbox) (record.Snapshot, error) {
 // capture stores the sandbox's workspace as a tree and this host's
 // environment manifest; it returns the snapshot and the bytes retained.
 func (h *Host) capture(sb *Sandbox) (record.Snapshot, int64, error) {
-	env, err := h.environment(sb.Tier)
+	env, err := h.environment(sb.Tier, sb.Root, sb.Manifest)
 	if err != nil {
 		return record.Snapshot{}, 0, err
 	}
@@ -414,12 +427,19 @@ func (h *Host) Resume(ctx context.Context, id, owner string) (SandboxInfo, error
 	if err != nil {
 		return SandboxInfo{}, fmt.Errorf("resume %s: its grants: %w", id, err)
 	}
-	env, err := h.environment(u.Tier)
+	env, err := h.environment(u.Tier, u.Root, u.Manifest)
 	if err != nil {
 		return SandboxInfo{}, err
 	}
 	if env != st.Last.Manifest {
 		return SandboxInfo{}, reject.New(reject.ManifestMismatch, h.RecordPath(id), "this host's environment is %s; the sandbox was suspended in %s", env, st.Last.Manifest)
+	}
+	if !u.Root.IsZero() {
+		// The same toolchain, checked by hash: the root filesystem here
+		// must list as the address the sandbox was made with.
+		if err := h.Images.VerifyRoot(u.Root); err != nil {
+			return SandboxInfo{}, fmt.Errorf("resume %s: %w", id, err)
+		}
 	}
 	var park *S2Park
 	if m := st.Last.Memory; m != nil {
@@ -438,7 +458,7 @@ func (h *Host) Resume(ctx context.Context, id, owner string) (SandboxInfo, error
 		idle = idleUJ(p.Retained, h.now().Sub(p.Suspended))
 	}
 	spec := SandboxSpec{Tier: u.Tier, Grants: given, Limits: u.Limits, Env: u.Env, Owner: owner, Listen: u.Listen, GrantArgs: u.GrantArgs, NoWorkspace: !u.Workspace,
-		id: id, created: created, restore: &st.Last.Root,
+		id: id, created: created, restore: &st.Last.Root, root: u.Root, manifestAddr: u.Manifest,
 		ready: func(sb *Sandbox) error {
 			// Appended before the sandbox can be seen: no exec comes
 			// before its Resumed. A failure here tears it down.

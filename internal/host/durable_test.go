@@ -154,7 +154,7 @@ func TestResumePreconditionsOnTheHost(t *testing.T) {
 	os.WriteFile(h.Store.Path("blobs", snap.Root.Hex()), tb, 0o600)
 	// Another environment: S2's manifest is not S1's.
 	rec, _ := os.ReadFile(h.RecordPath(info.ID))
-	s1env, err := h.environment(tier.S1)
+	s1env, err := h.environment(tier.S1, addr.Addr{}, addr.Addr{})
 	if err != nil {
 		t.Fatal(err)
 	}

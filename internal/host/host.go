@@ -19,6 +19,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/hw"
+	images "github.com/opensubstrate/sandbox/internal/image"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/meter"
@@ -90,7 +91,10 @@ func admitDevices(ex Executor, classes []device.Class) error {
 // Host runs and seals units.
 type Host struct {
 	// Store is the state directory: runs, blobs, caches, the key.
-	Store     *store.Store
+	Store *store.Store
+	// Images are the imported images, whose root filesystems native
+	// units can run in (STATE/images).
+	Images    images.Store
 	Key       key.Private
 	Executors []Executor
 	Log       *slog.Logger
@@ -144,6 +148,10 @@ type Request struct {
 	// CPUs, WebAssembly pages); the deadline is Deadline.
 	Limits unit.Limits
 	Dir    string // a native unit's working directory
+	// Root is the image root filesystem a native unit runs in (its
+	// listing's address, in h.Images); zero: the host's system
+	// directories.
+	Root   addr.Addr
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
@@ -326,6 +334,8 @@ type plan struct {
 	leftoverGroup func(*cgroup.Group)
 	// cont continues a parked run (park.go).
 	cont *continuation
+	// rootDir is the image root filesystem's directory ("": the host's).
+	rootDir string
 }
 
 // plan assembles a run from a request: the unit as the record will hold
@@ -346,7 +356,7 @@ func (h *Host) plan(ctx context.Context, req Request) (*plan, error) {
 			devices = append(devices, c.Class)
 		}
 	}
-	u := unit.Unit{Kind: req.Kind, Image: addr.Of(req.Image), Entry: req.Entry, Args: req.Args, Env: req.Env, Devices: devices, Grants: ga, Dir: req.Dir}
+	u := unit.Unit{Kind: req.Kind, Image: addr.Of(req.Image), Entry: req.Entry, Args: req.Args, Env: req.Env, Devices: devices, Grants: ga, Dir: req.Dir, Root: req.Root}
 	if err := u.Normalize(); err != nil { // as the record will hold it: each class once, in order
 		return nil, err
 	}
@@ -371,12 +381,42 @@ func (h *Host) plan(ctx context.Context, req Request) (*plan, error) {
 	if err := admitDevices(ex, u.Devices); err != nil {
 		return nil, err
 	}
+	rootDir, err := h.rootDir(ctx, ex, u.Root)
+	if err != nil {
+		return nil, err
+	}
 	u.Limits = effectiveLimits(ex, req)
 	ub, ua, err := u.Canonical()
 	if err != nil {
 		return nil, err
 	}
-	return &plan{req: req, grants: g, gb: gb, ga: ga, unit: u, ub: ub, ua: ua, choice: choice, ex: ex}, nil
+	return &plan{req: req, grants: g, gb: gb, ga: ga, unit: u, ub: ub, ua: ua, choice: choice, ex: ex, rootDir: rootDir}, nil
+}
+
+// RootProber is an executor that can run its probe in an image's root
+// filesystem.
+type RootProber interface {
+	ProbeRoot(ctx context.Context, root string) tier.Probe
+}
+
+// rootDir is where the root filesystem a is on this host ("" for zero),
+// checked by ex's probe from inside a child whose root it is.
+func (h *Host) rootDir(ctx context.Context, ex Executor, a addr.Addr) (string, error) {
+	if a.IsZero() {
+		return "", nil
+	}
+	d, err := h.Images.RootDir(a)
+	if err != nil {
+		return "", err
+	}
+	rp, ok := ex.(RootProber)
+	if !ok {
+		return "", fmt.Errorf("%w: the %s executor cannot run in an image's root filesystem", tier.ErrUnavailable, ex.Name())
+	}
+	if p := rp.ProbeRoot(ctx, d); !p.Available {
+		return "", fmt.Errorf("%w: S1 in the root filesystem %s: %s", tier.ErrUnavailable, a.Short(), p.Reason)
+	}
+	return d, nil
 }
 
 // Run runs a unit and seals it.
@@ -429,6 +469,7 @@ func (h *Host) execute(ctx context.Context, p *plan, run runFunc) (*Run, error) 
 		Deadline: time.Duration(u.Limits.DeadlineMS) * time.Millisecond,
 		Stdin:    req.Stdin,
 		OnStart:  req.OnStart,
+		RootDir:  p.rootDir,
 	}
 	if c := p.cont; c != nil {
 		// The parked part again, from its journal: its output is

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/manifest"
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/unit"
@@ -66,7 +69,18 @@ type SandboxSpec struct {
 	Listen []int
 	// GrantArgs are the grants as they were given (for people).
 	GrantArgs []string
+	// Image is an imported image (name, ID or unique prefix) whose root
+	// filesystem an S1 sandbox's programs run in, in place of the
+	// host's system directories.
+	Image string
+	// Manifest is the environment manifest it is made from: its image
+	// (where Image is not given), its container and remote environment
+	// (beneath Env) and forwarded ports (listen ports). The sandbox's
+	// unit binds its address, and a resumption must be in the same.
+	Manifest *manifest.Signed
 
+	// A resumption's: its root filesystem and manifest, by address.
+	root, manifestAddr addr.Addr
 	// A resumption's: the sandbox's id and time of creation, and the
 	// tree its workspace is restored from.
 	id      string
@@ -88,6 +102,13 @@ type Sandbox struct {
 	Owner     string
 	Created   time.Time
 	Listen    []int
+	// Root is the image root filesystem its programs run in (zero: the
+	// host's system directories), and Manifest the environment manifest
+	// it was made from (zero: none).
+	Root      addr.Addr
+	Manifest  addr.Addr
+	rootDir   string
+	imageEnv  map[string]string // the image's environment: each exec's defaults
 	grantArgs []string
 	givenArgs []string     // the grants as given, without the workspace's
 	record    *record.File // its run record (the durable run it is)
@@ -117,6 +138,10 @@ type SandboxInfo struct {
 	Listen    []int             `json:"listen,omitempty"`
 	// GrantArgs are its grants as given, and its workspace's.
 	GrantArgs []string `json:"grant_args"`
+	// Root is the image root filesystem it runs in; Manifest the
+	// environment manifest it was made from (omitted: none).
+	Root     *addr.Addr `json:"root,omitempty"`
+	Manifest *addr.Addr `json:"manifest,omitempty"`
 	// Suspended: it is parked (Suspend); nothing of it runs.
 	Suspended bool `json:"suspended,omitempty"`
 	// Continued are the parked execs its resumption continued.
@@ -126,7 +151,75 @@ type SandboxInfo struct {
 func (s *Sandbox) info() SandboxInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return SandboxInfo{ID: s.ID, Tier: s.Tier, Workspace: s.Workspace, Created: s.Created, Execs: s.execs, Running: s.running, Grants: s.Grants, Env: s.Env, Listen: s.Listen, GrantArgs: s.grantArgs}
+	i := SandboxInfo{ID: s.ID, Tier: s.Tier, Workspace: s.Workspace, Created: s.Created, Execs: s.execs, Running: s.running, Grants: s.Grants, Env: s.Env, Listen: s.Listen, GrantArgs: s.grantArgs}
+	if !s.Root.IsZero() {
+		r := s.Root
+		i.Root = &r
+	}
+	if !s.Manifest.IsZero() {
+		m := s.Manifest
+		i.Manifest = &m
+	}
+	return i
+}
+
+// environmentOf makes a sandbox's spec whole from its manifest and
+// image: it returns the root filesystem's directory and the image's
+// environment. A manifest's features are refused: each is installed by
+// running its install script, a command, which a manifest may not carry.
+func (h *Host) environmentOf(spec *SandboxSpec) (string, map[string]string, error) {
+	if m := spec.Manifest; m != nil {
+		if len(m.Manifest.Features) > 0 {
+			return "", nil, &InvalidError{Err: fmt.Errorf("manifest %s names %d features (%s, ...): a feature is installed by running its install script, which no manifest may carry; build an image with them and name it in the manifest", m.Addr.Short(), len(m.Manifest.Features), m.Manifest.Features[0].ID)}
+		}
+		if spec.Image == "" {
+			spec.Image = m.Manifest.Image
+		}
+		env := map[string]string{}
+		for _, e := range []map[string]string{m.Manifest.ContainerEnv, m.Manifest.RemoteEnv, spec.Env} {
+			for k, v := range e {
+				env[k] = v
+			}
+		}
+		spec.Env = env
+		for _, p := range m.Manifest.ForwardPorts {
+			if !slices.Contains(spec.Listen, p) {
+				spec.Listen = append(spec.Listen, p)
+			}
+		}
+		if err := h.Store.PutBlob(m.Addr, m.Canon); err != nil {
+			return "", nil, err
+		}
+		spec.manifestAddr = m.Addr
+	}
+	if spec.Image == "" && spec.root.IsZero() {
+		return "", nil, nil
+	}
+	if spec.Tier != tier.S1 {
+		return "", nil, &InvalidError{Err: fmt.Errorf("an image's root filesystem is for S1 sandboxes (native programs); an S2 sandbox runs WebAssembly modules, which have none")}
+	}
+	var imageEnv map[string]string
+	if spec.Image != "" {
+		img, err := h.Images.Resolve(spec.Image)
+		if err != nil {
+			return "", nil, err
+		}
+		spec.root = img.Root
+		imageEnv = envMap(img.Config.Env)
+	}
+	d, err := h.Images.RootDir(spec.root)
+	return d, imageEnv, err
+}
+
+// envMap is a NAME=VALUE list as a map.
+func envMap(l []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range l {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 type sandboxes struct {
@@ -183,7 +276,12 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 		rand.Read(b[:])
 		id, created = "sb-"+hex.EncodeToString(b[:]), h.now().UTC()
 	}
-	sb := &Sandbox{ID: id, Tier: spec.Tier, Limits: spec.Limits, Env: spec.Env, Owner: spec.Owner, Created: created, Listen: spec.Listen, grantArgs: spec.GrantArgs, givenArgs: spec.GrantArgs}
+	rootDir, imageEnv, err := h.environmentOf(&spec)
+	if err != nil {
+		return SandboxInfo{}, nil, err
+	}
+	sb := &Sandbox{ID: id, Tier: spec.Tier, Limits: spec.Limits, Env: spec.Env, Owner: spec.Owner, Created: created, Listen: spec.Listen, grantArgs: spec.GrantArgs, givenArgs: spec.GrantArgs,
+		Root: spec.root, Manifest: spec.manifestAddr, rootDir: rootDir, imageEnv: imageEnv}
 	g := spec.Grants.Clone()
 	g.Storage = append([]grant.Storage(nil), g.Storage...)
 	fail := func(err error) (SandboxInfo, *Sandbox, error) {
@@ -223,6 +321,9 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 		if n == nil {
 			return fail(fmt.Errorf("%w: no S1 executor on this host", tier.ErrUnavailable))
 		}
+		if _, err := h.rootDir(ctx, n, sb.Root); err != nil {
+			return fail(err)
+		}
 		if h.Cgroups != nil {
 			cg, err := h.Cgroups.Create(h.Store.TempName("partial"), "cpuacct", "cpu", "memory", "pids", "freezer")
 			if err != nil {
@@ -231,7 +332,7 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 				sb.cg = cg
 			}
 		}
-		sess, err := n.Open(ctx, g, spec.Limits, sb.cg, spec.Listen)
+		sess, err := n.Open(ctx, g, spec.Limits, sb.cg, spec.Listen, sb.rootDir)
 		if err != nil {
 			return fail(err)
 		}
@@ -323,11 +424,10 @@ func (h *Host) Exec(ctx context.Context, id, owner string, x ExecRequest) (*Run,
 		return nil, err
 	}
 	env := map[string]string{}
-	for k, v := range sb.Env {
-		env[k] = v
-	}
-	for k, v := range x.Env {
-		env[k] = v
+	for _, e := range []map[string]string{sb.imageEnv, sb.Env, x.Env} {
+		for k, v := range e {
+			env[k] = v
+		}
 	}
 	cwd := x.Dir
 	if cwd == "" {
@@ -336,10 +436,11 @@ func (h *Host) Exec(ctx context.Context, id, owner string, x ExecRequest) (*Run,
 	if cwd == "" {
 		cwd = "/tmp"
 	}
-	req, err := Command(CommandLine{Args: x.Args, Env: env, Grants: sb.Grants, Cwd: cwd})
+	req, err := Command(CommandLine{Args: x.Args, Env: env, Grants: sb.Grants, Cwd: cwd, RootDir: sb.rootDir})
 	if err != nil {
 		return nil, err
 	}
+	req.Root = sb.Root
 	if sb.Tier == tier.S1 && req.Kind != tier.Native {
 		return nil, &InvalidError{Err: fmt.Errorf("%s is an S1 sandbox: it runs native programs, and %s is a WebAssembly module (make an S2 sandbox for modules)", sb.ID, x.Args[0])}
 	}

@@ -408,7 +408,13 @@ func (s Store) RootDir(a addr.Addr) (string, error) {
 // Verify lists img's root filesystem again and checks that it is still
 // the one its address names.
 func (s Store) Verify(img Image) error {
-	d, err := s.RootDir(img.Root)
+	return reject.In("image "+img.ID[:19], s.VerifyRoot(img.Root))
+}
+
+// VerifyRoot lists the root filesystem at address a again and checks
+// that it is still the one a names.
+func (s Store) VerifyRoot(root addr.Addr) error {
+	d, err := s.RootDir(root)
 	if err != nil {
 		return err
 	}
@@ -416,8 +422,8 @@ func (s Store) Verify(img Image) error {
 	if err != nil {
 		return err
 	}
-	if a != img.Root {
-		return reject.New(reject.Address, "image "+img.ID[:19], "its root filesystem now lists as %s, not %s: a file under %s changed", a.Short(), img.Root.Short(), d)
+	if a != root {
+		return reject.New(reject.Address, "root filesystem "+root.Short(), "it now lists as %s: a file under %s changed", a.Short(), d)
 	}
 	return nil
 }

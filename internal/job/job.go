@@ -26,6 +26,10 @@ type Job struct {
 	ImageAddr addr.Addr
 	Grants    grant.Set
 	Enforcer  *grant.Enforcer
+	// RootDir is the host directory of the image root filesystem a
+	// native unit runs in (its Unit.Root); "" for the host's system
+	// directories.
+	RootDir string
 
 	// Exactly one of Record and Replay is set.
 	Record *journal.Writer

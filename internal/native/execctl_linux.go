@@ -7,10 +7,12 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/image"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
 	"github.com/opensubstrate/sandbox/tier"
 	"golang.org/x/sys/unix"
@@ -77,25 +79,39 @@ var loaderGlobs = []string{
 	"/usr/lib64/ld-linux*.so*", "/lib/ld-musl-*.so*", "/usr/lib/ld-musl-*.so*", "/lib/ld64.so*", "/lib64/ld64.so*",
 }
 
-// loaderAddrs hashes the system's ELF loaders, once per executor.
-func (e *Executor) loaderAddrs() map[addr.Addr]bool {
-	e.loadersOnce.Do(func() {
-		e.loaders = map[addr.Addr]bool{}
-		for _, g := range loaderGlobs {
-			ms, _ := filepath.Glob(g)
-			for _, m := range ms {
-				fd, err := unix.Open(m, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-				if err != nil {
-					continue
-				}
-				if a, err := e.fileAddr(fd); err == nil {
-					e.loaders[a] = true
-				}
-				unix.Close(fd)
-			}
-		}
-	})
+// loaderAddrs hashes the system's ELF loaders, once per executor; or,
+// for a run in an image's root filesystem at root, the image's (each
+// path resolved inside the root, as the run resolves it).
+func (e *Executor) loaderAddrs(root string) map[addr.Addr]bool {
+	if root != "" {
+		return loadersIn(e, root)
+	}
+	e.loadersOnce.Do(func() { e.loaders = loadersIn(e, "") })
 	return e.loaders
+}
+
+func loadersIn(e *Executor, root string) map[addr.Addr]bool {
+	out := map[addr.Addr]bool{}
+	for _, g := range loaderGlobs {
+		ms, _ := filepath.Glob(filepath.Join(root, g))
+		for _, m := range ms {
+			var f *os.File
+			var err error
+			if root == "" {
+				f, err = os.Open(m)
+			} else {
+				f, err = image.Open(root, strings.TrimPrefix(m, root))
+			}
+			if err != nil {
+				continue
+			}
+			if a, err := e.fileAddr(int(f.Fd())); err == nil {
+				out[a] = true
+			}
+			f.Close()
+		}
+	}
+	return out
 }
 
 // execControl turns on exec control for a run whose grants have exec
@@ -105,7 +121,7 @@ func (e *Executor) loaderAddrs() map[addr.Addr]bool {
 // admitted only in the role of that loader; run directly (any name, any
 // path) it is refused: it would load its operand without an exec the
 // kernel could check.
-func (e *Executor) execControl(set grant.Set, enf *grant.Enforcer, ex *s1init.Exec) (func(s1init.Ctl) s1init.Ctl, error) {
+func (e *Executor) execControl(set grant.Set, enf *grant.Enforcer, ex *s1init.Exec, root string) (func(s1init.Ctl) s1init.Ctl, error) {
 	if len(set.Exec.Allow) == 0 && len(set.Exec.Deny) == 0 {
 		return nil, nil
 	}
@@ -118,7 +134,7 @@ func (e *Executor) execControl(set grant.Set, enf *grant.Enforcer, ex *s1init.Ex
 		denied[d] = true
 	}
 	var mu sync.Mutex
-	loaders := maps.Clone(e.loaderAddrs())
+	loaders := maps.Clone(e.loaderAddrs(root))
 	return func(m s1init.Ctl) s1init.Ctl {
 		v := s1init.Ctl{Op: "verdict"}
 		a, err := addr.Parse(m.Addr)

@@ -67,6 +67,7 @@ type Executor struct {
 	loaders     map[addr.Addr]bool
 	probeOnce   sync.Once
 	probe       tier.Probe
+	rootProbes  sync.Map // image root directory → tier.Probe
 	guardOnce   sync.Once
 	guardVal    hostpath.Guard
 	guardErr    error

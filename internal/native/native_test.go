@@ -441,7 +441,7 @@ func TestWarmInit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	b, err := e.base()
+	b, err := e.base("")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,11 +21,23 @@ import (
 // probe mode) and reads back, from inside, whether each layer applies.
 // S1 is available only when every layer holds. Cached per executor.
 func (e *Executor) Probe(ctx context.Context) tier.Probe {
-	e.probeOnce.Do(func() { e.probe = e.doProbe(ctx) })
+	e.probeOnce.Do(func() { e.probe = e.doProbe(ctx, "") })
 	return e.probe
 }
 
-func (e *Executor) doProbe(ctx context.Context) tier.Probe {
+// ProbeRoot is the same probe in the image root filesystem at root: the
+// same layers, checked from inside a child whose root is built from it.
+// Cached per root (a root's content is fixed by its address).
+func (e *Executor) ProbeRoot(ctx context.Context, root string) tier.Probe {
+	if v, ok := e.rootProbes.Load(root); ok {
+		return v.(tier.Probe)
+	}
+	p := e.doProbe(ctx, root)
+	e.rootProbes.Store(root, p)
+	return p
+}
+
+func (e *Executor) doProbe(ctx context.Context, root string) tier.Probe {
 	self, err := filepath.EvalSymlinks(e.self())
 	if err != nil {
 		return tier.Probe{Reason: "cannot find the S1 helper for the probe: " + err.Error()}
@@ -50,7 +62,7 @@ func (e *Executor) doProbe(ctx context.Context) tier.Probe {
 	os.WriteFile(hostOnly, []byte("x"), 0o644)
 	defer os.Remove(hostOnly)
 
-	sp, err := e.spec(nil)
+	sp, err := e.spec(nil, root)
 	if err != nil {
 		return tier.Probe{Reason: err.Error()}
 	}
@@ -125,7 +137,7 @@ func (e *Executor) ProbeKey() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	b, err := e.base()
+	b, err := e.base("")
 	if err != nil {
 		return "", err
 	}

@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -26,6 +28,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/egress"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
+	"github.com/opensubstrate/sandbox/internal/image"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
 )
@@ -41,9 +44,22 @@ var KillGrace = 2 * time.Second
 // processes and commit their writes to quota'd grants.
 var CommitGrace = 60 * time.Second
 
-// base is the part of every run's root that does not depend on the run.
-func (e *Executor) base() (s1init.Base, error) {
+// base is the part of every run's root that does not depend on the run
+// but on its root filesystem: the host's system directories (root ""),
+// or an image's root filesystem at root.
+func (e *Executor) base(root string) (s1init.Base, error) {
 	b := s1init.Base{TmpSize: e.cfg.TmpSize, Hostname: "sandbox", UserNS: os.Geteuid() != 0}
+	if root != "" {
+		dirs, links, err := image.Top(root)
+		if err != nil {
+			return b, err
+		}
+		b.Image, b.System = root, dirs
+		for _, n := range slices.Sorted(maps.Keys(links)) {
+			b.Links = append(b.Links, s1init.Link{Name: n, Target: links[n]})
+		}
+		return b, nil
+	}
 	for _, d := range systemDirs {
 		fi, err := os.Lstat(d)
 		if err != nil {
@@ -64,9 +80,10 @@ func (e *Executor) base() (s1init.Base, error) {
 	return b, nil
 }
 
-// spec is a run's spec with the storage grants, before its program.
-func (e *Executor) spec(storage []grant.Storage) (*s1init.Spec, error) {
-	b, err := e.base()
+// spec is a run's spec with the storage grants, before its program, in
+// the root filesystem at root ("": the host's system directories).
+func (e *Executor) spec(storage []grant.Storage, root string) (*s1init.Spec, error) {
+	b, err := e.base(root)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +160,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	if j.Replay != nil {
 		return nil, fmt.Errorf("S1 runs cannot be replayed: a native program's inputs are not brokered")
 	}
-	sp, err := e.spec(j.Grants.Storage)
+	sp, err := e.spec(j.Grants.Storage, j.RootDir)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +193,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	}
 	res := &job.Result{Executor: e.Name()}
 	o := launchOpts{cg: j.Cgroup, stdin: j.Stdin, stdout: j.Stdout, stderr: j.Stderr, deadline: j.Deadline, onStart: j.OnStart, enforcer: j.Enforcer, notes: &res.Notes}
-	if o.execCtl, err = e.execControl(j.Grants, j.Enforcer, &sp.Exec); err != nil {
+	if o.execCtl, err = e.execControl(j.Grants, j.Enforcer, &sp.Exec, j.RootDir); err != nil {
 		return nil, err
 	}
 	sp.Exec.KernelExecOnly = e.kernelExecOnly
@@ -583,7 +600,7 @@ func (e *Executor) refill(b s1init.Base) {
 // its own preparations (records, the run's cgroup), which then overlap
 // the init's start.
 func (e *Executor) Prewarm() {
-	if b, err := e.base(); err == nil {
+	if b, err := e.base(""); err == nil {
 		e.startWarm(b)
 	}
 }

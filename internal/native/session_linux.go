@@ -75,11 +75,14 @@ type Session struct {
 // listen are TCP ports its processes may listen on (and connect to)
 // inside its own network namespace, which has only loopback: an agent's
 // dev server, say. Nothing outside the sandbox reaches them.
-func (e *Executor) Open(ctx context.Context, g grant.Set, l unit.Limits, cg *cgroup.Group, listen []int) (*Session, error) {
+//
+// root is the host directory of the image root filesystem its programs
+// run in; "" for the host's system directories.
+func (e *Executor) Open(ctx context.Context, g grant.Set, l unit.Limits, cg *cgroup.Group, listen []int, root string) (*Session, error) {
 	if len(g.Exec.Allow) > 0 || len(g.Exec.Deny) > 0 {
 		return nil, fmt.Errorf("%w: a live S1 sandbox does not serve exec grants yet (exec control is per run): use sandbox run", errNotYet)
 	}
-	sp, err := e.spec(g.Storage)
+	sp, err := e.spec(g.Storage, root)
 	if err != nil {
 		return nil, err
 	}

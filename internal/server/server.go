@@ -24,7 +24,9 @@ import (
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/manifest"
 	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -315,8 +317,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, badRequest("fields \"memory_bytes\", \"pids\", \"cpus\": want 0 (the default) or more"))
 		return
 	}
-	info, err := s.Host.Create(s.base, host.SandboxSpec{Tier: t, Grants: g, GrantArgs: spec.Grants, Env: spec.Env, Owner: owner(r), Listen: spec.Listen,
-		Limits: unit.Limits{MemoryBytes: spec.MemoryBytes, Pids: spec.Pids, CPUMillis: int64(spec.CPUs * 1000)}})
+	hs := host.SandboxSpec{Tier: t, Grants: g, GrantArgs: spec.Grants, Env: spec.Env, Owner: owner(r), Listen: spec.Listen,
+		Limits: unit.Limits{MemoryBytes: spec.MemoryBytes, Pids: spec.Pids, CPUMillis: int64(spec.CPUs * 1000)}, Image: spec.Image}
+	if len(spec.Manifest) > 0 {
+		m, err := manifest.Verify(spec.Manifest, key.NewTrust(s.Host.Key.Public()))
+		if err != nil {
+			writeErr(w, fmt.Errorf("field \"manifest\": %w", err))
+			return
+		}
+		hs.Manifest = m
+	}
+	info, err := s.Host.Create(s.base, hs)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -330,7 +341,14 @@ func sandboxOf(i host.SandboxInfo) client.Sandbox {
 	if i.Suspended {
 		state = "suspended"
 	}
-	return client.Sandbox{ID: i.ID, Tier: i.Tier.String(), State: state, Workspace: i.Workspace, Created: i.Created, Execs: i.Execs, Running: i.Running, Grants: i.GrantArgs, Env: i.Env, Listen: i.Listen}
+	sb := client.Sandbox{ID: i.ID, Tier: i.Tier.String(), State: state, Workspace: i.Workspace, Created: i.Created, Execs: i.Execs, Running: i.Running, Grants: i.GrantArgs, Env: i.Env, Listen: i.Listen}
+	if i.Root != nil {
+		sb.Root = i.Root.String()
+	}
+	if i.Manifest != nil {
+		sb.Manifest = i.Manifest.String()
+	}
+	return sb
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {

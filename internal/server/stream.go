@@ -263,8 +263,8 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	if len(c.Grants) > 0 || c.GrantsJSON != nil || c.Tier != "" || c.Escalate || c.Limits != nil {
-		writeErr(w, badRequest("fields \"grants\", \"grants_json\", \"tier\", \"escalate\" and \"limits\" are a sandbox's, given when it is created, not an exec's"))
+	if len(c.Grants) > 0 || c.GrantsJSON != nil || c.Tier != "" || c.Escalate || c.Limits != nil || c.Image != "" {
+		writeErr(w, badRequest("fields \"grants\", \"grants_json\", \"tier\", \"escalate\", \"limits\" and \"image\" are a sandbox's, given when it is created, not an exec's"))
 		return
 	}
 	s.stream(w, r, c, func(ctx context.Context, stdout, stderr io.Writer) (*host.Run, error) {
@@ -293,7 +293,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	req, err := runRequest(c)
+	req, err := runRequest(s.Host, c)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -305,7 +305,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 }
 
 // runRequest turns a run's body into the host's request.
-func runRequest(c call) (host.Request, error) {
+func runRequest(h *host.Host, c call) (host.Request, error) {
 	g, err := runGrants(c.ExecSpec)
 	if err != nil {
 		return host.Request{}, err
@@ -326,7 +326,7 @@ func runRequest(c call) (host.Request, error) {
 	if cwd == "" {
 		cwd = "/"
 	}
-	req, err := host.Command(host.CommandLine{Args: c.Args, Env: c.Env, Grants: g, Cwd: cwd})
+	req, err := h.CommandIn(c.Image, host.CommandLine{Args: c.Args, Env: c.Env, Grants: g, Cwd: cwd})
 	if err != nil {
 		return host.Request{}, err
 	}

@@ -28,6 +28,10 @@ type Unit struct {
 	Grants  addr.Addr         `json:"grants"`
 	// Dir is the working directory of a native unit; "" means /tmp.
 	Dir string `json:"dir,omitempty"`
+	// Root is the root filesystem a native unit runs in: the address of
+	// an imported image's listing (sandbox.rootfs/1). Zero: the host's
+	// system directories, read-only.
+	Root addr.Addr `json:"root,omitzero"`
 	// Limits are the limits the unit ran under, as applied: sealed with
 	// it, so that the attestation binds them and a replay applies them.
 	Limits Limits `json:"limits"`
@@ -60,6 +64,9 @@ func (u *Unit) Normalize() error {
 	}
 	if u.Entry == "" {
 		return reject.New(reject.MissingField, "unit.entry", "a unit names its entry point")
+	}
+	if !u.Root.IsZero() && u.Kind != tier.Native {
+		return reject.New(reject.Invalid, "unit.root", "a root filesystem is for native units; a WebAssembly module has none")
 	}
 	if u.Grants.IsZero() {
 		return reject.New(reject.MissingField, "unit.grants", "a unit binds its grant set by content address")

@@ -406,7 +406,11 @@ func buildBase(b *Base) error {
 		if err := mkTarget(root+d, false); err != nil {
 			return err
 		}
-		if err := bindMount(d, root+d, true); err != nil {
+		src := d
+		if b.Image != "" {
+			src = filepath.Join(b.Image, d)
+		}
+		if err := bindMount(src, root+d, true); err != nil {
 			return err
 		}
 	}

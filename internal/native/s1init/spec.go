@@ -20,12 +20,17 @@ const Nobody = 65534
 // executor. The host sends it, as the first JSON value on fd 3, when it
 // starts init; init builds it while it waits for the Spec, the second.
 type Base struct {
-	Root     string   `json:"root"`     // empty directory to build the root in
-	System   []string `json:"system"`   // host directories bound read-only at the same path
-	Links    []Link   `json:"links"`    // symlinks at /, e.g. bin -> usr/bin
-	TmpSize  int64    `json:"tmp_size"` // bytes of the private /tmp
-	Hostname string   `json:"hostname"`
-	UserNS   bool     `json:"user_ns"`
+	Root   string   `json:"root"`   // empty directory to build the root in
+	System []string `json:"system"` // host directories bound read-only at the same path
+	// Image, when set, is the host directory of an image's root
+	// filesystem: System are then its top-level directories, each bound
+	// read-only from Image+path, and Links its top-level symlinks; no
+	// host system directory is in the run's root.
+	Image    string `json:"image,omitempty"`
+	Links    []Link `json:"links"`    // symlinks at /, e.g. bin -> usr/bin
+	TmpSize  int64  `json:"tmp_size"` // bytes of the private /tmp
+	Hostname string `json:"hostname"`
+	UserNS   bool   `json:"user_ns"`
 }
 
 // Spec is one run: its grants and its program.
