@@ -238,3 +238,30 @@ func TestOneValue(t *testing.T) {
 		}
 	}
 }
+
+// TestOmitZero: an omitzero member is optional, left out when zero, and
+// refused when written out with its zero value (two encodings of one
+// value would be two addresses).
+func TestOmitZero(t *testing.T) {
+	type z struct {
+		N    int64     `json:"n"`
+		Root addr.Addr `json:"root,omitzero"`
+	}
+	b, err := Marshal(z{N: 1})
+	if err != nil || string(b) != `{"n":1}` {
+		t.Fatalf("Marshal = %s, %v", b, err)
+	}
+	var back z
+	if err := Unmarshal(b, &back); err != nil || !back.Root.IsZero() {
+		t.Fatalf("absent: %+v %v", back, err)
+	}
+	a := addr.Of([]byte("r"))
+	set := `{"n":1,"root":"` + a.String() + `"}`
+	if err := Unmarshal([]byte(set), &back); err != nil || back.Root != a {
+		t.Fatalf("set: %+v %v", back, err)
+	}
+	zero := `{"n":1,"root":"` + addr.Addr{}.String() + `"}`
+	if err := Unmarshal([]byte(zero), &back); !errors.Is(err, reject.NonCanonical) {
+		t.Fatalf("zero written out: %v", err)
+	}
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opensubstrate/sandbox/internal/image"
+	"github.com/opensubstrate/sandbox/internal/image/imagetest"
+)
+
+// TestImageAsAUserRunsIt: import a docker save archive, list it, run a
+// command in it here and through the service, make a sandbox from a
+// devcontainer.json naming it, suspend it, change a file of the image's
+// root and see the resumption refused; remove the image and see a run
+// in it refused by name.
+func TestImageAsAUserRunsIt(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("S1 runs in an image root need root here")
+	}
+	home := t.TempDir()
+	dir := t.TempDir()
+	arch := imagetest.DockerArchive(t, imagetest.Image(t), filepath.Join(dir, "image.tar"))
+	out, errOut, code := runCLI(t, home, "", "image", "import", arch, "--name", "mine:1")
+	if code != 0 || !strings.Contains(out, "imported ") || !strings.Contains(errOut, "left out 1") {
+		t.Fatalf("import: %d %q %q", code, out, errOut)
+	}
+	out, _, code = runCLI(t, home, "", "image", "ls", "--json")
+	var imgs []image.Image
+	if code != 0 || json.Unmarshal([]byte(out), &imgs) != nil || len(imgs) != 1 || strings.Join(imgs[0].Names, ",") != "mine:1,"+imagetest.Name {
+		t.Fatalf("ls: %d %q", code, out)
+	}
+	out, errOut, code = runCLI(t, home, "", "run", "-q", "--local", "--image", "mine:1", "--", "cat", "/etc/os-release")
+	if code != 0 || out != imagetest.OSRelease {
+		t.Fatalf("run --image: %d %q %q", code, out, errOut)
+	}
+	if _, errOut, code = runCLI(t, home, "", "run", "-q", "--local", "--image", "mine:1", "--", "go", "version"); code != 127 {
+		t.Fatalf("a host-only program: %d %q", code, errOut)
+	}
+
+	startServe(t, home)
+	out, errOut, code = runCLI(t, home, "", "run", "-q", "--image", "mine:1", "--", "sh", "-c", "echo $IMAGE")
+	if code != 0 || out != "sandbox-test\n" {
+		t.Fatalf("run --image via the service: %d %q %q", code, out, errOut)
+	}
+	dc := filepath.Join(dir, "devcontainer.json")
+	os.WriteFile(dc, []byte(`{
+  // the image, and what the environment declares
+  "image": "mine:1",
+  "containerEnv": {"FROM": "manifest"},
+  "forwardPorts": [3000],
+}`), 0o644)
+	out, errOut, code = runCLI(t, home, "", "create", "--manifest", dc, "--json")
+	var sb struct {
+		ID       string `json:"id"`
+		Root     string `json:"root"`
+		Manifest string `json:"manifest"`
+		Listen   []int  `json:"listen"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &sb) != nil || sb.Root != imgs[0].Root.String() || sb.Manifest == "" || len(sb.Listen) != 1 {
+		t.Fatalf("create --manifest: %d %q %q", code, out, errOut)
+	}
+	out, errOut, code = runCLI(t, home, "", "exec", sb.ID, "--", "sh", "-c", "echo $FROM; cat /etc/motd")
+	if code != 0 || out != "manifest\nlayer two\n" {
+		t.Fatalf("exec: %d %q %q", code, out, errOut)
+	}
+	// A manifest with features is refused: each is a script.
+	os.WriteFile(dc, []byte(`{"image": "mine:1", "features": {"ghcr.io/devcontainers/features/go:1": {}}}`), 0o644)
+	if _, errOut, code = runCLI(t, home, "", "create", "--manifest", dc); code != 2 || !strings.Contains(errOut, "features") {
+		t.Fatalf("create with features: %d %q", code, errOut)
+	}
+	if _, errOut, code = runCLI(t, home, "", "suspend", sb.ID); code != 0 {
+		t.Fatalf("suspend: %d %q", code, errOut)
+	}
+	root := filepath.Join(home, "images", "roots", imgs[0].Root.Hex())
+	if err := os.WriteFile(filepath.Join(root, "etc", "motd"), []byte("changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code = runCLI(t, home, "", "resume", sb.ID); code != 4 || !strings.Contains(errOut, "root filesystem") {
+		t.Fatalf("resume on a changed root: %d %q", code, errOut)
+	}
+	if _, errOut, code = runCLI(t, home, "", "image", "verify", "mine:1"); code != 4 {
+		t.Fatalf("image verify on a changed root: %d %q", code, errOut)
+	}
+	if _, errOut, code = runCLI(t, home, "", "image", "rm", "mine:1"); code != 0 {
+		t.Fatalf("rm: %d %q", code, errOut)
+	}
+	if _, errOut, code = runCLI(t, home, "", "run", "-q", "--image", "mine:1", "--", "true"); code != 125 || !strings.Contains(errOut, "image import") {
+		t.Fatalf("run in a removed image: %d %q", code, errOut)
+	}
+}
