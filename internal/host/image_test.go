@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	images "github.com/opensubstrate/sandbox/internal/image"
@@ -147,5 +148,36 @@ func TestImageLinksResolveInTheRun(t *testing.T) {
 	}
 	if !strings.Contains(out, secret) {
 		t.Fatalf("the link is not there as a link: %q", out)
+	}
+}
+
+// TestExecControlInImageRoot: exec control judges the image's files: the
+// image's shell, allowed by address, runs (with the image's loader as
+// its interpreter); the image's ls, not allowed, is refused.
+func TestExecControlInImageRoot(t *testing.T) {
+	h := newS1Host(t)
+	img := withImages(t, h)
+	d, _ := h.Images.RootDir(img.Root)
+	f, err := images.Open(d, "/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := addr.OfReader(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := h.CommandIn(imagetest.Name, CommandLine{Args: []string{"sh", "-c", "echo in; ls / >/dev/null || echo refused"}, Grants: grants(t, "exec:allow:"+sh.String()), Cwd: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	req.Stdout, req.Stderr = &out, &errb
+	r, err := h.Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "in\nrefused\n" || r.Denied == 0 {
+		t.Fatalf("stdout %q stderr %q denied %d", out.String(), errb.String(), r.Denied)
 	}
 }
