@@ -35,6 +35,10 @@ const (
 	Suspended Kind = "suspended"
 	Resumed   Kind = "resumed"
 	Closed    Kind = "closed"
+	// Claimed is a sandbox a warm pool kept ready, handed to the run that
+	// claimed it: the first segment, with the idle energy spent keeping
+	// it ready.
+	Claimed Kind = "claimed"
 )
 
 // Snapshot is what a suspension retained, by content address.
@@ -92,6 +96,11 @@ type Segment struct {
 	IdleProvenance string
 	// Reason is a Closed segment's, optional.
 	Reason string
+	// Pool is a Claimed segment's: the warm pool it was claimed from.
+	// A Claimed segment's IdleUJ is the energy spent keeping it ready; a
+	// Closed segment's, optional, what a sandbox closed unclaimed (a
+	// pool's eviction) spent: its overhead.
+	Pool string
 }
 
 // The wire forms of the segments, one struct per kind: every member
@@ -112,8 +121,16 @@ type (
 		IdleProvenance string   `json:"idle_provenance"`
 	}
 	closedWire struct {
-		Kind   Kind   `json:"kind"`
-		Reason string `json:"reason,omitempty"`
+		Kind           Kind   `json:"kind"`
+		Reason         string `json:"reason,omitempty"`
+		IdleUJ         uint64 `json:"idle_uj,omitempty"`
+		IdleProvenance string `json:"idle_provenance,omitempty"`
+	}
+	claimedWire struct {
+		Kind           Kind   `json:"kind"`
+		Pool           string `json:"pool"`
+		IdleUJ         uint64 `json:"idle_uj"`
+		IdleProvenance string `json:"idle_provenance"`
 	}
 )
 
@@ -135,7 +152,9 @@ func (s Segment) Bytes() ([]byte, error) {
 		}
 		v = resumedWire{s.Kind, s.Snapshot, s.IdleUJ, s.IdleProvenance}
 	case Closed:
-		v = closedWire{s.Kind, s.Reason}
+		v = closedWire{s.Kind, s.Reason, s.IdleUJ, s.IdleProvenance}
+	case Claimed:
+		v = claimedWire{s.Kind, s.Pool, s.IdleUJ, s.IdleProvenance}
 	default:
 		return nil, reject.New(reject.Invalid, "kind", "%q is no segment kind", s.Kind)
 	}
@@ -200,7 +219,27 @@ func parseSegment(b []byte) (Segment, error) {
 		if err := canon.Decode(b, &w); err != nil {
 			return Segment{}, err
 		}
-		s = Segment{Kind: w.Kind, Reason: w.Reason}
+		s = Segment{Kind: w.Kind, Reason: w.Reason, IdleUJ: w.IdleUJ, IdleProvenance: w.IdleProvenance}
+		switch {
+		case s.IdleUJ > 0 && s.IdleProvenance == "":
+			return Segment{}, reject.New(reject.MissingField, "idle_provenance", "idle_uj is given without the provenance of its figure")
+		case s.IdleProvenance != "" && s.IdleUJ == 0:
+			return Segment{}, reject.New(reject.MissingField, "idle_uj", "idle_provenance is given without the figure")
+		case s.IdleProvenance != "" && !provenance(s.IdleProvenance):
+			return Segment{}, reject.New(reject.Invalid, "idle_provenance", "%q: want \"Measured <source>\" or \"Estimator <model>\"", s.IdleProvenance)
+		}
+	case Claimed:
+		var w claimedWire
+		if err := canon.Decode(b, &w); err != nil {
+			return Segment{}, err
+		}
+		s = Segment{Kind: w.Kind, Pool: w.Pool, IdleUJ: w.IdleUJ, IdleProvenance: w.IdleProvenance}
+		if s.Pool == "" {
+			return Segment{}, reject.New(reject.MissingField, "pool", "a claim names its pool")
+		}
+		if !provenance(s.IdleProvenance) {
+			return Segment{}, reject.New(reject.Invalid, "idle_provenance", "%q: want \"Measured <source>\" or \"Estimator <model>\"", s.IdleProvenance)
+		}
 	case "":
 		return Segment{}, reject.New(reject.MissingField, "kind", "a segment names its kind")
 	default:
@@ -280,6 +319,9 @@ func (st *State) Check(seg Segment) error {
 	if st.Phase == Ended {
 		return reject.New(reject.Closed, where, "a %s segment after the record was closed", seg.Kind)
 	}
+	if st.IdleUJ+seg.IdleUJ > MaxIdleUJ {
+		return reject.New(reject.IntRange, where, "the record's idle energy reaches 2^53 µJ")
+	}
 	switch seg.Kind {
 	case Executed, Suspended:
 		if st.Phase == Parked {
@@ -292,8 +334,9 @@ func (st *State) Check(seg Segment) error {
 		if !seg.Snapshot.Equal(*st.Last) {
 			return reject.New(reject.SnapshotMismatch, where, "the snapshot resumed is not the one suspended: %s", seg.Snapshot.diff(*st.Last))
 		}
-		if st.IdleUJ+seg.IdleUJ > MaxIdleUJ {
-			return reject.New(reject.IntRange, where, "the record's idle energy reaches 2^53 µJ")
+	case Claimed:
+		if st.Segments != 0 {
+			return reject.New(reject.Phase, where, "claimed after %d segments: a sandbox is claimed from its pool before anything runs in it", st.Segments)
 		}
 	case Closed:
 	default:
@@ -318,8 +361,11 @@ func (st *State) Apply(seg Segment, b []byte) error {
 	case Resumed:
 		st.Phase = Active
 		st.IdleUJ += seg.IdleUJ
+	case Claimed:
+		st.IdleUJ += seg.IdleUJ
 	case Closed:
 		st.Phase = Ended
+		st.IdleUJ += seg.IdleUJ
 	}
 	return nil
 }

@@ -168,6 +168,15 @@ def snapshot(s, line):
 
 
 # ---- the record --------------------------------------------------------------
+def idle_figure(seg, line):
+    uj, prov = seg["idle_uj"], seg["idle_provenance"]
+    if not isinstance(uj, int) or isinstance(uj, bool) or uj < 0:
+        raise Reject("invalid", line, "idle_uj")
+    if not isinstance(prov, str) or not any(prov.startswith(p) and len(prov) > len(p) for p in ("Measured ", "Estimator ")):
+        raise Reject("invalid", line, "idle_provenance")
+    return uj
+
+
 def verify(data, cited=None):
     if data and not data.endswith(b"\n"):
         raise Reject("truncated", data.count(b"\n") + 1, "the last line has no newline")
@@ -189,6 +198,7 @@ def verify(data, cited=None):
     for n, raw in enumerate(lines[1:], start=2):
         seg = parse_canonical(raw, n)
         kind = seg.get("kind")
+        uj = 0
         if kind == "executed":
             members(seg, ["kind", "attestation"], [], n)
             digest(seg["attestation"], "attestation", n)
@@ -198,13 +208,23 @@ def verify(data, cited=None):
         elif kind == "resumed":
             members(seg, ["kind", "snapshot", "idle_uj", "idle_provenance"], [], n)
             snap = snapshot(seg["snapshot"], n)
-            uj, prov = seg["idle_uj"], seg["idle_provenance"]
-            if not isinstance(uj, int) or isinstance(uj, bool) or uj < 0:
-                raise Reject("invalid", n, "idle_uj")
-            if not isinstance(prov, str) or not any(prov.startswith(p) and len(prov) > len(p) for p in ("Measured ", "Estimator ")):
-                raise Reject("invalid", n, "idle_provenance")
+            uj = idle_figure(seg, n)
         elif kind == "closed":
-            members(seg, ["kind"], ["reason"], n)
+            members(seg, ["kind"], ["reason", "idle_uj", "idle_provenance"], n)
+            uj = seg.get("idle_uj", 0)
+            if "idle_uj" in seg or "idle_provenance" in seg:
+                if "idle_provenance" not in seg:
+                    raise Reject("missing-field", n, "idle_provenance")
+                if "idle_uj" not in seg:
+                    raise Reject("missing-field", n, "idle_uj")
+                idle_figure(seg, n)
+        elif kind == "claimed":
+            members(seg, ["kind", "pool", "idle_uj", "idle_provenance"], [], n)
+            if not isinstance(seg["pool"], str):
+                raise Reject("invalid", n, "pool")
+            if seg["pool"] == "":
+                raise Reject("missing-field", n, "pool")
+            uj = idle_figure(seg, n)
         elif kind is None:
             raise Reject("missing-field", n, "kind")
         else:
@@ -213,13 +233,15 @@ def verify(data, cited=None):
             raise Reject("closed", n, "after the close")
         if kind in ("executed", "suspended") and phase == "parked":
             raise Reject("phase", n, kind + " while parked")
+        if kind in ("resumed", "claimed", "closed") and idle + uj >= 2 ** 53:
+            raise Reject("int-range", n, "idle energy")
         if kind == "resumed":
             if phase != "parked":
                 raise Reject("phase", n, "resumed while active")
             if snap != last:
                 raise Reject("snapshot-mismatch", n, "not the suspended snapshot")
-            if idle + uj >= 2 ** 53:
-                raise Reject("int-range", n, "idle energy")
+        if kind == "claimed" and segs != 0:
+            raise Reject("phase", n, "claimed after another segment")
         head = blake3(head + raw)
         heads.append(head)
         segs += 1
@@ -229,8 +251,10 @@ def verify(data, cited=None):
             phase, last = "parked", snap
         elif kind == "resumed":
             phase, idle = "active", idle + uj
+        elif kind == "claimed":
+            idle += uj
         else:
-            phase = "closed"
+            phase, idle = "closed", idle + uj
     if cited is not None and cited not in heads:
         raise Reject("head-mismatch", 0, "the cited head is not among the record's")
     return {"head": "b3:" + head.hex(), "phase": phase, "segments": segs, "executed": executed, "idle_uj": idle}

@@ -115,6 +115,20 @@ func durableVectors() ([]byte, error) {
 		return nil, err
 	}
 
+	// A warm pool's sandbox: claimed with the energy spent keeping it
+	// ready; or evicted unclaimed, its overhead on the close.
+	poolProv := "Estimator pool-idle/1 (the sandbox's cgroup CPU time while ready × TDP / CPUs, labelled)"
+	claim := record.Segment{Kind: record.Claimed, Pool: "dev", IdleUJ: 4200, IdleProvenance: poolProv}
+	claimed, err := pos("pool-claimed", "a sandbox a warm pool kept ready, claimed: the claim is its first segment and its idle energy counts in the record's, then it runs, suspends and resumes", nil,
+		claim, ex("1"), su(snap), re(snap, 1500), ex("2"))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pos("pool-evicted", "a ready sandbox evicted unclaimed: closed with the energy spent keeping it ready, its overhead", nil,
+		record.Segment{Kind: record.Closed, Reason: "evicted from pool dev: older than its maximum age", IdleUJ: 9100, IdleProvenance: poolProv}); err != nil {
+		return nil, err
+	}
+
 	// Negatives, each the life record or a part of it with one change.
 	neg("forked-snapshot", "resumed with a snapshot whose root differs from the one suspended",
 		join(replaceIn(life, 3, snap.Root.String(), snap2.Root.String())), reject.SnapshotMismatch, 4, nil)
@@ -144,6 +158,11 @@ func durableVectors() ([]byte, error) {
 	reB, _ := re(snap, 1).Bytes()
 	neg("resumed-while-active", "a resumption with no suspension before it", bad(string(reB)), reject.Phase, 3, nil)
 	clB, _ := cl.Bytes()
+	claimB, _ := claim.Bytes()
+	neg("claimed-after-executed", "a claim after the sandbox ran: a sandbox is claimed from its pool before anything runs in it", bad(string(claimB)), reject.Phase, 3, nil)
+	neg("claimed-without-pool", "a claim naming no pool", join([]string{claimed[0], strings.Replace(claimed[1], `"pool":"dev"`, `"pool":""`, 1)}), reject.MissingField, 2, nil)
+	neg("claimed-without-provenance", "a claim whose idle energy says nothing of how it was had", join([]string{claimed[0], strings.Replace(claimed[1], poolProv, "about 4 mJ", 1)}), reject.Invalid, 2, nil)
+	neg("closed-idle-without-provenance", "a close with an overhead and no provenance for it", join([]string{claimed[0], `{"idle_uj":9100,"kind":"closed"}`}), reject.MissingField, 2, nil)
 	neg("append-after-close", "an executed segment after the close", join(append(append([]string{}, life[:2]...), string(clB), string(exB))), reject.Closed, 4, nil)
 	neg("non-canonical-segment", "a segment with a space after its opening brace", bad(`{ "attestation":"`+a("attestation 2").String()+`","kind":"executed"}`), reject.NonCanonical, 3, nil)
 	neg("unknown-kind", "a segment of kind \"paused\"", bad(`{"kind":"paused"}`), reject.Invalid, 3, nil)
