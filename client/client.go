@@ -135,6 +135,23 @@ func (c *Client) Create(ctx context.Context, spec SandboxSpec) (*Sandbox, error)
 	return &sb, nil
 }
 
+// Claim takes a ready sandbox from the service's warm pool of that name:
+// made ahead, it is the caller's now, and its record's first segment
+// carries the energy spent keeping it ready.
+func (c *Client) Claim(ctx context.Context, pool string) (*Sandbox, error) {
+	var sb Sandbox
+	if err := c.call(ctx, "POST", "/v1/pools/"+url.PathEscape(pool)+"/claim", nil, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
+// Pools are the service's warm pools and what each did.
+func (c *Client) Pools(ctx context.Context) ([]Pool, error) {
+	var l []Pool
+	return l, c.call(ctx, "GET", "/v1/pools", nil, &l)
+}
+
 // List lists the caller's live sandboxes.
 func (c *Client) List(ctx context.Context) ([]Sandbox, error) {
 	var l []Sandbox

@@ -33,6 +33,21 @@ type SandboxSpec struct {
 	Manifest json.RawMessage `json:"manifest,omitempty"`
 }
 
+// Pool is a warm pool as the service describes it (sandbox serve --pool).
+type Pool struct {
+	Name      string `json:"name"`
+	Size      int    `json:"size"`
+	Ready     int    `json:"ready"`
+	Draining  bool   `json:"draining"`
+	Made      uint64 `json:"made"`
+	Claims    uint64 `json:"claims"`
+	Misses    uint64 `json:"misses"`
+	Evictions uint64 `json:"evictions"`
+	Failures  uint64 `json:"failures"`
+	ClaimedUJ uint64 `json:"claimed_uj"`
+	EvictedUJ uint64 `json:"evicted_uj"`
+}
+
 // Sandbox is a live sandbox as the service describes it.
 type Sandbox struct {
 	ID   string `json:"id"`

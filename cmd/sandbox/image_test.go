@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opensubstrate/sandbox/internal/image"
 	"github.com/opensubstrate/sandbox/internal/image/imagetest"
@@ -89,5 +90,52 @@ func TestImageAsAUserRunsIt(t *testing.T) {
 	}
 	if _, errOut, code = runCLI(t, home, "", "run", "-q", "--image", "mine:1", "--", "true"); code != 125 || !strings.Contains(errOut, "image import") {
 		t.Fatalf("run in a removed image: %d %q", code, errOut)
+	}
+}
+
+// TestPoolAsAUserClaimsOne: a service started with a warm pool of the
+// test image hands a ready sandbox to 'create --pool'; its record
+// begins with the claim and its idle energy; a bad --pool is refused.
+func TestPoolAsAUserClaimsOne(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("S1 sandboxes need root here")
+	}
+	home := t.TempDir()
+	arch := imagetest.DockerArchive(t, imagetest.Image(t), filepath.Join(t.TempDir(), "image.tar"))
+	if _, errOut, code := runCLI(t, home, "", "image", "import", arch); code != 0 {
+		t.Fatalf("import: %d %q", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, home, "", "serve", "--pool", "dev:size=0"); code != 2 || !strings.Contains(errOut, "size") {
+		t.Fatalf("serve with a bad pool: %d %q", code, errOut)
+	}
+	startServe(t, home, "--pool", "dev:size=1,image="+imagetest.Name+",max-age=1h")
+	for i := 0; ; i++ {
+		out, _, _ := runCLI(t, home, "", "pools", "--json")
+		if strings.Contains(out, `"ready": 1`) {
+			break
+		}
+		if i > 200 {
+			t.Fatalf("the pool made none ready: %s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, errOut, code := runCLI(t, home, "", "create", "--pool", "dev")
+	id := strings.TrimSpace(out)
+	if code != 0 || !strings.HasPrefix(id, "sb-") {
+		t.Fatalf("create --pool: %d %q %q", code, out, errOut)
+	}
+	if out, errOut, code = runCLI(t, home, "", "exec", id, "--", "cat", "/etc/motd"); code != 0 || out != "layer two\n" {
+		t.Fatalf("exec: %d %q %q", code, out, errOut)
+	}
+	out, errOut, code = runCLI(t, home, "", "record", "verify", id)
+	if code != 0 || !strings.Contains(out, "idle") {
+		t.Fatalf("record verify: %d %q %q", code, out, errOut)
+	}
+	b, err := os.ReadFile(filepath.Join(home, "records", id+".jsonl"))
+	if err != nil || !strings.Contains(strings.Split(string(b), "\n")[1], `"kind":"claimed","pool":"dev"`) {
+		t.Fatalf("record: %v %s", err, b)
+	}
+	if _, errOut, code = runCLI(t, home, "", "create", "--pool", "nope"); code != 3 {
+		t.Fatalf("claim from no pool: %d %q", code, errOut)
 	}
 }

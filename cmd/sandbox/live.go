@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/errs"
@@ -101,6 +102,7 @@ func createCmd(g *globals) *cobra.Command {
 		cpus    float64
 		imgRef  string
 		manFile string
+		poolArg string
 	)
 	c := &cobra.Command{
 		Use:   "create [--tier S1|S2] [--grant G]... [--listen PORT]...",
@@ -117,6 +119,10 @@ attestation naming the sandbox. 'sandbox rm' ends it.
 --listen PORT lets an S1 sandbox's processes listen on a TCP port inside
 its own network namespace (loopback only; recorded in each exec's
 attestation): nothing outside the sandbox can reach it.
+
+--pool NAME claims a sandbox the service's warm pool NAME made ahead
+('sandbox serve --pool'): ready at once, its record carrying the energy
+spent keeping it ready.
 
 --image NAME runs an S1 sandbox's programs in an imported image's root
 filesystem ('sandbox image') instead of the host's system directories.
@@ -137,6 +143,31 @@ Grants:
 			args, err := gf.strings()
 			if err != nil {
 				return err
+			}
+			if poolArg != "" {
+				var other []string
+				cmd.Flags().Visit(func(f *pflag.Flag) {
+					if f.Name != "pool" && f.Name != "json" && f.Name != "home" {
+						other = append(other, "--"+f.Name)
+					}
+				})
+				if len(other) > 0 {
+					return errs.Usage{Err: fmt.Errorf("--pool takes a sandbox its pool made ahead, made as the pool says: %s does not apply", strings.Join(other, ", "))}
+				}
+				cl, err := g.client()
+				if err != nil {
+					return err
+				}
+				defer cl.Close()
+				sb, err := cl.Claim(cmd.Context(), poolArg)
+				if err != nil {
+					return apiErr(err)
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), sb)
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
+				return nil
 			}
 			spec := client.SandboxSpec{Tier: tierArg, Grants: args, Listen: listen, Pids: pids, CPUs: cpus, Image: imgRef}
 			if manFile != "" {
@@ -172,6 +203,7 @@ Grants:
 	c.Flags().StringVar(&tierArg, "tier", "S1", "S1 (native programs) or S2 (WebAssembly modules)")
 	c.Flags().StringVar(&imgRef, "image", "", "run the sandbox's programs in this imported image's root filesystem (S1)")
 	c.Flags().StringVar(&manFile, "manifest", "", "make the sandbox from this devcontainer.json or signed manifest (see above)")
+	c.Flags().StringVar(&poolArg, "pool", "", "claim a ready sandbox from the service's warm pool of this name ('sandbox serve --pool')")
 	c.Flags().StringArrayVar(&envArgs, "env", nil, "set NAME=VALUE in every exec's environment (repeatable)")
 	c.Flags().IntSliceVar(&listen, "listen", nil, "a TCP port its processes may listen on, inside the sandbox (S1; repeatable)")
 	c.Flags().StringVar(&memory, "memory", "", "memory limit of the sandbox's cgroup (default: the service's)")
@@ -471,4 +503,42 @@ func parseEnv(args []string) (map[string]string, error) {
 		env[k] = v
 	}
 	return env, nil
+}
+
+func poolsCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "pools",
+		Short: "List the service's warm pools: ready sandboxes, claims, misses, evictions, idle energy",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			l, err := cl.Pools(cmd.Context())
+			if err != nil {
+				return apiErr(err)
+			}
+			if asJSON {
+				if l == nil {
+					l = []client.Pool{}
+				}
+				return printJSON(cmd.OutOrStdout(), l)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "POOL\tREADY\tSIZE\tCLAIMS\tMISSES\tEVICTIONS\tCLAIMED IDLE\tEVICTED IDLE")
+			for _, p := range l {
+				ready := fmt.Sprint(p.Ready)
+				if p.Draining {
+					ready += " (draining)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.3f J\t%.3f J\n", p.Name, ready, p.Size, p.Claims, p.Misses, p.Evictions, float64(p.ClaimedUJ)/1e6, float64(p.EvictedUJ)/1e6)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	return c
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,7 +17,11 @@ import (
 
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/errs"
+	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/manifest"
 	"github.com/opensubstrate/sandbox/internal/server"
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/tier"
 )
 
 func serveCmd(g *globals) *cobra.Command {
@@ -24,6 +29,7 @@ func serveCmd(g *globals) *cobra.Command {
 		socket, listen, certFile, keyFile, tokenFile, logFormat string
 		grace                                                   time.Duration
 		maxLive                                                 int
+		poolArgs                                                []string
 	)
 	c := &cobra.Command{
 		Use:   "serve",
@@ -46,7 +52,21 @@ outcome killed), suspends every live sandbox (a later service resumes
 it: 'sandbox resume'; one that cannot be suspended is ended, committing
 its quota'd writes) and exits 0. Nothing running is dropped unsealed.
 Started, it first makes whole what an ended service left: its live
-sandboxes are suspended from their workspaces as they were left.`,
+sandboxes are suspended from their workspaces as they were left.
+
+--pool NAME:KEY=VALUE,... keeps a warm pool of ready S1 sandboxes, made
+ahead, that 'sandbox create --pool NAME' (POST /v1/pools/NAME/claim)
+hands over at once. Keys: size=N (how many it keeps ready; default 2),
+image=REF or manifest=FILE (what each is made from: an imported image,
+a devcontainer.json or a signed manifest; default the host's system
+directories), max-idle=DURATION (with no claim for that long it evicts
+what it keeps and makes no more until the next claim; default none),
+max-age=DURATION (a ready sandbox older than that is evicted and
+replaced; default none). A claimed sandbox's record begins with a
+claimed segment carrying the energy spent keeping it ready (its cgroup's
+CPU time since it was made, priced by the Estimator); an evicted one is
+closed with that overhead. /metrics has each pool's statistics
+(sandbox_pool_*). Ready sandboxes are evicted when the service stops.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
@@ -87,6 +107,15 @@ sandboxes are suspended from their workspaces as they were left.`,
 			}
 			if maxLive > 0 {
 				ho.MaxLive(maxLive)
+			}
+			for _, a := range poolArgs {
+				ps, err := parsePool(a, ho)
+				if err != nil {
+					return err
+				}
+				if err := ho.StartPool(ps); err != nil {
+					return errs.Usage{Err: fmt.Errorf("--pool %s: %w", a, err)}
+				}
 			}
 			// What ended services left: their live sandboxes' records are
 			// made whole (suspended, resumable) before anything is served.
@@ -169,6 +198,7 @@ sandboxes are suspended from their workspaces as they were left.`,
 	c.Flags().StringVar(&tokenFile, "token-file", "", "bearer tokens for --listen, one per line")
 	c.Flags().DurationVar(&grace, "grace", 30*time.Second, "on shutdown, how long execs in flight may finish before they are interrupted (and sealed)")
 	c.Flags().IntVar(&maxLive, "max-sandboxes", 0, "live sandboxes kept at once (default 1024); more are refused with 429")
+	c.Flags().StringArrayVar(&poolArgs, "pool", nil, "keep a warm pool of ready sandboxes: NAME:size=N,image=REF|manifest=FILE,max-idle=D,max-age=D (see above; repeatable)")
 	c.Flags().StringVar(&logFormat, "log-format", "text", "log lines as text or json")
 	limitFlags(c, g, "a native run's or a live S1 sandbox's")
 	return c
@@ -197,4 +227,63 @@ func listenUnix(path string) (net.Listener, error) {
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	return ln, nil
+}
+
+// parsePool reads a --pool argument: NAME:KEY=VALUE,...
+func parsePool(arg string, ho *host.Host) (host.PoolSpec, error) {
+	name, rest, _ := strings.Cut(arg, ":")
+	ps := host.PoolSpec{Name: name, Size: 2, Sandbox: host.SandboxSpec{Tier: tier.S1}}
+	bad := func(format string, a ...any) (host.PoolSpec, error) {
+		return ps, errs.Usage{Err: fmt.Errorf("--pool %s: "+format, append([]any{arg}, a...)...)}
+	}
+	if name == "" {
+		return bad("want NAME:KEY=VALUE,...")
+	}
+	for _, kv := range strings.Split(rest, ",") {
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || v == "" {
+			return bad("%q: want KEY=VALUE", kv)
+		}
+		var err error
+		switch k {
+		case "size":
+			if ps.Size, err = strconv.Atoi(v); err != nil || ps.Size < 1 {
+				return bad("size %q: want a whole number from 1", v)
+			}
+		case "image":
+			ps.Sandbox.Image = v
+		case "manifest":
+			b, err := os.ReadFile(v)
+			if err != nil {
+				return bad("%v", err)
+			}
+			m, err := manifest.Verify(b, key.NewTrust(ho.Key.Public()))
+			if err != nil {
+				dc, derr := manifest.FromDevcontainer(b)
+				if derr != nil {
+					return bad("%s is neither a manifest this host signed (%v) nor a devcontainer.json (%v)", v, err, derr)
+				}
+				if m, err = manifest.Seal(dc, ho.Key); err != nil {
+					return ps, err
+				}
+			}
+			ps.Sandbox.Manifest = m
+		case "max-idle", "max-age":
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return bad("%s %q: want a duration such as 10m", k, v)
+			}
+			if k == "max-idle" {
+				ps.MaxIdle = d
+			} else {
+				ps.MaxAge = d
+			}
+		default:
+			return bad("unknown key %q (size, image, manifest, max-idle, max-age)", k)
+		}
+	}
+	return ps, nil
 }

@@ -741,6 +741,14 @@ func (h *Host) recover(id string, l live) (string, error) {
 	what := "cleaned"
 	switch st.Phase {
 	case record.Active:
+		if isPoolOwner(l.Owner) && st.Segments == 0 {
+			// Kept ready by a pool and never claimed: nobody's work.
+			if _, err := f.Append(record.Segment{Kind: record.Closed, Reason: "kept ready by a pool whose host ended before it was claimed"}); err != nil {
+				return "", err
+			}
+			what = "closed"
+			break
+		}
 		if !hasWS && l.Workspace != "" {
 			if _, err := f.Append(record.Segment{Kind: record.Closed, Reason: "its host ended, and its workspace is gone"}); err != nil {
 				return "", err

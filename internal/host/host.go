@@ -119,6 +119,7 @@ type Host struct {
 	Reprobe bool
 	probeMu sync.Mutex
 	probes  map[string]tier.Probe
+	pools   pools
 
 	// Clock is the time (nil: time.Now): a parked sandbox's idle energy
 	// is priced by it.
@@ -249,6 +250,7 @@ func (h *Host) Close() error {
 			h.Store.Lease.Close()
 		}
 	}()
+	h.stopPools()
 	if err := h.closeSandboxes(); err != nil {
 		first = err
 	}

@@ -594,9 +594,14 @@ func (h *Host) Remove(id, owner string) error {
 // closeSandbox tears a sandbox down and closes its record: its durable
 // run ends.
 func (h *Host) closeSandbox(sb *Sandbox, why string) error {
+	return h.closeSandboxWith(sb, record.Segment{Kind: record.Closed, Reason: why})
+}
+
+// closeSandboxWith is closeSandbox with the Closed segment given.
+func (h *Host) closeSandboxWith(sb *Sandbox, seg record.Segment) error {
 	err := h.teardown(sb)
 	if sb.record != nil {
-		if _, rerr := sb.record.Append(record.Segment{Kind: record.Closed, Reason: why}); rerr != nil {
+		if _, rerr := sb.record.Append(seg); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("close sandbox %s's record: %w", sb.ID, rerr))
 		}
 		h.indexRecord(sb.ID, sb.record)

@@ -525,26 +525,40 @@ func apportion(total uint64, cpu time.Duration, ncpu int, wall time.Duration) ui
 	return num
 }
 
-func (sp *Span) estimate(c device.Class, cpu RunCPU, w window) receipt.Reading {
-	wall := w.wall
-	tdp, ok := sp.m.TDP[c]
-	if !ok {
-		for _, s := range sp.m.Sources {
-			if r, isRated := s.(Rated); isRated && s.Class() == c {
-				if mw, origin, known := r.RatedPower(); known {
-					tdp, ok = TDP{MilliWatts: mw, Origin: origin}, true
-					break
-				}
+// tdp is class c's rated power: configured, or a source's.
+func (m *Meter) tdp(c device.Class) TDP {
+	if tdp, ok := m.TDP[c]; ok {
+		return tdp
+	}
+	for _, s := range m.Sources {
+		if r, isRated := s.(Rated); isRated && s.Class() == c {
+			if mw, origin, known := r.RatedPower(); known {
+				return TDP{MilliWatts: mw, Origin: origin}
 			}
 		}
 	}
-	ncpu := sp.m.NumCPU
-	if ncpu <= 0 {
-		ncpu = 1
+	return TDP{MilliWatts: 0, Origin: "no TDP known for this class"}
+}
+
+func (m *Meter) ncpu() int {
+	if m.NumCPU <= 0 {
+		return 1
 	}
-	if !ok {
-		tdp = TDP{MilliWatts: 0, Origin: "no TDP known for this class"}
-	}
+	return m.NumCPU
+}
+
+// EstimateCPU is the Estimator's energy, in µJ, for cpu of CPU time:
+// cpu × the Cpu class's TDP / the CPUs this host sees, and the basis of
+// the figure.
+func (m *Meter) EstimateCPU(cpu time.Duration) (uint64, string) {
+	tdp, ncpu := m.tdp(device.Cpu), m.ncpu()
+	uj := mulDiv(uint64(cpu.Nanoseconds()), tdp.MilliWatts, uint64(ncpu)*1_000_000)
+	return uj, fmt.Sprintf("CPU %d µs × TDP %d mW / %d CPUs (TDP %s)", cpu.Microseconds(), tdp.MilliWatts, ncpu, tdp.Origin)
+}
+
+func (sp *Span) estimate(c device.Class, cpu RunCPU, w window) receipt.Reading {
+	wall := w.wall
+	tdp, ncpu := sp.m.tdp(c), sp.m.ncpu()
 	basis := ""
 	var uj uint64
 	switch {

@@ -102,6 +102,35 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	for _, c := range codes {
 		fmt.Fprintf(w, "sandbox_http_requests_total{code=\"%d\"} %d\n", c, m.requests[c])
 	}
+	pools := s.Host.Pools()
+	if len(pools) == 0 {
+		return
+	}
+	for _, g := range []struct {
+		name, typ, help string
+		v               func(host.PoolStats) uint64
+	}{
+		{"sandbox_pool_ready", "gauge", "Sandboxes a warm pool keeps ready now.", func(p host.PoolStats) uint64 { return uint64(p.Ready) }},
+		{"sandbox_pool_size", "gauge", "Sandboxes a warm pool is to keep ready.", func(p host.PoolStats) uint64 { return uint64(p.Size) }},
+		{"sandbox_pool_draining", "gauge", "1 while a pool, idle past its maximum, keeps none ready.", func(p host.PoolStats) uint64 {
+			if p.Draining {
+				return 1
+			}
+			return 0
+		}},
+		{"sandbox_pool_made_total", "counter", "Sandboxes a pool made ahead.", func(p host.PoolStats) uint64 { return p.Made }},
+		{"sandbox_pool_claims_total", "counter", "Ready sandboxes handed to a claim.", func(p host.PoolStats) uint64 { return p.Claims }},
+		{"sandbox_pool_misses_total", "counter", "Claims that found none ready (made on demand).", func(p host.PoolStats) uint64 { return p.Misses }},
+		{"sandbox_pool_evictions_total", "counter", "Ready sandboxes closed unclaimed (age, idleness, shutdown).", func(p host.PoolStats) uint64 { return p.Evictions }},
+		{"sandbox_pool_failures_total", "counter", "Sandboxes a pool could not make.", func(p host.PoolStats) uint64 { return p.Failures }},
+		{"sandbox_pool_claimed_idle_microjoules_total", "counter", "Idle energy of claimed sandboxes, attributed to the claiming runs' records (Estimator).", func(p host.PoolStats) uint64 { return p.ClaimedUJ }},
+		{"sandbox_pool_evicted_idle_microjoules_total", "counter", "Idle energy of evicted sandboxes, recorded on their close: the pool's overhead (Estimator).", func(p host.PoolStats) uint64 { return p.EvictedUJ }},
+	} {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", g.name, g.help, g.name, g.typ)
+		for _, p := range pools {
+			fmt.Fprintf(w, "%s{pool=%q} %d\n", g.name, p.Name, g.v(p))
+		}
+	}
 }
 
 func sorted[V any](m map[string]V) []string {

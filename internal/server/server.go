@@ -93,6 +93,8 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	mux.HandleFunc("POST /v1/sandboxes", s.create)
+	mux.HandleFunc("GET /v1/pools", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, s.Host.Pools()) })
+	mux.HandleFunc("POST /v1/pools/{name}/claim", s.claim)
 	mux.HandleFunc("GET /v1/sandboxes", s.list)
 	mux.HandleFunc("GET /v1/sandboxes/{id}", s.get)
 	mux.HandleFunc("DELETE /v1/sandboxes/{id}", s.remove)
@@ -328,6 +330,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		hs.Manifest = m
 	}
 	info, err := s.Host.Create(s.base, hs)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	s.metrics.sandbox(+1)
+	writeJSON(w, 201, sandboxOf(info))
+}
+
+// claim hands the caller a ready sandbox of a warm pool.
+func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
+	info, err := s.Host.Claim(s.base, r.PathValue("name"), owner(r))
 	if err != nil {
 		writeErr(w, err)
 		return
