@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/fleet"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/note"
@@ -151,16 +153,49 @@ func fleetVerifiers(g *globals, trust []string) ([]note.Verifier, error) {
 }
 
 func fleetVerifyCmd(g *globals) *cobra.Command {
-	var trust []string
+	var (
+		trust       []string
+		consistency string
+	)
 	c := &cobra.Command{
-		Use:   "verify FLEET",
-		Short: "Check a fleet: its checkpoint's signature, and that its items make the tree it names",
+		Use:   "verify FLEET | --consistency FILE",
+		Short: "Check a fleet (its checkpoints and items), or a consistency proof between two of its checkpoints",
 		Long: `Check a fleet (an id, or its directory): the checkpoint opens under this
 host's verifier key (or --trust VKEY, a C2SP verifier key), names the
 fleet's origin and size, and the items in items.jsonl make exactly its
-root. Exits 4 when they do not.`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+root; and every intermediate checkpoint it published while it ran
+(checkpoints/SIZE) opens and is consistent with the final one (an RFC
+6962 log-size proof: no item of that prefix changed since). Exits 4
+when anything does not hold.
+
+--consistency FILE checks a proof 'sandbox fleet prove FLEET --from M'
+wrote, alone (no fleet directory needed): both checkpoints open under
+the trusted keys, name one fleet, and the new one extends the old.`,
+		Args: usageArgs(cobra.RangeArgs(0, 1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if (consistency == "") == (len(args) == 0) {
+				return errs.Usage{Err: fmt.Errorf("give a FLEET or --consistency FILE")}
+			}
+			if consistency != "" {
+				b, err := os.ReadFile(consistency)
+				if err != nil {
+					return err
+				}
+				var doc fleet.ConsistencyProof
+				if err := json.Unmarshal(b, &doc); err != nil {
+					return refusedInput{fmt.Sprintf("%s: %v", consistency, err)}
+				}
+				vs, err := fleetVerifiers(g, trust)
+				if err != nil {
+					return err
+				}
+				a, b2, err := fleet.CheckConsistency(doc, vs)
+				if err != nil {
+					return fmt.Errorf("%s: %w", consistency, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "OK    consistency  %s: %d items extend to %d\n", a.Origin, a.Size, b2.Size)
+				return nil
+			}
 			dir, err := fleetDir(g, args[0])
 			if err != nil {
 				return err
@@ -186,30 +221,80 @@ root. Exits 4 when they do not.`,
 			case c.Root != f.Root(n):
 				return reject.New(reject.Invalid, "items.jsonl", "its items make another root than the checkpoint's")
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "OK    fleet  %s  %d items, signed by %s\n", dir, n, strings.Join(c.By, ", "))
+			sizes, err := host.FleetCheckpoints(dir)
+			if err != nil {
+				return err
+			}
+			for _, m := range sizes {
+				p := filepath.Join(dir, "checkpoints", strconv.Itoa(m))
+				old, err := os.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				if m > n {
+					return reject.New(reject.Invalid, p, "a checkpoint of %d items; the fleet has %d", m, n)
+				}
+				doc, err := f.ProveConsistency(string(old), string(cp), m, n)
+				if err != nil {
+					return err
+				}
+				a, _, err := fleet.CheckConsistency(doc, vs)
+				if err == nil && a.Size != uint64(m) {
+					err = reject.New(reject.Invalid, "checkpoint", "size %d under the name %d", a.Size, m)
+				}
+				if err != nil {
+					return fmt.Errorf("%s: %w", p, err)
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "OK    fleet  %s  %d items, signed by %s; %d intermediate checkpoints consistent with it\n", dir, n, strings.Join(c.By, ", "), len(sizes))
 			return nil
 		},
 	}
 	c.Flags().StringArrayVar(&trust, "trust", nil, "a verifier key (NAME+ID+KEY) to check the checkpoint under; default: this host's")
+	c.Flags().StringVar(&consistency, "consistency", "", "check this consistency proof ('fleet prove --from') alone")
 	return c
 }
 
 func fleetProveCmd(g *globals) *cobra.Command {
+	var from int
 	c := &cobra.Command{
-		Use:   "prove FLEET ITEM",
-		Short: "Print the proof that item ITEM is in the fleet's checkpoint",
+		Use:   "prove FLEET ITEM | prove FLEET --from M",
+		Short: "Print the proof that item ITEM is in the fleet's checkpoint, or that it extends its checkpoint of M items",
 		Long: `Print, as JSON, the inclusion proof of item ITEM (its index) in the fleet's
 checkpoint: the item, the tree's size and the audit path. With the
-checkpoint, it is all anyone needs to check that one item.`,
-		Args: usageArgs(cobra.ExactArgs(2)),
+checkpoint, it is all anyone needs to check that one item.
+
+--from M prints the consistency proof from the fleet's intermediate
+checkpoint of M items (checkpoints/M, published while it ran) to its
+final one: both checkpoints, as signed, and the log-size proof; 'sandbox
+fleet verify --consistency FILE' checks it alone.`,
+		Args: usageArgs(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := fleetDir(g, args[0])
 			if err != nil {
 				return err
 			}
-			f, _, err := host.LoadFleet(dir)
+			f, cp, err := host.LoadFleet(dir)
 			if err != nil {
 				return err
+			}
+			if from > 0 {
+				if len(args) != 1 {
+					return errs.Usage{Err: fmt.Errorf("--from M proves the fleet's extension, not an item: drop ITEM")}
+				}
+				old, err := os.ReadFile(filepath.Join(dir, "checkpoints", strconv.Itoa(from)))
+				if err != nil {
+					sizes, _ := host.FleetCheckpoints(dir)
+					return refusedInput{fmt.Sprintf("--from %d: the fleet published no checkpoint of %d items (it has: %v)", from, from, sizes)}
+				}
+				doc, err := f.ProveConsistency(string(old), string(cp), from, len(f.Items))
+				if err != nil {
+					return err
+				}
+				return printJSON(cmd.OutOrStdout(), doc)
+			}
+			if len(args) != 2 {
+				return errs.Usage{Err: fmt.Errorf("give ITEM (an index) or --from M")}
 			}
 			i, err := strconv.Atoi(args[1])
 			if err != nil || i < 0 || i >= len(f.Items) {
@@ -222,5 +307,6 @@ checkpoint, it is all anyone needs to check that one item.`,
 			return printJSON(cmd.OutOrStdout(), p)
 		},
 	}
+	c.Flags().IntVar(&from, "from", 0, "prove the final checkpoint extends the intermediate one of M items")
 	return c
 }

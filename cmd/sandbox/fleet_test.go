@@ -2,11 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/fleet"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/note"
@@ -48,8 +52,55 @@ func TestFleetCommands(t *testing.T) {
 	if err != nil || fleet.Verify(c, p) != nil {
 		t.Fatalf("the proof against the checkpoint: %v", err)
 	}
-	// An item changed after the fact: the fleet does not verify.
+	// It published its done prefix while it ran; the final checkpoint
+	// extends each (a log-size proof), and one such proof checks alone.
+	sizes, err := host.FleetCheckpoints(dir)
+	if err != nil || len(sizes) == 0 {
+		t.Fatalf("intermediate checkpoints: %v %v", sizes, err)
+	}
+	if out, e, code := sandbox(t, home, "fleet", "verify", id); code != 0 || !strings.Contains(out, fmt.Sprintf("%d intermediate checkpoints consistent", len(sizes))) {
+		t.Fatalf("fleet verify: %d %s %s", code, out, e)
+	}
+	out, e, code = sandbox(t, home, "fleet", "prove", id, "--from", strconv.Itoa(sizes[0]))
+	cons := filepath.Join(t.TempDir(), "consistency.json")
+	os.WriteFile(cons, []byte(out), 0o600)
+	if code != 0 {
+		t.Fatalf("fleet prove --from: %d %s %s", code, out, e)
+	}
+	if out, e, code := sandbox(t, home, "fleet", "verify", "--consistency", cons); code != 0 || !strings.Contains(out, fmt.Sprintf("%d items extend to 12", sizes[0])) {
+		t.Fatalf("fleet verify --consistency: %d %s %s", code, out, e)
+	}
+	if _, e, code := sandbox(t, home, "fleet", "prove", id, "--from", "99"); code != 2 {
+		t.Fatalf("--from a size never published: %d %s", code, e)
+	}
+	// History rewritten by the key's holder: item 0 changed, the final
+	// checkpoint signed again. It verifies by itself; the checkpoint
+	// published before says otherwise.
 	items := filepath.Join(dir, "items.jsonl")
+	orig, _ := os.ReadFile(items)
+	origCP := cp
+	f, _, err := host.LoadFleet(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Items[0].Run = addr.Of([]byte("another run"))
+	forged, _ := fleet.New(f.Origin, f.Items)
+	fcp, _ := forged.Checkpoint(12, (&host.Host{Key: k}).FleetKeyName(), k)
+	var fb strings.Builder
+	for _, it := range f.Items {
+		line, _ := canon.Marshal(it)
+		fb.Write(line)
+		fb.WriteByte('\n')
+	}
+	os.WriteFile(items, []byte(fb.String()), 0o600)
+	os.WriteFile(filepath.Join(dir, "checkpoint"), []byte(fcp), 0o600)
+	if _, e, code := sandbox(t, home, "fleet", "verify", id); code != 4 || !strings.Contains(e, "checkpoints") {
+		t.Fatalf("a rewritten history: %d %s", code, e)
+	}
+	os.WriteFile(items, orig, 0o600)
+	os.WriteFile(filepath.Join(dir, "checkpoint"), origCP, 0o600)
+
+	// An item changed after the fact: the fleet does not verify.
 	b, _ := os.ReadFile(items)
 	lines := strings.SplitAfter(string(b), "\n")
 	lines[3], lines[4] = strings.Replace(lines[4], `"index":4`, `"index":3`, 1), strings.Replace(lines[3], `"index":3`, `"index":4`, 1)

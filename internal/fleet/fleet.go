@@ -178,3 +178,39 @@ func VerifyConsistency(a, b Checked, proof []merkle.Hash) error {
 	}
 	return nil
 }
+
+// ConsistencyProof is what a watcher that pinned an earlier checkpoint
+// of a fleet needs to check a later one extends it: both checkpoints,
+// as signed, and the RFC 6962 consistency proof between their sizes.
+type ConsistencyProof struct {
+	Old   string `json:"old_checkpoint"`
+	New   string `json:"new_checkpoint"`
+	Proof []Node `json:"proof"`
+}
+
+// ProveConsistency makes the consistency proof from the signed
+// checkpoint old (of the first m items) to new (of the first n).
+func (f *Fleet) ProveConsistency(old, new string, m, n int) (ConsistencyProof, error) {
+	if m < 1 || m > n {
+		return ConsistencyProof{}, fmt.Errorf("fleet: a consistency proof from %d items to %d", m, n)
+	}
+	p, err := f.Consistency(m, n)
+	return ConsistencyProof{Old: old, New: new, Proof: nodes(p)}, err
+}
+
+// CheckConsistency opens both checkpoints of c under verifiers and
+// checks that the new one extends the old one.
+func CheckConsistency(c ConsistencyProof, verifiers []note.Verifier) (Checked, Checked, error) {
+	a, err := OpenCheckpoint([]byte(c.Old), verifiers)
+	if err != nil {
+		return a, Checked{}, reject.In("old_checkpoint", err)
+	}
+	b, err := OpenCheckpoint([]byte(c.New), verifiers)
+	if err != nil {
+		return a, b, reject.In("new_checkpoint", err)
+	}
+	if a.Size > b.Size {
+		return a, b, reject.New(reject.Invalid, "old_checkpoint", "size %d is past the new checkpoint's %d", a.Size, b.Size)
+	}
+	return a, b, VerifyConsistency(a, b, hashes(c.Proof))
+}

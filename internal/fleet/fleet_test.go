@@ -78,6 +78,30 @@ func TestFleet(t *testing.T) {
 	if err != nil || VerifyConsistency(h, c, cons) != nil {
 		t.Fatalf("consistency: %v", err)
 	}
+	// The same proof by the reference code.
+	raw := make([][]byte, len(cons))
+	for j := range cons {
+		raw[j] = append([]byte(nil), cons[j][:]...)
+	}
+	if err := proof.VerifyConsistency(rfc6962.DefaultHasher, 500, 1000, raw, h.Root[:], c.Root[:]); err != nil {
+		t.Fatalf("consistency by the reference code: %v", err)
+	}
+	// As a watcher gets it: both checkpoints, signed, and the proof.
+	doc, err := f.ProveConsistency(half, cp, 500, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := CheckConsistency(doc, []note.Verifier{v}); err != nil {
+		t.Fatalf("a consistency proof document: %v", err)
+	}
+	doc.Proof[0][0] ^= 1
+	if _, _, err := CheckConsistency(doc, []note.Verifier{v}); !errors.Is(err, reject.Invalid) {
+		t.Fatalf("a changed consistency proof: %v", err)
+	}
+	swapped := ConsistencyProof{Old: cp, New: half, Proof: nodes(cons)}
+	if _, _, err := CheckConsistency(swapped, []note.Verifier{v}); !errors.Is(err, reject.Invalid) {
+		t.Fatalf("checkpoints swapped: %v", err)
+	}
 	other, _ := New("sandbox.example/fleet/f-2", items(1000))
 	ocp, _ := other.Checkpoint(1000, "sandbox.example/host", k)
 	oc, _ := OpenCheckpoint([]byte(ocp), []note.Verifier{v})

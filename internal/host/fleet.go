@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -23,7 +25,11 @@ import (
 // a sealed run of its own, run by a pool of workers in this process;
 // its aggregate (internal/fleet) is kept in STATE/fleets/ID: items.jsonl
 // (each item's canonical JSON, in index order) and checkpoint (the
-// signed tlog checkpoint of all of them).
+// signed tlog checkpoint of all of them). While it runs, each time the
+// items done from index 0 without a gap pass another CheckpointEvery,
+// that prefix is published (items.jsonl and checkpoints/SIZE): a watcher
+// pins it, and a later checkpoint must be consistent with it (an RFC
+// 6962 log-size proof), so no finished item is changed afterwards.
 
 // FleetSpec is a fleet to run.
 type FleetSpec struct {
@@ -32,6 +38,10 @@ type FleetSpec struct {
 	Workers int
 	// Progress is told each item's end (done of total); nil: nothing.
 	Progress func(done, total int)
+	// CheckpointEvery is how many more items the done prefix must hold
+	// for another intermediate checkpoint; 0: a tenth of the fleet
+	// (at least 1), negative: none.
+	CheckpointEvery int
 }
 
 // FleetResult is a fleet that ran.
@@ -63,6 +73,13 @@ func (h *Host) RunFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 	rand.Read(id[:])
 	res := &FleetResult{ID: "fl-" + hex.EncodeToString(id[:]), Items: make([]fleet.Item, len(spec.Inputs))}
 	res.Dir = h.Store.Path("fleets", res.ID)
+	if err := os.MkdirAll(filepath.Join(res.Dir, "checkpoints"), 0o700); err != nil {
+		return nil, err
+	}
+	every := spec.CheckpointEvery
+	if every == 0 {
+		every = max(1, len(spec.Inputs)/10)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -70,7 +87,31 @@ func (h *Host) RunFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 		mu                 sync.Mutex
 		firstErr           error
 		wg                 sync.WaitGroup
+		finished           = make([]bool, len(spec.Inputs))
+		prefix, published  int
+		pubMu              sync.Mutex // one publication at a time, in order
 	)
+	// publish writes the done prefix and its checkpoint, when it has
+	// grown by every since the last.
+	publish := func() error {
+		pubMu.Lock()
+		defer pubMu.Unlock()
+		mu.Lock()
+		for prefix < len(finished) && finished[prefix] {
+			prefix++
+		}
+		n := prefix
+		items := append([]fleet.Item(nil), res.Items[:n]...)
+		mu.Unlock()
+		if every < 0 || n == len(finished) || n-published < every {
+			return nil
+		}
+		if _, err := h.writeFleet(res.Dir, res.ID, items, filepath.Join("checkpoints", strconv.Itoa(n))); err != nil {
+			return err
+		}
+		published = n
+		return nil
+	}
 	for range min(workers, len(spec.Inputs)) {
 		wg.Add(1)
 		go func() {
@@ -100,7 +141,19 @@ func (h *Host) RunFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 				if c := r.Result.Outcome.ExitCode; c == nil || *c != 0 {
 					failed.Add(1)
 				}
+				mu.Lock()
 				res.Items[i] = fleet.Item{Index: uint64(i), Input: addr.Of([]byte(spec.Inputs[i])), Run: r.ID}
+				finished[i] = true
+				mu.Unlock()
+				if err := publish(); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("fleet %s: an intermediate checkpoint: %w", res.ID, err)
+					}
+					mu.Unlock()
+					cancel()
+					return
+				}
 				if d := done.Add(1); spec.Progress != nil {
 					spec.Progress(int(d), len(spec.Inputs))
 				}
@@ -115,32 +168,59 @@ func (h *Host) RunFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 		return nil, err
 	}
 	res.Failed = int(failed.Load())
-	f, err := fleet.New("sandbox/fleet/"+res.ID, res.Items)
+	cp, err := h.writeFleet(res.Dir, res.ID, res.Items, "checkpoint")
 	if err != nil {
 		return nil, err
 	}
-	if res.Checkpoint, err = f.Checkpoint(len(res.Items), h.FleetKeyName(), h.Key); err != nil {
-		return nil, err
-	}
-	var items bytes.Buffer
-	for _, it := range res.Items {
-		b, err := canon.Marshal(it)
-		if err != nil {
-			return nil, err
-		}
-		items.Write(b)
-		items.WriteByte('\n')
-	}
-	if err := os.MkdirAll(res.Dir, 0o700); err != nil {
-		return nil, err
-	}
-	if err := safefile.Write(filepath.Join(res.Dir, "items.jsonl"), items.Bytes(), 0o600); err != nil {
-		return nil, err
-	}
-	if err := safefile.Write(filepath.Join(res.Dir, "checkpoint"), []byte(res.Checkpoint), 0o600); err != nil {
-		return nil, err
-	}
+	res.Checkpoint = cp
 	return res, nil
+}
+
+// writeFleet writes items (a prefix of the fleet, or all of it) as
+// items.jsonl, then their signed checkpoint as name: a checkpoint is
+// never there without the items that make it.
+func (h *Host) writeFleet(dir, id string, items []fleet.Item, name string) (string, error) {
+	f, err := fleet.New("sandbox/fleet/"+id, items)
+	if err != nil {
+		return "", err
+	}
+	cp, err := f.Checkpoint(len(items), h.FleetKeyName(), h.Key)
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	for _, it := range items {
+		line, err := canon.Marshal(it)
+		if err != nil {
+			return "", err
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	if err := safefile.Write(filepath.Join(dir, "items.jsonl"), b.Bytes(), 0o600); err != nil {
+		return "", err
+	}
+	return cp, safefile.Write(filepath.Join(dir, name), []byte(cp), 0o600)
+}
+
+// FleetCheckpoints are the sizes of a fleet directory's intermediate
+// checkpoints, smallest first.
+func FleetCheckpoints(dir string) ([]int, error) {
+	ents, err := os.ReadDir(filepath.Join(dir, "checkpoints"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	sort.Ints(out)
+	return out, nil
 }
 
 // LoadFleet reads a fleet directory: its items (each line canonical, in
