@@ -152,6 +152,38 @@ func (c *Client) Pools(ctx context.Context) ([]Pool, error) {
 	return l, c.call(ctx, "GET", "/v1/pools", nil, &l)
 }
 
+// Fleet runs a fleet in the service, telling progress each item's end
+// (nil: nothing), and returns it once sealed.
+func (c *Client) Fleet(ctx context.Context, spec FleetSpec, progress func(done, total int)) (*FleetResult, error) {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.do(ctx, "POST", "/v1/fleets", bytes.NewReader(b), "application/json")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var f FleetFrame
+		if err := dec.Decode(&f); err != nil {
+			if err == io.EOF {
+				return nil, ErrNoResult
+			}
+			return nil, err
+		}
+		switch {
+		case f.Error != nil:
+			return nil, f.Error
+		case f.Fleet != nil:
+			return f.Fleet, nil
+		case f.Progress != nil && progress != nil:
+			progress(f.Progress.Done, f.Progress.Total)
+		}
+	}
+}
+
 // List lists the caller's live sandboxes.
 func (c *Client) List(ctx context.Context) ([]Sandbox, error) {
 	var l []Sandbox

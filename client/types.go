@@ -224,3 +224,44 @@ type Record struct {
 	RunsMissing int    `json:"runs_missing,omitempty"` // executions whose receipts are not on the host
 	Error       string `json:"error,omitempty"`
 }
+
+// FleetSpec is a fleet to run in the service: one command, each input
+// appended to its arguments as an item of its own, each item a sealed
+// one-shot run, Workers at once.
+type FleetSpec struct {
+	Args       []string          `json:"args"`
+	Env        map[string]string `json:"env,omitempty"`
+	Dir        string            `json:"dir,omitempty"`
+	Grants     []string          `json:"grants,omitempty"`
+	GrantsJSON json.RawMessage   `json:"grants_json,omitempty"`
+	Inputs     []string          `json:"inputs"`
+	Workers    int               `json:"workers,omitempty"`
+	// CheckpointEvery: intermediate checkpoints each time the done
+	// prefix grows by this many items (0: a tenth; negative: none).
+	CheckpointEvery int `json:"checkpoint_every,omitempty"`
+}
+
+// FleetFrame is one line of a fleet's answer: progress, then the fleet
+// or an error.
+type FleetFrame struct {
+	Progress *FleetProgress `json:"progress,omitempty"`
+	Fleet    *FleetResult   `json:"fleet,omitempty"`
+	Error    *APIError      `json:"error,omitempty"`
+}
+
+// FleetProgress is how many items of the fleet have ended.
+type FleetProgress struct {
+	Done  int `json:"done"`
+	Total int `json:"total"`
+}
+
+// FleetResult is a fleet that ran: its id and directory in the service's
+// state, its item count, the items whose guest did not exit 0 (still
+// sealed) and its signed checkpoint.
+type FleetResult struct {
+	ID         string `json:"id"`
+	Dir        string `json:"dir"`
+	Items      int    `json:"items"`
+	Failed     int    `json:"failed"`
+	Checkpoint string `json:"checkpoint"`
+}

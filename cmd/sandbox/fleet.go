@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/opensubstrate/sandbox/client"
 
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/fleet"
@@ -38,12 +41,25 @@ func fleetRunCmd(g *globals) *cobra.Command {
 	var (
 		inputs  string
 		workers int
+		every   int
+		local   bool
 		gf      grantFlags
 	)
 	c := &cobra.Command{
 		Use:   "run --inputs FILE [--workers N] [--grant G]... -- COMMAND [ARGS]",
 		Short: "Run COMMAND once per line of FILE, each sealed, and seal the fleet's checkpoint",
-		Args:  usageArgs(cobra.MinimumNArgs(1)),
+		Long: `Run COMMAND once per line of FILE (the line appended to its arguments),
+each item a sealed run of its own, --workers at once; then seal the
+fleet's aggregate: an RFC 6962 Merkle tree over the items in index
+order, published as a C2SP signed-note checkpoint. While it runs, each
+time the items done from index 0 grow by --checkpoint-every (default a
+tenth of the fleet) that prefix's checkpoint is published too
+(checkpoints/SIZE); the final one must extend each ('fleet verify').
+
+With a service running ('sandbox serve'), the fleet runs there, across
+its workers, and its directory is in the service's state; --local runs
+it in this process. A progress bar is drawn on a terminal.`,
+		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if workers < 1 {
 				return refusedInput{fmt.Sprintf("--workers %d: at least 1", workers)}
@@ -73,28 +89,52 @@ func fleetRunCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			h, err := g.host()
-			if err != nil {
-				return err
-			}
-			defer h.Close()
 			wd, _ := os.Getwd()
 			errw := cmd.ErrOrStderr()
 			tty := false
 			if f, ok := errw.(*os.File); ok {
 				tty = isTerminal(f)
 			}
+			progress := func(done, total int) {
+				if tty && (done == total || done%max(1, total/50) == 0) {
+					fmt.Fprintf(errw, "\rsandbox: fleet %s/%d items [%-50s]", strconv.Itoa(done), total, strings.Repeat("#", done*50/total))
+					if done == total {
+						fmt.Fprintln(errw)
+					}
+				}
+			}
+			if !local {
+				cl, forced, err := g.service()
+				if err != nil {
+					return err
+				}
+				if cl != nil {
+					defer cl.Close()
+					gj, _, err := gs.Canonical()
+					if err != nil {
+						return err
+					}
+					res, err := cl.Fleet(cmd.Context(), client.FleetSpec{Args: args, Dir: wd, GrantsJSON: gj, Inputs: in, Workers: workers, CheckpointEvery: every}, progress)
+					switch {
+					case err == nil:
+						fmt.Fprintf(cmd.OutOrStdout(), "%s  %d items (%d failed)  %s\n", res.ID, res.Items, res.Failed, res.Dir)
+						fmt.Fprint(cmd.OutOrStdout(), res.Checkpoint)
+						return nil
+					case !forced && errors.As(apiErr(err), new(noService)):
+						// A socket nothing serves on: the fleet runs here.
+					default:
+						return apiErr(err)
+					}
+				}
+			}
+			h, err := g.host()
+			if err != nil {
+				return err
+			}
+			defer h.Close()
 			res, err := h.RunFleet(cmd.Context(), host.FleetSpec{
 				Command: host.CommandLine{Args: args, Grants: gs, Cwd: wd},
-				Inputs:  in, Workers: workers,
-				Progress: func(done, total int) {
-					if tty && (done == total || done%max(1, total/50) == 0) {
-						fmt.Fprintf(errw, "\rsandbox: fleet %s/%d items [%-50s]", strconv.Itoa(done), total, strings.Repeat("#", done*50/total))
-						if done == total {
-							fmt.Fprintln(errw)
-						}
-					}
-				},
+				Inputs:  in, Workers: workers, CheckpointEvery: every, Progress: progress,
 			})
 			if err != nil {
 				return err
@@ -106,6 +146,8 @@ func fleetRunCmd(g *globals) *cobra.Command {
 	}
 	c.Flags().StringVar(&inputs, "inputs", "-", "a file of inputs, one per line ('-': standard input)")
 	c.Flags().IntVar(&workers, "workers", 2, "items run at once")
+	c.Flags().IntVar(&every, "checkpoint-every", 0, "publish the done prefix's checkpoint each time it grows by N items (0: a tenth of the fleet; -1: none)")
+	c.Flags().BoolVar(&local, "local", false, "run the fleet in this process even when a service is running")
 	gf.add(c)
 	return c
 }

@@ -112,3 +112,28 @@ func TestFleetCommands(t *testing.T) {
 		t.Fatalf("an item past the end: %d %s", code, e)
 	}
 }
+
+// TestFleetViaTheService: with a service running, 'fleet run' runs the
+// fleet there (its directory in the service's state) and says so; the
+// fleet verifies; --local runs it here.
+func TestFleetViaTheService(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the service needs root here")
+	}
+	home := t.TempDir()
+	startServe(t, home)
+	in := filepath.Join(t.TempDir(), "inputs")
+	os.WriteFile(in, []byte("a\nb\nc\nd\n"), 0o600)
+	out, e, code := runCLI(t, home, "", "fleet", "run", "--inputs", in, "--", guestPath(t, "hello"))
+	if code != 0 || !strings.Contains(out, "4 items (0 failed)") {
+		t.Fatalf("fleet run via the service: %d %s %s", code, out, e)
+	}
+	id := strings.Fields(out)[0]
+	if out, e, code := runCLI(t, home, "", "fleet", "verify", id); code != 0 || !strings.HasPrefix(out, "OK    fleet") {
+		t.Fatalf("fleet verify: %d %s %s", code, out, e)
+	}
+	out, e, code = runCLI(t, home, "", "fleet", "run", "--local", "--inputs", in, "--", guestPath(t, "hello"))
+	if code != 0 || !strings.Contains(out, "4 items (0 failed)") {
+		t.Fatalf("fleet run --local: %d %s %s", code, out, e)
+	}
+}

@@ -12,14 +12,24 @@ import (
 // metrics are the service's counters, served in Prometheus's text
 // format at /metrics.
 type metrics struct {
-	mu        sync.Mutex
-	outcomes  map[string]int64 // sealed runs by outcome
-	failures  int64            // runs refused or not sealed
-	seconds   float64          // summed durations of sealed runs
-	energy    map[string]int64 // µJ by device class
-	denied    int64            // refused decisions in sealed runs
-	requests  map[int]int64    // by HTTP status
-	sandboxes int64
+	mu                 sync.Mutex
+	outcomes           map[string]int64 // sealed runs by outcome
+	failures           int64            // runs refused or not sealed
+	seconds            float64          // summed durations of sealed runs
+	energy             map[string]int64 // µJ by device class
+	denied             int64            // refused decisions in sealed runs
+	requests           map[int]int64    // by HTTP status
+	sandboxes          int64
+	fleets, fleetItems int64
+}
+
+// fleet counts a fleet that ran and its items (each a sealed run, not
+// counted among sandbox_runs_total).
+func (m *metrics) fleet(items int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fleets++
+	m.fleetItems += int64(items)
 }
 
 func (m *metrics) run(r *host.Run) {
@@ -89,6 +99,12 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "# HELP sandbox_denied_decisions_total Refused decisions in the decision logs of sealed runs.")
 	fmt.Fprintln(w, "# TYPE sandbox_denied_decisions_total counter")
 	fmt.Fprintf(w, "sandbox_denied_decisions_total %d\n", m.denied)
+	fmt.Fprintln(w, "# HELP sandbox_fleets_total Fleets run to their checkpoint.")
+	fmt.Fprintln(w, "# TYPE sandbox_fleets_total counter")
+	fmt.Fprintf(w, "sandbox_fleets_total %d\n", m.fleets)
+	fmt.Fprintln(w, "# HELP sandbox_fleet_items_total Items of those fleets, each a sealed run.")
+	fmt.Fprintln(w, "# TYPE sandbox_fleet_items_total counter")
+	fmt.Fprintf(w, "sandbox_fleet_items_total %d\n", m.fleetItems)
 	fmt.Fprintln(w, "# HELP sandbox_live_sandboxes Live sandboxes.")
 	fmt.Fprintln(w, "# TYPE sandbox_live_sandboxes gauge")
 	fmt.Fprintf(w, "sandbox_live_sandboxes %d\n", m.sandboxes)

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/chain"
+	"github.com/opensubstrate/sandbox/internal/guest"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/record"
 )
@@ -188,4 +190,81 @@ func pct(d []time.Duration, p int) float64 {
 	s := append([]time.Duration(nil), d...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return float64(s[(len(s)-1)*p/100].Microseconds()) / 1000
+}
+
+// TestFleetThroughTheService: a fleet runs in the service, its progress
+// streamed, each item a sealed run, its checkpoint signed by the
+// service's key and its intermediate checkpoints published.
+func TestFleetThroughTheService(t *testing.T) {
+	h, s, c := serve(t)
+	hello, err := guest.C("hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames []int
+	res, err := c.Fleet(context.Background(), client.FleetSpec{Args: []string{hello}, Inputs: []string{"a", "b", "c", "d", "e", "f", "g", "h"}, Workers: 3, CheckpointEvery: 2}, func(done, total int) {
+		if total != 8 {
+			t.Errorf("total %d", total)
+		}
+		frames = append(frames, done)
+	})
+	if err != nil || res.Items != 8 || res.Failed != 0 || !strings.HasPrefix(res.Checkpoint, "sandbox/fleet/"+res.ID+"\n8\n") {
+		t.Fatalf("fleet: %+v %v", res, err)
+	}
+	if len(frames) == 0 || frames[len(frames)-1] != 8 {
+		t.Fatalf("progress %v", frames)
+	}
+	f, cp, err := host.LoadFleet(res.Dir)
+	if err != nil || len(f.Items) != 8 || string(cp) != res.Checkpoint {
+		t.Fatalf("load: %v", err)
+	}
+	for _, it := range f.Items {
+		if _, err := os.Stat(h.Store.Path("runs", it.Run.Hex())); err != nil {
+			t.Fatalf("item %d's run: %v", it.Index, err)
+		}
+	}
+	if sizes, _ := host.FleetCheckpoints(res.Dir); len(sizes) == 0 {
+		t.Fatal("no intermediate checkpoint")
+	}
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if !strings.Contains(rec.Body.String(), "sandbox_fleet_items_total 8") {
+		t.Fatalf("metrics:\n%s", rec.Body.String())
+	}
+	// Refused before anything runs: no inputs; a command that is not there.
+	if _, err := c.Fleet(context.Background(), client.FleetSpec{Args: []string{hello}}, nil); status(err) != 400 {
+		t.Fatalf("no inputs: %v", err)
+	}
+	if _, err := c.Fleet(context.Background(), client.FleetSpec{Args: []string{"/no/such"}, Inputs: []string{"x"}}, nil); status(err) != 404 && status(err) != 400 {
+		t.Fatalf("no such command: %v", err)
+	}
+}
+
+// BenchmarkFleet runs one fleet of trivial S2 runs (the C hello module)
+// through the service, end to end: items/s. Its size is
+// $SANDBOX_FLEET_ITEMS (default 10000):
+//
+//	go test -run '^$' -bench Fleet -benchtime 1x ./internal/server/
+func BenchmarkFleet(b *testing.B) {
+	_, _, c := serve(b)
+	hello, err := guest.C("hello")
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 10000
+	if v, err := strconv.Atoi(os.Getenv("SANDBOX_FLEET_ITEMS")); err == nil && v > 0 {
+		n = v
+	}
+	in := make([]string, n)
+	for i := range in {
+		in[i] = strconv.Itoa(i)
+	}
+	for b.Loop() {
+		t0 := time.Now()
+		res, err := c.Fleet(context.Background(), client.FleetSpec{Args: []string{hello}, Grants: []string{"cpu:1J"}, Inputs: in, Workers: 4}, nil)
+		if err != nil || res.Items != n || res.Failed != 0 {
+			b.Fatal(err, res)
+		}
+		b.ReportMetric(float64(n)/time.Since(t0).Seconds(), "items/s")
+	}
 }

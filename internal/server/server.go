@@ -106,6 +106,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/sandboxes/{id}/close", s.closeRecord)
 	mux.HandleFunc("GET /v1/records", s.records)
 	mux.HandleFunc("POST /v1/runs", s.run)
+	mux.HandleFunc("POST /v1/fleets", s.fleet)
 	mux.HandleFunc("POST /v1/interrupts/{key}", s.interrupt)
 	return s.logged(mux)
 }

@@ -1,0 +1,87 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+
+	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/internal/host"
+)
+
+// MaxFleetItems bounds a fleet's inputs in one request.
+const MaxFleetItems = 1_000_000
+
+// fleet runs a fleet across the service's workers, streaming progress
+// (application/x-ndjson: {"progress"} frames, then {"fleet"} or
+// {"error"}).
+func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
+	var spec client.FleetSpec
+	if err := decode(w, r, &spec, 64<<20); err != nil {
+		writeErr(w, err)
+		return
+	}
+	switch {
+	case len(spec.Args) == 0:
+		writeErr(w, badRequest("field \"args\": a fleet runs a command"))
+		return
+	case len(spec.Inputs) == 0 || len(spec.Inputs) > MaxFleetItems:
+		writeErr(w, badRequest("field \"inputs\": from 1 to 1000000 inputs"))
+		return
+	case spec.Workers < 0 || spec.Workers > 256:
+		writeErr(w, badRequest("field \"workers\": from 1 to 256 (0: 2)"))
+		return
+	}
+	g, err := runGrants(client.ExecSpec{Grants: spec.Grants, GrantsJSON: spec.GrantsJSON})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	cwd := spec.Dir
+	if cwd == "" {
+		cwd = "/"
+	}
+	workers := spec.Workers
+	if workers == 0 {
+		workers = 2
+	}
+	// The command is checked once, before anything runs.
+	if _, err := host.Command(host.CommandLine{Args: append(append([]string(nil), spec.Args...), spec.Inputs[0]), Env: spec.Env, Grants: g, Cwd: cwd}); err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(200)
+	fl, _ := w.(http.Flusher)
+	var mu sync.Mutex
+	send := func(f client.FleetFrame) {
+		b, _ := json.Marshal(f)
+		mu.Lock()
+		defer mu.Unlock()
+		w.Write(append(b, '\n'))
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	total := len(spec.Inputs)
+	res, err := s.Host.RunFleet(ctx, host.FleetSpec{
+		Command: host.CommandLine{Args: spec.Args, Env: spec.Env, Grants: g, Cwd: cwd},
+		Inputs:  spec.Inputs, Workers: workers, CheckpointEvery: spec.CheckpointEvery,
+		Progress: func(done, total int) {
+			// At most about 200 frames, and the last.
+			if done == total || done%max(1, total/200) == 0 {
+				send(client.FleetFrame{Progress: &client.FleetProgress{Done: done, Total: total}})
+			}
+		},
+	})
+	if err != nil {
+		e := apiError(err)
+		send(client.FleetFrame{Error: &e})
+		return
+	}
+	s.metrics.fleet(total)
+	send(client.FleetFrame{Fleet: &client.FleetResult{ID: res.ID, Dir: res.Dir, Items: len(res.Items), Failed: res.Failed, Checkpoint: res.Checkpoint}})
+}
