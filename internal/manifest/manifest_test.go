@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,28 +42,55 @@ func TestStandard(t *testing.T) {
 // The corpus: real devcontainer.json files (testdata/corpus/README.md),
 // each taken or refused, naming every refused field.
 func TestCorpus(t *testing.T) {
-	for name, want := range map[string][]string{
-		"bustub.json":               {"runArgs", "postCreateCommand"},
-		"streamlit-genai.json":      {"updateContentCommand", "postAttachCommand"},
-		"gorelo-haloapi-relay.json": {"postCreateCommand"},
-		"try-dotnet-10.json":        nil,
+	type taken struct {
+		image    string
+		features int
+		ports    []int
+	}
+	for name, want := range map[string]struct {
+		refused []string // each named; nil: taken
+		taken   taken
+	}{
+		"bustub.json":                 {refused: []string{"runArgs", "postCreateCommand"}},
+		"streamlit-genai.json":        {refused: []string{"updateContentCommand", "postAttachCommand"}},
+		"gorelo-haloapi-relay.json":   {refused: []string{"postCreateCommand"}},
+		"gnet-tls-examples.json":      {refused: []string{"context", "dockerComposeFile", "service", "extensions"}},
+		"nuxt-java-practice.json":     {refused: []string{"dockerComposeFile", "service"}},
+		"node-express-postgres.json":  {refused: []string{"dockerComposeFile", "service", "workspaceFolder", "postCreateCommand"}},
+		"distributed-systems.json":    {refused: []string{"build", "postCreateCommand"}},
+		"study-haskell.json":          {refused: []string{"build"}},
+		"windows-compose.json":        {refused: []string{"service", "dockerComposeFile"}},
+		"try-dotnet-10.json":          {taken: taken{image: "mcr.microsoft.com/dotnet/nightly/sdk:10.0.100-preview.3"}},
+		"mit-6.5840.json":             {taken: taken{image: "mcr.microsoft.com/devcontainers/go:dev-1.22-bookworm", ports: []int{8080}}},
+		"terraform-zero-to-hero.json": {taken: taken{image: "mcr.microsoft.com/devcontainers/universal:2", features: 2}},
 	} {
 		b, err := os.ReadFile(filepath.Join("testdata", "corpus", name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		m, err := FromDevcontainer(b)
-		if want == nil {
-			if err != nil || m.Image != "mcr.microsoft.com/dotnet/nightly/sdk:10.0.100-preview.3" || m.Pinned {
+		if want.refused == nil {
+			if err != nil || m.Image != want.taken.image || m.Pinned || len(m.Features) != want.taken.features || fmt.Sprint(m.ForwardPorts) != fmt.Sprint(want.taken.ports) && len(want.taken.ports) > 0 {
 				t.Errorf("%s: %+v %v", name, m, err)
 			}
 			continue
 		}
-		for _, f := range want {
+		for _, f := range want.refused {
 			if err == nil || !strings.Contains(err.Error(), f+":") {
 				t.Errorf("%s: %v does not name %s", name, err, f)
 			}
 		}
+	}
+	// Every file of the corpus is in the table.
+	ents, _ := os.ReadDir(filepath.Join("testdata", "corpus"))
+	n := 0
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".json") {
+			n++
+		}
+	}
+	if n != 12 {
+		t.Errorf("%d files in the corpus, 12 in the table", n)
 	}
 }
 
