@@ -5,9 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/image"
 	"github.com/opensubstrate/sandbox/internal/image/imagetest"
 )
@@ -137,5 +141,69 @@ func TestPoolAsAUserClaimsOne(t *testing.T) {
 	}
 	if _, errOut, code = runCLI(t, home, "", "create", "--pool", "nope"); code != 3 {
 		t.Fatalf("claim from no pool: %d %q", code, errOut)
+	}
+}
+
+// TestImageImportKilledAtEveryStep: an import killed after its layers
+// are applied, or after its root is renamed into place, leaves no image
+// listed and no half-written root; the next import of the same source
+// finishes, and its root verifies.
+func TestImageImportKilledAtEveryStep(t *testing.T) {
+	arch := imagetest.DockerArchive(t, imagetest.Image(t), filepath.Join(t.TempDir(), "image.tar"))
+	for _, p := range crash.ImagePoints {
+		t.Run(p, func(t *testing.T) {
+			home := t.TempDir()
+			cmd := cliCmd(t, home, []string{crash.Env + "=" + p}, "image", "import", arch)
+			err := cmd.Run()
+			ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+				t.Fatalf("not killed at %s: %v", p, err)
+			}
+			if out, _, code := runCLI(t, home, "", "image", "ls", "--json"); code != 0 || strings.TrimSpace(out) != "[]" {
+				t.Fatalf("listed after a kill at %s: %d %s", p, code, out)
+			}
+			if out, e, code := runCLI(t, home, "", "image", "import", arch); code != 0 {
+				t.Fatalf("import after a kill at %s: %d %s %s", p, code, out, e)
+			}
+			if out, e, code := runCLI(t, home, "", "image", "verify", imagetest.Name); code != 0 {
+				t.Fatalf("verify: %d %s %s", code, out, e)
+			}
+			ents, _ := os.ReadDir(filepath.Join(home, "images", "roots"))
+			if len(ents) != 2 { // the root and its listing
+				t.Fatalf("roots: %v", ents)
+			}
+			if ents, _ := os.ReadDir(filepath.Join(home, "images", "staging")); len(ents) != 0 {
+				t.Fatalf("staging left: %v", ents)
+			}
+		})
+	}
+}
+
+// TestImageImportOnAFullDisk: an import that runs out of space fails
+// saying so, keeps nothing, and the store takes the next import once
+// there is room.
+func TestImageImportOnAFullDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs as the state directory needs root")
+	}
+	arch := imagetest.DockerArchive(t, imagetest.Image(t), filepath.Join(t.TempDir(), "image.tar"))
+	home := smallStateDir(t, 16<<20) // the image unpacks to about 31 MiB
+	_, e, code := runCLI(t, home, "", "image", "import", arch)
+	if code == 0 || !strings.Contains(e, "no space left") {
+		t.Fatalf("import on a full disk: %d %s", code, e)
+	}
+	if out, _, _ := runCLI(t, home, "", "image", "ls", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("listed: %s", out)
+	}
+	for _, d := range []string{"roots", "staging"} {
+		if ents, _ := os.ReadDir(filepath.Join(home, "images", d)); len(ents) != 0 {
+			t.Fatalf("%s left: %v", d, ents)
+		}
+	}
+	if err := unix.Mount("", home, "", unix.MS_REMOUNT, "size=128m"); err != nil {
+		t.Fatal(err)
+	}
+	if _, e, code := runCLI(t, home, "", "image", "import", arch); code != 0 {
+		t.Fatalf("import with room: %d %s", code, e)
 	}
 }

@@ -41,6 +41,15 @@ const (
 	ResumeAppended  = "resume-appended"  // Resumed is appended; the caller not yet answered
 )
 
+// The points of an image import (internal/image).
+const (
+	ImageUnpacked = "image-unpacked" // every layer applied and the root listed; not yet renamed into roots/
+	ImageRenamed  = "image-renamed"  // the root is in roots/ under its address; the image's record not yet written
+)
+
+// ImagePoints lists them in order.
+var ImagePoints = []string{ImageUnpacked, ImageRenamed}
+
 // DurablePoints lists them in order.
 var DurablePoints = []string{SuspendCaptured, SuspendAppended, ResumeRestored, ResumeAppended}
 

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/reject"
 )
@@ -107,6 +108,9 @@ func (s Store) Import(src string, names ...string) ([]Image, error) {
 	}
 	defer os.RemoveAll(staging)
 	if err := os.MkdirAll(filepath.Join(s.Dir, "roots"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := s.sweep(); err != nil {
 		return nil, err
 	}
 	so, err := openSource(src, staging)
@@ -240,6 +244,7 @@ func (s Store) unpack(so source, f found, dir string) (Image, error) {
 		unix.Syncfs(fd)
 		unix.Close(fd)
 	}
+	crash.At(crash.ImageUnpacked)
 	final := filepath.Join(s.Dir, "roots", a.Hex())
 	if err := safefile.Write(final+".json", listing, 0o644); err != nil {
 		return img, err
@@ -250,7 +255,35 @@ func (s Store) unpack(so source, f found, dir string) (Image, error) {
 	if err := os.Rename(dir, final); err != nil {
 		return img, err
 	}
-	return img, safefile.SyncDir(filepath.Dir(final))
+	if err := safefile.SyncDir(filepath.Dir(final)); err != nil {
+		return img, err
+	}
+	crash.At(crash.ImageRenamed)
+	return img, nil
+}
+
+// sweep removes roots no image names: what a killed import or removal
+// left. The caller holds the lock.
+func (s Store) sweep() error {
+	all, err := s.list()
+	if err != nil {
+		return err
+	}
+	named := map[string]bool{}
+	for _, img := range all {
+		named[img.Root.Hex()] = true
+	}
+	ents, err := os.ReadDir(filepath.Join(s.Dir, "roots"))
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		base := strings.TrimSuffix(e.Name(), ".json")
+		if !named[base] {
+			os.RemoveAll(filepath.Join(s.Dir, "roots", e.Name()))
+		}
+	}
+	return nil
 }
 
 func digestOrEmpty(d digest) string {
