@@ -334,3 +334,31 @@ func TestTagMoves(t *testing.T) {
 		t.Fatalf("b's names %v", r.Names)
 	}
 }
+
+// TestImportLimits: a layer that unpacks past the byte limit (a bomb: a
+// few KiB of gzip) is refused as a limit, naming it, and nothing kept.
+func TestImportLimits(t *testing.T) {
+	old := image.MaxImageBytes
+	image.MaxImageBytes = 1 << 20
+	t.Cleanup(func() { image.MaxImageBytes = old })
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "zeros", Typeflag: tar.TypeReg, Mode: 0o644, Size: 4 << 20})
+	tw.Write(make([]byte, 4<<20))
+	tw.Close()
+	l, err := tarball.LayerFromReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, _ := mutate.AppendLayers(empty.Image, l)
+	dir := t.TempDir()
+	lay := imagetest.Layout(t, img, filepath.Join(dir, "layout"))
+	s := image.Store{Dir: filepath.Join(dir, "store")}
+	_, err = s.Import(lay)
+	if errs.Of(err) != errs.Limit || !strings.Contains(err.Error(), "over the limit") {
+		t.Fatalf("a bomb: %v (%v)", err, errs.Of(err))
+	}
+	if ents, _ := os.ReadDir(filepath.Join(s.Dir, "roots")); len(ents) != 0 {
+		t.Fatalf("kept: %v", ents)
+	}
+}
