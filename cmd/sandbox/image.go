@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
@@ -111,22 +110,13 @@ func imageLsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				if all == nil {
-					all = []image.Image{}
-				}
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(all)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAMES\tLAYERS\tSIZE\tROOT\tIMPORTED")
-			for _, img := range all {
+			return printList(cmd, asJSON, all, "ID\tNAMES\tLAYERS\tSIZE\tROOT\tIMPORTED", func(img image.Image) string {
 				names := strings.Join(img.Names, ",")
 				if names == "" {
 					names = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", shortID(img.ID), names, len(img.Layers), humanize.IBytes(uint64(img.Bytes)), img.Root.Short(), img.Imported.Format("2006-01-02 15:04:05"))
-			}
-			return tw.Flush()
+				return fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s", shortID(img.ID), names, len(img.Layers), humanize.IBytes(uint64(img.Bytes)), img.Root.Short(), img.Imported.Format("2006-01-02 15:04:05"))
+			})
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")

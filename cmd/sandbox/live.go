@@ -301,18 +301,9 @@ func psCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return apiErr(err)
 			}
-			if asJSON {
-				if l == nil {
-					l = []client.Sandbox{}
-				}
-				return printJSON(cmd.OutOrStdout(), l)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTIER\tSTATE\tCREATED\tEXECS\tRUNNING\tWORKSPACE")
-			for _, s := range l {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", s.ID, s.Tier, s.State, s.Created.Local().Format("2006-01-02 15:04:05"), s.Execs, s.Running, s.Workspace)
-			}
-			return tw.Flush()
+			return printList(cmd, asJSON, l, "ID\tTIER\tSTATE\tCREATED\tEXECS\tRUNNING\tWORKSPACE", func(s client.Sandbox) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%s", s.ID, s.Tier, s.State, s.Created.Local().Format("2006-01-02 15:04:05"), s.Execs, s.Running, s.Workspace)
+			})
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
@@ -521,24 +512,32 @@ func poolsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return apiErr(err)
 			}
-			if asJSON {
-				if l == nil {
-					l = []client.Pool{}
-				}
-				return printJSON(cmd.OutOrStdout(), l)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "POOL\tREADY\tSIZE\tCLAIMS\tMISSES\tEVICTIONS\tCLAIMED IDLE\tEVICTED IDLE")
-			for _, p := range l {
+			return printList(cmd, asJSON, l, "POOL\tREADY\tSIZE\tCLAIMS\tMISSES\tEVICTIONS\tCLAIMED IDLE\tEVICTED IDLE", func(p client.Pool) string {
 				ready := fmt.Sprint(p.Ready)
 				if p.Draining {
 					ready += " (draining)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.3f J\t%.3f J\n", p.Name, ready, p.Size, p.Claims, p.Misses, p.Evictions, float64(p.ClaimedUJ)/1e6, float64(p.EvictedUJ)/1e6)
-			}
-			return tw.Flush()
+				return fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%d\t%.3f J\t%.3f J", p.Name, ready, p.Size, p.Claims, p.Misses, p.Evictions, float64(p.ClaimedUJ)/1e6, float64(p.EvictedUJ)/1e6)
+			})
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
 	return c
+}
+
+// printList prints l as a JSON array (empty for none) or as a table
+// under header, a row each.
+func printList[T any](cmd *cobra.Command, asJSON bool, l []T, header string, row func(T) string) error {
+	if asJSON {
+		if l == nil {
+			l = []T{}
+		}
+		return printJSON(cmd.OutOrStdout(), l)
+	}
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, x := range l {
+		fmt.Fprintln(tw, row(x))
+	}
+	return tw.Flush()
 }
