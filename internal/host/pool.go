@@ -177,11 +177,15 @@ func (h *Host) Claim(ctx context.Context, name, owner string) (SandboxInfo, erro
 		h.evict(p, *got, "its claim could not be recorded: "+err.Error())
 		return SandboxInfo{}, fmt.Errorf("claim from pool %s: %w", name, err)
 	}
-	h.indexRecord(sb.ID, sb.record)
 	h.sandboxes.mu.Lock()
 	sb.Owner = owner
 	h.sandboxes.mu.Unlock()
-	if err := h.writeLive(sb); err != nil {
+	// The index row and the live file (its new owner) are independent:
+	// written side by side, both before the claimer is answered.
+	live := make(chan error, 1)
+	go func() { live <- h.writeLive(sb) }()
+	h.indexRecord(sb.ID, sb.record)
+	if err := <-live; err != nil {
 		h.logger().Warn("a claimed sandbox's live file", "sandbox", sb.ID, "err", err)
 	}
 	p.mu.Lock()
