@@ -234,8 +234,12 @@ type FleetSpec struct {
 	Dir        string            `json:"dir,omitempty"`
 	Grants     []string          `json:"grants,omitempty"`
 	GrantsJSON json.RawMessage   `json:"grants_json,omitempty"`
-	Inputs     []string          `json:"inputs"`
-	Workers    int               `json:"workers,omitempty"`
+	Inputs     []string          `json:"inputs,omitempty"`
+	// Units, in place of Args and Inputs: N units, each item a command
+	// line of its own (its input, as the leaf names it, is the command
+	// line's canonical JSON).
+	Units   [][]string `json:"units,omitempty"`
+	Workers int        `json:"workers,omitempty"`
 	// CheckpointEvery: intermediate checkpoints each time the done
 	// prefix grows by this many items (0: a tenth; negative: none).
 	CheckpointEvery int `json:"checkpoint_every,omitempty"`

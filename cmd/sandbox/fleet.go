@@ -40,13 +40,14 @@ checkpoint and one item's proof checks that item alone.`,
 func fleetRunCmd(g *globals) *cobra.Command {
 	var (
 		inputs  string
+		units   string
 		workers int
 		every   int
 		local   bool
 		gf      grantFlags
 	)
 	c := &cobra.Command{
-		Use:   "run --inputs FILE [--workers N] [--grant G]... -- COMMAND [ARGS]",
+		Use:   "run --inputs FILE [--workers N] [--grant G]... -- COMMAND [ARGS] | run --units FILE",
 		Short: "Run COMMAND once per line of FILE, each sealed, and seal the fleet's checkpoint",
 		Long: `Run COMMAND once per line of FILE (the line appended to its arguments),
 each item a sealed run of its own, --workers at once; then seal the
@@ -56,17 +57,28 @@ time the items done from index 0 grow by --checkpoint-every (default a
 tenth of the fleet) that prefix's checkpoint is published too
 (checkpoints/SIZE); the final one must extend each ('fleet verify').
 
+--units FILE runs N units instead: each line of FILE is a JSON array, a
+command line of its own (["/bin/wc", "-l", "/data/a"]); each is an item,
+whose input (as its leaf names it) is that array's canonical JSON.
+
 With a service running ('sandbox serve'), the fleet runs there, across
 its workers, and its directory is in the service's state; --local runs
 it in this process. A progress bar is drawn on a terminal.`,
-		Args: usageArgs(cobra.MinimumNArgs(1)),
+		Args: usageArgs(cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if workers < 1 {
 				return refusedInput{fmt.Sprintf("--workers %d: at least 1", workers)}
 			}
+			if (units != "") == (len(args) > 0) || units != "" && cmd.Flags().Changed("inputs") {
+				return errs.Usage{Err: fmt.Errorf("give a COMMAND (its inputs from --inputs) or --units FILE, not both")}
+			}
+			src := inputs
+			if units != "" {
+				src = units
+			}
 			var r io.Reader = cmd.InOrStdin()
-			if inputs != "-" {
-				f, err := os.Open(inputs)
+			if src != "-" {
+				f, err := os.Open(src)
 				if err != nil {
 					return err
 				}
@@ -74,10 +86,19 @@ it in this process. A progress bar is drawn on a terminal.`,
 				r = f
 			}
 			var in []string
+			var us [][]string
 			sc := bufio.NewScanner(r)
 			sc.Buffer(make([]byte, 64<<10), 1<<20)
-			for sc.Scan() {
-				in = append(in, sc.Text())
+			for n := 1; sc.Scan(); n++ {
+				if units == "" {
+					in = append(in, sc.Text())
+					continue
+				}
+				var u []string
+				if err := json.Unmarshal(sc.Bytes(), &u); err != nil || len(u) == 0 {
+					return refusedInput{fmt.Sprintf("%s line %d: want a JSON array of strings, a command line", src, n)}
+				}
+				us = append(us, u)
 			}
 			if err := sc.Err(); err != nil {
 				return err
@@ -114,7 +135,7 @@ it in this process. A progress bar is drawn on a terminal.`,
 					if err != nil {
 						return err
 					}
-					res, err := cl.Fleet(cmd.Context(), client.FleetSpec{Args: args, Dir: wd, GrantsJSON: gj, Inputs: in, Workers: workers, CheckpointEvery: every}, progress)
+					res, err := cl.Fleet(cmd.Context(), client.FleetSpec{Args: args, Dir: wd, GrantsJSON: gj, Inputs: in, Units: us, Workers: workers, CheckpointEvery: every}, progress)
 					switch {
 					case err == nil:
 						fmt.Fprintf(cmd.OutOrStdout(), "%s  %d items (%d failed)  %s\n", res.ID, res.Items, res.Failed, res.Dir)
@@ -134,7 +155,7 @@ it in this process. A progress bar is drawn on a terminal.`,
 			defer h.Close()
 			res, err := h.RunFleet(cmd.Context(), host.FleetSpec{
 				Command: host.CommandLine{Args: args, Grants: gs, Cwd: wd},
-				Inputs:  in, Workers: workers, CheckpointEvery: every, Progress: progress,
+				Inputs:  in, Units: us, Workers: workers, CheckpointEvery: every, Progress: progress,
 			})
 			if err != nil {
 				return err
@@ -145,6 +166,7 @@ it in this process. A progress bar is drawn on a terminal.`,
 		},
 	}
 	c.Flags().StringVar(&inputs, "inputs", "-", "a file of inputs, one per line ('-': standard input)")
+	c.Flags().StringVar(&units, "units", "", "a file of command lines, one JSON array per line: N units in place of COMMAND and --inputs")
 	c.Flags().IntVar(&workers, "workers", 2, "items run at once")
 	c.Flags().IntVar(&every, "checkpoint-every", 0, "publish the done prefix's checkpoint each time it grows by N items (0: a tenth of the fleet; -1: none)")
 	c.Flags().BoolVar(&local, "local", false, "run the fleet in this process even when a service is running")

@@ -137,3 +137,37 @@ func TestFleetViaTheService(t *testing.T) {
 		t.Fatalf("fleet run --local: %d %s %s", code, out, e)
 	}
 }
+
+// TestFleetOfUnits: N units, each item its own command line; each
+// item's input is its command line's canonical JSON; a line that is not
+// one is refused naming it.
+func TestFleetOfUnits(t *testing.T) {
+	home := t.TempDir()
+	hello := guestPath(t, "hello")
+	units := filepath.Join(t.TempDir(), "units")
+	lines := []string{fmt.Sprintf(`[%q, "one"]`, hello), fmt.Sprintf(`[%q, "two", "three"]`, hello), fmt.Sprintf(`[%q]`, hello)}
+	os.WriteFile(units, []byte(strings.Join(lines, "\n")+"\n"), 0o600)
+	out, e, code := sandbox(t, home, "fleet", "run", "--local", "--units", units)
+	if code != 0 || !strings.Contains(out, "3 items (0 failed)") {
+		t.Fatalf("fleet run --units: %d %s %s", code, out, e)
+	}
+	id := strings.Fields(out)[0]
+	f, _, err := host.LoadFleet(filepath.Join(home, "fleets", id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := canon.Marshal([]string{hello, "two", "three"})
+	if f.Items[1].Input != addr.Of(want) {
+		t.Fatalf("item 1's input is not its command line's address")
+	}
+	if out, e, code := sandbox(t, home, "fleet", "verify", id); code != 0 {
+		t.Fatalf("verify: %d %s %s", code, out, e)
+	}
+	os.WriteFile(units, []byte(lines[0]+"\n\"not an array\"\n"), 0o600)
+	if _, e, code := sandbox(t, home, "fleet", "run", "--local", "--units", units); code != 2 || !strings.Contains(e, "line 2") {
+		t.Fatalf("a bad line: %d %s", code, e)
+	}
+	if _, e, code := sandbox(t, home, "fleet", "run", "--units", units, "--", hello); code != 2 {
+		t.Fatalf("units and a command: %d %s", code, e)
+	}
+}

@@ -31,10 +31,14 @@ import (
 // pins it, and a later checkpoint must be consistent with it (an RFC
 // 6962 log-size proof), so no finished item is changed afterwards.
 
-// FleetSpec is a fleet to run.
+// FleetSpec is a fleet to run: one unit over N inputs (Command, each
+// input appended to its arguments), or N units (Units, each a command
+// line of its own; Command gives their environment, grants and
+// directory, and no arguments).
 type FleetSpec struct {
 	Command CommandLine // the command; each input is appended to its arguments
 	Inputs  []string
+	Units   [][]string
 	Workers int
 	// Progress is told each item's end (done of total); nil: nothing.
 	Progress func(done, total int)
@@ -65,6 +69,23 @@ func (h *Host) FleetVerifier() (string, error) {
 // cannot be sealed ends the fleet with an error naming it; an item whose
 // guest fails is sealed as it ended and counted.
 func (h *Host) RunFleet(ctx context.Context, spec FleetSpec) (*FleetResult, error) {
+	if len(spec.Units) > 0 {
+		if len(spec.Inputs) > 0 || len(spec.Command.Args) > 0 {
+			return nil, &InvalidError{Err: errors.New("a fleet is one command over inputs, or units each with its own command line: not both")}
+		}
+		// An item's input is its command line, as canonical JSON.
+		spec.Inputs = make([]string, len(spec.Units))
+		for i, u := range spec.Units {
+			if len(u) == 0 {
+				return nil, &InvalidError{Err: fmt.Errorf("fleet unit %d: an empty command line", i)}
+			}
+			b, err := canon.Marshal(u)
+			if err != nil {
+				return nil, &InvalidError{Err: fmt.Errorf("fleet unit %d: %w", i, err)}
+			}
+			spec.Inputs[i] = string(b)
+		}
+	}
 	if len(spec.Inputs) == 0 {
 		return nil, &InvalidError{Err: errors.New("a fleet of no items")}
 	}
@@ -122,7 +143,11 @@ func (h *Host) RunFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 					return
 				}
 				c := spec.Command
-				c.Args = append(append([]string(nil), c.Args...), spec.Inputs[i])
+				if spec.Units != nil {
+					c.Args = append([]string(nil), spec.Units[i]...)
+				} else {
+					c.Args = append(append([]string(nil), c.Args...), spec.Inputs[i])
+				}
 				req, err := Command(c)
 				var r *Run
 				if err == nil {

@@ -22,12 +22,16 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	n := len(spec.Inputs) + len(spec.Units)
 	switch {
-	case len(spec.Args) == 0:
+	case len(spec.Units) > 0 && (len(spec.Args) > 0 || len(spec.Inputs) > 0):
+		writeErr(w, badRequest("fields \"units\" and \"args\"/\"inputs\": a fleet is one command over inputs, or units each with its own command line, not both"))
+		return
+	case len(spec.Units) == 0 && len(spec.Args) == 0:
 		writeErr(w, badRequest("field \"args\": a fleet runs a command"))
 		return
-	case len(spec.Inputs) == 0 || len(spec.Inputs) > MaxFleetItems:
-		writeErr(w, badRequest("field \"inputs\": from 1 to 1000000 inputs"))
+	case n == 0 || n > MaxFleetItems:
+		writeErr(w, badRequest("fields \"inputs\" or \"units\": from 1 to 1000000 items"))
 		return
 	case spec.Workers < 0 || spec.Workers > 256:
 		writeErr(w, badRequest("field \"workers\": from 1 to 256 (0: 2)"))
@@ -47,7 +51,11 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
 		workers = 2
 	}
 	// The command is checked once, before anything runs.
-	if _, err := host.Command(host.CommandLine{Args: append(append([]string(nil), spec.Args...), spec.Inputs[0]), Env: spec.Env, Grants: g, Cwd: cwd}); err != nil {
+	first := spec.Units
+	if len(first) == 0 {
+		first = [][]string{append(append([]string(nil), spec.Args...), spec.Inputs[0])}
+	}
+	if _, err := host.Command(host.CommandLine{Args: first[0], Env: spec.Env, Grants: g, Cwd: cwd}); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -66,10 +74,10 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	total := len(spec.Inputs)
+	total := n
 	res, err := s.Host.RunFleet(ctx, host.FleetSpec{
 		Command: host.CommandLine{Args: spec.Args, Env: spec.Env, Grants: g, Cwd: cwd},
-		Inputs:  spec.Inputs, Workers: workers, CheckpointEvery: spec.CheckpointEvery,
+		Inputs:  spec.Inputs, Units: spec.Units, Workers: workers, CheckpointEvery: spec.CheckpointEvery,
 		Progress: func(done, total int) {
 			// At most about 200 frames, and the last.
 			if done == total || done%max(1, total/200) == 0 {

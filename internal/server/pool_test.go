@@ -232,6 +232,14 @@ func TestFleetThroughTheService(t *testing.T) {
 	if !strings.Contains(rec.Body.String(), "sandbox_fleet_items_total 8") {
 		t.Fatalf("metrics:\n%s", rec.Body.String())
 	}
+	// N units, each its own command line.
+	ures, err := c.Fleet(context.Background(), client.FleetSpec{Units: [][]string{{hello, "x"}, {hello}}}, nil)
+	if err != nil || ures.Items != 2 || ures.Failed != 0 {
+		t.Fatalf("a fleet of units: %+v %v", ures, err)
+	}
+	if _, err := c.Fleet(context.Background(), client.FleetSpec{Args: []string{hello}, Units: [][]string{{hello}}}, nil); status(err) != 400 {
+		t.Fatalf("units and args: %v", err)
+	}
 	// Refused before anything runs: no inputs; a command that is not there.
 	if _, err := c.Fleet(context.Background(), client.FleetSpec{Args: []string{hello}}, nil); status(err) != 400 {
 		t.Fatalf("no inputs: %v", err)
