@@ -161,11 +161,14 @@ func layerImage(t *testing.T, ents ...tar.Header) v1.Image {
 }
 
 // TestHostileLayers: entries that would write outside the root, through
-// a planted symlink or a hard link out, are refused and nothing is
-// kept; the host file the entry aimed at is untouched.
+// a planted symlink or a hard link out, are refused (nothing kept) or,
+// where the path resolves inside the root as the image's programs would
+// see it, kept inside it; the host file the entry aimed at is untouched
+// and nothing is made outside.
 func TestHostileLayers(t *testing.T) {
 	outside := filepath.Join(t.TempDir(), "victim")
 	os.WriteFile(outside, []byte("host"), 0o644)
+	contained := map[string]bool{"whiteout-via-link": true}
 	cases := map[string][]tar.Header{
 		"dotdot":              {{Name: "../../" + strings.TrimPrefix(outside, "/"), Typeflag: tar.TypeReg, Mode: 0o644}},
 		"through-symlink":     {{Name: "esc", Typeflag: tar.TypeSymlink, Linkname: filepath.Dir(outside)}, {Name: "esc/victim", Typeflag: tar.TypeReg, Mode: 0o644}},
@@ -183,17 +186,23 @@ func TestHostileLayers(t *testing.T) {
 			lay := imagetest.Layout(t, layerImage(t, ents...), filepath.Join(dir, "layout"))
 			s := image.Store{Dir: filepath.Join(dir, "store")}
 			_, err := s.Import(lay)
-			if err == nil {
-				t.Fatal("imported")
-			}
-			if errs.Of(err) != errs.Integrity {
-				t.Fatalf("category %v: %v", errs.Of(err), err)
-			}
 			if b, _ := os.ReadFile(outside); string(b) != "host" {
 				t.Fatalf("the host file is now %q", b)
 			}
 			if _, err := os.Stat(filepath.Join(filepath.Dir(outside), "newdir")); err == nil {
 				t.Fatal("a directory was made outside the root")
+			}
+			if contained[name] {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("imported")
+			}
+			if errs.Of(err) != errs.Integrity {
+				t.Fatalf("category %v: %v", errs.Of(err), err)
 			}
 			if all, _ := s.List(); len(all) != 0 {
 				t.Fatalf("kept %+v", all)
@@ -360,5 +369,45 @@ func TestImportLimits(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Join(s.Dir, "roots")); len(ents) != 0 {
 		t.Fatalf("kept: %v", ents)
+	}
+}
+
+// TestSymlinkParentsResolveInTheRoot: an entry under a directory that an
+// earlier entry made a symlink (absolute, as Debian's /var/run -> /run,
+// or relative) lands where the image's own programs will find it: the
+// link followed inside the root, never on the host.
+func TestSymlinkParentsResolveInTheRoot(t *testing.T) {
+	img := layerImage(t,
+		tar.Header{Name: "run/", Typeflag: tar.TypeDir, Mode: 0o755},
+		tar.Header{Name: "var/", Typeflag: tar.TypeDir, Mode: 0o755},
+		tar.Header{Name: "var/run", Typeflag: tar.TypeSymlink, Linkname: "/run"},
+		tar.Header{Name: "usr/lib/", Typeflag: tar.TypeDir, Mode: 0o755},
+		tar.Header{Name: "lib", Typeflag: tar.TypeSymlink, Linkname: "usr/lib"},
+		tar.Header{Name: "var/run/pid", Typeflag: tar.TypeReg, Mode: 0o644},
+		tar.Header{Name: "lib/libx.so", Typeflag: tar.TypeReg, Mode: 0o644},
+		tar.Header{Name: "var/run/sub/", Typeflag: tar.TypeDir, Mode: 0o700},
+		tar.Header{Name: "lib/hard", Typeflag: tar.TypeLink, Linkname: "var/run/pid"},
+	)
+	dir := t.TempDir()
+	lay := imagetest.Layout(t, img, filepath.Join(dir, "layout"))
+	s := image.Store{Dir: filepath.Join(dir, "store")}
+	got, err := s.Import(lay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, _ := s.RootDir(got[0].Root)
+	for _, p := range []string{"run/pid", "usr/lib/libx.so", "usr/lib/hard"} {
+		if fi, err := os.Lstat(filepath.Join(rd, p)); err != nil || !fi.Mode().IsRegular() {
+			t.Fatalf("%s: %v", p, err)
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(rd, "run/sub")); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("run/sub: %v %v", fi, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(rd, "var/run")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("var/run is no longer the link: %v", err)
+	}
+	if _, err := os.Stat("/run/pid"); err == nil {
+		t.Fatal("written on the host")
 	}
 }

@@ -189,6 +189,7 @@ func (s Store) unpack(so source, f found, dir string) (Image, error) {
 	if err != nil {
 		return img, err
 	}
+	defer u.close()
 	for i, l := range f.layers {
 		where := fmt.Sprintf("image %s layer %d (%s)", img.ID[:19], i, clip(l.name))
 		r, err := so.open(l.name)

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sys/unix"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/canon"
@@ -46,6 +47,8 @@ func (e *LimitError) Limit() bool { return true }
 // unpacker applies layers, in order, to a staging root.
 type unpacker struct {
 	root     *os.Root
+	dir      string // the root's real path
+	rootFD   int    // an O_PATH descriptor of it, for openat2
 	chown    bool
 	bytes    int64
 	entries  int
@@ -64,11 +67,59 @@ func newUnpacker(dir string) (*unpacker, error) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, err
 	}
-	r, err := os.OpenRoot(dir)
+	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return nil, err
 	}
-	return &unpacker{root: r, chown: os.Geteuid() == 0, dirModes: map[string]fs.FileMode{}}, nil
+	r, err := os.OpenRoot(real)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.Open(real, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return &unpacker{root: r, dir: real, rootFD: fd, chown: os.Geteuid() == 0, dirModes: map[string]fs.FileMode{}}, nil
+}
+
+// resolve is directory dir of the root as a path with no symlink in it:
+// every symlink on the way is followed as the image's own programs will
+// see it, inside the root (openat2 RESOLVE_IN_ROOT: an absolute target
+// is the root's, ".." stops at the root), never outside it. With create,
+// missing directories are made (0755).
+func (u *unpacker) resolve(dir string, create bool) (string, error) {
+	if dir == "" || dir == "." {
+		return "", nil
+	}
+	fd, err := unix.Openat2(u.rootFD, dir, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV})
+	if errors.Is(err, unix.ENOENT) && create {
+		parent, base := path.Split(strings.TrimSuffix(dir, "/"))
+		p, err := u.resolve(strings.TrimSuffix(parent, "/"), true)
+		if err != nil {
+			return "", err
+		}
+		if err := u.root.Mkdir(path.Join(p, base), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+		return u.resolve(dir, false)
+	}
+	if err != nil {
+		return "", &os.PathError{Op: "resolve", Path: dir, Err: err}
+	}
+	defer unix.Close(fd)
+	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil {
+		return "", err
+	}
+	if real == u.dir {
+		return "", nil
+	}
+	rel, ok := strings.CutPrefix(real, u.dir+"/")
+	if !ok {
+		return "", fmt.Errorf("%s resolves to %s, outside the root", dir, real)
+	}
+	return rel, nil
 }
 
 // apply reads one layer (compressed or not) from r and applies it,
@@ -151,20 +202,29 @@ func (u *unpacker) entry(t io.Reader, h *tar.Header) error {
 	}
 	dir, base := path.Split(name)
 	dir = strings.TrimSuffix(dir, "/")
-	if base == ".wh..wh..opq" {
-		return u.opaque(dir)
-	}
-	if strings.HasPrefix(base, ".wh.") {
+	if base == ".wh..wh..opq" || strings.HasPrefix(base, ".wh.") {
+		rdir, err := u.resolve(dir, false)
+		if errors.Is(err, unix.ENOENT) {
+			return nil // nothing below to white out
+		}
+		if err != nil {
+			return err
+		}
+		if base == ".wh..wh..opq" {
+			return u.opaque(rdir)
+		}
 		if base == ".wh." {
 			return errors.New("a whiteout that names nothing")
 		}
-		return u.root.RemoveAll(path.Join(dir, base[len(".wh."):]))
+		return u.root.RemoveAll(path.Join(rdir, base[len(".wh."):]))
 	}
-	if dir != "" {
-		if err := u.root.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
+	// The entry's directory as the image's programs will see it: through
+	// the symlinks earlier entries made, inside the root.
+	rdir, err := u.resolve(dir, true)
+	if err != nil {
+		return err
 	}
+	name = path.Join(rdir, base)
 	perm := fs.FileMode(h.Mode) & fs.ModePerm
 	if h.Mode&(0o4000|0o2000) != 0 && h.Typeflag != tar.TypeDir {
 		u.stats.SetID++
@@ -226,6 +286,11 @@ func (u *unpacker) entry(t io.Reader, h *tar.Header) error {
 		if !ok {
 			return fmt.Errorf("a hard link to %q, outside the root", clip(h.Linkname))
 		}
+		tdir, err := u.resolve(path.Dir(target), false)
+		if err != nil {
+			return fmt.Errorf("a hard link to %q, which is not in the image", clip(h.Linkname))
+		}
+		target = path.Join(tdir, path.Base(target))
 		fi, err := u.root.Lstat(target)
 		if err != nil {
 			return fmt.Errorf("a hard link to %q, which is not in the image", clip(h.Linkname))
@@ -316,6 +381,15 @@ func (u *unpacker) finish() error {
 	}
 	if err := u.root.Chmod(".", 0o755); err != nil {
 		return err
+	}
+	return u.close()
+}
+
+// close lets go of the root (again: a no-op).
+func (u *unpacker) close() error {
+	if u.rootFD >= 0 {
+		unix.Close(u.rootFD)
+		u.rootFD = -1
 	}
 	return u.root.Close()
 }
