@@ -41,6 +41,9 @@ func TestImageAsAUserRunsIt(t *testing.T) {
 	if code != 0 || out != imagetest.OSRelease {
 		t.Fatalf("run --image: %d %q %q", code, out, errOut)
 	}
+	if out, errOut, code = runCLI(t, home, "", "show", "last"); code != 0 || !strings.Contains(out, "root     "+imgs[0].Root.String()) {
+		t.Fatalf("show: %d %q %q", code, out, errOut)
+	}
 	if _, errOut, code = runCLI(t, home, "", "run", "-q", "--local", "--image", "mine:1", "--", "go", "version"); code != 127 {
 		t.Fatalf("a host-only program: %d %q", code, errOut)
 	}

@@ -111,6 +111,9 @@ func show(w io.Writer, a *attest.Attestation, dir string, damage []damageJSON) e
 
 	if u, err := unit.Decode(read(verify.FileUnit)); err == nil {
 		fmt.Fprintf(w, "\nunit       %s (%s)\n  image    %s\n  entry    %s\n  args     %q\n", c.Unit, u.Kind, u.Image, u.Entry, u.Args)
+		if !u.Root.IsZero() {
+			fmt.Fprintf(w, "  root     %s (an image's root filesystem, by its listing)\n", u.Root)
+		}
 		keys := make([]string, 0, len(u.Env))
 		for k := range u.Env {
 			keys = append(keys, k)
