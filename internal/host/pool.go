@@ -152,17 +152,26 @@ func (h *Host) Claim(ctx context.Context, name, owner string) (SandboxInfo, erro
 	if p == nil {
 		return SandboxInfo{}, fmt.Errorf("%w %q: %w", ErrNoPool, name, fs.ErrNotExist)
 	}
+	var got *pooled
+	var dead []pooled
 	p.mu.Lock()
 	p.last = h.now()
-	var got *pooled
-	if n := len(p.ready); n > 0 {
-		got = &p.ready[n-1] // the freshest
+	for n := len(p.ready); n > 0 && got == nil; n = len(p.ready) {
+		r := p.ready[n-1] // the freshest
 		p.ready = p.ready[:n-1]
+		if r.sb.session != nil && !r.sb.session.Alive() {
+			dead = append(dead, r) // its init ended while it waited
+			continue
+		}
+		got = &r
 	}
 	if got == nil {
 		p.stats.Misses++
 	}
 	p.mu.Unlock()
+	for _, r := range dead {
+		h.evict(p, r, fmt.Sprintf("evicted from pool %s: its init ended while it was ready", p.spec.Name))
+	}
 	// The refill waits a little: on a small machine, making a sandbox
 	// beside the claimer's first command would slow that command.
 	time.AfterFunc(RefillDelay, p.kick)
@@ -227,27 +236,32 @@ func (h *Host) keepPool(p *pool) {
 	defer tick.Stop()
 	for {
 		now := h.now()
-		var old []pooled
+		type eviction struct {
+			r   pooled
+			why string
+		}
+		var old []eviction
 		p.mu.Lock()
 		draining := p.spec.MaxIdle > 0 && now.Sub(p.last) > p.spec.MaxIdle
 		p.stats.Draining = draining
 		keep := p.ready[:0]
 		for _, r := range p.ready {
-			if draining || (p.spec.MaxAge > 0 && now.Sub(r.made) > p.spec.MaxAge) {
-				old = append(old, r)
-			} else {
+			switch {
+			case draining:
+				old = append(old, eviction{r, fmt.Sprintf("evicted from pool %s: no claim for %s", p.spec.Name, p.spec.MaxIdle)})
+			case p.spec.MaxAge > 0 && now.Sub(r.made) > p.spec.MaxAge:
+				old = append(old, eviction{r, fmt.Sprintf("evicted from pool %s: older than its maximum age %s", p.spec.Name, p.spec.MaxAge)})
+			case r.sb.session != nil && !r.sb.session.Alive():
+				old = append(old, eviction{r, fmt.Sprintf("evicted from pool %s: its init ended while it was ready", p.spec.Name)})
+			default:
 				keep = append(keep, r)
 			}
 		}
 		p.ready = keep
 		want := p.spec.Size - len(p.ready)
 		p.mu.Unlock()
-		for _, r := range old {
-			why := fmt.Sprintf("evicted from pool %s: older than its maximum age %s", p.spec.Name, p.spec.MaxAge)
-			if draining {
-				why = fmt.Sprintf("evicted from pool %s: no claim for %s", p.spec.Name, p.spec.MaxIdle)
-			}
-			h.evict(p, r, why)
+		for _, e := range old {
+			h.evict(p, e.r, e.why)
 		}
 		for i := 0; i < want && !draining; i++ {
 			select {

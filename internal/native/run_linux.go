@@ -436,7 +436,10 @@ type initProc struct {
 	stdinW  *os.File
 	stdoutR *os.File
 	stderrR *os.File
-	done    chan error
+	// done gets init's exit once (one receiver takes it); exited is
+	// closed when it has exited, for any number of lookers.
+	done   chan error
+	exited chan struct{}
 }
 
 func (p *initProc) discard() {
@@ -545,8 +548,11 @@ func (e *Executor) startInit(b s1init.Base, session bool) (*initProc, error) {
 		os.Remove(root)
 		return nil, fmt.Errorf("S1: start the run's init: %w", err)
 	}
-	p := &initProc{base: baseKey(b), cmd: cmd, root: root, specW: specW, ctl: ctlP, session: sessP, statR: statR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait() }()
+	p := &initProc{base: baseKey(b), cmd: cmd, root: root, specW: specW, ctl: ctlP, session: sessP, statR: statR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR, done: make(chan error, 1), exited: make(chan struct{})}
+	go func() {
+		p.done <- cmd.Wait()
+		close(p.exited)
+	}()
 	b.Root = root
 	if err := json.NewEncoder(specW).Encode(b); err != nil {
 		p.discard()

@@ -218,12 +218,13 @@ func (s *Session) Notes() []string {
 	return append([]string(nil), s.notes...)
 }
 
-// Alive says whether the sandbox's init still runs.
+// Alive says whether the sandbox's init still runs. It only looks: Close
+// still takes init's exit.
 func (s *Session) Alive() bool {
 	select {
 	case <-s.done:
 		return false
-	case <-s.p.done:
+	case <-s.p.exited:
 		return false
 	default:
 		return true
