@@ -210,3 +210,63 @@ func TestImageImportOnAFullDisk(t *testing.T) {
 		t.Fatalf("import with room: %d %s", code, e)
 	}
 }
+
+// TestPoolAfterAKilledService: a service killed (kill -9) with sandboxes
+// its pool made ready leaves records the next service closes, saying
+// they were never claimed; none of them is suspended under anyone's
+// name, and a claimed one is suspended for its claimer as any sandbox.
+func TestPoolAfterAKilledService(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("S1 sandboxes need root here")
+	}
+	home := t.TempDir()
+	sv := startServe(t, home, "--pool", "dev:size=2")
+	for i := 0; ; i++ {
+		out, _, _ := runCLI(t, home, "", "pools", "--json")
+		if strings.Contains(out, `"ready": 2`) {
+			break
+		}
+		if i > 200 {
+			t.Fatalf("the pool made none ready: %s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, e, code := runCLI(t, home, "", "create", "--pool", "dev")
+	claimed := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("claim: %d %s", code, e)
+	}
+	for i := 0; ; i++ { // refilled: two unclaimed again
+		out, _, _ := runCLI(t, home, "", "pools", "--json")
+		if strings.Contains(out, `"ready": 2`) {
+			break
+		}
+		if i > 200 {
+			t.Fatalf("the pool did not refill: %s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	sv.Process.Kill()
+	sv.Wait()
+	startServe(t, home)
+	out, _, _ = runCLI(t, home, "", "ps", "--json")
+	var l []struct{ ID, State string }
+	json.Unmarshal([]byte(out), &l)
+	if len(l) != 1 || l[0].ID != claimed || l[0].State != "suspended" {
+		t.Fatalf("after the kill: %s", out)
+	}
+	ents, _ := os.ReadDir(filepath.Join(home, "records"))
+	closed := 0
+	for _, en := range ents {
+		if !strings.HasSuffix(en.Name(), ".jsonl") || strings.HasPrefix(en.Name(), claimed) {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join(home, "records", en.Name()))
+		if strings.Contains(string(b), "kept ready by a pool whose host ended before it was claimed") {
+			closed++
+		}
+	}
+	if closed != 2 {
+		t.Fatalf("%d unclaimed records closed, want 2", closed)
+	}
+}
