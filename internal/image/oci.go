@@ -1,6 +1,7 @@
 package image
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/hex"
@@ -8,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"io/fs"
 	"path"
 	"runtime"
@@ -99,10 +99,9 @@ func clip(s string) string {
 	return s
 }
 
-// verifier hashes what is read through it; check compares the digest
-// (and the size, when one is expected) once all is read.
+// verifier hashes what is written to it; check compares the digest
+// (and the size, when one is expected) once all is written.
 type verifier struct {
-	r    io.Reader
 	h    hash.Hash
 	n    int64
 	want digest
@@ -110,15 +109,13 @@ type verifier struct {
 	what string
 }
 
-func newVerifier(r io.Reader, want digest, size int64, what string) *verifier {
-	return &verifier{r: r, h: want.hasher(), want: want, size: size, what: what}
+func newVerifier(want digest, size int64, what string) *verifier {
+	return &verifier{h: want.hasher(), want: want, size: size, what: what}
 }
 
-func (v *verifier) Read(b []byte) (int, error) {
-	n, err := v.r.Read(b)
-	v.h.Write(b[:n])
-	v.n += int64(n)
-	return n, err
+func (v *verifier) Write(b []byte) (int, error) {
+	v.n += int64(len(b))
+	return v.h.Write(b)
 }
 
 func (v *verifier) check() error {
@@ -147,8 +144,8 @@ func readVerified(s source, d Descriptor, where string) ([]byte, digest, error) 
 	if err != nil {
 		return nil, dg, err
 	}
-	v := newVerifier(strings.NewReader(string(b)), dg, d.Size, where)
-	io.Copy(io.Discard, v)
+	v := newVerifier(dg, d.Size, where)
+	v.Write(b)
 	return b, dg, v.check()
 }
 
@@ -357,7 +354,7 @@ func (f *found) parseConfig(where string) error {
 
 // strictJSON decodes one JSON value and nothing after it.
 func strictJSON(b []byte, v any) error {
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(v); err != nil {
 		return err
 	}

@@ -202,11 +202,11 @@ func (s Store) unpack(so source, f found, dir string) (Image, error) {
 		var raw io.Reader = r
 		var outer *verifier
 		if l.compressed.alg != "" {
-			outer = newVerifier(r, l.compressed, l.size, where)
-			raw = outer
+			outer = newVerifier(l.compressed, l.size, where)
+			raw = io.TeeReader(r, outer)
 		}
 		// The diff_id is the digest of the tar stream, decompressed.
-		inner := &lazyVerifier{want: l.diffID, where: where + " diff_id"}
+		inner := newVerifier(l.diffID, -1, where+" diff_id")
 		err = u.apply(raw, inner, where)
 		_, derr := io.Copy(io.Discard, raw)
 		r.Close()
@@ -232,14 +232,11 @@ func (s Store) unpack(so source, f found, dir string) (Image, error) {
 	if err := u.finish(); err != nil {
 		return img, err
 	}
-	listing, a, total, err := list(dir)
+	listing, a, st, err := list(dir)
 	if err != nil {
 		return img, err
 	}
-	img.Root, img.Bytes = a, total
-	var l Listing
-	json.Unmarshal(listing, &l)
-	img.Files = len(l.Entries)
+	img.Root, img.Bytes, img.Files = a, st.bytes, st.entries
 	// Everything on the disk before the root is named by its address.
 	if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0); err == nil {
 		unix.Syncfs(fd)

@@ -416,8 +416,14 @@ type Entry struct {
 	Target string     `json:"target,omitempty"` // a symlink's target
 }
 
+// listed is how much a listing holds.
+type listed struct {
+	entries int
+	bytes   int64 // of its files
+}
+
 // list lists the root filesystem at dir, reading every file.
-func list(dir string) ([]byte, addr.Addr, int64, error) {
+func list(dir string) ([]byte, addr.Addr, listed, error) {
 	l := Listing{Type: RootfsType, Entries: []Entry{}}
 	var total int64
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -462,11 +468,11 @@ func list(dir string) ([]byte, addr.Addr, int64, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, addr.Addr{}, 0, err
+		return nil, addr.Addr{}, listed{}, err
 	}
 	b, err := canon.Marshal(l)
 	if err != nil {
-		return nil, addr.Addr{}, 0, err
+		return nil, addr.Addr{}, listed{}, err
 	}
-	return b, addr.Of(b), total, nil
+	return b, addr.Of(b), listed{entries: len(l.Entries), bytes: total}, nil
 }
