@@ -138,9 +138,7 @@ it in this process. A progress bar is drawn on a terminal.`,
 					res, err := cl.Fleet(cmd.Context(), client.FleetSpec{Args: args, Dir: wd, GrantsJSON: gj, Inputs: in, Units: us, Workers: workers, CheckpointEvery: every}, progress)
 					switch {
 					case err == nil:
-						fmt.Fprintf(cmd.OutOrStdout(), "%s  %d items (%d failed)  %s\n", res.ID, res.Items, res.Failed, res.Dir)
-						fmt.Fprint(cmd.OutOrStdout(), res.Checkpoint)
-						return nil
+						return printFleet(cmd, res.ID, res.Items, res.Failed, res.Dir, res.Checkpoint)
 					case !forced && errors.As(apiErr(err), new(noService)):
 						// A socket nothing serves on: the fleet runs here.
 					default:
@@ -160,9 +158,7 @@ it in this process. A progress bar is drawn on a terminal.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s  %d items (%d failed)  %s\n", res.ID, len(res.Items), res.Failed, res.Dir)
-			fmt.Fprint(cmd.OutOrStdout(), res.Checkpoint)
-			return nil
+			return printFleet(cmd, res.ID, len(res.Items), res.Failed, res.Dir, res.Checkpoint)
 		},
 	}
 	c.Flags().StringVar(&inputs, "inputs", "-", "a file of inputs, one per line ('-': standard input)")
@@ -373,4 +369,11 @@ fleet verify --consistency FILE' checks it alone.`,
 	}
 	c.Flags().IntVar(&from, "from", 0, "prove the final checkpoint extends the intermediate one of M items")
 	return c
+}
+
+// printFleet says what a fleet that ran is, wherever it ran.
+func printFleet(cmd *cobra.Command, id string, items, failed int, dir, checkpoint string) error {
+	fmt.Fprintf(cmd.OutOrStdout(), "%s  %d items (%d failed)  %s\n", id, items, failed, dir)
+	_, err := fmt.Fprint(cmd.OutOrStdout(), checkpoint)
+	return err
 }

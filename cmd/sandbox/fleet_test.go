@@ -129,12 +129,18 @@ func TestFleetViaTheService(t *testing.T) {
 		t.Fatalf("fleet run via the service: %d %s %s", code, out, e)
 	}
 	id := strings.Fields(out)[0]
+	if n := servedMetric(t, home, "sandbox_fleet_items_total "); n != 4 {
+		t.Fatalf("the service ran %d fleet items, want 4", n)
+	}
 	if out, e, code := runCLI(t, home, "", "fleet", "verify", id); code != 0 || !strings.HasPrefix(out, "OK    fleet") {
 		t.Fatalf("fleet verify: %d %s %s", code, out, e)
 	}
 	out, e, code = runCLI(t, home, "", "fleet", "run", "--local", "--inputs", in, "--", guestPath(t, "hello"))
 	if code != 0 || !strings.Contains(out, "4 items (0 failed)") {
 		t.Fatalf("fleet run --local: %d %s %s", code, out, e)
+	}
+	if n := servedMetric(t, home, "sandbox_fleet_items_total "); n != 4 {
+		t.Fatalf("--local went to the service: %d items there", n)
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,16 +117,7 @@ func TestPoolAsAUserClaimsOne(t *testing.T) {
 		t.Fatalf("serve with a bad pool: %d %q", code, errOut)
 	}
 	startServe(t, home, "--pool", "dev:size=1,image="+imagetest.Name+",max-age=1h")
-	for i := 0; ; i++ {
-		out, _, _ := runCLI(t, home, "", "pools", "--json")
-		if strings.Contains(out, `"ready": 1`) {
-			break
-		}
-		if i > 200 {
-			t.Fatalf("the pool made none ready: %s", out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitPoolReady(t, home, 1)
 	out, errOut, code := runCLI(t, home, "", "create", "--pool", "dev")
 	id := strings.TrimSpace(out)
 	if code != 0 || !strings.HasPrefix(id, "sb-") {
@@ -221,31 +213,13 @@ func TestPoolAfterAKilledService(t *testing.T) {
 	}
 	home := t.TempDir()
 	sv := startServe(t, home, "--pool", "dev:size=2")
-	for i := 0; ; i++ {
-		out, _, _ := runCLI(t, home, "", "pools", "--json")
-		if strings.Contains(out, `"ready": 2`) {
-			break
-		}
-		if i > 200 {
-			t.Fatalf("the pool made none ready: %s", out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitPoolReady(t, home, 2)
 	out, e, code := runCLI(t, home, "", "create", "--pool", "dev")
 	claimed := strings.TrimSpace(out)
 	if code != 0 {
 		t.Fatalf("claim: %d %s", code, e)
 	}
-	for i := 0; ; i++ { // refilled: two unclaimed again
-		out, _, _ := runCLI(t, home, "", "pools", "--json")
-		if strings.Contains(out, `"ready": 2`) {
-			break
-		}
-		if i > 200 {
-			t.Fatalf("the pool did not refill: %s", out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitPoolReady(t, home, 2) // refilled: two unclaimed again
 	sv.Process.Kill()
 	sv.Wait()
 	startServe(t, home)
@@ -268,5 +242,20 @@ func TestPoolAfterAKilledService(t *testing.T) {
 	}
 	if closed != 2 {
 		t.Fatalf("%d unclaimed records closed, want 2", closed)
+	}
+}
+
+// waitPoolReady waits until the service's pool has n sandboxes ready.
+func waitPoolReady(t *testing.T, home string, n int) {
+	t.Helper()
+	for i := 0; ; i++ {
+		out, _, _ := runCLI(t, home, "", "pools", "--json")
+		if strings.Contains(out, fmt.Sprintf(`"ready": %d`, n)) {
+			return
+		}
+		if i > 200 {
+			t.Fatalf("the pool has not %d ready: %s", n, out)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -270,6 +270,12 @@ func TestServeKilledLeavesNothing(t *testing.T) {
 // /metrics.
 func servedRuns(t *testing.T, home string) int {
 	t.Helper()
+	return servedMetric(t, home, "sandbox_runs_total{")
+}
+
+// servedMetric sums the service's /metrics lines that begin with prefix.
+func servedMetric(t *testing.T, home, prefix string) int {
+	t.Helper()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(home, client.SocketName))
 	}}}
@@ -281,7 +287,7 @@ func servedRuns(t *testing.T, home string) int {
 	b, _ := io.ReadAll(resp.Body)
 	n := 0
 	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "sandbox_runs_total{") {
+		if strings.HasPrefix(l, prefix) {
 			var k int
 			fmt.Sscan(l[strings.LastIndexByte(l, ' ')+1:], &k)
 			n += k

@@ -54,8 +54,11 @@ var RefillDelay = 100 * time.Millisecond
 // PoolProvenance is how a pooled sandbox's idle energy is had.
 const PoolProvenance = "Estimator pool-idle/1"
 
-// poolOwner is the owner of a pool's ready sandboxes: no caller's.
-func poolOwner(name string) string { return "\x00pool:" + name }
+// poolOwnerPrefix begins the owner of a pool's ready sandboxes: no
+// caller's owner holds a NUL.
+const poolOwnerPrefix = "\x00pool:"
+
+func poolOwner(name string) string { return poolOwnerPrefix + name }
 
 type pooled struct {
 	sb   *Sandbox
@@ -332,4 +335,4 @@ func (h *Host) stopPools() {
 }
 
 // isPoolOwner says whether owner is a pool's (its ready sandboxes').
-func isPoolOwner(owner string) bool { return strings.HasPrefix(owner, "\x00pool:") }
+func isPoolOwner(owner string) bool { return strings.HasPrefix(owner, poolOwnerPrefix) }
