@@ -187,6 +187,17 @@ func fleetDir(g *globals, ref string) (string, error) {
 	return dir, nil
 }
 
+// loadFleet is a fleet (an id here, or a directory): its directory,
+// items and checkpoint's bytes.
+func loadFleet(g *globals, ref string) (string, *fleet.Fleet, []byte, error) {
+	dir, err := fleetDir(g, ref)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	f, cp, err := host.LoadFleet(dir)
+	return dir, f, cp, err
+}
+
 // verifiers are the keys checkpoints are checked under: --trust ones,
 // else this host's.
 func fleetVerifiers(g *globals, trust []string) ([]note.Verifier, error) {
@@ -256,11 +267,7 @@ the trusted keys, name one fleet, and the new one extends the old.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "OK    consistency  %s: %d items extend to %d\n", a.Origin, a.Size, b2.Size)
 				return nil
 			}
-			dir, err := fleetDir(g, args[0])
-			if err != nil {
-				return err
-			}
-			f, cp, err := host.LoadFleet(dir)
+			dir, f, cp, err := loadFleet(g, args[0])
 			if err != nil {
 				return err
 			}
@@ -330,11 +337,7 @@ final one: both checkpoints, as signed, and the log-size proof; 'sandbox
 fleet verify --consistency FILE' checks it alone.`,
 		Args: usageArgs(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := fleetDir(g, args[0])
-			if err != nil {
-				return err
-			}
-			f, cp, err := host.LoadFleet(dir)
+			dir, f, cp, err := loadFleet(g, args[0])
 			if err != nil {
 				return err
 			}
