@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/image"
 	"github.com/opensubstrate/sandbox/internal/image/imagetest"
@@ -242,6 +243,53 @@ func TestPoolAfterAKilledService(t *testing.T) {
 	}
 	if closed != 2 {
 		t.Fatalf("%d unclaimed records closed, want 2", closed)
+	}
+}
+
+// TestPoolClaimKilledBeforeItsOwnerIsWritten: the claimer is answered
+// once the claim is in the record, and its owner is written after; a
+// service killed in between closes the claimed sandbox (its owner is
+// unknown) without anything having run in it, and does not suspend it
+// for the pool.
+func TestPoolClaimKilledBeforeItsOwnerIsWritten(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("S1 sandboxes need root here")
+	}
+	home := t.TempDir()
+	os.Remove(filepath.Join(home, client.SocketName))
+	sv := cliCmd(t, home, []string{crash.Env + "=" + crash.ClaimAppended}, "serve", "--pool", "dev:size=1")
+	if err := sv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sv.Process.Kill(); sv.Wait() })
+	for i := 0; i < 200; i++ {
+		if _, err := os.Stat(filepath.Join(home, client.SocketName)); err == nil {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	waitPoolReady(t, home, 1)
+	out, _, _ := runCLI(t, home, "", "create", "--pool", "dev") // answered or not: the service dies
+	claimed := strings.TrimSpace(out)
+	sv.Wait()
+	startServe(t, home)
+	out, _, _ = runCLI(t, home, "", "ps", "--json")
+	if strings.Contains(out, "suspended") || (claimed != "" && strings.Contains(out, claimed)) {
+		t.Fatalf("after the kill: %s", out)
+	}
+	ents, _ := os.ReadDir(filepath.Join(home, "records"))
+	found := 0
+	for _, en := range ents {
+		b, _ := os.ReadFile(filepath.Join(home, "records", en.Name()))
+		if strings.Contains(string(b), "claimed from a pool, but its host ended before the claimer was written down") {
+			found++
+			if !strings.Contains(string(b), `"claimed"`) || strings.Contains(string(b), `"executed"`) {
+				t.Fatalf("record %s:\n%s", en.Name(), b)
+			}
+		}
+	}
+	if found != 1 {
+		t.Fatalf("%d claimed records closed for an unknown owner, want 1", found)
 	}
 }
 

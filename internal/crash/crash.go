@@ -47,6 +47,9 @@ const (
 	ImageRenamed  = "image-renamed"  // the root is in roots/ under its address; the image's record not yet written
 )
 
+// The point of a warm pool's claim (internal/host).
+const ClaimAppended = "claim-appended" // Claimed is in the record, the claimer may be answered; its owner not yet in the live file
+
 // ImagePoints lists them in order.
 var ImagePoints = []string{ImageUnpacked, ImageRenamed}
 

@@ -209,6 +209,7 @@ func (h *Host) Suspend(ctx context.Context, id, owner string) (record.Snapshot, 
 // suspend parks sb (Suspend), which the caller has taken from the live
 // sandboxes or will.
 func (h *Host) suspend(sb *Sandbox) (record.Snapshot, error) {
+	sb.settle()
 	id, owner := sb.ID, sb.Owner
 	sb.mu.Lock()
 	switch {
@@ -741,9 +742,16 @@ func (h *Host) recover(id string, l live) (string, error) {
 	what := "cleaned"
 	switch st.Phase {
 	case record.Active:
-		if isPoolOwner(l.Owner) && st.Segments == 0 {
-			// Kept ready by a pool and never claimed: nobody's work.
-			if _, err := f.Append(record.Segment{Kind: record.Closed, Reason: "kept ready by a pool whose host ended before it was claimed"}); err != nil {
+		if isPoolOwner(l.Owner) {
+			// Kept ready by a pool and never claimed: nobody's work. Or
+			// claimed, and its host ended before the claimer was written
+			// down (nothing acts on a claimed sandbox before that): its
+			// owner is unknown, and nothing ran in it.
+			why := "kept ready by a pool whose host ended before it was claimed"
+			if st.Segments > 0 {
+				why = "claimed from a pool, but its host ended before the claimer was written down; nothing ran in it"
+			}
+			if _, err := f.Append(record.Segment{Kind: record.Closed, Reason: why}); err != nil {
 				return "", err
 			}
 			what = "closed"

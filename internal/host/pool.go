@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -189,17 +190,29 @@ func (h *Host) Claim(ctx context.Context, name, owner string) (SandboxInfo, erro
 		h.evict(p, *got, "its claim could not be recorded: "+err.Error())
 		return SandboxInfo{}, fmt.Errorf("claim from pool %s: %w", name, err)
 	}
+	// The claim is durable in the record: the claimer is answered now.
+	// The live file (its new owner, which a restarted service reads)
+	// and the index row follow, and every call that acts on the
+	// sandbox (an exec, a suspension, a removal) waits for them: nothing
+	// happens in it before its owner is on disk. A service killed in
+	// between closes it as never claimed, with nothing run in it.
+	settled := make(chan struct{})
+	sb.mu.Lock()
+	sb.settled = settled
+	sb.mu.Unlock()
 	h.sandboxes.mu.Lock()
 	sb.Owner = owner
 	h.sandboxes.mu.Unlock()
-	// The index row and the live file (its new owner) are independent:
-	// written side by side, both before the claimer is answered.
-	live := make(chan error, 1)
-	go func() { live <- h.writeLive(sb) }()
-	h.indexRecord(sb.ID, sb.record)
-	if err := <-live; err != nil {
-		h.logger().Warn("a claimed sandbox's live file", "sandbox", sb.ID, "err", err)
-	}
+	go func() {
+		defer close(settled)
+		crash.At(crash.ClaimAppended)
+		live := make(chan error, 1)
+		go func() { live <- h.writeLive(sb) }()
+		h.indexRecord(sb.ID, sb.record)
+		if err := <-live; err != nil {
+			h.logger().Warn("a claimed sandbox's live file", "sandbox", sb.ID, "err", err)
+		}
+	}()
 	p.mu.Lock()
 	p.stats.Claims++
 	p.stats.ClaimedUJ += uj

@@ -123,6 +123,20 @@ type Sandbox struct {
 	session  *native.Session
 	cg       *cgroup.Group
 	leftover []*cgroup.Group // execs' groups still holding background processes
+	// settled is closed when what a claim wrote after answering (the
+	// live file naming the new owner, the index row) is written: until
+	// then nothing acts on the sandbox. Nil: nothing pending.
+	settled chan struct{}
+}
+
+// settle waits for what a claim of sb still writes.
+func (sb *Sandbox) settle() {
+	sb.mu.Lock()
+	ch := sb.settled
+	sb.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
 }
 
 // SandboxInfo is what is said about a live sandbox.
@@ -360,11 +374,13 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 // sandbox is a live sandbox of owner's.
 func (h *Host) sandbox(id, owner string) (*Sandbox, error) {
 	h.sandboxes.mu.Lock()
-	defer h.sandboxes.mu.Unlock()
 	sb := h.sandboxes.m[id]
 	if sb == nil || sb.Owner != owner {
+		h.sandboxes.mu.Unlock()
 		return nil, fmt.Errorf("%w: %q", ErrNoSandbox, id)
 	}
+	h.sandboxes.mu.Unlock()
+	sb.settle() // a claimed one acts once its claim is written
 	return sb, nil
 }
 
@@ -599,6 +615,7 @@ func (h *Host) closeSandbox(sb *Sandbox, why string) error {
 
 // closeSandboxWith is closeSandbox with the Closed segment given.
 func (h *Host) closeSandboxWith(sb *Sandbox, seg record.Segment) error {
+	sb.settle()
 	err := h.teardown(sb)
 	if sb.record != nil {
 		if _, rerr := sb.record.Append(seg); rerr != nil {
