@@ -29,6 +29,7 @@ func serveCmd(g *globals) *cobra.Command {
 		socket, listen, certFile, keyFile, tokenFile, logFormat string
 		grace                                                   time.Duration
 		maxLive                                                 int
+		idleAfter                                               time.Duration
 		poolArgs                                                []string
 	)
 	c := &cobra.Command{
@@ -48,11 +49,25 @@ says it is alive. Logs are structured, on stderr.
 
 On SIGINT or SIGTERM it stops taking requests, lets execs in flight
 finish for --grace, then interrupts those still running (each is sealed,
-outcome killed), suspends every live sandbox (a later service resumes
-it: 'sandbox resume'; one that cannot be suspended is ended, committing
-its quota'd writes) and exits 0. Nothing running is dropped unsealed.
-Started, it first makes whole what an ended service left: its live
-sandboxes are suspended from their workspaces as they were left.
+outcome killed), suspends every live sandbox through the preservation
+fence (a later service resumes it: 'sandbox resume'; one the fence
+retains, or that cannot be suspended, keeps its workspace and record as
+they are, its processes ending with the service, for the next service
+to park) and exits 0. Nothing running is dropped unsealed, and no
+workspace is erased. Started, it first makes whole what an ended service
+left: its live sandboxes are suspended from their workspaces as they
+were left.
+
+--idle DURATION parks a live sandbox that no request has touched for
+that long (an exec's end counts as a touch). It passes the preservation
+fence first (docs/preservation.md): it is parked (suspended: its
+workspace, .git and ignored files included, captured and verified, the
+checkpoint written into its lifecycle record) only when its cgroup reads
+back frozen from the kernel, its owner and incarnation are proved and no
+request came meanwhile; otherwise it is retained as it is, live, and
+tried again one idle period later. A stuck exec (still running) is
+retained. Nothing is ever destroyed for being idle. /metrics counts
+sandbox_idle_parked_total and sandbox_idle_retained_total.
 
 --pool NAME:KEY=VALUE,... keeps a warm pool of ready S1 sandboxes, made
 ahead, that 'sandbox create --pool NAME' (POST /v1/pools/NAME/claim)
@@ -108,6 +123,9 @@ closed with that overhead. /metrics has each pool's statistics
 			if maxLive > 0 {
 				ho.MaxLive(maxLive)
 			}
+			if idleAfter < 0 {
+				return errs.Usage{Err: fmt.Errorf("--idle %s: a duration of zero (never) or more", idleAfter)}
+			}
 			for _, a := range poolArgs {
 				ps, err := parsePool(a, ho)
 				if err != nil {
@@ -126,6 +144,7 @@ closed with that overhead. /metrics has each pool's statistics
 					log.Info("collected", "what", l.Kind, "path", l.Path, "err", l.Err)
 				}
 			}
+			ho.StartIdle(idleAfter)
 			if socket == "" {
 				socket = ho.Store.Path(client.SocketName)
 			}
@@ -197,6 +216,7 @@ closed with that overhead. /metrics has each pool's statistics
 	c.Flags().StringVar(&keyFile, "tls-key", "", "TLS key (PEM) for --listen")
 	c.Flags().StringVar(&tokenFile, "token-file", "", "bearer tokens for --listen, one per line")
 	c.Flags().DurationVar(&grace, "grace", 30*time.Second, "on shutdown, how long execs in flight may finish before they are interrupted (and sealed)")
+	c.Flags().DurationVar(&idleAfter, "idle", 0, "park a live sandbox that no request touched for this long, through the preservation fence (see above; default: never)")
 	c.Flags().IntVar(&maxLive, "max-sandboxes", 0, "live sandboxes kept at once (default 1024); more are refused with 429")
 	c.Flags().StringArrayVar(&poolArgs, "pool", nil, "keep a warm pool of ready sandboxes: NAME:size=N,image=REF|manifest=FILE,max-idle=D,max-age=D (see above; repeatable)")
 	c.Flags().StringVar(&logFormat, "log-format", "text", "log lines as text or json")

@@ -431,6 +431,32 @@ func (g *Group) setFrozen(on bool) error {
 	return ErrNoFreezer
 }
 
+// Frozen reads from the kernel whether every process of the group is
+// frozen: v1's freezer.state FROZEN, v2's cgroup.events "frozen 1". A
+// freeze that was asked for and not reached is not frozen.
+func (g *Group) Frozen() (bool, error) {
+	if dir, ok := g.V1["freezer"]; ok {
+		b, err := os.ReadFile(filepath.Join(dir, "freezer.state"))
+		if err != nil {
+			return false, err
+		}
+		return strings.TrimSpace(string(b)) == "FROZEN", nil
+	}
+	if g.V2 != "" {
+		b, err := os.ReadFile(filepath.Join(g.V2, "cgroup.events"))
+		if err != nil {
+			return false, err
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if l == "frozen 1" {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	return false, ErrNoFreezer
+}
+
 // dirs returns the parent directory of sandbox's groups in each
 // hierarchy, once each (controllers mounted together share one).
 func (h *Hierarchy) dirs() []string {

@@ -209,9 +209,27 @@ func (h *Host) Suspend(ctx context.Context, id, owner string) (record.Snapshot, 
 // suspend parks sb (Suspend), which the caller has taken from the live
 // sandboxes or will.
 func (h *Host) suspend(sb *Sandbox) (record.Snapshot, error) {
+	return h.suspendGated(sb, nil)
+}
+
+// suspendGated is suspend with a gate that the capture must pass before
+// anything is recorded or torn down (the preservation fence); a gate's
+// error thaws the sandbox and leaves it live. While a gated suspension
+// runs, calls that act on the sandbox wait for it.
+func (h *Host) suspendGated(sb *Sandbox, gate func(record.Snapshot) error) (record.Snapshot, error) {
 	sb.settle()
 	id, owner := sb.ID, sb.Owner
 	sb.mu.Lock()
+	if gate != nil {
+		done := make(chan struct{})
+		sb.preserving = done
+		defer func() {
+			sb.mu.Lock()
+			sb.preserving = nil
+			sb.mu.Unlock()
+			close(done)
+		}()
+	}
 	switch {
 	case sb.closed:
 		sb.mu.Unlock()
@@ -243,6 +261,9 @@ func (h *Host) suspend(sb *Sandbox) (record.Snapshot, error) {
 		}
 	}
 	snap, retained, err := h.capture(sb)
+	if err == nil && gate != nil {
+		err = gate(snap)
+	}
 	if err == nil && snap.Memory != nil {
 		err = h.writeLivePark(sb, snap.Memory)
 	}

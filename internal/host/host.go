@@ -120,6 +120,7 @@ type Host struct {
 	probeMu sync.Mutex
 	probes  map[string]tier.Probe
 	pools   pools
+	idle    idleKeeper
 
 	// Clock is the time (nil: time.Now): a parked sandbox's idle energy
 	// is priced by it.
@@ -251,6 +252,7 @@ func (h *Host) Close() error {
 		}
 	}()
 	h.stopPools()
+	h.stopIdle()
 	if err := h.closeSandboxes(); err != nil {
 		first = err
 	}

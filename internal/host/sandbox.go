@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
@@ -127,6 +128,43 @@ type Sandbox struct {
 	// live file naming the new owner, the index row) is written: until
 	// then nothing acts on the sandbox. Nil: nothing pending.
 	settled chan struct{}
+	// preserving is closed when a fenced suspension of it ends (parked
+	// or retained); nil: none runs.
+	preserving chan struct{}
+	// incarnation names this life of its processes (lifecycle record).
+	incarnation string
+	// activity counts the requests that touched it; active is when the
+	// last one did (its idle clock).
+	activity    atomic.Uint64
+	active      time.Time
+	retainedWhy string // the fence's last reason to retain it
+}
+
+// touch restarts sb's idle clock.
+func (sb *Sandbox) touch(now time.Time) {
+	sb.mu.Lock()
+	if now.After(sb.active) {
+		sb.active = now
+	}
+	sb.mu.Unlock()
+}
+
+func (sb *Sandbox) lastActive() time.Time {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.active
+}
+
+// noteRetained records the fence's reason; it reports whether it is a
+// new one (worth a log line).
+func (sb *Sandbox) noteRetained(why string) bool {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.retainedWhy == why {
+		return false
+	}
+	sb.retainedWhy = why
+	return true
 }
 
 // settle waits for what a claim of sb still writes.
@@ -295,7 +333,7 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 		return SandboxInfo{}, nil, err
 	}
 	sb := &Sandbox{ID: id, Tier: spec.Tier, Limits: spec.Limits, Env: spec.Env, Owner: spec.Owner, Created: created, Listen: spec.Listen, grantArgs: spec.GrantArgs, givenArgs: spec.GrantArgs,
-		Root: spec.root, Manifest: spec.manifestAddr, rootDir: rootDir, imageEnv: imageEnv}
+		Root: spec.root, Manifest: spec.manifestAddr, rootDir: rootDir, imageEnv: imageEnv, incarnation: newIncarnation(), active: h.now()}
 	g := spec.Grants.Clone()
 	g.Storage = append([]grant.Storage(nil), g.Storage...)
 	fail := func(err error) (SandboxInfo, *Sandbox, error) {
@@ -324,6 +362,12 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 		if err := h.beginRecord(sb, spec.Grants); err != nil {
 			return fail(fmt.Errorf("the sandbox's run record: %w", err))
 		}
+		// Classified before anything of it starts: unseeded.
+		if err := h.classifyUnseeded(sb); err != nil {
+			return fail(fmt.Errorf("the sandbox's lifecycle record: %w", err))
+		}
+	} else if err := h.reincarnate(sb); err != nil {
+		return fail(err)
 	}
 	if spec.Tier == tier.S1 {
 		var n *native.Executor
@@ -380,7 +424,21 @@ func (h *Host) sandbox(id, owner string) (*Sandbox, error) {
 		return nil, fmt.Errorf("%w: %q", ErrNoSandbox, id)
 	}
 	h.sandboxes.mu.Unlock()
+	sb.activity.Add(1) // a request: the idle fence retains what it touches
+	sb.touch(h.now())
 	sb.settle() // a claimed one acts once its claim is written
+	sb.mu.Lock()
+	preserving := sb.preserving
+	sb.mu.Unlock()
+	if preserving != nil {
+		<-preserving
+		h.sandboxes.mu.Lock()
+		still := h.sandboxes.m[id] == sb
+		h.sandboxes.mu.Unlock()
+		if !still {
+			return nil, fmt.Errorf("%w: %q (parked while the request waited)", ErrNoSandbox, id)
+		}
+	}
 	return sb, nil
 }
 
@@ -581,6 +639,7 @@ func (h *Host) execIn(ctx context.Context, sb *Sandbox, req Request, n int, cont
 	sb.mu.Lock()
 	sb.execs++
 	sb.mu.Unlock()
+	sb.touch(h.now()) // its idle clock starts when the exec ends
 	if sb.record != nil {
 		if _, err := sb.record.Append(record.Segment{Kind: record.Executed, Attestation: r.ID}); err != nil {
 			return nil, fmt.Errorf("the exec was sealed as run %s, but its sandbox's record did not take it: %w", r.ID, err)
@@ -662,6 +721,21 @@ func (h *Host) teardown(sb *Sandbox) error {
 	return errors.Join(errs...)
 }
 
+// retainAtShutdown ends sb's processes (their host is ending) and keeps
+// everything else as it is: the workspace, the record without a new
+// segment, the live file naming both. The next host's recovery parks it.
+func (h *Host) retainAtShutdown(sb *Sandbox, why error) error {
+	ws := sb.Workspace
+	sb.Workspace = "" // not removed by the teardown
+	err := h.teardown(sb)
+	sb.Workspace = ws
+	if sb.record != nil {
+		sb.record.Close()
+	}
+	h.logger().Warn("sandbox retained at shutdown: its workspace and record are kept for the next host", "sandbox", sb.ID, "why", why)
+	return err
+}
+
 // closeSandboxes ends every live sandbox (Close).
 func (h *Host) closeSandboxes() error {
 	h.sandboxes.mu.Lock()
@@ -670,15 +744,18 @@ func (h *Host) closeSandboxes() error {
 	h.sandboxes.mu.Unlock()
 	var errs []error
 	for _, sb := range all {
-		// A host that stops suspends its sandboxes: their work is kept and
-		// a later host resumes them. Only one that cannot be suspended is
-		// closed, saying why.
+		// A host that stops suspends its sandboxes through the
+		// preservation fence: their work is kept and a later host resumes
+		// them. One the fence retains (or that cannot be suspended: an
+		// exec still running) is never closed: its processes end with
+		// their host, and its workspace, record and live file stay for
+		// the next host's recovery to park.
 		if sb.record != nil {
-			_, err := h.suspend(sb)
+			_, err := h.suspendGated(sb, func(snap record.Snapshot) error { return h.fenced(sb, sb.activity.Load(), snap) })
 			if err == nil {
 				continue
 			}
-			errs = append(errs, h.closeSandbox(sb, "its host shut down and could not suspend it: "+err.Error()))
+			errs = append(errs, h.retainAtShutdown(sb, err))
 			continue
 		}
 		errs = append(errs, h.closeSandbox(sb, "its host shut down"))
