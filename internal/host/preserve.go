@@ -104,8 +104,10 @@ func (h *Host) updateLifecycle(id string, create bool, f func(r *lifecycle.Recor
 		return err
 	}
 	if cur != nil {
-		// What a seed bound is never changed by an update.
-		if (cur.Claim == nil) != (next.Claim == nil) || (cur.Claim != nil && *cur.Claim != *next.Claim) || cur.Origin != next.Origin {
+		// What a seed bound is never changed by an update: an owner and
+		// an origin are set once, at the seed's mark.
+		if (cur.Claim != nil && (next.Claim == nil || *cur.Claim != *next.Claim)) || (cur.Origin != "" && cur.Origin != next.Origin) ||
+			((cur.Claim != nil || cur.Origin != "") && cur.State != lifecycle.StateUnseeded && next.State == lifecycle.StateUnseeded) {
 			return fmt.Errorf("sandbox %s's lifecycle record: an update may not change its owner or origin", id)
 		}
 	}

@@ -1,0 +1,300 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/lifecycle"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// SeedRequest seeds a sandbox's workspace with a checkout of a git
+// repository. Its owner claim is the caller's (trusted context: the run,
+// requester, thread and repository it acts for, the ref and the head it
+// resolved), never anything the sandbox ran. Without a claim the seed
+// is unclaimed: it works, and stays protected (pending) with no owner,
+// so its receipt is unknown.
+type SeedRequest struct {
+	// Source is the repository: an absolute path the sandbox may read
+	// (a storage grant), or an https URL the sandbox may reach (a net
+	// grant), with no credential in it.
+	Source string
+	Ref    string // a branch name
+	// Claim is the owner claim (Claim.Ref must be Ref); nil: unclaimed.
+	Claim *lifecycle.Claim
+	// Origin is the credential-free https remote bound to the owner at
+	// the seed's birth ("": Source, where it is an https URL).
+	Origin string
+	// Bearer authorizes the fetch from an https source: given to git on
+	// its standard input for this fetch, never written anywhere.
+	Bearer string
+	// Incarnation, on a repeated seed, is the one the caller was given;
+	// it must be the sandbox's ("": not checked).
+	Incarnation string
+}
+
+// SeedResult is what a seed bound.
+type SeedResult struct {
+	Sandbox     string
+	Incarnation string
+	State       string // the lifecycle record's: bound, or pending (unclaimed)
+	Head        string // the checkout's head after the seed (the claim's, when claimed)
+	Cached      bool   // a repeated seed: the original's answer, the checkout untouched
+	Runs        []addr.Addr
+}
+
+// SeedError is a seed refused or failed; Stage says where.
+type SeedError struct {
+	ID    string
+	Stage string
+	Err   error
+}
+
+func (e *SeedError) Error() string { return fmt.Sprintf("seed %s: %s: %v", e.ID, e.Stage, e.Err) }
+func (e *SeedError) Unwrap() error { return e.Err }
+
+// Invalid: a request that cannot be served as things stand.
+func (e *SeedError) Invalid() bool { return true }
+
+// checkSeed is everything about req that can be checked before anything
+// is read or written; it returns the origin to bind.
+func checkSeed(req SeedRequest, g interface{ readable(string) bool }) (string, error) {
+	if req.Source == "" {
+		return "", errors.New("no source repository")
+	}
+	if err := lifecycle.CheckRef(req.Ref); err != nil {
+		return "", err
+	}
+	origin := req.Origin
+	switch {
+	case strings.HasPrefix(req.Source, "https://"):
+		o, err := lifecycle.CheckOrigin(req.Source)
+		if err != nil {
+			return "", fmt.Errorf("source: %w", err)
+		}
+		if origin == "" {
+			origin = o
+		}
+	case filepath.IsAbs(req.Source):
+		if filepath.Clean(req.Source) != req.Source {
+			return "", fmt.Errorf("source %q is not a clean path", req.Source)
+		}
+		if !g.readable(req.Source) {
+			return "", fmt.Errorf("source %q is not readable under the sandbox's grants: give it fs:%s:ro when it is created", req.Source, req.Source)
+		}
+		if req.Bearer != "" {
+			return "", errors.New("a bearer is for an https source")
+		}
+	default:
+		if u, err := url.Parse(req.Source); err == nil && u.Scheme != "" {
+			return "", fmt.Errorf("source %q: only https and absolute paths are seeded from", req.Source)
+		}
+		return "", fmt.Errorf("source %q: an absolute path or an https URL", req.Source)
+	}
+	if origin != "" {
+		o, err := lifecycle.CheckOrigin(origin)
+		if err != nil {
+			return "", err
+		}
+		origin = o
+	}
+	if c := req.Claim; c != nil {
+		if err := c.Validate(); err != nil {
+			return "", fmt.Errorf("claim: %w", err)
+		}
+		if c.Ref != req.Ref {
+			return "", fmt.Errorf("claim: its ref %q is not the seed's %q", c.Ref, req.Ref)
+		}
+	}
+	return origin, nil
+}
+
+// grantView says what a sandbox's grants let it read.
+type grantView struct{ sb *Sandbox }
+
+func (v grantView) readable(p string) bool {
+	for _, s := range v.sb.Grants.Storage {
+		if s.Path == p || strings.HasPrefix(p, strings.TrimSuffix(s.Path, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// Seed seeds sandbox id's workspace (owner's) from req. A fresh seed is
+// marked in the sandbox's lifecycle record (pending, durably) before
+// anything of the workspace is touched, the mark is read again before
+// the workspace is swept, the checkout is made by the sandbox itself
+// (git, confined, through its own grants, each step a sealed exec), and
+// a claimed seed binds only when the checkout's head is the claim's. A
+// repeated seed of a bound sandbox checks the original seed's identity,
+// origin and incarnation (never the checkout's HEAD, which moves with
+// its work) and answers as the original did, touching nothing.
+func (h *Host) Seed(ctx context.Context, id, owner string, req SeedRequest) (*SeedResult, error) {
+	sb, err := h.sandbox(id, owner)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(stage string, err error) (*SeedResult, error) {
+		return nil, &SeedError{ID: id, Stage: stage, Err: err}
+	}
+	if sb.Tier != tier.S1 || sb.Workspace == "" {
+		return fail("refused", errors.New("only an S1 sandbox with a workspace is seeded (git runs in it)"))
+	}
+	origin, err := checkSeed(req, grantView{sb})
+	if err != nil {
+		return fail("refused", err)
+	}
+	if req.Incarnation != "" && req.Incarnation != sb.incarnation {
+		return fail("refused", fmt.Errorf("incarnation %s is not the sandbox's (%s)", req.Incarnation, sb.incarnation))
+	}
+	v := h.readLifecycle(id)
+	switch v.Class {
+	case lifecycle.Unseeded:
+	case lifecycle.Bound, lifecycle.BoundUnverified, lifecycle.Legacy, lifecycle.Pending:
+		return h.reseed(sb, v, req, origin)
+	default:
+		return fail("refused", &LifecycleError{ID: id, View: v})
+	}
+	// The mark: the seed is attempted, durably, before anything else.
+	seed := lifecycle.Seed{Source: req.Source, Ref: req.Ref, Attempted: h.now().UTC()}
+	if req.Claim != nil {
+		seed.Head = req.Claim.Head
+	}
+	if err := h.updateLifecycle(id, false, func(r *lifecycle.Record) (*lifecycle.Record, error) {
+		if r.State != lifecycle.StateUnseeded || r.Incarnation != sb.incarnation {
+			return nil, fmt.Errorf("its lifecycle record changed (%s, incarnation %s)", r.State, r.Incarnation)
+		}
+		n := *r
+		n.State, n.Seed, n.Claim, n.Origin = lifecycle.StatePending, &seed, req.Claim, origin
+		return &n, nil
+	}); err != nil {
+		return fail("mark", err)
+	}
+	if afterSeedMark != nil {
+		afterSeedMark(id)
+	}
+	// The second read: the mark must be the one just written, or
+	// nothing of the workspace is swept.
+	again := h.readLifecycle(id)
+	if again.Class != lifecycle.Pending || again.Record.Incarnation != sb.incarnation || again.Record.Seed == nil || !again.Record.Seed.Attempted.Equal(seed.Attempted) || again.Record.Seed.Source != seed.Source {
+		return fail("refused", fmt.Errorf("its seed mark changed after it was written (%s: %s): nothing was swept", again.Class, again.Reason))
+	}
+	res := &SeedResult{Sandbox: id, Incarnation: sb.incarnation, State: lifecycle.StatePending}
+	run := func(stage, stdin string, env map[string]string, args ...string) (string, error) {
+		var out, errb bytes.Buffer
+		all := map[string]string{}
+		for _, m := range []map[string]string{gitEnv, env} {
+			for k, v := range m {
+				all[k] = v
+			}
+		}
+		x := ExecRequest{Args: args, Env: all, Stdout: &out, Stderr: &errb, Deadline: 10 * time.Minute}
+		if stdin != "" {
+			x.Stdin = strings.NewReader(stdin + "\n")
+		}
+		r, err := h.Exec(ctx, id, owner, x)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", stage, err)
+		}
+		res.Runs = append(res.Runs, r.ID)
+		if o := r.Result.Outcome; o.ExitCode == nil || *o.ExitCode != 0 {
+			msg := strings.TrimSpace(errb.String())
+			if o.ExitCode != nil && *o.ExitCode == 127 {
+				msg = "git is not in the sandbox's root filesystem"
+			}
+			return "", fmt.Errorf("%s: %s (run %s): %s", stage, o.Status, r.ID, msg)
+		}
+		return out.String(), nil
+	}
+	// Sweep and clone, in the sandbox, through its grants. The bearer
+	// comes on standard input, which no record keeps.
+	clone := `find . -mindepth 1 -maxdepth 1 -exec rm -rf {} + && ` +
+		`if [ -n "$SANDBOX_SEED_BEARER" ]; then IFS= read -r tok; set -- -c "http.extraHeader=Authorization: Bearer $tok" "$@"; fi; ` +
+		`exec git -c core.hooksPath=/dev/null -c protocol.allow=never -c protocol.https.allow=always -c protocol.file.allow=always "$@" clone --quiet --no-hardlinks --no-recurse-submodules --branch "$SANDBOX_SEED_REF" -- "$SANDBOX_SEED_SOURCE" .`
+	env := map[string]string{"SANDBOX_SEED_REF": req.Ref, "SANDBOX_SEED_SOURCE": req.Source}
+	if req.Bearer != "" {
+		env["SANDBOX_SEED_BEARER"] = "1"
+	}
+	if _, err := run("clone", req.Bearer, env, "sh", "-c", clone, "seed"); err != nil {
+		return fail("checkout", err)
+	}
+	out, err := run("head", "", nil, "git", "rev-parse", "--verify", "HEAD^{commit}")
+	if err != nil {
+		return fail("checkout", err)
+	}
+	head := strings.TrimSpace(out)
+	res.Head = head
+	if req.Claim == nil {
+		// Unclaimed: it works, and it stays pending, protected, with no owner.
+		return res, nil
+	}
+	if err := h.updateLifecycle(id, false, func(r *lifecycle.Record) (*lifecycle.Record, error) {
+		n := *r
+		n.State = lifecycle.StateBound
+		return &n, nil
+	}); err != nil {
+		return fail("bind", err)
+	}
+	if head != req.Claim.Head {
+		return fail("verify", fmt.Errorf("the checkout's head is %s, not the claim's %s: the sandbox stays bound, unverified, and is retained", head, req.Claim.Head))
+	}
+	if err := h.updateLifecycle(id, false, func(r *lifecycle.Record) (*lifecycle.Record, error) {
+		n := *r
+		n.Verified = true
+		return &n, nil
+	}); err != nil {
+		return fail("verify", err)
+	}
+	res.State = lifecycle.StateBound
+	return res, nil
+}
+
+// afterSeedMark, in tests, runs between a seed's mark and its second
+// read (a writer changing the mark there).
+var afterSeedMark func(id string)
+
+// gitEnv keeps git to the command line's configuration: no system or
+// user file, no prompt.
+// The sandbox is the boundary git works within: any owner's repository
+// is one it may read (safe.directory, in the command line's scope).
+var gitEnv = map[string]string{"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0", "HOME": "/tmp",
+	"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*"}
+
+// reseed answers a repeated seed of a sandbox seeded before: the same
+// owner, seed identity, origin and incarnation get the original answer
+// and the checkout is left as it is; anything else is refused before the
+// origin or the checkout is touched.
+func (h *Host) reseed(sb *Sandbox, v lifecycle.View, req SeedRequest, origin string) (*SeedResult, error) {
+	refuse := func(f string, a ...any) (*SeedResult, error) {
+		return nil, &SeedError{ID: sb.ID, Stage: "refused", Err: fmt.Errorf(f, a...)}
+	}
+	if v.Class == lifecycle.Legacy {
+		return refuse("its record is a legacy one, with no origin bound at birth: a retry cannot upgrade it")
+	}
+	r := v.Record
+	switch {
+	case v.Class == lifecycle.Pending && r.Claim == nil:
+		return refuse("it was seeded unclaimed (or its seed's outcome is unknown): it is kept as it is, and not seeded again")
+	case r.Claim == nil || req.Claim == nil || *r.Claim != *req.Claim:
+		return refuse("it is bound to another owner claim")
+	case r.Origin == "" && origin != "":
+		return refuse("its record has no origin bound at birth")
+	case r.Origin != origin:
+		return refuse("its origin is %q, not %q", r.Origin, origin)
+	case r.Seed == nil || r.Seed.Source != req.Source || r.Seed.Ref != req.Ref || r.Seed.Head != req.Claim.Head:
+		return refuse("it was seeded from another source, ref or head")
+	case r.Incarnation != sb.incarnation:
+		return refuse("its record is of incarnation %s, the sandbox's is %s", r.Incarnation, sb.incarnation)
+	case v.Class != lifecycle.Bound:
+		return refuse("its seed is %s: it is kept as it is until it is verified", v.Class)
+	}
+	return &SeedResult{Sandbox: sb.ID, Incarnation: sb.incarnation, State: lifecycle.StateBound, Head: r.Seed.Head, Cached: true}, nil
+}

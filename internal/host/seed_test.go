@@ -1,0 +1,185 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/lifecycle"
+)
+
+// gitRepo makes a repository on the host with a commit on ref; it
+// returns its path and the commit.
+func gitRepo(t *testing.T, ref string) (string, string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed (scripts/deps installs it)")
+	}
+	dir := filepath.Join(t.TempDir(), "src")
+	g := func(args ...string) string {
+		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	os.MkdirAll(dir, 0o755)
+	g("init", "-q", "-b", ref)
+	os.WriteFile(filepath.Join(dir, "README"), []byte("seeded\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, ".gitignore"), []byte("build/\n"), 0o644)
+	g("add", ".")
+	g("commit", "-q", "-m", "first")
+	return dir, g("rev-parse", "HEAD")
+}
+
+func seedGrants(t *testing.T, src string) grant.Set {
+	t.Helper()
+	g, err := grant.ParseArgs([]string{"cpu:5J", "fs:" + src + ":ro"}, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func ownerClaim(ref, head string) *lifecycle.Claim {
+	return &lifecycle.Claim{Run: "run-1", Requester: "alice", Thread: "th-9", Repository: "acme/widgets", Ref: ref, Head: head}
+}
+
+// TestSeedBindsTheExactCheckout: a claimed seed marks its attempt,
+// checks the checkout out in the sandbox (its .git too), binds the claim
+// and the origin, and verifies the head; the lifecycle record proves
+// the owner; a repeated seed with the same identity answers as the
+// original did and leaves a checkout whose HEAD moved untouched.
+func TestSeedBindsTheExactCheckout(t *testing.T) {
+	h := newS1Host(t)
+	ctx := context.Background()
+	src, head := gitRepo(t, "feature/a+b")
+	info, err := h.Create(ctx, SandboxSpec{Grants: seedGrants(t, src)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := SeedRequest{Source: src, Ref: "feature/a+b", Claim: ownerClaim("feature/a+b", head), Origin: "https://git.example.com/acme/widgets.git"}
+	res, err := h.Seed(ctx, info.ID, "", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != lifecycle.StateBound || res.Head != head || res.Cached || len(res.Runs) != 2 {
+		t.Fatalf("%+v", res)
+	}
+	v := h.readLifecycle(info.ID)
+	if c, ok := v.Owner(); v.Class != lifecycle.Bound || !ok || c != *req.Claim || v.Record.Origin != req.Origin || v.Record.Seed.Head != head {
+		t.Fatalf("lifecycle: %s %+v", v.Class, v.Record)
+	}
+	if _, out := execIn(t, h, info.ID, "sh", "-c", "cat README; test -d .git && echo git"); out != "seeded\ngit\n" {
+		t.Fatalf("the checkout: %q", out)
+	}
+	// Work moves HEAD; a retry of the same seed keeps it.
+	execIn(t, h, info.ID, "sh", "-c", "echo wip > wip && git -c user.name=a -c user.email=a@b add wip && git -c user.name=a -c user.email=a@b commit -qm wip")
+	req.Incarnation = res.Incarnation
+	again, err := h.Seed(ctx, info.ID, "", req)
+	if err != nil || !again.Cached || again.Head != head {
+		t.Fatalf("the retry: %+v %v", again, err)
+	}
+	if _, out := execIn(t, h, info.ID, "sh", "-c", "cat wip; git log --oneline | wc -l"); out != "wip\n2\n" {
+		t.Fatalf("after the retry: %q", out)
+	}
+	// Every other retry is refused before the checkout or origin is touched.
+	for name, mut := range map[string]func(*SeedRequest){
+		"another owner":       func(r *SeedRequest) { c := *r.Claim; c.Requester = "mallory"; r.Claim = &c },
+		"no claim":            func(r *SeedRequest) { r.Claim = nil },
+		"a changed origin":    func(r *SeedRequest) { r.Origin = "https://evil.example.com/x.git" },
+		"a missing origin":    func(r *SeedRequest) { r.Origin = "" },
+		"another incarnation": func(r *SeedRequest) { r.Incarnation = strings.Repeat("0", 32) },
+		"a credential origin": func(r *SeedRequest) { r.Origin = "https://u:p@git.example.com/x.git" },
+	} {
+		r := req
+		mut(&r)
+		var se *SeedError
+		if _, err := h.Seed(ctx, info.ID, "", r); !errors.As(err, &se) || se.Stage != "refused" {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, out := execIn(t, h, info.ID, "cat", "wip"); out != "wip\n" {
+		t.Fatal("a refused retry touched the checkout")
+	}
+	// Idle: a bound, verified seed parks; its checkpoint is the owner's.
+	h.StartIdle(200 * time.Millisecond)
+	waitIdle(t, h, 1, 0)
+	if cp := h.readLifecycle(info.ID).Checkpoint(); cp == nil || cp.Owner != req.Claim.Digest() {
+		t.Fatalf("checkpoint %+v", cp)
+	}
+}
+
+// TestSeedAttemptsStayProtected: an unclaimed seed works and stays
+// pending (no owner: the fence retains it); a claimed seed whose checkout
+// is not at the claim's head stays bound but unverified (retained); a
+// mark changed between the seed's two reads refuses before any sweep.
+func TestSeedAttemptsStayProtected(t *testing.T) {
+	h := newS1Host(t)
+	ctx := context.Background()
+	src, head := gitRepo(t, "main")
+	mk := func() string {
+		info, err := h.Create(ctx, SandboxSpec{Grants: seedGrants(t, src)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.ID
+	}
+	unclaimed := mk()
+	if res, err := h.Seed(ctx, unclaimed, "", SeedRequest{Source: src, Ref: "main"}); err != nil || res.State != lifecycle.StatePending || res.Head != head {
+		t.Fatalf("unclaimed: %+v %v", res, err)
+	}
+	wrong := mk()
+	_, err := h.Seed(ctx, wrong, "", SeedRequest{Source: src, Ref: "main", Claim: ownerClaim("main", strings.Repeat("1", 40)), Origin: "https://git.example.com/a.git"})
+	var se *SeedError
+	if !errors.As(err, &se) || se.Stage != "verify" {
+		t.Fatalf("a wrong head: %v", err)
+	}
+	if v := h.readLifecycle(wrong); v.Class != lifecycle.BoundUnverified {
+		t.Fatalf("after a wrong head: %s", v.Class)
+	}
+	swapped := mk()
+	execIn(t, h, swapped, "sh", "-c", "echo mine > precious")
+	afterSeedMark = func(id string) {
+		os.WriteFile(h.lifecyclePath(id), []byte(`{"v":1}`), 0o600) // a writer replaced the mark
+	}
+	defer func() { afterSeedMark = nil }()
+	if _, err := h.Seed(ctx, swapped, "", SeedRequest{Source: src, Ref: "main", Claim: ownerClaim("main", head)}); !errors.As(err, &se) || !strings.Contains(err.Error(), "nothing was swept") {
+		t.Fatalf("a changed mark: %v", err)
+	}
+	afterSeedMark = nil
+	if _, out := execIn(t, h, swapped, "cat", "precious"); out != "mine\n" {
+		t.Fatal("the workspace was swept")
+	}
+	// None of the three is parked at its idle deadline.
+	h.StartIdle(100 * time.Millisecond)
+	waitIdle(t, h, 0, 3)
+	if p, _ := h.IdleStats(); p != 0 {
+		t.Fatalf("%d parked", p)
+	}
+	// Refused before anything: a source outside the grants, a bad ref.
+	other := mk()
+	for name, r := range map[string]SeedRequest{
+		"ungranted source": {Source: "/etc", Ref: "main"},
+		"reserved ref":     {Source: src, Ref: "a..b"},
+		"credential URL":   {Source: "https://u:p@example.com/x.git", Ref: "main"},
+		"ssh URL":          {Source: "ssh://example.com/x.git", Ref: "main"},
+		"relative":         {Source: "src", Ref: "main"},
+		"claim ref":        {Source: src, Ref: "main", Claim: ownerClaim("dev", head)},
+	} {
+		if _, err := h.Seed(ctx, other, "", r); !errors.As(err, &se) || se.Stage != "refused" {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if v := h.readLifecycle(other); v.Class != lifecycle.Unseeded {
+		t.Fatalf("a refused seed marked the record: %s", v.Class)
+	}
+}
