@@ -356,3 +356,87 @@ func (h *Host) idleTick(after time.Duration) {
 		}
 	}
 }
+
+// ReceiptRequest asks what is kept of one seeded sandbox for one exact
+// owner: its claim (every field), the seed's source and an incarnation.
+type ReceiptRequest struct {
+	Sandbox     string
+	Claim       lifecycle.Claim
+	Source      string
+	Incarnation string
+}
+
+// The states a preservation receipt reports.
+const (
+	ReceiptPresent = "present" // a complete checkpoint of that owner and incarnation is stored
+	ReceiptLost    = "lost"    // its record names a checkpoint that is no longer whole in the store
+	ReceiptUnknown = "unknown" // nothing durable says either
+)
+
+// PreservationReceipt is a passive, read-only answer from durable
+// metadata only. It is never a permit to retire the sandbox: it says
+// what is stored, not that nothing else holds work.
+type PreservationReceipt struct {
+	Sandbox     string
+	State       string
+	Reason      string
+	Checkpoint  string // the checkpoint's root, when one is named (present or lost)
+	Incarnation string
+	Taken       time.Time
+	RetainUntil time.Time
+}
+
+// ErrNoReceipt is a receipt refused: the sandbox's record has no such
+// owner, seed or incarnation. It says nothing of what the record holds.
+var ErrNoReceipt = fmt.Errorf("no preservation receipt for that owner, seed and incarnation: %w", os.ErrNotExist)
+
+// Receipt answers req from the sandbox's lifecycle record and the
+// store's contents (what exists, never what the checkout holds). It
+// never touches a live sandbox, starts one, resumes one or wakes one.
+func (h *Host) Receipt(req ReceiptRequest) (PreservationReceipt, error) {
+	if !sandboxID.MatchString(req.Sandbox) {
+		return PreservationReceipt{}, &InvalidError{Err: fmt.Errorf("sandbox %q is not a sandbox id", req.Sandbox)}
+	}
+	if err := req.Claim.Validate(); err != nil {
+		return PreservationReceipt{}, &InvalidError{Err: fmt.Errorf("claim: %w", err)}
+	}
+	if req.Source == "" {
+		return PreservationReceipt{}, &InvalidError{Err: errors.New("the seed's source is required")}
+	}
+	if len(req.Incarnation) != 32 {
+		return PreservationReceipt{}, &InvalidError{Err: fmt.Errorf("incarnation %q is not 32 hex digits", req.Incarnation)}
+	}
+	out := PreservationReceipt{Sandbox: req.Sandbox, State: ReceiptUnknown, Incarnation: req.Incarnation}
+	v := h.readLifecycle(req.Sandbox)
+	owner, ok := v.Owner()
+	if !ok {
+		if v.Class == lifecycle.Unknown && v.Reason == "no lifecycle record" {
+			return PreservationReceipt{}, ErrNoReceipt
+		}
+		out.Reason = "its lifecycle record proves no owner (" + v.Class.String() + ")"
+		return out, nil
+	}
+	r := v.Record
+	cp := v.Checkpoint()
+	seedOK := r != nil && r.Seed != nil && r.Seed.Source == req.Source && r.Seed.Head == req.Claim.Head
+	incOK := (r != nil && r.Incarnation == req.Incarnation) || (cp != nil && cp.Incarnation == req.Incarnation)
+	if owner != req.Claim || !seedOK || !incOK {
+		return PreservationReceipt{}, ErrNoReceipt
+	}
+	if cp == nil || cp.Incarnation != req.Incarnation {
+		out.Reason = "no checkpoint of that incarnation is recorded"
+		return out, nil
+	}
+	out.Checkpoint, out.Taken, out.RetainUntil = cp.Root, cp.Taken, cp.RetainUntil
+	root, err := addr.Parse(cp.Root)
+	if err != nil {
+		out.State, out.Reason = ReceiptLost, "its recorded checkpoint is not an address: "+err.Error()
+		return out, nil
+	}
+	if err := h.checkpointComplete(root); err != nil {
+		out.State, out.Reason = ReceiptLost, "its checkpoint is not whole in the store: "+err.Error()
+		return out, nil
+	}
+	out.State, out.Reason = ReceiptPresent, "a complete checkpoint of that owner and incarnation is stored (this says what is stored, not that the sandbox may be retired)"
+	return out, nil
+}

@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/lifecycle"
+	"github.com/opensubstrate/sandbox/internal/tree"
 )
 
 // gitRepo makes a repository on the host with a commit on ref; it
@@ -181,5 +183,101 @@ func TestSeedAttemptsStayProtected(t *testing.T) {
 	}
 	if v := h.readLifecycle(other); v.Class != lifecycle.Unseeded {
 		t.Fatalf("a refused seed marked the record: %s", v.Class)
+	}
+}
+
+// TestPassiveReceiptReadsOnlyDurableFacts: a receipt for the exact
+// owner, seed and incarnation says present, lost or unknown from the
+// lifecycle record and the store alone; every wrong owner, seed or
+// incarnation is refused alike, disclosing nothing; it never wakes,
+// resumes or touches a sandbox, live or parked.
+func TestPassiveReceiptReadsOnlyDurableFacts(t *testing.T) {
+	h := newS1Host(t)
+	ctx := context.Background()
+	src, head := gitRepo(t, "main")
+	info, err := h.Create(ctx, SandboxSpec{Grants: seedGrants(t, src)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := ownerClaim("main", head)
+	res, err := h.Seed(ctx, info.ID, "", SeedRequest{Source: src, Ref: "main", Claim: claim, Origin: "https://git.example.com/a.git"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := ReceiptRequest{Sandbox: info.ID, Claim: *claim, Source: src, Incarnation: res.Incarnation}
+	// Live, no checkpoint yet: unknown, never present; the sandbox untouched.
+	sb, _ := h.sandbox(info.ID, "")
+	before := sb.activity.Load()
+	if r, err := h.Receipt(req); err != nil || r.State != ReceiptUnknown || r.Checkpoint != "" {
+		t.Fatalf("live: %+v %v", r, err)
+	}
+	if sb.activity.Load() != before {
+		t.Fatal("the receipt touched the live sandbox")
+	}
+	if _, err := h.Suspend(ctx, info.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	// An explicit suspension writes no checkpoint into the lifecycle
+	// record; the idle fence does. Park it through the fence.
+	if _, err := h.Resume(ctx, info.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	v := h.readLifecycle(info.ID)
+	req.Incarnation = v.Record.Incarnation
+	h.StartIdle(100 * time.Millisecond)
+	waitIdle(t, h, 1, 0)
+	r, err := h.Receipt(req)
+	if err != nil || r.State != ReceiptPresent || r.Checkpoint == "" {
+		t.Fatalf("parked: %+v %v", r, err)
+	}
+	if p := recordPhase(t, h, info.ID); p != "parked" {
+		t.Fatalf("the receipt woke it: %s", p)
+	}
+	if _, err := h.sandbox(info.ID, ""); err == nil {
+		t.Fatal("the receipt started it")
+	}
+	for name, mut := range map[string]func(*ReceiptRequest){
+		"another requester":   func(q *ReceiptRequest) { q.Claim.Requester = "mallory" },
+		"another head":        func(q *ReceiptRequest) { q.Claim.Head = strings.Repeat("2", 40) },
+		"another thread":      func(q *ReceiptRequest) { q.Claim.Thread = "t-0" },
+		"another source":      func(q *ReceiptRequest) { q.Source = "/elsewhere" },
+		"another incarnation": func(q *ReceiptRequest) { q.Incarnation = strings.Repeat("a", 32) },
+		"another sandbox":     func(q *ReceiptRequest) { q.Sandbox = "sb-000000000000" },
+	} {
+		q := req
+		mut(&q)
+		got, err := h.Receipt(q)
+		if !errors.Is(err, ErrNoReceipt) || got.Checkpoint != "" || got.State != "" {
+			t.Errorf("%s: %+v %v", name, got, err)
+		}
+	}
+	for name, mut := range map[string]func(*ReceiptRequest){
+		"malformed sandbox":     func(q *ReceiptRequest) { q.Sandbox = "../x" },
+		"malformed claim":       func(q *ReceiptRequest) { q.Claim.Ref = "a..b" },
+		"malformed incarnation": func(q *ReceiptRequest) { q.Incarnation = "x" },
+		"no source":             func(q *ReceiptRequest) { q.Source = "" },
+	} {
+		q := req
+		mut(&q)
+		var ie *InvalidError
+		if _, err := h.Receipt(q); !errors.As(err, &ie) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// A chunk of the checkpoint gone from the store: lost.
+	root, _ := addr.Parse(r.Checkpoint)
+	tr, err := tree.Load(h.Store, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed := false
+	for _, e := range tr.Entries {
+		if len(e.Chunks) > 0 && !removed {
+			os.Remove(h.Store.Path("blobs", e.Chunks[0].Hex()))
+			removed = true
+		}
+	}
+	if r, err := h.Receipt(req); err != nil || r.State != ReceiptLost {
+		t.Fatalf("a chunk gone: %+v %v", r, err)
 	}
 }
