@@ -212,6 +212,18 @@ func (c *Client) Suspend(ctx context.Context, id string) (*Snapshot, error) {
 	return &s, c.call(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/suspend", nil, &s)
 }
 
+// Seed seeds live sandbox id's workspace with a git checkout (S1).
+func (c *Client) Seed(ctx context.Context, id string, spec SeedSpec) (*Seeded, error) {
+	var s Seeded
+	return &s, c.call(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/seed", spec, &s)
+}
+
+// Receipt reads a passive preservation receipt of seeded sandbox id.
+func (c *Client) Receipt(ctx context.Context, id string, spec ReceiptSpec) (*PreservationReceipt, error) {
+	var r PreservationReceipt
+	return &r, c.call(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/preservation", spec, &r)
+}
+
 // Resume starts a suspended sandbox again from its record.
 func (c *Client) Resume(ctx context.Context, id string) (*Sandbox, error) {
 	var s Sandbox

@@ -66,6 +66,9 @@ type Sandbox struct {
 	// the environment manifest it was made from (b3:…).
 	Root     string `json:"root,omitempty"`
 	Manifest string `json:"manifest,omitempty"`
+	// Incarnation names this life of its processes: a new one at each
+	// creation and resumption (a seed's receipt asks for one).
+	Incarnation string `json:"incarnation,omitempty"`
 	// Continued are the execs a resumption continued: S2 execs the
 	// suspension parked, each sealed now as the whole run it is.
 	Continued []Continued `json:"continued,omitempty"`
@@ -268,4 +271,66 @@ type FleetResult struct {
 	Items      int    `json:"items"`
 	Failed     int    `json:"failed"`
 	Checkpoint string `json:"checkpoint"`
+}
+
+// Claim is a seed's owner claim: from the caller's trusted context (the
+// run, requester, thread and repository it acts for, the branch and the
+// commit it resolved), never from anything the sandbox ran.
+type Claim struct {
+	Run        string `json:"run"`
+	Requester  string `json:"requester"`
+	Thread     string `json:"thread"`
+	Repository string `json:"repository"`
+	Ref        string `json:"ref"`
+	Head       string `json:"head"`
+}
+
+// SeedSpec seeds a live S1 sandbox's workspace with a git checkout.
+type SeedSpec struct {
+	// Source is an absolute path the sandbox may read, or an https URL
+	// it may reach, with no credential in it.
+	Source string `json:"source"`
+	Ref    string `json:"ref"`
+	// Claim binds the seed to an owner (its ref is Ref, its head the
+	// commit the checkout must be at); without one the seed is
+	// unclaimed and its receipt unknown.
+	Claim *Claim `json:"claim,omitempty"`
+	// Origin is the credential-free https remote bound at the seed's
+	// birth (default: Source, when it is an https URL).
+	Origin string `json:"origin,omitempty"`
+	// Bearer authorizes an https fetch; it is used once and never kept.
+	Bearer string `json:"bearer,omitempty"`
+	// Incarnation, on a retry, is the one the first seed answered.
+	Incarnation string `json:"incarnation,omitempty"`
+}
+
+// Seeded is what a seed bound.
+type Seeded struct {
+	Sandbox     string   `json:"sandbox"`
+	Incarnation string   `json:"incarnation"`
+	State       string   `json:"state"` // "bound", or "pending" for an unclaimed seed
+	Head        string   `json:"head"`
+	Cached      bool     `json:"cached,omitempty"`
+	Runs        []string `json:"runs,omitempty"`
+}
+
+// ReceiptSpec asks for a passive preservation receipt: the exact owner
+// claim, the seed's source and an incarnation.
+type ReceiptSpec struct {
+	Claim       Claim  `json:"claim"`
+	Source      string `json:"source"`
+	Incarnation string `json:"incarnation"`
+}
+
+// PreservationReceipt is what is stored of a seeded sandbox for one
+// owner and incarnation: "present", "lost" or "unknown". It is read
+// from durable metadata only and is never a permit to retire it.
+type PreservationReceipt struct {
+	Sandbox     string     `json:"sandbox"`
+	State       string     `json:"state"`
+	Reason      string     `json:"reason"`
+	Checkpoint  string     `json:"checkpoint,omitempty"`
+	Incarnation string     `json:"incarnation"`
+	Taken       *time.Time `json:"taken,omitempty"`
+	RetainUntil *time.Time `json:"retain_until,omitempty"`
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +63,86 @@ func TestIdleServiceParksAndNeverErases(t *testing.T) {
 	}
 	if out, _, _ := runCLI(t, home, "", "exec", idle, "--", "cat", ".git/WIP"); out != "unpublished\n" {
 		t.Fatalf("after resuming: %q", out)
+	}
+}
+
+// TestSeedAndReceiptAsAUserRunsThem: a sandbox seeded from a local
+// repository through its grant, bound to an owner claim; a retry is the
+// first seed's answer; the receipt is unknown while nothing is
+// checkpointed, present once the idle fence parked it, and refused for
+// another owner; bad flags are usage errors.
+func TestSeedAndReceiptAsAUserRunsThem(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("S1 sandboxes need root here")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed (scripts/deps installs it)")
+	}
+	src := filepath.Join(t.TempDir(), "repo")
+	git := func(args ...string) string {
+		c := exec.Command("git", append([]string{"-C", src, "-c", "user.name=t", "-c", "user.email=t@e"}, args...)...)
+		c.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null")
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %s", args, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	os.MkdirAll(src, 0o755)
+	git("init", "-q", "-b", "fix+1")
+	os.WriteFile(filepath.Join(src, "main.go"), []byte("package main\n"), 0o644)
+	git("add", ".")
+	git("commit", "-qm", "one")
+	head := git("rev-parse", "HEAD")
+
+	home := t.TempDir()
+	startServe(t, home, "--idle", "1s")
+	out, e, code := runCLI(t, home, "", "create", "--grant", "fs:"+src+":ro")
+	if code != 0 {
+		t.Fatalf("create: %s", e)
+	}
+	id := strings.TrimSpace(out)
+	claim := []string{"--run", "r-1", "--requester", "alice", "--thread", "t-1", "--repository", "acme/w", "--head", head}
+	seed := append([]string{"seed", id, "--source", src, "--ref", "fix+1", "--origin", "https://git.example.com/acme/w.git"}, claim...)
+	out, e, code = runCLI(t, home, "", append(seed, "--json")...)
+	var s struct{ State, Head, Incarnation string }
+	if code != 0 || json.Unmarshal([]byte(out), &s) != nil || s.State != "bound" || s.Head != head {
+		t.Fatalf("seed: %d %s %s", code, out, e)
+	}
+	if out, _, _ := runCLI(t, home, "", "exec", id, "--", "cat", "main.go"); out != "package main\n" {
+		t.Fatalf("the checkout: %q", out)
+	}
+	if out, _, code := runCLI(t, home, "", seed...); code != 0 || !strings.Contains(out, "already seeded") {
+		t.Fatalf("retry: %d %s", code, out)
+	}
+	rc := append([]string{"preservation", id, "--source", src, "--ref", "fix+1", "--incarnation", s.Incarnation, "--json"}, claim...)
+	// Parked by the idle fence (1 s without a request), then present.
+	deadline := time.Now().Add(20 * time.Second)
+	for servedMetric(t, home, "sandbox_idle_parked_total") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("not parked")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out, e, code = runCLI(t, home, "", rc...)
+	if code != 0 || !strings.Contains(out, `"state": "present"`) || !strings.Contains(out, `"checkpoint": "b3:`) {
+		t.Fatalf("receipt: %d %s %s", code, out, e)
+	}
+	if ps, _, _ := runCLI(t, home, "", "ps"); !strings.Contains(ps, "suspended") {
+		t.Fatalf("the receipt woke it:\n%s", ps)
+	}
+	wrong := append([]string{"preservation", id, "--source", src, "--ref", "fix+1", "--incarnation", s.Incarnation}, claim...)
+	wrong[len(wrong)-7] = "mallory" // --requester
+	if out, e, code := runCLI(t, home, "", wrong...); code != 3 || strings.Contains(out+e, "b3:") {
+		t.Fatalf("another owner: %d %s %s", code, out, e)
+	}
+	for _, bad := range [][]string{
+		{"seed", id, "--source", src, "--ref", "a..b"},
+		{"seed", id, "--source", src, "--ref", "main", "--run", "r"},
+		{"preservation", id, "--source", src, "--ref", "main"},
+	} {
+		if _, e, code := runCLI(t, home, "", bad...); code != 2 {
+			t.Errorf("%v: %d %s", bad, code, e)
+		}
 	}
 }

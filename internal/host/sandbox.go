@@ -196,6 +196,8 @@ type SandboxInfo struct {
 	Manifest *addr.Addr `json:"manifest,omitempty"`
 	// Suspended: it is parked (Suspend); nothing of it runs.
 	Suspended bool `json:"suspended,omitempty"`
+	// Incarnation names this life of its processes.
+	Incarnation string `json:"incarnation,omitempty"`
 	// Continued are the parked execs its resumption continued.
 	Continued []ContinuedExec `json:"-"`
 }
@@ -203,7 +205,7 @@ type SandboxInfo struct {
 func (s *Sandbox) info() SandboxInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i := SandboxInfo{ID: s.ID, Tier: s.Tier, Workspace: s.Workspace, Created: s.Created, Execs: s.execs, Running: s.running, Grants: s.Grants, Env: s.Env, Listen: s.Listen, GrantArgs: s.grantArgs}
+	i := SandboxInfo{ID: s.ID, Tier: s.Tier, Workspace: s.Workspace, Created: s.Created, Execs: s.execs, Running: s.running, Grants: s.Grants, Env: s.Env, Listen: s.Listen, GrantArgs: s.grantArgs, Incarnation: s.incarnation}
 	if !s.Root.IsZero() {
 		r := s.Root
 		i.Root = &r

@@ -60,8 +60,15 @@ type SeedError struct {
 func (e *SeedError) Error() string { return fmt.Sprintf("seed %s: %s: %v", e.ID, e.Stage, e.Err) }
 func (e *SeedError) Unwrap() error { return e.Err }
 
-// Invalid: a request that cannot be served as things stand.
-func (e *SeedError) Invalid() bool { return true }
+// Invalid: a request that cannot be served as things stand, unless its
+// lifecycle record is one this host cannot act on (Unavailable).
+func (e *SeedError) Invalid() bool { return !e.Unavailable() }
+
+// Unavailable: the sandbox's lifecycle record is one this host cannot act on.
+func (e *SeedError) Unavailable() bool {
+	var le *LifecycleError
+	return errors.As(e.Err, &le)
+}
 
 // checkSeed is everything about req that can be checked before anything
 // is read or written; it returns the origin to bind.
@@ -116,6 +123,11 @@ func checkSeed(req SeedRequest, g interface{ readable(string) bool }) (string, e
 	return origin, nil
 }
 
+// anyReadable is checkSeed's view before the sandbox is known.
+type anyReadable struct{}
+
+func (anyReadable) readable(string) bool { return true }
+
 // grantView says what a sandbox's grants let it read.
 type grantView struct{ sb *Sandbox }
 
@@ -138,12 +150,19 @@ func (v grantView) readable(p string) bool {
 // origin and incarnation (never the checkout's HEAD, which moves with
 // its work) and answers as the original did, touching nothing.
 func (h *Host) Seed(ctx context.Context, id, owner string, req SeedRequest) (*SeedResult, error) {
-	sb, err := h.sandbox(id, owner)
-	if err != nil {
-		return nil, err
-	}
 	fail := func(stage string, err error) (*SeedResult, error) {
 		return nil, &SeedError{ID: id, Stage: stage, Err: err}
+	}
+	// What can be checked without the sandbox, first.
+	if _, err := checkSeed(req, anyReadable{}); err != nil {
+		return fail("refused", err)
+	}
+	sb, err := h.sandbox(id, owner)
+	if err != nil {
+		if p, perr := h.readParked(id); perr == nil && p.Owner == owner {
+			return nil, &ParkedError{ID: id}
+		}
+		return nil, err
 	}
 	if sb.Tier != tier.S1 || sb.Workspace == "" {
 		return fail("refused", errors.New("only an S1 sandbox with a workspace is seeded (git runs in it)"))

@@ -5,6 +5,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/lifecycle"
 	"github.com/opensubstrate/sandbox/record"
 )
 
@@ -83,4 +84,52 @@ func SnapshotOf(s record.Snapshot) client.Snapshot {
 func RecordOf(ri host.RecordInfo) client.Record {
 	return client.Record{ID: ri.ID, Phase: string(ri.Phase), Head: ri.Head.String(), Segments: ri.Segments, Executed: ri.Executed, IdleUJ: ri.IdleUJ,
 		ActiveUJ: ri.ActiveUJ, TotalUJ: ri.TotalUJ, RunsMissing: ri.RunsMissing, Error: ri.Err}
+}
+
+func claimOf(c client.Claim) lifecycle.Claim {
+	return lifecycle.Claim{Run: c.Run, Requester: c.Requester, Thread: c.Thread, Repository: c.Repository, Ref: c.Ref, Head: c.Head}
+}
+
+func (s *Server) seed(w http.ResponseWriter, r *http.Request) {
+	var spec client.SeedSpec
+	if err := decode(w, r, &spec, MaxBody); err != nil {
+		writeErr(w, err)
+		return
+	}
+	req := host.SeedRequest{Source: spec.Source, Ref: spec.Ref, Origin: spec.Origin, Bearer: spec.Bearer, Incarnation: spec.Incarnation}
+	if spec.Claim != nil {
+		c := claimOf(*spec.Claim)
+		req.Claim = &c
+	}
+	res, err := s.Host.Seed(r.Context(), r.PathValue("id"), owner(r), req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := client.Seeded{Sandbox: res.Sandbox, Incarnation: res.Incarnation, State: res.State, Head: res.Head, Cached: res.Cached}
+	for _, a := range res.Runs {
+		out.Runs = append(out.Runs, a.String())
+	}
+	writeJSON(w, 200, out)
+}
+
+// preservation is a passive receipt: durable metadata only, whoever
+// asks with the exact claim (the claim is the key; a wrong one learns
+// nothing).
+func (s *Server) preservation(w http.ResponseWriter, r *http.Request) {
+	var spec client.ReceiptSpec
+	if err := decode(w, r, &spec, MaxBody); err != nil {
+		writeErr(w, err)
+		return
+	}
+	rc, err := s.Host.Receipt(host.ReceiptRequest{Sandbox: r.PathValue("id"), Claim: claimOf(spec.Claim), Source: spec.Source, Incarnation: spec.Incarnation})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := client.PreservationReceipt{Sandbox: rc.Sandbox, State: rc.State, Reason: rc.Reason, Checkpoint: rc.Checkpoint, Incarnation: rc.Incarnation}
+	if !rc.Taken.IsZero() {
+		out.Taken, out.RetainUntil = &rc.Taken, &rc.RetainUntil
+	}
+	writeJSON(w, 200, out)
 }

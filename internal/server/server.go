@@ -102,6 +102,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT /v1/sandboxes/{id}/files", s.upload)
 	mux.HandleFunc("GET /v1/sandboxes/{id}/files", s.download)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/suspend", s.suspend)
+	mux.HandleFunc("POST /v1/sandboxes/{id}/seed", s.seed)
+	mux.HandleFunc("POST /v1/sandboxes/{id}/preservation", s.preservation)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/resume", s.resume)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/close", s.closeRecord)
 	mux.HandleFunc("GET /v1/records", s.records)
@@ -355,7 +357,7 @@ func sandboxOf(i host.SandboxInfo) client.Sandbox {
 	if i.Suspended {
 		state = "suspended"
 	}
-	sb := client.Sandbox{ID: i.ID, Tier: i.Tier.String(), State: state, Workspace: i.Workspace, Created: i.Created, Execs: i.Execs, Running: i.Running, Grants: i.GrantArgs, Env: i.Env, Listen: i.Listen}
+	sb := client.Sandbox{ID: i.ID, Tier: i.Tier.String(), State: state, Workspace: i.Workspace, Created: i.Created, Execs: i.Execs, Running: i.Running, Grants: i.GrantArgs, Env: i.Env, Listen: i.Listen, Incarnation: i.Incarnation}
 	if i.Root != nil {
 		sb.Root = i.Root.String()
 	}
