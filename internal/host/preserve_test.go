@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -267,4 +268,69 @@ func TestShutdownRetainsWhatItCannotPark(t *testing.T) {
 	if _, out := execIn(t, h2, info.ID, "cat", "work"); out != "unpublished\n" {
 		t.Fatalf("%q", out)
 	}
+}
+
+// TestExecWindowRefusesTheSeventeenthBeforeEffects: a sandbox runs at
+// most lifecycle.Slots execs at once; one more is refused as a limit
+// before anything of it runs or is recorded, and a slot is free again
+// once an exec ends.
+func TestExecWindowRefusesTheSeventeenthBeforeEffects(t *testing.T) {
+	h := newS1Host(t)
+	ctx := context.Background()
+	info, err := h.Create(ctx, SandboxSpec{Grants: grants(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, _ := h.sandbox(info.ID, "")
+	release := make(chan struct{})
+	errc := make(chan error, lifecycle.Slots)
+	for range lifecycle.Slots {
+		go func() {
+			_, err := h.Exec(ctx, info.ID, "", ExecRequest{Args: []string{"sh", "-c", "read x"}, Stdin: readerUntil(release), Deadline: time.Minute})
+			errc <- err
+		}()
+	}
+	for i := 0; ; i++ {
+		sb.mu.Lock()
+		n := sb.running
+		sb.mu.Unlock()
+		if n == lifecycle.Slots {
+			break
+		}
+		if i > 1000 {
+			t.Fatalf("%d running", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var le *LimitError
+	if _, err := h.Exec(ctx, info.ID, "", ExecRequest{Args: []string{"sh", "-c", "echo ran > seventeenth"}}); !errors.As(err, &le) {
+		t.Fatalf("the seventeenth: %v", err)
+	}
+	close(release)
+	for range lifecycle.Slots {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := os.ReadFile(h.RecordPath(info.ID))
+	if st, err := record.VerifyBytes(b); err != nil || st.Executed != lifecycle.Slots {
+		t.Fatalf("the record holds %d execs, want the %d that ran: %v", st.Executed, lifecycle.Slots, err)
+	}
+	if _, out := execIn(t, h, info.ID, "sh", "-c", "test -e seventeenth && echo ran || echo refused"); out != "refused\n" {
+		t.Fatalf("the refused exec had an effect: %q", out)
+	}
+	if len(sb.window.Ops) != 0 {
+		t.Fatalf("slots still held: %+v", sb.window.Ops)
+	}
+}
+
+// readerUntil reads as one line once release is closed.
+func readerUntil(release chan struct{}) io.Reader {
+	r, w := io.Pipe()
+	go func() {
+		<-release
+		w.Write([]byte("go\n"))
+		w.Close()
+	}()
+	return r
 }

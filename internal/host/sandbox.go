@@ -20,6 +20,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/lifecycle"
 	"github.com/opensubstrate/sandbox/internal/manifest"
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/state"
@@ -138,6 +139,8 @@ type Sandbox struct {
 	activity    atomic.Uint64
 	active      time.Time
 	retainedWhy string // the fence's last reason to retain it
+	// window bounds and accounts for its execs: Slots at once.
+	window lifecycle.Window
 }
 
 // touch restarts sb's idle clock.
@@ -545,6 +548,21 @@ func (h *Host) execIn(ctx context.Context, sb *Sandbox, req Request, n int, cont
 		sb.mu.Unlock()
 		return nil, fmt.Errorf("%w: %q is being removed", ErrNoSandbox, id)
 	}
+	num := n
+	if num == 0 {
+		num = sb.seq + 1
+	}
+	// Its slot in the sandbox's operation window, before any effect: a
+	// seventeenth exec at once is refused here.
+	op := lifecycle.Op{Gen: sb.window.Gen, Actor: "exec", Ordinal: uint64(num), Kind: "exec"}
+	if err := sb.window.Reserve(op); err != nil {
+		sb.mu.Unlock()
+		var we *lifecycle.WindowError
+		if errors.As(err, &we) && we.Limit() {
+			return nil, &LimitError{What: fmt.Sprintf("sandbox %s runs %d execs at once, its most: wait for one to end", id, lifecycle.Slots)}
+		}
+		return nil, err
+	}
 	sb.running++
 	if n == 0 {
 		sb.seq++
@@ -553,10 +571,14 @@ func (h *Host) execIn(ctx context.Context, sb *Sandbox, req Request, n int, cont
 	sb.seq = max(sb.seq, n) // a continued exec keeps its number; the next is after it
 	x := &inflight{}
 	sb.mu.Unlock()
+	outcome := "failed"
 	defer func() {
 		sb.mu.Lock()
 		sb.running--
 		delete(sb.inflight, x)
+		// The caller has the outcome as this returns: settled and read.
+		sb.window.Settle(op.Gen, op.Actor, op.Ordinal, outcome)
+		sb.window.Ack(op.Gen, op.Actor, op.Ordinal)
 		sb.mu.Unlock()
 	}()
 	if cont == nil {
@@ -633,11 +655,13 @@ func (h *Host) execIn(ctx context.Context, sb *Sandbox, req Request, n int, cont
 		sb.mu.Lock()
 		sb.parked = append(sb.parked, pe)
 		sb.mu.Unlock()
+		outcome = "parked"
 		return nil, &ExecParkedError{ID: sb.ID, N: n, Boundary: pr.parked.Boundary}
 	}
 	if err != nil {
 		return nil, err
 	}
+	outcome = "sealed"
 	sb.mu.Lock()
 	sb.execs++
 	sb.mu.Unlock()
