@@ -224,6 +224,12 @@ func (c *Client) Receipt(ctx context.Context, id string, spec ReceiptSpec) (*Pre
 	return &r, c.call(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/preservation", spec, &r)
 }
 
+// RunReport reads sealed run id (b3:…) as the service verifies it.
+func (c *Client) RunReport(ctx context.Context, id string) (*RunReport, error) {
+	var r RunReport
+	return &r, c.call(ctx, "GET", "/v1/runs/"+url.PathEscape(id), nil, &r)
+}
+
 // Resume starts a suspended sandbox again from its record.
 func (c *Client) Resume(ctx context.Context, id string) (*Sandbox, error) {
 	var s Sandbox

@@ -334,3 +334,18 @@ type PreservationReceipt struct {
 	Taken       *time.Time `json:"taken,omitempty"`
 	RetainUntil *time.Time `json:"retain_until,omitempty"`
 }
+
+// RunReport is a sealed run, verified by the service against its own
+// key: whether every record checks out, how it ended and its receipt.
+type RunReport struct {
+	Run      string   `json:"run"`
+	Verified bool     `json:"verified"`
+	Problems []string `json:"problems,omitempty"`
+	Signer   string   `json:"signer,omitempty"`
+	Unit     string   `json:"unit,omitempty"`
+	Outcome  *Outcome `json:"outcome,omitempty"`
+	Started  string   `json:"started,omitempty"`
+	Ended    string   `json:"ended,omitempty"`
+	Energy   []Energy `json:"energy,omitempty"`
+	Notes    []string `json:"notes,omitempty"`
+}

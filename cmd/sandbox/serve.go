@@ -99,20 +99,9 @@ closed with that overhead. /metrics has each pool's statistics
 			}
 			var tokens []string
 			if tokenFile != "" {
-				b, err := os.ReadFile(tokenFile)
-				if err != nil {
-					return errs.Usage{Err: fmt.Errorf("--token-file: %w", err)}
-				}
-				for _, l := range strings.Split(string(b), "\n") {
-					if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
-						if len(l) < 16 {
-							return errs.Usage{Err: fmt.Errorf("--token-file: a token of %d characters; want at least 16", len(l))}
-						}
-						tokens = append(tokens, l)
-					}
-				}
-				if len(tokens) == 0 {
-					return errs.Usage{Err: errors.New("--token-file holds no token")}
+				var err error
+				if tokens, err = readTokens(tokenFile); err != nil {
+					return err
 				}
 			}
 			g.warm, g.log = true, log
@@ -306,4 +295,26 @@ func parsePool(arg string, ho *host.Host) (host.PoolSpec, error) {
 		}
 	}
 	return ps, nil
+}
+
+// readTokens reads a token file: one bearer token per line (at least 16
+// characters), '#' comments.
+func readTokens(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, errs.Usage{Err: fmt.Errorf("--token-file: %w", err)}
+	}
+	var tokens []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			if len(l) < 16 {
+				return nil, errs.Usage{Err: fmt.Errorf("--token-file: a token of %d characters; want at least 16", len(l))}
+			}
+			tokens = append(tokens, l)
+		}
+	}
+	if len(tokens) == 0 {
+		return nil, errs.Usage{Err: errors.New("--token-file holds no token")}
+	}
+	return tokens, nil
 }

@@ -31,6 +31,17 @@ var names = [...]string{"internal", "invalid", "not-found", "integrity", "untrus
 
 func (c Category) String() string { return names[c] }
 
+// Parse is the category named name (as String writes it: the API's
+// "category"); an unknown name is Internal, with ok false.
+func Parse(name string) (c Category, ok bool) {
+	for i, n := range names {
+		if n == name {
+			return Category(i), true
+		}
+	}
+	return Internal, false
+}
+
 // Of returns the category of err.
 func Of(err error) Category {
 	var re *reject.Error
@@ -84,10 +95,14 @@ func HTTPStatus(c Category) int {
 	}[c]
 }
 
-// MCPCode maps a category to a JSON-RPC error code for MCP.
+// MCPCode maps a category to a JSON-RPC error code for MCP: the
+// standard codes for internal and invalid, and for the rest codes of the
+// implementation-defined range (-32000 to -32099) that neither the MCP
+// specification (-32002 resource not found, -32042) nor its reference
+// SDKs' transports (-32001, -32003 to -32005: closing, rejected) use.
 func MCPCode(c Category) int {
 	return [...]int{
-		Internal: -32603, Invalid: -32602, NotFound: -32001, Integrity: -32002, Untrusted: -32003, Denied: -32004, Unavailable: -32005, Canceled: -32800, Limit: -32006,
+		Internal: -32603, Invalid: -32602, NotFound: -32010, Integrity: -32011, Untrusted: -32012, Denied: -32013, Unavailable: -32014, Canceled: -32015, Limit: -32016,
 	}[c]
 }
 

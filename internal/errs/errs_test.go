@@ -43,7 +43,15 @@ func TestOf(t *testing.T) {
 		}
 		seen[ExitCode(c)] = true
 		_ = HTTPStatus(c)
-		_ = MCPCode(c)
+		// Distinct, and none a code the MCP specification or its SDKs'
+		// transports give a meaning of their own.
+		switch m := MCPCode(c); {
+		case seen[m]:
+			t.Errorf("MCP code %d used twice", m)
+		case m == -32001 || m == -32002 || m == -32003 || m == -32004 || m == -32005 || m == -32042 || m == -32800:
+			t.Errorf("%s: MCP code %d is one the protocol's libraries use", c, m)
+		}
+		seen[MCPCode(c)] = true
 		if c.String() == "" {
 			t.Error("unnamed category")
 		}

@@ -133,3 +133,22 @@ func (s *Server) preservation(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, 200, out)
 }
+
+// runReport is a sealed run, verified against the service's key.
+func (s *Server) runReport(w http.ResponseWriter, r *http.Request) {
+	v, err := s.Host.RunFor(owner(r), r.PathValue("id"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := client.RunReport{Run: v.ID.String(), Verified: v.Verified, Problems: v.Problems}
+	if a := v.Attestation; a != nil {
+		c := a.Claim
+		out.Signer, out.Unit, out.Started, out.Ended, out.Notes = c.Signer.String(), c.Unit.String(), c.Started, c.Ended, c.Notes
+		out.Outcome = &client.Outcome{Status: string(c.Outcome.Status), ExitCode: c.Outcome.ExitCode, Detail: c.Outcome.Detail}
+	}
+	if v.Receipt != nil {
+		out.Energy = EnergyOf(v.Receipt)
+	}
+	writeJSON(w, 200, out)
+}

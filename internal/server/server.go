@@ -103,6 +103,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/sandboxes/{id}/files", s.download)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/suspend", s.suspend)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/seed", s.seed)
+	mux.HandleFunc("GET /v1/runs/{id}", s.runReport)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/preservation", s.preservation)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/resume", s.resume)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/close", s.closeRecord)
