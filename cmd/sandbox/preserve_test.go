@@ -146,3 +146,36 @@ func TestSeedAndReceiptAsAUserRunsThem(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleRetainsWhenItsCheckpointFails: a checkpoint that cannot be
+// stored (the state directory is full) never licenses anything: the
+// idle sandbox is retained live, thawed, its files as they were.
+func TestIdleRetainsWhenItsCheckpointFails(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("S1 sandboxes need root here")
+	}
+	home := smallStateDir(t, 16<<20)
+	startServe(t, home, "--idle", "300ms")
+	out, e, code := runCLI(t, home, "", "create")
+	if code != 0 {
+		t.Fatalf("create: %s", e)
+	}
+	id := strings.TrimSpace(out)
+	// More than the state directory holds, in the workspace (outside it).
+	if _, e, code := runCLI(t, home, "", "exec", id, "--", "sh", "-c", "head -c 24000000 /dev/urandom > big && sha256sum big > big.sum"); code != 0 {
+		t.Fatalf("exec: %s", e)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for servedMetric(t, home, "sandbox_idle_retained_total") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("never retained")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := servedMetric(t, home, "sandbox_idle_parked_total"); n != 0 {
+		t.Fatalf("%d parked", n)
+	}
+	if out, e, code := runCLI(t, home, "", "exec", id, "--", "sha256sum", "-c", "big.sum"); code != 0 || !strings.Contains(out, "big: OK") {
+		t.Fatalf("after the failed checkpoint: %d %s %s", code, out, e)
+	}
+}

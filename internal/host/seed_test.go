@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -279,5 +280,78 @@ func TestPassiveReceiptReadsOnlyDurableFacts(t *testing.T) {
 	}
 	if r, err := h.Receipt(req); err != nil || r.State != ReceiptLost {
 		t.Fatalf("a chunk gone: %+v %v", r, err)
+	}
+}
+
+// TestSeedRefusesRecordsItCannotActOn: a sandbox whose lifecycle record
+// is of an unsupported version is refused before anything is written or
+// swept (the record stays as it was); a legacy record, which has no
+// origin bound at birth, is never upgraded by a retry; the sandbox
+// itself cannot read or change its lifecycle record; and an update never
+// changes a bound owner or origin.
+func TestSeedRefusesRecordsItCannotActOn(t *testing.T) {
+	h := newS1Host(t)
+	ctx := context.Background()
+	src, head := gitRepo(t, "main")
+	mk := func() string {
+		info, err := h.Create(ctx, SandboxSpec{Grants: seedGrants(t, src)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.ID
+	}
+	req := SeedRequest{Source: src, Ref: "main", Claim: ownerClaim("main", head), Origin: "https://git.example.com/a.git"}
+	v2 := mk()
+	os.WriteFile(h.lifecyclePath(v2), []byte(`{"v":2}`), 0o600)
+	execIn(t, h, v2, "sh", "-c", "echo mine > precious")
+	var se *SeedError
+	if _, err := h.Seed(ctx, v2, "", req); !errors.As(err, &se) || !se.Unavailable() {
+		t.Fatalf("an unsupported record: %v", err)
+	}
+	if b, _ := os.ReadFile(h.lifecyclePath(v2)); string(b) != `{"v":2}` {
+		t.Fatalf("rewritten: %s", b)
+	}
+	if _, out := execIn(t, h, v2, "cat", "precious"); out != "mine\n" {
+		t.Fatal("swept")
+	}
+	legacy := mk()
+	lb, _ := json.Marshal(map[string]any{"owner": req.Claim, "checkpoint": lifecycle.Checkpoint{Root: "b3:" + strings.Repeat("0", 64), Owner: req.Claim.Digest(), Incarnation: strings.Repeat("1", 32), Taken: time.Now(), RetainUntil: time.Now().Add(time.Hour)}})
+	os.WriteFile(h.lifecyclePath(legacy), lb, 0o600)
+	if _, err := h.Seed(ctx, legacy, "", req); !errors.As(err, &se) || !strings.Contains(err.Error(), "legacy") {
+		t.Fatalf("a legacy record: %v", err)
+	}
+	// Out of the sandbox's reach.
+	bound := mk()
+	if _, err := h.Seed(ctx, bound, "", req); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"cat", "rm"} {
+		r, _ := execIn(t, h, bound, cmd, h.lifecyclePath(bound))
+		if r.Result.Outcome.ExitCode == nil || *r.Result.Outcome.ExitCode == 0 {
+			t.Fatalf("the sandbox reached its lifecycle record (%s)", cmd)
+		}
+	}
+	if v := h.readLifecycle(bound); v.Class != lifecycle.Bound {
+		t.Fatalf("%s", v.Class)
+	}
+	// An update never changes what a seed bound.
+	for name, mut := range map[string]func(*lifecycle.Record){
+		"owner":  func(r *lifecycle.Record) { c := *r.Claim; c.Requester = "mallory"; r.Claim = &c },
+		"origin": func(r *lifecycle.Record) { r.Origin = "https://other.example.com/a.git" },
+		"unbind": func(r *lifecycle.Record) {
+			r.Claim, r.Origin, r.State, r.Verified = nil, "", lifecycle.StateUnseeded, false
+		},
+	} {
+		err := h.updateLifecycle(bound, false, func(r *lifecycle.Record) (*lifecycle.Record, error) {
+			n := *r
+			mut(&n)
+			return &n, nil
+		})
+		if err == nil {
+			t.Errorf("%s changed", name)
+		}
+	}
+	if v := h.readLifecycle(bound); v.Class != lifecycle.Bound || *v.Record.Claim != *req.Claim {
+		t.Fatalf("after refused updates: %s", v.Class)
 	}
 }
