@@ -52,6 +52,21 @@ func seedGrants(t *testing.T, src string) grant.Set {
 	return g
 }
 
+// seedHost is an S1 host, a repository with one commit on main, and a
+// maker of sandboxes that may read it.
+func seedHost(t *testing.T) (*Host, string, string, func() string) {
+	t.Helper()
+	h := newS1Host(t)
+	src, head := gitRepo(t, "main")
+	return h, src, head, func() string {
+		info, err := h.Create(context.Background(), SandboxSpec{Grants: seedGrants(t, src)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.ID
+	}
+}
+
 func ownerClaim(ref, head string) *lifecycle.Claim {
 	return &lifecycle.Claim{Run: "run-1", Requester: "alice", Thread: "th-9", Repository: "acme/widgets", Ref: ref, Head: head}
 }
@@ -126,16 +141,8 @@ func TestSeedBindsTheExactCheckout(t *testing.T) {
 // is not at the claim's head stays bound but unverified (retained); a
 // mark changed between the seed's two reads refuses before any sweep.
 func TestSeedAttemptsStayProtected(t *testing.T) {
-	h := newS1Host(t)
+	h, src, head, mk := seedHost(t)
 	ctx := context.Background()
-	src, head := gitRepo(t, "main")
-	mk := func() string {
-		info, err := h.Create(ctx, SandboxSpec{Grants: seedGrants(t, src)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.ID
-	}
 	unclaimed := mk()
 	if res, err := h.Seed(ctx, unclaimed, "", SeedRequest{Source: src, Ref: "main"}); err != nil || res.State != lifecycle.StatePending || res.Head != head {
 		t.Fatalf("unclaimed: %+v %v", res, err)
@@ -290,16 +297,8 @@ func TestPassiveReceiptReadsOnlyDurableFacts(t *testing.T) {
 // itself cannot read or change its lifecycle record; and an update never
 // changes a bound owner or origin.
 func TestSeedRefusesRecordsItCannotActOn(t *testing.T) {
-	h := newS1Host(t)
+	h, src, head, mk := seedHost(t)
 	ctx := context.Background()
-	src, head := gitRepo(t, "main")
-	mk := func() string {
-		info, err := h.Create(ctx, SandboxSpec{Grants: seedGrants(t, src)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.ID
-	}
 	req := SeedRequest{Source: src, Ref: "main", Claim: ownerClaim("main", head), Origin: "https://git.example.com/a.git"}
 	v2 := mk()
 	os.WriteFile(h.lifecyclePath(v2), []byte(`{"v":2}`), 0o600)
