@@ -1,13 +1,18 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -352,5 +357,76 @@ func TestSeedRefusesRecordsItCannotActOn(t *testing.T) {
 	}
 	if v := h.readLifecycle(bound); v.Class != lifecycle.Bound || *v.Record.Claim != *req.Claim {
 		t.Fatalf("after refused updates: %s", v.Class)
+	}
+}
+
+// TestSeedOverHTTPSNeverStoresTheBearer: a seed from an https source
+// through the sandbox's net grant, authorized by a bearer: the server
+// saw the bearer, the checkout is there, and the bearer is nowhere in
+// the state directory (records, runs, units, lifecycle) or the checkout.
+func TestSeedOverHTTPSNeverStoresTheBearer(t *testing.T) {
+	h, _, _, _ := seedHost(t)
+	ctx := context.Background()
+	// A bare repository served over git's dumb HTTP protocol, with TLS,
+	// to requests that carry the bearer.
+	root := t.TempDir()
+	work, head := gitRepo(t, "main")
+	if out, err := exec.Command("git", "clone", "-q", "--bare", work, filepath.Join(root, "repo.git")).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	if out, err := exec.Command("git", "-C", filepath.Join(root, "repo.git"), "update-server-info").CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	const bearer = "tok-7f3a9c2e51d84b6f"
+	var authorized atomic.Int32
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+bearer {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		authorized.Add(1)
+		http.FileServer(http.Dir(root)).ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644)
+	g, err := grant.ParseArgs([]string{"cpu:5J", "fs:" + filepath.Dir(ca) + ":ro", "net:" + strings.TrimPrefix(srv.URL, "https://")}, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := h.Create(ctx, SandboxSpec{Grants: g, Env: map[string]string{"GIT_SSL_CAINFO": ca}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	source := srv.URL + "/repo.git"
+	res, err := h.Seed(ctx, info.ID, "", SeedRequest{Source: source, Ref: "main", Claim: ownerClaim("main", head), Bearer: bearer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != lifecycle.StateBound || authorized.Load() == 0 {
+		t.Fatalf("%+v, %d authorized requests", res, authorized.Load())
+	}
+	if v := h.readLifecycle(info.ID); v.Record.Origin != source {
+		t.Fatalf("origin %q", v.Record.Origin)
+	}
+	for _, dir := range []string{h.Store.Dir.Root, info.Workspace} {
+		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return nil
+			}
+			if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(bearer)) {
+				t.Errorf("the bearer is in %s", p)
+			}
+			return nil
+		})
+	}
+	// Without the bearer the server refuses, and so does the seed.
+	other, err := h.Create(ctx, SandboxSpec{Grants: g, Env: map[string]string{"GIT_SSL_CAINFO": ca}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se *SeedError
+	if _, err := h.Seed(ctx, other.ID, "", SeedRequest{Source: source, Ref: "main", Claim: ownerClaim("main", head)}); !errors.As(err, &se) || se.Stage != "checkout" {
+		t.Fatalf("without the bearer: %v", err)
 	}
 }
