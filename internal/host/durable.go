@@ -529,6 +529,7 @@ func (h *Host) CloseRecord(id, owner, reason string) error {
 		return err
 	}
 	defer f.Close()
+	h.markClosing(id)
 	if _, err := f.Append(record.Segment{Kind: record.Closed, Reason: reason}); err != nil {
 		return err
 	}

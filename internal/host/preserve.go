@@ -147,6 +147,17 @@ func (h *Host) reincarnate(sb *Sandbox) error {
 	})
 }
 
+// markClosing records that sandbox id's end has begun: its lifecycle
+// record is closing from here on, and proves no owner. A record this
+// host cannot act on is left as it is.
+func (h *Host) markClosing(id string) {
+	h.updateLifecycle(id, false, func(r *lifecycle.Record) (*lifecycle.Record, error) {
+		n := *r
+		n.State, n.Verified = lifecycle.StateClosing, false
+		return &n, nil
+	})
+}
+
 // Retained is a teardown the preservation fence did not allow: the
 // sandbox is as it was.
 type Retained struct {

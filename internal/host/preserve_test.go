@@ -111,6 +111,12 @@ func TestIdleParksAQuiescentSandboxThroughTheFence(t *testing.T) {
 	if v := h.readLifecycle(info.ID); v.Record.Incarnation == inc {
 		t.Fatal("a resumption kept the incarnation")
 	}
+	if err := h.Remove(info.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if v := h.readLifecycle(info.ID); v.Class != lifecycle.Closing {
+		t.Fatalf("after its removal: %s", v.Class)
+	}
 }
 
 // TestIdleRetainsAStuckInFlightWriter: an exec still running at the idle

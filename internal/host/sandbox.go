@@ -701,6 +701,7 @@ func (h *Host) closeSandbox(sb *Sandbox, why string) error {
 // closeSandboxWith is closeSandbox with the Closed segment given.
 func (h *Host) closeSandboxWith(sb *Sandbox, seg record.Segment) error {
 	sb.settle()
+	h.markClosing(sb.ID)
 	err := h.teardown(sb)
 	if sb.record != nil {
 		if _, rerr := sb.record.Append(seg); rerr != nil {
