@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/internal/crash"
 )
 
 // TestIdleServiceParksAndNeverErases: a service with --idle parks a
@@ -177,5 +180,74 @@ func TestIdleRetainsWhenItsCheckpointFails(t *testing.T) {
 	}
 	if out, e, code := runCLI(t, home, "", "exec", id, "--", "sha256sum", "-c", "big.sum"); code != 0 || !strings.Contains(out, "big: OK") {
 		t.Fatalf("after the failed checkpoint: %d %s %s", code, out, e)
+	}
+}
+
+// TestSeedKilledAfterItsMark: a service killed between a seed's mark
+// and anything else leaves the sandbox's lifecycle record pending with
+// the seed's operation reserved; the next service parks the sandbox, its
+// resumption makes the operation lost (an obligation, its outcome
+// unknown), a retry of the seed is refused, the idle fence retains it,
+// and nothing of the workspace was touched.
+func TestSeedKilledAfterItsMark(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("S1 sandboxes need root here")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed (scripts/deps installs it)")
+	}
+	src := filepath.Join(t.TempDir(), "repo")
+	os.MkdirAll(src, 0o755)
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"commit", "-q", "--allow-empty", "-m", "one"}} {
+		c := exec.Command("git", append([]string{"-C", src, "-c", "user.name=t", "-c", "user.email=t@e"}, args...)...)
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("%s", out)
+		}
+	}
+	head, _ := exec.Command("git", "-C", src, "rev-parse", "HEAD").Output()
+	home := t.TempDir()
+	os.Remove(filepath.Join(home, client.SocketName))
+	sv := cliCmd(t, home, []string{crash.Env + "=" + crash.SeedMarked}, "serve")
+	if err := sv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sv.Process.Kill(); sv.Wait() })
+	for i := 0; i < 200; i++ {
+		if _, err := os.Stat(filepath.Join(home, client.SocketName)); err == nil {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	out, e, code := runCLI(t, home, "", "create", "--grant", "fs:"+src+":ro")
+	if code != 0 {
+		t.Fatalf("create: %s", e)
+	}
+	id := strings.TrimSpace(out)
+	runCLI(t, home, "", "exec", id, "--", "sh", "-c", "echo mine > precious")
+	seed := []string{"seed", id, "--source", src, "--ref", "main", "--run", "r", "--requester", "u", "--thread", "t", "--repository", "a/b", "--head", strings.TrimSpace(string(head))}
+	if _, _, code := runCLI(t, home, "", seed...); code == 0 {
+		t.Fatal("the seed went through a service killed at its mark")
+	}
+	sv.Wait()
+	startServe(t, home, "--idle", "200ms")
+	if _, e, code := runCLI(t, home, "", "resume", id); code != 0 {
+		t.Fatalf("resume: %s", e)
+	}
+	b, _ := os.ReadFile(filepath.Join(home, "lifecycle", id+".json"))
+	if !strings.Contains(string(b), `"state": "pending"`) || !strings.Contains(string(b), `"state": "lost"`) {
+		t.Fatalf("the lifecycle record after the crash:\n%s", b)
+	}
+	if _, e, code := runCLI(t, home, "", seed...); code != 2 || !strings.Contains(e, "refused") {
+		t.Fatalf("a retry: %d %s", code, e)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for servedMetric(t, home, "sandbox_idle_retained_total") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("never retained")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out, _, _ := runCLI(t, home, "", "exec", id, "--", "cat", "precious"); out != "mine\n" {
+		t.Fatalf("the workspace: %q", out)
 	}
 }

@@ -50,6 +50,9 @@ const (
 // The point of a warm pool's claim (internal/host).
 const ClaimAppended = "claim-appended" // Claimed is in the record, the claimer may be answered; its owner not yet in the live file
 
+// The point of a seed (internal/host).
+const SeedMarked = "seed-marked" // the seed is marked pending, its operation reserved; the workspace not yet touched
+
 // ImagePoints lists them in order.
 var ImagePoints = []string{ImageUnpacked, ImageRenamed}
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/lifecycle"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -183,6 +184,7 @@ func (h *Host) Seed(ctx context.Context, id, owner string, req SeedRequest) (*Se
 		return fail("refused", &LifecycleError{ID: id, View: v})
 	}
 	// The mark: the seed is attempted, durably, before anything else.
+	op := lifecycle.Op{Actor: "seed", Ordinal: 1, Kind: "seed", Detached: true}
 	seed := lifecycle.Seed{Source: req.Source, Ref: req.Ref, Attempted: h.now().UTC()}
 	if req.Claim != nil {
 		seed.Head = req.Claim.Head
@@ -193,10 +195,19 @@ func (h *Host) Seed(ctx context.Context, id, owner string, req SeedRequest) (*Se
 		}
 		n := *r
 		n.State, n.Seed, n.Claim, n.Origin = lifecycle.StatePending, &seed, req.Claim, origin
+		// The seed is detached work in the record's window: reserved with
+		// the mark, settled when its outcome is known. A host that ends in
+		// between leaves it owed (lost, at the next incarnation).
+		op.Gen = n.Window.Gen
+		n.Window.Detached = append([]lifecycle.Op(nil), n.Window.Detached...)
+		if err := n.Window.Reserve(op); err != nil {
+			return nil, err
+		}
 		return &n, nil
 	}); err != nil {
 		return fail("mark", err)
 	}
+	crash.At(crash.SeedMarked)
 	if afterSeedMark != nil {
 		afterSeedMark(id)
 	}
@@ -207,6 +218,10 @@ func (h *Host) Seed(ctx context.Context, id, owner string, req SeedRequest) (*Se
 		return fail("refused", fmt.Errorf("its seed mark changed after it was written (%s: %s): nothing was swept", again.Class, again.Reason))
 	}
 	res := &SeedResult{Sandbox: id, Incarnation: sb.incarnation, State: lifecycle.StatePending}
+	// From here every outcome settles the seed's operation: what the
+	// record's state says (pending, bound unverified) keeps protecting.
+	outcome := "failed"
+	defer func() { h.settleSeed(id, op, outcome) }()
 	run := func(stage, stdin string, env map[string]string, args ...string) (string, error) {
 		var out, errb bytes.Buffer
 		all := map[string]string{}
@@ -253,6 +268,7 @@ func (h *Host) Seed(ctx context.Context, id, owner string, req SeedRequest) (*Se
 	res.Head = head
 	if req.Claim == nil {
 		// Unclaimed: it works, and it stays pending, protected, with no owner.
+		outcome = "checked out, unclaimed"
 		return res, nil
 	}
 	if err := h.updateLifecycle(id, false, func(r *lifecycle.Record) (*lifecycle.Record, error) {
@@ -273,7 +289,24 @@ func (h *Host) Seed(ctx context.Context, id, owner string, req SeedRequest) (*Se
 		return fail("verify", err)
 	}
 	res.State = lifecycle.StateBound
+	outcome = "bound"
 	return res, nil
+}
+
+// settleSeed records a seed operation's outcome in sandbox id's window
+// and frees its slot: its outcome is known, and written.
+func (h *Host) settleSeed(id string, op lifecycle.Op, outcome string) {
+	h.updateLifecycle(id, false, func(r *lifecycle.Record) (*lifecycle.Record, error) {
+		n := *r
+		n.Window.Detached = append([]lifecycle.Op(nil), n.Window.Detached...)
+		if _, err := n.Window.Settle(op.Gen, op.Actor, op.Ordinal, outcome); err != nil {
+			return nil, err
+		}
+		if err := n.Window.Ack(op.Gen, op.Actor, op.Ordinal); err != nil {
+			return nil, err
+		}
+		return &n, nil
+	})
 }
 
 // afterSeedMark, in tests, runs between a seed's mark and its second
