@@ -225,3 +225,31 @@ func TestS1RecordsSayWhatS1Is(t *testing.T) {
 		t.Errorf("show:\n%s", show)
 	}
 }
+
+// TestS0AsAUserAsksForIt: `sandbox run --tier S0` runs a native program
+// bare (its status passes through, the record says S0 and that nothing
+// confined it, it verifies); without --tier it is S1; doctor lists S0.
+func TestS0AsAUserAsksForIt(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("S1, the comparison, needs root here")
+	}
+	home := t.TempDir()
+	out, e, code := sandbox(t, home, "run", "-q", "--tier", "S0", "--", "/bin/sh", "-c", "echo bare; exit 5")
+	if code != 5 || out != "bare\n" {
+		t.Fatalf("%d %q %s", code, out, e)
+	}
+	show, _, _ := sandbox(t, home, "show", "last")
+	if !strings.Contains(show, "tier       S0 Bare") || !strings.Contains(show, "nothing confined it") {
+		t.Fatalf("show:\n%s", show)
+	}
+	if _, e, code := sandbox(t, home, "verify", "--trust-host", "last"); code != 0 {
+		t.Fatalf("verify: %s", e)
+	}
+	sandbox(t, home, "run", "-q", "--", "/bin/true")
+	if show, _, _ := sandbox(t, home, "show", "last"); !strings.Contains(show, "tier       S1") {
+		t.Fatalf("unasked:\n%s", show)
+	}
+	if doc, _, _ := sandbox(t, home, "doctor"); !strings.Contains(doc, "S0 Bare         yes") {
+		t.Fatalf("doctor:\n%s", doc)
+	}
+}

@@ -254,7 +254,7 @@ Injected credentials (--inject):
 		},
 	}
 	gf.add(c)
-	c.Flags().StringVar(&tierArg, "tier", "", "run at this tier (S0..S7); above the requirement only with --escalate")
+	c.Flags().StringVar(&tierArg, "tier", "", "run at this tier (S0..S7); above the requirement only with --escalate; S0 (a bare host process, nothing confined, grants recorded not enforced) only when asked for, for trusted native work")
 	c.Flags().StringVar(&imageRef, "image", "", "run a native program in this imported image's root filesystem instead of the host's system directories ('sandbox image')")
 	c.RegisterFlagCompletionFunc("tier", completeTiers)
 	c.Flags().BoolVar(&escalate, "escalate", false, "allow --tier to go above what the grants require (recorded in the attestation)")

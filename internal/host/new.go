@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/internal/bare"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/hw"
 	images "github.com/opensubstrate/sandbox/internal/image"
@@ -107,7 +108,7 @@ func New(cfg Config) (*Host, error) {
 	if err := OpenIndex(s); err != nil && cfg.Warn != nil {
 		cfg.Warn(fmt.Sprintf("runs are listed by a scan: %v", err))
 	}
-	h := &Host{Store: s, Key: k, Executors: []Executor{w, n}, Meter: m, Log: cfg.Log, closeLease: true, Images: images.Store{Dir: filepath.Join(s.Root(), "images")}}
+	h := &Host{Store: s, Key: k, Executors: []Executor{w, n, bare.Executor{}}, Meter: m, Log: cfg.Log, closeLease: true, Images: images.Store{Dir: filepath.Join(s.Root(), "images")}}
 	if cfg.Warm {
 		// A host that runs many makes each run's directory ahead.
 		s.Ready(4, RecordFiles)

@@ -1,0 +1,31 @@
+//go:build !linux
+
+package bare
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"syscall"
+
+	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/job"
+)
+
+func errnoOf(err error) syscall.Errno {
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return en
+	}
+	return 0
+}
+
+func start(*exec.Cmd, *job.Job) error { return ErrNotSupported }
+
+func killGroup(cmd *exec.Cmd) { cmd.Process.Kill() }
+
+func interruptGroup(cmd *exec.Cmd) { cmd.Process.Kill() }
+
+func outcome(_ *exec.Cmd, err error, _ string) (attest.Outcome, syscall.Signal) {
+	return attest.Outcome{Status: attest.Failed, Detail: fmt.Sprint(err)}, 0
+}

@@ -1,0 +1,163 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/bare"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// s0Run runs sh -c script at the tier asked (nil: chosen), with gs.
+func s0Run(t *testing.T, h *Host, want *tier.Tier, deadline time.Duration, script string, gs ...string) (*Run, string, error) {
+	t.Helper()
+	req, err := Command(CommandLine{Args: []string{"sh", "-c", script}, Grants: grants(t, gs...), Cwd: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Tier, req.Deadline = want, deadline
+	var out bytes.Buffer
+	req.Stdout = &out
+	r, err := h.Run(context.Background(), req)
+	return r, out.String(), err
+}
+
+// TestS0OnlyOnExplicitRequest: a native unit runs at S1 unless S0 is
+// asked for; at S0 it runs as a host process (it sees the host's
+// files), its attestation says it was not confined, and it verifies.
+func TestS0OnlyOnExplicitRequest(t *testing.T) {
+	h := newS1Host(t)
+	h.Executors = append(h.Executors, bare.Executor{})
+	r, _, err := s0Run(t, h, nil, 0, "true")
+	if err != nil || r.Choice.Chosen != tier.S1 {
+		t.Fatalf("unasked: %+v %v", r.Choice, err)
+	}
+	s0 := tier.S0
+	r, out, err := s0Run(t, h, &s0, 0, "test -r "+h.Store.Dir.Root+" && echo host state visible; exit 4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Attestation.Claim
+	if c.Tier.Chosen != tier.S0 || c.Executor != "bare" || c.Outcome.ExitCode == nil || *c.Outcome.ExitCode != 4 || out != "host state visible\n" {
+		t.Fatalf("%+v %q", c, out)
+	}
+	if !strings.Contains(strings.Join(c.Notes, "\n"), "nothing confined it") {
+		t.Fatalf("notes: %v", c.Notes)
+	}
+	for _, v := range verifyRun(t, h, r.Dir) {
+		if v.Err != nil {
+			t.Fatalf("%s: %v", v.Path, v.Err)
+		}
+	}
+}
+
+// TestS0RefusesGrantsItCannotHonour: an exec list, an injected
+// credential, a storage quota: S0 restricts nothing, so each is refused
+// before anything runs, never silently ignored.
+func TestS0RefusesGrantsItCannotHonour(t *testing.T) {
+	h := newS1Host(t)
+	h.Executors = append(h.Executors, bare.Executor{})
+	s0 := tier.S0
+	dir := t.TempDir()
+	inject := grants(t, "net:example.com:443")
+	if err := inject.Inject("example.com:Authorization=env:TOKEN"); err != nil {
+		t.Fatal(err)
+	}
+	for name, g := range map[string]grant.Set{
+		"exec list": grants(t, "exec:deny:b3:"+strings.Repeat("0", 64)),
+		"quota":     grants(t, "fs:"+dir+":rw:quota=1MiB"),
+		"inject":    inject,
+	} {
+		req, err := Command(CommandLine{Args: []string{"sh", "-c", "touch " + dir + "/ran"}, Grants: g, Cwd: "/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Tier = &s0
+		var re *bare.RefusedError
+		if _, err := h.Run(context.Background(), req); !errors.As(err, &re) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, _, err := s0Run(t, h, &s0, 0, "test -e "+dir+"/ran && exit 1; exit 0"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestS0IsMeteredByItsCgroup: the program and every process it starts
+// run in the run's cgroup (it is stopped at its first instruction until
+// it is placed), so the receipt's CPU time is theirs.
+func TestS0IsMeteredByItsCgroup(t *testing.T) {
+	h := newS1Host(t)
+	if h.Cgroups == nil {
+		t.Skip("no cgroups here")
+	}
+	h.Executors = append(h.Executors, bare.Executor{})
+	s0 := tier.S0
+	// A child that burns CPU at once, before the parent waits, and then
+	// says how much it used (utime and stime, in clock ticks).
+	r, out, err := s0Run(t, h, &s0, 0, `sh -c 'i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; cut -d" " -f14,15 /proc/$$/stat' & wait`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ut, st int
+	if _, err := fmt.Sscan(out, &ut, &st); err != nil {
+		t.Fatalf("%q: %v", out, err)
+	}
+	child := (ut + st) * 10_000 // µs, at 100 ticks a second
+	var basis string
+	for _, d := range r.Receipt.Devices {
+		for _, rd := range d.Readings {
+			if strings.Contains(rd.Basis, "of the run's group") {
+				basis = rd.Basis
+			}
+		}
+	}
+	m := regexp.MustCompile(`run CPU (\d+) µs`).FindStringSubmatch(basis)
+	if m == nil {
+		t.Fatalf("no CPU time from the run's cgroup: %+v", r.Receipt.Devices)
+	}
+	if us, _ := strconv.Atoi(m[1]); child < 100_000 || us < child-20_000 {
+		t.Fatalf("the run's cgroup counted %d µs, the child used %d µs: it escaped the group (%s)", us, child, basis)
+	}
+	if r.Result.Outcome.Status != attest.Exited {
+		t.Fatalf("%+v", r.Result.Outcome)
+	}
+}
+
+// TestS0DeadlineEndsTheWholeGroup: at its deadline the program and what
+// it started are killed, and the run is sealed as such.
+func TestS0DeadlineEndsTheWholeGroup(t *testing.T) {
+	h := newS1Host(t)
+	h.Executors = append(h.Executors, bare.Executor{})
+	s0 := tier.S0
+	r, _, err := s0Run(t, h, &s0, 300*time.Millisecond, "sleep 311 & sleep 312")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Result.Outcome.Status != attest.Deadline {
+		t.Fatalf("%+v", r.Result.Outcome)
+	}
+	for _, s := range []string{"sleep 311", "sleep 312"} {
+		if l := processesWith(t, s); len(l) > 0 {
+			t.Fatalf("left running: %v", l)
+		}
+	}
+	// A program that is not there: sealed as failed, exit 127's errno.
+	req, err := Command(CommandLine{Args: []string{"/no/such/program"}, Grants: grants(t), Cwd: "/"})
+	if err == nil {
+		req.Tier = &s0
+		r, err := h.Run(context.Background(), req)
+		if err == nil && r.Result.Outcome.Status != attest.Failed {
+			t.Fatalf("%+v", r.Result.Outcome)
+		}
+	}
+}
