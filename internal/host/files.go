@@ -1,7 +1,6 @@
 package host
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/hostpath"
 )
 
 // MaxUpload is the largest file Upload takes, by default.
@@ -52,30 +50,6 @@ func (sb *Sandbox) grantFor(p string, write bool) (grant.Storage, string, error)
 	return s, rest, nil
 }
 
-// openBeneath opens rest beneath the grant's directory, following no link.
-func openBeneath(root string, rest string, flags int, mode uint32) (*os.File, error) {
-	o, err := hostpath.Open(root)
-	if err != nil {
-		return nil, err
-	}
-	defer o.Close()
-	if rest == "" {
-		rest = "."
-	}
-	fd, err := unix.Openat2(o.FD(), rest, &unix.OpenHow{
-		Flags:   uint64(flags | unix.O_CLOEXEC), // RESOLVE_NO_SYMLINKS refuses a link anywhere, the last component too
-		Mode:    uint64(mode),
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
-	})
-	if err != nil {
-		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
-			return nil, fmt.Errorf("%w: %s: a symbolic link or another mount on the way (links in a sandbox's files are never followed)", grant.ErrDenied, filepath.Join(root, rest))
-		}
-		return nil, &os.PathError{Op: "open", Path: filepath.Join(root, rest), Err: err}
-	}
-	return os.NewFile(uintptr(fd), filepath.Join(root, rest)), nil
-}
-
 // Upload writes r (at most max bytes; 0: MaxUpload) to path p in a live
 // sandbox, which must be under a read-write grant of it: to a temporary
 // name beside it, fsynced, then renamed over p. A link on the way is
@@ -95,7 +69,7 @@ func (h *Host) Upload(id, owner, p string, r io.Reader, mode os.FileMode, max in
 	if max <= 0 {
 		max = MaxUpload
 	}
-	dir, err := openBeneath(s.Path, filepath.Dir(rest), unix.O_PATH|unix.O_DIRECTORY, 0)
+	dir, err := openBeneath(s.Path, filepath.Dir(rest), dirFlags, 0)
 	if err != nil {
 		return 0, err
 	}

@@ -238,10 +238,7 @@ func (s Store) unpack(so source, f found, dir string) (Image, error) {
 	}
 	img.Root, img.Bytes, img.Files = a, st.bytes, st.entries
 	// Everything on the disk before the root is named by its address.
-	if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0); err == nil {
-		unix.Syncfs(fd)
-		unix.Close(fd)
-	}
+	syncDir(dir)
 	crash.At(crash.ImageUnpacked)
 	final := filepath.Join(s.Dir, "roots", a.Hex())
 	if err := safefile.Write(final+".json", listing, 0o644); err != nil {

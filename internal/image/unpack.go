@@ -75,7 +75,7 @@ func newUnpacker(dir string) (*unpacker, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, err := unix.Open(real, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := openDir(real)
 	if err != nil {
 		r.Close()
 		return nil, err
@@ -92,7 +92,7 @@ func (u *unpacker) resolve(dir string, create bool) (string, error) {
 	if dir == "" || dir == "." {
 		return "", nil
 	}
-	fd, err := unix.Openat2(u.rootFD, dir, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV})
+	fd, err := openDirInRoot(u.rootFD, dir)
 	if errors.Is(err, unix.ENOENT) && create {
 		parent, base := path.Split(strings.TrimSuffix(dir, "/"))
 		p, err := u.resolve(strings.TrimSuffix(parent, "/"), true)

@@ -39,7 +39,7 @@ func DenialReports() (bool, string) { return false, ErrNotSupported.Error() }
 type Session struct{}
 
 // Open refuses: S1 needs Linux.
-func (e *Executor) Open(context.Context, grant.Set, unit.Limits, *cgroup.Group, []int) (*Session, error) {
+func (e *Executor) Open(context.Context, grant.Set, unit.Limits, *cgroup.Group, []int, string) (*Session, error) {
 	return nil, fmt.Errorf("native: %w", ErrNotSupported)
 }
 
@@ -47,6 +47,9 @@ func (e *Executor) Open(context.Context, grant.Set, unit.Limits, *cgroup.Group, 
 func (s *Session) Run(context.Context, *job.Job) (*job.Result, error) {
 	return nil, fmt.Errorf("native: %w", ErrNotSupported)
 }
+
+// Alive: there is no session off Linux.
+func (s *Session) Alive() bool { return false }
 
 // Notes are none.
 func (s *Session) Notes() []string { return nil }

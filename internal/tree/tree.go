@@ -268,8 +268,11 @@ func kindOf(m fs.FileMode) string {
 func (c *Capturer) file(p, rel string, info fs.FileInfo, st *Stats) (Entry, error) {
 	sys, _ := info.Sys().(*syscall.Stat_t)
 	var id fileID
+	known := false
 	if sys != nil {
-		id = fileID{uint64(sys.Dev), sys.Ino, sys.Size, sys.Mtim, sys.Ctim}
+		id, known = idOf(sys)
+	}
+	if known {
 		c.mu.Lock()
 		e, ok := c.seen[id]
 		c.mu.Unlock()

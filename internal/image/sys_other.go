@@ -1,0 +1,21 @@
+//go:build !linux
+
+package image
+
+import (
+	"errors"
+	"os"
+)
+
+// ErrNotSupported: images are unpacked and run on Linux only, where a
+// path is resolved inside a root with openat2.
+var ErrNotSupported = errors.New("image: images are imported and run on Linux only")
+
+func openDir(string) (int, error) { return -1, ErrNotSupported }
+
+func openDirInRoot(int, string) (int, error) { return -1, ErrNotSupported }
+
+func syncDir(string) {}
+
+// Open is Linux only.
+func Open(root, p string) (*os.File, error) { return nil, ErrNotSupported }
