@@ -22,7 +22,7 @@ func TestIdleServiceParksAndNeverErases(t *testing.T) {
 		t.Skip("S1 sandboxes need root here")
 	}
 	home := t.TempDir()
-	startServe(t, home, "--idle", "400ms")
+	startServe(t, home, "--idle", "3s")
 	out, e, code := runCLI(t, home, "", "create")
 	if code != 0 {
 		t.Fatalf("create: %s", e)
@@ -35,10 +35,10 @@ func TestIdleServiceParksAndNeverErases(t *testing.T) {
 	busy := strings.TrimSpace(out)
 	done := make(chan int, 1)
 	go func() {
-		_, _, code := runCLI(t, home, "", "exec", busy, "--", "sleep", "2")
+		_, _, code := runCLI(t, home, "", "exec", busy, "--", "sleep", "8")
 		done <- code
 	}()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for servedMetric(t, home, "sandbox_idle_parked_total") < 1 || servedMetric(t, home, "sandbox_idle_retained_total") < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("nothing parked and retained")
@@ -99,7 +99,7 @@ func TestSeedAndReceiptAsAUserRunsThem(t *testing.T) {
 	head := git("rev-parse", "HEAD")
 
 	home := t.TempDir()
-	startServe(t, home, "--idle", "1s")
+	startServe(t, home, "--idle", "3s")
 	out, e, code := runCLI(t, home, "", "create", "--grant", "fs:"+src+":ro")
 	if code != 0 {
 		t.Fatalf("create: %s", e)
@@ -119,8 +119,8 @@ func TestSeedAndReceiptAsAUserRunsThem(t *testing.T) {
 		t.Fatalf("retry: %d %s", code, out)
 	}
 	rc := append([]string{"preservation", id, "--source", src, "--ref", "fix+1", "--incarnation", s.Incarnation, "--json"}, claim...)
-	// Parked by the idle fence (1 s without a request), then present.
-	deadline := time.Now().Add(20 * time.Second)
+	// Parked by the idle fence (3 s without a request), then present.
+	deadline := time.Now().Add(90 * time.Second)
 	for servedMetric(t, home, "sandbox_idle_parked_total") < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("not parked")
@@ -158,7 +158,7 @@ func TestIdleRetainsWhenItsCheckpointFails(t *testing.T) {
 		t.Skip("S1 sandboxes need root here")
 	}
 	home := smallStateDir(t, 16<<20)
-	startServe(t, home, "--idle", "300ms")
+	startServe(t, home, "--idle", "3s")
 	out, e, code := runCLI(t, home, "", "create")
 	if code != 0 {
 		t.Fatalf("create: %s", e)
@@ -168,7 +168,7 @@ func TestIdleRetainsWhenItsCheckpointFails(t *testing.T) {
 	if _, e, code := runCLI(t, home, "", "exec", id, "--", "sh", "-c", "head -c 24000000 /dev/urandom > big && sha256sum big > big.sum"); code != 0 {
 		t.Fatalf("exec: %s", e)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for servedMetric(t, home, "sandbox_idle_retained_total") < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("never retained")
@@ -240,7 +240,7 @@ func TestSeedKilledAfterItsMark(t *testing.T) {
 	if _, e, code := runCLI(t, home, "", seed...); code != 2 || !strings.Contains(e, "refused") {
 		t.Fatalf("a retry: %d %s", code, e)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for servedMetric(t, home, "sandbox_idle_retained_total") < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("never retained")

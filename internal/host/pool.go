@@ -202,6 +202,7 @@ func (h *Host) Claim(ctx context.Context, name, owner string) (SandboxInfo, erro
 	sb.mu.Unlock()
 	h.sandboxes.mu.Lock()
 	sb.Owner = owner
+	sb.touch(h.now()) // its idle clock starts at its claim
 	h.sandboxes.mu.Unlock()
 	go func() {
 		defer close(settled)

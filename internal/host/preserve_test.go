@@ -67,7 +67,7 @@ func waitIdle(t *testing.T, h *Host, n, r int) {
 		if p >= n && rt >= r {
 			return
 		}
-		if i > 600 {
+		if i > 6000 {
 			t.Fatalf("idle: %d parked, %d retained; want %d, %d", p, rt, n, r)
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -410,6 +410,7 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 			return fail(err)
 		}
 	}
+	sb.touch(h.now()) // its idle clock starts when it is handed over, not when its making began
 	ss.mu.Lock()
 	if ss.m == nil {
 		ss.m = map[string]*Sandbox{}

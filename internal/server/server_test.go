@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -514,4 +515,53 @@ func TestOpenAPIIsCommitted(t *testing.T) {
 	if !bytes.Equal(b, OpenAPI) {
 		t.Fatal("docs/openapi.json and internal/server/openapi.json differ: copy one over the other")
 	}
+}
+
+// TestStreamedStdinRefusedEarlyKeepsTheConnectionSound: an exec whose
+// stdin streams (full duplex) refused before it starts (no such
+// sandbox), again and again on one client, never trips net/http's
+// "invalid concurrent Body.Read call" (golang/go#68560): the service
+// closes such a connection after its answer.
+func TestStreamedStdinRefusedEarlyKeepsTheConnectionSound(t *testing.T) {
+	h, s, _ := serve(t)
+	_ = h
+	var log bytes.Buffer
+	var mu sync.Mutex
+	srv := s.UnixServer()
+	srv.ErrorLog = stdlog.New(lockedWriter{&mu, &log}, "", 0)
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	c, err := client.Dial(sock, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := 0; i < 50; i++ {
+		_, err := c.Exec(context.Background(), "sb-000000000000", client.ExecSpec{Args: []string{"cat"}, StdinStream: strings.NewReader("some input\n")}, io.Discard, io.Discard)
+		if status(err) != 404 {
+			t.Fatalf("#%d: %v", i, err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(log.String(), "panic") {
+		t.Fatalf("the server panicked:\n%s", log.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

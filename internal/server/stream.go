@@ -398,6 +398,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c call, do func(
 	if c.body != nil {
 		c.body.fullDuplex()
 		defer c.body.stop()
+		// A full-duplex request whose body is left unread (a refusal, a
+		// program that never read its stdin) makes net/http's next read
+		// on the connection race its own (golang/go#68560: "invalid
+		// concurrent Body.Read call"): such a connection is closed
+		// after its answer.
+		w.Header().Set("Connection", "close")
 	}
 	f, _ := w.(http.Flusher)
 	started := false
