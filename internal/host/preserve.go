@@ -340,6 +340,12 @@ func (h *Host) idleTick(after time.Duration) {
 		if isPoolOwner(sb.Owner) {
 			continue // a pool's ready sandboxes have their own deadlines
 		}
+		sb.mu.Lock()
+		closing := sb.closed
+		sb.mu.Unlock()
+		if closing {
+			continue // being removed or suspended already
+		}
 		if now.Sub(sb.lastActive()) >= after {
 			due = append(due, sb)
 		}

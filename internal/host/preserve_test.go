@@ -148,8 +148,15 @@ func TestIdleRetainsAStuckInFlightWriter(t *testing.T) {
 	if p := recordPhase(t, h, info.ID); p != record.Active {
 		t.Fatalf("the record is %s", p)
 	}
-	if sb, _ := h.sandbox(info.ID, ""); sb == nil || !strings.Contains(sb.retainedWhy, "stuck") {
-		t.Fatalf("retained for: %+v", sb)
+	sb, _ := h.sandbox(info.ID, "")
+	if sb == nil {
+		t.Fatal("gone")
+	}
+	sb.mu.Lock()
+	why := sb.retainedWhy
+	sb.mu.Unlock()
+	if !strings.Contains(why, "stuck") {
+		t.Fatalf("retained for: %q", why)
 	}
 }
 
