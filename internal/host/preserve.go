@@ -257,8 +257,13 @@ func (h *Host) preserve(sb *Sandbox, why string, sample uint64) error {
 	sb.mu.Lock()
 	running := sb.running
 	sb.mu.Unlock()
-	if running > 0 && sb.Tier != tier.S2 {
-		v := lifecycle.Decide(&lifecycle.Facts{View: h.readLifecycle(sb.ID), Incarnation: sb.incarnation, Account: account(sb), Running: running})
+	if sb.Tier == tier.S2 {
+		running = 0 // an S2 exec is parked with the sandbox, not lost
+	}
+	// What needs no freeze and no capture first: a sandbox the fence
+	// would retain anyway is left untouched.
+	if v, ok := lifecycle.Admit(&lifecycle.Facts{View: h.readLifecycle(sb.ID), Incarnation: sb.incarnation, Account: account(sb),
+		Running: running, Activity: sb.activity.Load() != sample}); !ok {
 		return &Retained{ID: sb.ID, Reason: v.Reason}
 	}
 	_, err := h.suspendGated(sb, func(snap record.Snapshot) error { return h.fenced(sb, sample, snap) })

@@ -43,6 +43,62 @@ type Verdict struct {
 
 func retain(f string, a ...any) Verdict { return Verdict{Reason: fmt.Sprintf(f, a...)} }
 
+// Admit is the part of the fence that needs no freeze and no capture:
+// a sandbox it retains is retained as it is, untouched; one it admits
+// still has to pass Decide with its quiescence and checkpoint.
+func Admit(f *Facts) (v Verdict, ok bool) {
+	if f == nil {
+		return retain("no preservation fence: retained"), false
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			v, ok = retain("the preservation fence failed (%v): retained", r), false
+		}
+	}()
+	_, v, ok = admit(f)
+	return v, ok
+}
+
+// admit checks the request clock, the owner, the incarnation, running
+// execs and owed operations; it returns the owner's digest.
+func admit(f *Facts) (string, Verdict, bool) {
+	if f.Activity {
+		return "", retain("a request came since the idle clock was sampled: retained"), false
+	}
+	var owner string
+	switch f.View.Class {
+	case Bound, Legacy:
+		c, ok := f.View.Owner()
+		if !ok {
+			return "", retain("its owner cannot be proved: retained"), false
+		}
+		owner = c.Digest()
+	case Unseeded:
+		if f.Account == "" {
+			return "", retain("an unseeded sandbox with no owner: retained"), false
+		}
+		owner = AccountDigest(f.Account)
+	default:
+		why := f.View.Reason
+		if why == "" {
+			why = "it proves no owner"
+		}
+		return "", retain("its lifecycle record is %s (%s): retained", f.View.Class, why), false
+	}
+	if r := f.View.Record; r != nil && r.Incarnation != f.Incarnation {
+		return "", retain("its incarnation changed (the record names %s, the live one is %s): retained", r.Incarnation, f.Incarnation), false
+	}
+	if f.Running > 0 {
+		return "", retain("%d exec(s) still running (a stuck run): its processes' memory cannot be kept, so it is retained", f.Running), false
+	}
+	if r := f.View.Record; r != nil {
+		if owed := r.Window.Owed(); len(owed) > 0 {
+			return "", retain("%d operation(s) on it have no known outcome: retained", len(owed)), false
+		}
+	}
+	return owner, Verdict{}, true
+}
+
 // AccountDigest names an unseeded sandbox's owner in its checkpoint.
 func AccountDigest(account string) string {
 	s := sha256.Sum256([]byte("sandbox.account/1\x00" + account))
@@ -59,39 +115,9 @@ func Decide(f *Facts) (v Verdict) {
 			v = retain("the preservation fence failed (%v): retained", r)
 		}
 	}()
-	if f.Activity {
-		return retain("a request came since the idle clock was sampled: retained")
-	}
-	var owner string
-	switch f.View.Class {
-	case Bound, Legacy:
-		c, ok := f.View.Owner()
-		if !ok {
-			return retain("its owner cannot be proved: retained")
-		}
-		owner = c.Digest()
-	case Unseeded:
-		if f.Account == "" {
-			return retain("an unseeded sandbox with no owner: retained")
-		}
-		owner = AccountDigest(f.Account)
-	default:
-		why := f.View.Reason
-		if why == "" {
-			why = "it proves no owner"
-		}
-		return retain("its lifecycle record is %s (%s): retained", f.View.Class, why)
-	}
-	if r := f.View.Record; r != nil && r.Incarnation != f.Incarnation {
-		return retain("its incarnation changed (the record names %s, the live one is %s): retained", r.Incarnation, f.Incarnation)
-	}
-	if f.Running > 0 {
-		return retain("%d exec(s) still running (a stuck run): its processes' memory cannot be kept, so it is retained", f.Running)
-	}
-	if r := f.View.Record; r != nil {
-		if owed := r.Window.Owed(); len(owed) > 0 {
-			return retain("%d operation(s) on it have no known outcome: retained", len(owed))
-		}
+	owner, v, ok := admit(f)
+	if !ok {
+		return v
 	}
 	if !f.Frozen {
 		why := f.FrozenWhy

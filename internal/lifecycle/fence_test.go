@@ -123,3 +123,34 @@ func TestFenceRetainsOnASameTickRequest(t *testing.T) {
 		t.Fatalf("%+v", v)
 	}
 }
+
+// TestAdmitRetainsWithoutAFreeze: what the fence can tell without a
+// freeze or a capture (a request, no owner, another incarnation, a
+// running exec, an owed operation) retains at Admit; what it cannot
+// (quiescence, the checkpoint) is left to Decide.
+func TestAdmitRetainsWithoutAFreeze(t *testing.T) {
+	if _, ok := Admit(nil); ok {
+		t.Fatal("a missing fence admitted")
+	}
+	f := proved()
+	f.Frozen, f.Checkpoint = false, nil
+	if v, ok := Admit(f); !ok {
+		t.Fatalf("unfrozen, uncaptured, otherwise proved: %s", v.Reason)
+	}
+	if v := Decide(f); v.Park {
+		t.Fatal("Decide parked what Admit let through unfrozen")
+	}
+	for name, mut := range map[string]func(*Facts){
+		"request":     func(f *Facts) { f.Activity = true },
+		"pending":     func(f *Facts) { f.View = Decode([]byte("{")) },
+		"incarnation": func(f *Facts) { f.Incarnation = strings.Repeat("f", 32) },
+		"running":     func(f *Facts) { f.Running = 2 },
+		"owed":        func(f *Facts) { f.View.Record.Window.Ops = []Op{{Actor: "a", State: OpReserved}} },
+	} {
+		f := proved()
+		mut(f)
+		if _, ok := Admit(f); ok {
+			t.Errorf("%s admitted", name)
+		}
+	}
+}
