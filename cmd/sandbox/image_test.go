@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -256,18 +257,7 @@ func TestPoolClaimKilledBeforeItsOwnerIsWritten(t *testing.T) {
 		t.Skip("S1 sandboxes need root here")
 	}
 	home := t.TempDir()
-	os.Remove(filepath.Join(home, client.SocketName))
-	sv := cliCmd(t, home, []string{crash.Env + "=" + crash.ClaimAppended}, "serve", "--pool", "dev:size=1")
-	if err := sv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sv.Process.Kill(); sv.Wait() })
-	for i := 0; i < 200; i++ {
-		if _, err := os.Stat(filepath.Join(home, client.SocketName)); err == nil {
-			break
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	sv := startDoomedServe(t, home, crash.ClaimAppended, "--pool", "dev:size=1")
 	waitPoolReady(t, home, 1)
 	out, _, _ := runCLI(t, home, "", "create", "--pool", "dev") // answered or not: the service dies
 	claimed := strings.TrimSpace(out)
@@ -291,6 +281,25 @@ func TestPoolClaimKilledBeforeItsOwnerIsWritten(t *testing.T) {
 	if found != 1 {
 		t.Fatalf("%d claimed records closed for an unknown owner, want 1", found)
 	}
+}
+
+// startDoomedServe starts a service that kills itself at crash point
+// point, and waits for its socket.
+func startDoomedServe(t *testing.T, home, point string, args ...string) *exec.Cmd {
+	t.Helper()
+	os.Remove(filepath.Join(home, client.SocketName))
+	sv := cliCmd(t, home, []string{crash.Env + "=" + point}, append([]string{"serve"}, args...)...)
+	if err := sv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sv.Process.Kill(); sv.Wait() })
+	for i := 0; i < 200; i++ {
+		if _, err := os.Stat(filepath.Join(home, client.SocketName)); err == nil {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	return sv
 }
 
 // waitPoolReady waits until the service's pool has n sandboxes ready.

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/crash"
 )
 
@@ -206,18 +205,7 @@ func TestSeedKilledAfterItsMark(t *testing.T) {
 	}
 	head, _ := exec.Command("git", "-C", src, "rev-parse", "HEAD").Output()
 	home := t.TempDir()
-	os.Remove(filepath.Join(home, client.SocketName))
-	sv := cliCmd(t, home, []string{crash.Env + "=" + crash.SeedMarked}, "serve")
-	if err := sv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sv.Process.Kill(); sv.Wait() })
-	for i := 0; i < 200; i++ {
-		if _, err := os.Stat(filepath.Join(home, client.SocketName)); err == nil {
-			break
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	sv := startDoomedServe(t, home, crash.SeedMarked)
 	out, e, code := runCLI(t, home, "", "create", "--grant", "fs:"+src+":ro")
 	if code != 0 {
 		t.Fatalf("create: %s", e)

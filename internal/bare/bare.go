@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sort"
+	"syscall"
 	"time"
 
 	"github.com/opensubstrate/sandbox/attest"
@@ -147,6 +148,15 @@ func (e Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	res.End = time.Now()
 	res.Outcome, res.Signal = outcome(cmd, err, how)
 	return res, nil
+}
+
+// errnoOf is the errno a failed start carries (0: none).
+func errnoOf(err error) syscall.Errno {
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return en
+	}
+	return 0
 }
 
 func orDiscard(w io.Writer) io.Writer {

@@ -1,7 +1,6 @@
 package bare
 
 import (
-	"errors"
 	"fmt"
 	"os/exec"
 	"runtime"
@@ -12,14 +11,6 @@ import (
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/job"
 )
-
-func errnoOf(err error) syscall.Errno {
-	var en syscall.Errno
-	if errors.As(err, &en) {
-		return en
-	}
-	return 0
-}
 
 // start starts cmd stopped at its first instruction (traced), places it
 // in the run's cgroup, and lets it go: nothing it starts escapes the

@@ -3,7 +3,6 @@
 package bare
 
 import (
-	"errors"
 	"fmt"
 	"os/exec"
 	"syscall"
@@ -11,14 +10,6 @@ import (
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/job"
 )
-
-func errnoOf(err error) syscall.Errno {
-	var en syscall.Errno
-	if errors.As(err, &en) {
-		return en
-	}
-	return 0
-}
 
 func start(*exec.Cmd, *job.Job) error { return ErrNotSupported }
 
