@@ -50,15 +50,25 @@ func (e *WindowError) Limit() bool { return e.What == "full" }
 // Invalid reports whether the operation did not match the window.
 func (e *WindowError) Invalid() bool { return e.What != "full" }
 
-func (w *Window) find(gen uint64, actor string, ordinal uint64) (*Op, bool) {
-	for _, l := range [][]Op{w.Ops, w.Detached} {
-		for i := range l {
-			if l[i].Gen == gen && l[i].Actor == actor && l[i].Ordinal == ordinal {
-				return &l[i], true
+// locate is where the operation with this generation, actor and
+// ordinal is: its list and index.
+func (w *Window) locate(gen uint64, actor string, ordinal uint64) (*[]Op, int) {
+	for _, l := range []*[]Op{&w.Ops, &w.Detached} {
+		for i, op := range *l {
+			if op.Gen == gen && op.Actor == actor && op.Ordinal == ordinal {
+				return l, i
 			}
 		}
 	}
-	return nil, false
+	return nil, -1
+}
+
+func (w *Window) find(gen uint64, actor string, ordinal uint64) (*Op, bool) {
+	l, i := w.locate(gen, actor, ordinal)
+	if l == nil {
+		return nil, false
+	}
+	return &(*l)[i], true
 }
 
 // Reserve admits op before it has any effect, or refuses it: a full
@@ -125,21 +135,14 @@ func (w *Window) Lookup(gen uint64, actor string, ordinal uint64) (Op, bool) {
 // Ack frees a settled operation's slot: its outcome was read. An
 // operation still owed (reserved, lost) is not acknowledged.
 func (w *Window) Ack(gen uint64, actor string, ordinal uint64) error {
-	op, ok := w.find(gen, actor, ordinal)
-	if !ok {
+	l, i := w.locate(gen, actor, ordinal)
+	if l == nil {
 		return &WindowError{Op: Op{Gen: gen, Actor: actor, Ordinal: ordinal}, What: "unknown", Msg: "the window holds no such operation"}
 	}
-	if op.State != OpSettled {
-		return &WindowError{Op: *op, What: "unsettled", Msg: "it is " + op.State + ": an obligation is kept until it settles"}
+	if op := (*l)[i]; op.State != OpSettled {
+		return &WindowError{Op: op, What: "unsettled", Msg: "it is " + op.State + ": an obligation is kept until it settles"}
 	}
-	for _, l := range []*[]Op{&w.Ops, &w.Detached} {
-		for i := range *l {
-			if &(*l)[i] == op {
-				*l = append((*l)[:i], (*l)[i+1:]...)
-				return nil
-			}
-		}
-	}
+	*l = append((*l)[:i], (*l)[i+1:]...)
 	return nil
 }
 
@@ -175,7 +178,12 @@ func (w *Window) check() error {
 	if len(w.Ops) > Slots || len(w.Detached) > Slots {
 		return invalid("window", "more than %d operations", Slots)
 	}
-	seen := map[[2]any]bool{}
+	type key struct {
+		gen     uint64
+		actor   string
+		ordinal uint64
+	}
+	seen := map[key]bool{}
 	for _, l := range []struct {
 		ops      []Op
 		detached bool
@@ -195,7 +203,7 @@ func (w *Window) check() error {
 			if err := identity("actor", op.Actor); err != nil {
 				return invalid("window", "%v", err)
 			}
-			k := [2]any{op.Gen, fmt.Sprintf("%s\x00%d", op.Actor, op.Ordinal)}
+			k := key{op.Gen, op.Actor, op.Ordinal}
 			if seen[k] {
 				return invalid("window", "operation %s #%d twice", op.Actor, op.Ordinal)
 			}
