@@ -121,6 +121,8 @@ type Host struct {
 	probes  map[string]tier.Probe
 	pools   pools
 	idle    idleKeeper
+	// lifecycleMu: one writer of lifecycle records at a time.
+	lifecycleMu sync.Mutex
 
 	// Clock is the time (nil: time.Now): a parked sandbox's idle energy
 	// is priced by it.

@@ -74,15 +74,13 @@ func (e *LifecycleError) Error() string {
 // Unavailable: this host cannot act on it.
 func (e *LifecycleError) Unavailable() bool { return true }
 
-var lifecycleMu sync.Mutex // one writer of lifecycle records at a time
-
 // updateLifecycle rereads sandbox id's lifecycle record and writes back
 // what f makes of it (temp, fsync, rename). A record it cannot read as
 // one it may change (unavailable, malformed, unknown) is refused and
 // left as it is; a missing one is given to f as nil only if create.
 func (h *Host) updateLifecycle(id string, create bool, f func(r *lifecycle.Record) (*lifecycle.Record, error)) error {
-	lifecycleMu.Lock()
-	defer lifecycleMu.Unlock()
+	h.lifecycleMu.Lock()
+	defer h.lifecycleMu.Unlock()
 	b, err := os.ReadFile(h.lifecyclePath(id))
 	var cur *lifecycle.Record
 	switch {
@@ -205,12 +203,14 @@ func (h *Host) checkpointComplete(root addr.Addr) error {
 // fenced is the gate a preserving suspension passes after its capture
 // and before anything is torn down: the facts gathered now, the fence's
 // verdict, and, when it parks, the checkpoint written into the
-// lifecycle record. sample is the sandbox's activity count when its
-// idle clock was read.
-func (h *Host) fenced(sb *Sandbox, sample uint64, snap record.Snapshot) error {
+// lifecycle record. admitted is the record as it was read before the
+// freeze: the checkpoint is named for the owner and incarnation it
+// proved then, so that a record changed during the capture does not
+// match. sample is the sandbox's activity count when its idle clock was
+// read.
+func (h *Host) fenced(sb *Sandbox, admitted lifecycle.View, sample uint64, snap record.Snapshot) error {
 	now := h.now().UTC()
-	view := h.readLifecycle(sb.ID)
-	f := &lifecycle.Facts{View: view, Incarnation: sb.incarnation, Account: account(sb), Now: now, MaxIdle: MaxIdleWindow, Grace: CheckpointGrace}
+	f := &lifecycle.Facts{View: h.readLifecycle(sb.ID), Incarnation: sb.incarnation, Account: account(sb), Now: now, MaxIdle: MaxIdleWindow, Grace: CheckpointGrace}
 	switch {
 	case sb.cg != nil:
 		frozen, err := sb.cg.Frozen()
@@ -225,7 +225,11 @@ func (h *Host) fenced(sb *Sandbox, sample uint64, snap record.Snapshot) error {
 	default:
 		f.FrozenWhy = "it has no cgroup to freeze (the service is not root)"
 	}
-	f.Checkpoint = &lifecycle.Checkpoint{Root: snap.Root.String(), Owner: ownerDigest(view, account(sb)), Incarnation: sb.incarnation, Taken: now, RetainUntil: now.Add(CheckpointRetention)}
+	inc := sb.incarnation
+	if admitted.Record != nil {
+		inc = admitted.Record.Incarnation
+	}
+	f.Checkpoint = &lifecycle.Checkpoint{Root: snap.Root.String(), Owner: ownerDigest(admitted, account(sb)), Incarnation: inc, Taken: now, RetainUntil: now.Add(CheckpointRetention)}
 	if err := h.checkpointComplete(snap.Root); err != nil {
 		f.CheckpointErr = err
 		f.Checkpoint = nil
@@ -251,9 +255,25 @@ func (h *Host) fenced(sb *Sandbox, sample uint64, snap record.Snapshot) error {
 	return nil
 }
 
-// preserve passes sb through the fence for why ("idle", "stuck"): it is
+// preserve passes sb through the fence at its idle deadline: it is
 // parked, or retained as it is (Retained says why).
-func (h *Host) preserve(sb *Sandbox, why string, sample uint64) error {
+func (h *Host) preserve(sb *Sandbox, sample uint64) error {
+	if err := h.fencedSuspend(sb, sample); err != nil {
+		return err
+	}
+	h.sandboxes.mu.Lock()
+	if h.sandboxes.m[sb.ID] == sb {
+		delete(h.sandboxes.m, sb.ID)
+	}
+	h.sandboxes.mu.Unlock()
+	h.logger().Info("sandbox parked", "sandbox", sb.ID, "why", "idle")
+	return nil
+}
+
+// fencedSuspend suspends sb through the fence: what needs no freeze is
+// checked first, the rest after the capture; a *Retained says why it was
+// not suspended, and it is then as it was.
+func (h *Host) fencedSuspend(sb *Sandbox, sample uint64) error {
 	sb.mu.Lock()
 	running := sb.running
 	sb.mu.Unlock()
@@ -262,11 +282,12 @@ func (h *Host) preserve(sb *Sandbox, why string, sample uint64) error {
 	}
 	// What needs no freeze and no capture first: a sandbox the fence
 	// would retain anyway is left untouched.
-	if v, ok := lifecycle.Admit(&lifecycle.Facts{View: h.readLifecycle(sb.ID), Incarnation: sb.incarnation, Account: account(sb),
+	admitted := h.readLifecycle(sb.ID)
+	if v, ok := lifecycle.Admit(&lifecycle.Facts{View: admitted, Incarnation: sb.incarnation, Account: account(sb),
 		Running: running, Activity: sb.activity.Load() != sample}); !ok {
 		return &Retained{ID: sb.ID, Reason: v.Reason}
 	}
-	_, err := h.suspendGated(sb, func(snap record.Snapshot) error { return h.fenced(sb, sample, snap) })
+	_, err := h.suspendGated(sb, func(snap record.Snapshot) error { return h.fenced(sb, admitted, sample, snap) })
 	if err != nil {
 		var r *Retained
 		if errors.As(err, &r) {
@@ -274,12 +295,6 @@ func (h *Host) preserve(sb *Sandbox, why string, sample uint64) error {
 		}
 		return &Retained{ID: sb.ID, Reason: "its suspension failed (" + err.Error() + ")"}
 	}
-	h.sandboxes.mu.Lock()
-	if h.sandboxes.m[sb.ID] == sb {
-		delete(h.sandboxes.m, sb.ID)
-	}
-	h.sandboxes.mu.Unlock()
-	h.logger().Info("sandbox parked", "sandbox", sb.ID, "why", why)
 	return nil
 }
 
@@ -314,9 +329,8 @@ type idleKeeper struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 	mu   sync.Mutex
-	// retained counts the fence's retentions; Retentions reads it.
-	retained int
-	parked   int
+	// parked and retained count the fence's verdicts (IdleStats).
+	parked, retained int
 }
 
 func (h *Host) stopIdle() {
@@ -361,7 +375,7 @@ func (h *Host) idleTick(after time.Duration) {
 		if now.Sub(sb.lastActive()) < after {
 			continue
 		}
-		err := h.preserve(sb, "idle", sample)
+		err := h.preserve(sb, sample)
 		h.idle.mu.Lock()
 		if err == nil {
 			h.idle.parked++
@@ -425,20 +439,25 @@ func (h *Host) Receipt(req ReceiptRequest) (PreservationReceipt, error) {
 	if req.Source == "" {
 		return PreservationReceipt{}, &InvalidError{Err: errors.New("the seed's source is required")}
 	}
-	if len(req.Incarnation) != 32 {
-		return PreservationReceipt{}, &InvalidError{Err: fmt.Errorf("incarnation %q is not 32 hex digits", req.Incarnation)}
+	if err := lifecycle.CheckIncarnation(req.Incarnation); err != nil {
+		return PreservationReceipt{}, &InvalidError{Err: err}
 	}
 	out := PreservationReceipt{Sandbox: req.Sandbox, State: ReceiptUnknown, Incarnation: req.Incarnation}
 	v := h.readLifecycle(req.Sandbox)
+	r := v.Record
 	owner, ok := v.Owner()
 	if !ok {
-		if v.Class == lifecycle.Unknown && v.Reason == "no lifecycle record" {
-			return PreservationReceipt{}, ErrNoReceipt
+		// No owner proved (a pending or unverified seed, a closing or
+		// unreadable record): unknown, said only to the claim it names
+		// (or, unclaimed, to its source); to anyone else nothing.
+		switch {
+		case r != nil && r.Claim != nil && *r.Claim == req.Claim && r.Seed != nil && r.Seed.Source == req.Source,
+			r != nil && r.Claim == nil && r.Seed != nil && r.Seed.Source == req.Source:
+			out.Reason = "its lifecycle record proves no owner (" + v.Class.String() + ")"
+			return out, nil
 		}
-		out.Reason = "its lifecycle record proves no owner (" + v.Class.String() + ")"
-		return out, nil
+		return PreservationReceipt{}, ErrNoReceipt
 	}
-	r := v.Record
 	cp := v.Checkpoint()
 	seedOK := r != nil && r.Seed != nil && r.Seed.Source == req.Source && r.Seed.Head == req.Claim.Head
 	incOK := (r != nil && r.Incarnation == req.Incarnation) || (cp != nil && cp.Incarnation == req.Incarnation)

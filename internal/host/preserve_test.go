@@ -226,7 +226,7 @@ func TestIdleRetainsOnARequestDuringPreservation(t *testing.T) {
 	}
 	sample := sb.activity.Load()
 	sb.activity.Add(1) // a request, at the same instant
-	err = h.preserve(sb, "idle", sample)
+	err = h.preserve(sb, sample)
 	var r *Retained
 	if !errors.As(err, &r) || !strings.Contains(r.Reason, "request") {
 		t.Fatalf("%v", err)

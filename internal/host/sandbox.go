@@ -448,6 +448,19 @@ func (h *Host) sandbox(id, owner string) (*Sandbox, error) {
 	return sb, nil
 }
 
+// liveSandbox is sandbox(id, owner), or a ParkedError when it is the
+// owner's and suspended: resume it first.
+func (h *Host) liveSandbox(id, owner string) (*Sandbox, error) {
+	sb, err := h.sandbox(id, owner)
+	if err != nil {
+		if p, perr := h.readParked(id); perr == nil && p.Owner == owner {
+			return nil, &ParkedError{ID: id}
+		}
+		return nil, err
+	}
+	return sb, nil
+}
+
 // Sandboxes lists owner's live sandboxes, oldest first.
 func (h *Host) Sandboxes(owner string) []SandboxInfo {
 	h.sandboxes.mu.Lock()
@@ -496,11 +509,8 @@ type ExecRequest struct {
 // sandbox in its notes. A cancelled ctx (the caller went away) ends the
 // exec like an interrupt and seals it.
 func (h *Host) Exec(ctx context.Context, id, owner string, x ExecRequest) (*Run, error) {
-	sb, err := h.sandbox(id, owner)
+	sb, err := h.liveSandbox(id, owner)
 	if err != nil {
-		if p, perr := h.readParked(id); perr == nil && p.Owner == owner {
-			return nil, &ParkedError{ID: id}
-		}
 		return nil, err
 	}
 	env := map[string]string{}
@@ -779,7 +789,7 @@ func (h *Host) closeSandboxes() error {
 		// their host, and its workspace, record and live file stay for
 		// the next host's recovery to park.
 		if sb.record != nil {
-			_, err := h.suspendGated(sb, func(snap record.Snapshot) error { return h.fenced(sb, sb.activity.Load(), snap) })
+			err := h.fencedSuspend(sb, sb.activity.Load())
 			if err == nil {
 				continue
 			}

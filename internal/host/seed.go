@@ -71,9 +71,9 @@ func (e *SeedError) Unavailable() bool {
 	return errors.As(e.Err, &le)
 }
 
-// checkSeed is everything about req that can be checked before anything
-// is read or written; it returns the origin to bind.
-func checkSeed(req SeedRequest, g interface{ readable(string) bool }) (string, error) {
+// checkSeed is everything about req that can be checked without the
+// sandbox; it returns the origin to bind.
+func checkSeed(req SeedRequest) (string, error) {
 	if req.Source == "" {
 		return "", errors.New("no source repository")
 	}
@@ -93,9 +93,6 @@ func checkSeed(req SeedRequest, g interface{ readable(string) bool }) (string, e
 	case filepath.IsAbs(req.Source):
 		if filepath.Clean(req.Source) != req.Source {
 			return "", fmt.Errorf("source %q is not a clean path", req.Source)
-		}
-		if !g.readable(req.Source) {
-			return "", fmt.Errorf("source %q is not readable under the sandbox's grants: give it fs:%s:ro when it is created", req.Source, req.Source)
 		}
 		if req.Bearer != "" {
 			return "", errors.New("a bearer is for an https source")
@@ -124,23 +121,6 @@ func checkSeed(req SeedRequest, g interface{ readable(string) bool }) (string, e
 	return origin, nil
 }
 
-// anyReadable is checkSeed's view before the sandbox is known.
-type anyReadable struct{}
-
-func (anyReadable) readable(string) bool { return true }
-
-// grantView says what a sandbox's grants let it read.
-type grantView struct{ sb *Sandbox }
-
-func (v grantView) readable(p string) bool {
-	for _, s := range v.sb.Grants.Storage {
-		if s.Path == p || strings.HasPrefix(p, strings.TrimSuffix(s.Path, "/")+"/") {
-			return true
-		}
-	}
-	return false
-}
-
 // Seed seeds sandbox id's workspace (owner's) from req. A fresh seed is
 // marked in the sandbox's lifecycle record (pending, durably) before
 // anything of the workspace is touched, the mark is read again before
@@ -155,22 +135,21 @@ func (h *Host) Seed(ctx context.Context, id, owner string, req SeedRequest) (*Se
 		return nil, &SeedError{ID: id, Stage: stage, Err: err}
 	}
 	// What can be checked without the sandbox, first.
-	if _, err := checkSeed(req, anyReadable{}); err != nil {
+	origin, err := checkSeed(req)
+	if err != nil {
 		return fail("refused", err)
 	}
-	sb, err := h.sandbox(id, owner)
+	sb, err := h.liveSandbox(id, owner)
 	if err != nil {
-		if p, perr := h.readParked(id); perr == nil && p.Owner == owner {
-			return nil, &ParkedError{ID: id}
-		}
 		return nil, err
 	}
 	if sb.Tier != tier.S1 || sb.Workspace == "" {
 		return fail("refused", errors.New("only an S1 sandbox with a workspace is seeded (git runs in it)"))
 	}
-	origin, err := checkSeed(req, grantView{sb})
-	if err != nil {
-		return fail("refused", err)
+	if filepath.IsAbs(req.Source) {
+		if _, _, err := sb.grantFor(req.Source, false); err != nil {
+			return fail("refused", fmt.Errorf("source %s: %w (give it fs:%s:ro when the sandbox is created)", req.Source, err, req.Source))
+		}
 	}
 	if req.Incarnation != "" && req.Incarnation != sb.incarnation {
 		return fail("refused", fmt.Errorf("incarnation %s is not the sandbox's (%s)", req.Incarnation, sb.incarnation))
@@ -199,7 +178,6 @@ func (h *Host) Seed(ctx context.Context, id, owner string, req SeedRequest) (*Se
 		// the mark, settled when its outcome is known. A host that ends in
 		// between leaves it owed (lost, at the next incarnation).
 		op.Gen = n.Window.Gen
-		n.Window.Detached = append([]lifecycle.Op(nil), n.Window.Detached...)
 		if err := n.Window.Reserve(op); err != nil {
 			return nil, err
 		}
@@ -218,10 +196,31 @@ func (h *Host) Seed(ctx context.Context, id, owner string, req SeedRequest) (*Se
 		return fail("refused", fmt.Errorf("its seed mark changed after it was written (%s: %s): nothing was swept", again.Class, again.Reason))
 	}
 	res := &SeedResult{Sandbox: id, Incarnation: sb.incarnation, State: lifecycle.StatePending}
-	// From here every outcome settles the seed's operation: what the
-	// record's state says (pending, bound unverified) keeps protecting.
-	outcome := "failed"
-	defer func() { h.settleSeed(id, op, outcome) }()
+	// From here every outcome settles the seed's operation, in the same
+	// write as what it binds: what the record's state says (pending,
+	// bound unverified) keeps protecting.
+	settled := false
+	settle := func(outcome string, bind, verified bool) error {
+		settled = true
+		return h.updateLifecycle(id, false, func(r *lifecycle.Record) (*lifecycle.Record, error) {
+			n := *r
+			if bind {
+				n.State, n.Verified = lifecycle.StateBound, verified
+			}
+			if _, err := n.Window.Settle(op.Gen, op.Actor, op.Ordinal, outcome); err != nil {
+				return nil, err
+			}
+			if err := n.Window.Ack(op.Gen, op.Actor, op.Ordinal); err != nil {
+				return nil, err
+			}
+			return &n, nil
+		})
+	}
+	defer func() {
+		if !settled {
+			settle("failed", false, false)
+		}
+	}()
 	run := func(stage, stdin string, env map[string]string, args ...string) (string, error) {
 		var out, errb bytes.Buffer
 		all := map[string]string{}
@@ -268,55 +267,32 @@ func (h *Host) Seed(ctx context.Context, id, owner string, req SeedRequest) (*Se
 	res.Head = head
 	if req.Claim == nil {
 		// Unclaimed: it works, and it stays pending, protected, with no owner.
-		outcome = "checked out, unclaimed"
+		if err := settle("checked out, unclaimed", false, false); err != nil {
+			return fail("mark", err)
+		}
 		return res, nil
 	}
-	if err := h.updateLifecycle(id, false, func(r *lifecycle.Record) (*lifecycle.Record, error) {
-		n := *r
-		n.State = lifecycle.StateBound
-		return &n, nil
-	}); err != nil {
-		return fail("bind", err)
-	}
 	if head != req.Claim.Head {
+		if err := settle("bound, the head not the claim's", true, false); err != nil {
+			return fail("bind", err)
+		}
 		return fail("verify", fmt.Errorf("the checkout's head is %s, not the claim's %s: the sandbox stays bound, unverified, and is retained", head, req.Claim.Head))
 	}
-	if err := h.updateLifecycle(id, false, func(r *lifecycle.Record) (*lifecycle.Record, error) {
-		n := *r
-		n.Verified = true
-		return &n, nil
-	}); err != nil {
-		return fail("verify", err)
+	if err := settle("bound", true, true); err != nil {
+		return fail("bind", err)
 	}
 	res.State = lifecycle.StateBound
-	outcome = "bound"
 	return res, nil
-}
-
-// settleSeed records a seed operation's outcome in sandbox id's window
-// and frees its slot: its outcome is known, and written.
-func (h *Host) settleSeed(id string, op lifecycle.Op, outcome string) {
-	h.updateLifecycle(id, false, func(r *lifecycle.Record) (*lifecycle.Record, error) {
-		n := *r
-		n.Window.Detached = append([]lifecycle.Op(nil), n.Window.Detached...)
-		if _, err := n.Window.Settle(op.Gen, op.Actor, op.Ordinal, outcome); err != nil {
-			return nil, err
-		}
-		if err := n.Window.Ack(op.Gen, op.Actor, op.Ordinal); err != nil {
-			return nil, err
-		}
-		return &n, nil
-	})
 }
 
 // afterSeedMark, in tests, runs between a seed's mark and its second
 // read (a writer changing the mark there).
 var afterSeedMark func(id string)
 
-// gitEnv keeps git to the command line's configuration: no system or
-// user file, no prompt.
-// The sandbox is the boundary git works within: any owner's repository
-// is one it may read (safe.directory, in the command line's scope).
+// gitEnv keeps git to the command line's configuration (no system or
+// user file, no prompt). The sandbox is the boundary git works within:
+// any owner's repository is one it may read (safe.directory, in the
+// command line's scope).
 var gitEnv = map[string]string{"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0", "HOME": "/tmp",
 	"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*"}
 

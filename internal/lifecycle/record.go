@@ -201,7 +201,7 @@ func (r *Record) check() error {
 	if err := identity("sandbox", r.Sandbox); err != nil {
 		return err
 	}
-	if err := checkIncarnation(r.Incarnation); err != nil {
+	if err := CheckIncarnation(r.Incarnation); err != nil {
 		return err
 	}
 	if r.Claim != nil {
@@ -252,13 +252,14 @@ func (c *Checkpoint) check() error {
 	if c.Root == "" || c.Owner == "" || c.Taken.IsZero() || c.RetainUntil.IsZero() {
 		return invalid("checkpoint", "its root, owner, time taken and retention are all needed")
 	}
-	if err := checkIncarnation(c.Incarnation); err != nil {
+	if err := CheckIncarnation(c.Incarnation); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil
 }
 
-func checkIncarnation(s string) error {
+// CheckIncarnation checks an incarnation's name: 32 lower-case hex digits.
+func CheckIncarnation(s string) error {
 	if len(s) != 32 {
 		return invalid("incarnation", "%q is not 32 hex digits", s)
 	}
