@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/mcp"
+	"github.com/opensubstrate/sandbox/internal/server"
 )
 
 func mcpCmd(g *globals) *cobra.Command {
@@ -106,14 +105,7 @@ callers act as the service's own user.`,
 // bearer lets through requests that carry one of tokens.
 func bearer(tokens []string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		found := false
-		for _, t := range tokens {
-			if ok && subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
-				found = true
-			}
-		}
-		if !found {
+		if _, found := server.Bearer(r, tokens); !found {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-mcp"`)
 			http.Error(w, "a bearer token from --token-file is required", http.StatusUnauthorized)
 			return

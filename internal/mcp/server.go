@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -23,25 +21,10 @@ const (
 	MaxFile   = 4 << 20 // bytes of a file read or written
 )
 
-// API is what the tools need of the service: its Go client.
-type API interface {
-	Create(ctx context.Context, spec client.SandboxSpec) (*client.Sandbox, error)
-	List(ctx context.Context) ([]client.Sandbox, error)
-	Get(ctx context.Context, id string) (*client.Sandbox, error)
-	Exec(ctx context.Context, id string, x client.ExecSpec, stdout, stderr io.Writer) (*client.Result, error)
-	Upload(ctx context.Context, id, p string, r io.Reader, mode os.FileMode) (int64, error)
-	Download(ctx context.Context, id, p string, w io.Writer) (int64, error)
-	ListFiles(ctx context.Context, id, p string) ([]client.FileInfo, error)
-	Suspend(ctx context.Context, id string) (*client.Snapshot, error)
-	Resume(ctx context.Context, id string) (*client.Sandbox, error)
-	CloseRecord(ctx context.Context, id string) error
-	RunReport(ctx context.Context, id string) (*client.RunReport, error)
-}
-
 // New is the MCP server whose tools call api. A call the client
 // cancels, or whose client goes away, is cancelled: an exec is
 // interrupted and sealed.
-func New(api API, version string) *sdk.Server {
+func New(api *client.Client, version string) *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "sandbox", Title: "sandbox: isolated, metered, attested runs", Version: version}, &sdk.ServerOptions{
 		Instructions: "Each sandbox is isolated (S1: native programs under namespaces, Landlock and seccomp; S2: WebAssembly) " +
 			"and touches only what it was granted. Every exec is sealed as a run with a signed receipt of its energy: " +
@@ -62,7 +45,7 @@ func New(api API, version string) *sdk.Server {
 	return s
 }
 
-type tools struct{ api API }
+type tools struct{ api *client.Client }
 
 // toolErr is err as a JSON-RPC error with its category's code.
 func toolErr(err error) error {

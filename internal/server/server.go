@@ -158,13 +158,7 @@ func (s *Server) Unix(next http.Handler) http.Handler {
 // the caller is the token's owner.
 func (s *Server) TCP(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		found := false
-		for _, t := range s.Tokens {
-			if ok && subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
-				found = true
-			}
-		}
+		tok, found := Bearer(r, s.Tokens)
 		if !found {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox"`)
 			writeJSON(w, 401, client.APIError{Category: "denied", Message: "a bearer token the service was given (serve --token-file) is required"})
@@ -173,6 +167,19 @@ func (s *Server) TCP(next http.Handler) http.Handler {
 		sum := sha256.Sum256([]byte(tok))
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, "token:"+hex.EncodeToString(sum[:8]))))
 	})
+}
+
+// Bearer is the request's bearer token, and whether it is one of tokens
+// (each compared in constant time, all of them every time).
+func Bearer(r *http.Request, tokens []string) (string, bool) {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	found := false
+	for _, t := range tokens {
+		if ok && subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
+			found = true
+		}
+	}
+	return tok, found
 }
 
 type deniedError struct{ msg string }
