@@ -48,7 +48,8 @@ func (g *globals) host() (*host.Host, error) {
 	h, err := host.New(host.Config{
 		Home: d.Root, Rand: randReader(), MemoryPages: g.memoryPages, Memory: mem, Pids: g.pids, CPUs: g.cpus,
 		Warm: g.warm, EgressRoots: roots, CgroupRoot: os.Getenv("SANDBOX_CGROUP_ROOT"), SysfsRoot: os.Getenv("SANDBOX_SYSFS_ROOT"),
-		TDP:  os.Getenv("SANDBOX_TDP"),
+		TDP:     os.Getenv("SANDBOX_TDP"),
+		VMImage: os.Getenv("SANDBOX_VM_IMAGE"), VMAccel: os.Getenv("SANDBOX_VM_ACCEL"),
 		Warn: func(m string) { fmt.Fprintf(g.stderr, "sandbox: warning: %s\n", m) },
 		Log:  g.log,
 	})

@@ -3,48 +3,20 @@ package bare
 import (
 	"fmt"
 	"os/exec"
-	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/job"
 )
 
-// start starts cmd stopped at its first instruction (traced), places it
-// in the run's cgroup, and lets it go: nothing it starts escapes the
-// group. Ptrace requests must come from the thread that started it.
+// start starts cmd in the run's cgroup (stopped at its first
+// instruction until it is placed), in a process group of its own.
 func start(cmd *exec.Cmd, j *job.Job) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if j.Cgroup == nil {
-		return cmd.Start()
-	}
-	cmd.SysProcAttr.Ptrace = true
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			errc <- err
-			return
-		}
-		pid := cmd.Process.Pid
-		var ws unix.WaitStatus
-		if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
-			cmd.Process.Kill()
-			errc <- fmt.Errorf("bare: the program did not stop at its start (%v, %v)", err, ws)
-			return
-		}
-		if err := j.Cgroup.AddProc(pid); err != nil {
-			cmd.Process.Kill()
-			unix.PtraceDetach(pid)
-			errc <- err
-			return
-		}
-		errc <- unix.PtraceDetach(pid)
-	}()
-	return <-errc
+	return cgroup.StartIn(cmd, j.Cgroup)
 }
 
 func killGroup(cmd *exec.Cmd) { unix.Kill(-cmd.Process.Pid, unix.SIGKILL) }

@@ -658,3 +658,19 @@ func closeWrite(c net.Conn) {
 	}
 	c.Close()
 }
+
+// ProxyEnv are the variables that point a run's programs at its proxy
+// (url) and, where the run has its own authority, at the bundle of roots
+// it trusts (ca, "" for none): every tier sets the same.
+func ProxyEnv(url, ca string) map[string]string {
+	vars := map[string]string{
+		"HTTP_PROXY": url, "HTTPS_PROXY": url, "ALL_PROXY": url,
+		"http_proxy": url, "https_proxy": url, "all_proxy": url,
+	}
+	if ca != "" {
+		for _, k := range []string{"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS", "NPM_CONFIG_CAFILE"} {
+			vars[k] = ca
+		}
+	}
+	return vars
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/safefile"
+	"github.com/opensubstrate/sandbox/internal/vm/boot"
 )
 
 // Root returns the repository root (the directory holding go.mod).
@@ -211,4 +212,95 @@ func Read(tb testing.TB, build func(string) (string, error), name string) []byte
 		tb.Fatal(err)
 	}
 	return b
+}
+
+// VMAgent builds cmd/sandbox-vmagent, the init of S5 guests, and returns
+// its path.
+func VMAgent() (string, error) {
+	return goProgram("sandbox-vmagent", "./cmd/sandbox-vmagent", "cmd/sandbox-vmagent", "internal/vm/agent", "internal/vm/wire")
+}
+
+// VMInit builds internal/vm/testdata/inits/NAME, a stand-in for the
+// guest agent that misbehaves in one way (tests of S5's bad input).
+func VMInit(name string) (string, error) {
+	d := "internal/vm/testdata/inits/" + name
+	return goProgram("vminit-"+name, "./"+d, d)
+}
+
+// goProgram builds the static program pkg, cached by the sources of dirs.
+func goProgram(name, pkg string, dirs ...string) (string, error) {
+	root, err := Root()
+	if err != nil {
+		return "", err
+	}
+	var key strings.Builder
+	for _, d := range dirs {
+		k, err := sourceKey(filepath.Join(root, d), runtime.Version())
+		if err != nil {
+			return "", err
+		}
+		key.WriteString(k)
+	}
+	return cached("native-"+name, addr.Of([]byte(key.String())).Short(), func(out string) error {
+		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", out, pkg)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("guest: go build %s: %v\n%s", pkg, err, b)
+		}
+		return nil
+	})
+}
+
+// VMKernel is the unpacked Debian kernel package scripts/vm-image
+// fetches.
+func VMKernel() (string, error) {
+	root, err := Root()
+	if err != nil {
+		return "", err
+	}
+	d := filepath.Join(root, ".cache", "vm", "linux")
+	if _, err := os.Stat(filepath.Join(d, ".done")); err != nil {
+		return "", fmt.Errorf("guest: no guest kernel in %s: run scripts/vm-image (scripts/deps does)", d)
+	}
+	return d, nil
+}
+
+// VMImage builds an S5 guest image whose init is the program at agent
+// (VMAgent's, or a VMInit stand-in) and returns its directory, cached.
+func VMImage(agent string) (string, error) {
+	k, err := VMKernel()
+	if err != nil {
+		return "", err
+	}
+	ab, err := os.ReadFile(agent)
+	if err != nil {
+		return "", err
+	}
+	kb, _ := os.ReadFile(filepath.Join(k, ".done"))
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	dir := filepath.Join(base, "sandbox-guests", "vm-"+addr.Of(append(ab, kb...)).Short())
+	if _, err := boot.Open(dir); err == nil {
+		return dir, nil
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".vm-")
+	if err != nil {
+		return "", err
+	}
+	if _, err := boot.Build(k, agent, tmp); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		os.RemoveAll(tmp)
+		if _, oerr := boot.Open(dir); oerr == nil {
+			return dir, nil // another builder's
+		}
+		return "", err
+	}
+	os.Chmod(dir, 0o755)
+	return dir, nil
 }

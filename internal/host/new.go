@@ -22,6 +22,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/meter/powercap"
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/store"
+	"github.com/opensubstrate/sandbox/internal/vm"
 	"github.com/opensubstrate/sandbox/internal/wasm"
 )
 
@@ -58,6 +59,12 @@ type Config struct {
 	// S1Helper is the program S1 runs start as their init (default:
 	// sandbox-s1 beside this executable, else this executable).
 	S1Helper string
+	// VMImage is the directory of the S5 guest image native units with
+	// a kernel grant boot, and where vm units' kernels and initramfses
+	// are found (default: vm in the state directory; `sandbox vm build`
+	// makes it). VMAccel forces S5's accelerator ("kvm", "tcg").
+	VMImage string
+	VMAccel string
 }
 
 // New opens the state directory, takes this process's lease, and makes
@@ -108,7 +115,14 @@ func New(cfg Config) (*Host, error) {
 	if err := OpenIndex(s); err != nil && cfg.Warn != nil {
 		cfg.Warn(fmt.Sprintf("runs are listed by a scan: %v", err))
 	}
-	h := &Host{Store: s, Key: k, Executors: []Executor{w, n, bare.Executor{}}, Meter: m, Log: cfg.Log, closeLease: true, Images: images.Store{Dir: filepath.Join(s.Root(), "images")}}
+	if cfg.VMImage == "" {
+		cfg.VMImage = filepath.Join(s.Root(), "vm")
+	}
+	executors := []Executor{w, n, bare.Executor{}}
+	for _, e := range vm.New(vm.Config{ImageDir: cfg.VMImage, Accel: cfg.VMAccel, EgressRoots: cfg.EgressRoots}) {
+		executors = append(executors, e)
+	}
+	h := &Host{Store: s, Key: k, Executors: executors, Meter: m, Log: cfg.Log, closeLease: true, Images: images.Store{Dir: filepath.Join(s.Root(), "images")}}
 	if cfg.Warm {
 		// A host that runs many makes each run's directory ahead.
 		s.Ready(4, RecordFiles)

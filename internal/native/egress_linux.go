@@ -46,10 +46,7 @@ func (e *Executor) egress(g grant.Set, enf *grant.Enforcer, sp *s1init.Spec) (*e
 	ex := &sp.Exec
 	ex.ConnectPorts = append(ex.ConnectPorts, ProxyPort)
 	url := "http://127.0.0.1:" + strconv.Itoa(ProxyPort)
-	vars := map[string]string{
-		"HTTP_PROXY": url, "HTTPS_PROXY": url, "ALL_PROXY": url,
-		"http_proxy": url, "https_proxy": url, "all_proxy": url,
-	}
+	ca := ""
 	if pem := proxy.CACertPEM(); pem != nil {
 		roots := filepath.Join(e.cfg.StateDir, "roots")
 		os.MkdirAll(roots, 0o700)
@@ -75,10 +72,9 @@ func (e *Executor) egress(g grant.Set, enf *grant.Enforcer, sp *s1init.Spec) (*e
 		cleanup = func() { proxy.Close(); os.RemoveAll(dir) }
 		sp.Binds = append(sp.Binds, s1init.Bind{Host: path, Path: CAPath, File: true, Internal: true})
 		ex.ROFiles = append(ex.ROFiles, CAPath)
-		for _, k := range []string{"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS", "NPM_CONFIG_CAFILE"} {
-			vars[k] = CAPath
-		}
+		ca = CAPath
 	}
+	vars := egress.ProxyEnv(url, ca)
 	have := map[string]bool{}
 	for _, kv := range ex.Env {
 		k, _, _ := strings.Cut(kv, "=")

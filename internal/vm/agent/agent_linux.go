@@ -1,0 +1,356 @@
+package agent
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/opensubstrate/sandbox/internal/vm/wire"
+)
+
+// Version is the agent's protocol version, said in its Hello.
+const Version = "sandbox-vmagent/1"
+
+// PortName is the virtio-serial port the host opens for the agent.
+const PortName = "sandbox.agent"
+
+// ModuleDir holds the kernel modules the guest image carries, and
+// ModuleOrder lists them in load order.
+const (
+	ModuleDir   = "/sandbox/modules"
+	ModuleOrder = "/sandbox/modules/order"
+)
+
+// Main is PID 1 of the guest.
+func Main() {
+	if os.Getpid() != 1 {
+		fmt.Fprintln(os.Stderr, "sandbox-vmagent: this is the init of sandbox's S5 guests; it runs inside a VM, not by hand")
+		os.Exit(2)
+	}
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "sandbox-vmagent: %v\n", err)
+	}
+	unix.Sync()
+	unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+	select {}
+}
+
+func run() error {
+	for _, m := range []struct{ src, dst, typ string }{
+		{"proc", "/proc", "proc"}, {"sysfs", "/sys", "sysfs"}, {"devtmpfs", "/dev", "devtmpfs"},
+		{"tmpfs", "/tmp", "tmpfs"}, {"tmpfs", "/run", "tmpfs"},
+	} {
+		os.MkdirAll(m.dst, 0o755)
+		if err := unix.Mount(m.src, m.dst, m.typ, 0, ""); err != nil && !errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("mount %s: %w", m.dst, err)
+		}
+	}
+	os.Chmod("/tmp", 0o1777)
+	if err := loadModules(); err != nil {
+		return err
+	}
+	port, err := openPort(10 * time.Second)
+	if err != nil {
+		return err
+	}
+	a := &agent{w: port, procs: map[uint32]*proc{}, writes: map[uint32]*os.File{}}
+	var uts unix.Utsname
+	unix.Uname(&uts)
+	if err := a.send(wire.Hello, 0, wire.HelloMsg{Kernel: unix.ByteSliceToString(uts.Release[:]), Agent: Version}); err != nil {
+		return err
+	}
+	return a.serve(bufio.NewReaderSize(port, 1<<16))
+}
+
+func loadModules() error {
+	order, err := os.ReadFile(ModuleOrder)
+	if err != nil {
+		return err
+	}
+	for _, name := range strings.Fields(string(order)) {
+		f, err := os.Open(filepath.Join(ModuleDir, name))
+		if err != nil {
+			return err
+		}
+		err = unix.FinitModule(int(f.Fd()), "", 0)
+		f.Close()
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("load %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// openPort finds the agent's virtio-serial port by its name (there is no
+// udev to make /dev/virtio-ports links).
+func openPort(wait time.Duration) (*os.File, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		ports, _ := filepath.Glob("/sys/class/virtio-ports/*/name")
+		for _, p := range ports {
+			b, _ := os.ReadFile(p)
+			if strings.TrimSpace(string(b)) == PortName {
+				return os.OpenFile("/dev/"+filepath.Base(filepath.Dir(p)), os.O_RDWR, 0)
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no virtio-serial port named %s", PortName)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type agent struct {
+	mu     sync.Mutex // serializes frames to the host
+	w      io.Writer
+	pmu    sync.Mutex
+	procs  map[uint32]*proc
+	writes map[uint32]*os.File
+}
+
+type proc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+}
+
+func (a *agent) send(t wire.Type, stream uint32, v any) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return wire.WriteJSON(a.w, t, stream, v)
+}
+
+func (a *agent) data(t wire.Type, stream uint32, b []byte) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return wire.Write(a.w, wire.Frame{Type: t, Stream: stream, Data: b})
+}
+
+func (a *agent) serve(r io.Reader) error {
+	for {
+		f, err := wire.Read(r)
+		if err != nil {
+			return fmt.Errorf("reading the host's frames: %w", err)
+		}
+		switch f.Type {
+		case wire.Setup:
+			var c wire.Config
+			st := wire.Status{}
+			if err := wire.Decode(f, &c); err != nil {
+				st = status(err)
+			} else if err := setup(c); err != nil {
+				st = status(err)
+			}
+			a.send(wire.Ready, 0, st)
+		case wire.Exec:
+			var c wire.Command
+			if err := wire.Decode(f, &c); err != nil {
+				a.send(wire.Exit, f.Stream, wire.ExitStatus{Code: -1, Error: err.Error()})
+				continue
+			}
+			a.start(f.Stream, c)
+		case wire.Stdin:
+			a.pmu.Lock()
+			p := a.procs[f.Stream]
+			a.pmu.Unlock()
+			if p == nil {
+				continue
+			}
+			if len(f.Data) == 0 {
+				p.stdin.Close()
+			} else {
+				p.stdin.Write(f.Data)
+			}
+		case wire.Signal:
+			var s wire.SignalMsg
+			a.pmu.Lock()
+			p := a.procs[f.Stream]
+			a.pmu.Unlock()
+			if p != nil && wire.Decode(f, &s) == nil {
+				unix.Kill(-p.cmd.Process.Pid, unix.Signal(s.Signal))
+			}
+		case wire.ReadFile:
+			var fl wire.File
+			if err := wire.Decode(f, &fl); err != nil {
+				a.send(wire.FileEnd, f.Stream, status(err))
+				continue
+			}
+			go a.readFile(f.Stream, fl.Path)
+		case wire.WriteFile:
+			var fl wire.File
+			if err := wire.Decode(f, &fl); err != nil {
+				a.send(wire.Done, f.Stream, status(err))
+				continue
+			}
+			mode := os.FileMode(fl.Mode & 0o7777)
+			if mode == 0 {
+				mode = 0o644
+			}
+			if fl.Parents {
+				os.MkdirAll(filepath.Dir(fl.Path), 0o755)
+			}
+			out, err := os.OpenFile(fl.Path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, mode)
+			if err != nil {
+				a.send(wire.Done, f.Stream, status(err))
+				continue
+			}
+			a.writes[f.Stream] = out
+		case wire.FileData:
+			if out := a.writes[f.Stream]; out != nil {
+				if _, err := out.Write(f.Data); err != nil {
+					out.Close()
+					delete(a.writes, f.Stream)
+					a.send(wire.Done, f.Stream, status(err))
+				}
+			}
+		case wire.FileEnd:
+			if out := a.writes[f.Stream]; out != nil {
+				delete(a.writes, f.Stream)
+				err := out.Sync()
+				if cerr := out.Close(); err == nil {
+					err = cerr
+				}
+				a.send(wire.Done, f.Stream, status(err))
+			}
+		}
+	}
+}
+
+func status(err error) wire.Status {
+	if err == nil {
+		return wire.Status{}
+	}
+	st := wire.Status{Error: err.Error()}
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		st.Errno = int(en)
+	}
+	return st
+}
+
+func setup(c wire.Config) error {
+	for _, m := range c.Mounts {
+		if !filepath.IsAbs(m.Path) {
+			return fmt.Errorf("mount %s: not an absolute path", m.Path)
+		}
+		if err := os.MkdirAll(m.Path, 0o755); err != nil {
+			return err
+		}
+		var flags uintptr
+		if m.ReadOnly {
+			flags = unix.MS_RDONLY
+		}
+		opts := "trans=virtio,version=9p2000.L,msize=262144,cache=none,access=any"
+		if err := unix.Mount(m.Tag, m.Path, "9p", flags|unix.MS_NODEV, opts); err != nil {
+			return fmt.Errorf("mount %s at %s: %w", m.Tag, m.Path, err)
+		}
+	}
+	if c.Hostname != "" {
+		unix.Sethostname([]byte(c.Hostname))
+	}
+	if err := ifup("lo", "127.0.0.1/8"); err != nil {
+		return err
+	}
+	if c.Net != nil {
+		if err := ifup("eth0", c.Net.Addr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *agent) start(stream uint32, c wire.Command) {
+	if c.Path == "" || len(c.Argv) == 0 {
+		a.send(wire.Exit, stream, wire.ExitStatus{Code: -1, Error: "no program"})
+		return
+	}
+	cmd := &exec.Cmd{Path: c.Path, Args: c.Argv}
+	cmd.Env = c.Env
+	cmd.Dir = c.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		st := wire.ExitStatus{Code: -1, Error: err.Error()}
+		var en syscall.Errno
+		if errors.As(err, &en) {
+			st.Errno = int(en)
+		}
+		a.send(wire.Exit, stream, st)
+		return
+	}
+	a.pmu.Lock()
+	a.procs[stream] = &proc{cmd: cmd, stdin: stdin}
+	a.pmu.Unlock()
+	var wg sync.WaitGroup
+	pump := func(t wire.Type, r io.Reader) {
+		defer wg.Done()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				a.data(t, stream, buf[:n])
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	wg.Add(2)
+	go pump(wire.Stdout, stdout)
+	go pump(wire.Stderr, stderr)
+	go func() {
+		wg.Wait()
+		err := cmd.Wait()
+		a.pmu.Lock()
+		delete(a.procs, stream)
+		a.pmu.Unlock()
+		st := wire.ExitStatus{}
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+			switch {
+			case ws.Signaled():
+				st.Signal = int(ws.Signal())
+				st.Code = -1
+			default:
+				st.Code = ws.ExitStatus()
+			}
+		} else if err != nil {
+			st = wire.ExitStatus{Code: -1, Error: err.Error()}
+		}
+		a.send(wire.Exit, stream, st)
+	}()
+}
+
+func (a *agent) readFile(stream uint32, path string) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		a.send(wire.FileEnd, stream, status(err))
+		return
+	}
+	defer f.Close()
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			a.data(wire.FileData, stream, buf[:n])
+		}
+		if err == io.EOF {
+			a.send(wire.FileEnd, stream, wire.Status{})
+			return
+		}
+		if err != nil {
+			a.send(wire.FileEnd, stream, status(err))
+			return
+		}
+	}
+}

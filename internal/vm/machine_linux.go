@@ -1,0 +1,546 @@
+package vm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/vm/boot"
+	"github.com/opensubstrate/sandbox/internal/vm/wire"
+)
+
+// GuestProxy is where a guest with net grants reaches its egress proxy:
+// QEMU's user network forwards this one address to the host's proxy and
+// nothing else (restrict=on).
+const (
+	GuestAddr  = "10.0.2.15/24"
+	GuestProxy = "10.0.2.100:3128"
+)
+
+// Spec is one VM to start.
+type Spec struct {
+	Image *boot.Image
+	QEMU  string // the program; default "qemu-system-x86_64"
+	Accel string // "kvm" or "tcg"
+	// MemoryMiB and CPUs size the guest.
+	MemoryMiB int
+	CPUs      int
+	// Mounts are host directories the guest sees at the same paths.
+	Mounts []wire.Mount
+	// Proxy is the host address of the run's egress proxy ("" for no
+	// network device at all).
+	Proxy string
+	// Cgroup takes the QEMU process from its first instruction.
+	Cgroup *cgroup.Group
+	// Dir holds the VM's sockets and console log; it must exist.
+	Dir string
+	// Incoming is a memory image to resume from instead of booting.
+	Incoming string
+	// Hostname is the guest's.
+	Hostname string
+}
+
+// Machine is a running VM and its agent.
+type Machine struct {
+	spec    Spec
+	cmd     *exec.Cmd
+	agent   *conn
+	Hello   wire.HelloMsg
+	exited  chan struct{}
+	waitErr error
+	stderr  bytes.Buffer
+	// Booted is when the agent's hello arrived.
+	Booted time.Time
+}
+
+// Console is the path of the guest's serial console log.
+func (s Spec) console() string { return filepath.Join(s.Dir, "console.log") }
+
+func (s Spec) args() []string {
+	im := s.Image
+	a := []string{
+		"-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on",
+		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot", "-display", "none",
+		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+		"-m", strconv.Itoa(s.MemoryMiB) + "M", "-smp", strconv.Itoa(max(1, s.CPUs)),
+		"-kernel", im.Kernel, "-initrd", im.Initrd, "-append", s.cmdline(),
+		"-serial", "file:" + s.console(),
+		"-chardev", "socket,id=agent,path=" + filepath.Join(s.Dir, "agent.sock") + ",server=on,wait=off",
+		"-device", "virtio-serial-device", "-device", "virtserialport,chardev=agent,name=" + agentPort,
+		"-qmp", "unix:" + filepath.Join(s.Dir, "qmp.sock") + ",server=on,wait=off",
+	}
+	if s.Accel == "kvm" {
+		a = append(a, "-accel", "kvm", "-cpu", "host")
+	} else {
+		a = append(a, "-accel", "tcg,tb-size=64", "-cpu", "max")
+	}
+	for i, m := range s.Mounts {
+		fs := fmt.Sprintf("local,id=fs%d,path=%s,security_model=none", i, qemuEscape(m.Path))
+		if m.ReadOnly {
+			fs += ",readonly=on"
+		}
+		a = append(a, "-fsdev", fs, "-device", fmt.Sprintf("virtio-9p-device,fsdev=fs%d,mount_tag=%s", i, m.Tag))
+	}
+	if s.Proxy != "" {
+		a = append(a, "-netdev", "user,id=n0,restrict=on,net=10.0.2.0/24,guestfwd=tcp:"+GuestProxy+"-tcp:"+s.Proxy,
+			"-device", "virtio-net-device,netdev=n0")
+	}
+	if s.Incoming != "" {
+		a = append(a, "-incoming", "defer")
+	}
+	return a
+}
+
+// cmdline is the manifest's command line, and under TCG the host's TSC
+// rate: a TCG guest reads the host's TSC, and calibrating it against the
+// emulated PIT fails often enough on a loaded host that the guest then
+// hangs without a clock (seen here in 3 boots of 8).
+func (s Spec) cmdline() string {
+	c := s.Image.Manifest.Cmdline
+	if s.Accel != "kvm" {
+		if khz := hostTSCkHz(); khz > 0 {
+			c += " tsc_early_khz=" + strconv.Itoa(khz)
+		}
+	}
+	return c
+}
+
+// hostTSCkHz is the host CPU's rate in kHz as /proc/cpuinfo says it
+// (0 if it does not).
+func hostTSCkHz() int {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && strings.TrimSpace(k) == "cpu MHz" {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f > 0 {
+				return int(f * 1000)
+			}
+		}
+	}
+	return 0
+}
+
+// qemuEscape doubles the commas of a value in QEMU's option syntax.
+func qemuEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
+
+const agentPort = "sandbox.agent"
+
+// Start starts QEMU in spec.Cgroup and waits for the agent's hello (or
+// ctx): a VM that does not answer in time is ended.
+func Start(ctx context.Context, spec Spec) (*Machine, error) {
+	if spec.QEMU == "" {
+		spec.QEMU = "qemu-system-x86_64"
+	}
+	path, err := exec.LookPath(spec.QEMU)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoQEMU, err)
+	}
+	m := &Machine{spec: spec, exited: make(chan struct{})}
+	m.cmd = &exec.Cmd{Path: path, Args: append([]string{spec.QEMU}, spec.args()...), Stderr: &lockedBuffer{b: &m.stderr}}
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cgroup.StartIn(m.cmd, spec.Cgroup); err != nil {
+		return nil, fmt.Errorf("vm: starting QEMU: %w", err)
+	}
+	go func() { m.waitErr = m.cmd.Wait(); close(m.exited) }()
+	ok := false
+	defer func() {
+		if !ok {
+			m.Kill()
+		}
+	}()
+	if spec.Incoming != "" {
+		if err := m.incoming(ctx, spec.Incoming); err != nil {
+			return nil, err
+		}
+	}
+	c, err := m.dial(ctx, "agent.sock")
+	if err != nil {
+		return nil, err
+	}
+	m.agent = newConn(c)
+	go m.agent.serve()
+	if spec.Incoming == "" {
+		f, err := m.recv(ctx, m.agent.streams[0], "the guest agent's hello")
+		if err != nil {
+			return nil, err
+		}
+		if f.Type != wire.Hello {
+			return nil, fmt.Errorf("%w: its first frame was %s, not hello", ErrGuest, f.Type)
+		}
+		if err := wire.Decode(f, &m.Hello); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrGuest, err)
+		}
+		m.Booted = time.Now()
+		if err := m.setup(ctx); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return m, nil
+}
+
+func (m *Machine) setup(ctx context.Context) error {
+	cfg := wire.Config{Mounts: m.spec.Mounts, Hostname: m.spec.Hostname}
+	if m.spec.Proxy != "" {
+		cfg.Net = &wire.Net{Addr: GuestAddr, Proxy: "http://" + GuestProxy}
+	}
+	if err := m.agent.sendJSON(wire.Setup, 0, cfg); err != nil {
+		return err
+	}
+	f, err := m.recv(ctx, m.agent.streams[0], "the guest's setup")
+	if err != nil {
+		return err
+	}
+	var st wire.Status
+	if f.Type != wire.Ready {
+		return fmt.Errorf("%w: it answered setup with %s", ErrGuest, f.Type)
+	}
+	if err := wire.Decode(f, &st); err != nil {
+		return fmt.Errorf("%w: %v", ErrGuest, err)
+	}
+	if st.Error != "" {
+		return fmt.Errorf("vm: the guest could not set up its mounts and network: %s", st.Error)
+	}
+	return nil
+}
+
+// dial connects to one of QEMU's sockets once it exists.
+func (m *Machine) dial(ctx context.Context, name string) (net.Conn, error) {
+	p := filepath.Join(m.spec.Dir, name)
+	for {
+		c, err := net.Dial("unix", p)
+		if err == nil {
+			return c, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, m.ended(context.Cause(ctx))
+		case <-m.exited:
+			return nil, m.ended(nil)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// recv takes the next frame of ch, or says why none comes.
+func (m *Machine) recv(ctx context.Context, ch <-chan wire.Frame, what string) (wire.Frame, error) {
+	select {
+	case f, ok := <-ch:
+		if !ok {
+			return f, m.ended(m.agent.Err())
+		}
+		return f, nil
+	case <-ctx.Done():
+		return wire.Frame{}, m.ended(fmt.Errorf("waiting for %s: %w", what, context.Cause(ctx)))
+	case <-m.exited:
+		return wire.Frame{}, m.ended(nil)
+	}
+}
+
+// ended explains why the VM stopped answering: a panic in its console,
+// QEMU's own error, or cause.
+func (m *Machine) ended(cause error) error {
+	select {
+	case <-m.exited:
+	default:
+		if cause != nil {
+			return cause
+		}
+		select {
+		case <-m.exited:
+		case <-time.After(2 * time.Second):
+			return errors.New("vm: the guest agent stopped answering")
+		}
+	}
+	if p := m.Panic(); p != "" {
+		return &PanicError{Line: p}
+	}
+	msg := strings.TrimSpace(m.stderrString())
+	if msg != "" {
+		return fmt.Errorf("vm: QEMU ended (%v): %s", m.waitErr, lastLine(msg))
+	}
+	if cause != nil {
+		return cause
+	}
+	return fmt.Errorf("vm: the VM ended (%v) before its agent answered", m.waitErr)
+}
+
+// PanicError: the guest kernel panicked (the VM powered itself off).
+type PanicError struct{ Line string }
+
+func (e *PanicError) Error() string { return "vm: the guest kernel panicked: " + e.Line }
+
+// Panic is the console's "Kernel panic" line, if the guest printed one.
+func (m *Machine) Panic() string {
+	b, _ := os.ReadFile(m.spec.console())
+	i := bytes.Index(b, []byte("Kernel panic"))
+	if i < 0 {
+		return ""
+	}
+	line, _, _ := bytes.Cut(b[i:], []byte("\n"))
+	return strings.TrimSpace(string(line))
+}
+
+func lastLine(s string) string {
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+func (m *Machine) stderrString() string {
+	lb := m.cmd.Stderr.(*lockedBuffer)
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	return m.stderr.String()
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 64<<10 {
+		return len(p), nil
+	}
+	return l.b.Write(p)
+}
+
+// Kill ends the VM at once and waits for QEMU to be gone.
+func (m *Machine) Kill() {
+	if m.agent != nil {
+		m.agent.Close()
+	}
+	if m.cmd.Process != nil {
+		syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
+		m.cmd.Process.Kill()
+	}
+	<-m.exited
+}
+
+// Exited is closed when QEMU has ended.
+func (m *Machine) Exited() <-chan struct{} { return m.exited }
+
+// Pid is QEMU's process.
+func (m *Machine) Pid() int { return m.cmd.Process.Pid }
+
+// Exec runs a command in the guest: stdin is sent to it (nil: none),
+// its output streamed to stdout and stderr. A done ctx sends it SIGINT,
+// and after grace, SIGKILL; its exit status is still the answer.
+func (m *Machine) Exec(ctx context.Context, c wire.Command, stdin io.Reader, stdout, stderr io.Writer, grace time.Duration) (wire.ExitStatus, error) {
+	id, ch, err := m.agent.open()
+	if err != nil {
+		return wire.ExitStatus{}, m.ended(err)
+	}
+	defer m.agent.close(id)
+	if err := m.agent.sendJSON(wire.Exec, id, c); err != nil {
+		return wire.ExitStatus{}, m.ended(err)
+	}
+	if stdin != nil {
+		go func() {
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := stdin.Read(buf)
+				if n > 0 && m.agent.send(wire.Frame{Type: wire.Stdin, Stream: id, Data: buf[:n]}) != nil {
+					return
+				}
+				if err != nil {
+					break
+				}
+			}
+			m.agent.send(wire.Frame{Type: wire.Stdin, Stream: id, Data: []byte{}})
+		}()
+	} else {
+		m.agent.send(wire.Frame{Type: wire.Stdin, Stream: id, Data: []byte{}})
+	}
+	done := ctx.Done()
+	var kill <-chan time.Time
+	for {
+		select {
+		case f, ok := <-ch:
+			if !ok {
+				return wire.ExitStatus{}, m.ended(m.agent.Err())
+			}
+			switch f.Type {
+			case wire.Stdout:
+				if stdout != nil {
+					stdout.Write(f.Data)
+				}
+			case wire.Stderr:
+				if stderr != nil {
+					stderr.Write(f.Data)
+				}
+			case wire.Exit:
+				var st wire.ExitStatus
+				if err := wire.Decode(f, &st); err != nil {
+					return st, fmt.Errorf("%w: %v", ErrGuest, err)
+				}
+				return st, nil
+			default:
+				return wire.ExitStatus{}, fmt.Errorf("%w: a %s frame in answer to an exec", ErrGuest, f.Type)
+			}
+		case <-done:
+			done = nil
+			m.agent.sendJSON(wire.Signal, id, wire.SignalMsg{Signal: int(syscall.SIGINT)})
+			kill = time.After(grace)
+		case <-kill:
+			m.agent.sendJSON(wire.Signal, id, wire.SignalMsg{Signal: int(syscall.SIGKILL)})
+			kill = nil
+		case <-m.exited:
+			return wire.ExitStatus{}, m.ended(nil)
+		}
+	}
+}
+
+// ReadFile reads a guest file (at most limit bytes).
+func (m *Machine) ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
+	id, ch, err := m.agent.open()
+	if err != nil {
+		return nil, m.ended(err)
+	}
+	defer m.agent.close(id)
+	if err := m.agent.sendJSON(wire.ReadFile, id, wire.File{Path: path}); err != nil {
+		return nil, m.ended(err)
+	}
+	var out bytes.Buffer
+	for {
+		f, err := m.recv(ctx, ch, "a file's contents")
+		if err != nil {
+			return nil, err
+		}
+		switch f.Type {
+		case wire.FileData:
+			if int64(out.Len()+len(f.Data)) > limit {
+				return nil, fmt.Errorf("vm: %s in the guest is over %d bytes", path, limit)
+			}
+			out.Write(f.Data)
+		case wire.FileEnd:
+			var st wire.Status
+			if err := wire.Decode(f, &st); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrGuest, err)
+			}
+			if st.Error != "" {
+				return nil, &GuestError{Op: "read", Path: path, Msg: st.Error, Errno: syscall.Errno(st.Errno)}
+			}
+			return out.Bytes(), nil
+		default:
+			return nil, fmt.Errorf("%w: a %s frame in answer to a read", ErrGuest, f.Type)
+		}
+	}
+}
+
+// WriteFile writes a guest file.
+func (m *Machine) WriteFile(ctx context.Context, path string, data []byte, mode os.FileMode) error {
+	id, ch, err := m.agent.open()
+	if err != nil {
+		return m.ended(err)
+	}
+	defer m.agent.close(id)
+	if err := m.agent.sendJSON(wire.WriteFile, id, wire.File{Path: path, Mode: uint32(mode.Perm())}); err != nil {
+		return m.ended(err)
+	}
+	for len(data) > 0 {
+		n := min(len(data), 256<<10)
+		if err := m.agent.send(wire.Frame{Type: wire.FileData, Stream: id, Data: data[:n]}); err != nil {
+			return m.ended(err)
+		}
+		data = data[n:]
+	}
+	if err := m.agent.sendJSON(wire.FileEnd, id, wire.Status{}); err != nil {
+		return m.ended(err)
+	}
+	f, err := m.recv(ctx, ch, "a write's end")
+	if err != nil {
+		return err
+	}
+	var st wire.Status
+	if f.Type != wire.Done {
+		return fmt.Errorf("%w: a %s frame in answer to a write", ErrGuest, f.Type)
+	}
+	if err := wire.Decode(f, &st); err != nil {
+		return fmt.Errorf("%w: %v", ErrGuest, err)
+	}
+	if st.Error != "" {
+		return &GuestError{Op: "write", Path: path, Msg: st.Error, Errno: syscall.Errno(st.Errno)}
+	}
+	return nil
+}
+
+// GuestError is a file operation the guest refused.
+type GuestError struct {
+	Op, Path, Msg string
+	Errno         syscall.Errno
+}
+
+func (e *GuestError) Error() string { return fmt.Sprintf("vm: guest %s %s: %s", e.Op, e.Path, e.Msg) }
+func (e *GuestError) Unwrap() error {
+	if e.Errno == 0 {
+		return nil
+	}
+	return e.Errno
+}
+
+// qmp runs one QMP session: capabilities, then the commands in order.
+func (m *Machine) qmp(ctx context.Context, cmds ...map[string]any) ([]json.RawMessage, error) {
+	c, err := m.dial(ctx, "qmp.sock")
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	r := bufio.NewReader(c)
+	read := func() (map[string]json.RawMessage, error) {
+		for {
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				return nil, fmt.Errorf("vm: QMP: %w", err)
+			}
+			var msg map[string]json.RawMessage
+			if err := json.Unmarshal(line, &msg); err != nil {
+				return nil, fmt.Errorf("vm: QMP: %w", err)
+			}
+			if _, ev := msg["event"]; ev {
+				continue
+			}
+			return msg, nil
+		}
+	}
+	if _, err := read(); err != nil { // greeting
+		return nil, err
+	}
+	var out []json.RawMessage
+	for _, cmd := range append([]map[string]any{{"execute": "qmp_capabilities"}}, cmds...) {
+		b, _ := json.Marshal(cmd)
+		if _, err := c.Write(append(b, '\n')); err != nil {
+			return nil, fmt.Errorf("vm: QMP: %w", err)
+		}
+		msg, err := read()
+		if err != nil {
+			return nil, err
+		}
+		if e, ok := msg["error"]; ok {
+			return nil, fmt.Errorf("vm: QMP %v: %s", cmd["execute"], e)
+		}
+		out = append(out, msg["return"])
+	}
+	return out[1:], nil
+}

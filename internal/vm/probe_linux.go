@@ -1,0 +1,158 @@
+package vm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/opensubstrate/sandbox/internal/vm/boot"
+	"github.com/opensubstrate/sandbox/internal/vm/wire"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+func (e *Executor) executorName(accel string) string {
+	return "qemu-microvm/" + e.st.qemu + "+" + accel
+}
+
+func (e *Executor) accelNote(accel, why string) string {
+	if accel == "kvm" {
+		return "S5 accelerator: KVM (hardware virtualization, proved by a boot on this host)"
+	}
+	return "S5 accelerator: TCG, QEMU's software emulation, not KVM (" + why + "): the guest's kernel boundary is the same, its speed is not"
+}
+
+// accelerator is the accelerator runs use, proved once per host: KVM
+// when a boot under it answered in time, else TCG (why says why not KVM).
+func (e *Executor) accelerator(ctx context.Context) (string, string) {
+	e.Probe(ctx)
+	e.st.mu.Lock()
+	defer e.st.mu.Unlock()
+	return e.st.accel, e.st.why
+}
+
+// Probe boots a guest and checks from inside it that it runs its own
+// kernel, sees none of the host's processes and none of its files but
+// what it was given, and cannot write what it was given read-only. The
+// answer is kept for the life of the process.
+func (e *Executor) Probe(ctx context.Context) tier.Probe {
+	e.st.mu.Lock()
+	defer e.st.mu.Unlock()
+	if e.st.done {
+		return e.st.probe
+	}
+	e.st.probe = e.probe(ctx)
+	e.st.done = true
+	return e.st.probe
+}
+
+func (e *Executor) probe(ctx context.Context) tier.Probe {
+	v, err := qemuVersion(e.cfg.QEMU)
+	if err != nil {
+		return tier.Probe{Reason: err.Error()}
+	}
+	e.st.qemu = v
+	im, err := boot.Open(e.cfg.ImageDir)
+	if err != nil {
+		return tier.Probe{Reason: err.Error()}
+	}
+	switch e.cfg.Accel {
+	case "tcg":
+		e.st.accel, e.st.why = "tcg", "TCG was asked for"
+	case "kvm":
+		e.st.accel = "kvm"
+	default:
+		e.st.accel, e.st.why = "tcg", ""
+		if f, err := os.OpenFile(e.cfg.KVM, os.O_RDWR, 0); err != nil {
+			e.st.why = "no usable KVM: " + err.Error()
+		} else {
+			f.Close()
+			kctx, cancel := context.WithTimeout(ctx, KVMProbeTimeout)
+			_, err := e.check(kctx, im, "kvm")
+			cancel()
+			if err == nil {
+				e.st.accel = "kvm"
+			} else {
+				e.st.why = fmt.Sprintf("%s is present, but a guest did not boot under it within %s: %v", e.cfg.KVM, KVMProbeTimeout, err)
+			}
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, BootTimeout)
+	defer cancel()
+	layers, err := e.check(pctx, im, e.st.accel)
+	if err != nil {
+		return tier.Probe{Reason: "a probe guest: " + err.Error(), Layers: layers}
+	}
+	return tier.Probe{Available: true, Layers: layers, Reason: fmt.Sprintf("a %s microVM booted (QEMU %s, %s) and, from inside, ran its own kernel %s, saw none of the host's processes or files and only its grant, read-only where granted so",
+		strings.ToUpper(e.st.accel), v, im.Manifest.Release, im.Manifest.Release)}
+}
+
+// check boots a guest under accel with one read-write and one read-only
+// grant and tries, from inside, what the rung promises.
+func (e *Executor) check(ctx context.Context, im *boot.Image, accel string) ([]tier.Layer, error) {
+	dir, err := os.MkdirTemp("", "sandbox-vm-probe-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if os.Getenv("SANDBOX_VM_KEEP") == "" {
+			os.RemoveAll(dir)
+		}
+	}()
+	rw, ro, hidden := filepath.Join(dir, "rw"), filepath.Join(dir, "ro"), filepath.Join(dir, "hidden")
+	for _, d := range []string{rw, ro, hidden} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	marker := strconv.FormatInt(time.Now().UnixNano(), 36)
+	os.WriteFile(filepath.Join(ro, "granted"), []byte(marker), 0o644)
+	os.WriteFile(filepath.Join(hidden, "secret"), []byte(marker), 0o600)
+	spec := Spec{Image: im, QEMU: e.cfg.QEMU, Accel: accel, MemoryMiB: 256, CPUs: 1, Dir: dir, Hostname: "probe",
+		Mounts: []wire.Mount{{Tag: "sys0", Path: "/usr", ReadOnly: true}, {Tag: "g0", Path: rw}, {Tag: "g1", Path: ro, ReadOnly: true}}}
+	m, err := Start(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Kill()
+	var layers []tier.Layer
+	layer := func(name string, ok bool, detail string) {
+		layers = append(layers, tier.Layer{Name: name, OK: ok, Detail: detail})
+		if !ok && err == nil {
+			err = fmt.Errorf("%s: %s", name, detail)
+		}
+	}
+	hostBoot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	guestBoot, gerr := m.ReadFile(ctx, "/proc/sys/kernel/random/boot_id", 4096)
+	layer("own kernel", gerr == nil && len(guestBoot) > 0 && !bytes.Equal(guestBoot, hostBoot) && m.Hello.Kernel == im.Manifest.Release,
+		fmt.Sprintf("guest kernel %s, boot id %s (host %s)", m.Hello.Kernel, strings.TrimSpace(string(guestBoot)), strings.TrimSpace(string(hostBoot))))
+	var out bytes.Buffer
+	st, xerr := m.Exec(ctx, wire.Command{Path: "/usr/bin/ls", Argv: []string{"ls", "/proc"}, Dir: "/"}, nil, &out, nil, time.Second)
+	pids := 0
+	self := false
+	for _, f := range strings.Fields(out.String()) {
+		if _, err := strconv.Atoi(f); err == nil {
+			pids++
+			if f == strconv.Itoa(os.Getpid()) && os.Getpid() > 200 {
+				self = true
+			}
+		}
+	}
+	layer("no host processes", xerr == nil && st.Code == 0 && pids > 0 && pids < 200 && !self, fmt.Sprintf("%d processes in the guest's /proc, this host process (%d) not among them", pids, os.Getpid()))
+	_, herr := m.ReadFile(ctx, filepath.Join(hidden, "secret"), 4096)
+	got, rerr := m.ReadFile(ctx, filepath.Join(ro, "granted"), 4096)
+	layer("only its grants", errors.Is(herr, os.ErrNotExist) && rerr == nil && string(got) == marker,
+		fmt.Sprintf("an ungranted host file: %v; a granted one: %v", herr, rerr))
+	werr := m.WriteFile(ctx, filepath.Join(ro, "written"), []byte("x"), 0o644)
+	_, statErr := os.Stat(filepath.Join(ro, "written"))
+	layer("read-only grants", werr != nil && os.IsNotExist(statErr), fmt.Sprintf("a write into a read-only grant: %v", werr))
+	werr = m.WriteFile(ctx, filepath.Join(rw, "written"), []byte(marker), 0o644)
+	back, _ := os.ReadFile(filepath.Join(rw, "written"))
+	layer("read-write grants", werr == nil && string(back) == marker, fmt.Sprintf("a write into a read-write grant, read back on the host: %v", werr))
+	return layers, err
+}

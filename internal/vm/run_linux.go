@@ -1,0 +1,372 @@
+package vm
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/egress"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/vm/boot"
+	"github.com/opensubstrate/sandbox/internal/vm/wire"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// BootTimeout bounds a boot when the run has no deadline of its own:
+// a guest whose agent has not said hello by then is ended.
+var BootTimeout = 60 * time.Second
+
+// KVMProbeTimeout bounds the boot that proves KVM works here (on a PVM
+// host, stock kernels hang under it).
+var KVMProbeTimeout = 15 * time.Second
+
+// KillGrace is how long an interrupted program has to end before it is
+// killed.
+const KillGrace = 2 * time.Second
+
+// SystemDirs are the host directories every guest sees, read-only.
+var SystemDirs = []string{"/usr"}
+
+// RefusedError is a grant S5 cannot honour as asked.
+type RefusedError struct{ What string }
+
+func (e *RefusedError) Error() string {
+	return "S5 cannot honour " + e.What
+}
+
+// Invalid: the request cannot run at S5 as given.
+func (e *RefusedError) Invalid() bool { return true }
+
+func check(j *job.Job) error {
+	g := j.Grants
+	switch {
+	case len(g.Exec.Allow) > 0 || len(g.Exec.Deny) > 0:
+		return &RefusedError{"an exec list: the guest's kernel decides what runs inside it, and the host cannot see its execs (run it at S1)"}
+	case g.Confidential || g.Locality != "":
+		return &RefusedError{"a confidential or locality grant (S6 and S7)"}
+	case j.RootDir != "" || !j.Unit.Root.IsZero():
+		return &RefusedError{"an image's root filesystem: an S5 guest runs on its own boot image (a vm unit)"}
+	}
+	for _, s := range g.Storage {
+		if s.Quota > 0 {
+			return &RefusedError{"a storage quota (the guest writes through 9p, which counts no bytes)"}
+		}
+	}
+	return nil
+}
+
+// image is the boot image a run boots: its unit's own (kind vm: the
+// unit's image is a sandbox.vm/1 manifest whose files lie in ImageDir),
+// else the default.
+func (e *Executor) image(j *job.Job) (*boot.Image, error) {
+	if e.kind != tier.VM {
+		return boot.Open(e.cfg.ImageDir)
+	}
+	return boot.OpenManifest(j.Image, e.cfg.ImageDir)
+}
+
+// Run boots the unit's VM, runs its program under the guest's kernel,
+// and ends the VM.
+func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
+	if err := check(j); err != nil {
+		return nil, err
+	}
+	im, err := e.image(j)
+	if err != nil {
+		return nil, err
+	}
+	accel, why := e.accelerator(ctx)
+	name := e.executorName(accel)
+	res := &job.Result{Executor: name, Notes: []string{
+		e.accelNote(accel, why),
+		fmt.Sprintf("S5 guest: kernel %s (%s), initramfs %s, boot manifest %s", im.Manifest.Kernel, im.Manifest.Release, im.Manifest.Initrd, im.Addr),
+	}}
+	dir, err := os.MkdirTemp("", "sandbox-vm-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	spec := Spec{Image: im, QEMU: e.cfg.QEMU, Accel: accel, Dir: dir, Cgroup: j.Cgroup, Hostname: "sandbox"}
+	spec.MemoryMiB, spec.CPUs = e.size(j)
+	if j.Cgroup != nil {
+		if err := j.Cgroup.SetLimits(cgroup.Limits{Memory: int64(spec.MemoryMiB)<<20 + Overhead, CPUs: float64(j.Unit.Limits.CPUMillis) / 1000}); err != nil {
+			return nil, err
+		}
+	}
+	spec.Mounts, err = mounts(j)
+	if err != nil {
+		return nil, err
+	}
+	env := j.Unit.Env
+	var files map[string][]byte
+	if len(j.Grants.Net) > 0 {
+		proxy, addr, vars, ca, err := startProxy(j, e.cfg.EgressRoots)
+		if err != nil {
+			return nil, err
+		}
+		defer proxy.Close()
+		spec.Proxy = addr
+		env = maps.Clone(env)
+		if env == nil {
+			env = map[string]string{}
+		}
+		for k, v := range vars {
+			if _, ok := env[k]; !ok {
+				env[k] = v
+			}
+		}
+		files = ca
+	}
+	// The deadline covers the boot: a guest that never answers is ended
+	// by it (or by BootTimeout, when the run has none).
+	var deadline <-chan time.Time
+	bootCtx, cancelBoot := context.WithTimeout(ctx, BootTimeout)
+	defer cancelBoot()
+	if j.Deadline > 0 {
+		t := time.NewTimer(j.Deadline)
+		defer t.Stop()
+		deadline = t.C
+		var cancel context.CancelFunc
+		bootCtx, cancel = context.WithTimeoutCause(bootCtx, j.Deadline, errDeadline)
+		defer cancel()
+	}
+	res.Start = time.Now()
+	m, err := Start(bootCtx, spec)
+	if err != nil {
+		res.End = time.Now()
+		res.Outcome = failure(err, ctx)
+		return res, nil
+	}
+	defer m.Kill()
+	for p, b := range files {
+		if err := m.WriteFile(bootCtx, p, b, 0o644); err != nil {
+			res.End = time.Now()
+			res.Outcome = failure(err, ctx)
+			return res, nil
+		}
+	}
+	prog := j.Unit.Entry
+	if !under(prog, spec.Mounts) {
+		// The program is not in what the guest shares with the host: it
+		// gets the very bytes the unit names, at the same path.
+		if err := m.WriteFile(bootCtx, prog, j.Image, 0o755); err != nil {
+			res.End = time.Now()
+			res.Outcome = failure(err, ctx)
+			return res, nil
+		}
+	}
+	cancelBoot()
+	if j.OnStart != nil {
+		j.OnStart(job.Control{Freeze: func() error { _, err := m.qmp(ctx, map[string]any{"execute": "stop"}); return err },
+			Thaw: func() error { _, err := m.qmp(ctx, map[string]any{"execute": "cont"}); return err }})
+	}
+	argv := j.Unit.Args
+	if len(argv) == 0 {
+		argv = []string{prog}
+	}
+	cmd := wire.Command{Path: prog, Argv: argv, Env: envList(env), Dir: j.Unit.Dir}
+	if cmd.Dir == "" {
+		cmd.Dir = "/tmp"
+	}
+	execCtx, cancelExec := context.WithCancelCause(context.Background())
+	defer cancelExec(nil)
+	type answer struct {
+		st  wire.ExitStatus
+		err error
+	}
+	ans := make(chan answer, 1)
+	go func() {
+		st, err := m.Exec(execCtx, cmd, j.Stdin, j.Stdout, j.Stderr, KillGrace)
+		ans <- answer{st, err}
+	}()
+	var a answer
+	how := ""
+	select {
+	case a = <-ans:
+	case <-deadline:
+		how = "deadline"
+		m.Kill()
+		a = <-ans
+	case <-ctx.Done():
+		how = "canceled"
+		if errors.Is(context.Cause(ctx), job.ErrBudget) {
+			how = "budget"
+			m.Kill()
+			a = <-ans
+			break
+		}
+		cancelExec(context.Cause(ctx))
+		select {
+		case a = <-ans:
+		case <-time.After(KillGrace + 2*time.Second):
+			m.Kill()
+			a = <-ans
+		}
+	}
+	res.End = time.Now()
+	res.Outcome, res.Signal, res.ExecErrno = outcome(a.st, a.err, how)
+	return res, nil
+}
+
+var errDeadline = errors.New("the wall-clock deadline passed")
+
+// failure is the outcome of a VM that could not be started or set up.
+func failure(err error, ctx context.Context) attest.Outcome {
+	var pe *PanicError
+	switch {
+	case errors.Is(err, errDeadline):
+		return attest.Outcome{Status: attest.Deadline, Detail: "the wall-clock deadline passed before the guest was ready: " + err.Error()}
+	case errors.As(err, &pe):
+		return attest.Outcome{Status: attest.Trapped, Detail: err.Error()}
+	case ctx.Err() != nil:
+		return attest.Outcome{Status: attest.Killed, Detail: "interrupted before the guest was ready"}
+	}
+	return attest.Outcome{Status: attest.Failed, Detail: err.Error()}
+}
+
+func outcome(st wire.ExitStatus, err error, how string) (attest.Outcome, syscall.Signal, syscall.Errno) {
+	var pe *PanicError
+	switch {
+	case how == "deadline":
+		return attest.Outcome{Status: attest.Deadline, Detail: "the wall-clock deadline passed; the VM was ended"}, 0, 0
+	case how == "budget":
+		return attest.Outcome{Status: attest.BudgetExhausted, Detail: "stopped when a compute budget was spent; the VM was ended"}, 0, 0
+	case errors.As(err, &pe):
+		return attest.Outcome{Status: attest.Trapped, Detail: err.Error()}, 0, 0
+	case how == "canceled" && err == nil && st.Signal == 0 && st.Error == "":
+		c := st.Code
+		return attest.Outcome{Status: attest.Exited, ExitCode: &c, Detail: "interrupted; the program handled the signal and exited"}, 0, 0
+	case how == "canceled":
+		return attest.Outcome{Status: attest.Killed, Detail: "interrupted"}, syscall.Signal(st.Signal), 0
+	case err != nil:
+		return attest.Outcome{Status: attest.Failed, Detail: err.Error()}, 0, 0
+	case st.Error != "":
+		return attest.Outcome{Status: attest.Failed, Detail: "in the guest: " + st.Error}, 0, syscall.Errno(st.Errno)
+	case st.Signal != 0:
+		sig := syscall.Signal(st.Signal)
+		switch sig {
+		case syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGILL, syscall.SIGFPE, syscall.SIGABRT, syscall.SIGSYS, syscall.SIGTRAP:
+			return attest.Outcome{Status: attest.Trapped, Detail: "terminated by " + unix.SignalName(sig) + " in the guest"}, sig, 0
+		}
+		return attest.Outcome{Status: attest.Killed, Detail: "terminated by " + unix.SignalName(sig) + " in the guest"}, sig, 0
+	}
+	c := st.Code
+	return attest.Outcome{Status: attest.Exited, ExitCode: &c}, 0, 0
+}
+
+// size is the guest's memory (MiB) and CPUs from the unit's limits.
+func (e *Executor) size(j *job.Job) (int, int) {
+	mem := int(j.Unit.Limits.MemoryBytes >> 20)
+	if mem == 0 {
+		mem = e.cfg.MemoryMiB
+	}
+	mem = max(mem, 128)
+	cpus := int((j.Unit.Limits.CPUMillis + 999) / 1000)
+	if cpus == 0 {
+		cpus = e.cfg.CPUs
+	}
+	return mem, max(cpus, 1)
+}
+
+// mounts are the system directories (read-only) and the storage grants,
+// as 9p shares at the same paths; a grant's path is resolved on the host
+// first (Remap) and must be a directory.
+func mounts(j *job.Job) ([]wire.Mount, error) {
+	var out []wire.Mount
+	for i, d := range SystemDirs {
+		out = append(out, wire.Mount{Tag: fmt.Sprintf("sys%d", i), Path: d, ReadOnly: true})
+	}
+	for i, s := range j.Grants.Storage {
+		host := s.Path
+		if r, ok := j.Remap[s.Path]; ok {
+			host = r
+		}
+		fi, err := os.Stat(host)
+		if err != nil {
+			return nil, fmt.Errorf("vm: storage grant %s: %w", s.Path, err)
+		}
+		if !fi.IsDir() {
+			return nil, &RefusedError{fmt.Sprintf("the storage grant %s: it is a file, and a guest is given directories only", s.Path)}
+		}
+		if host != s.Path {
+			return nil, &RefusedError{fmt.Sprintf("the storage grant %s held at %s: 9p shares a directory at one path", s.Path, host)}
+		}
+		out = append(out, wire.Mount{Tag: fmt.Sprintf("g%d", i), Path: s.Path, ReadOnly: s.Mode != grant.RW})
+	}
+	return out, nil
+}
+
+// under says whether p lies in one of the mounts as the guest sees them
+// (/bin and friends are links into /usr there).
+func under(p string, ms []wire.Mount) bool {
+	for _, l := range []string{"/bin/", "/sbin/", "/lib/", "/lib64/"} {
+		if strings.HasPrefix(p, l) {
+			p = "/usr" + p
+		}
+	}
+	for _, m := range ms {
+		if p == m.Path || strings.HasPrefix(p, strings.TrimSuffix(m.Path, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// CAPath is where a guest with injected credentials finds the roots it
+// trusts, as at S1.
+const CAPath = "/run/sandbox/ca.pem"
+
+// startProxy starts the run's egress proxy on host loopback: QEMU
+// forwards the guest's one reachable address to it.
+func startProxy(j *job.Job, roots *x509.CertPool) (*egress.Proxy, string, map[string]string, map[string][]byte, error) {
+	inj, err := egress.Secrets(j.Grants, nil)
+	if err != nil {
+		return nil, "", nil, nil, err
+	}
+	p, err := egress.New(egress.Config{Enforcer: j.Enforcer, Inject: inj, UpstreamRoots: roots})
+	if err != nil {
+		return nil, "", nil, nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		p.Close()
+		return nil, "", nil, nil, err
+	}
+	go p.Serve(ln)
+	files := map[string][]byte{}
+	ca := ""
+	bundle, _ := os.ReadFile("/etc/ssl/certs/ca-certificates.crt")
+	if pem := p.CACertPEM(); pem != nil {
+		if len(bundle) > 0 && bundle[len(bundle)-1] != '\n' {
+			bundle = append(bundle, '\n')
+		}
+		files[CAPath] = append(bundle, pem...)
+		ca = CAPath
+	} else if len(bundle) > 0 {
+		files["/etc/ssl/certs/ca-certificates.crt"] = bundle
+	}
+	return p, ln.Addr().String(), egress.ProxyEnv("http://"+GuestProxy, ca), files, nil
+}
+
+func envList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	sort.Strings(out)
+	return out
+}

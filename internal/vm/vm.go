@@ -1,0 +1,116 @@
+package vm
+
+import (
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+
+	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// ErrNoQEMU: there is no qemu-system-x86_64 to run.
+var ErrNoQEMU = errors.New("vm: QEMU is not installed (Debian: qemu-system-x86)")
+
+// Config is an S5 executor's setup.
+type Config struct {
+	// ImageDir holds the default guest image (boot.Build's output): the
+	// one a native unit with a kernel grant boots.
+	ImageDir string
+	// QEMU is the program; default qemu-system-x86_64 from PATH.
+	QEMU string
+	// KVM is the KVM device; default /dev/kvm. Accel forces an
+	// accelerator ("kvm" or "tcg"); default: by proof.
+	KVM   string
+	Accel string
+	// MemoryMiB and CPUs are the guest's size when the unit sets none.
+	MemoryMiB int
+	CPUs      int
+	// EgressRoots verify credential-injected servers; default the
+	// system's.
+	EgressRoots *x509.CertPool
+}
+
+// Executor runs units in microVMs at S5: native programs (kind native,
+// with a kernel grant) in the default guest image, and VM images (kind
+// vm, a sandbox.vm/1 manifest) in their own.
+type Executor struct {
+	cfg  Config
+	kind tier.Kind
+	st   *shared
+}
+
+// shared is what the executors of one host share: the probe and the
+// accelerator it proved.
+type shared struct {
+	mu    sync.Mutex
+	done  bool
+	probe tier.Probe
+	accel string
+	why   string // why not KVM
+	qemu  string // version
+}
+
+// New makes the two S5 executors (native programs, VM images), which
+// share one probe.
+func New(cfg Config) []*Executor {
+	if cfg.MemoryMiB == 0 {
+		cfg.MemoryMiB = 512
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = 1
+	}
+	if cfg.KVM == "" {
+		cfg.KVM = "/dev/kvm"
+	}
+	st := &shared{}
+	return []*Executor{{cfg: cfg, kind: tier.Native, st: st}, {cfg: cfg, kind: tier.VM, st: st}}
+}
+
+// Name is "qemu-microvm".
+func (e *Executor) Name() string {
+	if e.kind == tier.VM {
+		return "qemu-microvm-image"
+	}
+	return "qemu-microvm"
+}
+
+// Tier is S5.
+func (e *Executor) Tier() tier.Tier { return tier.S5 }
+
+// Kind is native or vm.
+func (e *Executor) Kind() tier.Kind { return e.kind }
+
+// Overhead is the memory a VM's QEMU process is allowed beyond its
+// guest's: the run's cgroup limit is the guest's memory plus this.
+const Overhead = 256 << 20
+
+// DefaultLimits: the guest's memory and CPUs.
+func (e *Executor) DefaultLimits() unit.Limits {
+	return unit.Limits{MemoryBytes: int64(e.cfg.MemoryMiB) << 20, CPUMillis: int64(e.cfg.CPUs) * 1000}
+}
+
+// qemuVersion is QEMU's version, "7.2.22".
+func qemuVersion(prog string) (string, error) {
+	if prog == "" {
+		prog = "qemu-system-x86_64"
+	}
+	p, err := exec.LookPath(prog)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrNoQEMU, err)
+	}
+	out, err := exec.Command(p, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("vm: %s --version: %v", p, err)
+	}
+	f := strings.Fields(string(out))
+	for i, w := range f {
+		if w == "version" && i+1 < len(f) {
+			return f[i+1], nil
+		}
+	}
+	return "", fmt.Errorf("vm: cannot read QEMU's version from %q", strings.TrimSpace(string(out)))
+}

@@ -1,0 +1,301 @@
+//go:build linux
+
+package vm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/internal/vm/boot"
+	"github.com/opensubstrate/sandbox/internal/vm/wire"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// image is the guest image the tests boot, with init (the agent when "").
+func image(t testing.TB, init string) *boot.Image {
+	t.Helper()
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		t.Fatalf("QEMU is missing: run scripts/vm-image (scripts/deps does): %v", err)
+	}
+	var agent string
+	var err error
+	if init == "" {
+		agent, err = guest.VMAgent()
+	} else {
+		agent, err = guest.VMInit(init)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := guest.VMImage(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := boot.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return im
+}
+
+func start(t testing.TB, spec Spec) *Machine {
+	t.Helper()
+	if spec.Dir == "" {
+		spec.Dir = t.TempDir()
+	}
+	if spec.MemoryMiB == 0 {
+		spec.MemoryMiB = 256
+	}
+	if spec.Accel == "" {
+		spec.Accel = "tcg"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), BootTimeout)
+	defer cancel()
+	m, err := Start(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Kill)
+	return m
+}
+
+// TestGuestRunsCommandsAndMovesFiles boots the real guest: its own
+// kernel, a command with stdin and both output streams and its exit
+// status, files both ways, a grant read-write and one read-only.
+func TestGuestRunsCommandsAndMovesFiles(t *testing.T) {
+	im := image(t, "")
+	rw, ro := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(ro, "given"), []byte("from the host"), 0o644)
+	t0 := time.Now()
+	m := start(t, Spec{Image: im, Mounts: []wire.Mount{{Tag: "sys0", Path: "/usr", ReadOnly: true}, {Tag: "g0", Path: rw}, {Tag: "g1", Path: ro, ReadOnly: true}}})
+	t.Logf("boot to ready: %v", time.Since(t0))
+	if m.Hello.Kernel != im.Manifest.Release {
+		t.Fatalf("guest kernel %q, want %q", m.Hello.Kernel, im.Manifest.Release)
+	}
+	ctx := context.Background()
+	var out, errb bytes.Buffer
+	st, err := m.Exec(ctx, wire.Command{Path: "/usr/bin/sh", Argv: []string{"sh", "-c", "uname -r; tr a-z A-Z; echo oops >&2; cat " + ro + "/given; echo made > " + rw + "/made; exit 7"}, Dir: "/"},
+		strings.NewReader("shout\n"), &out, &errb, time.Second)
+	if err != nil || st.Code != 7 {
+		t.Fatalf("exec: %+v %v (stderr %q)", st, err, errb.String())
+	}
+	if want := im.Manifest.Release + "\nSHOUT\nfrom the host"; out.String() != want || errb.String() != "oops\n" {
+		t.Fatalf("stdout %q stderr %q", out.String(), errb.String())
+	}
+	if b, _ := os.ReadFile(filepath.Join(rw, "made")); string(b) != "made\n" {
+		t.Fatalf("a write into the rw grant reached the host as %q", b)
+	}
+	st, _ = m.Exec(ctx, wire.Command{Path: "/usr/bin/sh", Argv: []string{"sh", "-c", "echo x > " + ro + "/no"}, Dir: "/"}, nil, nil, nil, time.Second)
+	if st.Code == 0 {
+		t.Fatal("a write into the read-only grant succeeded")
+	}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 200_000) // 3.2 MB: several frames
+	if err := m.WriteFile(ctx, "/tmp/big", big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	back, err := m.ReadFile(ctx, "/tmp/big", 8<<20)
+	if err != nil || !bytes.Equal(back, big) {
+		t.Fatalf("read back %d bytes, %v", len(back), err)
+	}
+	if _, err := m.ReadFile(ctx, "/tmp/big", 1<<20); err == nil {
+		t.Fatal("a read over its limit was not refused")
+	}
+	if _, err := m.ReadFile(ctx, "/nonexistent", 1); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
+	}
+	st, err = m.Exec(ctx, wire.Command{Path: "/nonexistent", Argv: []string{"x"}, Dir: "/"}, nil, nil, nil, time.Second)
+	if err != nil || st.Error == "" || st.Errno != 2 {
+		t.Fatalf("a missing program: %+v %v", st, err)
+	}
+}
+
+// TestProbeEarnsTheRung runs the probe: a guest that booted its own
+// kernel and, from inside, saw no host process or file and only its
+// grants; the accelerator said with the reason.
+func TestProbeEarnsTheRung(t *testing.T) {
+	im := image(t, "")
+	e := New(Config{ImageDir: filepath.Dir(im.Kernel), KVM: filepath.Join(t.TempDir(), "no-kvm")})[0]
+	p := e.Probe(context.Background())
+	if !p.Available {
+		t.Fatalf("probe: %+v", p)
+	}
+	for _, l := range p.Layers {
+		if !l.OK {
+			t.Errorf("layer %s: %s", l.Name, l.Detail)
+		}
+	}
+	if len(p.Layers) != 5 {
+		t.Fatalf("layers: %+v", p.Layers)
+	}
+	accel, why := e.accelerator(context.Background())
+	if accel != "tcg" || !strings.Contains(why, "no-kvm") {
+		t.Fatalf("accelerator %q (%s), want tcg for a missing KVM device", accel, why)
+	}
+	if !strings.HasSuffix(e.executorName(accel), "+tcg") {
+		t.Fatalf("name %q", e.executorName(accel))
+	}
+}
+
+// TestProbeRefusesWithoutItsParts: no QEMU, no image: unavailable, and
+// the reason names what is missing.
+func TestProbeRefusesWithoutItsParts(t *testing.T) {
+	e := New(Config{ImageDir: t.TempDir(), QEMU: "/nonexistent/qemu"})[0]
+	if p := e.Probe(context.Background()); p.Available || !strings.Contains(p.Reason, "QEMU is not installed") {
+		t.Fatalf("no QEMU: %+v", p)
+	}
+	e = New(Config{ImageDir: t.TempDir()})[0]
+	if _, err := exec.LookPath("qemu-system-x86_64"); err == nil {
+		if p := e.Probe(context.Background()); p.Available || !strings.Contains(p.Reason, "sandbox vm build") {
+			t.Fatalf("no image: %+v", p)
+		}
+	}
+}
+
+// TestImageRefusedByAddressBeforeBoot: a kernel or initramfs that is
+// missing or differs by one byte from its address is refused, naming it,
+// and no QEMU starts.
+func TestImageRefusedByAddressBeforeBoot(t *testing.T) {
+	im := image(t, "")
+	for _, tc := range []struct {
+		name, file, want string
+		corrupt          bool
+	}{
+		{"corrupt kernel", "kernel", "the kernel at", true},
+		{"corrupt initramfs", "initrd", "the initramfs at", true},
+		{"missing kernel", "kernel", "the kernel " + im.Manifest.Kernel.String() + " is not here", false},
+		{"missing initramfs", "initrd", "the initramfs " + im.Manifest.Initrd.String() + " is not here", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, p := range []string{im.Kernel, im.Initrd, filepath.Join(filepath.Dir(im.Kernel), boot.ManifestName)} {
+				b, _ := os.ReadFile(p)
+				os.WriteFile(filepath.Join(dir, filepath.Base(p)), b, 0o644)
+			}
+			target := filepath.Join(dir, filepath.Base(im.Kernel))
+			if tc.file == "initrd" {
+				target = filepath.Join(dir, filepath.Base(im.Initrd))
+			}
+			if tc.corrupt {
+				b, _ := os.ReadFile(target)
+				b[len(b)/2] ^= 1
+				os.WriteFile(target, b, 0o644)
+			} else {
+				os.Remove(target)
+			}
+			e := New(Config{ImageDir: dir, QEMU: "/nonexistent/qemu-must-not-start"})[0]
+			_, err := e.Run(context.Background(), nativeJob("/usr/bin/true"))
+			if !errors.Is(err, boot.ErrImage) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func nativeJob(prog string, args ...string) *job.Job {
+	return &job.Job{Unit: unit.Unit{Kind: tier.Native, Entry: prog, Args: append([]string{prog}, args...)}, Grants: grant.Set{Kernel: true}}
+}
+
+// TestAgentThatNeverAnswersIsEndedByTheDeadline: a guest whose init never
+// says hello is ended by the run's deadline, and the run says so.
+func TestAgentThatNeverAnswersIsEndedByTheDeadline(t *testing.T) {
+	im := image(t, "hang")
+	e := New(Config{ImageDir: filepath.Dir(im.Kernel), Accel: "tcg"})[0]
+	j := nativeJob("/usr/bin/true")
+	j.Deadline = 4 * time.Second
+	t0 := time.Now()
+	res, err := e.Run(context.Background(), j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome.Status != attest.Deadline || time.Since(t0) > 20*time.Second {
+		t.Fatalf("outcome %+v after %v", res.Outcome, time.Since(t0))
+	}
+	noQEMULeft(t, im)
+}
+
+// TestGuestKernelPanicIsReported: a guest whose init exits panics its
+// kernel; the VM powers off and the run is trapped, naming the panic.
+func TestGuestKernelPanicIsReported(t *testing.T) {
+	im := image(t, "exit")
+	e := New(Config{ImageDir: filepath.Dir(im.Kernel), Accel: "tcg"})[0]
+	res, err := e.Run(context.Background(), nativeJob("/usr/bin/true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome.Status != attest.Trapped || !strings.Contains(res.Outcome.Detail, "Kernel panic") {
+		t.Fatalf("outcome %+v", res.Outcome)
+	}
+	noQEMULeft(t, im)
+}
+
+// TestLyingAgentEndsItsVM: a guest that sends a frame only the host may
+// send, on a stream nobody opened, is refused as hostile; the run fails
+// naming it and the VM is gone.
+func TestLyingAgentEndsItsVM(t *testing.T) {
+	im := image(t, "liar")
+	e := New(Config{ImageDir: filepath.Dir(im.Kernel), Accel: "tcg"})[0]
+	res, err := e.Run(context.Background(), nativeJob("/usr/bin/true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome.Status != attest.Failed || !strings.Contains(res.Outcome.Detail, "broke the protocol") {
+		t.Fatalf("outcome %+v", res.Outcome)
+	}
+	noQEMULeft(t, im)
+}
+
+// noQEMULeft: no QEMU process boots im's kernel any more.
+func noQEMULeft(t *testing.T, im *boot.Image) {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(filepath.Base(im.Kernel))) && bytes.Contains(b, []byte("qemu")) {
+			t.Fatalf("QEMU still runs: pid %s", e.Name())
+		}
+	}
+}
+
+// TestSnapshotKeepsResidentState suspends a running guest to a memory
+// image and resumes it in a new QEMU: a process started before the
+// snapshot still runs after it, and what it held in memory is there.
+func TestSnapshotKeepsResidentState(t *testing.T) {
+	im := image(t, "")
+	spec := Spec{Image: im, MemoryMiB: 512, Mounts: []wire.Mount{{Tag: "sys0", Path: "/usr", ReadOnly: true}}}
+	m := start(t, spec)
+	ctx := context.Background()
+	if st, err := m.Exec(ctx, wire.Command{Path: "/usr/bin/sh", Argv: []string{"sh", "-c", "echo resident > /tmp/state; (sleep 1000 & echo $! > /tmp/pid)"}, Dir: "/"}, nil, nil, nil, time.Second); err != nil || st.Code != 0 {
+		t.Fatalf("%+v %v", st, err)
+	}
+	path := filepath.Join(t.TempDir(), "memory")
+	t0 := time.Now()
+	snap, err := m.Snapshot(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(t0)
+	m.Kill()
+	t.Logf("snapshot of a 512 MiB guest: %d bytes in %v", snap.Size, took)
+	spec.Dir = t.TempDir()
+	spec.Incoming = path
+	t0 = time.Now()
+	r := start(t, spec)
+	t.Logf("restore: %v", time.Since(t0))
+	var out bytes.Buffer
+	st, err := r.Exec(ctx, wire.Command{Path: "/usr/bin/sh", Argv: []string{"sh", "-c", "cat /tmp/state; kill -0 $(cat /tmp/pid) && echo alive"}, Dir: "/"}, nil, &out, nil, time.Second)
+	if err != nil || st.Code != 0 || out.String() != "resident\nalive\n" {
+		t.Fatalf("after restore: %+v %v %q", st, err, out.String())
+	}
+}
