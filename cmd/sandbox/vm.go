@@ -29,7 +29,7 @@ docs/s5.md says what the guest sees and what each run records.`,
 }
 
 func vmBuildCmd(g *globals) *cobra.Command {
-	var kernel, agent, out string
+	var kernel, agent, busybox, out string
 	c := &cobra.Command{
 		Use:   "build --kernel DIR",
 		Short: "Build the S5 guest image from a Debian kernel package and the guest agent",
@@ -65,7 +65,7 @@ scripts/vm-image fetches the kernel and builds everything.`,
 				}
 				out = filepath.Join(d.Root, "vm")
 			}
-			im, err := boot.Build(kernel, agent, out)
+			im, err := boot.Build(kernel, agent, busybox, out)
 			if err != nil {
 				return err
 			}
@@ -75,6 +75,7 @@ scripts/vm-image fetches the kernel and builds everything.`,
 	}
 	c.Flags().StringVar(&kernel, "kernel", "", "a Debian linux-image package, unpacked (dpkg-deb -x)")
 	c.Flags().StringVar(&agent, "agent", "", "the guest agent binary (default: sandbox-vmagent beside sandbox)")
+	c.Flags().StringVar(&busybox, "busybox", "", "a static busybox to put in the guest's "+boot.ToolDir+" (Debian: busybox-static), for guests run without the host's /usr")
 	c.Flags().StringVar(&out, "out", "", "where to write the image (default $SANDBOX_VM_IMAGE, else STATE/vm)")
 	return c
 }

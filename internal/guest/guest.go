@@ -278,6 +278,11 @@ func VMImage(agent string) (string, error) {
 		return "", err
 	}
 	kb, _ := os.ReadFile(filepath.Join(k, ".done"))
+	bb := filepath.Join(filepath.Dir(k), "busybox", "bin", "busybox")
+	if _, err := os.Stat(bb); err != nil {
+		return "", fmt.Errorf("guest: no busybox in %s: run scripts/vm-image (scripts/deps does)", bb)
+	}
+	kb = append(kb, []byte("busybox")...)
 	base, err := os.UserCacheDir()
 	if err != nil {
 		base = os.TempDir()
@@ -290,7 +295,7 @@ func VMImage(agent string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := boot.Build(k, agent, tmp); err != nil {
+	if _, err := boot.Build(k, agent, bb, tmp); err != nil {
 		os.RemoveAll(tmp)
 		return "", err
 	}

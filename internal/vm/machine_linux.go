@@ -254,17 +254,18 @@ func (m *Machine) recv(ctx context.Context, ch <-chan wire.Frame, what string) (
 // ended explains why the VM stopped answering: a panic in its console,
 // QEMU's own error, or cause.
 func (m *Machine) ended(cause error) error {
+	if errors.Is(cause, ErrGuest) || errors.Is(cause, context.DeadlineExceeded) || errors.Is(cause, context.Canceled) || errors.Is(cause, errDeadline) {
+		return cause
+	}
+	// The agent's connection ends before QEMU does: a panicking guest
+	// powers off a moment after its agent is gone.
 	select {
 	case <-m.exited:
-	default:
+	case <-time.After(2 * time.Second):
 		if cause != nil {
 			return cause
 		}
-		select {
-		case <-m.exited:
-		case <-time.After(2 * time.Second):
-			return errors.New("vm: the guest agent stopped answering")
-		}
+		return errors.New("vm: the guest agent stopped answering")
 	}
 	if p := m.Panic(); p != "" {
 		return &PanicError{Line: p}

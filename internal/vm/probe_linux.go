@@ -17,7 +17,8 @@ import (
 )
 
 func (e *Executor) executorName(accel string) string {
-	return "qemu-microvm/" + e.st.qemu + "+" + accel
+	v, _ := e.version()
+	return "qemu-microvm/" + v + "+" + accel
 }
 
 func (e *Executor) accelNote(accel, why string) string {
@@ -29,37 +30,11 @@ func (e *Executor) accelNote(accel, why string) string {
 
 // accelerator is the accelerator runs use, proved once per host: KVM
 // when a boot under it answered in time, else TCG (why says why not KVM).
-func (e *Executor) accelerator(ctx context.Context) (string, string) {
-	e.Probe(ctx)
+func (e *Executor) accelerator(ctx context.Context, im *boot.Image) (string, string) {
 	e.st.mu.Lock()
 	defer e.st.mu.Unlock()
-	return e.st.accel, e.st.why
-}
-
-// Probe boots a guest and checks from inside it that it runs its own
-// kernel, sees none of the host's processes and none of its files but
-// what it was given, and cannot write what it was given read-only. The
-// answer is kept for the life of the process.
-func (e *Executor) Probe(ctx context.Context) tier.Probe {
-	e.st.mu.Lock()
-	defer e.st.mu.Unlock()
-	if e.st.done {
-		return e.st.probe
-	}
-	e.st.probe = e.probe(ctx)
-	e.st.done = true
-	return e.st.probe
-}
-
-func (e *Executor) probe(ctx context.Context) tier.Probe {
-	v, err := qemuVersion(e.cfg.QEMU)
-	if err != nil {
-		return tier.Probe{Reason: err.Error()}
-	}
-	e.st.qemu = v
-	im, err := boot.Open(e.cfg.ImageDir)
-	if err != nil {
-		return tier.Probe{Reason: err.Error()}
+	if e.st.accel != "" {
+		return e.st.accel, e.st.why
 	}
 	switch e.cfg.Accel {
 	case "tcg":
@@ -67,7 +42,7 @@ func (e *Executor) probe(ctx context.Context) tier.Probe {
 	case "kvm":
 		e.st.accel = "kvm"
 	default:
-		e.st.accel, e.st.why = "tcg", ""
+		e.st.accel = "tcg"
 		if f, err := os.OpenFile(e.cfg.KVM, os.O_RDWR, 0); err != nil {
 			e.st.why = "no usable KVM: " + err.Error()
 		} else {
@@ -82,14 +57,57 @@ func (e *Executor) probe(ctx context.Context) tier.Probe {
 			}
 		}
 	}
+	return e.st.accel, e.st.why
+}
+
+// Probe boots a guest and checks from inside it that it runs its own
+// kernel, sees none of the host's processes and none of its files but
+// what it was given, and cannot write what it was given read-only. The
+// answer is kept for the life of the process.
+func (e *Executor) Probe(ctx context.Context) tier.Probe {
+	e.st.pmu.Lock()
+	defer e.st.pmu.Unlock()
+	if e.st.done {
+		return e.st.probe
+	}
+	e.st.probe = e.probe(ctx)
+	e.st.done = true
+	return e.st.probe
+}
+
+func (e *Executor) probe(ctx context.Context) tier.Probe {
+	v, err := e.version()
+	if err != nil {
+		return tier.Probe{Reason: err.Error()}
+	}
+	im, err := boot.Open(e.cfg.ImageDir)
+	if err != nil {
+		return tier.Probe{Reason: err.Error()}
+	}
+	accel, _ := e.accelerator(ctx, im)
 	pctx, cancel := context.WithTimeout(ctx, BootTimeout)
 	defer cancel()
-	layers, err := e.check(pctx, im, e.st.accel)
+	layers, err := e.check(pctx, im, accel)
 	if err != nil {
 		return tier.Probe{Reason: "a probe guest: " + err.Error(), Layers: layers}
 	}
-	return tier.Probe{Available: true, Layers: layers, Reason: fmt.Sprintf("a %s microVM booted (QEMU %s, %s) and, from inside, ran its own kernel %s, saw none of the host's processes or files and only its grant, read-only where granted so",
-		strings.ToUpper(e.st.accel), v, im.Manifest.Release, im.Manifest.Release)}
+	return tier.Probe{Available: true, Layers: layers, Reason: fmt.Sprintf("a %s microVM booted (QEMU %s) and, from inside, ran its own kernel %s, saw none of the host's processes or files and only its grants, read-only where granted so",
+		strings.ToUpper(accel), v, im.Manifest.Release)}
+}
+
+// version is QEMU's, read once.
+func (e *Executor) version() (string, error) {
+	e.st.mu.Lock()
+	defer e.st.mu.Unlock()
+	if e.st.qemu != "" {
+		return e.st.qemu, nil
+	}
+	v, err := qemuVersion(e.cfg.QEMU)
+	if err != nil {
+		return "", err
+	}
+	e.st.qemu = v
+	return v, nil
 }
 
 // check boots a guest under accel with one read-write and one read-only

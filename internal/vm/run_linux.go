@@ -89,7 +89,10 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	accel, why := e.accelerator(ctx)
+	if _, err := e.version(); err != nil {
+		return nil, err
+	}
+	accel, why := e.accelerator(ctx, im)
 	name := e.executorName(accel)
 	res := &job.Result{Executor: name, Notes: []string{
 		e.accelNote(accel, why),

@@ -46,9 +46,10 @@ type Executor struct {
 // shared is what the executors of one host share: the probe and the
 // accelerator it proved.
 type shared struct {
-	mu    sync.Mutex
+	pmu   sync.Mutex // the probe's
 	done  bool
 	probe tier.Probe
+	mu    sync.Mutex // the rest
 	accel string
 	why   string // why not KVM
 	qemu  string // version

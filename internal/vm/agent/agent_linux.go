@@ -277,10 +277,24 @@ func (a *agent) start(stream uint32, c wire.Command) {
 	cmd.Env = c.Env
 	cmd.Dir = c.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
+	// Plain pipes, not exec's copying ones: a background process that
+	// keeps the program's output open must not hold its exit back.
+	stdin, inW, err1 := os.Pipe()
+	outR, outW, err2 := os.Pipe()
+	errR, errW, err3 := os.Pipe()
+	if err := errors.Join(err1, err2, err3); err != nil {
+		a.send(wire.Exit, stream, wire.ExitStatus{Code: -1, Error: err.Error()})
+		return
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, outW, errW
+	err := cmd.Start()
+	stdin.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		errR.Close()
 		st := wire.ExitStatus{Code: -1, Error: err.Error()}
 		var en syscall.Errno
 		if errors.As(err, &en) {
@@ -290,10 +304,10 @@ func (a *agent) start(stream uint32, c wire.Command) {
 		return
 	}
 	a.pmu.Lock()
-	a.procs[stream] = &proc{cmd: cmd, stdin: stdin}
+	a.procs[stream] = &proc{cmd: cmd, stdin: inW}
 	a.pmu.Unlock()
 	var wg sync.WaitGroup
-	pump := func(t wire.Type, r io.Reader) {
+	pump := func(t wire.Type, r *os.File) {
 		defer wg.Done()
 		buf := make([]byte, 64<<10)
 		for {
@@ -307,25 +321,33 @@ func (a *agent) start(stream uint32, c wire.Command) {
 		}
 	}
 	wg.Add(2)
-	go pump(wire.Stdout, stdout)
-	go pump(wire.Stderr, stderr)
+	go pump(wire.Stdout, outR)
+	go pump(wire.Stderr, errR)
 	go func() {
-		wg.Wait()
-		err := cmd.Wait()
+		cmd.Wait()
+		// What the program wrote is read to its end; what a process it
+		// left behind still holds open is cut after a moment.
+		drained := make(chan struct{})
+		go func() { wg.Wait(); close(drained) }()
+		select {
+		case <-drained:
+		case <-time.After(200 * time.Millisecond):
+			outR.SetReadDeadline(time.Now())
+			errR.SetReadDeadline(time.Now())
+			<-drained
+		}
+		outR.Close()
+		errR.Close()
+		inW.Close()
 		a.pmu.Lock()
 		delete(a.procs, stream)
 		a.pmu.Unlock()
 		st := wire.ExitStatus{}
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
-			switch {
-			case ws.Signaled():
-				st.Signal = int(ws.Signal())
-				st.Code = -1
-			default:
-				st.Code = ws.ExitStatus()
-			}
-		} else if err != nil {
-			st = wire.ExitStatus{Code: -1, Error: err.Error()}
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			st.Signal = int(ws.Signal())
+			st.Code = -1
+		} else {
+			st.Code = cmd.ProcessState.ExitCode()
 		}
 		a.send(wire.Exit, stream, st)
 	}()

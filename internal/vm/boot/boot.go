@@ -40,6 +40,9 @@ const Cmdline = "console=ttyS0 panic=-1 oops=panic reboot=t loglevel=4 i8042.noa
 // grants and virtio-net for egress.
 var Modules = []string{"virtio_mmio", "virtio_console", "9pnet_virtio", "9p", "virtio_net"}
 
+// Applets are the busybox commands linked in ToolDir.
+var Applets = []string{"sh", "cat", "echo", "ls", "sleep", "kill", "mkdir", "rm", "cp", "mv", "head", "tail", "wc", "dd", "uname", "id", "ps", "mount", "umount", "grep", "sed", "tr", "true", "false", "test", "seq", "sha256sum", "sync", "free", "hostname", "stat", "touch", "chmod", "ln", "env"}
+
 // ManifestName is the manifest's file name in an image directory; the
 // kernel and initramfs lie beside it, named by their addresses.
 const ManifestName = "manifest.json"
@@ -108,10 +111,17 @@ func ParseManifest(b []byte) (Manifest, error) {
 	return m, nil
 }
 
+// ToolDir is where an image's own tools lie in the guest (busybox and its
+// applets), for guests that run without the host's /usr: a snapshot
+// cannot be taken while a 9p share is mounted (QEMU blocks migration).
+const ToolDir = "/sandbox/bin"
+
 // Build makes a boot image in out from a Debian kernel package's tree
 // (kernelDir holds boot/vmlinuz-* and lib/modules/*, as `dpkg-deb -x`
-// leaves them) and the guest agent binary, and returns it checked.
-func Build(kernelDir, agent, out string) (*Image, error) {
+// leaves them) and the guest agent binary, with busybox (a static one,
+// Debian's busybox-static; "" for none) in ToolDir, and returns it
+// checked.
+func Build(kernelDir, agent, busybox, out string) (*Image, error) {
 	kernels, _ := filepath.Glob(filepath.Join(kernelDir, "boot", "vmlinuz-*"))
 	if len(kernels) != 1 {
 		return nil, fmt.Errorf("%w: want one boot/vmlinuz-* in %s, found %d", ErrImage, kernelDir, len(kernels))
@@ -147,6 +157,16 @@ func Build(kernelDir, agent, out string) (*Image, error) {
 		{name: "lib64", mode: sIFLNK | 0o777, data: []byte("usr/lib64")},
 		{name: "sandbox", mode: sIFDIR | 0o755},
 		{name: "sandbox/modules", mode: sIFDIR | 0o755},
+	}
+	if busybox != "" {
+		bb, err := os.ReadFile(busybox)
+		if err != nil {
+			return nil, fmt.Errorf("boot: busybox: %w", err)
+		}
+		entries = append(entries, entry{name: "sandbox/bin", mode: sIFDIR | 0o755}, entry{name: "sandbox/bin/busybox", mode: sIFREG | 0o755, data: bb})
+		for _, a := range Applets {
+			entries = append(entries, entry{name: "sandbox/bin/" + a, mode: sIFLNK | 0o777, data: []byte("busybox")})
+		}
 	}
 	var order []string
 	for _, m := range mods {
