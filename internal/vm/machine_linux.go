@@ -89,9 +89,12 @@ func (s Spec) args() []string {
 		a = append(a, "-accel", "tcg,tb-size=64", "-cpu", "max")
 	}
 	for i, m := range s.Mounts {
-		fs := fmt.Sprintf("local,id=fs%d,path=%s,security_model=none", i, qemuEscape(m.Path))
+		// Read-write shares keep the guest's owners and modes in
+		// extended attributes, not on the host's files: QEMU runs as root,
+		// and a set-id bit a guest sets must never reach a host file.
+		fs := fmt.Sprintf("local,id=fs%d,path=%s,security_model=mapped-xattr", i, qemuEscape(m.Path))
 		if m.ReadOnly {
-			fs += ",readonly=on"
+			fs = fmt.Sprintf("local,id=fs%d,path=%s,security_model=none,readonly=on", i, qemuEscape(m.Path))
 		}
 		a = append(a, "-fsdev", fs, "-device", fmt.Sprintf("virtio-9p-device,fsdev=fs%d,mount_tag=%s", i, m.Tag))
 	}

@@ -38,6 +38,11 @@ var KVMProbeTimeout = 15 * time.Second
 // killed.
 const KillGrace = 2 * time.Second
 
+// Nobody is who a run's program is in its guest: the guest's root is
+// its agent's, which a program running as root could trace or kill (as
+// at S1, where a run is nobody too).
+const Nobody = 65534
+
 // SystemDirs are the host directories every guest sees, read-only.
 var SystemDirs = []string{"/usr"}
 
@@ -181,7 +186,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	if len(argv) == 0 {
 		argv = []string{prog}
 	}
-	cmd := wire.Command{Path: prog, Argv: argv, Env: envList(env), Dir: j.Unit.Dir}
+	cmd := wire.Command{Path: prog, Argv: argv, Env: envList(env), Dir: j.Unit.Dir, UID: Nobody, GID: Nobody, Pids: j.Unit.Limits.Pids}
 	if cmd.Dir == "" {
 		cmd.Dir = "/tmp"
 	}

@@ -29,6 +29,8 @@ type Config struct {
 	// MemoryMiB and CPUs are the guest's size when the unit sets none.
 	MemoryMiB int
 	CPUs      int
+	// Pids bounds a program's processes in its guest; default 512.
+	Pids int64
 	// EgressRoots verify credential-injected servers; default the
 	// system's.
 	EgressRoots *x509.CertPool
@@ -64,6 +66,9 @@ func New(cfg Config) []*Executor {
 	if cfg.CPUs == 0 {
 		cfg.CPUs = 1
 	}
+	if cfg.Pids == 0 {
+		cfg.Pids = 512
+	}
 	if cfg.KVM == "" {
 		cfg.KVM = "/dev/kvm"
 	}
@@ -91,7 +96,7 @@ const Overhead = 256 << 20
 
 // DefaultLimits: the guest's memory and CPUs.
 func (e *Executor) DefaultLimits() unit.Limits {
-	return unit.Limits{MemoryBytes: int64(e.cfg.MemoryMiB) << 20, CPUMillis: int64(e.cfg.CPUs) * 1000}
+	return unit.Limits{MemoryBytes: int64(e.cfg.MemoryMiB) << 20, CPUMillis: int64(e.cfg.CPUs) * 1000, Pids: e.cfg.Pids}
 }
 
 // qemuVersion is QEMU's version, "7.2.22".

@@ -56,6 +56,8 @@ func run() error {
 		}
 	}
 	os.Chmod("/tmp", 0o1777)
+	os.Chmod("/", 0o755) // the initramfs's root is the kernel's, writable by all until told
+
 	if err := loadModules(); err != nil {
 		return err
 	}
@@ -250,7 +252,7 @@ func setup(c wire.Config) error {
 			flags = unix.MS_RDONLY
 		}
 		opts := "trans=virtio,version=9p2000.L,msize=262144,cache=none,access=any"
-		if err := unix.Mount(m.Tag, m.Path, "9p", flags|unix.MS_NODEV, opts); err != nil {
+		if err := unix.Mount(m.Tag, m.Path, "9p", flags|unix.MS_NODEV|unix.MS_NOSUID, opts); err != nil {
 			return fmt.Errorf("mount %s at %s: %w", m.Tag, m.Path, err)
 		}
 	}
@@ -277,6 +279,19 @@ func (a *agent) start(stream uint32, c wire.Command) {
 	cmd.Env = c.Env
 	cmd.Dir = c.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if c.UID != 0 || c.GID != 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: c.UID, Gid: c.GID, Groups: []uint32{}}
+	}
+	if c.Pids > 0 {
+		fd, err := pidsGroup(stream, c.Pids)
+		if err != nil {
+			a.send(wire.Exit, stream, wire.ExitStatus{Code: -1, Error: err.Error()})
+			return
+		}
+		defer unix.Close(fd)
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = fd
+	}
 	// Plain pipes, not exec's copying ones: a background process that
 	// keeps the program's output open must not hold its exit back.
 	stdin, inW, err1 := os.Pipe()
@@ -375,4 +390,30 @@ func (a *agent) readFile(stream uint32, path string) {
 			return
 		}
 	}
+}
+
+var cgroupOnce sync.Once
+
+// pidsGroup makes the guest cgroup one exec runs in, bounded to pids
+// processes and threads, and returns its directory's descriptor.
+func pidsGroup(stream uint32, pids int64) (int, error) {
+	const root = "/sys/fs/cgroup"
+	var err error
+	cgroupOnce.Do(func() {
+		os.MkdirAll(root, 0o755)
+		if err = unix.Mount("cgroup2", root, "cgroup2", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err == nil {
+			err = os.WriteFile(root+"/cgroup.subtree_control", []byte("+pids"), 0o644)
+		}
+	})
+	if err != nil {
+		return -1, fmt.Errorf("the guest's cgroups: %w", err)
+	}
+	dir := fmt.Sprintf("%s/exec-%d", root, stream)
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return -1, err
+	}
+	if err := os.WriteFile(dir+"/pids.max", []byte(fmt.Sprint(pids)), 0o644); err != nil {
+		return -1, err
+	}
+	return unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 }

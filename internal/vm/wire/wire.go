@@ -183,6 +183,13 @@ type Command struct {
 	Argv []string `json:"argv"`
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir"`
+	// UID and GID are who it runs as in the guest (0: the guest's root,
+	// which owns the agent).
+	UID uint32 `json:"uid,omitempty"`
+	GID uint32 `json:"gid,omitempty"`
+	// Pids bounds its processes and threads (a cgroup in the guest); 0
+	// for no bound.
+	Pids int64 `json:"pids,omitempty"`
 }
 
 // ExitStatus ends an exec: Code when it exited, Signal when a signal
