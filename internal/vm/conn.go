@@ -24,12 +24,15 @@ type conn struct {
 	next    atomic.Uint32
 	mu      sync.Mutex
 	streams map[uint32]chan wire.Frame
+	// control is stream 0's: hello and setup.
+	control chan wire.Frame
 	err     error // why reading stopped
 	done    chan struct{}
 }
 
 func newConn(c net.Conn) *conn {
-	return &conn{c: c, streams: map[uint32]chan wire.Frame{0: make(chan wire.Frame, 4)}, done: make(chan struct{})}
+	ctl := make(chan wire.Frame, 4)
+	return &conn{c: c, streams: map[uint32]chan wire.Frame{0: ctl}, control: ctl, done: make(chan struct{})}
 }
 
 // serve reads frames until the connection ends or the guest breaks the

@@ -177,7 +177,7 @@ func Start(ctx context.Context, spec Spec) (*Machine, error) {
 	m.agent = newConn(c)
 	go m.agent.serve()
 	if spec.Incoming == "" {
-		f, err := m.recv(ctx, m.agent.streams[0], "the guest agent's hello")
+		f, err := m.recv(ctx, m.agent.control, "the guest agent's hello")
 		if err != nil {
 			return nil, err
 		}
@@ -204,7 +204,7 @@ func (m *Machine) setup(ctx context.Context) error {
 	if err := m.agent.sendJSON(wire.Setup, 0, cfg); err != nil {
 		return err
 	}
-	f, err := m.recv(ctx, m.agent.streams[0], "the guest's setup")
+	f, err := m.recv(ctx, m.agent.control, "the guest's setup")
 	if err != nil {
 		return err
 	}
