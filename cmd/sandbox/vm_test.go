@@ -3,6 +3,9 @@
 package main
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -151,5 +154,37 @@ func TestS5Doctor(t *testing.T) {
 	_, errOut, code := sandbox(t, t.TempDir(), "run", "--grant", "kernel", "--", "/bin/true")
 	if code != 125 || !strings.Contains(errOut, "S5") || !strings.Contains(errOut, "sandbox vm build") {
 		t.Fatalf("run without an image: %d %s", code, errOut)
+	}
+}
+
+// TestS5Egress: a guest with a net grant reaches its grant only through
+// the run's egress proxy (the same decision log as S1); an ungranted
+// destination is refused by the proxy, and nothing but the proxy is
+// reachable from the guest's network at all. Without a net grant the
+// guest has no network device.
+func TestS5Egress(t *testing.T) {
+	vmImage(t)
+	granted := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "granted\n") }))
+	defer granted.Close()
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "LEAKED\n") }))
+	defer other.Close()
+	home := t.TempDir()
+	script := strings.Join([]string{
+		"curl -sS " + granted.URL + "/",
+		"curl -sS -o /dev/null -w '%{http_code}\\n' " + other.URL + "/",
+		"curl -sS --noproxy '*' --max-time 3 " + other.URL + "/ || echo direct refused",
+		"curl -sS --noproxy '*' --max-time 3 http://10.0.2.2:" + strings.Split(other.URL, ":")[2] + "/ || echo gateway refused",
+	}, "; ")
+	out, errOut, code := sandbox(t, home, "run", "-q", "--grant", "kernel", "--grant", "net:"+strings.TrimPrefix(granted.URL, "http://"), "--", "/bin/sh", "-c", script)
+	if code != 0 || strings.Contains(out, "LEAKED") || !strings.HasPrefix(out, "granted\n403\n") || !strings.Contains(out, "direct refused") || !strings.Contains(out, "gateway refused") {
+		t.Fatalf("exit %d\nstdout %q\nstderr %s", code, out, errOut)
+	}
+	show, _, _ := sandbox(t, home, "show", "last")
+	if !strings.Contains(show, "allow net connect "+strings.TrimPrefix(granted.URL, "http://")) || !strings.Contains(show, "DENY  net connect "+strings.TrimPrefix(other.URL, "http://")) {
+		t.Fatalf("show:\n%s", show)
+	}
+	out, _, code = sandbox(t, home, "run", "-q", "--grant", "kernel", "--", "/bin/sh", "-c", "ls /sys/class/net")
+	if code != 0 || strings.TrimSpace(out) != "lo" {
+		t.Fatalf("without a net grant: %d %q", code, out)
 	}
 }

@@ -450,14 +450,14 @@ func (m *Machine) ReadFile(ctx context.Context, path string, limit int64) ([]byt
 	}
 }
 
-// WriteFile writes a guest file.
+// WriteFile writes a guest file, making its missing directories.
 func (m *Machine) WriteFile(ctx context.Context, path string, data []byte, mode os.FileMode) error {
 	id, ch, err := m.agent.open()
 	if err != nil {
 		return m.ended(err)
 	}
 	defer m.agent.close(id)
-	if err := m.agent.sendJSON(wire.WriteFile, id, wire.File{Path: path, Mode: uint32(mode.Perm())}); err != nil {
+	if err := m.agent.sendJSON(wire.WriteFile, id, wire.File{Path: path, Mode: uint32(mode.Perm()), Parents: true}); err != nil {
 		return m.ended(err)
 	}
 	for len(data) > 0 {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/vm/boot"
 	"github.com/opensubstrate/sandbox/internal/vm/wire"
 	"github.com/opensubstrate/sandbox/tier"
@@ -173,4 +174,20 @@ func (e *Executor) check(ctx context.Context, im *boot.Image, accel string) ([]t
 	back, _ := os.ReadFile(filepath.Join(rw, "written"))
 	layer("read-write grants", werr == nil && string(back) == marker, fmt.Sprintf("a write into a read-write grant, read back on the host: %v", werr))
 	return layers, err
+}
+
+// ProbeKey names what the probe's answer depends on, so a host keeps it
+// between processes (until the machine reboots): the guest image, QEMU's
+// version, the accelerator asked for and whether a KVM device is there.
+func (e *Executor) ProbeKey() (string, error) {
+	v, err := e.version()
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(filepath.Join(e.cfg.ImageDir, boot.ManifestName))
+	if err != nil {
+		return "", err
+	}
+	_, kvm := os.Stat(e.cfg.KVM)
+	return fmt.Sprintf("%s qemu %s accel %q kvm %v", addr.Of(b), v, e.cfg.Accel, kvm == nil), nil
 }
