@@ -569,10 +569,21 @@ denials; how runs are attributed (cgroups).`,
 	return c
 }
 
+type executorJSON struct {
+	Name      string `json:"name"`
+	Tier      string `json:"tier"`
+	Kind      string `json:"kind"`
+	Available bool   `json:"available"`
+	Reason    string `json:"reason"`
+}
+
 // doctorJSON is what doctor found; printed as text or as JSON.
 type doctorJSON struct {
-	Schema    int            `json:"schema"`
-	Tiers     []tierProbe    `json:"tiers"`
+	Schema int         `json:"schema"`
+	Tiers  []tierProbe `json:"tiers"`
+	// Executors lists every executor's probe, those a tier's first
+	// available one hides included.
+	Executors []executorJSON `json:"executors"`
 	Leftovers []leftoverJSON `json:"leftovers"`
 	// LeftoversError is why leftovers could not be looked for.
 	LeftoversError string       `json:"leftovers_error,omitempty"`
@@ -637,6 +648,9 @@ func doctorOf(ctx context.Context, h *host.Host) doctorJSON {
 		}
 		d.Tiers = append(d.Tiers, tp)
 	}
+	for _, e := range h.ExecutorProbes(ctx) {
+		d.Executors = append(d.Executors, executorJSON{e.Name, e.Tier.String(), string(e.Kind), e.Probe.Available, e.Probe.Reason})
+	}
 	ls, err := h.GC(true)
 	if err != nil {
 		d.LeftoversError = err.Error()
@@ -681,6 +695,14 @@ func printDoctor(out io.Writer, d doctorJSON) {
 			}
 			fmt.Fprintf(out, "       %s %-14s %s\n", ok, l.Name, l.Detail)
 		}
+	}
+	fmt.Fprintln(out, "executors")
+	for _, e := range d.Executors {
+		mark := "no "
+		if e.Available {
+			mark = "yes"
+		}
+		fmt.Fprintf(out, "  %-18s %s %-6s %s  %s\n", e.Name, e.Tier, e.Kind, mark, e.Reason)
 	}
 	fmt.Fprintln(out, "leftovers")
 	switch {

@@ -280,6 +280,24 @@ func (h *Host) Availability(ctx context.Context) tier.Availability {
 	return a
 }
 
+// ExecutorProbe is one executor's probe.
+type ExecutorProbe struct {
+	Name  string
+	Tier  tier.Tier
+	Kind  tier.Kind
+	Probe tier.Probe
+}
+
+// Executors probes every executor, the ones a tier's first available
+// executor hides included (doctor lists them).
+func (h *Host) ExecutorProbes(ctx context.Context) []ExecutorProbe {
+	var out []ExecutorProbe
+	for _, e := range h.Executors {
+		out = append(out, ExecutorProbe{Name: e.Name(), Tier: e.Tier(), Kind: e.Kind(), Probe: h.probeOf(ctx, e)})
+	}
+	return out
+}
+
 // probe is one tier's availability: its first available executor's
 // probe, or why none is.
 func (h *Host) probe(ctx context.Context, t tier.Tier) tier.Probe {

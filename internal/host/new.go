@@ -23,6 +23,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/vm"
+	"github.com/opensubstrate/sandbox/internal/vm/firecracker"
 	"github.com/opensubstrate/sandbox/internal/wasm"
 )
 
@@ -122,6 +123,7 @@ func New(cfg Config) (*Host, error) {
 	for _, e := range vm.New(vm.Config{ImageDir: cfg.VMImage, Accel: cfg.VMAccel, EgressRoots: cfg.EgressRoots}) {
 		executors = append(executors, e)
 	}
+	executors = append(executors, firecracker.Executor{})
 	h := &Host{Store: s, Key: k, Executors: executors, Meter: m, Log: cfg.Log, closeLease: true, Images: images.Store{Dir: filepath.Join(s.Root(), "images")}}
 	if cfg.Warm {
 		// A host that runs many makes each run's directory ahead.
