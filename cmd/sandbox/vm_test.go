@@ -188,3 +188,29 @@ func TestS5Egress(t *testing.T) {
 		t.Fatalf("without a net grant: %d %q", code, out)
 	}
 }
+
+// TestS5VMImageUnit runs a vm unit: the unit's image is the guest's
+// boot manifest (by content), its program the guest's own, with nothing
+// of the host's /usr; sealed at S5 and verified. A manifest naming a
+// kernel this host does not have is refused before any boot.
+func TestS5VMImageUnit(t *testing.T) {
+	vmImage(t)
+	home := t.TempDir()
+	manifest := filepath.Join(os.Getenv("SANDBOX_VM_IMAGE"), "manifest.json")
+	out, errOut, code := sandbox(t, home, "run", "-q", "--", manifest, "/sandbox/bin/sh", "-c", "ls /usr | wc -l; id -u")
+	if code != 0 || out != "0\n65534\n" {
+		t.Fatalf("exit %d stdout %q stderr %s", code, out, errOut)
+	}
+	vout, _, vcode := sandbox(t, home, "verify", "--trust-host", "last")
+	if vcode != 0 || !strings.Contains(vout, "exited at S5 (required S5)") {
+		t.Fatalf("verify: %d\n%s", vcode, vout)
+	}
+	b, _ := os.ReadFile(manifest)
+	other := filepath.Join(t.TempDir(), "manifest.json")
+	fixed := strings.Replace(string(b), `"kernel": "b3:`+strings.Split(strings.Split(string(b), `"kernel": "b3:`)[1], `"`)[0], `"kernel": "b3:`+strings.Repeat("1", 64), 1)
+	os.WriteFile(other, []byte(fixed), 0o644)
+	_, errOut, code = sandbox(t, home, "run", "-q", "--", other, "/sandbox/bin/true")
+	if code == 0 || !strings.Contains(errOut, "the kernel b3:"+strings.Repeat("1", 64)+" is not here") {
+		t.Fatalf("a manifest naming a missing kernel: %d %s", code, errOut)
+	}
+}

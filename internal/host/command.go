@@ -13,6 +13,7 @@ import (
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	images "github.com/opensubstrate/sandbox/internal/image"
+	"github.com/opensubstrate/sandbox/internal/vm/boot"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -106,6 +107,19 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 		return Request{Kind: tier.Wasm, Image: b, Entry: filepath.Base(name), Args: append([]string{filepath.Base(name)}, args[1:]...), Env: env}, nil
 	} else if err == nil && strings.HasSuffix(name, ".wasm") {
 		return Request{}, &ProgramError{Err: fmt.Errorf("%s is not a WebAssembly module: it does not start with the magic number \\0asm", name)}
+	} else if err == nil && bytes.Contains(b, []byte(`"`+boot.Type+`"`)) {
+		// A VM image: the unit is its manifest, and the command after it
+		// is the program its guest runs, from its own root.
+		if _, err := boot.ParseManifest(b); err != nil {
+			return Request{}, &ProgramError{Err: fmt.Errorf("%s: %w", name, err)}
+		}
+		if len(args) < 2 || !filepath.IsAbs(args[1]) {
+			return Request{}, &InvalidError{Err: fmt.Errorf("%s is a VM image: give the program its guest runs after it, as an absolute path in the guest (e.g. %s/sh)", name, boot.ToolDir)}
+		}
+		if _, ok := env["PATH"]; !ok {
+			env["PATH"] = boot.ToolDir + ":" + DefaultPath
+		}
+		return Request{Kind: tier.VM, Image: b, Entry: args[1], Args: args[1:], Env: env}, nil
 	}
 	for k, v := range map[string]string{"PATH": DefaultPath, "HOME": "/tmp", "LANG": "C.UTF-8"} {
 		if _, ok := env[k]; !ok {

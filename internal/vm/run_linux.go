@@ -115,7 +115,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 			return nil, err
 		}
 	}
-	spec.Mounts, err = mounts(j)
+	spec.Mounts, err = mounts(j, e.kind != tier.VM)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +168,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		}
 	}
 	prog := j.Unit.Entry
-	if !under(prog, spec.Mounts) {
+	if e.kind != tier.VM && !under(prog, spec.Mounts) {
 		// The program is not in what the guest shares with the host: it
 		// gets the very bytes the unit names, at the same path.
 		if err := m.WriteFile(bootCtx, prog, j.Image, 0o755); err != nil {
@@ -290,12 +290,16 @@ func (e *Executor) size(j *job.Job) (int, int) {
 	return mem, max(cpus, 1)
 }
 
-// mounts are the system directories (read-only) and the storage grants,
+// mounts are the system directories (read-only; not for a VM image,
+// which runs from its own root) and the storage grants,
 // as 9p shares at the same paths; a grant's path is resolved on the host
 // first (Remap) and must be a directory.
-func mounts(j *job.Job) ([]wire.Mount, error) {
+func mounts(j *job.Job, system bool) ([]wire.Mount, error) {
 	var out []wire.Mount
 	for i, d := range SystemDirs {
+		if !system {
+			break // a VM image runs from its own root
+		}
 		out = append(out, wire.Mount{Tag: fmt.Sprintf("sys%d", i), Path: d, ReadOnly: true})
 	}
 	for i, s := range j.Grants.Storage {
