@@ -105,7 +105,7 @@ func createCmd(g *globals) *cobra.Command {
 		poolArg string
 	)
 	c := &cobra.Command{
-		Use:   "create [--tier S1|S2] [--grant G]... [--listen PORT]...",
+		Use:   "create [--tier S1|S2|S5] [--grant G]... [--listen PORT]...",
 		Short: "Create a live sandbox in the running service; print its id",
 		Long: `Create a live sandbox in the service ('sandbox serve') and print its id.
 A live sandbox keeps its grants, limits and a workspace (a directory of
@@ -113,7 +113,9 @@ its own, granted read-write, where each exec starts) across many execs:
 at S1 it is one confined init that every 'sandbox exec' joins, so a
 process one exec starts in the background (a dev server) is there for
 the next; at S2 each exec is a WebAssembly module run that shares the
-workspace and grants. Each exec is sealed as a run of its own, its
+workspace and grants; at S5 it is one microVM with its own kernel
+(docs/s5.md) whose processes and memory a suspension keeps in a memory
+image. Each exec is sealed as a run of its own, its
 attestation naming the sandbox. 'sandbox rm' ends it.
 
 --listen PORT lets an S1 sandbox's processes listen on a TCP port inside
@@ -200,7 +202,7 @@ Grants:
 		},
 	}
 	gf.add(c)
-	c.Flags().StringVar(&tierArg, "tier", "S1", "S1 (native programs) or S2 (WebAssembly modules)")
+	c.Flags().StringVar(&tierArg, "tier", "S1", "S1 (native programs), S2 (WebAssembly modules) or S5 (native programs in a microVM)")
 	c.Flags().StringVar(&imgRef, "image", "", "run the sandbox's programs in this imported image's root filesystem (S1)")
 	c.Flags().StringVar(&manFile, "manifest", "", "make the sandbox from this devcontainer.json or signed manifest (see above)")
 	c.Flags().StringVar(&poolArg, "pool", "", "claim a ready sandbox from the service's warm pool of this name ('sandbox serve --pool')")

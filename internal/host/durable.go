@@ -88,6 +88,18 @@ func (h *Host) environment(t tier.Tier, root, man addr.Addr) (addr.Addr, error) 
 	switch {
 	case t == tier.S2:
 		desc = "WebAssembly (WASI preview 1): no system directories"
+	case t == tier.S5:
+		// A memory image resumes only under the kernel it was taken
+		// with: the boot image is part of the environment.
+		v, err := h.vmExecutor()
+		if err != nil {
+			return addr.Addr{}, err
+		}
+		im, err := v.BootImage()
+		if err != nil {
+			return addr.Addr{}, err
+		}
+		desc = "an S5 microVM booted from " + im.String() + " (sandbox.vm/1), the host's /usr read-only over 9p"
 	case !root.IsZero():
 		desc = "an image's root filesystem, read-only (its sandbox.rootfs/1 listing's address is image)"
 	}
@@ -249,22 +261,39 @@ func (h *Host) suspendGated(sb *Sandbox, gate func(record.Snapshot) error) (reco
 		sb.closed = false
 		sb.mu.Unlock()
 	}
-	if sb.cg != nil {
+	var memory *addr.Addr
+	var memBytes int64
+	if sb.vmsess != nil {
+		// The guest lets go of its shares and is paused, its memory
+		// written to the store: the workspace is then still.
+		m, n, err := h.suspendVM(sb)
+		if err != nil {
+			reopen()
+			return record.Snapshot{}, fmt.Errorf("suspend %s: %w", id, err)
+		}
+		memory, memBytes = &m, n
+	} else if sb.cg != nil {
 		if err := sb.cg.Freeze(); err != nil {
 			reopen()
 			return record.Snapshot{}, fmt.Errorf("suspend %s: freeze: %w", id, err)
 		}
 	}
 	thaw := func() {
-		if sb.cg != nil {
+		if sb.vmsess != nil {
+			sb.vmsess.Continue(context.Background())
+		} else if sb.cg != nil {
 			sb.cg.Thaw()
 		}
 	}
 	snap, retained, err := h.capture(sb)
+	if err == nil && memory != nil {
+		snap.Memory = memory
+		retained += memBytes
+	}
 	if err == nil && gate != nil {
 		err = gate(snap)
 	}
-	if err == nil && snap.Memory != nil {
+	if err == nil && snap.Memory != nil && sb.Tier == tier.S2 {
 		err = h.writeLivePark(sb, snap.Memory)
 	}
 	if err == nil {
@@ -464,9 +493,12 @@ func (h *Host) Resume(ctx context.Context, id, owner string) (SandboxInfo, error
 		}
 	}
 	var park *S2Park
-	if m := st.Last.Memory; m != nil {
+	var memory *addr.Addr
+	if m := st.Last.Memory; m != nil && u.Tier == tier.S5 {
+		memory = m // the VM resumes from it
+	} else if m != nil {
 		if u.Tier != tier.S2 {
-			return SandboxInfo{}, reject.New(reject.Invalid, h.RecordPath(id), "a %s sandbox's snapshot has a memory image (%s): only S2 keeps one", u.Tier, m)
+			return SandboxInfo{}, reject.New(reject.Invalid, h.RecordPath(id), "a %s sandbox's snapshot has a memory image (%s): only S2 and S5 keep one", u.Tier, m)
 		}
 		p, err := h.loadPark(*m)
 		if err != nil {
@@ -480,7 +512,7 @@ func (h *Host) Resume(ctx context.Context, id, owner string) (SandboxInfo, error
 		idle = idleUJ(p.Retained, h.now().Sub(p.Suspended))
 	}
 	spec := SandboxSpec{Tier: u.Tier, Grants: given, Limits: u.Limits, Env: u.Env, Owner: owner, Listen: u.Listen, GrantArgs: u.GrantArgs, NoWorkspace: !u.Workspace,
-		id: id, created: created, restore: &st.Last.Root, root: u.Root, manifestAddr: u.Manifest,
+		id: id, created: created, restore: &st.Last.Root, memory: memory, root: u.Root, manifestAddr: u.Manifest,
 		ready: func(sb *Sandbox) error {
 			// Appended before the sandbox can be seen: no exec comes
 			// before its Resumed. A failure here tears it down.
@@ -948,4 +980,31 @@ func (h *Host) parkedIDs() []string {
 		}
 	}
 	return out
+}
+
+// suspendVM quiesces and pauses an S5 sandbox's VM and stores its memory
+// image in the blob store, by address; it returns the address and size.
+// On failure the VM runs on as it was.
+func (h *Host) suspendVM(sb *Sandbox) (addr.Addr, int64, error) {
+	tmp, err := os.MkdirTemp(h.Store.Path("cache"), "vm-memory-")
+	if err != nil {
+		if err := os.MkdirAll(h.Store.Path("cache"), 0o700); err != nil {
+			return addr.Addr{}, 0, err
+		}
+		if tmp, err = os.MkdirTemp(h.Store.Path("cache"), "vm-memory-"); err != nil {
+			return addr.Addr{}, 0, err
+		}
+	}
+	defer os.RemoveAll(tmp)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	snap, err := sb.vmsess.Suspend(ctx, filepath.Join(tmp, "memory"))
+	if err != nil {
+		return addr.Addr{}, 0, err
+	}
+	if err := h.Store.PutBlobFile(snap.Addr, snap.Path); err != nil {
+		sb.vmsess.Continue(ctx)
+		return addr.Addr{}, 0, fmt.Errorf("storing its memory image: %w", err)
+	}
+	return snap.Addr, snap.Size, nil
 }

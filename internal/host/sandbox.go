@@ -25,6 +25,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/internal/vm"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -88,6 +89,9 @@ type SandboxSpec struct {
 	id      string
 	created time.Time
 	restore *addr.Addr
+	// memory is an S5 resumption's memory image, by address (nil: the
+	// guest boots afresh).
+	memory *addr.Addr
 	// ready is called with the sandbox made, before anyone can see it:
 	// a resumption appends Resumed to its record there.
 	ready func(*Sandbox) error
@@ -123,6 +127,7 @@ type Sandbox struct {
 	parked   []ParkedExec       // S2 execs parked by a suspension
 	closed   bool
 	session  *native.Session
+	vmsess   *vm.Session // S5's VM
 	cg       *cgroup.Group
 	leftover []*cgroup.Group // execs' groups still holding background processes
 	// settled is closed when what a claim wrote after answering (the
@@ -310,8 +315,11 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 	if spec.Tier == tier.S2 && len(spec.Listen) > 0 {
 		return SandboxInfo{}, nil, &InvalidError{Err: fmt.Errorf("listen ports are for S1 sandboxes: a WebAssembly module opens no sockets")}
 	}
-	if spec.Tier != tier.S1 && spec.Tier != tier.S2 {
-		return SandboxInfo{}, nil, &InvalidError{Err: fmt.Errorf("a live sandbox is S1 (native programs) or S2 (WebAssembly modules), not %s", spec.Tier)}
+	if spec.Tier != tier.S1 && spec.Tier != tier.S2 && spec.Tier != tier.S5 {
+		return SandboxInfo{}, nil, &InvalidError{Err: fmt.Errorf("a live sandbox is S1 (native programs), S2 (WebAssembly modules) or S5 (native programs in a microVM), not %s", spec.Tier)}
+	}
+	if spec.Tier == tier.S5 && len(spec.Listen) > 0 {
+		return SandboxInfo{}, nil, &InvalidError{Err: fmt.Errorf("an S5 sandbox cannot listen: its guest has no network device")}
 	}
 	if p := h.probe(ctx, spec.Tier); !p.Available {
 		return SandboxInfo{}, nil, &tier.UnavailableError{Tier: spec.Tier, Reason: p.Reason, Available: h.Availability(ctx).Available()}
@@ -400,6 +408,11 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 			return fail(err)
 		}
 		sb.session = sess
+	}
+	if spec.Tier == tier.S5 {
+		if err := h.openVM(ctx, sb, g, spec); err != nil {
+			return fail(err)
+		}
 	}
 	if err := h.writeLive(sb); err != nil {
 		return fail(err)
@@ -534,6 +547,9 @@ func (h *Host) Exec(ctx context.Context, id, owner string, x ExecRequest) (*Run,
 	if sb.Tier == tier.S1 && req.Kind != tier.Native {
 		return nil, &InvalidError{Err: fmt.Errorf("%s is an S1 sandbox: it runs native programs, and %s is a WebAssembly module (make an S2 sandbox for modules)", sb.ID, x.Args[0])}
 	}
+	if sb.Tier == tier.S5 && req.Kind != tier.Native {
+		return nil, &InvalidError{Err: fmt.Errorf("%s is an S5 sandbox: it runs native programs in its VM, and %s is a WebAssembly module (make an S2 sandbox for modules)", sb.ID, x.Args[0])}
+	}
 	if sb.Tier == tier.S2 && req.Kind != tier.Wasm {
 		return nil, &InvalidError{Err: fmt.Errorf("%s is an S2 sandbox: it runs WebAssembly modules, and %s is not one", sb.ID, x.Args[0])}
 	}
@@ -649,6 +665,17 @@ func (h *Host) execIn(ctx context.Context, sb *Sandbox, req Request, n int, cont
 			return res, err
 		}
 	}
+	if sb.vmsess != nil {
+		p.live = true
+		p.cgroupControllers = []string{"cpuacct"}
+		run = func(ctx context.Context, j *job.Job) (*job.Result, error) {
+			res, err := sb.vmsess.Run(ctx, j)
+			if res != nil && first {
+				res.Notes = append(sb.vmsess.Notes(), res.Notes...)
+			}
+			return res, err
+		}
+	}
 	r, err := h.execute(ctx, p, run)
 	var pr *parkedRun
 	if errors.As(err, &pr) {
@@ -736,6 +763,11 @@ func (h *Host) teardown(sb *Sandbox) error {
 			errs = append(errs, fmt.Errorf("end sandbox %s: %w", sb.ID, err))
 		}
 	}
+	if sb.vmsess != nil {
+		if err := sb.vmsess.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("end sandbox %s's VM: %w", sb.ID, err))
+		}
+	}
 	sb.mu.Lock()
 	left := sb.leftover
 	sb.leftover = nil
@@ -799,4 +831,43 @@ func (h *Host) closeSandboxes() error {
 		errs = append(errs, h.closeSandbox(sb, "its host shut down"))
 	}
 	return errors.Join(errs...)
+}
+
+// vmExecutor is the host's S5 executor of native programs.
+func (h *Host) vmExecutor() (*vm.Executor, error) {
+	for _, e := range h.Executors {
+		if x, ok := e.(*vm.Executor); ok && x.Kind() == tier.Native {
+			return x, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no S5 executor on this host", tier.ErrUnavailable)
+}
+
+// openVM boots an S5 sandbox's VM, or resumes it from its memory image.
+// Its execs need the kernel boundary: its grants say so.
+func (h *Host) openVM(ctx context.Context, sb *Sandbox, g grant.Set, spec SandboxSpec) error {
+	v, err := h.vmExecutor()
+	if err != nil {
+		return err
+	}
+	g.Kernel = true
+	sb.Grants = g
+	if h.Cgroups != nil {
+		cg, err := h.Cgroups.Create(h.Store.TempName("partial"), "cpuacct", "cpu", "memory", "pids", "freezer")
+		if err != nil {
+			h.logger().Warn("no cgroup for the sandbox", "err", err)
+		} else {
+			sb.cg = cg
+		}
+	}
+	if spec.memory == nil {
+		sb.vmsess, err = v.Open(ctx, g, spec.Limits, sb.cg)
+		return err
+	}
+	path := h.Store.Path("blobs", spec.memory.Hex())
+	if got, err := addr.OfFile(path); err != nil || got != *spec.memory {
+		return fmt.Errorf("the memory image %s: not in the blob store as its address says (%v)", spec.memory, err)
+	}
+	sb.vmsess, err = v.Reopen(ctx, g, spec.Limits, sb.cg, path)
+	return err
 }

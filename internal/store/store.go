@@ -116,6 +116,39 @@ func (s *Store) PutBlob(a addr.Addr, b []byte) error {
 	return nil
 }
 
+// PutBlobFile stores the file at path under its address a, once, moving
+// it into the store (a memory image is too large to hold in memory); a
+// file that does not hash to a is refused.
+func (s *Store) PutBlobFile(a addr.Addr, path string) error {
+	p := s.Path("blobs", a.Hex())
+	if _, err := os.Stat(p); err == nil {
+		return nil
+	}
+	got, err := addr.OfFile(path)
+	if err != nil {
+		return err
+	}
+	if got != a {
+		return fmt.Errorf("blob %s: the file given hashes to %s", a, got)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	f.Close()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	if err := os.Rename(path, p); err != nil {
+		return err
+	}
+	return safefile.SyncDir(filepath.Dir(p))
+}
+
 // HasBlob says whether content with address a is stored.
 func (s *Store) HasBlob(a addr.Addr) bool {
 	_, err := os.Stat(s.Path("blobs", a.Hex()))

@@ -345,6 +345,10 @@ func (m *Machine) Exited() <-chan struct{} { return m.exited }
 // Pid is QEMU's process.
 func (m *Machine) Pid() int { return m.cmd.Process.Pid }
 
+// ErrKill, as the cause of Exec's ctx, kills the program at once
+// instead of interrupting it.
+var ErrKill = errors.New("vm: killed")
+
 // Exec runs a command in the guest: stdin is sent to it (nil: none),
 // its output streamed to stdout and stderr. A done ctx sends it SIGINT,
 // and after grace, SIGKILL; its exit status is still the answer.
@@ -402,6 +406,10 @@ func (m *Machine) Exec(ctx context.Context, c wire.Command, stdin io.Reader, std
 			}
 		case <-done:
 			done = nil
+			if errors.Is(context.Cause(ctx), ErrKill) {
+				m.agent.sendJSON(wire.Signal, id, wire.SignalMsg{Signal: int(syscall.SIGKILL)})
+				break
+			}
 			m.agent.sendJSON(wire.Signal, id, wire.SignalMsg{Signal: int(syscall.SIGINT)})
 			kill = time.After(grace)
 		case <-kill:
@@ -547,4 +555,43 @@ func (m *Machine) qmp(ctx context.Context, cmds ...map[string]any) ([]json.RawMe
 		out = append(out, msg["return"])
 	}
 	return out[1:], nil
+}
+
+// quiesce asks the agent to unmount every share; see Session.Suspend.
+func (m *Machine) quiesce(ctx context.Context) error {
+	if err := m.agent.sendJSON(wire.Quiesce, 0, struct{}{}); err != nil {
+		return m.ended(err)
+	}
+	f, err := m.recv(ctx, m.agent.control, "the guest's unmounting")
+	if err != nil {
+		return err
+	}
+	var st wire.Status
+	if f.Type != wire.Ready {
+		return fmt.Errorf("%w: it answered a quiesce with %s", ErrGuest, f.Type)
+	}
+	if err := wire.Decode(f, &st); err != nil {
+		return fmt.Errorf("%w: %v", ErrGuest, err)
+	}
+	if st.Error != "" {
+		return &BusyError{Msg: st.Error}
+	}
+	return nil
+}
+
+// BusyError: the guest could not let go of a share, so it cannot be
+// snapshotted (QEMU refuses while a 9p share is mounted).
+type BusyError struct{ Msg string }
+
+func (e *BusyError) Error() string {
+	return "vm: the guest cannot be snapshotted while " + e.Msg + ": end those processes, or start them from outside the shares (" + "/sandbox/bin, the guest's /tmp), then suspend"
+}
+
+// Invalid: the caller can fix it.
+func (e *BusyError) Invalid() bool { return true }
+
+// cont lets a paused VM run on.
+func (m *Machine) cont(ctx context.Context) error {
+	_, err := m.qmp(ctx, map[string]any{"execute": "cont"})
+	return err
 }

@@ -6,6 +6,11 @@ import (
 	"context"
 	"errors"
 
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/unit"
+
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -19,3 +24,33 @@ func (e *Executor) Probe(context.Context) tier.Probe {
 
 // Run refuses.
 func (e *Executor) Run(context.Context, *job.Job) (*job.Result, error) { return nil, errNotSupported }
+
+// Session: live S5 sandboxes need Linux.
+type Session struct{}
+
+// Snapshot is a memory image.
+type Snapshot struct {
+	Path string
+	Addr addr.Addr
+	Size int64
+}
+
+// Open refuses.
+func (e *Executor) Open(context.Context, grant.Set, unit.Limits, *cgroup.Group) (*Session, error) {
+	return nil, errNotSupported
+}
+
+// Reopen refuses.
+func (e *Executor) Reopen(context.Context, grant.Set, unit.Limits, *cgroup.Group, string) (*Session, error) {
+	return nil, errNotSupported
+}
+
+// BootImage refuses.
+func (e *Executor) BootImage() (addr.Addr, error) { return addr.Addr{}, errNotSupported }
+
+func (s *Session) Run(context.Context, *job.Job) (*job.Result, error) { return nil, errNotSupported }
+func (s *Session) Notes() []string                                    { return nil }
+func (s *Session) Alive() bool                                        { return false }
+func (s *Session) Suspend(context.Context, string) (*Snapshot, error) { return nil, errNotSupported }
+func (s *Session) Continue(context.Context) error                     { return errNotSupported }
+func (s *Session) Close() error                                       { return nil }

@@ -191,3 +191,13 @@ func (e *Executor) ProbeKey() (string, error) {
 	_, kvm := os.Stat(e.cfg.KVM)
 	return fmt.Sprintf("%s qemu %s accel %q kvm %v", addr.Of(b), v, e.cfg.Accel, kvm == nil), nil
 }
+
+// BootImage is the address of the default guest image's manifest, its
+// files checked.
+func (e *Executor) BootImage() (addr.Addr, error) {
+	im, err := boot.Open(e.cfg.ImageDir)
+	if err != nil {
+		return addr.Addr{}, err
+	}
+	return im.Addr, nil
+}

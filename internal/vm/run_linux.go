@@ -178,6 +178,14 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		}
 	}
 	cancelBoot()
+	return e.execute(ctx, m, j, env, res, deadline, false)
+}
+
+// execute runs j's program in the running guest m and fills res. A
+// deadline or a budget ends the VM, or in a live sandbox (live) kills
+// the program's process group; an interruption signals the program.
+func (e *Executor) execute(ctx context.Context, m *Machine, j *job.Job, env map[string]string, res *job.Result, deadline <-chan time.Time, live bool) (*job.Result, error) {
+	prog := j.Unit.Entry
 	if j.OnStart != nil {
 		j.OnStart(job.Control{Freeze: func() error { _, err := m.qmp(ctx, map[string]any{"execute": "stop"}); return err },
 			Thaw: func() error { _, err := m.qmp(ctx, map[string]any{"execute": "cont"}); return err }})
@@ -192,6 +200,10 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	}
 	execCtx, cancelExec := context.WithCancelCause(context.Background())
 	defer cancelExec(nil)
+	kill := m.Kill
+	if live {
+		kill = func() { cancelExec(ErrKill) }
+	}
 	type answer struct {
 		st  wire.ExitStatus
 		err error
@@ -207,13 +219,13 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	case a = <-ans:
 	case <-deadline:
 		how = "deadline"
-		m.Kill()
+		kill()
 		a = <-ans
 	case <-ctx.Done():
 		how = "canceled"
 		if errors.Is(context.Cause(ctx), job.ErrBudget) {
 			how = "budget"
-			m.Kill()
+			kill()
 			a = <-ans
 			break
 		}
@@ -221,7 +233,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		select {
 		case a = <-ans:
 		case <-time.After(KillGrace + 2*time.Second):
-			m.Kill()
+			kill()
 			a = <-ans
 		}
 	}
@@ -317,7 +329,11 @@ func mounts(j *job.Job, system bool) ([]wire.Mount, error) {
 		if host != s.Path {
 			return nil, &RefusedError{fmt.Sprintf("the storage grant %s held at %s: 9p shares a directory at one path", s.Path, host)}
 		}
-		out = append(out, wire.Mount{Tag: fmt.Sprintf("g%d", i), Path: s.Path, ReadOnly: s.Mode != grant.RW})
+		m := wire.Mount{Tag: fmt.Sprintf("g%d", i), Path: s.Path, ReadOnly: s.Mode != grant.RW}
+		if !m.ReadOnly {
+			m.Owner = Nobody // the runs' user writes in it, as at S1
+		}
+		out = append(out, m)
 	}
 	return out, nil
 }

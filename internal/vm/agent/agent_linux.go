@@ -113,6 +113,9 @@ func openPort(wait time.Duration) (*os.File, error) {
 }
 
 type agent struct {
+	// mounts are the shares mounted, in order (serve's goroutine only).
+	mounts []string
+	netUp  bool
 	mu     sync.Mutex // serializes frames to the host
 	w      io.Writer
 	pmu    sync.Mutex
@@ -149,10 +152,12 @@ func (a *agent) serve(r io.Reader) error {
 			st := wire.Status{}
 			if err := wire.Decode(f, &c); err != nil {
 				st = status(err)
-			} else if err := setup(c); err != nil {
+			} else if err := a.setup(c); err != nil {
 				st = status(err)
 			}
 			a.send(wire.Ready, 0, st)
+		case wire.Quiesce:
+			a.send(wire.Ready, 0, status(a.quiesce()))
 		case wire.Exec:
 			var c wire.Command
 			if err := wire.Decode(f, &c); err != nil {
@@ -239,8 +244,34 @@ func status(err error) wire.Status {
 	return st
 }
 
-func setup(c wire.Config) error {
+// quiesce unmounts every share, last first, so that QEMU can migrate the
+// guest (it refuses while a 9p share is mounted). A share a process
+// holds a file of stays, and the error names it.
+func (a *agent) quiesce() error {
+	var busy []string
+	var kept []string
+	for i := len(a.mounts) - 1; i >= 0; i-- {
+		if err := unix.Unmount(a.mounts[i], 0); err != nil {
+			busy = append(busy, fmt.Sprintf("%s (%v)", a.mounts[i], err))
+			kept = append([]string{a.mounts[i]}, kept...)
+		}
+	}
+	a.mounts = kept
+	if len(busy) > 0 {
+		return fmt.Errorf("a process holds files in %s", strings.Join(busy, ", "))
+	}
+	return nil
+}
+
+func (a *agent) setup(c wire.Config) error {
+	have := map[string]bool{}
+	for _, p := range a.mounts {
+		have[p] = true
+	}
 	for _, m := range c.Mounts {
+		if have[m.Path] {
+			continue
+		}
 		if !filepath.IsAbs(m.Path) {
 			return fmt.Errorf("mount %s: not an absolute path", m.Path)
 		}
@@ -255,6 +286,12 @@ func setup(c wire.Config) error {
 		if err := unix.Mount(m.Tag, m.Path, "9p", flags|unix.MS_NODEV|unix.MS_NOSUID, opts); err != nil {
 			return fmt.Errorf("mount %s at %s: %w", m.Tag, m.Path, err)
 		}
+		a.mounts = append(a.mounts, m.Path)
+		if m.Owner != 0 && !m.ReadOnly {
+			if err := os.Chown(m.Path, int(m.Owner), int(m.Owner)); err != nil {
+				return fmt.Errorf("give %s to the runs' user: %w", m.Path, err)
+			}
+		}
 	}
 	if c.Hostname != "" {
 		unix.Sethostname([]byte(c.Hostname))
@@ -262,7 +299,8 @@ func setup(c wire.Config) error {
 	if err := ifup("lo", "127.0.0.1/8"); err != nil {
 		return err
 	}
-	if c.Net != nil {
+	if c.Net != nil && !a.netUp {
+		a.netUp = true
 		if err := ifup("eth0", c.Net.Addr); err != nil {
 			return err
 		}

@@ -10,6 +10,9 @@ import (
 )
 
 // Type is a frame's type.
+//
+// Setup may come again after a Quiesce (a resumed snapshot): the agent
+// mounts what is not mounted.
 type Type byte
 
 // The frame types. Host→guest: Setup, Exec, Stdin, Signal, ReadFile,
@@ -30,10 +33,11 @@ const (
 	FileData  Type = 12 // either: data
 	FileEnd   Type = 13 // either: Status
 	Done      Type = 14 // guest: Status (a write's end)
-	maxType        = Done
+	Quiesce   Type = 15 // host: {}, stream 0: unmount every share (answered by Ready)
+	maxType        = Quiesce
 )
 
-var names = [...]string{"", "hello", "setup", "ready", "exec", "stdin", "signal", "stdout", "stderr", "exit", "read-file", "write-file", "file-data", "file-end", "done"}
+var names = [...]string{"", "hello", "setup", "ready", "exec", "stdin", "signal", "stdout", "stderr", "exit", "read-file", "write-file", "file-data", "file-end", "done", "quiesce"}
 
 func (t Type) String() string {
 	if t >= 1 && t <= maxType {
@@ -150,6 +154,11 @@ type Mount struct {
 	Tag      string `json:"tag"`
 	Path     string `json:"path"`
 	ReadOnly bool   `json:"ro"`
+	// Owner, for a read-write share, is who the guest sees owning its
+	// top directory (the user runs are), so that they can write in it
+	// (the share keeps it in extended attributes, not on the host's
+	// file); 0 for as it is.
+	Owner uint32 `json:"owner,omitempty"`
 }
 
 // Net configures the guest's one network interface, which reaches only

@@ -1,0 +1,79 @@
+//go:build linux
+
+package host
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/vm"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// addS5 gives h the S5 executors, booting the project's guest image.
+func addS5(t *testing.T, h *Host) {
+	t.Helper()
+	agent, err := guest.VMAgent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := guest.VMImage(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range vm.New(vm.Config{ImageDir: dir, Accel: "tcg"}) {
+		h.Executors = append(h.Executors, e)
+	}
+}
+
+// TestLiveS5SandboxKeepsResidentStateAcrossSuspend: a live S5 sandbox is
+// one VM for all its execs; a suspension writes its memory image into
+// the store, named in the record, and a resumption boots nothing: the
+// process an exec left running, and what it held in the guest's memory,
+// are there after it. A suspension while a process holds a file of a
+// share is refused, naming it, and the sandbox runs on.
+func TestLiveS5SandboxKeepsResidentStateAcrossSuspend(t *testing.T) {
+	h := newS1Host(t)
+	addS5(t, h)
+	ctx := context.Background()
+	info, err := h.Create(ctx, SandboxSpec{Tier: tier.S5, Grants: grants(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	r, out := execIn(t, h, info.ID, "/bin/sh", "-c", "uname -r; echo kept > file; cd /; /sandbox/bin/sh -c 'echo resident > /tmp/state; /sandbox/bin/sleep 1000 >/dev/null 2>&1 & echo $! > /tmp/pid'")
+	if strings.TrimSpace(out) == "" || strings.TrimSpace(out) == strings.TrimSpace(string(host)) || r.Attestation.Claim.Tier.Chosen != tier.S5 || !strings.Contains(r.Attestation.Claim.Executor, "+tcg") {
+		t.Fatalf("first exec: %q %+v %s", out, r.Attestation.Claim.Tier, r.Attestation.Claim.Executor)
+	}
+	// A process whose working directory is the workspace holds its share.
+	execIn(t, h, info.ID, "/bin/sh", "-c", "/sandbox/bin/sleep 1000 >/dev/null 2>&1 & echo $! > /tmp/busy")
+	_, err = h.Suspend(ctx, info.ID, "")
+	var be *vm.BusyError
+	if !errors.As(err, &be) || !strings.Contains(err.Error(), info.Workspace) {
+		t.Fatalf("suspend with the workspace held: %v", err)
+	}
+	if _, out := execIn(t, h, info.ID, "/bin/sh", "-c", "cat file; kill $(cat /tmp/busy)"); out != "kept\n" {
+		t.Fatalf("after a refused suspension: %q", out)
+	}
+	snap, err := h.Suspend(ctx, info.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Memory == nil || !h.Store.HasBlob(*snap.Memory) {
+		t.Fatalf("snapshot %+v: no memory image in the store", snap)
+	}
+	if _, err := h.Resume(ctx, info.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	_, out = execIn(t, h, info.ID, "/bin/sh", "-c", "cat /tmp/state; kill -0 $(cat /tmp/pid) && echo alive; cat file")
+	if out != "resident\nalive\nkept\n" {
+		t.Fatalf("after resume: %q", out)
+	}
+	if err := h.Remove(info.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+}

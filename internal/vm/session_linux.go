@@ -1,0 +1,193 @@
+package vm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/internal/vm/boot"
+)
+
+// Session is a live S5 sandbox: one VM, booted once, that runs every
+// exec of the sandbox, and can be suspended to a memory image and
+// resumed from it with its processes and memory.
+type Session struct {
+	e     *Executor
+	m     *Machine
+	spec  Spec
+	cg    *cgroup.Group
+	name  string
+	notes []string
+
+	mu sync.Mutex
+	// cpuHeld says an exec's group holds QEMU for its accounting.
+	cpuHeld bool
+}
+
+// Open boots a live sandbox's VM with its grants (its workspace among
+// them) and limits, QEMU in cg.
+func (e *Executor) Open(ctx context.Context, g grant.Set, lim unit.Limits, cg *cgroup.Group) (*Session, error) {
+	return e.open(ctx, g, lim, cg, "")
+}
+
+// Reopen resumes a suspended sandbox's VM from its memory image (a file
+// whose address the caller checked), with the grants it has now: the
+// same shares in the same order, its workspace perhaps at another path.
+func (e *Executor) Reopen(ctx context.Context, g grant.Set, lim unit.Limits, cg *cgroup.Group, memory string) (*Session, error) {
+	return e.open(ctx, g, lim, cg, memory)
+}
+
+func (e *Executor) open(ctx context.Context, g grant.Set, lim unit.Limits, cg *cgroup.Group, memory string) (*Session, error) {
+	if len(g.Net) > 0 {
+		return nil, &RefusedError{"a net grant in a live sandbox: a guest's egress proxy is its run's (use sandbox run), and a live one has none yet"}
+	}
+	j := &job.Job{Grants: g, Unit: unit.Unit{Limits: lim}}
+	if err := check(j); err != nil {
+		return nil, err
+	}
+	im, err := boot.Open(e.cfg.ImageDir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := e.version(); err != nil {
+		return nil, err
+	}
+	accel, why := e.accelerator(ctx, im)
+	dir, err := os.MkdirTemp("", "sandbox-vm-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{e: e, cg: cg, name: e.executorName(accel), notes: []string{e.accelNote(accel, why),
+		fmt.Sprintf("S5 guest: kernel %s (%s), initramfs %s, boot manifest %s", im.Manifest.Kernel, im.Manifest.Release, im.Manifest.Initrd, im.Addr)}}
+	s.spec = Spec{Image: im, QEMU: e.cfg.QEMU, Accel: accel, Dir: dir, Cgroup: cg, Hostname: "sandbox", Incoming: memory}
+	s.spec.MemoryMiB, s.spec.CPUs = e.size(j)
+	if cg != nil {
+		if err := cg.SetLimits(cgroup.Limits{Memory: int64(s.spec.MemoryMiB)<<20 + Overhead, CPUs: float64(lim.CPUMillis) / 1000}); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	if s.spec.Mounts, err = mounts(j, true); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	bctx, cancel := context.WithTimeout(ctx, BootTimeout)
+	defer cancel()
+	m, err := Start(bctx, s.spec)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if memory != "" {
+		// Resumed: the guest let go of its shares before it was
+		// snapshotted; it mounts them again, as they are here now.
+		if err := m.setup(bctx); err != nil {
+			m.Kill()
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		s.notes = append(s.notes, "S5: resumed from a memory image: the guest's processes and memory are those it was suspended with")
+	}
+	s.m = m
+	return s, nil
+}
+
+// Notes are the session's remarks, for its first exec's record.
+func (s *Session) Notes() []string { return append([]string(nil), s.notes...) }
+
+// Alive says whether the VM still runs.
+func (s *Session) Alive() bool {
+	select {
+	case <-s.m.Exited():
+		return false
+	default:
+		return true
+	}
+}
+
+// Run runs one exec in the VM. While it runs, QEMU's process is counted
+// in the exec's own group (j.Cgroup), so the meter sees the VM's CPU; an
+// exec that overlaps another's says its VM time was counted there.
+func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
+	if !s.Alive() {
+		return nil, fmt.Errorf("vm: the sandbox's VM has ended: %w", s.m.ended(nil))
+	}
+	if err := check(j); err != nil {
+		return nil, err
+	}
+	res := &job.Result{Executor: s.name}
+	if j.Cgroup != nil && s.cg != nil {
+		s.mu.Lock()
+		held := s.cpuHeld
+		if !held {
+			if err := j.Cgroup.AddProc(s.m.Pid()); err == nil {
+				s.cpuHeld = true
+				defer func() {
+					s.cg.AddProc(s.m.Pid())
+					s.mu.Lock()
+					s.cpuHeld = false
+					s.mu.Unlock()
+				}()
+			} else {
+				held = true
+			}
+		}
+		s.mu.Unlock()
+		if held {
+			res.Notes = append(res.Notes, "S5: this exec overlapped another, whose record counts the VM's CPU for the time they shared")
+		}
+	}
+	prog := j.Unit.Entry
+	if !under(prog, s.spec.Mounts) {
+		if err := s.m.WriteFile(ctx, prog, j.Image, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	var deadline <-chan time.Time
+	if j.Deadline > 0 {
+		t := time.NewTimer(j.Deadline)
+		defer t.Stop()
+		deadline = t.C
+	}
+	res.Start = time.Now()
+	return s.e.execute(ctx, s.m, j, j.Unit.Env, res, deadline, true)
+}
+
+// Suspend lets the guest unmount its shares (refused, with the reason,
+// while a process holds a file in one), pauses it, and writes its memory
+// image to path. The VM stays paused: Close it, or Continue it.
+func (s *Session) Suspend(ctx context.Context, path string) (*Snapshot, error) {
+	if err := s.m.quiesce(ctx); err != nil {
+		s.m.setup(ctx) // mount again what it let go of
+		return nil, err
+	}
+	snap, err := s.m.Snapshot(ctx, path)
+	if err != nil {
+		s.Continue(ctx)
+		return nil, err
+	}
+	return snap, nil
+}
+
+// Continue lets a VM a suspension paused run on, with its shares.
+func (s *Session) Continue(ctx context.Context) error {
+	if err := s.m.cont(ctx); err != nil {
+		return err
+	}
+	return s.m.setup(ctx)
+}
+
+// Close ends the VM.
+func (s *Session) Close() error {
+	s.m.Kill()
+	return os.RemoveAll(s.spec.Dir)
+}
+
+// Image is the boot manifest's address (a resumption needs the same).
+func (s *Session) Image() string { return s.spec.Image.Addr.String() }
