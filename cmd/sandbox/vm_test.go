@@ -214,3 +214,38 @@ func TestS5VMImageUnit(t *testing.T) {
 		t.Fatalf("a manifest naming a missing kernel: %d %s", code, errOut)
 	}
 }
+
+// TestS5LiveSandboxThroughTheService: sandbox create --tier S5, execs in
+// its one VM, suspend (its memory image stored), resume: the process an
+// exec left running and what it kept in the guest's memory are there,
+// and the record verifies.
+func TestS5LiveSandboxThroughTheService(t *testing.T) {
+	vmImage(t)
+	home := t.TempDir()
+	startServe(t, home)
+	out, errOut, code := runCLI(t, home, "", "create", "--tier", "S5")
+	if code != 0 {
+		t.Fatalf("create: %d %s", code, errOut)
+	}
+	id := strings.TrimSpace(out)
+	if out, errOut, code := runCLI(t, home, "", "exec", id, "--", "/bin/sh", "-c",
+		"echo kept > file; cd /; /sandbox/bin/sh -c 'echo resident > /tmp/state; /sandbox/bin/sleep 1000 >/dev/null 2>&1 & echo $! > /tmp/pid'; uname -r"); code != 0 || strings.TrimSpace(out) == "" {
+		t.Fatalf("exec: %d %q %s", code, out, errOut)
+	}
+	if _, errOut, code := runCLI(t, home, "", "suspend", id); code != 0 {
+		t.Fatalf("suspend: %d %s", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, home, "", "resume", id); code != 0 {
+		t.Fatalf("resume: %d %s", code, errOut)
+	}
+	out, errOut, code = runCLI(t, home, "", "exec", id, "--", "/bin/sh", "-c", "cat /tmp/state; kill -0 $(cat /tmp/pid) && echo alive; cat file")
+	if code != 0 || out != "resident\nalive\nkept\n" {
+		t.Fatalf("after resume: %d %q %s", code, out, errOut)
+	}
+	if _, errOut, code := runCLI(t, home, "", "rm", id); code != 0 {
+		t.Fatalf("rm: %d %s", code, errOut)
+	}
+	if out, errOut, code := runCLI(t, home, "", "record", "verify", id); code != 0 || !strings.Contains(out, "closed") {
+		t.Fatalf("record verify: %d %s %s", code, out, errOut)
+	}
+}
