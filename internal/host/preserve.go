@@ -280,6 +280,11 @@ func (h *Host) fencedSuspend(sb *Sandbox, sample uint64) error {
 	if sb.Tier == tier.S2 {
 		running = 0 // an S2 exec is parked with the sandbox, not lost
 	}
+	if sb.vmsess != nil {
+		// Its witness of quiescence is a frozen cgroup read back; a VM
+		// is paused instead, which the fence does not prove yet.
+		return &Retained{ID: sb.ID, Reason: "an S5 sandbox: the fence proves quiescence by a frozen cgroup, and a VM is paused, not frozen; suspend it explicitly (its memory image is kept)"}
+	}
 	// What needs no freeze and no capture first: a sandbox the fence
 	// would retain anyway is left untouched.
 	admitted := h.readLifecycle(sb.ID)
