@@ -22,11 +22,7 @@ func vmImage(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("S5 as tested here runs as root (the CI machines' user): QEMU is placed in the run's cgroup")
 	}
-	agent, err := guest.VMAgent()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := guest.VMImage(agent)
+	dir, err := guest.DefaultVMImage()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -266,6 +266,16 @@ func VMKernel() (string, error) {
 	return d, nil
 }
 
+// DefaultVMImage builds the S5 guest image with the project's agent and
+// returns its directory.
+func DefaultVMImage() (string, error) {
+	agent, err := VMAgent()
+	if err != nil {
+		return "", err
+	}
+	return VMImage(agent)
+}
+
 // VMImage builds an S5 guest image whose init is the program at agent
 // (VMAgent's, or a VMInit stand-in) and returns its directory, cached.
 func VMImage(agent string) (string, error) {

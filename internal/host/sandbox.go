@@ -395,14 +395,7 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 		if _, err := h.rootDir(ctx, n, sb.Root); err != nil {
 			return fail(err)
 		}
-		if h.Cgroups != nil {
-			cg, err := h.Cgroups.Create(h.Store.TempName("partial"), "cpuacct", "cpu", "memory", "pids", "freezer")
-			if err != nil {
-				h.logger().Warn("no cgroup for the sandbox", "err", err)
-			} else {
-				sb.cg = cg
-			}
-		}
+		h.sandboxGroup(sb)
 		sess, err := n.Open(ctx, g, spec.Limits, sb.cg, spec.Listen, sb.rootDir)
 		if err != nil {
 			return fail(err)
@@ -852,14 +845,7 @@ func (h *Host) openVM(ctx context.Context, sb *Sandbox, g grant.Set, spec Sandbo
 	}
 	g.Kernel = true
 	sb.Grants = g
-	if h.Cgroups != nil {
-		cg, err := h.Cgroups.Create(h.Store.TempName("partial"), "cpuacct", "cpu", "memory", "pids", "freezer")
-		if err != nil {
-			h.logger().Warn("no cgroup for the sandbox", "err", err)
-		} else {
-			sb.cg = cg
-		}
-	}
+	h.sandboxGroup(sb)
 	if spec.memory == nil {
 		sb.vmsess, err = v.Open(ctx, g, spec.Limits, sb.cg)
 		return err
@@ -870,4 +856,18 @@ func (h *Host) openVM(ctx context.Context, sb *Sandbox, g grant.Set, spec Sandbo
 	}
 	sb.vmsess, err = v.Reopen(ctx, g, spec.Limits, sb.cg, path)
 	return err
+}
+
+// sandboxGroup gives a sandbox its own cgroup, where the host has
+// cgroups; without one it runs, unaccounted apart, and a warning says so.
+func (h *Host) sandboxGroup(sb *Sandbox) {
+	if h.Cgroups == nil {
+		return
+	}
+	cg, err := h.Cgroups.Create(h.Store.TempName("partial"), "cpuacct", "cpu", "memory", "pids", "freezer")
+	if err != nil {
+		h.logger().Warn("no cgroup for the sandbox", "err", err)
+		return
+	}
+	sb.cg = cg
 }

@@ -19,11 +19,7 @@ import (
 // addS5 gives h the S5 executors, booting the project's guest image.
 func addS5(t testing.TB, h *Host) {
 	t.Helper()
-	agent, err := guest.VMAgent()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := guest.VMImage(agent)
+	dir, err := guest.DefaultVMImage()
 	if err != nil {
 		t.Fatal(err)
 	}

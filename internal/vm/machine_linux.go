@@ -201,24 +201,30 @@ func (m *Machine) setup(ctx context.Context) error {
 	if m.spec.Proxy != "" {
 		cfg.Net = &wire.Net{Addr: GuestAddr, Proxy: "http://" + GuestProxy}
 	}
-	if err := m.agent.sendJSON(wire.Setup, 0, cfg); err != nil {
-		return err
+	st, err := m.control(ctx, wire.Setup, cfg, "setup")
+	if err == nil && st.Error != "" {
+		err = fmt.Errorf("vm: the guest could not set up its mounts and network: %s", st.Error)
 	}
-	f, err := m.recv(ctx, m.agent.control, "the guest's setup")
-	if err != nil {
-		return err
-	}
+	return err
+}
+
+// control sends a request on stream 0 and reads its Ready answer.
+func (m *Machine) control(ctx context.Context, t wire.Type, v any, what string) (wire.Status, error) {
 	var st wire.Status
+	if err := m.agent.sendJSON(t, 0, v); err != nil {
+		return st, m.ended(err)
+	}
+	f, err := m.recv(ctx, m.agent.control, "the guest's "+what)
+	if err != nil {
+		return st, err
+	}
 	if f.Type != wire.Ready {
-		return fmt.Errorf("%w: it answered setup with %s", ErrGuest, f.Type)
+		return st, fmt.Errorf("%w: it answered %s with %s", ErrGuest, what, f.Type)
 	}
 	if err := wire.Decode(f, &st); err != nil {
-		return fmt.Errorf("%w: %v", ErrGuest, err)
+		return st, fmt.Errorf("%w: %v", ErrGuest, err)
 	}
-	if st.Error != "" {
-		return fmt.Errorf("vm: the guest could not set up its mounts and network: %s", st.Error)
-	}
-	return nil
+	return st, nil
 }
 
 // dial connects to one of QEMU's sockets once it exists.
@@ -559,24 +565,11 @@ func (m *Machine) qmp(ctx context.Context, cmds ...map[string]any) ([]json.RawMe
 
 // quiesce asks the agent to unmount every share; see Session.Suspend.
 func (m *Machine) quiesce(ctx context.Context) error {
-	if err := m.agent.sendJSON(wire.Quiesce, 0, struct{}{}); err != nil {
-		return m.ended(err)
+	st, err := m.control(ctx, wire.Quiesce, struct{}{}, "unmounting")
+	if err == nil && st.Error != "" {
+		err = &BusyError{Msg: st.Error}
 	}
-	f, err := m.recv(ctx, m.agent.control, "the guest's unmounting")
-	if err != nil {
-		return err
-	}
-	var st wire.Status
-	if f.Type != wire.Ready {
-		return fmt.Errorf("%w: it answered a quiesce with %s", ErrGuest, f.Type)
-	}
-	if err := wire.Decode(f, &st); err != nil {
-		return fmt.Errorf("%w: %v", ErrGuest, err)
-	}
-	if st.Error != "" {
-		return &BusyError{Msg: st.Error}
-	}
-	return nil
+	return err
 }
 
 // BusyError: the guest could not let go of a share, so it cannot be
