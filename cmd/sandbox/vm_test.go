@@ -38,14 +38,19 @@ func TestS5RunSealed(t *testing.T) {
 	home, ro, rw := t.TempDir(), t.TempDir(), t.TempDir()
 	os.Chmod(rw, 0o777)
 	os.WriteFile(filepath.Join(ro, "given"), []byte("from the host\n"), 0o644)
-	out, errOut, code := sandbox(t, home, "run", "-q", "--grant", "kernel", "--grant", "fs:"+ro+":ro", "--grant", "fs:"+rw+":rw", "--",
-		"/bin/sh", "-c", "uname -r; cat "+ro+"/given; echo made > "+rw+"/made; echo no > "+ro+"/no || echo refused; id -u")
+	out, errOut, code := sandbox(t, home, "run", "-q", "--memory", "300MiB", "--cpus", "2", "--grant", "kernel", "--grant", "fs:"+ro+":ro", "--grant", "fs:"+rw+":rw", "--",
+		"/bin/sh", "-c", "uname -r; cat "+ro+"/given; echo made > "+rw+"/made; echo no > "+ro+"/no || echo refused; id -u; nproc; awk '/MemTotal/{print int($2/1024)}' /proc/meminfo")
+	// (awk is reached through /etc/alternatives, which guests share.)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	host, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	if len(lines) != 4 || lines[0] == strings.TrimSpace(string(host)) || lines[1] != "from the host" || lines[2] != "refused" || lines[3] != "65534" {
+	if len(lines) != 6 || lines[0] == strings.TrimSpace(string(host)) || lines[1] != "from the host" || lines[2] != "refused" || lines[3] != "65534" || lines[4] != "2" {
+		t.Fatalf("stdout %q (host kernel %s)", out, host)
+	}
+	// The guest's memory is the unit's limit (less what its kernel keeps).
+	if mib, _ := strconv.Atoi(lines[5]); mib < 200 || mib > 300 {
 		t.Fatalf("stdout %q (host kernel %s)", out, host)
 	}
 	if b, _ := os.ReadFile(filepath.Join(rw, "made")); string(b) != "made\n" {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -120,7 +121,8 @@ func New(cfg Config) (*Host, error) {
 		cfg.VMImage = filepath.Join(s.Root(), "vm")
 	}
 	executors := []Executor{w, n, bare.Executor{}}
-	for _, e := range vm.New(vm.Config{ImageDir: cfg.VMImage, Accel: cfg.VMAccel, EgressRoots: cfg.EgressRoots}) {
+	for _, e := range vm.New(vm.Config{ImageDir: cfg.VMImage, Accel: cfg.VMAccel, EgressRoots: cfg.EgressRoots,
+		MemoryMiB: int(cfg.Memory >> 20), CPUs: int(math.Ceil(cfg.CPUs)), Pids: cfg.Pids}) {
 		executors = append(executors, e)
 	}
 	executors = append(executors, firecracker.Executor{})

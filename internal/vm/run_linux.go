@@ -43,8 +43,10 @@ const KillGrace = 2 * time.Second
 // at S1, where a run is nobody too).
 const Nobody = 65534
 
-// SystemDirs are the host directories every guest sees, read-only.
-var SystemDirs = []string{"/usr"}
+// SystemDirs are the host directories every guest sees, read-only: its
+// programs, and the links Debian reaches some of them through (awk,
+// editor, ...: /etc/alternatives holds links only).
+var SystemDirs = []string{"/usr", "/etc/alternatives"}
 
 // RefusedError is a grant S5 cannot honour as asked.
 type RefusedError struct{ What string }

@@ -301,3 +301,23 @@ func TestSnapshotKeepsResidentState(t *testing.T) {
 		t.Fatalf("after restore: %+v %v %q", st, err, out.String())
 	}
 }
+
+// TestKVMThatDoesNotBootFallsBackToTCG: a KVM device that opens but on
+// which no guest boots (here: QEMU finds no /dev/kvm of its own) is not
+// trusted: runs use TCG, and the reason says KVM was tried.
+func TestKVMThatDoesNotBootFallsBackToTCG(t *testing.T) {
+	im := image(t, "")
+	if _, err := os.Stat("/dev/kvm"); err == nil {
+		t.Skip("this machine has /dev/kvm: the fallback is tried where it has none")
+	}
+	kvm := filepath.Join(t.TempDir(), "kvm")
+	os.WriteFile(kvm, nil, 0o600)
+	e := New(Config{ImageDir: filepath.Dir(im.Kernel), KVM: kvm})[0]
+	accel, why := e.accelerator(context.Background(), im)
+	if accel != "tcg" || !strings.Contains(why, "did not boot under it") {
+		t.Fatalf("accelerator %q (%s)", accel, why)
+	}
+	if note := e.accelNote(accel, why); !strings.Contains(note, "TCG") || strings.Contains(note, "KVM (hardware") {
+		t.Fatalf("note %q", note)
+	}
+}
