@@ -8,8 +8,8 @@ import (
 
 // SandboxSpec is what a live sandbox is created with.
 type SandboxSpec struct {
-	// Tier is "S1" (native programs; the default) or "S2" (WebAssembly
-	// modules).
+	// Tier is "S1" (native programs; the default), "S2" (WebAssembly
+	// modules) or "S5" (native programs in a microVM of its own).
 	Tier string `json:"tier,omitempty"`
 	// Grants in the command line's syntax ("fs:/data:ro", "cpu:5J"); a
 	// workspace is granted read-write besides.

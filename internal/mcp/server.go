@@ -81,7 +81,7 @@ func (s Sandbox) check() error {
 
 // CreateIn is create_sandbox's input.
 type CreateIn struct {
-	Tier   string            `json:"tier,omitempty" jsonschema:"S1 (native programs; the default) or S2 (WebAssembly modules)"`
+	Tier   string            `json:"tier,omitempty" jsonschema:"S1 (native programs; the default), S2 (WebAssembly modules) or S5 (native programs in a microVM of its own)"`
 	Grants []string          `json:"grants,omitempty" jsonschema:"grants in the CLI's syntax: fs:/path:ro, net:example.com:443, cpu:5J"`
 	Env    map[string]string `json:"env,omitempty" jsonschema:"environment of every exec"`
 	Image  string            `json:"image,omitempty" jsonschema:"an imported image whose root filesystem S1 programs run in"`
