@@ -250,3 +250,36 @@ func TestS5LiveSandboxThroughTheService(t *testing.T) {
 		t.Fatalf("record verify: %d %s %s", code, out, errOut)
 	}
 }
+
+// TestVMBuildAndCheck: sandbox vm build makes the image into the state
+// directory (the default S5 image), printing its address; vm check
+// re-hashes it, and names a file that no longer matches.
+func TestVMBuildAndCheck(t *testing.T) {
+	k, err := guest.VMKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := guest.VMAgent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	t.Setenv("SANDBOX_VM_IMAGE", "")
+	if _, errOut, code := sandbox(t, home, "vm", "build"); code != 2 || !strings.Contains(errOut, "--kernel") {
+		t.Fatalf("no --kernel: %d %s", code, errOut)
+	}
+	out, errOut, code := sandbox(t, home, "vm", "build", "--kernel", k, "--agent", agent, "--busybox", filepath.Join(filepath.Dir(k), "busybox", "bin", "busybox"))
+	if code != 0 || !strings.HasPrefix(out, "b3:") || !strings.Contains(out, filepath.Join(home, "vm")) {
+		t.Fatalf("build: %d %q %s", code, out, errOut)
+	}
+	addr := strings.Fields(out)[0]
+	if out, _, code := sandbox(t, home, "vm", "check"); code != 0 || !strings.HasPrefix(out, addr+" ok") {
+		t.Fatalf("check: %d %q", code, out)
+	}
+	// Alter the initramfs, named by the address build printed.
+	initrd := strings.TrimPrefix(strings.Fields(strings.Split(out, "initramfs ")[1])[0], "b3:")
+	os.WriteFile(filepath.Join(home, "vm", initrd), []byte("altered"), 0o644)
+	if _, errOut, code := sandbox(t, home, "vm", "check"); code == 0 || !strings.Contains(errOut, "the initramfs at") {
+		t.Fatalf("check of an altered image: %d %s", code, errOut)
+	}
+}
