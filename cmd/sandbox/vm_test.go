@@ -144,7 +144,7 @@ func TestS5EscapeBattery(t *testing.T) {
 func TestS5Doctor(t *testing.T) {
 	vmImage(t)
 	out, _, code := sandbox(t, t.TempDir(), "doctor")
-	if code != 0 || !strings.Contains(out, "S5") || !strings.Contains(out, "a TCG microVM booted") || !strings.Contains(out, "firecracker        S5 native no   no firecracker binary") {
+	if code != 0 || !strings.Contains(out, "S5") || !strings.Contains(out, "a TCG microVM booted") || !strings.Contains(out, "firecracker        S5 vm     no   no firecracker binary") {
 		t.Fatalf("doctor: %d\n%s", code, out)
 	}
 	t.Setenv("SANDBOX_VM_IMAGE", t.TempDir())

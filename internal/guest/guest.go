@@ -227,6 +227,12 @@ func VMInit(name string) (string, error) {
 	return goProgram("vminit-"+name, "./"+d, d)
 }
 
+// FakeFirecracker builds internal/vm/testdata/fakefc, the stand-in for
+// a firecracker binary (see its doc).
+func FakeFirecracker() (string, error) {
+	return goProgram("fakefc", "./internal/vm/testdata/fakefc", "internal/vm/testdata/fakefc", "internal/vm/firecracker/apischema")
+}
+
 // goProgram builds the static program pkg, cached by the sources of dirs.
 func goProgram(name, pkg string, dirs ...string) (string, error) {
 	root, err := Root()
@@ -293,6 +299,15 @@ func VMImage(agent string) (string, error) {
 		return "", fmt.Errorf("guest: no busybox in %s: run scripts/vm-image (scripts/deps does)", bb)
 	}
 	kb = append(kb, []byte("busybox")...)
+	root, err := Root()
+	if err != nil {
+		return "", err
+	}
+	bk, err := sourceKey(filepath.Join(root, "internal", "vm", "boot"), "") // its module list, its command line
+	if err != nil {
+		return "", err
+	}
+	kb = append(kb, bk...)
 	base, err := os.UserCacheDir()
 	if err != nil {
 		base = os.TempDir()

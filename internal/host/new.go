@@ -24,7 +24,6 @@ import (
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/vm"
-	"github.com/opensubstrate/sandbox/internal/vm/firecracker"
 	"github.com/opensubstrate/sandbox/internal/wasm"
 )
 
@@ -125,7 +124,7 @@ func New(cfg Config) (*Host, error) {
 		MemoryMiB: int(cfg.Memory >> 20), CPUs: int(math.Ceil(cfg.CPUs)), Pids: cfg.Pids}) {
 		executors = append(executors, e)
 	}
-	executors = append(executors, firecracker.Executor{})
+	executors = append(executors, vm.NewFirecracker(vm.Config{ImageDir: cfg.VMImage, MemoryMiB: int(cfg.Memory >> 20), CPUs: int(math.Ceil(cfg.CPUs)), Pids: cfg.Pids}, ""))
 	h := &Host{Store: s, Key: k, Executors: executors, Meter: m, Log: cfg.Log, closeLease: true, Images: images.Store{Dir: filepath.Join(s.Root(), "images")}}
 	if cfg.Warm {
 		// A host that runs many makes each run's directory ahead.

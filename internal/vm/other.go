@@ -54,3 +54,17 @@ func (s *Session) Alive() bool                                        { return f
 func (s *Session) Suspend(context.Context, string) (*Snapshot, error) { return nil, errNotSupported }
 func (s *Session) Continue(context.Context) error                     { return errNotSupported }
 func (s *Session) Close() error                                       { return nil }
+
+// Firecracker: S5 needs Linux.
+type Firecracker struct{}
+
+// NewFirecracker is the Firecracker executor, refusing off Linux.
+func NewFirecracker(Config, string) *Firecracker { return &Firecracker{} }
+
+func (*Firecracker) Name() string    { return "firecracker" }
+func (*Firecracker) Tier() tier.Tier { return tier.S5 }
+func (*Firecracker) Kind() tier.Kind { return tier.VM }
+func (*Firecracker) Probe(context.Context) tier.Probe {
+	return tier.Probe{Reason: errNotSupported.Error()}
+}
+func (*Firecracker) Run(context.Context, *job.Job) (*job.Result, error) { return nil, errNotSupported }

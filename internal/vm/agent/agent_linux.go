@@ -61,7 +61,7 @@ func run() error {
 	if err := loadModules(); err != nil {
 		return err
 	}
-	port, err := openPort(10 * time.Second)
+	port, err := openTransport(10 * time.Second)
 	if err != nil {
 		return err
 	}
@@ -93,9 +93,15 @@ func loadModules() error {
 	return nil
 }
 
-// openPort finds the agent's virtio-serial port by its name (there is no
-// udev to make /dev/virtio-ports links).
-func openPort(wait time.Duration) (*os.File, error) {
+// VsockPort is where the agent listens when its VM has a vsock device
+// and no virtio-serial port (Firecracker).
+const VsockPort = 1024
+
+// openTransport finds the agent's way to the host: its virtio-serial
+// port, by name (there is no udev to make /dev/virtio-ports links), or,
+// in a VM with a vsock device instead, the host's one connection to
+// VsockPort.
+func openTransport(wait time.Duration) (io.ReadWriteCloser, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		ports, _ := filepath.Glob("/sys/class/virtio-ports/*/name")
@@ -105,11 +111,34 @@ func openPort(wait time.Duration) (*os.File, error) {
 				return os.OpenFile("/dev/"+filepath.Base(filepath.Dir(p)), os.O_RDWR, 0)
 			}
 		}
+		if devs, _ := filepath.Glob("/sys/bus/virtio/drivers/vmw_vsock_virtio_transport/virtio*"); len(devs) > 0 {
+			return acceptVsock()
+		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("no virtio-serial port named %s", PortName)
+			return nil, fmt.Errorf("no virtio-serial port named %s and no vsock device", PortName)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// acceptVsock listens on VsockPort and takes the host's connection.
+func acceptVsock() (io.ReadWriteCloser, error) {
+	fd, err := unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("vsock: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrVM{CID: unix.VMADDR_CID_ANY, Port: VsockPort}); err != nil {
+		return nil, fmt.Errorf("vsock bind: %w", err)
+	}
+	if err := unix.Listen(fd, 1); err != nil {
+		return nil, fmt.Errorf("vsock listen: %w", err)
+	}
+	nfd, _, err := unix.Accept4(fd, unix.SOCK_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("vsock accept: %w", err)
+	}
+	return os.NewFile(uintptr(nfd), "vsock"), nil
 }
 
 type agent struct {

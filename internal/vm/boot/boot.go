@@ -36,9 +36,10 @@ type Manifest struct {
 const Cmdline = "console=ttyS0 panic=-1 oops=panic reboot=t loglevel=4 i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd tsc=reliable rdinit=/init"
 
 // Modules are the kernel modules a guest loads, with their
-// dependencies: the virtio transport, the agent's serial port, 9p for
-// grants and virtio-net for egress.
-var Modules = []string{"virtio_mmio", "virtio_console", "9pnet_virtio", "9p", "virtio_net"}
+// dependencies: the virtio transport, the agent's serial port (QEMU) or
+// vsock (Firecracker, which has no virtio-serial), 9p for grants and
+// virtio-net for egress.
+var Modules = []string{"virtio_mmio", "virtio_console", "vmw_vsock_virtio_transport", "9pnet_virtio", "9p", "virtio_net"}
 
 // Applets are the busybox commands linked in ToolDir.
 var Applets = []string{"sh", "cat", "echo", "ls", "sleep", "kill", "mkdir", "rm", "cp", "mv", "head", "tail", "wc", "dd", "uname", "id", "ps", "mount", "umount", "grep", "sed", "tr", "true", "false", "test", "seq", "sha256sum", "sync", "free", "hostname", "stat", "touch", "chmod", "ln", "env"}

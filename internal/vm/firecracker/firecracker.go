@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -176,12 +174,10 @@ func (c *Client) Describe(ctx context.Context) (Info, error) {
 	return i, err
 }
 
-// ErrTransport: Firecracker has no virtio-serial, and the guest agent's
-// vsock transport is not built.
-var ErrTransport = errors.New("the guest agent speaks virtio-serial, which Firecracker does not have, and its vsock transport is not built: S5 runs on QEMU's microvm here")
-
-// Probe says whether Firecracker could serve S5 on this host; binary is
-// the program ("" for firecracker on PATH), kvm the device.
+// Probe checks what Firecracker needs before anything boots: the binary
+// ("" for firecracker on PATH) and a KVM device it can open (kvm, ""
+// for /dev/kvm). The S5 executor then boots a guest through it to earn
+// the rung.
 func Probe(binary, kvm string) tier.Probe {
 	if binary == "" {
 		binary = "firecracker"
@@ -193,34 +189,10 @@ func Probe(binary, kvm string) tier.Probe {
 	if kvm == "" {
 		kvm = "/dev/kvm"
 	}
-	if f, err := os.OpenFile(kvm, os.O_RDWR, 0); err != nil {
+	f, err := os.OpenFile(kvm, os.O_RDWR, 0)
+	if err != nil {
 		return tier.Probe{Reason: p + " is present, but Firecracker needs KVM: " + err.Error()}
-	} else {
-		f.Close()
 	}
-	return tier.Probe{Reason: p + " is present, but " + ErrTransport.Error()}
-}
-
-// Executor is Firecracker as an S5 executor: listed with its probe's
-// reason. Its probe never claims the rung (see Probe), so the host never
-// gives it a run.
-type Executor struct {
-	Binary, KVM string
-}
-
-// Name is "firecracker".
-func (Executor) Name() string { return "firecracker" }
-
-// Tier is S5.
-func (Executor) Tier() tier.Tier { return tier.S5 }
-
-// Kind is native.
-func (Executor) Kind() tier.Kind { return tier.Native }
-
-// Probe is Probe's answer for this host.
-func (e Executor) Probe(context.Context) tier.Probe { return Probe(e.Binary, e.KVM) }
-
-// Run refuses: the probe never says available.
-func (Executor) Run(context.Context, *job.Job) (*job.Result, error) {
-	return nil, fmt.Errorf("%w: firecracker: %v", tier.ErrUnavailable, ErrTransport)
+	f.Close()
+	return tier.Probe{Available: true, Reason: p + " and " + kvm + " are present"}
 }

@@ -1,0 +1,268 @@
+package vm
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/internal/vm/boot"
+	"github.com/opensubstrate/sandbox/internal/vm/firecracker"
+	"github.com/opensubstrate/sandbox/internal/vm/wire"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// VsockPort is where the guest agent listens in a VM with a vsock device.
+const VsockPort = 1024
+
+// Firecracker runs vm units (a sandbox.vm/1 image) in Firecracker
+// microVMs, driven over the API socket, the agent reached over vsock.
+// Firecracker shares no directories and has no user network: units with
+// storage or net grants are refused (they run on QEMU).
+type Firecracker struct {
+	cfg    Config
+	binary string
+
+	mu    sync.Mutex
+	done  bool
+	probe tier.Probe
+}
+
+// NewFirecracker is the Firecracker executor; binary "" is firecracker
+// on PATH. It shares the QEMU executors' configuration (image, size).
+func NewFirecracker(cfg Config, binary string) *Firecracker {
+	if cfg.KVM == "" {
+		cfg.KVM = "/dev/kvm"
+	}
+	if cfg.MemoryMiB == 0 {
+		cfg.MemoryMiB = 512
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = 1
+	}
+	if binary == "" {
+		binary = "firecracker"
+	}
+	return &Firecracker{cfg: cfg, binary: binary}
+}
+
+// Name is "firecracker".
+func (f *Firecracker) Name() string { return "firecracker" }
+
+// Tier is S5.
+func (f *Firecracker) Tier() tier.Tier { return tier.S5 }
+
+// Kind is vm.
+func (f *Firecracker) Kind() tier.Kind { return tier.VM }
+
+// Probe: a firecracker binary, KVM, the guest image, and a guest booted
+// through the API that, from inside, runs its own kernel and sees none of
+// the host's processes.
+func (f *Firecracker) Probe(ctx context.Context) tier.Probe {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.done {
+		f.probe = f.check(ctx)
+		f.done = true
+	}
+	return f.probe
+}
+
+func (f *Firecracker) check(ctx context.Context) tier.Probe {
+	if p := firecracker.Probe(f.binary, f.cfg.KVM); !p.Available {
+		return p
+	}
+	im, err := boot.Open(f.cfg.ImageDir)
+	if err != nil {
+		return tier.Probe{Reason: err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, BootTimeout)
+	defer cancel()
+	m, err := f.start(ctx, im, 256, 1, nil)
+	if err != nil {
+		return tier.Probe{Reason: "a probe guest: " + err.Error()}
+	}
+	defer m.Kill()
+	hostBoot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	guestBoot, gerr := m.ReadFile(ctx, "/proc/sys/kernel/random/boot_id", 4096)
+	var out strings.Builder
+	st, xerr := m.Exec(ctx, wire.Command{Path: boot.ToolDir + "/ls", Argv: []string{"ls", "/proc"}, Dir: "/"}, nil, &out, nil, time.Second)
+	self := false
+	for _, w := range strings.Fields(out.String()) {
+		self = self || w == fmt.Sprint(os.Getpid())
+	}
+	layers := []tier.Layer{
+		{Name: "own kernel", OK: gerr == nil && len(guestBoot) > 0 && string(guestBoot) != string(hostBoot) && m.Hello.Kernel == im.Manifest.Release,
+			Detail: fmt.Sprintf("guest kernel %s, boot id %s", m.Hello.Kernel, strings.TrimSpace(string(guestBoot)))},
+		{Name: "no host processes", OK: xerr == nil && st.Code == 0 && !self, Detail: fmt.Sprintf("this host process (%d) not in the guest's /proc", os.Getpid())},
+	}
+	for _, l := range layers {
+		if !l.OK {
+			return tier.Probe{Reason: "a probe guest: " + l.Name + ": " + l.Detail, Layers: layers}
+		}
+	}
+	return tier.Probe{Available: true, Layers: layers, Reason: "a Firecracker microVM booted through its API and, from inside, ran its own kernel " + im.Manifest.Release + " and saw none of the host's processes (vm units without storage or net grants)"}
+}
+
+// start starts firecracker in cg, configures and boots the VM through
+// the API, and connects to the guest agent over the vsock socket.
+func (f *Firecracker) start(ctx context.Context, im *boot.Image, memMiB, cpus int, cg *cgroup.Group) (*Machine, error) {
+	dir, err := os.MkdirTemp("", "sandbox-fc-")
+	if err != nil {
+		return nil, err
+	}
+	spec := Spec{Image: im, Dir: dir}
+	console, err := os.Create(spec.console())
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	defer console.Close()
+	path, err := exec.LookPath(f.binary)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	api := filepath.Join(dir, "api.sock")
+	m := &Machine{spec: spec, exited: make(chan struct{})}
+	m.cmd = &exec.Cmd{Path: path, Args: []string{"firecracker", "--api-sock", api}, Stdout: console, Stderr: &lockedBuffer{b: &m.stderr}}
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cgroup.StartIn(m.cmd, cg); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("vm: starting firecracker: %w", err)
+	}
+	go func() { m.waitErr = m.cmd.Wait(); close(m.exited) }()
+	ok := false
+	defer func() {
+		if !ok {
+			m.Kill()
+			os.RemoveAll(dir)
+		}
+	}()
+	if c, err := m.dial(ctx, "api.sock"); err != nil {
+		return nil, err
+	} else {
+		c.Close()
+	}
+	fc := firecracker.New(api)
+	vsock := filepath.Join(dir, "v.sock")
+	if err := fc.Configure(ctx, firecracker.Machine{VCPUs: cpus, MemoryMiB: memMiB}, firecracker.Boot{Kernel: im.Kernel, Initrd: im.Initrd, Cmdline: im.Manifest.Cmdline}, nil, &firecracker.Vsock{CID: 3, Path: vsock}); err != nil {
+		return nil, err
+	}
+	if err := fc.Start(ctx); err != nil {
+		return nil, err
+	}
+	c, err := m.connectVsock(ctx, vsock, VsockPort)
+	if err != nil {
+		return nil, err
+	}
+	m.agent = newConn(c)
+	go m.agent.serve()
+	hello, err := m.recv(ctx, m.agent.control, "the guest agent's hello")
+	if err != nil {
+		return nil, err
+	}
+	if hello.Type != wire.Hello {
+		return nil, fmt.Errorf("%w: its first frame was %s, not hello", ErrGuest, hello.Type)
+	}
+	if err := wire.Decode(hello, &m.Hello); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrGuest, err)
+	}
+	m.Booted = time.Now()
+	if err := m.setup(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	return m, nil
+}
+
+// connectVsock connects to a guest port through Firecracker's vsock
+// socket ("CONNECT port\n", answered "OK ...\n" once the guest listens;
+// before that the connection is closed, and tried again).
+func (m *Machine) connectVsock(ctx context.Context, path string, port uint32) (net.Conn, error) {
+	for {
+		c, err := net.Dial("unix", path)
+		if err == nil {
+			fmt.Fprintf(c, "CONNECT %d\n", port)
+			br := bufio.NewReader(c)
+			line, err := br.ReadString('\n')
+			if err == nil && strings.HasPrefix(line, "OK ") {
+				return &bufferedConn{Conn: c, r: br}, nil
+			}
+			c.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, m.ended(fmt.Errorf("waiting for the guest agent on vsock port %d: %w", port, context.Cause(ctx)))
+		case <-m.exited:
+			return nil, m.ended(nil)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// bufferedConn reads through the reader that read the handshake.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// DefaultLimits: the guest's memory and CPUs.
+func (f *Firecracker) DefaultLimits() unit.Limits {
+	return unit.Limits{MemoryBytes: int64(f.cfg.MemoryMiB) << 20, CPUMillis: int64(f.cfg.CPUs) * 1000, Pids: f.cfg.Pids}
+}
+
+// Run boots the unit's image, runs its program, and ends the VM.
+func (f *Firecracker) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
+	if err := check(j); err != nil {
+		return nil, err
+	}
+	if len(j.Grants.Storage) > 0 || len(j.Grants.Net) > 0 {
+		return nil, &RefusedError{"a storage or net grant on Firecracker, which shares no directories and has no user network (QEMU's microvm does)"}
+	}
+	im, err := boot.OpenManifest(j.Image, f.cfg.ImageDir)
+	if err != nil {
+		return nil, err
+	}
+	mem, cpus := (&Executor{cfg: f.cfg}).size(j)
+	if j.Cgroup != nil {
+		if err := j.Cgroup.SetLimits(cgroup.Limits{Memory: int64(mem)<<20 + Overhead, CPUs: float64(j.Unit.Limits.CPUMillis) / 1000}); err != nil {
+			return nil, err
+		}
+	}
+	res := &job.Result{Executor: "firecracker+kvm", Notes: []string{
+		"S5 on Firecracker (KVM), driven over its API socket; the guest agent over vsock",
+		fmt.Sprintf("S5 guest: kernel %s (%s), initramfs %s, boot manifest %s", im.Manifest.Kernel, im.Manifest.Release, im.Manifest.Initrd, im.Addr)}}
+	bctx, cancel := context.WithTimeout(ctx, BootTimeout)
+	defer cancel()
+	var deadline <-chan time.Time
+	if j.Deadline > 0 {
+		t := time.NewTimer(j.Deadline)
+		defer t.Stop()
+		deadline = t.C
+		var c2 context.CancelFunc
+		bctx, c2 = context.WithTimeoutCause(bctx, j.Deadline, errDeadline)
+		defer c2()
+	}
+	res.Start = time.Now()
+	m, err := f.start(bctx, im, mem, cpus, j.Cgroup)
+	if err != nil {
+		res.End = time.Now()
+		res.Outcome = failure(err, ctx)
+		return res, nil
+	}
+	defer func() { m.Kill(); os.RemoveAll(m.spec.Dir) }()
+	return (&Executor{cfg: f.cfg, kind: tier.VM}).execute(ctx, m, j, j.Unit.Env, res, deadline, false)
+}
