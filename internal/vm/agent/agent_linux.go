@@ -407,6 +407,10 @@ func (a *agent) start(stream uint32, c wire.Command) {
 	go pump(wire.Stderr, errR)
 	go func() {
 		cmd.Wait()
+		if c.Pids > 0 {
+			// Gone with its last process; one left running keeps it.
+			os.Remove(fmt.Sprintf("/sys/fs/cgroup/exec-%d", stream))
+		}
 		// What the program wrote is read to its end; what a process it
 		// left behind still holds open is cut after a moment.
 		drained := make(chan struct{})
