@@ -42,7 +42,8 @@ is sandbox-vmagent beside this executable unless --agent names it
 
 The build is reproducible: the same kernel and agent give the same
 initramfs, and so the same addresses. It prints the manifest's address.
-scripts/vm-image fetches the kernel and builds everything.`,
+scripts/vm-image installs QEMU and fetches the kernel and busybox
+(into .cache/vm); docs/s5.md has the whole setup.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if kernel == "" {
