@@ -353,7 +353,7 @@ func TestServiceBadInput(t *testing.T) {
 		{"POST", "/v1/sandboxes", ``, 400, "empty"},
 		{"POST", "/v1/sandboxes", `{} {}`, 400, "more than one"},
 		{"POST", "/v1/sandboxes", `{"tier": "S9"}`, 400, `field \"tier\"`},
-		{"POST", "/v1/sandboxes", `{"tier": "S4"}`, 400, "S1 (native programs) or S2"},
+		{"POST", "/v1/sandboxes", `{"tier": "S4"}`, 400, "S2 (WebAssembly modules) or S5 (native programs in a microVM), not S4"},
 		{"POST", "/v1/sandboxes", `{"grants": ["fs:relative:rw"]}`, 400, `field \"grants\"`},
 		{"POST", "/v1/sandboxes", `{"grants": ["exec:deny:b3:` + strings.Repeat("ab", 32) + `"]}`, 400, "exec grants"},
 		{"POST", "/v1/sandboxes", `{"grants": ["fs:` + h.Store.Root() + `:ro"]}`, 400, "state directory"},
