@@ -168,18 +168,7 @@ func (f *Firecracker) start(ctx context.Context, im *boot.Image, memMiB, cpus in
 	}
 	m.agent = newConn(c)
 	go m.agent.serve()
-	hello, err := m.recv(ctx, m.agent.control, "the guest agent's hello")
-	if err != nil {
-		return nil, err
-	}
-	if hello.Type != wire.Hello {
-		return nil, fmt.Errorf("%w: its first frame was %s, not hello", ErrGuest, hello.Type)
-	}
-	if err := wire.Decode(hello, &m.Hello); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrGuest, err)
-	}
-	m.Booted = time.Now()
-	if err := m.setup(ctx); err != nil {
+	if err := m.greet(ctx); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -245,17 +234,8 @@ func (f *Firecracker) Run(ctx context.Context, j *job.Job) (*job.Result, error) 
 	res := &job.Result{Executor: "firecracker+kvm", Notes: []string{
 		"S5 on Firecracker (KVM), driven over its API socket; the guest agent over vsock",
 		fmt.Sprintf("S5 guest: kernel %s (%s), initramfs %s, boot manifest %s", im.Manifest.Kernel, im.Manifest.Release, im.Manifest.Initrd, im.Addr)}}
-	bctx, cancel := context.WithTimeout(ctx, BootTimeout)
-	defer cancel()
-	var deadline <-chan time.Time
-	if j.Deadline > 0 {
-		t := time.NewTimer(j.Deadline)
-		defer t.Stop()
-		deadline = t.C
-		var c2 context.CancelFunc
-		bctx, c2 = context.WithTimeoutCause(bctx, j.Deadline, errDeadline)
-		defer c2()
-	}
+	bctx, deadline, stop := bootContext(ctx, j.Deadline)
+	defer stop()
 	res.Start = time.Now()
 	m, err := f.start(bctx, im, mem, cpus, j.Cgroup)
 	if err != nil {

@@ -177,23 +177,28 @@ func Start(ctx context.Context, spec Spec) (*Machine, error) {
 	m.agent = newConn(c)
 	go m.agent.serve()
 	if spec.Incoming == "" {
-		f, err := m.recv(ctx, m.agent.control, "the guest agent's hello")
-		if err != nil {
-			return nil, err
-		}
-		if f.Type != wire.Hello {
-			return nil, fmt.Errorf("%w: its first frame was %s, not hello", ErrGuest, f.Type)
-		}
-		if err := wire.Decode(f, &m.Hello); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrGuest, err)
-		}
-		m.Booted = time.Now()
-		if err := m.setup(ctx); err != nil {
+		if err := m.greet(ctx); err != nil {
 			return nil, err
 		}
 	}
 	ok = true
 	return m, nil
+}
+
+// greet takes a booted guest's hello and sets it up.
+func (m *Machine) greet(ctx context.Context) error {
+	f, err := m.recv(ctx, m.agent.control, "the guest agent's hello")
+	if err != nil {
+		return err
+	}
+	if f.Type != wire.Hello {
+		return fmt.Errorf("%w: its first frame was %s, not hello", ErrGuest, f.Type)
+	}
+	if err := wire.Decode(f, &m.Hello); err != nil {
+		return fmt.Errorf("%w: %v", ErrGuest, err)
+	}
+	m.Booted = time.Now()
+	return m.setup(ctx)
 }
 
 func (m *Machine) setup(ctx context.Context) error {

@@ -141,19 +141,8 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		}
 		files = ca
 	}
-	// The deadline covers the boot: a guest that never answers is ended
-	// by it (or by BootTimeout, when the run has none).
-	var deadline <-chan time.Time
-	bootCtx, cancelBoot := context.WithTimeout(ctx, BootTimeout)
+	bootCtx, deadline, cancelBoot := bootContext(ctx, j.Deadline)
 	defer cancelBoot()
-	if j.Deadline > 0 {
-		t := time.NewTimer(j.Deadline)
-		defer t.Stop()
-		deadline = t.C
-		var cancel context.CancelFunc
-		bootCtx, cancel = context.WithTimeoutCause(bootCtx, j.Deadline, errDeadline)
-		defer cancel()
-	}
 	res.Start = time.Now()
 	m, err := Start(bootCtx, spec)
 	if err != nil {
@@ -179,7 +168,6 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 			return res, nil
 		}
 	}
-	cancelBoot()
 	return e.execute(ctx, m, j, env, res, deadline, false)
 }
 
@@ -245,6 +233,19 @@ func (e *Executor) execute(ctx context.Context, m *Machine, j *job.Job, env map[
 }
 
 var errDeadline = errors.New("the wall-clock deadline passed")
+
+// bootContext is the context a boot runs under and the run's deadline:
+// the deadline covers the boot, so a guest that never answers is ended
+// by it (or by BootTimeout, when the run has none). stop releases both.
+func bootContext(ctx context.Context, d time.Duration) (context.Context, <-chan time.Time, func()) {
+	bctx, cancel := context.WithTimeout(ctx, BootTimeout)
+	if d <= 0 {
+		return bctx, nil, cancel
+	}
+	t := time.NewTimer(d)
+	bctx, cancel2 := context.WithTimeoutCause(bctx, d, errDeadline)
+	return bctx, t.C, func() { t.Stop(); cancel2(); cancel() }
+}
 
 // failure is the outcome of a VM that could not be started or set up.
 func failure(err error, ctx context.Context) attest.Outcome {

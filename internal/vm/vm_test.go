@@ -321,3 +321,20 @@ func TestKVMThatDoesNotBootFallsBackToTCG(t *testing.T) {
 		t.Fatalf("note %q", note)
 	}
 }
+
+// TestDeadlineEndsARunningProgram: a deadline that passes while the
+// program runs ends the VM, and the run says so.
+func TestDeadlineEndsARunningProgram(t *testing.T) {
+	im := image(t, "")
+	e := New(Config{ImageDir: filepath.Dir(im.Kernel), Accel: "tcg"})[0]
+	j := nativeJob("/usr/bin/sleep", "1000")
+	j.Deadline = 30 * time.Second
+	res, err := e.Run(context.Background(), j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome.Status != attest.Deadline || !strings.Contains(res.Outcome.Detail, "the VM was ended") {
+		t.Fatalf("outcome %+v", res.Outcome)
+	}
+	noQEMULeft(t, im)
+}
