@@ -325,7 +325,9 @@ func (h *Host) suspendGated(sb *Sandbox, gate func(record.Snapshot) error) (reco
 	if err := h.writeParked(id, parked{Owner: owner, Suspended: h.now().UTC(), Retained: 2 * retained}); err != nil {
 		h.logger().Warn("no note beside a suspended sandbox's record", "sandbox", id, "err", err)
 	}
-	thaw()
+	if sb.vmsess == nil && sb.cg != nil {
+		sb.cg.Thaw() // frozen processes are ended by the teardown once thawed; a paused VM is killed as it is
+	}
 	// The workspace is kept beside the snapshot, outside the sandbox, as
 	// a cache: a resumption here that finds it identical to the recorded
 	// tree (by a capture, which reads only what changed) renames it back

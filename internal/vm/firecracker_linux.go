@@ -155,6 +155,7 @@ func (f *Firecracker) start(ctx context.Context, im *boot.Image, memMiB, cpus in
 		c.Close()
 	}
 	fc := firecracker.New(api)
+	m.pause, m.resume = fc.Pause, fc.Resume
 	vsock := filepath.Join(dir, "v.sock")
 	if err := fc.Configure(ctx, firecracker.Machine{VCPUs: cpus, MemoryMiB: memMiB}, firecracker.Boot{Kernel: im.Kernel, Initrd: im.Initrd, Cmdline: im.Manifest.Cmdline}, nil, &firecracker.Vsock{CID: 3, Path: vsock}); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ package vm
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,16 +56,18 @@ func TestFirecrackerRunsAVMUnit(t *testing.T) {
 	var out bytes.Buffer
 	j := &job.Job{Image: manifest, Grants: grant.Set{}, Stdout: &out,
 		Unit: unit.Unit{Kind: tier.VM, Entry: "/sandbox/bin/sh", Args: []string{"sh", "-c", "uname -r; id -u; exit 3"}}}
+	var ctlErr error
+	j.OnStart = func(c job.Control) { ctlErr = errors.Join(c.Freeze(), c.Thaw()) } // through the API: PATCH /vm
 	res, err := f.Run(context.Background(), j)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || ctlErr != nil {
+		t.Fatal(err, ctlErr)
 	}
 	if res.Outcome.Status != attest.Exited || *res.Outcome.ExitCode != 3 || !strings.HasSuffix(out.String(), "\n65534\n") || res.Executor != "firecracker+kvm" {
 		t.Fatalf("outcome %+v, stdout %q, executor %s", res.Outcome, out.String(), res.Executor)
 	}
 	b, _ := os.ReadFile(log)
 	reqs := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(reqs) != 8 { // probe and run: machine-config, boot-source, vsock, actions each
+	if len(reqs) != 10 { // probe and run: machine-config, boot-source, vsock, actions each; the run's pause and resume
 		t.Fatalf("requests:\n%s", b)
 	}
 	for _, r := range reqs {

@@ -65,6 +65,9 @@ type Machine struct {
 	stderr  bytes.Buffer
 	// Booted is when the agent's hello arrived.
 	Booted time.Time
+	// pause and resume stop and continue the guest's vCPUs through its
+	// monitor (QMP for QEMU, the API for Firecracker).
+	pause, resume func(context.Context) error
 }
 
 // Console is the path of the guest's serial console log.
@@ -153,6 +156,8 @@ func Start(ctx context.Context, spec Spec) (*Machine, error) {
 		return nil, fmt.Errorf("%w: %v", ErrNoQEMU, err)
 	}
 	m := &Machine{spec: spec, exited: make(chan struct{})}
+	m.pause = func(ctx context.Context) error { _, err := m.qmp(ctx, map[string]any{"execute": "stop"}); return err }
+	m.resume = func(ctx context.Context) error { _, err := m.qmp(ctx, map[string]any{"execute": "cont"}); return err }
 	m.cmd = &exec.Cmd{Path: path, Args: append([]string{spec.QEMU}, spec.args()...), Stderr: &lockedBuffer{b: &m.stderr}}
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cgroup.StartIn(m.cmd, spec.Cgroup); err != nil {
@@ -589,7 +594,4 @@ func (e *BusyError) Error() string {
 func (e *BusyError) Invalid() bool { return true }
 
 // cont lets a paused VM run on.
-func (m *Machine) cont(ctx context.Context) error {
-	_, err := m.qmp(ctx, map[string]any{"execute": "cont"})
-	return err
-}
+func (m *Machine) cont(ctx context.Context) error { return m.resume(ctx) }

@@ -177,8 +177,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 func (e *Executor) execute(ctx context.Context, m *Machine, j *job.Job, env map[string]string, res *job.Result, deadline <-chan time.Time, live bool) (*job.Result, error) {
 	prog := j.Unit.Entry
 	if j.OnStart != nil {
-		j.OnStart(job.Control{Freeze: func() error { _, err := m.qmp(ctx, map[string]any{"execute": "stop"}); return err },
-			Thaw: func() error { _, err := m.qmp(ctx, map[string]any{"execute": "cont"}); return err }})
+		j.OnStart(job.Control{Freeze: func() error { return m.pause(ctx) }, Thaw: func() error { return m.resume(ctx) }})
 	}
 	argv := j.Unit.Args
 	if len(argv) == 0 {

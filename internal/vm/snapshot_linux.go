@@ -149,8 +149,7 @@ func (m *Machine) incoming(ctx context.Context, path string) error {
 		switch st.Status {
 		case "paused", "postmigrate", "prelaunch":
 			if st.Status == "paused" {
-				_, err := m.qmp(ctx, map[string]any{"execute": "cont"})
-				return err
+				return m.resume(ctx)
 			}
 		case "running":
 			return nil

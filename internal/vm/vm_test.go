@@ -101,6 +101,10 @@ func TestGuestRunsCommandsAndMovesFiles(t *testing.T) {
 	if st.Code == 0 {
 		t.Fatal("a write into the read-only grant succeeded")
 	}
+	// Paused through QMP and let go again, it answers as before.
+	if err := errors.Join(m.pause(ctx), m.resume(ctx)); err != nil {
+		t.Fatal(err)
+	}
 	big := bytes.Repeat([]byte("0123456789abcdef"), 200_000) // 3.2 MB: several frames
 	if err := m.WriteFile(ctx, "/tmp/big", big, 0o600); err != nil {
 		t.Fatal(err)
