@@ -44,12 +44,7 @@ func outcome(cmd *exec.Cmd, err error, how string) (attest.Outcome, syscall.Sign
 		c := st.ExitStatus()
 		return attest.Outcome{Status: attest.Exited, ExitCode: &c}, 0
 	case st.Signaled():
-		sig := st.Signal()
-		switch sig {
-		case syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGILL, syscall.SIGFPE, syscall.SIGABRT, syscall.SIGSYS, syscall.SIGTRAP:
-			return attest.Outcome{Status: attest.Trapped, Detail: "terminated by " + unix.SignalName(sig)}, sig
-		}
-		return attest.Outcome{Status: attest.Killed, Detail: "terminated by " + unix.SignalName(sig)}, sig
+		return job.SignalOutcome(st.Signal(), ""), st.Signal()
 	}
 	return attest.Outcome{Status: attest.Failed, Detail: fmt.Sprint(err)}, 0
 }

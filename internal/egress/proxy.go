@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -673,4 +674,21 @@ func ProxyEnv(url, ca string) map[string]string {
 		}
 	}
 	return vars
+}
+
+// CAPath is where a run with injected credentials finds the roots it
+// trusts, at every tier: the system's and the run's own authority.
+const CAPath = "/run/sandbox/ca.pem"
+
+// SystemRoots is the system's CA bundle (Debian's path).
+var SystemRoots = "/etc/ssl/certs/ca-certificates.crt"
+
+// TrustBundle is the system's roots followed by extra (PEM; nil for
+// none): the bundle a run's programs verify servers with.
+func TrustBundle(extra []byte) []byte {
+	b, _ := os.ReadFile(SystemRoots)
+	if len(b) > 0 && b[len(b)-1] != '\n' && len(extra) > 0 {
+		b = append(b, '\n')
+	}
+	return append(b, extra...)
 }

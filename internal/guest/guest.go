@@ -230,7 +230,7 @@ func VMInit(name string) (string, error) {
 // FakeFirecracker builds internal/vm/testdata/fakefc, the stand-in for
 // a firecracker binary (see its doc).
 func FakeFirecracker() (string, error) {
-	return goProgram("fakefc", "./internal/vm/testdata/fakefc", "internal/vm/testdata/fakefc", "internal/vm/firecracker/apischema")
+	return goProgram("fakefc", "./internal/vm/testdata/fakefc", "internal/vm/testdata/fakefc", "internal/vm/firecracker/apischema", "internal/vm/boot")
 }
 
 // goProgram builds the static program pkg, cached by the sources of dirs.

@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
@@ -149,4 +151,17 @@ type Result struct {
 	// Parked is set when the run stopped at a park (Control.Park): it is
 	// not over, and is not sealed; Outcome is then meaningless.
 	Parked *Parked
+}
+
+// SignalOutcome is how a program a signal ended is recorded: trapped
+// for a fault or an abort (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT,
+// SIGSYS, SIGTRAP), killed for any other; where is said after the
+// signal's name ("", or " in the guest").
+func SignalOutcome(sig syscall.Signal, where string) attest.Outcome {
+	detail := "terminated by " + unix.SignalName(sig) + where
+	switch sig {
+	case syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGILL, syscall.SIGFPE, syscall.SIGABRT, syscall.SIGSYS, syscall.SIGTRAP:
+		return attest.Outcome{Status: attest.Trapped, Detail: detail}
+	}
+	return attest.Outcome{Status: attest.Killed, Detail: detail}
 }

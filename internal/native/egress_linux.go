@@ -21,10 +21,7 @@ const ProxyPort = 3128
 
 // CAPath is where a run with injected credentials finds the roots it
 // trusts: the system's, and its own authority.
-const CAPath = "/run/sandbox/ca.pem"
-
-// systemRoots is the system's CA bundle (Debian's path).
-var systemRoots = "/etc/ssl/certs/ca-certificates.crt"
+const CAPath = egress.CAPath
 
 // egress prepares a run's proxy: the injected secrets resolved from the
 // host's environment and files, the listener requested from init, the
@@ -56,15 +53,11 @@ func (e *Executor) egress(g grant.Set, enf *grant.Enforcer, sp *s1init.Spec) (*e
 			return nil, nil, err
 		}
 		os.Chmod(dir, 0o755)
-		bundle, _ := os.ReadFile(systemRoots)
-		if len(bundle) > 0 && bundle[len(bundle)-1] != '\n' {
-			bundle = append(bundle, '\n')
-		}
 		if real, err := filepath.EvalSymlinks(dir); err == nil {
 			dir = real // binds are walked without following links
 		}
 		path := filepath.Join(dir, "ca.pem")
-		if err := os.WriteFile(path, append(bundle, pem...), 0o644); err != nil {
+		if err := os.WriteFile(path, egress.TrustBundle(pem), 0o644); err != nil {
 			os.RemoveAll(dir)
 			proxy.Close()
 			return nil, nil, err

@@ -414,11 +414,7 @@ func outcomeOf(st s1init.Status, cg *cgroup.Group, end ending) attest.Outcome {
 		if oom && sig == syscall.SIGKILL {
 			return attest.Outcome{Status: attest.OutOfMem, Detail: "killed by the kernel at the run's memory limit"}
 		}
-		switch sig {
-		case syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGILL, syscall.SIGFPE, syscall.SIGABRT, syscall.SIGSYS, syscall.SIGTRAP:
-			return attest.Outcome{Status: attest.Trapped, Detail: "terminated by " + unix.SignalName(sig)}
-		}
-		return attest.Outcome{Status: attest.Killed, Detail: "terminated by " + unix.SignalName(sig)}
+		return job.SignalOutcome(sig, "")
 	}
 	return attest.Outcome{Status: attest.Failed, Detail: "the run's init reported nothing"}
 }

@@ -34,7 +34,7 @@ func BenchmarkBoot(b *testing.B) {
 			cmd := exec.Command("qemu-system-x86_64", "-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on", "-nodefaults", "-no-user-config",
 				"-nographic", "-no-reboot", "-display", "none", "-m", "256M", "-smp", "1", "-accel", "tcg,tb-size=64", "-cpu", "max",
 				"-kernel", im.Kernel, "-initrd", im.Initrd, "-append", Spec{Image: im}.cmdline(), "-serial", "file:"+filepath.Join(dir, "c"),
-				"-chardev", "socket,id=a,path="+sock+",server=on,wait=off", "-device", "virtio-serial-device", "-device", "virtserialport,chardev=a,name="+agentPort)
+				"-chardev", "socket,id=a,path="+sock+",server=on,wait=off", "-device", "virtio-serial-device", "-device", "virtserialport,chardev=a,name="+wire.PortName)
 			t0 := time.Now()
 			if err := cmd.Start(); err != nil {
 				b.Fatal(err)

@@ -83,7 +83,7 @@ func (s Spec) args() []string {
 		"-kernel", im.Kernel, "-initrd", im.Initrd, "-append", s.cmdline(),
 		"-serial", "file:" + s.console(),
 		"-chardev", "socket,id=agent,path=" + filepath.Join(s.Dir, "agent.sock") + ",server=on,wait=off",
-		"-device", "virtio-serial-device", "-device", "virtserialport,chardev=agent,name=" + agentPort,
+		"-device", "virtio-serial-device", "-device", "virtserialport,chardev=agent,name=" + wire.PortName,
 		"-qmp", "unix:" + filepath.Join(s.Dir, "qmp.sock") + ",server=on,wait=off",
 	}
 	if s.Accel == "kvm" {
@@ -111,39 +111,17 @@ func (s Spec) args() []string {
 	return a
 }
 
-// cmdline is the manifest's command line, and under TCG the host's TSC
-// rate: a TCG guest reads the host's TSC, and calibrating it against the
-// emulated PIT fails often enough on a loaded host that the guest then
-// hangs without a clock (seen here in 3 boots of 8).
+// cmdline is the manifest's command line, with the host's clock rate
+// under TCG (boot.TCGClock).
 func (s Spec) cmdline() string {
-	c := s.Image.Manifest.Cmdline
-	if s.Accel != "kvm" {
-		if khz := hostTSCkHz(); khz > 0 {
-			c += " tsc_early_khz=" + strconv.Itoa(khz)
-		}
+	if s.Accel == "kvm" {
+		return s.Image.Manifest.Cmdline
 	}
-	return c
-}
-
-// hostTSCkHz is the host CPU's rate in kHz as /proc/cpuinfo says it
-// (0 if it does not).
-func hostTSCkHz() int {
-	b, _ := os.ReadFile("/proc/cpuinfo")
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if ok && strings.TrimSpace(k) == "cpu MHz" {
-			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f > 0 {
-				return int(f * 1000)
-			}
-		}
-	}
-	return 0
+	return s.Image.Manifest.Cmdline + boot.TCGClock()
 }
 
 // qemuEscape doubles the commas of a value in QEMU's option syntax.
 func qemuEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
-
-const agentPort = "sandbox.agent"
 
 // Start starts QEMU in spec.Cgroup and waits for the agent's hello (or
 // ctx): a VM that does not answer in time is ended.

@@ -21,9 +21,6 @@ import (
 // Version is the agent's protocol version, said in its Hello.
 const Version = "sandbox-vmagent/1"
 
-// PortName is the virtio-serial port the host opens for the agent.
-const PortName = "sandbox.agent"
-
 // ModuleDir holds the kernel modules the guest image carries, and
 // ModuleOrder lists them in load order.
 const (
@@ -93,21 +90,17 @@ func loadModules() error {
 	return nil
 }
 
-// VsockPort is where the agent listens when its VM has a vsock device
-// and no virtio-serial port (Firecracker).
-const VsockPort = 1024
-
 // openTransport finds the agent's way to the host: its virtio-serial
 // port, by name (there is no udev to make /dev/virtio-ports links), or,
 // in a VM with a vsock device instead, the host's one connection to
-// VsockPort.
+// wire.VsockPort.
 func openTransport(wait time.Duration) (io.ReadWriteCloser, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		ports, _ := filepath.Glob("/sys/class/virtio-ports/*/name")
 		for _, p := range ports {
 			b, _ := os.ReadFile(p)
-			if strings.TrimSpace(string(b)) == PortName {
+			if strings.TrimSpace(string(b)) == wire.PortName {
 				return os.OpenFile("/dev/"+filepath.Base(filepath.Dir(p)), os.O_RDWR, 0)
 			}
 		}
@@ -115,20 +108,20 @@ func openTransport(wait time.Duration) (io.ReadWriteCloser, error) {
 			return acceptVsock()
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("no virtio-serial port named %s and no vsock device", PortName)
+			return nil, fmt.Errorf("no virtio-serial port named %s and no vsock device", wire.PortName)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// acceptVsock listens on VsockPort and takes the host's connection.
+// acceptVsock listens on wire.VsockPort and takes the host's connection.
 func acceptVsock() (io.ReadWriteCloser, error) {
 	fd, err := unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("vsock: %w", err)
 	}
 	defer unix.Close(fd)
-	if err := unix.Bind(fd, &unix.SockaddrVM{CID: unix.VMADDR_CID_ANY, Port: VsockPort}); err != nil {
+	if err := unix.Bind(fd, &unix.SockaddrVM{CID: unix.VMADDR_CID_ANY, Port: wire.VsockPort}); err != nil {
 		return nil, fmt.Errorf("vsock bind: %w", err)
 	}
 	if err := unix.Listen(fd, 1); err != nil {
@@ -409,7 +402,7 @@ func (a *agent) start(stream uint32, c wire.Command) {
 		cmd.Wait()
 		if c.Pids > 0 {
 			// Gone with its last process; one left running keeps it.
-			os.Remove(fmt.Sprintf("/sys/fs/cgroup/exec-%d", stream))
+			os.Remove(fmt.Sprintf("%s/exec-%d", cgroupRoot, stream))
 		}
 		// What the program wrote is read to its end; what a process it
 		// left behind still holds open is cut after a moment.
@@ -463,23 +456,25 @@ func (a *agent) readFile(stream uint32, path string) {
 	}
 }
 
-var cgroupOnce sync.Once
+// cgroups mounts the guest's cgroup2 hierarchy with the pids
+// controller for its children, once; every exec sees the one answer.
+var cgroups = sync.OnceValue(func() error {
+	os.MkdirAll(cgroupRoot, 0o755)
+	if err := unix.Mount("cgroup2", cgroupRoot, "cgroup2", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return err
+	}
+	return os.WriteFile(cgroupRoot+"/cgroup.subtree_control", []byte("+pids"), 0o644)
+})
+
+const cgroupRoot = "/sys/fs/cgroup"
 
 // pidsGroup makes the guest cgroup one exec runs in, bounded to pids
 // processes and threads, and returns its directory's descriptor.
 func pidsGroup(stream uint32, pids int64) (int, error) {
-	const root = "/sys/fs/cgroup"
-	var err error
-	cgroupOnce.Do(func() {
-		os.MkdirAll(root, 0o755)
-		if err = unix.Mount("cgroup2", root, "cgroup2", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err == nil {
-			err = os.WriteFile(root+"/cgroup.subtree_control", []byte("+pids"), 0o644)
-		}
-	})
-	if err != nil {
+	if err := cgroups(); err != nil {
 		return -1, fmt.Errorf("the guest's cgroups: %w", err)
 	}
-	dir := fmt.Sprintf("%s/exec-%d", root, stream)
+	dir := fmt.Sprintf("%s/exec-%d", cgroupRoot, stream)
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return -1, err
 	}

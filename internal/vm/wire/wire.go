@@ -55,6 +55,14 @@ func (t Type) Control() bool {
 	return true
 }
 
+// PortName is the virtio-serial port the agent is reached on (QEMU), and
+// VsockPort the vsock port it listens on in a VM that has a vsock device
+// and no virtio-serial (Firecracker).
+const (
+	PortName  = "sandbox.agent"
+	VsockPort = 1024
+)
+
 // MaxData is the largest payload a frame may carry.
 const MaxData = 1 << 20
 

@@ -30,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/opensubstrate/sandbox/internal/vm/boot"
 	"github.com/opensubstrate/sandbox/internal/vm/firecracker/apischema"
 )
 
@@ -119,17 +120,7 @@ func main() {
 func (st *state) start() error {
 	dir := filepath.Dir(st.vsock.Path)
 	serial := filepath.Join(dir, "fakefc-agent.sock")
-	args := st.boot.Args
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "cpu MHz" {
-				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-					args += " tsc_early_khz=" + strconv.Itoa(int(f*1000)) // TCG reads the host's TSC
-				}
-				break
-			}
-		}
-	}
+	args := st.boot.Args + boot.TCGClock() // the stand-in runs the guest under TCG
 	q := exec.Command("qemu-system-x86_64", "-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on", "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
 		"-display", "none", "-accel", "tcg,tb-size=64", "-cpu", "max", "-m", strconv.Itoa(max(st.machine.Mem, 128))+"M", "-smp", strconv.Itoa(max(st.machine.VCPUs, 1)),
 		"-kernel", st.boot.Kernel, "-initrd", st.boot.Initrd, "-append", args, "-serial", "stdio",
