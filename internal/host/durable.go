@@ -988,14 +988,13 @@ func (h *Host) parkedIDs() []string {
 // image in the blob store, by address; it returns the address and size.
 // On failure the VM runs on as it was.
 func (h *Host) suspendVM(sb *Sandbox) (addr.Addr, int64, error) {
+	// In the state directory: the image is moved into the store, not copied.
+	if err := os.MkdirAll(h.Store.Path("cache"), 0o700); err != nil {
+		return addr.Addr{}, 0, err
+	}
 	tmp, err := os.MkdirTemp(h.Store.Path("cache"), "vm-memory-")
 	if err != nil {
-		if err := os.MkdirAll(h.Store.Path("cache"), 0o700); err != nil {
-			return addr.Addr{}, 0, err
-		}
-		if tmp, err = os.MkdirTemp(h.Store.Path("cache"), "vm-memory-"); err != nil {
-			return addr.Addr{}, 0, err
-		}
+		return addr.Addr{}, 0, err
 	}
 	defer os.RemoveAll(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

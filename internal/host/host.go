@@ -288,8 +288,8 @@ type ExecutorProbe struct {
 	Probe tier.Probe
 }
 
-// Executors probes every executor, the ones a tier's first available
-// executor hides included (doctor lists them).
+// ExecutorProbes probes every executor, the ones a tier's first
+// available executor hides included (doctor lists them).
 func (h *Host) ExecutorProbes(ctx context.Context) []ExecutorProbe {
 	var out []ExecutorProbe
 	for _, e := range h.Executors {

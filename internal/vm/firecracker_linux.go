@@ -22,9 +22,6 @@ import (
 	"github.com/opensubstrate/sandbox/tier"
 )
 
-// VsockPort is where the guest agent listens in a VM with a vsock device.
-const VsockPort = 1024
-
 // Firecracker runs vm units (a sandbox.vm/1 image) in Firecracker
 // microVMs, driven over the API socket, the agent reached over vsock.
 // Firecracker shares no directories and has no user network: units with
@@ -93,19 +90,7 @@ func (f *Firecracker) check(ctx context.Context) tier.Probe {
 		return tier.Probe{Reason: "a probe guest: " + err.Error()}
 	}
 	defer m.Kill()
-	hostBoot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	guestBoot, gerr := m.ReadFile(ctx, "/proc/sys/kernel/random/boot_id", 4096)
-	var out strings.Builder
-	st, xerr := m.Exec(ctx, wire.Command{Path: boot.ToolDir + "/ls", Argv: []string{"ls", "/proc"}, Dir: "/"}, nil, &out, nil, time.Second)
-	self := false
-	for _, w := range strings.Fields(out.String()) {
-		self = self || w == fmt.Sprint(os.Getpid())
-	}
-	layers := []tier.Layer{
-		{Name: "own kernel", OK: gerr == nil && len(guestBoot) > 0 && string(guestBoot) != string(hostBoot) && m.Hello.Kernel == im.Manifest.Release,
-			Detail: fmt.Sprintf("guest kernel %s, boot id %s", m.Hello.Kernel, strings.TrimSpace(string(guestBoot)))},
-		{Name: "no host processes", OK: xerr == nil && st.Code == 0 && !self, Detail: fmt.Sprintf("this host process (%d) not in the guest's /proc", os.Getpid())},
-	}
+	layers := isolation(ctx, m, im, boot.ToolDir+"/ls")
 	for _, l := range layers {
 		if !l.OK {
 			return tier.Probe{Reason: "a probe guest: " + l.Name + ": " + l.Detail, Layers: layers}
@@ -163,7 +148,7 @@ func (f *Firecracker) start(ctx context.Context, im *boot.Image, memMiB, cpus in
 	if err := fc.Start(ctx); err != nil {
 		return nil, err
 	}
-	c, err := m.connectVsock(ctx, vsock, VsockPort)
+	c, err := m.connectVsock(ctx, vsock, wire.VsockPort)
 	if err != nil {
 		return nil, err
 	}
@@ -210,9 +195,7 @@ type bufferedConn struct {
 func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 
 // DefaultLimits: the guest's memory and CPUs.
-func (f *Firecracker) DefaultLimits() unit.Limits {
-	return unit.Limits{MemoryBytes: int64(f.cfg.MemoryMiB) << 20, CPUMillis: int64(f.cfg.CPUs) * 1000, Pids: f.cfg.Pids}
-}
+func (f *Firecracker) DefaultLimits() unit.Limits { return f.cfg.limits() }
 
 // Run boots the unit's image, runs its program, and ends the VM.
 func (f *Firecracker) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
@@ -226,15 +209,13 @@ func (f *Firecracker) Run(ctx context.Context, j *job.Job) (*job.Result, error) 
 	if err != nil {
 		return nil, err
 	}
-	mem, cpus := (&Executor{cfg: f.cfg}).size(j)
-	if j.Cgroup != nil {
-		if err := j.Cgroup.SetLimits(cgroup.Limits{Memory: int64(mem)<<20 + Overhead, CPUs: float64(j.Unit.Limits.CPUMillis) / 1000}); err != nil {
-			return nil, err
-		}
+	mem, cpus := f.cfg.size(j.Unit.Limits)
+	if err := limitVM(j.Cgroup, mem, j.Unit.Limits); err != nil {
+		return nil, err
 	}
 	res := &job.Result{Executor: "firecracker+kvm", Notes: []string{
 		"S5 on Firecracker (KVM), driven over its API socket; the guest agent over vsock",
-		fmt.Sprintf("S5 guest: kernel %s (%s), initramfs %s, boot manifest %s", im.Manifest.Kernel, im.Manifest.Release, im.Manifest.Initrd, im.Addr)}}
+		guestNote(im)}}
 	bctx, deadline, stop := bootContext(ctx, j.Deadline)
 	defer stop()
 	res.Start = time.Now()
@@ -245,5 +226,5 @@ func (f *Firecracker) Run(ctx context.Context, j *job.Job) (*job.Result, error) 
 		return res, nil
 	}
 	defer func() { m.Kill(); os.RemoveAll(m.spec.Dir) }()
-	return (&Executor{cfg: f.cfg, kind: tier.VM}).execute(ctx, m, j, j.Unit.Env, res, deadline, false)
+	return execute(ctx, m, j, j.Unit.Env, res, deadline, false)
 }

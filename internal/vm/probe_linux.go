@@ -118,11 +118,7 @@ func (e *Executor) check(ctx context.Context, im *boot.Image, accel string) ([]t
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if os.Getenv("SANDBOX_VM_KEEP") == "" {
-			os.RemoveAll(dir)
-		}
-	}()
+	defer os.RemoveAll(dir)
 	rw, ro, hidden := filepath.Join(dir, "rw"), filepath.Join(dir, "ro"), filepath.Join(dir, "hidden")
 	for _, d := range []string{rw, ro, hidden} {
 		if err := os.Mkdir(d, 0o755); err != nil {
@@ -146,23 +142,9 @@ func (e *Executor) check(ctx context.Context, im *boot.Image, accel string) ([]t
 			err = fmt.Errorf("%s: %s", name, detail)
 		}
 	}
-	hostBoot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	guestBoot, gerr := m.ReadFile(ctx, "/proc/sys/kernel/random/boot_id", 4096)
-	layer("own kernel", gerr == nil && len(guestBoot) > 0 && !bytes.Equal(guestBoot, hostBoot) && m.Hello.Kernel == im.Manifest.Release,
-		fmt.Sprintf("guest kernel %s, boot id %s (host %s)", m.Hello.Kernel, strings.TrimSpace(string(guestBoot)), strings.TrimSpace(string(hostBoot))))
-	var out bytes.Buffer
-	st, xerr := m.Exec(ctx, wire.Command{Path: "/usr/bin/ls", Argv: []string{"ls", "/proc"}, Dir: "/"}, nil, &out, nil, time.Second)
-	pids := 0
-	self := false
-	for _, f := range strings.Fields(out.String()) {
-		if _, err := strconv.Atoi(f); err == nil {
-			pids++
-			if f == strconv.Itoa(os.Getpid()) && os.Getpid() > 200 {
-				self = true
-			}
-		}
+	for _, l := range isolation(ctx, m, im, "/usr/bin/ls") {
+		layer(l.Name, l.OK, l.Detail)
 	}
-	layer("no host processes", xerr == nil && st.Code == 0 && pids > 0 && pids < 200 && !self, fmt.Sprintf("%d processes in the guest's /proc, this host process (%d) not among them", pids, os.Getpid()))
 	_, herr := m.ReadFile(ctx, filepath.Join(hidden, "secret"), 4096)
 	got, rerr := m.ReadFile(ctx, filepath.Join(ro, "granted"), 4096)
 	layer("only its grants", errors.Is(herr, os.ErrNotExist) && rerr == nil && string(got) == marker,
@@ -200,4 +182,28 @@ func (e *Executor) BootImage() (addr.Addr, error) {
 		return addr.Addr{}, err
 	}
 	return im.Addr, nil
+}
+
+// isolation checks, from inside a booted guest, what every S5 guest
+// must show: its own kernel (the image's release, another boot id than
+// the host's) and none of the host's processes (ls is the guest's ls).
+func isolation(ctx context.Context, m *Machine, im *boot.Image, ls string) []tier.Layer {
+	hostBoot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	guestBoot, gerr := m.ReadFile(ctx, "/proc/sys/kernel/random/boot_id", 4096)
+	var out bytes.Buffer
+	st, xerr := m.Exec(ctx, wire.Command{Path: ls, Argv: []string{"ls", "/proc"}, Dir: "/"}, nil, &out, nil, time.Second)
+	pids := 0
+	self := false
+	for _, f := range strings.Fields(out.String()) {
+		if _, err := strconv.Atoi(f); err == nil {
+			pids++
+			self = self || (f == strconv.Itoa(os.Getpid()) && os.Getpid() > 200)
+		}
+	}
+	return []tier.Layer{
+		{Name: "own kernel", OK: gerr == nil && len(guestBoot) > 0 && !bytes.Equal(guestBoot, hostBoot) && m.Hello.Kernel == im.Manifest.Release,
+			Detail: fmt.Sprintf("guest kernel %s, boot id %s (host %s)", m.Hello.Kernel, strings.TrimSpace(string(guestBoot)), strings.TrimSpace(string(hostBoot)))},
+		{Name: "no host processes", OK: xerr == nil && st.Code == 0 && pids > 0 && pids < 200 && !self,
+			Detail: fmt.Sprintf("%d processes in the guest's /proc, this host process (%d) not among them", pids, os.Getpid())},
+	}
 }

@@ -9,15 +9,11 @@ import (
 	"net"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/opensubstrate/sandbox/attest"
-	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/egress"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/job"
@@ -101,21 +97,16 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	}
 	accel, why := e.accelerator(ctx, im)
 	name := e.executorName(accel)
-	res := &job.Result{Executor: name, Notes: []string{
-		e.accelNote(accel, why),
-		fmt.Sprintf("S5 guest: kernel %s (%s), initramfs %s, boot manifest %s", im.Manifest.Kernel, im.Manifest.Release, im.Manifest.Initrd, im.Addr),
-	}}
+	res := &job.Result{Executor: name, Notes: []string{e.accelNote(accel, why), guestNote(im)}}
 	dir, err := os.MkdirTemp("", "sandbox-vm-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	spec := Spec{Image: im, QEMU: e.cfg.QEMU, Accel: accel, Dir: dir, Cgroup: j.Cgroup, Hostname: "sandbox"}
-	spec.MemoryMiB, spec.CPUs = e.size(j)
-	if j.Cgroup != nil {
-		if err := j.Cgroup.SetLimits(cgroup.Limits{Memory: int64(spec.MemoryMiB)<<20 + Overhead, CPUs: float64(j.Unit.Limits.CPUMillis) / 1000}); err != nil {
-			return nil, err
-		}
+	spec.MemoryMiB, spec.CPUs = e.cfg.size(j.Unit.Limits)
+	if err := limitVM(j.Cgroup, spec.MemoryMiB, j.Unit.Limits); err != nil {
+		return nil, err
 	}
 	spec.Mounts, err = mounts(j, e.kind != tier.VM)
 	if err != nil {
@@ -158,23 +149,30 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 			return res, nil
 		}
 	}
-	prog := j.Unit.Entry
-	if e.kind != tier.VM && !under(prog, spec.Mounts) {
-		// The program is not in what the guest shares with the host: it
-		// gets the very bytes the unit names, at the same path.
-		if err := m.WriteFile(bootCtx, prog, j.Image, 0o755); err != nil {
+	if e.kind != tier.VM {
+		if err := writeProgram(bootCtx, m, j, spec.Mounts); err != nil {
 			res.End = time.Now()
 			res.Outcome = failure(err, ctx)
 			return res, nil
 		}
 	}
-	return e.execute(ctx, m, j, env, res, deadline, false)
+	return execute(ctx, m, j, env, res, deadline, false)
+}
+
+// writeProgram gives the guest a native unit's program where it is not
+// in what the guest shares with the host: the very bytes the unit names,
+// at the same path.
+func writeProgram(ctx context.Context, m *Machine, j *job.Job, ms []wire.Mount) error {
+	if under(j.Unit.Entry, ms) {
+		return nil
+	}
+	return m.WriteFile(ctx, j.Unit.Entry, j.Image, 0o755)
 }
 
 // execute runs j's program in the running guest m and fills res. A
 // deadline or a budget ends the VM, or in a live sandbox (live) kills
 // the program's process group; an interruption signals the program.
-func (e *Executor) execute(ctx context.Context, m *Machine, j *job.Job, env map[string]string, res *job.Result, deadline <-chan time.Time, live bool) (*job.Result, error) {
+func execute(ctx context.Context, m *Machine, j *job.Job, env map[string]string, res *job.Result, deadline <-chan time.Time, live bool) (*job.Result, error) {
 	prog := j.Unit.Entry
 	if j.OnStart != nil {
 		j.OnStart(job.Control{Freeze: func() error { return m.pause(ctx) }, Thaw: func() error { return m.resume(ctx) }})
@@ -280,28 +278,10 @@ func outcome(st wire.ExitStatus, err error, how string) (attest.Outcome, syscall
 		return attest.Outcome{Status: attest.Failed, Detail: "in the guest: " + st.Error}, 0, syscall.Errno(st.Errno)
 	case st.Signal != 0:
 		sig := syscall.Signal(st.Signal)
-		switch sig {
-		case syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGILL, syscall.SIGFPE, syscall.SIGABRT, syscall.SIGSYS, syscall.SIGTRAP:
-			return attest.Outcome{Status: attest.Trapped, Detail: "terminated by " + unix.SignalName(sig) + " in the guest"}, sig, 0
-		}
-		return attest.Outcome{Status: attest.Killed, Detail: "terminated by " + unix.SignalName(sig) + " in the guest"}, sig, 0
+		return job.SignalOutcome(sig, " in the guest"), sig, 0
 	}
 	c := st.Code
 	return attest.Outcome{Status: attest.Exited, ExitCode: &c}, 0, 0
-}
-
-// size is the guest's memory (MiB) and CPUs from the unit's limits.
-func (e *Executor) size(j *job.Job) (int, int) {
-	mem := int(j.Unit.Limits.MemoryBytes >> 20)
-	if mem == 0 {
-		mem = e.cfg.MemoryMiB
-	}
-	mem = max(mem, 128)
-	cpus := int((j.Unit.Limits.CPUMillis + 999) / 1000)
-	if cpus == 0 {
-		cpus = e.cfg.CPUs
-	}
-	return mem, max(cpus, 1)
 }
 
 // mounts are the system directories (read-only; not for a VM image,
@@ -310,11 +290,10 @@ func (e *Executor) size(j *job.Job) (int, int) {
 // first (Remap) and must be a directory.
 func mounts(j *job.Job, system bool) ([]wire.Mount, error) {
 	var out []wire.Mount
-	for i, d := range SystemDirs {
-		if !system {
-			break // a VM image runs from its own root
+	if system {
+		for i, d := range SystemDirs {
+			out = append(out, wire.Mount{Tag: fmt.Sprintf("sys%d", i), Path: d, ReadOnly: true})
 		}
-		out = append(out, wire.Mount{Tag: fmt.Sprintf("sys%d", i), Path: d, ReadOnly: true})
 	}
 	for i, s := range j.Grants.Storage {
 		host := s.Path
@@ -356,10 +335,6 @@ func under(p string, ms []wire.Mount) bool {
 	return false
 }
 
-// CAPath is where a guest with injected credentials finds the roots it
-// trusts, as at S1.
-const CAPath = "/run/sandbox/ca.pem"
-
 // startProxy starts the run's egress proxy on host loopback: QEMU
 // forwards the guest's one reachable address to it.
 func startProxy(j *job.Job, roots *x509.CertPool) (*egress.Proxy, string, map[string]string, map[string][]byte, error) {
@@ -377,17 +352,13 @@ func startProxy(j *job.Job, roots *x509.CertPool) (*egress.Proxy, string, map[st
 		return nil, "", nil, nil, err
 	}
 	go p.Serve(ln)
-	files := map[string][]byte{}
+	// The guest's /etc is its own: it gets the system's roots, and with
+	// injections the run's authority too, as at S1.
+	files := map[string][]byte{egress.SystemRoots: egress.TrustBundle(nil)}
 	ca := ""
-	bundle, _ := os.ReadFile("/etc/ssl/certs/ca-certificates.crt")
 	if pem := p.CACertPEM(); pem != nil {
-		if len(bundle) > 0 && bundle[len(bundle)-1] != '\n' {
-			bundle = append(bundle, '\n')
-		}
-		files[CAPath] = append(bundle, pem...)
-		ca = CAPath
-	} else if len(bundle) > 0 {
-		files["/etc/ssl/certs/ca-certificates.crt"] = bundle
+		files[egress.CAPath] = egress.TrustBundle(pem)
+		ca = egress.CAPath
 	}
 	return p, ln.Addr().String(), egress.ProxyEnv("http://"+GuestProxy, ca), files, nil
 }
@@ -397,6 +368,5 @@ func envList(env map[string]string) []string {
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		out = append(out, k+"="+env[k])
 	}
-	sort.Strings(out)
 	return out
 }

@@ -64,14 +64,12 @@ func (e *Executor) open(ctx context.Context, g grant.Set, lim unit.Limits, cg *c
 		return nil, err
 	}
 	s := &Session{e: e, cg: cg, name: e.executorName(accel), notes: []string{e.accelNote(accel, why),
-		fmt.Sprintf("S5 guest: kernel %s (%s), initramfs %s, boot manifest %s", im.Manifest.Kernel, im.Manifest.Release, im.Manifest.Initrd, im.Addr)}}
+		guestNote(im)}}
 	s.spec = Spec{Image: im, QEMU: e.cfg.QEMU, Accel: accel, Dir: dir, Cgroup: cg, Hostname: "sandbox", Incoming: memory}
-	s.spec.MemoryMiB, s.spec.CPUs = e.size(j)
-	if cg != nil {
-		if err := cg.SetLimits(cgroup.Limits{Memory: int64(s.spec.MemoryMiB)<<20 + Overhead, CPUs: float64(lim.CPUMillis) / 1000}); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
+	s.spec.MemoryMiB, s.spec.CPUs = e.cfg.size(lim)
+	if err := limitVM(cg, s.spec.MemoryMiB, lim); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
 	}
 	if s.spec.Mounts, err = mounts(j, true); err != nil {
 		os.RemoveAll(dir)
@@ -143,11 +141,8 @@ func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 			res.Notes = append(res.Notes, "S5: this exec overlapped another, whose record counts the VM's CPU for the time they shared")
 		}
 	}
-	prog := j.Unit.Entry
-	if !under(prog, s.spec.Mounts) {
-		if err := s.m.WriteFile(ctx, prog, j.Image, 0o755); err != nil {
-			return nil, err
-		}
+	if err := writeProgram(ctx, s.m, j, s.spec.Mounts); err != nil {
+		return nil, err
 	}
 	var deadline <-chan time.Time
 	if j.Deadline > 0 {
@@ -156,7 +151,7 @@ func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		deadline = t.C
 	}
 	res.Start = time.Now()
-	return s.e.execute(ctx, s.m, j, j.Unit.Env, res, deadline, true)
+	return execute(ctx, s.m, j, j.Unit.Env, res, deadline, true)
 }
 
 // Suspend lets the guest unmount its shares (refused, with the reason,
@@ -188,6 +183,3 @@ func (s *Session) Close() error {
 	s.m.Kill()
 	return os.RemoveAll(s.spec.Dir)
 }
-
-// Image is the boot manifest's address (a resumption needs the same).
-func (s *Session) Image() string { return s.spec.Image.Addr.String() }

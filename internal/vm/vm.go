@@ -8,7 +8,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/internal/vm/boot"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -95,8 +97,39 @@ func (e *Executor) Kind() tier.Kind { return e.kind }
 const Overhead = 256 << 20
 
 // DefaultLimits: the guest's memory and CPUs.
-func (e *Executor) DefaultLimits() unit.Limits {
-	return unit.Limits{MemoryBytes: int64(e.cfg.MemoryMiB) << 20, CPUMillis: int64(e.cfg.CPUs) * 1000, Pids: e.cfg.Pids}
+func (e *Executor) DefaultLimits() unit.Limits { return e.cfg.limits() }
+
+// limits are the limits a unit gets from this configuration.
+func (c Config) limits() unit.Limits {
+	return unit.Limits{MemoryBytes: int64(c.MemoryMiB) << 20, CPUMillis: int64(c.CPUs) * 1000, Pids: c.Pids}
+}
+
+// size is a guest's memory (MiB, at least 128) and CPUs from a unit's
+// limits, this configuration's where they set none.
+func (c Config) size(l unit.Limits) (int, int) {
+	mem := int(l.MemoryBytes >> 20)
+	if mem == 0 {
+		mem = c.MemoryMiB
+	}
+	cpus := int((l.CPUMillis + 999) / 1000)
+	if cpus == 0 {
+		cpus = c.CPUs
+	}
+	return max(mem, 128), max(cpus, 1)
+}
+
+// limitVM bounds the cgroup a VM's monitor runs in (nil: none): the
+// guest's memory and Overhead, the unit's CPU bandwidth.
+func limitVM(cg *cgroup.Group, memMiB int, l unit.Limits) error {
+	if cg == nil {
+		return nil
+	}
+	return cg.SetLimits(cgroup.Limits{Memory: int64(memMiB)<<20 + Overhead, CPUs: float64(l.CPUMillis) / 1000})
+}
+
+// guestNote names the boot image a run's guest booted.
+func guestNote(im *boot.Image) string {
+	return fmt.Sprintf("S5 guest: kernel %s (%s), initramfs %s, boot manifest %s", im.Manifest.Kernel, im.Manifest.Release, im.Manifest.Initrd, im.Addr)
 }
 
 // qemuVersion is QEMU's version, "7.2.22".
