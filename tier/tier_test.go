@@ -2,6 +2,7 @@ package tier
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -135,4 +136,23 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("UnmarshalText(%q) prints %q", s, tr)
 		}
 	})
+}
+
+// TestKeptKeepsOnlyAvailable: an available answer is kept; an
+// unavailable one is returned and the next Get probes again.
+func TestKeptKeepsOnlyAvailable(t *testing.T) {
+	var k Kept
+	n := 0
+	probe := func() Probe {
+		n++
+		return Probe{Available: n >= 2, Reason: strconv.Itoa(n)}
+	}
+	for i, want := range []Probe{{Reason: "1"}, {Available: true, Reason: "2"}, {Available: true, Reason: "2"}} {
+		if got := k.Get(probe); got.Available != want.Available || got.Reason != want.Reason {
+			t.Errorf("get %d: %+v, want %+v", i, got, want)
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d probes, want 2", n)
+	}
 }

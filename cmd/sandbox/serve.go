@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -213,28 +214,37 @@ closed with that overhead. /metrics has each pool's statistics
 	return c
 }
 
-// listenUnix listens on a unix socket only this user may use: made under
-// a umask that leaves it 0600. A socket left by a service that ended is
-// replaced; one that answers is another service's, and is refused.
+// listenUnix listens on a unix socket only this user may use. The socket
+// is made in a fresh directory only this user may enter, made 0600 there
+// and then renamed into place, so that no one else can connect in
+// between; the process's umask is never changed (it is the whole
+// process's, and a run started meanwhile would inherit it). A socket
+// left by a service that ended is replaced; one that answers is another
+// service's, and is refused.
 func listenUnix(path string) (net.Listener, error) {
 	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 		c.Close()
 		return nil, fmt.Errorf("a service is already serving on %s", path)
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	old := umask(0o177)
-	ln, err := net.Listen("unix", path)
-	umask(old)
+	private, err := os.MkdirTemp(filepath.Dir(path), ".serve-")
 	if err != nil {
 		return nil, err
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
+	defer os.RemoveAll(private)
+	tmp := filepath.Join(private, "s")
+	ln, err := net.Listen("unix", tmp)
+	if err != nil {
 		return nil, err
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		ln.Close()
+		return nil, err
+	}
 	return ln, nil
 }
 

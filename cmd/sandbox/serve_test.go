@@ -766,3 +766,44 @@ func TestS2ParkSurvivesAKilledService(t *testing.T) {
 		t.Fatalf("record verify: %d %s %s", code, out, e)
 	}
 }
+
+// TestListenUnixIsPrivateWithoutTheUmask: the service's socket is 0600
+// from before anyone could connect, made without touching the process's
+// umask (a run started meanwhile inherits it); a socket that answers is
+// refused, one left by an ended service is replaced, and nothing of the
+// making is left beside it.
+func TestListenUnixIsPrivateWithoutTheUmask(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "serve.sock")
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	ln, err := listenUnix(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := syscall.Umask(0o022); m != 0o022 {
+		t.Errorf("listenUnix left the umask %#o", m)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the socket: %v %v", fi.Mode(), err)
+	}
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+		}
+	}()
+	if _, err := listenUnix(path); err == nil || !strings.Contains(err.Error(), "already serving") {
+		t.Errorf("a second service on a socket that answers: %v", err)
+	}
+	ln.Close() // the file stays, as a killed service's would
+	ln, err = listenUnix(path)
+	if err != nil {
+		t.Fatalf("replacing a stale socket: %v", err)
+	}
+	defer ln.Close()
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Errorf("left beside the socket: %v", ents)
+	}
+}

@@ -118,7 +118,7 @@ type Host struct {
 	// kept in the state directory.
 	Reprobe bool
 	probeMu sync.Mutex
-	probes  map[string]tier.Probe
+	probes  map[string]probed
 	pools   pools
 	idle    idleKeeper
 	// lifecycleMu: one writer of lifecycle records at a time.

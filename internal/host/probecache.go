@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -39,23 +40,35 @@ func bootAndKernel(procRoot string) (string, string) {
 	return strings.TrimSpace(string(b)), unix.ByteSliceToString(u.Release[:]) + " " + unix.ByteSliceToString(u.Version[:])
 }
 
-// probeOf is an executor's probe: kept from an earlier process when
-// boot, kernel and key are unchanged (and the host is not told to
-// Reprobe), else probed now and kept if available. An unavailable
-// result is never kept: whatever made it so may pass.
+// ProbeRetry is how long a process goes on with an executor's
+// unavailable probe before probing it again: what made it so (a package
+// installed meanwhile, a machine too loaded to set up a child in time)
+// may pass, and a long-running service must not refuse a tier for the
+// rest of its life over one failed probe.
+const ProbeRetry = 30 * time.Second
+
+// probeOf is an executor's probe: the one this process has, if
+// available or younger than ProbeRetry; else kept from an earlier
+// process when boot, kernel and key are unchanged (and the host is not
+// told to Reprobe); else probed now, and kept in the state directory if
+// available. An unavailable result is never kept beyond the process.
 func (h *Host) probeOf(ctx context.Context, e Executor) tier.Probe {
-	k, ok := e.(ProbeKeyer)
-	if !ok || h.Store == nil {
-		return e.Probe(ctx)
-	}
 	h.probeMu.Lock()
 	defer h.probeMu.Unlock()
-	if p, ok := h.probes[e.Name()]; ok {
+	if r, ok := h.probes[e.Name()]; ok && (r.Available || h.now().Sub(r.at) < ProbeRetry) {
+		return r.Probe
+	}
+	k, ok := e.(ProbeKeyer)
+	if !ok || h.Store == nil {
+		p := e.Probe(ctx)
+		h.remember(e.Name(), p)
 		return p
 	}
 	key, err := k.ProbeKey()
 	if err != nil {
-		return e.Probe(ctx)
+		p := e.Probe(ctx)
+		h.remember(e.Name(), p)
+		return p
 	}
 	boot, kernel := bootAndKernel(h.procRoot())
 	path := h.Store.Path("cache", "probes", e.Name()+".json")
@@ -78,9 +91,15 @@ func (h *Host) probeOf(ctx context.Context, e Executor) tier.Probe {
 	return p
 }
 
+// probed is a probe's answer in this process, and when it was had.
+type probed struct {
+	tier.Probe
+	at time.Time
+}
+
 func (h *Host) remember(name string, p tier.Probe) {
 	if h.probes == nil {
-		h.probes = map[string]tier.Probe{}
+		h.probes = map[string]probed{}
 	}
-	h.probes[name] = p
+	h.probes[name] = probed{p, h.now()}
 }

@@ -65,9 +65,8 @@ type Executor struct {
 	// loaders are the addresses of the system's ELF loaders (Linux).
 	loadersOnce sync.Once
 	loaders     map[addr.Addr]bool
-	probeOnce   sync.Once
-	probe       tier.Probe
-	rootProbes  sync.Map // image root directory → tier.Probe
+	probe       tier.Kept
+	rootProbes  sync.Map // image root directory → *tier.Kept
 	guardOnce   sync.Once
 	guardVal    hostpath.Guard
 	guardErr    error

@@ -573,3 +573,46 @@ func TestQuotaCountsRealBlocks(t *testing.T) {
 		t.Errorf("%d entries committed past the quota", len(ents))
 	}
 }
+
+// TestStartersUmaskDoesNotReachTheRun: the umask is the whole process's,
+// and whatever it is when init forks (a service listening on its socket
+// under 0177 once made every directory init built for a bind 0600, and
+// the probe's write into its grant was refused) the root is built and
+// the program runs under 022.
+func TestStartersUmaskDoesNotReachTheRun(t *testing.T) {
+	helper, err := guest.S1Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := syscall.Umask(0o177)
+	defer syscall.Umask(old)
+	e, err := New(Config{StateDir: t.TempDir(), Memory: 256 << 20, Pids: 64, Self: helper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if p := e.Probe(context.Background()); !p.Available {
+		t.Fatalf("the probe under umask 0177: %s", p.Reason)
+	}
+	dir := filepath.Join(t.TempDir(), "a", "b")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{dir, filepath.Dir(dir), filepath.Dir(filepath.Dir(dir))} {
+		os.Chmod(d, 0o777)
+	}
+	g := mustGrants(t, "fs:"+dir+":rw")
+	u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte("/bin/sh")), Entry: "/bin/sh",
+		Args: []string{"/bin/sh", "-c", "umask; echo x > " + dir + "/f"}, Env: map[string]string{"PATH": "/usr/bin:/bin"}}
+	var out, errb bytes.Buffer
+	res, err := e.Run(context.Background(), &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: &out, Stderr: &errb, Deadline: time.Minute})
+	if err != nil || res.Outcome.Status != attest.Exited || *res.Outcome.ExitCode != 0 {
+		t.Fatalf("%v %+v: %s", err, res, errb.String())
+	}
+	if got := strings.TrimSpace(out.String()); got != "0022" {
+		t.Errorf("the program's umask is %s, want 0022", got)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "f")); err != nil || string(b) != "x\n" {
+		t.Errorf("the write through the nested grant: %q %v", b, err)
+	}
+}

@@ -19,22 +19,17 @@ import (
 
 // Probe earns the rung: it starts a confined child (this binary, in its
 // probe mode) and reads back, from inside, whether each layer applies.
-// S1 is available only when every layer holds. Cached per executor.
+// S1 is available only when every layer holds. Kept once available.
 func (e *Executor) Probe(ctx context.Context) tier.Probe {
-	e.probeOnce.Do(func() { e.probe = e.doProbe(ctx, "") })
-	return e.probe
+	return e.probe.Get(func() tier.Probe { return e.doProbe(ctx, "") })
 }
 
 // ProbeRoot is the same probe in the image root filesystem at root: the
 // same layers, checked from inside a child whose root is built from it.
-// Cached per root (a root's content is fixed by its address).
+// Kept per root once available (a root's content is fixed by its address).
 func (e *Executor) ProbeRoot(ctx context.Context, root string) tier.Probe {
-	if v, ok := e.rootProbes.Load(root); ok {
-		return v.(tier.Probe)
-	}
-	p := e.doProbe(ctx, root)
-	e.rootProbes.Store(root, p)
-	return p
+	k, _ := e.rootProbes.LoadOrStore(root, new(tier.Kept))
+	return k.(*tier.Kept).Get(func() tier.Probe { return e.doProbe(ctx, root) })
 }
 
 func (e *Executor) doProbe(ctx context.Context, root string) tier.Probe {

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -29,10 +28,7 @@ import (
 type Firecracker struct {
 	cfg    Config
 	binary string
-
-	mu    sync.Mutex
-	done  bool
-	probe tier.Probe
+	probe  tier.Kept
 }
 
 // NewFirecracker is the Firecracker executor; binary "" is firecracker
@@ -66,13 +62,7 @@ func (f *Firecracker) Kind() tier.Kind { return tier.VM }
 // through the API that, from inside, runs its own kernel and sees none of
 // the host's processes.
 func (f *Firecracker) Probe(ctx context.Context) tier.Probe {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.done {
-		f.probe = f.check(ctx)
-		f.done = true
-	}
-	return f.probe
+	return f.probe.Get(func() tier.Probe { return f.check(ctx) })
 }
 
 func (f *Firecracker) check(ctx context.Context) tier.Probe {

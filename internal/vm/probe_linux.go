@@ -64,16 +64,9 @@ func (e *Executor) accelerator(ctx context.Context, im *boot.Image) (string, str
 // Probe boots a guest and checks from inside it that it runs its own
 // kernel, sees none of the host's processes and none of its files but
 // what it was given, and cannot write what it was given read-only. The
-// answer is kept for the life of the process.
+// answer is kept once available.
 func (e *Executor) Probe(ctx context.Context) tier.Probe {
-	e.st.pmu.Lock()
-	defer e.st.pmu.Unlock()
-	if e.st.done {
-		return e.st.probe
-	}
-	e.st.probe = e.probe(ctx)
-	e.st.done = true
-	return e.st.probe
+	return e.st.probe.Get(func() tier.Probe { return e.probe(ctx) })
 }
 
 func (e *Executor) probe(ctx context.Context) tier.Probe {

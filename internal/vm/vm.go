@@ -50,9 +50,7 @@ type Executor struct {
 // shared is what the executors of one host share: the probe and the
 // accelerator it proved.
 type shared struct {
-	pmu   sync.Mutex // the probe's
-	done  bool
-	probe tier.Probe
+	probe tier.Kept
 	mu    sync.Mutex // the rest
 	accel string
 	why   string // why not KVM

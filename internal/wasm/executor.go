@@ -102,8 +102,7 @@ type Executor struct {
 	cache   wazero.CompilationCache
 	version string
 
-	probeOnce sync.Once
-	probe     tier.Probe
+	probe tier.Kept
 
 	guardOnce sync.Once
 	guardVal  hostpath.Guard

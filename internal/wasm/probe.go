@@ -25,10 +25,9 @@ var spinModule = []byte{
 // Probe earns the rung: it shows on this host that a spinning guest is
 // stopped by fuel and by a deadline, that a module importing anything
 // beyond WASI and the key-value module is refused, and that a path cannot
-// be resolved out of a grant. The answer is cached for the process.
+// be resolved out of a grant. Kept once available.
 func (e *Executor) Probe(ctx context.Context) tier.Probe {
-	e.probeOnce.Do(func() { e.probe = e.doProbe(ctx) })
-	return e.probe
+	return e.probe.Get(func() tier.Probe { return e.doProbe(ctx) })
 }
 
 func (e *Executor) doProbe(ctx context.Context) tier.Probe {

@@ -50,6 +50,11 @@ func runInit() int {
 	// which the guest never has (Landlock refuses it across the domain's
 	// boundary as well).
 	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	// The root is built, and the program starts, under the usual umask,
+	// whatever the starter's was at the moment it forked: the modes of
+	// the directories init makes for binds decide whether the program
+	// may pass through them.
+	unix.Umask(0o022)
 	// Nothing init holds passes to the program: not its own descriptors
 	// (spec, status, control), nor any its starter inherited without
 	// close-on-exec (sandbox's caller's, for one). The program gets 0-2.
