@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opensubstrate/sandbox/internal/guest"
 )
@@ -282,4 +283,82 @@ func TestVMBuildAndCheck(t *testing.T) {
 	if _, errOut, code := sandbox(t, home, "vm", "check"); code == 0 || !strings.Contains(errOut, "the initramfs at") {
 		t.Fatalf("check of an altered image: %d %s", code, errOut)
 	}
+}
+
+// TestS5LiveSandboxAfterAKilledService: a service killed (-9) with a live
+// S5 sandbox takes its VM with it (no QEMU outlives it); the next service
+// parks the sandbox from its workspace as it was left (there is no
+// memory image: resident state is gone, and said so), and resume boots
+// a fresh VM on that workspace; the record verifies.
+func TestS5LiveSandboxAfterAKilledService(t *testing.T) {
+	vmImage(t)
+	home := t.TempDir()
+	sv := startServe(t, home)
+	out, errOut, code := runCLI(t, home, "", "create", "--tier", "S5")
+	if code != 0 {
+		t.Fatalf("create: %d %s", code, errOut)
+	}
+	id := strings.TrimSpace(out)
+	if _, errOut, code := runCLI(t, home, "", "exec", id, "--", "/bin/sh", "-c", "echo kept > file; echo resident > /tmp/state"); code != 0 {
+		t.Fatalf("exec: %d %s", code, errOut)
+	}
+	vms := childrenNamed(sv.Process.Pid, "qemu-system")
+	if len(vms) != 1 {
+		t.Fatalf("the service has %d QEMU children, want 1", len(vms))
+	}
+	sv.Process.Kill()
+	sv.Wait()
+	for i := 0; ; i++ {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(vms[0])); err != nil {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("QEMU (pid %d) outlived the killed service", vms[0])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	startServe(t, home)
+	out, _, _ = runCLI(t, home, "", "ps", "--json")
+	if !strings.Contains(out, id) || !strings.Contains(out, "suspended") {
+		t.Fatalf("after the kill: %s", out)
+	}
+	if _, errOut, code := runCLI(t, home, "", "resume", id); code != 0 {
+		t.Fatalf("resume: %d %s", code, errOut)
+	}
+	out, errOut, code = runCLI(t, home, "", "exec", id, "--", "/bin/sh", "-c", "cat file; cat /tmp/state 2>/dev/null || echo gone")
+	if code != 0 || out != "kept\ngone\n" {
+		t.Fatalf("after resume: %d %q %s", code, out, errOut)
+	}
+	if _, errOut, code := runCLI(t, home, "", "rm", id); code != 0 {
+		t.Fatalf("rm: %d %s", code, errOut)
+	}
+	if out, errOut, code := runCLI(t, home, "", "record", "verify", id); code != 0 {
+		t.Fatalf("record verify: %d %s %s", code, out, errOut)
+	}
+}
+
+// childrenNamed are the pids of pid's children whose command starts
+// with name.
+func childrenNamed(pid int, name string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		f := strings.Fields(s[i+1:])
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		argv0, _, _ := strings.Cut(string(cmd), "\x00")
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) && strings.HasPrefix(filepath.Base(argv0), name) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
