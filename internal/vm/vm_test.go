@@ -101,6 +101,14 @@ func TestGuestRunsCommandsAndMovesFiles(t *testing.T) {
 	if st.Code == 0 {
 		t.Fatal("a write into the read-only grant succeeded")
 	}
+	// A process a program leaves behind ends as the agent's child (it is
+	// PID 1), and is waited for: no zombie stays.
+	st, _ = m.Exec(ctx, wire.Command{Path: "/usr/bin/sh", Argv: []string{"sh", "-c", "(/usr/bin/sleep 0.2; exit 0) & exit 0"}, Dir: "/"}, nil, nil, nil, time.Second)
+	out.Reset()
+	st, err = m.Exec(ctx, wire.Command{Path: "/usr/bin/sh", Argv: []string{"sh", "-c", "/usr/bin/sleep 1; cat /proc/[0-9]*/stat 2>/dev/null | grep -c ') Z '"}, Dir: "/"}, nil, &out, nil, 5*time.Second)
+	if err != nil || strings.TrimSpace(out.String()) != "0" {
+		t.Fatalf("zombies in the guest: %q %+v %v", out.String(), st, err)
+	}
 	// Paused through QMP and let go again, it answers as before.
 	if err := errors.Join(m.pause(ctx), m.resume(ctx)); err != nil {
 		t.Fatal(err)

@@ -2,12 +2,15 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -63,6 +66,7 @@ func run() error {
 		return err
 	}
 	a := &agent{w: port, procs: map[uint32]*proc{}, writes: map[uint32]*os.File{}}
+	go a.reap()
 	var uts unix.Utsname
 	unix.Uname(&uts)
 	if err := a.send(wire.Hello, 0, wire.HelloMsg{Kernel: unix.ByteSliceToString(uts.Release[:]), Agent: Version}); err != nil {
@@ -362,7 +366,14 @@ func (a *agent) start(stream uint32, c wire.Command) {
 		return
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, outW, errW
+	// Started and listed under pmu, so that the reaper never takes a
+	// program's exit status from the goroutine that waits for it.
+	a.pmu.Lock()
 	err := cmd.Start()
+	if err == nil {
+		a.procs[stream] = &proc{cmd: cmd, stdin: inW}
+	}
+	a.pmu.Unlock()
 	stdin.Close()
 	outW.Close()
 	errW.Close()
@@ -378,9 +389,6 @@ func (a *agent) start(stream uint32, c wire.Command) {
 		a.send(wire.Exit, stream, st)
 		return
 	}
-	a.pmu.Lock()
-	a.procs[stream] = &proc{cmd: cmd, stdin: inW}
-	a.pmu.Unlock()
 	var wg sync.WaitGroup
 	pump := func(t wire.Type, r *os.File) {
 		defer wg.Done()
@@ -430,6 +438,45 @@ func (a *agent) start(stream uint32, c wire.Command) {
 		}
 		a.send(wire.Exit, stream, st)
 	}()
+}
+
+// reap waits for the processes the programs left behind. As the guest's
+// PID 1 the agent is the parent of every orphan, and one never waited
+// for stays a zombie until the VM ends, holding a pid of its exec's
+// limit. On each SIGCHLD, every zombie child that is not a program the
+// agent started (whose own goroutine waits for it) is waited for.
+func (a *agent) reap() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, unix.SIGCHLD)
+	for range ch {
+		a.reapOrphans()
+	}
+}
+
+func (a *agent) reapOrphans() {
+	a.pmu.Lock()
+	defer a.pmu.Unlock()
+	mine := make(map[int]bool, len(a.procs))
+	for _, p := range a.procs {
+		mine[p.cmd.Process.Pid] = true
+	}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || mine[pid] {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold anything, ")" too.
+		i := bytes.LastIndexByte(b, ')')
+		if f := strings.Fields(string(b[i+1:])); i > 0 && len(f) > 1 && f[0] == "Z" && f[1] == "1" {
+			var ws unix.WaitStatus
+			unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		}
+	}
 }
 
 func (a *agent) readFile(stream uint32, path string) {
