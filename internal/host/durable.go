@@ -263,15 +263,16 @@ func (h *Host) suspendGated(sb *Sandbox, gate func(record.Snapshot) error) (reco
 	}
 	var memory *addr.Addr
 	var memBytes int64
+	var memFresh bool // stored by this suspension: removed if it fails
 	if sb.vmsess != nil {
 		// The guest lets go of its shares and is paused, its memory
 		// written to the store: the workspace is then still.
-		m, n, err := h.suspendVM(sb)
+		m, n, fresh, err := h.suspendVM(sb)
 		if err != nil {
 			reopen()
 			return record.Snapshot{}, fmt.Errorf("suspend %s: %w", id, err)
 		}
-		memory, memBytes = &m, n
+		memory, memBytes, memFresh = &m, n, fresh
 	} else if sb.cg != nil {
 		if err := sb.cg.Freeze(); err != nil {
 			reopen()
@@ -298,6 +299,7 @@ func (h *Host) suspendGated(sb *Sandbox, gate func(record.Snapshot) error) (reco
 	}
 	if err == nil {
 		crash.At(crash.SuspendCaptured)
+		memFresh = false // a failed append may yet have reached the disk: the record may name it
 		_, err = sb.record.Append(record.Segment{Kind: record.Suspended, Snapshot: snap})
 		h.indexRecord(id, sb.record)
 	}
@@ -308,6 +310,13 @@ func (h *Host) suspendGated(sb *Sandbox, gate func(record.Snapshot) error) (reco
 		thaw()
 		reopen()
 		h.writeLive(sb)
+		if memFresh {
+			// No record names it (none was written); it would lie in
+			// the store for good.
+			if rerr := h.Store.RemoveBlob(*memory); rerr != nil {
+				h.logger().Warn("a failed suspension's memory image was not removed", "sandbox", id, "blob", memory.String(), "err", rerr)
+			}
+		}
 		sb.mu.Lock()
 		execs := sb.parked
 		sb.parked = nil
@@ -987,25 +996,26 @@ func (h *Host) parkedIDs() []string {
 // suspendVM quiesces and pauses an S5 sandbox's VM and stores its memory
 // image in the blob store, by address; it returns the address and size.
 // On failure the VM runs on as it was.
-func (h *Host) suspendVM(sb *Sandbox) (addr.Addr, int64, error) {
+func (h *Host) suspendVM(sb *Sandbox) (a addr.Addr, size int64, fresh bool, err error) {
 	// In the state directory: the image is moved into the store, not copied.
 	if err := os.MkdirAll(h.Store.Path("cache"), 0o700); err != nil {
-		return addr.Addr{}, 0, err
+		return addr.Addr{}, 0, false, err
 	}
 	tmp, err := os.MkdirTemp(h.Store.Path("cache"), "vm-memory-")
 	if err != nil {
-		return addr.Addr{}, 0, err
+		return addr.Addr{}, 0, false, err
 	}
 	defer os.RemoveAll(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	snap, err := sb.vmsess.Suspend(ctx, filepath.Join(tmp, "memory"))
 	if err != nil {
-		return addr.Addr{}, 0, err
+		return addr.Addr{}, 0, false, err
 	}
+	fresh = !h.Store.HasBlob(snap.Addr)
 	if err := h.Store.PutBlobFile(snap.Addr, snap.Path); err != nil {
 		sb.vmsess.Continue(ctx)
-		return addr.Addr{}, 0, fmt.Errorf("storing its memory image: %w", err)
+		return addr.Addr{}, 0, false, fmt.Errorf("storing its memory image: %w", err)
 	}
-	return snap.Addr, snap.Size, nil
+	return snap.Addr, snap.Size, fresh, nil
 }

@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/guest"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/internal/vm"
+	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -56,6 +58,31 @@ func TestLiveS5SandboxKeepsResidentStateAcrossSuspend(t *testing.T) {
 	}
 	if _, out := execIn(t, h, info.ID, "/bin/sh", "-c", "cat file; kill $(cat /tmp/busy)"); out != "kept\n" {
 		t.Fatalf("after a refused suspension: %q", out)
+	}
+	// A suspension that fails after the memory image was stored (here its
+	// gate refuses it) removes the image, which no record names, and the
+	// VM runs on where it was.
+	sb, err := h.sandbox(info.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored addr.Addr
+	_, err = h.suspendGated(sb, func(s record.Snapshot) error {
+		if s.Memory == nil || !h.Store.HasBlob(*s.Memory) {
+			t.Errorf("the gate saw %+v: no memory image stored", s)
+		} else {
+			stored = *s.Memory
+		}
+		return errors.New("refused by the test's gate")
+	})
+	if err == nil || !strings.Contains(err.Error(), "refused by the test's gate") {
+		t.Fatalf("gated suspension: %v", err)
+	}
+	if stored != (addr.Addr{}) && h.Store.HasBlob(stored) {
+		t.Errorf("the failed suspension left its memory image %s in the store", stored)
+	}
+	if _, out := execIn(t, h, info.ID, "/bin/sh", "-c", "cat /tmp/state; kill -0 $(cat /tmp/pid) && echo alive"); out != "resident\nalive\n" {
+		t.Fatalf("after a failed suspension: %q", out)
 	}
 	snap, err := h.Suspend(ctx, info.ID, "")
 	if err != nil {

@@ -149,6 +149,17 @@ func (s *Store) PutBlobFile(a addr.Addr, path string) error {
 	return safefile.SyncDir(filepath.Dir(p))
 }
 
+// RemoveBlob removes the blob at address a, which no record may name: a
+// caller removes only what it stored itself and never recorded (a
+// suspension's memory image when the suspension failed after storing it).
+func (s *Store) RemoveBlob(a addr.Addr) error {
+	p := s.Path("blobs", a.Hex())
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return safefile.SyncDir(filepath.Dir(p))
+}
+
 // HasBlob says whether content with address a is stored.
 func (s *Store) HasBlob(a addr.Addr) bool {
 	_, err := os.Stat(s.Path("blobs", a.Hex()))

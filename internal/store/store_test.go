@@ -186,3 +186,35 @@ func TestReadyDirectories(t *testing.T) {
 	}
 	p.Abort()
 }
+
+// TestBlobFileMovedInAndRemoved: a file is moved into the store under its
+// address (refused under another), and a removed blob is gone; removing
+// one that is not there is no error.
+func TestBlobFileMovedInAndRemoved(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "memory")
+	b := []byte("a memory image")
+	os.WriteFile(src, b, 0o600)
+	if err := s.PutBlobFile(addr.Of([]byte("other")), src); err == nil {
+		t.Fatal("a file stored under an address not its own")
+	}
+	a := addr.Of(b)
+	if err := s.PutBlobFile(a, src); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(src); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the file was not moved: %v", err)
+	}
+	if got, err := s.Blob(a); err != nil || string(got) != string(b) {
+		t.Fatalf("blob: %q %v", got, err)
+	}
+	if err := s.RemoveBlob(a); err != nil || s.HasBlob(a) {
+		t.Fatalf("remove: %v, still there: %v", err, s.HasBlob(a))
+	}
+	if err := s.RemoveBlob(a); err != nil {
+		t.Errorf("removing an absent blob: %v", err)
+	}
+}
