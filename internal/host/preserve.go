@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -212,6 +213,22 @@ func (h *Host) fenced(sb *Sandbox, admitted lifecycle.View, sample uint64, snap 
 	now := h.now().UTC()
 	f := &lifecycle.Facts{View: h.readLifecycle(sb.ID), Incarnation: sb.incarnation, Account: account(sb), Now: now, MaxIdle: MaxIdleWindow, Grace: CheckpointGrace}
 	switch {
+	case sb.vmsess != nil:
+		// A VM is paused, not frozen (its QEMU's cgroup is not): the
+		// witness is its monitor's run state, read back from QEMU after
+		// the suspension stopped its vCPUs (the guest let go of its
+		// shares before): nothing of the guest runs to change the
+		// workspace. The guest's word is never asked.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		paused, status, err := sb.vmsess.Paused(ctx)
+		cancel()
+		f.Frozen = paused
+		switch {
+		case err != nil:
+			f.FrozenWhy = "its VM's run state could not be read back: " + err.Error()
+		case !paused:
+			f.FrozenWhy = "its VM reads back as " + status + ", not paused"
+		}
 	case sb.cg != nil:
 		frozen, err := sb.cg.Frozen()
 		f.Frozen = frozen
@@ -279,11 +296,6 @@ func (h *Host) fencedSuspend(sb *Sandbox, sample uint64) error {
 	sb.mu.Unlock()
 	if sb.Tier == tier.S2 {
 		running = 0 // an S2 exec is parked with the sandbox, not lost
-	}
-	if sb.vmsess != nil {
-		// Its witness of quiescence is a frozen cgroup read back; a VM
-		// is paused instead, which the fence does not prove yet.
-		return &Retained{ID: sb.ID, Reason: "an S5 sandbox: the fence proves quiescence by a frozen cgroup, and a VM is paused, not frozen; suspend it explicitly (its memory image is kept)"}
 	}
 	// What needs no freeze and no capture first: a sandbox the fence
 	// would retain anyway is left untouched.

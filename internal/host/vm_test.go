@@ -35,7 +35,8 @@ func addS5(t testing.TB, h *Host) {
 // the store, named in the record, and a resumption boots nothing: the
 // process an exec left running, and what it held in the guest's memory,
 // are there after it. A suspension while a process holds a file of a
-// share is refused, naming it, and the sandbox runs on.
+// share is refused, naming it, and the sandbox runs on; one that fails
+// after storing the memory image removes it; the idle fence parks it.
 func TestLiveS5SandboxKeepsResidentStateAcrossSuspend(t *testing.T) {
 	h := newS1Host(t)
 	addS5(t, h)
@@ -97,6 +98,25 @@ func TestLiveS5SandboxKeepsResidentStateAcrossSuspend(t *testing.T) {
 	_, out = execIn(t, h, info.ID, "/bin/sh", "-c", "cat /tmp/state; kill -0 $(cat /tmp/pid) && echo alive; cat file")
 	if out != "resident\nalive\nkept\n" {
 		t.Fatalf("after resume: %q", out)
+	}
+	// At its idle deadline the fence parks it too: its VM's run state,
+	// read back from QEMU, is the witness of quiescence; the workspace is
+	// checkpointed, the memory image kept, and a resumption finds the
+	// guest's processes.
+	h.StartIdle(300 * time.Millisecond)
+	waitIdle(t, h, 1, 0)
+	h.stopIdle()
+	if p := recordPhase(t, h, info.ID); p != record.Parked {
+		t.Fatalf("after the idle deadline the record is %s", p)
+	}
+	if cp := h.readLifecycle(info.ID).Checkpoint(); cp == nil {
+		t.Fatal("parked by the fence with no checkpoint in its lifecycle record")
+	}
+	if _, err := h.Resume(ctx, info.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, out = execIn(t, h, info.ID, "/bin/sh", "-c", "cat /tmp/state; kill -0 $(cat /tmp/pid) && echo alive; cat file"); out != "resident\nalive\nkept\n" {
+		t.Fatalf("after the fence parked it and it was resumed: %q", out)
 	}
 	if err := h.Remove(info.ID, ""); err != nil {
 		t.Fatal(err)

@@ -131,6 +131,13 @@ func (f *Firecracker) start(ctx context.Context, im *boot.Image, memMiB, cpus in
 	}
 	fc := firecracker.New(api)
 	m.pause, m.resume = fc.Pause, fc.Resume
+	m.state = func(ctx context.Context) (bool, string, error) {
+		i, err := fc.Describe(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		return i.State == "Running", i.State, nil
+	}
 	vsock := filepath.Join(dir, "v.sock")
 	if err := fc.Configure(ctx, firecracker.Machine{VCPUs: cpus, MemoryMiB: memMiB}, firecracker.Boot{Kernel: im.Kernel, Initrd: im.Initrd, Cmdline: im.Manifest.Cmdline}, nil, &firecracker.Vsock{CID: 3, Path: vsock}); err != nil {
 		return nil, err

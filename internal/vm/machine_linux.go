@@ -66,8 +66,10 @@ type Machine struct {
 	// Booted is when the agent's hello arrived.
 	Booted time.Time
 	// pause and resume stop and continue the guest's vCPUs through its
-	// monitor (QMP for QEMU, the API for Firecracker).
+	// monitor (QMP for QEMU, the API for Firecracker), and state reads
+	// back from it whether they run, and the monitor's word for it.
 	pause, resume func(context.Context) error
+	state         func(context.Context) (running bool, status string, err error)
 }
 
 // Console is the path of the guest's serial console log.
@@ -136,6 +138,20 @@ func Start(ctx context.Context, spec Spec) (*Machine, error) {
 	m := &Machine{spec: spec, exited: make(chan struct{})}
 	m.pause = func(ctx context.Context) error { _, err := m.qmp(ctx, map[string]any{"execute": "stop"}); return err }
 	m.resume = func(ctx context.Context) error { _, err := m.qmp(ctx, map[string]any{"execute": "cont"}); return err }
+	m.state = func(ctx context.Context) (bool, string, error) {
+		out, err := m.qmp(ctx, map[string]any{"execute": "query-status"})
+		if err != nil {
+			return false, "", err
+		}
+		var st struct {
+			Running *bool  `json:"running"`
+			Status  string `json:"status"`
+		}
+		if err := json.Unmarshal(out[0], &st); err != nil || st.Running == nil || st.Status == "" {
+			return false, "", fmt.Errorf("vm: QMP query-status answered %s", out[0])
+		}
+		return *st.Running, st.Status, nil
+	}
 	m.cmd = &exec.Cmd{Path: path, Args: append([]string{spec.QEMU}, spec.args()...), Stderr: &lockedBuffer{b: &m.stderr}}
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cgroup.StartIn(m.cmd, spec.Cgroup); err != nil {

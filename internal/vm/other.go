@@ -53,6 +53,7 @@ func (s *Session) Notes() []string                                    { return n
 func (s *Session) Alive() bool                                        { return false }
 func (s *Session) Suspend(context.Context, string) (*Snapshot, error) { return nil, errNotSupported }
 func (s *Session) Continue(context.Context) error                     { return errNotSupported }
+func (s *Session) Paused(context.Context) (bool, string, error)       { return false, "", errNotSupported }
 func (s *Session) Close() error                                       { return nil }
 
 // Firecracker: S5 needs Linux.

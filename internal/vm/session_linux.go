@@ -170,6 +170,14 @@ func (s *Session) Suspend(ctx context.Context, path string) (*Snapshot, error) {
 	return snap, nil
 }
 
+// Paused reads back from the VM's monitor whether its vCPUs are stopped,
+// with the monitor's word for its state ("postmigrate" after a
+// suspension): a witness of quiescence that is not the guest's.
+func (s *Session) Paused(ctx context.Context) (bool, string, error) {
+	running, status, err := s.m.state(ctx)
+	return !running && err == nil, status, err
+}
+
 // Continue lets a VM a suspension paused run on, with its shares.
 func (s *Session) Continue(ctx context.Context) error {
 	if err := s.m.cont(ctx); err != nil {
