@@ -5,7 +5,12 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -175,4 +180,49 @@ func BenchmarkLiveS5(b *testing.B) {
 			res += time.Since(t0)
 		}
 	})
+}
+
+// TestLiveS5SandboxEgress: a live S5 sandbox with a net grant reaches
+// the granted host through its own egress proxy from every exec, before
+// and after a suspension (a resumed VM reaches a new proxy at the same
+// guest address), and nothing else; each exec's decision log holds the
+// connections made while it ran.
+func TestLiveS5SandboxEgress(t *testing.T) {
+	h := newS1Host(t)
+	addS5(t, h)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "from the granted host\n") }))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	ctx := context.Background()
+	info, err := h.Create(ctx, SandboxSpec{Tier: tier.S5, Grants: grants(t, fmt.Sprintf("net:127.0.0.1:%d", port))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	for i := 0; i < 2; i++ {
+		if i == 1 {
+			if _, err := h.Suspend(ctx, info.ID, ""); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.Resume(ctx, info.ID, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, out := execIn(t, h, info.ID, "/bin/sh", "-c", "cd /; curl -sS "+url)
+		if out != "from the granted host\n" || r.Result.Outcome.ExitCode == nil || *r.Result.Outcome.ExitCode != 0 {
+			t.Fatalf("exec %d: %q %+v", i, out, r.Result.Outcome)
+		}
+		db, _ := os.ReadFile(filepath.Join(r.Dir, "decisions.json"))
+		if !strings.Contains(string(db), fmt.Sprintf(`"target":"127.0.0.1:%d"`, port)) || !strings.Contains(string(db), `"allow":true`) {
+			t.Fatalf("exec %d's decision log does not hold its connection:\n%s", i, db)
+		}
+	}
+	r, out := execIn(t, h, info.ID, "/bin/sh", "-c", "cd /; curl -sS -o /dev/null -w '%{http_code}\\n' http://127.0.0.1:1/; curl -sS --noproxy '*' --max-time 3 "+url+" || echo direct refused")
+	db, _ := os.ReadFile(filepath.Join(r.Dir, "decisions.json"))
+	if !strings.HasPrefix(out, "403\n") || !strings.Contains(out, "direct refused") || !strings.Contains(string(db), `"target":"127.0.0.1:1"`) || !strings.Contains(string(db), `"allow":false`) {
+		t.Fatalf("an ungranted destination: %q; decision log:\n%s", out, db)
+	}
+	if err := h.Remove(info.ID, ""); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -121,15 +121,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		}
 		defer proxy.Close()
 		spec.Proxy = addr
-		env = maps.Clone(env)
-		if env == nil {
-			env = map[string]string{}
-		}
-		for k, v := range vars {
-			if _, ok := env[k]; !ok {
-				env[k] = v
-			}
-		}
+		env = withDefaults(env, vars)
 		files = ca
 	}
 	bootCtx, deadline, cancelBoot := bootContext(ctx, j.Deadline)
@@ -361,6 +353,20 @@ func startProxy(j *job.Job, roots *x509.CertPool) (*egress.Proxy, string, map[st
 		ca = egress.CAPath
 	}
 	return p, ln.Addr().String(), egress.ProxyEnv("http://"+GuestProxy, ca), files, nil
+}
+
+// withDefaults is env with defaults where it sets none (a copy).
+func withDefaults(env, defaults map[string]string) map[string]string {
+	out := maps.Clone(env)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for k, v := range defaults {
+		if _, ok := out[k]; !ok {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func envList(env map[string]string) []string {

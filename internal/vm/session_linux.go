@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/egress"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/unit"
@@ -24,6 +25,14 @@ type Session struct {
 	cg    *cgroup.Group
 	name  string
 	notes []string
+
+	// With net grants: the sandbox's egress proxy, the log of its
+	// decisions (each exec takes those made while it ran), the proxy's
+	// settings for every exec, and the files the guest trusts it by.
+	proxy *egress.Proxy
+	enf   *grant.Enforcer
+	env   map[string]string
+	files map[string][]byte
 
 	mu sync.Mutex
 	// cpuHeld says an exec's group holds QEMU for its accounting.
@@ -43,10 +52,7 @@ func (e *Executor) Reopen(ctx context.Context, g grant.Set, lim unit.Limits, cg 
 	return e.open(ctx, g, lim, cg, memory)
 }
 
-func (e *Executor) open(ctx context.Context, g grant.Set, lim unit.Limits, cg *cgroup.Group, memory string) (*Session, error) {
-	if len(g.Net) > 0 {
-		return nil, &RefusedError{"a net grant in a live sandbox: a guest's egress proxy is its run's (use sandbox run), and a live one has none yet"}
-	}
+func (e *Executor) open(ctx context.Context, g grant.Set, lim unit.Limits, cg *cgroup.Group, memory string) (s *Session, err error) {
 	j := &job.Job{Grants: g, Unit: unit.Unit{Limits: lim}}
 	if err := check(j); err != nil {
 		return nil, err
@@ -63,36 +69,52 @@ func (e *Executor) open(ctx context.Context, g grant.Set, lim unit.Limits, cg *c
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{e: e, cg: cg, name: e.executorName(accel), notes: []string{e.accelNote(accel, why),
+	s = &Session{e: e, cg: cg, name: e.executorName(accel), notes: []string{e.accelNote(accel, why),
 		guestNote(im)}}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
 	s.spec = Spec{Image: im, QEMU: e.cfg.QEMU, Accel: accel, Dir: dir, Cgroup: cg, Hostname: "sandbox", Incoming: memory}
 	s.spec.MemoryMiB, s.spec.CPUs = e.cfg.size(lim)
 	if err := limitVM(cg, s.spec.MemoryMiB, lim); err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
 	if s.spec.Mounts, err = mounts(j, true); err != nil {
-		os.RemoveAll(dir)
 		return nil, err
+	}
+	if len(g.Net) > 0 {
+		// One egress proxy for the sandbox, as at S1: a resumed VM
+		// reaches a new one at the same guest address.
+		s.enf = grant.NewEnforcer(g)
+		var addr string
+		s.proxy, addr, s.env, s.files, err = startProxy(&job.Job{Grants: g, Enforcer: s.enf}, e.cfg.EgressRoots)
+		if err != nil {
+			return nil, err
+		}
+		s.spec.Proxy = addr
 	}
 	bctx, cancel := context.WithTimeout(ctx, BootTimeout)
 	defer cancel()
-	m, err := Start(bctx, s.spec)
-	if err != nil {
-		os.RemoveAll(dir)
+	if s.m, err = Start(bctx, s.spec); err != nil {
 		return nil, err
 	}
 	if memory != "" {
 		// Resumed: the guest let go of its shares before it was
 		// snapshotted; it mounts them again, as they are here now.
-		if err := m.setup(bctx); err != nil {
-			m.Kill()
-			os.RemoveAll(dir)
+		if err := s.m.setup(bctx); err != nil {
 			return nil, err
 		}
 		s.notes = append(s.notes, "S5: resumed from a memory image: the guest's processes and memory are those it was suspended with")
 	}
-	s.m = m
+	// The trust bundle names this proxy's authority (a new one after a
+	// resumption): written each time the VM starts.
+	for p, b := range s.files {
+		if err := s.m.WriteFile(bctx, p, b, 0o644); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -150,8 +172,25 @@ func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		defer t.Stop()
 		deadline = t.C
 	}
+	env := j.Unit.Env
+	var mark int
+	var lastCount int64
+	if s.enf != nil {
+		env = withDefaults(env, s.env)
+		mark, lastCount = s.enf.Mark()
+	}
 	res.Start = time.Now()
-	return execute(ctx, s.m, j, j.Unit.Env, res, deadline, true)
+	res, err := execute(ctx, s.m, j, env, res, deadline, true)
+	if s.enf != nil && j.Enforcer != nil {
+		// The connections the guest made while the exec ran: its own, or
+		// a background process's (the proxy cannot tell them apart).
+		for _, d := range s.enf.Since(mark, lastCount) {
+			for range d.Count {
+				j.Enforcer.Note(d.Kind, d.Op, d.Target, d.Allow, d.Rule)
+			}
+		}
+	}
+	return res, err
 }
 
 // Suspend lets the guest unmount its shares (refused, with the reason,
@@ -186,8 +225,13 @@ func (s *Session) Continue(ctx context.Context) error {
 	return s.m.setup(ctx)
 }
 
-// Close ends the VM.
+// Close ends the VM and the sandbox's egress proxy.
 func (s *Session) Close() error {
-	s.m.Kill()
+	if s.m != nil {
+		s.m.Kill()
+	}
+	if s.proxy != nil {
+		s.proxy.Close()
+	}
 	return os.RemoveAll(s.spec.Dir)
 }
