@@ -225,31 +225,31 @@ func TestS5LiveSandboxThroughTheService(t *testing.T) {
 	vmImage(t)
 	home := t.TempDir()
 	startServe(t, home)
-	out, errOut, code := runCLI(t, home, "", "create", "--tier", "S5")
+	id := strings.TrimSpace(cliOK(t, home, "create", "--tier", "S5"))
+	if out := cliOK(t, home, "exec", id, "--", "/bin/sh", "-c",
+		"echo kept > file; cd /; /sandbox/bin/sh -c 'echo resident > /tmp/state; /sandbox/bin/sleep 1000 >/dev/null 2>&1 & echo $! > /tmp/pid'; uname -r"); strings.TrimSpace(out) == "" {
+		t.Fatal("exec: no kernel release")
+	}
+	cliOK(t, home, "suspend", id)
+	cliOK(t, home, "resume", id)
+	if out := cliOK(t, home, "exec", id, "--", "/bin/sh", "-c", "cat /tmp/state; kill -0 $(cat /tmp/pid) && echo alive; cat file"); out != "resident\nalive\nkept\n" {
+		t.Fatalf("after resume: %q", out)
+	}
+	cliOK(t, home, "rm", id)
+	if out := cliOK(t, home, "record", "verify", id); !strings.Contains(out, "closed") {
+		t.Fatalf("record verify: %s", out)
+	}
+}
+
+// cliOK runs sandbox args against home and is its output; a non-zero
+// exit fails the test.
+func cliOK(t *testing.T, home string, args ...string) string {
+	t.Helper()
+	out, errOut, code := runCLI(t, home, "", args...)
 	if code != 0 {
-		t.Fatalf("create: %d %s", code, errOut)
+		t.Fatalf("sandbox %s: exit %d: %s", strings.Join(args, " "), code, errOut)
 	}
-	id := strings.TrimSpace(out)
-	if out, errOut, code := runCLI(t, home, "", "exec", id, "--", "/bin/sh", "-c",
-		"echo kept > file; cd /; /sandbox/bin/sh -c 'echo resident > /tmp/state; /sandbox/bin/sleep 1000 >/dev/null 2>&1 & echo $! > /tmp/pid'; uname -r"); code != 0 || strings.TrimSpace(out) == "" {
-		t.Fatalf("exec: %d %q %s", code, out, errOut)
-	}
-	if _, errOut, code := runCLI(t, home, "", "suspend", id); code != 0 {
-		t.Fatalf("suspend: %d %s", code, errOut)
-	}
-	if _, errOut, code := runCLI(t, home, "", "resume", id); code != 0 {
-		t.Fatalf("resume: %d %s", code, errOut)
-	}
-	out, errOut, code = runCLI(t, home, "", "exec", id, "--", "/bin/sh", "-c", "cat /tmp/state; kill -0 $(cat /tmp/pid) && echo alive; cat file")
-	if code != 0 || out != "resident\nalive\nkept\n" {
-		t.Fatalf("after resume: %d %q %s", code, out, errOut)
-	}
-	if _, errOut, code := runCLI(t, home, "", "rm", id); code != 0 {
-		t.Fatalf("rm: %d %s", code, errOut)
-	}
-	if out, errOut, code := runCLI(t, home, "", "record", "verify", id); code != 0 || !strings.Contains(out, "closed") {
-		t.Fatalf("record verify: %d %s %s", code, out, errOut)
-	}
+	return out
 }
 
 // TestVMBuildAndCheck: sandbox vm build makes the image into the state
@@ -294,14 +294,8 @@ func TestS5LiveSandboxAfterAKilledService(t *testing.T) {
 	vmImage(t)
 	home := t.TempDir()
 	sv := startServe(t, home)
-	out, errOut, code := runCLI(t, home, "", "create", "--tier", "S5")
-	if code != 0 {
-		t.Fatalf("create: %d %s", code, errOut)
-	}
-	id := strings.TrimSpace(out)
-	if _, errOut, code := runCLI(t, home, "", "exec", id, "--", "/bin/sh", "-c", "echo kept > file; echo resident > /tmp/state"); code != 0 {
-		t.Fatalf("exec: %d %s", code, errOut)
-	}
+	id := strings.TrimSpace(cliOK(t, home, "create", "--tier", "S5"))
+	cliOK(t, home, "exec", id, "--", "/bin/sh", "-c", "echo kept > file; echo resident > /tmp/state")
 	vms := childrenNamed(sv.Process.Pid, "qemu-system")
 	if len(vms) != 1 {
 		t.Fatalf("the service has %d QEMU children, want 1", len(vms))
@@ -318,23 +312,15 @@ func TestS5LiveSandboxAfterAKilledService(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	startServe(t, home)
-	out, _, _ = runCLI(t, home, "", "ps", "--json")
-	if !strings.Contains(out, id) || !strings.Contains(out, "suspended") {
+	if out := cliOK(t, home, "ps", "--json"); !strings.Contains(out, id) || !strings.Contains(out, "suspended") {
 		t.Fatalf("after the kill: %s", out)
 	}
-	if _, errOut, code := runCLI(t, home, "", "resume", id); code != 0 {
-		t.Fatalf("resume: %d %s", code, errOut)
+	cliOK(t, home, "resume", id)
+	if out := cliOK(t, home, "exec", id, "--", "/bin/sh", "-c", "cat file; cat /tmp/state 2>/dev/null || echo gone"); out != "kept\ngone\n" {
+		t.Fatalf("after resume: %q", out)
 	}
-	out, errOut, code = runCLI(t, home, "", "exec", id, "--", "/bin/sh", "-c", "cat file; cat /tmp/state 2>/dev/null || echo gone")
-	if code != 0 || out != "kept\ngone\n" {
-		t.Fatalf("after resume: %d %q %s", code, out, errOut)
-	}
-	if _, errOut, code := runCLI(t, home, "", "rm", id); code != 0 {
-		t.Fatalf("rm: %d %s", code, errOut)
-	}
-	if out, errOut, code := runCLI(t, home, "", "record", "verify", id); code != 0 {
-		t.Fatalf("record verify: %d %s %s", code, out, errOut)
-	}
+	cliOK(t, home, "rm", id)
+	cliOK(t, home, "record", "verify", id)
 }
 
 // childrenNamed are the pids of pid's children whose command starts
