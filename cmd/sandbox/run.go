@@ -750,7 +750,8 @@ func gcCmd(g *globals) *cobra.Command {
 		Long: `Every sandbox process holds a lease (a locked file under leases/ in the
 state directory) and names what it makes for a run with it: the run
 directory being written (runs/.partial-*), S1 roots and CA bundles
-(roots/), probe scratch in the temporary directory, and cgroups
+(roots/), probe scratch, live sandboxes' workspaces and S5 VMs'
+directories (QEMU's sockets and console) in the temporary directory, and cgroups
 (sandbox/partial-* in each hierarchy). The kernel drops the lock when the
 process ends, however it ends. gc removes everything named by a lease
 that is no longer held (ending any process still in a leftover cgroup

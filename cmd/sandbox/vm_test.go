@@ -323,6 +323,56 @@ func TestS5LiveSandboxAfterAKilledService(t *testing.T) {
 	cliOK(t, home, "record", "verify", id)
 }
 
+// TestS5KilledRunEnds: sandbox killed (-9) while its S5 guest runs takes
+// the VM with it, and the next gc leaves nothing behind.
+func TestS5KilledRunEnds(t *testing.T) {
+	vmImage(t)
+	home, shared := t.TempDir(), t.TempDir()
+	os.Chmod(shared, 0o777)
+	cmd := cliCmd(t, home, nil, "run", "-q", "--grant", "kernel", "--grant", "fs:"+shared+":rw", "--deadline", "2m",
+		"--", "/bin/sh", "-c", "echo up > "+shared+"/up; exec sleep 600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	for i := 0; ; i++ {
+		if _, err := os.Stat(filepath.Join(shared, "up")); err == nil {
+			break
+		}
+		if i == 1200 {
+			t.Fatal("the guest's program never started")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	vms := childrenNamed(cmd.Process.Pid, "qemu-system")
+	if len(vms) != 1 {
+		t.Fatalf("sandbox has %d QEMU children, want 1", len(vms))
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	for i := 0; ; i++ {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(vms[0])); err != nil {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("QEMU (pid %d) outlived the killed sandbox", vms[0])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Its VM's directory (QEMU's sockets, the console) is named by its
+	// lease, and collected.
+	dry, _, _ := sandbox(t, home, "gc", "-n")
+	if !strings.Contains(dry, "VM directory") {
+		t.Fatalf("gc -n does not find the VM's directory:\n%s", dry)
+	}
+	if out, errOut, code := sandbox(t, home, "gc"); code != 0 {
+		t.Fatalf("gc: %d %s %s", code, out, errOut)
+	}
+	if out, _, _ := sandbox(t, home, "gc", "-n"); out != "nothing left behind\n" {
+		t.Fatalf("after gc:\n%s", out)
+	}
+}
+
 // childrenNamed are the pids of pid's children whose command starts
 // with name.
 func childrenNamed(pid int, name string) []int {

@@ -132,6 +132,8 @@ func (h *Host) GC(dryRun bool) ([]Leftover, error) {
 	// only names with a lease are ever considered there.
 	scan(os.TempDir(), "sandbox-s1-probe-", "probe scratch", false)
 	scan(os.TempDir(), "sandbox-probe-", "probe scratch", false)
+	scan(os.TempDir(), "sandbox-vm-", "VM directory (sockets, console)", false)
+	scan(os.TempDir(), "sandbox-fc-", "VM directory (sockets, console)", false)
 	// Live sandboxes of ended processes: their records are made whole
 	// (suspended from the workspace as it was left, or closed) before
 	// any workspace is judged, so that none is removed that a record

@@ -120,11 +120,12 @@ func New(cfg Config) (*Host, error) {
 		cfg.VMImage = filepath.Join(s.Root(), "vm")
 	}
 	executors := []Executor{w, n, bare.Executor{}}
-	for _, e := range vm.New(vm.Config{ImageDir: cfg.VMImage, Accel: cfg.VMAccel, EgressRoots: cfg.EgressRoots,
-		MemoryMiB: int(cfg.Memory >> 20), CPUs: int(math.Ceil(cfg.CPUs)), Pids: cfg.Pids}) {
+	vc := vm.Config{ImageDir: cfg.VMImage, Accel: cfg.VMAccel, EgressRoots: cfg.EgressRoots,
+		MemoryMiB: int(cfg.Memory >> 20), CPUs: int(math.Ceil(cfg.CPUs)), Pids: cfg.Pids, TempName: s.Namer()}
+	for _, e := range vm.New(vc) {
 		executors = append(executors, e)
 	}
-	executors = append(executors, vm.NewFirecracker(vm.Config{ImageDir: cfg.VMImage, MemoryMiB: int(cfg.Memory >> 20), CPUs: int(math.Ceil(cfg.CPUs)), Pids: cfg.Pids}, ""))
+	executors = append(executors, vm.NewFirecracker(vc, ""))
 	h := &Host{Store: s, Key: k, Executors: executors, Meter: m, Log: cfg.Log, closeLease: true, Images: images.Store{Dir: filepath.Join(s.Root(), "images")}}
 	if cfg.Warm {
 		// A host that runs many makes each run's directory ahead.

@@ -92,7 +92,7 @@ func (f *Firecracker) check(ctx context.Context) tier.Probe {
 // start starts firecracker in cg, configures and boots the VM through
 // the API, and connects to the guest agent over the vsock socket.
 func (f *Firecracker) start(ctx context.Context, im *boot.Image, memMiB, cpus int, cg *cgroup.Group) (*Machine, error) {
-	dir, err := os.MkdirTemp("", "sandbox-fc-")
+	dir, err := f.cfg.mkTemp("sandbox-fc")
 	if err != nil {
 		return nil, err
 	}

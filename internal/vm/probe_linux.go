@@ -107,7 +107,7 @@ func (e *Executor) version() (string, error) {
 // check boots a guest under accel with one read-write and one read-only
 // grant and tries, from inside, what the rung promises.
 func (e *Executor) check(ctx context.Context, im *boot.Image, accel string) ([]tier.Layer, error) {
-	dir, err := os.MkdirTemp("", "sandbox-vm-probe-")
+	dir, err := e.cfg.mkTemp("sandbox-vm-probe")
 	if err != nil {
 		return nil, err
 	}

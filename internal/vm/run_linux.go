@@ -98,7 +98,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	accel, why := e.accelerator(ctx, im)
 	name := e.executorName(accel)
 	res := &job.Result{Executor: name, Notes: []string{e.accelNote(accel, why), guestNote(im)}}
-	dir, err := os.MkdirTemp("", "sandbox-vm-")
+	dir, err := e.cfg.mkTemp("sandbox-vm")
 	if err != nil {
 		return nil, err
 	}

@@ -65,7 +65,7 @@ func (e *Executor) open(ctx context.Context, g grant.Set, lim unit.Limits, cg *c
 		return nil, err
 	}
 	accel, why := e.accelerator(ctx, im)
-	dir, err := os.MkdirTemp("", "sandbox-vm-")
+	dir, err := e.cfg.mkTemp("sandbox-vm")
 	if err != nil {
 		return nil, err
 	}

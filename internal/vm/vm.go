@@ -4,11 +4,13 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
 
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/internal/vm/boot"
 	"github.com/opensubstrate/sandbox/tier"
@@ -36,6 +38,16 @@ type Config struct {
 	// EgressRoots verify credential-injected servers; default the
 	// system's.
 	EgressRoots *x509.CertPool
+	// TempName names the directories VMs keep their sockets and console
+	// in (the host's lease names them, so that what a killed process
+	// left is collected); nil: random names.
+	TempName func(prefix string) string
+}
+
+// mkTemp makes a VM's directory in the system's temporary directory,
+// named by TempName.
+func (c Config) mkTemp(prefix string) (string, error) {
+	return state.MkdirNamed(os.TempDir(), prefix, c.TempName)
 }
 
 // Executor runs units in microVMs at S5: native programs (kind native,
