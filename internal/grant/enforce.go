@@ -201,6 +201,17 @@ func (e *Enforcer) Since(n int, lastCount int64) []Decision {
 	return out
 }
 
+// ReplayInto notes in into every decision made after the mark, as many
+// times as it was made: a live sandbox's proxy decides for the sandbox,
+// and each exec's log takes what was decided while it ran.
+func (e *Enforcer) ReplayInto(into *Enforcer, n int, lastCount int64) {
+	for _, d := range e.Since(n, lastCount) {
+		for range d.Count {
+			into.Note(d.Kind, d.Op, d.Target, d.Allow, d.Rule)
+		}
+	}
+}
+
 // Connect decides a connection to host:port.
 func (e *Enforcer) Connect(host string, port int) error {
 	return e.ConnectVetted(host, port, nil)

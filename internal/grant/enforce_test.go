@@ -19,3 +19,20 @@ func TestSinceMark(t *testing.T) {
 		t.Fatalf("nothing decided, Since = %+v", got)
 	}
 }
+
+// ReplayInto notes each decision after the mark as many times as it was
+// made, and nothing from before it.
+func TestReplayInto(t *testing.T) {
+	e := NewEnforcer(Set{})
+	e.Note(KindNet, "connect", "a:1", true, "r")
+	n, c := e.Mark()
+	for range 3 {
+		e.Note(KindNet, "connect", "b:2", false, "no")
+	}
+	into := NewEnforcer(Set{})
+	e.ReplayInto(into, n, c)
+	got := into.Since(0, 0)
+	if len(got) != 1 || got[0].Target != "b:2" || got[0].Count != 3 || got[0].Allow {
+		t.Fatalf("replayed %+v", got)
+	}
+}

@@ -419,11 +419,7 @@ func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	if s.enf != nil && j.Enforcer != nil {
 		// The connections the sandbox made while the exec ran: its own,
 		// or a background process's (the proxy cannot tell them apart).
-		for _, d := range s.enf.Since(mark, lastCount) {
-			for range d.Count {
-				j.Enforcer.Note(d.Kind, d.Op, d.Target, d.Allow, d.Rule)
-			}
-		}
+		s.enf.ReplayInto(j.Enforcer, mark, lastCount)
 	}
 	ending.start, ending.end = start, end
 	res.Start, res.End = start, end
