@@ -788,11 +788,11 @@ func TestListenUnixIsPrivateWithoutTheUmask(t *testing.T) {
 	if err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("the socket: %v %v", fi.Mode(), err)
 	}
-	go func() {
+	go func(ln net.Listener) {
 		if c, err := ln.Accept(); err == nil {
 			c.Close()
 		}
-	}()
+	}(ln)
 	if _, err := listenUnix(path); err == nil || !strings.Contains(err.Error(), "already serving") {
 		t.Errorf("a second service on a socket that answers: %v", err)
 	}

@@ -91,7 +91,7 @@ func TestIdleParksAQuiescentSandboxThroughTheFence(t *testing.T) {
 		t.Fatalf("a new sandbox's lifecycle record: %s %s", v.Class, v.Reason)
 	}
 	inc := v.Record.Incarnation
-	execIn(t, h, info.ID, "sh", "-c", `mkdir -p .git && echo ref > .git/HEAD && echo 'build/' > .gitignore && mkdir build && echo out > build/o && (while :; do date > tick; sleep 0.05; done) > /dev/null 2>&1 &`)
+	execIn(t, h, info.ID, "sh", "-c", `mkdir -p .git && echo ref > .git/HEAD && echo 'build/' > .gitignore && mkdir build && echo out > build/o && (while :; do date > tick.new; mv tick.new tick; sleep 0.05; done) > /dev/null 2>&1 &`)
 	h.StartIdle(300 * time.Millisecond)
 	waitIdle(t, h, 1, 0)
 	if p := recordPhase(t, h, info.ID); p != record.Parked {
