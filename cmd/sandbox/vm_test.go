@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -296,21 +297,7 @@ func TestS5LiveSandboxAfterAKilledService(t *testing.T) {
 	sv := startServe(t, home)
 	id := strings.TrimSpace(cliOK(t, home, "create", "--tier", "S5"))
 	cliOK(t, home, "exec", id, "--", "/bin/sh", "-c", "echo kept > file; echo resident > /tmp/state")
-	vms := childrenNamed(sv.Process.Pid, "qemu-system")
-	if len(vms) != 1 {
-		t.Fatalf("the service has %d QEMU children, want 1", len(vms))
-	}
-	sv.Process.Kill()
-	sv.Wait()
-	for i := 0; ; i++ {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(vms[0])); err != nil {
-			break
-		}
-		if i == 100 {
-			t.Fatalf("QEMU (pid %d) outlived the killed service", vms[0])
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	killTakesQEMU(t, sv)
 	startServe(t, home)
 	if out := cliOK(t, home, "ps", "--json"); !strings.Contains(out, id) || !strings.Contains(out, "suspended") {
 		t.Fatalf("after the kill: %s", out)
@@ -344,21 +331,7 @@ func TestS5KilledRunEnds(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	vms := childrenNamed(cmd.Process.Pid, "qemu-system")
-	if len(vms) != 1 {
-		t.Fatalf("sandbox has %d QEMU children, want 1", len(vms))
-	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	for i := 0; ; i++ {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(vms[0])); err != nil {
-			break
-		}
-		if i == 100 {
-			t.Fatalf("QEMU (pid %d) outlived the killed sandbox", vms[0])
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	killTakesQEMU(t, cmd)
 	// Its VM's directory (QEMU's sockets, the console) is named by its
 	// lease, and collected.
 	dry, _, _ := sandbox(t, home, "gc", "-n")
@@ -370,6 +343,27 @@ func TestS5KilledRunEnds(t *testing.T) {
 	}
 	if out, _, _ := sandbox(t, home, "gc", "-n"); out != "nothing left behind\n" {
 		t.Fatalf("after gc:\n%s", out)
+	}
+}
+
+// killTakesQEMU kills cmd (-9), which has one QEMU child, and fails the
+// test unless that QEMU ends with it.
+func killTakesQEMU(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	vms := childrenNamed(cmd.Process.Pid, "qemu-system")
+	if len(vms) != 1 {
+		t.Fatalf("sandbox has %d QEMU children, want 1", len(vms))
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	for i := 0; ; i++ {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(vms[0])); err != nil {
+			return
+		}
+		if i == 100 {
+			t.Fatalf("QEMU (pid %d) outlived the killed sandbox", vms[0])
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -120,8 +120,12 @@ func New(cfg Config) (*Host, error) {
 		cfg.VMImage = filepath.Join(s.Root(), "vm")
 	}
 	executors := []Executor{w, n, bare.Executor{}}
+	jail := cfg.S1Helper // the same helper starts S1 runs and jails QEMU
+	if jail == "" {
+		jail, _ = native.HelperPath()
+	}
 	vc := vm.Config{ImageDir: cfg.VMImage, Accel: cfg.VMAccel, EgressRoots: cfg.EgressRoots,
-		MemoryMiB: int(cfg.Memory >> 20), CPUs: int(math.Ceil(cfg.CPUs)), Pids: cfg.Pids, TempName: s.Namer()}
+		MemoryMiB: int(cfg.Memory >> 20), CPUs: int(math.Ceil(cfg.CPUs)), Pids: cfg.Pids, TempName: s.Namer(), Jail: jail}
 	for _, e := range vm.New(vc) {
 		executors = append(executors, e)
 	}

@@ -30,7 +30,11 @@ func addS5(t testing.TB, h *Host) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range vm.New(vm.Config{ImageDir: dir, Accel: "tcg"}) {
+	jail, err := guest.S1Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range vm.New(vm.Config{ImageDir: dir, Accel: "tcg", Jail: jail}) {
 		h.Executors = append(h.Executors, e)
 	}
 }

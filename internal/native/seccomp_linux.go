@@ -158,6 +158,48 @@ func assembleFilter(rootless bool) ([]s1init.Insn, error) {
 			}},
 			Action: errnoAction(unix.EPERM),
 		})
+	return denyFilter(groups)
+}
+
+// MonitorDenied are the groups of Denied an S5 VM's monitor (QEMU, in
+// its jail) is refused too, by their first names: it needs none of
+// them, and each is a way from an escaped monitor to other processes
+// (another sandbox's QEMU), to the kernel, or around the jail's
+// read-only view (open_by_handle_at through a writable grant's mount).
+// io_uring is left to QEMU, which may poll with it.
+var MonitorDenied = []string{"mount", "unshare", "ptrace", "init_module", "bpf", "keyctl", "settimeofday", "reboot", "iopl", "open_by_handle_at", "fanotify_init"}
+
+var (
+	monitorOnce sync.Once
+	monitorInsn []s1init.Insn
+	monitorErr  error
+)
+
+// MonitorFilter is the seccomp filter the VM jail installs before it
+// executes QEMU: MonitorDenied's groups refused with EPERM, every other
+// architecture's ABI refused, the rest allowed (QEMU's own -sandbox
+// filter stacks on it).
+func MonitorFilter() ([]s1init.Insn, error) {
+	monitorOnce.Do(func() {
+		var groups []seccomp.SyscallGroup
+		for _, d := range Denied {
+			if slices.Contains(MonitorDenied, d.Names[0]) {
+				groups = append(groups, seccomp.SyscallGroup{Names: existing(d.Names), Action: errnoAction(unix.EPERM)})
+			}
+		}
+		if len(groups) != len(MonitorDenied) {
+			monitorErr = fmt.Errorf("seccomp: MonitorDenied names %d groups, Denied has %d of them", len(MonitorDenied), len(groups))
+			return
+		}
+		monitorInsn, monitorErr = denyFilter(groups)
+	})
+	return monitorInsn, monitorErr
+}
+
+// denyFilter assembles groups with an allow default, refusing every
+// system call made through another architecture's ABI (i386 int 0x80,
+// x32) first, so the groups cannot be bypassed.
+func denyFilter(groups []seccomp.SyscallGroup) ([]s1init.Insn, error) {
 	policy := seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: groups}
 	insts, err := policy.Assemble()
 	if err != nil {

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/native"
+	"github.com/opensubstrate/sandbox/internal/native/s1init"
 	"github.com/opensubstrate/sandbox/internal/vm/boot"
 	"github.com/opensubstrate/sandbox/internal/vm/wire"
 )
@@ -52,6 +54,29 @@ type Spec struct {
 	Incoming string
 	// Hostname is the guest's.
 	Hostname string
+	// Jail is the helper QEMU is started through, confined (s1init's
+	// VM jail: a read-only host but for Dir and the read-write mounts,
+	// three capabilities, no_new_privs); "" starts QEMU as it is.
+	Jail string
+}
+
+// command is QEMU's command line at path, through the jail if there is one.
+func (s Spec) command(path string) (string, []string, error) {
+	qemu := append([]string{path}, s.args()...)
+	if s.Jail == "" {
+		return path, qemu, nil
+	}
+	filter, err := native.MonitorFilter()
+	if err != nil {
+		return "", nil, err
+	}
+	a := []string{s.Jail, s1init.VMJailArg, s1init.InsnsText(filter), s.Dir}
+	for _, m := range s.Mounts {
+		if !m.ReadOnly {
+			a = append(a, m.Path)
+		}
+	}
+	return s.Jail, append(append(a, "--"), qemu...), nil
 }
 
 // Machine is a running VM and its agent.
@@ -152,7 +177,11 @@ func Start(ctx context.Context, spec Spec) (*Machine, error) {
 		}
 		return *st.Running, st.Status, nil
 	}
-	m.cmd = &exec.Cmd{Path: path, Args: append([]string{spec.QEMU}, spec.args()...), Stderr: &lockedBuffer{b: &m.stderr}}
+	prog, argv, err := spec.command(path)
+	if err != nil {
+		return nil, fmt.Errorf("vm: the monitor's seccomp filter: %w", err)
+	}
+	m.cmd = &exec.Cmd{Path: prog, Args: argv, Stderr: &lockedBuffer{b: &m.stderr}}
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cgroup.StartIn(m.cmd, spec.Cgroup); err != nil {
 		return nil, fmt.Errorf("vm: starting QEMU: %w", err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/native/s1init"
 	"github.com/opensubstrate/sandbox/internal/vm/boot"
 	"github.com/opensubstrate/sandbox/internal/vm/wire"
 	"github.com/opensubstrate/sandbox/tier"
@@ -121,7 +122,7 @@ func (e *Executor) check(ctx context.Context, im *boot.Image, accel string) ([]t
 	marker := strconv.FormatInt(time.Now().UnixNano(), 36)
 	os.WriteFile(filepath.Join(ro, "granted"), []byte(marker), 0o644)
 	os.WriteFile(filepath.Join(hidden, "secret"), []byte(marker), 0o600)
-	spec := Spec{Image: im, QEMU: e.cfg.QEMU, Accel: accel, MemoryMiB: 256, CPUs: 1, Dir: dir, Hostname: "probe",
+	spec := Spec{Image: im, QEMU: e.cfg.QEMU, Jail: e.cfg.Jail, Accel: accel, MemoryMiB: 256, CPUs: 1, Dir: dir, Hostname: "probe",
 		Mounts: []wire.Mount{{Tag: "sys0", Path: "/usr", ReadOnly: true}, {Tag: "g0", Path: rw}, {Tag: "g1", Path: ro, ReadOnly: true}}}
 	m, err := Start(ctx, spec)
 	if err != nil {
@@ -138,6 +139,8 @@ func (e *Executor) check(ctx context.Context, im *boot.Image, accel string) ([]t
 	for _, l := range isolation(ctx, m, im, "/usr/bin/ls") {
 		layer(l.Name, l.OK, l.Detail)
 	}
+	ok, detail := monitorJailed(m.Pid(), e.cfg.Jail != "")
+	layer("monitor jailed", ok, detail)
 	_, herr := m.ReadFile(ctx, filepath.Join(hidden, "secret"), 4096)
 	got, rerr := m.ReadFile(ctx, filepath.Join(ro, "granted"), 4096)
 	layer("only its grants", errors.Is(herr, os.ErrNotExist) && rerr == nil && string(got) == marker,
@@ -151,9 +154,55 @@ func (e *Executor) check(ctx context.Context, im *boot.Image, accel string) ([]t
 	return layers, err
 }
 
+// monitorJailed reads back from the host whether QEMU (pid) runs in the
+// VM jail: only the jail's capabilities in its bounding set,
+// no_new_privs, two seccomp filters (the jail's, QEMU's own), a mount
+// namespace of its own whose root is read-only.
+func monitorJailed(pid int, configured bool) (bool, string) {
+	if !configured {
+		return false, "QEMU would run as root with every capability: no jail helper is configured"
+	}
+	p := "/proc/" + strconv.Itoa(pid)
+	st, err := os.ReadFile(p + "/status")
+	if err != nil {
+		return false, err.Error()
+	}
+	var want uint64
+	for _, c := range s1init.VMJailKeeps {
+		want |= 1 << c
+	}
+	bnd, nnp, filters := "", "", ""
+	for _, line := range strings.Split(string(st), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			switch k {
+			case "CapBnd":
+				bnd = strings.TrimSpace(v)
+			case "NoNewPrivs":
+				nnp = strings.TrimSpace(v)
+			case "Seccomp_filters":
+				filters = strings.TrimSpace(v)
+			}
+		}
+	}
+	mine, _ := os.Readlink("/proc/self/ns/mnt")
+	its, _ := os.Readlink(p + "/ns/mnt")
+	rootRO := false
+	if mi, err := os.ReadFile(p + "/mountinfo"); err == nil {
+		for _, line := range strings.Split(string(mi), "\n") {
+			if f := strings.Fields(line); len(f) > 5 && f[4] == "/" {
+				rootRO = f[5] == "ro" || strings.HasPrefix(f[5], "ro,")
+			}
+		}
+	}
+	ok := bnd == fmt.Sprintf("%016x", want) && nnp == "1" && filters == "2" && its != "" && its != mine && rootRO
+	return ok, fmt.Sprintf("QEMU (pid %d): bounding set %s (want %016x), no_new_privs %s, seccomp filters %s (want 2: the jail's, QEMU's), own mount namespace %v, host root read-only %v",
+		pid, bnd, want, nnp, filters, its != mine, rootRO)
+}
+
 // ProbeKey names what the probe's answer depends on, so a host keeps it
 // between processes (until the machine reboots): the guest image, QEMU's
-// version, the accelerator asked for and whether a KVM device is there.
+// version, the accelerator asked for, whether a KVM device is there and
+// the jail helper QEMU starts through.
 func (e *Executor) ProbeKey() (string, error) {
 	v, err := e.version()
 	if err != nil {
@@ -164,7 +213,7 @@ func (e *Executor) ProbeKey() (string, error) {
 		return "", err
 	}
 	_, kvm := os.Stat(e.cfg.KVM)
-	return fmt.Sprintf("%s qemu %s accel %q kvm %v", addr.Of(b), v, e.cfg.Accel, kvm == nil), nil
+	return fmt.Sprintf("%s qemu %s accel %q kvm %v jail %q", addr.Of(b), v, e.cfg.Accel, kvm == nil, e.cfg.Jail), nil
 }
 
 // BootImage is the address of the default guest image's manifest, its

@@ -103,7 +103,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	spec := Spec{Image: im, QEMU: e.cfg.QEMU, Accel: accel, Dir: dir, Cgroup: j.Cgroup, Hostname: "sandbox"}
+	spec := Spec{Image: im, QEMU: e.cfg.QEMU, Jail: e.cfg.Jail, Accel: accel, Dir: dir, Cgroup: j.Cgroup, Hostname: "sandbox"}
 	spec.MemoryMiB, spec.CPUs = e.cfg.size(j.Unit.Limits)
 	if err := limitVM(j.Cgroup, spec.MemoryMiB, j.Unit.Limits); err != nil {
 		return nil, err

@@ -76,7 +76,7 @@ func (e *Executor) open(ctx context.Context, g grant.Set, lim unit.Limits, cg *c
 			s.Close()
 		}
 	}()
-	s.spec = Spec{Image: im, QEMU: e.cfg.QEMU, Accel: accel, Dir: dir, Cgroup: cg, Hostname: "sandbox", Incoming: memory}
+	s.spec = Spec{Image: im, QEMU: e.cfg.QEMU, Jail: e.cfg.Jail, Accel: accel, Dir: dir, Cgroup: cg, Hostname: "sandbox", Incoming: memory}
 	s.spec.MemoryMiB, s.spec.CPUs = e.cfg.size(lim)
 	if err := limitVM(cg, s.spec.MemoryMiB, lim); err != nil {
 		return nil, err

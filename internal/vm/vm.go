@@ -38,6 +38,10 @@ type Config struct {
 	// EgressRoots verify credential-injected servers; default the
 	// system's.
 	EgressRoots *x509.CertPool
+	// Jail is the helper QEMU starts through, confined (sandbox's S1
+	// helper: s1init's VM jail); "" starts QEMU unconfined, and each run
+	// says so.
+	Jail string
 	// TempName names the directories VMs keep their sockets and console
 	// in (the host's lease names them, so that what a killed process
 	// left is collected); nil: random names.

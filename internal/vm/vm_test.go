@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guest"
 	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/native/s1init"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/internal/vm/boot"
 	"github.com/opensubstrate/sandbox/internal/vm/wire"
@@ -51,6 +53,16 @@ func image(t testing.TB, init string) *boot.Image {
 	return im
 }
 
+// jail is the helper QEMU starts through (sandbox's S1 helper).
+func jail(t testing.TB) string {
+	t.Helper()
+	p, err := guest.S1Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func start(t testing.TB, spec Spec) *Machine {
 	t.Helper()
 	if spec.Dir == "" {
@@ -61,6 +73,9 @@ func start(t testing.TB, spec Spec) *Machine {
 	}
 	if spec.Accel == "" {
 		spec.Accel = "tcg"
+	}
+	if spec.Jail == "" {
+		spec.Jail = jail(t)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), BootTimeout)
 	defer cancel()
@@ -85,6 +100,7 @@ func TestGuestRunsCommandsAndMovesFiles(t *testing.T) {
 	if m.Hello.Kernel != im.Manifest.Release {
 		t.Fatalf("guest kernel %q, want %q", m.Hello.Kernel, im.Manifest.Release)
 	}
+	jailed(t, m.Pid(), rw)
 	ctx := context.Background()
 	var out, errb bytes.Buffer
 	st, err := m.Exec(ctx, wire.Command{Path: "/usr/bin/sh", Argv: []string{"sh", "-c", "uname -r; tr a-z A-Z; echo oops >&2; cat " + ro + "/given; echo made > " + rw + "/made; exit 7"}, Dir: "/"},
@@ -136,10 +152,10 @@ func TestGuestRunsCommandsAndMovesFiles(t *testing.T) {
 
 // TestProbeEarnsTheRung runs the probe: a guest that booted its own
 // kernel and, from inside, saw no host process or file and only its
-// grants; the accelerator said with the reason.
+// grants, its QEMU jailed; the accelerator said with the reason.
 func TestProbeEarnsTheRung(t *testing.T) {
 	im := image(t, "")
-	e := New(Config{ImageDir: filepath.Dir(im.Kernel), KVM: filepath.Join(t.TempDir(), "no-kvm")})[0]
+	e := New(Config{ImageDir: filepath.Dir(im.Kernel), KVM: filepath.Join(t.TempDir(), "no-kvm"), Jail: jail(t)})[0]
 	p := e.Probe(context.Background())
 	if !p.Available {
 		t.Fatalf("probe: %+v", p)
@@ -149,8 +165,14 @@ func TestProbeEarnsTheRung(t *testing.T) {
 			t.Errorf("layer %s: %s", l.Name, l.Detail)
 		}
 	}
-	if len(p.Layers) != 5 {
+	if len(p.Layers) != 6 {
 		t.Fatalf("layers: %+v", p.Layers)
+	}
+	// Without the jail, QEMU would run as root with every capability:
+	// the rung is refused, saying so.
+	bare := New(Config{ImageDir: filepath.Dir(im.Kernel), Accel: "tcg"})[0]
+	if p := bare.Probe(context.Background()); p.Available || !strings.Contains(p.Reason, "no jail helper") {
+		t.Fatalf("probe without a jail: %+v", p)
 	}
 	accel, why := e.accelerator(context.Background(), im)
 	if accel != "tcg" || !strings.Contains(why, "no-kvm") {
@@ -268,6 +290,47 @@ func TestLyingAgentEndsItsVM(t *testing.T) {
 		t.Fatalf("outcome %+v", res.Outcome)
 	}
 	noQEMULeft(t)
+}
+
+// jailed checks, from the host, that QEMU (pid) runs in the VM jail:
+// three capabilities in its bounding set, no_new_privs, the jail's
+// seccomp filter under QEMU's own, a mount namespace
+// of its own in which the host's root and /proc are read-only and rw (a
+// read-write grant) is writable.
+func jailed(t *testing.T, pid int, rw string) {
+	t.Helper()
+	p := "/proc/" + strconv.Itoa(pid)
+	st, err := os.ReadFile(p + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want uint64
+	for _, c := range s1init.VMJailKeeps {
+		want |= 1 << c
+	}
+	if !strings.Contains(string(st), fmt.Sprintf("CapBnd:\t%016x\n", want)) || !strings.Contains(string(st), "NoNewPrivs:\t1\n") || !strings.Contains(string(st), "Seccomp_filters:\t2\n") {
+		t.Fatalf("QEMU's credentials are not the jail's (CapBnd %016x, NoNewPrivs 1, 2 seccomp filters wanted):\n%s", want, st)
+	}
+	mine, _ := os.Readlink("/proc/self/ns/mnt")
+	its, _ := os.Readlink(p + "/ns/mnt")
+	if mine == its {
+		t.Fatal("QEMU shares the host's mount namespace")
+	}
+	mi, err := os.ReadFile(p + "/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := map[string]string{} // mount point → its per-mount options
+	for _, line := range strings.Split(string(mi), "\n") {
+		if f := strings.Fields(line); len(f) > 5 {
+			opts[f[4]] = f[5]
+		}
+	}
+	for mp, want := range map[string]string{"/": "ro", "/proc": "ro", rw: "rw"} {
+		if o := opts[mp]; !strings.HasPrefix(o, want+",") && o != want {
+			t.Errorf("in QEMU's mount namespace %s is mounted %q, want %s", mp, o, want)
+		}
+	}
 }
 
 // noQEMULeft: no QEMU this test process started runs any more (other

@@ -14,4 +14,9 @@
 // program is confined while init, on its other threads, keeps what it
 // needs to reap, forward signals and commit quota'd writes. It reports a
 // Status on fd 4.
+//
+// The same helper starts an S5 VM's monitor (QEMU) confined: in a mount
+// namespace where every mount but the VM's directory and its read-write
+// grants is read-only, with a bounding set of three capabilities and
+// no_new_privs (runVMJail).
 package s1init

@@ -35,6 +35,8 @@ func Main() (code int, ok bool) {
 		return runInit(), true
 	case ProbeArg:
 		return runProbe(), true
+	case VMJailArg:
+		return runVMJail(), true
 	case UsernsArg:
 		io.Copy(io.Discard, os.Stdin) // hold the namespace until the host closes stdin
 		return 0, true

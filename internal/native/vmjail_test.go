@@ -1,0 +1,59 @@
+//go:build linux
+
+package native
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/opensubstrate/sandbox/internal/native/s1init"
+)
+
+// TestVMJail runs a shell in the VM jail QEMU starts through: its
+// bounding set is the jail's three capabilities, no_new_privs is set, one
+// seccomp filter (QEMU adds its own) refuses ptrace even of its own
+// child, the host's files and /proc/sys are read-only, and only the
+// directory it was given is writable.
+func TestVMJail(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the VM jail is for a monitor started as root")
+	}
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the ptrace attempt calls system call 101 (amd64)")
+	}
+	filter, err := MonitorFilter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	script := strings.Join([]string{
+		"grep -E '^(CapBnd|NoNewPrivs|Seccomp_filters):' /proc/self/status",
+		"(echo x > /etc/sandbox-jail-probe) 2>/dev/null && echo etc written || echo etc refused",
+		"(echo x > /proc/sys/kernel/core_pattern) 2>/dev/null && echo core_pattern written || echo core_pattern refused",
+		"echo x > " + dir + "/ok && echo dir written",
+		"sleep 5 & perl -e 'if (syscall(101, 16, $ARGV[0]+0, 0, 0) == -1) { print \"ptrace: $!\\n\" } else { print \"ptrace: attached\\n\" }' $!; kill $!",
+	}, "; ")
+	out, err := exec.Command(os.Args[0], s1init.VMJailArg, s1init.InsnsText(filter), dir, "--", "/bin/sh", "-c", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	want := "CapBnd:\t000000000000000e\nNoNewPrivs:\t1\nSeccomp_filters:\t1\netc refused\ncore_pattern refused\ndir written\nptrace: Operation not permitted\n"
+	if string(out) != want {
+		t.Fatalf("in the jail:\n%s\nwant:\n%s", out, want)
+	}
+	if _, err := os.Stat("/etc/sandbox-jail-probe"); err == nil {
+		os.Remove("/etc/sandbox-jail-probe")
+		t.Fatal("a write to /etc reached the host")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "ok")); string(b) != "x\n" {
+		t.Fatalf("the writable directory: %q", b)
+	}
+	// A bad filter argument is refused before anything is executed.
+	if out, err := exec.Command(os.Args[0], s1init.VMJailArg, "xyz", dir, "--", "/bin/true").CombinedOutput(); err == nil || !strings.Contains(string(out), "hex digits") {
+		t.Fatalf("a bad filter: %v %s", err, out)
+	}
+}
