@@ -615,6 +615,3 @@ func (e *BusyError) Error() string {
 
 // Invalid: the caller can fix it.
 func (e *BusyError) Invalid() bool { return true }
-
-// cont lets a paused VM run on.
-func (m *Machine) cont(ctx context.Context) error { return m.resume(ctx) }

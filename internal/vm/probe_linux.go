@@ -154,6 +154,63 @@ func (e *Executor) check(ctx context.Context, im *boot.Image, accel string) ([]t
 	return layers, err
 }
 
+// monitor is what the host reads of a QEMU process (pid) in /proc: its
+// bounding set, no_new_privs and seccomp filter count as its status
+// says them, whether its mount namespace is another than this process's,
+// and each of its mount points' per-mount options.
+type monitor struct {
+	CapBnd, NoNewPrivs, Filters string
+	OwnMountNS                  bool
+	Mounts                      map[string]string
+}
+
+func readMonitor(pid int) (monitor, error) {
+	p := "/proc/" + strconv.Itoa(pid)
+	st, err := os.ReadFile(p + "/status")
+	if err != nil {
+		return monitor{}, err
+	}
+	mi, err := os.ReadFile(p + "/mountinfo")
+	if err != nil {
+		return monitor{}, err
+	}
+	var m monitor
+	for _, line := range strings.Split(string(st), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			switch v = strings.TrimSpace(v); k {
+			case "CapBnd":
+				m.CapBnd = v
+			case "NoNewPrivs":
+				m.NoNewPrivs = v
+			case "Seccomp_filters":
+				m.Filters = v
+			}
+		}
+	}
+	mine, _ := os.Readlink("/proc/self/ns/mnt")
+	its, _ := os.Readlink(p + "/ns/mnt")
+	m.OwnMountNS = its != "" && its != mine
+	m.Mounts = map[string]string{}
+	for _, line := range strings.Split(string(mi), "\n") {
+		if f := strings.Fields(line); len(f) > 5 {
+			m.Mounts[f[4]] = f[5]
+		}
+	}
+	return m, nil
+}
+
+// readOnly says whether per-mount options o make a mount read-only.
+func readOnly(o string) bool { return o == "ro" || strings.HasPrefix(o, "ro,") }
+
+// jailCaps is the bounding set of a jailed QEMU, as its status says it.
+func jailCaps() string {
+	var want uint64
+	for _, c := range s1init.VMJailKeeps {
+		want |= 1 << c
+	}
+	return fmt.Sprintf("%016x", want)
+}
+
 // monitorJailed reads back from the host whether QEMU (pid) runs in the
 // VM jail: only the jail's capabilities in its bounding set,
 // no_new_privs, two seccomp filters (the jail's, QEMU's own), a mount
@@ -162,41 +219,14 @@ func monitorJailed(pid int, configured bool) (bool, string) {
 	if !configured {
 		return false, "QEMU would run as root with every capability: no jail helper is configured"
 	}
-	p := "/proc/" + strconv.Itoa(pid)
-	st, err := os.ReadFile(p + "/status")
+	m, err := readMonitor(pid)
 	if err != nil {
 		return false, err.Error()
 	}
-	var want uint64
-	for _, c := range s1init.VMJailKeeps {
-		want |= 1 << c
-	}
-	bnd, nnp, filters := "", "", ""
-	for _, line := range strings.Split(string(st), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok {
-			switch k {
-			case "CapBnd":
-				bnd = strings.TrimSpace(v)
-			case "NoNewPrivs":
-				nnp = strings.TrimSpace(v)
-			case "Seccomp_filters":
-				filters = strings.TrimSpace(v)
-			}
-		}
-	}
-	mine, _ := os.Readlink("/proc/self/ns/mnt")
-	its, _ := os.Readlink(p + "/ns/mnt")
-	rootRO := false
-	if mi, err := os.ReadFile(p + "/mountinfo"); err == nil {
-		for _, line := range strings.Split(string(mi), "\n") {
-			if f := strings.Fields(line); len(f) > 5 && f[4] == "/" {
-				rootRO = f[5] == "ro" || strings.HasPrefix(f[5], "ro,")
-			}
-		}
-	}
-	ok := bnd == fmt.Sprintf("%016x", want) && nnp == "1" && filters == "2" && its != "" && its != mine && rootRO
-	return ok, fmt.Sprintf("QEMU (pid %d): bounding set %s (want %016x), no_new_privs %s, seccomp filters %s (want 2: the jail's, QEMU's), own mount namespace %v, host root read-only %v",
-		pid, bnd, want, nnp, filters, its != mine, rootRO)
+	rootRO := readOnly(m.Mounts["/"])
+	ok := m.CapBnd == jailCaps() && m.NoNewPrivs == "1" && m.Filters == "2" && m.OwnMountNS && rootRO
+	return ok, fmt.Sprintf("QEMU (pid %d): bounding set %s (want %s), no_new_privs %s, seccomp filters %s (want 2: the jail's, QEMU's), own mount namespace %v, host root read-only %v",
+		pid, m.CapBnd, jailCaps(), m.NoNewPrivs, m.Filters, m.OwnMountNS, rootRO)
 }
 
 // ProbeKey names what the probe's answer depends on, so a host keeps it

@@ -215,7 +215,7 @@ func (s *Session) Paused(ctx context.Context) (bool, string, error) {
 
 // Continue lets a VM a suspension paused run on, with its shares.
 func (s *Session) Continue(ctx context.Context) error {
-	if err := s.m.cont(ctx); err != nil {
+	if err := s.m.resume(ctx); err != nil {
 		return err
 	}
 	return s.m.setup(ctx)

@@ -39,8 +39,7 @@ type Config struct {
 	// system's.
 	EgressRoots *x509.CertPool
 	// Jail is the helper QEMU starts through, confined (sandbox's S1
-	// helper: s1init's VM jail); "" starts QEMU unconfined, and each run
-	// says so.
+	// helper: s1init's VM jail); without one the probe refuses the rung.
 	Jail string
 	// TempName names the directories VMs keep their sockets and console
 	// in (the host's lease names them, so that what a killed process
