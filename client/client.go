@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -26,9 +27,26 @@ const SocketName = "serve.sock"
 
 // Client calls one sandbox service.
 type Client struct {
-	base  string // "http://sandbox" for a unix socket, else the URL
-	token string
-	hc    *http.Client
+	base   string // "http://sandbox" for a unix socket, else the URL
+	token  string
+	policy string // the Sandbox-Policy header's value; "" for none
+	hc     *http.Client
+}
+
+// PolicyHeader is the request header in which a caller asks the service
+// to hold it to a narrower policy than its own (docs/api.md,
+// "Authority").
+const PolicyHeader = "Sandbox-Policy"
+
+// Narrowed is a client whose every call asks the service to hold it to
+// the policy document doc as well as to its own authority (an MCP
+// server's connection, whose tool arguments are a model's): the service
+// refuses, as denied, any grant doc does not allow. It shares c's
+// connections.
+func (c *Client) Narrowed(doc []byte) *Client {
+	n := *c
+	n.policy = base64.RawURLEncoding.EncodeToString(doc)
+	return &n
 }
 
 // Options configure a client.
@@ -78,6 +96,9 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, ct
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.policy != "" {
+		req.Header.Set(PolicyHeader, c.policy)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/manifest"
@@ -42,6 +43,17 @@ mode 0600: only this user, or root, is served, checked by the peer's
 credentials), and with --listen on TCP with TLS (--tls-cert, --tls-key)
 and bearer tokens (--token-file: one token per line; each token sees only
 the sandboxes it created).
+
+Each token is a principal that may grant only what its policy allows
+(docs/api.md, "Authority"): a token-file line is the token, then,
+optionally, the path of its policy document (sandbox.policy/1, relative
+to the token file). A token without one may grant nothing on the host
+beyond its own sandboxes' workspaces: no host directory, no network, no
+secret, no key-value namespace; S1, S2 and S5; the CPU at any budget;
+any imported image. The local user at the socket may grant anything.
+A refusal is 403 denied, names the grant and the rule, and is kept in
+the decision log (authority.jsonl in the state directory; 'sandbox
+policy log').
 
 While it runs, 'sandbox create', 'exec', 'cp', 'ps' and 'rm' talk to it
 (found by its socket, or $SANDBOX_HOST). Every run it starts is sealed
@@ -98,7 +110,7 @@ closed with that overhead. /metrics has each pool's statistics
 			if (certFile == "") != (keyFile == "") || listen != "" && (certFile == "" || tokenFile == "") {
 				return errs.Usage{Err: errors.New("--listen needs --tls-cert, --tls-key and --token-file: the API is never served in clear or without tokens")}
 			}
-			var tokens []string
+			var tokens []authority.Token
 			if tokenFile != "" {
 				var err error
 				if tokens, err = readTokens(tokenFile); err != nil {
@@ -143,7 +155,13 @@ closed with that overhead. /metrics has each pool's statistics
 				return err
 			}
 			defer os.Remove(socket)
-			s := &server.Server{Host: ho, Log: log, Tokens: tokens}
+			// Each token is a principal with the policy written beside
+			// it (authority.Default where none is).
+			ho.Policies = map[string]authority.Policy{}
+			for _, t := range tokens {
+				ho.Policies[server.OwnerOf(t.Secret)] = t.Policy
+			}
+			s := &server.Server{Host: ho, Log: log, Tokens: secrets(tokens)}
 			var servers []*http.Server
 			us := s.UnixServer()
 			servers = append(servers, us)
@@ -204,7 +222,7 @@ closed with that overhead. /metrics has each pool's statistics
 	c.Flags().StringVar(&listen, "listen", "", "also serve on this TCP address (HOST:PORT), with TLS and tokens")
 	c.Flags().StringVar(&certFile, "tls-cert", "", "TLS certificate (PEM) for --listen")
 	c.Flags().StringVar(&keyFile, "tls-key", "", "TLS key (PEM) for --listen")
-	c.Flags().StringVar(&tokenFile, "token-file", "", "bearer tokens for --listen, one per line")
+	c.Flags().StringVar(&tokenFile, "token-file", "", "bearer tokens for --listen, one per line, each optionally followed by its policy file")
 	c.Flags().DurationVar(&grace, "grace", 30*time.Second, "on shutdown, how long execs in flight may finish before they are interrupted (and sealed)")
 	c.Flags().DurationVar(&idleAfter, "idle", 0, "park a live sandbox that no request touched for this long, through the preservation fence (see above; default: never)")
 	c.Flags().IntVar(&maxLive, "max-sandboxes", 0, "live sandboxes kept at once (default 1024); more are refused with 429")
@@ -308,23 +326,20 @@ func parsePool(arg string, ho *host.Host) (host.PoolSpec, error) {
 }
 
 // readTokens reads a token file: one bearer token per line (at least 16
-// characters), '#' comments.
-func readTokens(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+// characters), optionally followed by its policy file; '#' comments.
+func readTokens(path string) ([]authority.Token, error) {
+	toks, err := authority.ReadTokens(path)
 	if err != nil {
 		return nil, errs.Usage{Err: fmt.Errorf("--token-file: %w", err)}
 	}
-	var tokens []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
-			if len(l) < 16 {
-				return nil, errs.Usage{Err: fmt.Errorf("--token-file: a token of %d characters; want at least 16", len(l))}
-			}
-			tokens = append(tokens, l)
-		}
+	return toks, nil
+}
+
+// secrets are the tokens' secrets.
+func secrets(toks []authority.Token) []string {
+	var out []string
+	for _, t := range toks {
+		out = append(out, t.Secret)
 	}
-	if len(tokens) == 0 {
-		return nil, errs.Usage{Err: errors.New("--token-file holds no token")}
-	}
-	return tokens, nil
+	return out
 }

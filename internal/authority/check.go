@@ -89,22 +89,32 @@ func Check(p Principal, a Ask) error {
 	return nil
 }
 
-// beneath reports whether path is root or inside it (both clean and
-// absolute).
-func beneath(path, root string) bool {
-	return path == root || root == "/" || strings.HasPrefix(path, root+"/")
+// CheckReads is Check of a.Reads alone: whether the host may read those
+// files for the principal to make a unit (before it knows the tier).
+func CheckReads(p Principal, a Ask) error {
+	if len(p.Policies) == 0 {
+		return &DeniedError{Principal: p.Name, Action: a.Action, Grant: "anything", Rule: "policy", Why: "it has no policy"}
+	}
+	for i, pol := range p.Policies {
+		if err := pol.checkReads(a); err != nil {
+			err.Principal, err.Action, err.Policy = p.Name, a.Action, i
+			return err
+		}
+	}
+	return nil
+}
+
+func deny(g, rule, why string, args ...any) *DeniedError {
+	return &DeniedError{Grant: g, Rule: rule, Why: fmt.Sprintf(why, args...)}
 }
 
 func (p Policy) check(a Ask) *DeniedError {
-	deny := func(g, rule, why string, args ...any) *DeniedError {
-		return &DeniedError{Grant: g, Rule: rule, Why: fmt.Sprintf(why, args...)}
-	}
 	if !slices.Contains(p.Tiers, a.Tier) {
 		return deny("tier:"+a.Tier.String(), "tiers", "%s is not among its tiers (%s)", a.Tier, listOf(p.Tiers))
 	}
 	for _, s := range a.Grants.Storage {
 		g := fmt.Sprintf("fs:%s:%s", s.Path, s.Mode)
-		if slices.ContainsFunc(a.Own, func(w string) bool { return beneath(s.Path, w) }) {
+		if slices.ContainsFunc(a.Own, func(w string) bool { return grant.Within(w, s.Path) }) {
 			continue
 		}
 		if !p.mayGrantPath(s.Path, s.Mode) {
@@ -132,9 +142,9 @@ func (p Policy) check(a Ask) *DeniedError {
 		b, ok := p.budget(c.Class)
 		switch {
 		case !ok:
-			return deny(fmt.Sprintf("%s:%s", strings.ToLower(string(c.Class)), c.Budget), "compute", "device class %s is not among its classes (%s)", c.Class, p.classes())
+			return deny(computeGrant(c), "compute", "device class %s is not among its classes (%s)", c.Class, p.classes())
 		case b.Max > 0 && c.Budget > b.Max:
-			return deny(fmt.Sprintf("%s:%s", strings.ToLower(string(c.Class)), c.Budget), "compute", "a budget of %s is above its ceiling of %s for %s", c.Budget, b.Max, c.Class)
+			return deny(computeGrant(c), "compute", "a budget of %s is above its ceiling of %s for %s", c.Budget, b.Max, c.Class)
 		}
 	}
 	for _, c := range classes {
@@ -145,9 +155,13 @@ func (p Policy) check(a Ask) *DeniedError {
 	if !a.Image.IsZero() && !slices.Contains(p.Images, Any) && !slices.Contains(p.Images, a.Image.String()) {
 		return deny("image:"+a.Image.String(), "images", "the image root filesystem %s is not among its images (%s)", a.Image.Short(), listOf(p.Images))
 	}
+	return p.checkReads(a)
+}
+
+func (p Policy) checkReads(a Ask) *DeniedError {
 	for _, r := range a.Reads {
-		if slices.ContainsFunc(a.Readable, func(d string) bool { return beneath(r, d) }) ||
-			slices.ContainsFunc(a.Own, func(w string) bool { return beneath(r, w) }) || p.mayGrantPath(r, grant.RO) {
+		if slices.ContainsFunc(a.Readable, func(d string) bool { return grant.Within(d, r) }) ||
+			slices.ContainsFunc(a.Own, func(w string) bool { return grant.Within(w, r) }) || p.mayGrantPath(r, grant.RO) {
 			continue
 		}
 		return deny("program:"+r, "paths", "the host would read %s to make the run, and it is beneath none of the roots it may grant (%s), nor the system directories", r, p.roots())
@@ -157,7 +171,7 @@ func (p Policy) check(a Ask) *DeniedError {
 
 func (p Policy) mayGrantPath(path string, mode grant.Mode) bool {
 	return slices.ContainsFunc(p.Paths, func(r Path) bool {
-		return beneath(path, r.Root) && (mode == grant.RO || r.Mode == grant.RW)
+		return grant.Within(r.Root, path) && (mode == grant.RO || r.Mode == grant.RW)
 	})
 }
 
@@ -234,4 +248,9 @@ func listOf[T any](l []T) string {
 		s[i] = fmt.Sprint(x)
 	}
 	return strings.Join(s, ", ")
+}
+
+// computeGrant is a compute grant in the command line's syntax.
+func computeGrant(c grant.Compute) string {
+	return strings.ToLower(string(c.Class)) + ":" + strings.ReplaceAll(c.Budget.String(), " ", "")
 }

@@ -44,6 +44,11 @@ type CommandLine struct {
 	// RootDir is the image root filesystem a native command runs in: it
 	// is looked up there (outside storage grants), not on the host.
 	RootDir string
+	// Read reads a host file the unit is made from (a module, a
+	// program, a VM image's manifest); nil: any regular file (the
+	// operator's command line). A service gives its caller's
+	// (Host.Reader), which reads only what the caller may grant.
+	Read func(path string) ([]byte, error)
 }
 
 // Command makes a request from a command line: a WebAssembly module (by
@@ -68,7 +73,17 @@ func Command(c CommandLine) (Request, error) {
 	for k, v := range c.Env {
 		env[k] = v
 	}
-	req, err := command(c.Args, env, c.Grants, cwd, c.RootDir)
+	read, sniff := c.Read, true
+	if read == nil {
+		read = readRegular
+	} else if n := c.Args[0]; !strings.Contains(n, "/") && !strings.HasSuffix(n, ".wasm") {
+		// A caller whose reads are checked names a module or an image
+		// by its path (or a module by its .wasm name): a bare command
+		// name is looked up in PATH, never read from a directory it may
+		// not read.
+		sniff = false
+	}
+	req, err := command(c.Args, env, c.Grants, cwd, c.RootDir, read, sniff)
 	if err != nil {
 		return Request{}, err
 	}
@@ -97,13 +112,36 @@ func withDefaultCPU(g grant.Set, kind tier.Kind) (grant.Set, error) {
 	return g, g.Normalize()
 }
 
-func command(args []string, env map[string]string, g grant.Set, cwd, rootDir string) (Request, error) {
+// readRegular reads a regular file (never a device or a pipe, which
+// could be read forever).
+func readRegular(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, &ProgramError{Err: fmt.Errorf("%s is not a regular file", path)}
+	}
+	return io.ReadAll(f)
+}
+
+func command(args []string, env map[string]string, g grant.Set, cwd, rootDir string, read func(string) ([]byte, error), sniff bool) (Request, error) {
 	name := args[0]
 	mod := name
 	if !filepath.IsAbs(mod) {
 		mod = filepath.Join(cwd, mod)
 	}
-	if b, err := os.ReadFile(mod); err == nil && bytes.HasPrefix(b, []byte("\x00asm")) {
+	b, err := []byte(nil), error(fs.ErrNotExist)
+	if sniff {
+		b, err = read(mod)
+	}
+	if errors.Is(err, grant.ErrDenied) {
+		// A path the caller may not have read: refused before the host
+		// says whether anything is there.
+		return Request{}, err
+	}
+	if err == nil && bytes.HasPrefix(b, []byte("\x00asm")) {
 		return Request{Kind: tier.Wasm, Image: b, Entry: filepath.Base(name), Args: append([]string{filepath.Base(name)}, args[1:]...), Env: env}, nil
 	} else if err == nil && strings.HasSuffix(name, ".wasm") {
 		return Request{}, &ProgramError{Err: fmt.Errorf("%s is not a WebAssembly module: it does not start with the magic number \\0asm", name)}
@@ -137,7 +175,7 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 	case !Visible(path, g):
 		return Request{}, &InvalidError{Err: fmt.Errorf("%s is not visible inside a native run: it is neither in a system directory (/usr, /bin, /sbin, /lib, /etc, /opt) nor under a storage grant; grant its directory with --grant fs:%s:ro", path, filepath.Dir(path))}
 	default:
-		image, err = os.ReadFile(path)
+		image, err = read(path)
 	}
 	if err != nil {
 		return Request{}, err

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/grant"
 )
 
@@ -54,13 +56,16 @@ func (sb *Sandbox) grantFor(p string, write bool) (grant.Storage, string, error)
 // sandbox, which must be under a read-write grant of it: to a temporary
 // name beside it, fsynced, then renamed over p. A link on the way is
 // refused; nothing half-written is ever seen under p.
-func (h *Host) Upload(id, owner, p string, r io.Reader, mode os.FileMode, max int64) (int64, error) {
+func (h *Host) Upload(ctx context.Context, id, owner, p string, r io.Reader, mode os.FileMode, max int64) (int64, error) {
 	sb, err := h.sandbox(id, owner)
 	if err != nil {
 		return 0, err
 	}
 	s, rest, err := sb.grantFor(p, true)
 	if err != nil {
+		return 0, err
+	}
+	if err := h.authorizeFiles(ctx, sb, owner, s, grant.RW); err != nil {
 		return 0, err
 	}
 	if rest == "" {
@@ -103,13 +108,16 @@ func (h *Host) Upload(id, owner, p string, r io.Reader, mode os.FileMode, max in
 
 // Download opens the regular file p of a live sandbox (under any of its
 // storage grants) for reading.
-func (h *Host) Download(id, owner, p string) (*os.File, os.FileInfo, error) {
+func (h *Host) Download(ctx context.Context, id, owner, p string) (*os.File, os.FileInfo, error) {
 	sb, err := h.sandbox(id, owner)
 	if err != nil {
 		return nil, nil, err
 	}
 	s, rest, err := sb.grantFor(p, false)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := h.authorizeFiles(ctx, sb, owner, s, grant.RO); err != nil {
 		return nil, nil, err
 	}
 	f, err := openBeneath(s.Path, rest, unix.O_RDONLY|unix.O_NONBLOCK, 0)
@@ -129,13 +137,16 @@ func (h *Host) Download(id, owner, p string) (*os.File, os.FileInfo, error) {
 
 // List lists directory p of a live sandbox (under any of its storage
 // grants), by name; links are listed, never followed.
-func (h *Host) List(id, owner, p string) ([]FileInfo, error) {
+func (h *Host) List(ctx context.Context, id, owner, p string) ([]FileInfo, error) {
 	sb, err := h.sandbox(id, owner)
 	if err != nil {
 		return nil, err
 	}
 	s, rest, err := sb.grantFor(p, false)
 	if err != nil {
+		return nil, err
+	}
+	if err := h.authorizeFiles(ctx, sb, owner, s, grant.RO); err != nil {
 		return nil, err
 	}
 	f, err := openBeneath(s.Path, rest, unix.O_RDONLY|unix.O_DIRECTORY, 0)
@@ -157,4 +168,12 @@ func (h *Host) List(id, owner, p string) ([]FileInfo, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// authorizeFiles checks that owner (held to ctx's narrowings) may itself
+// grant what a files call reaches through: the grant s of sandbox sb, in
+// mode. A sandbox can hold grants its caller may not give (an operator's
+// sandbox, reached by a narrowed MCP connection).
+func (h *Host) authorizeFiles(ctx context.Context, sb *Sandbox, owner string, s grant.Storage, mode grant.Mode) error {
+	return h.authorize(ctx, owner, authority.Ask{Action: "files", Grants: grant.Set{Storage: []grant.Storage{{Path: s.Path, Mode: mode}}}, Tier: sb.Tier})
 }

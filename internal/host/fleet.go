@@ -36,6 +36,9 @@ import (
 // line of its own; Command gives their environment, grants and
 // directory, and no arguments).
 type FleetSpec struct {
+	// Owner is the principal the fleet runs for ("": the operator):
+	// each item is checked against its authority as a run is.
+	Owner   string
 	Command CommandLine // the command; each input is appended to its arguments
 	Inputs  []string
 	Units   [][]string
@@ -152,6 +155,7 @@ func (h *Host) RunFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 				var r *Run
 				if err == nil {
 					req.Notes = []string{fmt.Sprintf("item %d of fleet %s", i, res.ID)}
+					req.Owner = spec.Owner
 					r, err = h.Run(ctx, req)
 				}
 				if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/energy"
+	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/grant"
@@ -128,6 +129,13 @@ type Host struct {
 	// is priced by it.
 	Clock func() time.Time
 
+	// Policies are what principals other than the operator may grant,
+	// by owner ("token:…"): an owner not in it gets authority.Default.
+	// Set before the host serves anyone; read-only after.
+	Policies map[string]authority.Policy
+	// OperatorPolicy is the local owner's (nil: authority.Operator).
+	OperatorPolicy *authority.Policy
+
 	// closeLease: Close releases the store's lease (New took it).
 	closeLease bool
 	sandboxes  sandboxes
@@ -138,6 +146,10 @@ type Host struct {
 
 // Request is one unit to run.
 type Request struct {
+	// Owner is the principal it runs for ("": the operator): its grants
+	// must be within what Owner may grant (Principal), checked before
+	// anything runs.
+	Owner    string
 	Kind     tier.Kind
 	Image    []byte
 	Entry    string
@@ -392,6 +404,13 @@ func (h *Host) plan(ctx context.Context, req Request) (*plan, error) {
 	// rest only when it is unavailable, to say which are.
 	choice, err := tier.Select(need, tier.Request{Tier: req.Tier, Escalate: req.Escalate})
 	if err != nil {
+		return nil, err
+	}
+	action := "run"
+	if req.Record != nil {
+		action = "exec"
+	}
+	if err := h.authorize(ctx, req.Owner, authority.Ask{Action: action, Grants: g, Tier: choice.Chosen, Devices: u.Devices, Image: req.Root}); err != nil {
 		return nil, err
 	}
 	if p := h.probe(ctx, choice.Chosen); !p.Available {

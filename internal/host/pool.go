@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/tier"
@@ -155,6 +156,20 @@ func (h *Host) Claim(ctx context.Context, name, owner string) (SandboxInfo, erro
 	h.pools.mu.Unlock()
 	if p == nil {
 		return SandboxInfo{}, fmt.Errorf("%w %q: %w", ErrNoPool, name, fs.ErrNotExist)
+	}
+	// The pool's grants are the operator's; the claimer must be one who
+	// may be given them.
+	ask := authority.Ask{Action: "claim", Grants: p.spec.Sandbox.Grants, Tier: p.spec.Sandbox.Tier}
+	if ask.Tier == 0 {
+		ask.Tier = tier.S1
+	}
+	if ref := p.spec.Sandbox.Image; ref != "" {
+		if img, err := h.Images.Resolve(ref); err == nil {
+			ask.Image = img.Root
+		}
+	}
+	if err := h.authorize(ctx, owner, ask); err != nil {
+		return SandboxInfo{}, err
 	}
 	var got *pooled
 	var dead []pooled

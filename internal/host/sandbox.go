@@ -17,6 +17,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/job"
@@ -345,6 +346,15 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 	if err != nil {
 		return SandboxInfo{}, nil, err
 	}
+	// What it is given, checked against who asks before anything of it
+	// is made (a resumption's: its record's genesis grants).
+	action := "create"
+	if spec.id != "" {
+		action = "resume"
+	}
+	if err := h.authorize(ctx, spec.Owner, authority.Ask{Action: action, Grants: spec.Grants, Tier: spec.Tier, Image: spec.root}); err != nil {
+		return SandboxInfo{}, nil, err
+	}
 	sb := &Sandbox{ID: id, Tier: spec.Tier, Limits: spec.Limits, Env: spec.Env, Owner: spec.Owner, Created: created, Listen: spec.Listen, grantArgs: spec.GrantArgs, givenArgs: spec.GrantArgs,
 		Root: spec.root, Manifest: spec.manifestAddr, rootDir: rootDir, imageEnv: imageEnv, incarnation: newIncarnation(), active: h.now()}
 	g := spec.Grants.Clone()
@@ -532,11 +542,11 @@ func (h *Host) Exec(ctx context.Context, id, owner string, x ExecRequest) (*Run,
 	if cwd == "" {
 		cwd = "/tmp"
 	}
-	req, err := Command(CommandLine{Args: x.Args, Env: env, Grants: sb.Grants, Cwd: cwd, RootDir: sb.rootDir})
+	req, err := Command(CommandLine{Args: x.Args, Env: env, Grants: sb.Grants, Cwd: cwd, RootDir: sb.rootDir, Read: h.Reader(ctx, owner, "exec")})
 	if err != nil {
 		return nil, err
 	}
-	req.Root = sb.Root
+	req.Root, req.Owner = sb.Root, owner
 	if sb.Tier == tier.S1 && req.Kind != tier.Native {
 		return nil, &InvalidError{Err: fmt.Errorf("%s is an S1 sandbox: it runs native programs, and %s is a WebAssembly module (make an S2 sandbox for modules)", sb.ID, x.Args[0])}
 	}

@@ -55,7 +55,10 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
 	if len(first) == 0 {
 		first = [][]string{append(append([]string(nil), spec.Args...), spec.Inputs[0])}
 	}
-	if _, err := host.Command(host.CommandLine{Args: first[0], Env: spec.Env, Grants: g, Cwd: cwd}); err != nil {
+	read := s.Host.Reader(r.Context(), owner(r), "fleet")
+	// Each item's grants are checked against the caller's authority as a
+	// run's are, before it runs.
+	if _, err := host.Command(host.CommandLine{Args: first[0], Env: spec.Env, Grants: g, Cwd: cwd, Read: read}); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -76,7 +79,8 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	total := n
 	res, err := s.Host.RunFleet(ctx, host.FleetSpec{
-		Command: host.CommandLine{Args: spec.Args, Env: spec.Env, Grants: g, Cwd: cwd},
+		Owner:   owner(r),
+		Command: host.CommandLine{Args: spec.Args, Env: spec.Env, Grants: g, Cwd: cwd, Read: read},
 		Inputs:  spec.Inputs, Units: spec.Units, Workers: workers, CheckpointEvery: spec.CheckpointEvery,
 		Progress: func(done, total int) {
 			// At most about 200 frames, and the last.

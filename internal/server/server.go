@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
@@ -111,7 +112,47 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/runs", s.run)
 	mux.HandleFunc("POST /v1/fleets", s.fleet)
 	mux.HandleFunc("POST /v1/interrupts/{key}", s.interrupt)
-	return s.logged(mux)
+	return s.logged(narrowed(mux))
+}
+
+// narrowed holds a request that carries authority.Header to that policy
+// as well as to its caller's own: the host checks every grant against
+// both. A header that does not parse is refused before anything is done.
+func narrowed(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		vs := r.Header.Values(authority.Header)
+		if len(vs) == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx := r.Context()
+		for _, v := range vs {
+			p, err := authority.DecodeHeader(v)
+			if err != nil {
+				writeErr(w, badRequest(err.Error()))
+				return
+			}
+			ctx = authority.WithNarrowing(ctx, p)
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// life is the context of what outlives r (a sandbox made by it): the
+// server's, held to r's narrowings.
+func (s *Server) life(r *http.Request) context.Context {
+	ctx := s.base
+	for _, n := range authority.Narrowings(r.Context()) {
+		ctx = authority.WithNarrowing(ctx, n)
+	}
+	return ctx
+}
+
+// OwnerOf is the owner a bearer token's caller is: "token:" and the first
+// 8 bytes of its SHA-256, in hex (the token itself is never kept).
+func OwnerOf(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "token:" + hex.EncodeToString(sum[:8])
 }
 
 // logged logs each request and counts it.
@@ -164,8 +205,7 @@ func (s *Server) TCP(next http.Handler) http.Handler {
 			writeJSON(w, 401, client.APIError{Category: "denied", Message: "a bearer token the service was given (serve --token-file) is required"})
 			return
 		}
-		sum := sha256.Sum256([]byte(tok))
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, "token:"+hex.EncodeToString(sum[:8]))))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, OwnerOf(tok))))
 	})
 }
 
@@ -340,7 +380,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 		hs.Manifest = m
 	}
-	info, err := s.Host.Create(s.base, hs)
+	info, err := s.Host.Create(s.life(r), hs)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -351,7 +391,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 
 // claim hands the caller a ready sandbox of a warm pool.
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
-	info, err := s.Host.Claim(s.base, r.PathValue("name"), owner(r))
+	info, err := s.Host.Claim(s.life(r), r.PathValue("name"), owner(r))
 	if err != nil {
 		writeErr(w, err)
 		return

@@ -293,7 +293,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	req, err := runRequest(s.Host, c)
+	req, err := runRequest(r.Context(), s.Host, c, owner(r))
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -304,8 +304,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// runRequest turns a run's body into the host's request.
-func runRequest(h *host.Host, c call) (host.Request, error) {
+// runRequest turns a run's body into the host's request for owner.
+func runRequest(ctx context.Context, h *host.Host, c call, owner string) (host.Request, error) {
 	g, err := runGrants(c.ExecSpec)
 	if err != nil {
 		return host.Request{}, err
@@ -326,10 +326,11 @@ func runRequest(h *host.Host, c call) (host.Request, error) {
 	if cwd == "" {
 		cwd = "/"
 	}
-	req, err := h.CommandIn(c.Image, host.CommandLine{Args: c.Args, Env: c.Env, Grants: g, Cwd: cwd})
+	req, err := h.CommandIn(c.Image, host.CommandLine{Args: c.Args, Env: c.Env, Grants: g, Cwd: cwd, Read: h.Reader(ctx, owner, "run")})
 	if err != nil {
 		return host.Request{}, err
 	}
+	req.Owner = owner
 	req.Tier, req.Escalate, req.Deadline, req.Limits, req.Stdin = want, c.Escalate, deadline(c.DeadlineMS), lim, c.stdin
 	return req, nil
 }

@@ -1,0 +1,174 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/opensubstrate/sandbox/internal/authority"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/hostpath"
+)
+
+// AuthorityLog is the decision log's file in the state directory: every
+// grant refused to a principal (internal/authority).
+const AuthorityLog = "authority.jsonl"
+
+// MaxRead bounds a host file read to make a unit for a principal other
+// than the operator (a module, a program).
+const MaxRead = 1 << 30
+
+// isOperator says whether owner is the machine's owner: the local user
+// (the service's own uid at its socket, or the CLI in-process), or a
+// warm pool the operator configured.
+func isOperator(owner string) bool {
+	return owner == "" || owner == LocalOwner || isPoolOwner(owner)
+}
+
+// Principal is owner's authority: its own policy (the operator's for
+// the local owner; Policies[owner], else authority.Default, for any
+// other), then the narrowings ctx carries.
+func (h *Host) Principal(ctx context.Context, owner string) authority.Principal {
+	var base authority.Policy
+	switch {
+	case isOperator(owner):
+		if owner == "" {
+			owner = LocalOwner
+		}
+		base = authority.Operator()
+		if h.OperatorPolicy != nil {
+			base = *h.OperatorPolicy
+		}
+	default:
+		p, ok := h.Policies[owner]
+		if !ok {
+			p = authority.Default()
+		}
+		base = p
+	}
+	pr := authority.Principal{Name: owner, Policies: []authority.Policy{base}}
+	for _, n := range authority.Narrowings(ctx) {
+		pr = pr.Narrowed(n)
+	}
+	return pr
+}
+
+// authorize is the one check before anything runs: owner (held to the
+// narrowings ctx carries) may be given what a asks, or the refusal,
+// logged. Every principal may grant its own sandboxes' workspaces; no
+// principal but the operator may grant another's, or a directory that
+// holds one.
+func (h *Host) authorize(ctx context.Context, owner string, a authority.Ask) error {
+	p := h.Principal(ctx, owner)
+	a.Own = h.workspacesOf(p.Name)
+	a.Readable = SystemDirs
+	err := authority.Check(p, a)
+	if err == nil && !isOperator(p.Name) {
+		err = h.foreignWorkspace(p.Name, a)
+	}
+	if err != nil {
+		h.refused(err)
+	}
+	return err
+}
+
+// workspacesOf are the workspaces of owner's live sandboxes.
+func (h *Host) workspacesOf(owner string) []string {
+	h.sandboxes.mu.Lock()
+	defer h.sandboxes.mu.Unlock()
+	var out []string
+	for _, sb := range h.sandboxes.m {
+		if sb.Owner == owner && sb.Workspace != "" {
+			out = append(out, sb.Workspace)
+		}
+	}
+	return out
+}
+
+// foreignWorkspace refuses a storage grant that is, is inside, or holds
+// the workspace of a sandbox owner does not own.
+func (h *Host) foreignWorkspace(owner string, a authority.Ask) error {
+	h.sandboxes.mu.Lock()
+	defer h.sandboxes.mu.Unlock()
+	for _, st := range a.Grants.Storage {
+		for _, sb := range h.sandboxes.m {
+			if sb.Owner == owner || sb.Workspace == "" {
+				continue
+			}
+			if grant.Within(sb.Workspace, st.Path) || grant.Within(st.Path, sb.Workspace) {
+				return &authority.DeniedError{Principal: owner, Action: a.Action, Grant: fmt.Sprintf("fs:%s:%s", st.Path, st.Mode), Rule: "workspaces",
+					Why: fmt.Sprintf("%s is, is inside, or holds the workspace of a sandbox that is not its own", st.Path)}
+			}
+		}
+	}
+	return nil
+}
+
+// refused keeps a refusal in the decision log and the service's log.
+func (h *Host) refused(err error) {
+	var de *authority.DeniedError
+	if !errors.As(err, &de) {
+		return
+	}
+	h.logger().Warn("denied", "principal", de.Principal, "action", de.Action, "grant", de.Grant, "rule", de.Rule, "policy", de.Policy)
+	if h.Store == nil {
+		return
+	}
+	if _, lerr := authority.Append(h.Store.Path(AuthorityLog), authority.DecisionOf(de, h.now())); lerr != nil {
+		h.logger().Error("the decision log did not take a refusal", "err", lerr)
+	}
+}
+
+// Authorize checks that owner (held to ctx's narrowings) may be given
+// what a asks, as every entry point does before anything runs.
+func (h *Host) Authorize(ctx context.Context, owner string, a authority.Ask) error {
+	return h.authorize(ctx, owner, a)
+}
+
+// Reader is how the host reads a file a unit is made from for owner: nil
+// for the operator (any regular file), else a reader that reads only
+// what owner may grant, or its own workspaces, reached without following
+// a link (a run may have planted one), bounded by MaxRead; or a program
+// of the system directories every run sees.
+func (h *Host) Reader(ctx context.Context, owner, action string) func(string) ([]byte, error) {
+	if isOperator(owner) && len(authority.Narrowings(ctx)) == 0 {
+		return nil
+	}
+	return func(path string) ([]byte, error) {
+		p := h.Principal(ctx, owner)
+		if err := authority.CheckReads(p, authority.Ask{Action: action, Reads: []string{path}, Own: h.workspacesOf(p.Name), Readable: SystemDirs}); err != nil {
+			h.refused(err)
+			return nil, err
+		}
+		for _, d := range SystemDirs {
+			if grant.Within(d, path) {
+				// The host's own programs, which no run can write: their
+				// links (/bin/sh, python3) are the host's.
+				return readRegular(path)
+			}
+		}
+		o, err := hostpath.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer o.Close()
+		f, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", o.FD()))
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+			return nil, &ProgramError{Err: fmt.Errorf("%s is not a regular file", path)}
+		}
+		b, err := io.ReadAll(io.LimitReader(f, MaxRead+1))
+		if err != nil {
+			return nil, err
+		}
+		if len(b) > MaxRead {
+			return nil, &LimitError{What: fmt.Sprintf("%s is over %d bytes", path, MaxRead)}
+		}
+		return b, nil
+	}
+}
