@@ -8,27 +8,46 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/chain"
+	"github.com/opensubstrate/sandbox/internal/safefile"
+	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/reject"
 )
 
 // File is a record kept in a file: replayed from its genesis when it is
-// opened, each segment fsynced before its head is taken.
+// opened, each segment fsynced before its head is taken. A File opened
+// with a Sealer also seals each entry it appends (SealPath).
 type File struct {
-	mu   sync.Mutex
-	path string
-	log  *chain.File
-	st   State
+	mu     sync.Mutex
+	path   string
+	log    *chain.File
+	st     State
+	sealer *Sealer
+	seals  *chain.File
+	sealed int // entries sealed
+}
+
+// Sealer seals a record's entries as a host appends them: the host's key
+// and the id of the sandbox whose record it is.
+type Sealer struct {
+	Key key.Private
+	ID  string
 }
 
 // Create opens the record at path for unit under grants, beginning it if
 // there is none. An existing record under another unit or grant set is
 // refused (splice): a continuation with other grants is a new run.
 func Create(path string, unit, grants addr.Addr) (*File, error) {
+	return CreateSealed(path, unit, grants, nil)
+}
+
+// CreateSealed is Create, the genesis and every entry appended after it
+// sealed by s (nil: none).
+func CreateSealed(path string, unit, grants addr.Addr, s *Sealer) (*File, error) {
 	hb, err := canon.Marshal(Header{Record: Domain, Unit: unit, Grants: grants})
 	if err != nil {
 		return nil, err
 	}
-	f, err := open(path, hb)
+	f, err := open(path, hb, s)
 	if err != nil {
 		return nil, err
 	}
@@ -44,15 +63,23 @@ func Create(path string, unit, grants addr.Addr) (*File, error) {
 // appending. A missing file is os.ErrNotExist; one that does not verify
 // is its reject error, naming the line.
 func Open(path string) (*File, error) {
+	return OpenSealed(path, nil)
+}
+
+// OpenSealed is Open, every entry appended from here sealed by s (nil:
+// none). Entries the record holds without a seal (a host that ended
+// between an entry and its seal, or a record kept before seals were)
+// are sealed by s now: only the host that keeps a record appends to it.
+func OpenSealed(path string, s *Sealer) (*File, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, err
 	}
-	return open(path, nil)
+	return open(path, nil, s)
 }
 
 // open opens the log at path, beginning it with header when it is empty
 // and header is given, and replays it.
-func open(path string, header []byte) (*File, error) {
+func open(path string, header []byte, s *Sealer) (*File, error) {
 	log, entries, err := chain.OpenFile(path) // held, a torn fragment cut
 	if err != nil {
 		return nil, err
@@ -73,7 +100,74 @@ func open(path string, header []byte) (*File, error) {
 		log.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &File{path: path, log: log, st: st}, nil
+	f := &File{path: path, log: log, st: st, sealer: s}
+	if s != nil {
+		if err := f.openSeals(entries); err != nil {
+			log.Close()
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// openSeals opens the seals beside the record, checks those there and
+// seals the entries they do not cover.
+func (f *File) openSeals(entries [][]byte) error {
+	path := SealPath(f.path)
+	sl, seals, err := chain.OpenFile(path)
+	if err != nil {
+		return err
+	}
+	if len(seals) > len(entries) {
+		// Seals of entries the record does not have: written before a
+		// record that never took its new entries (an import cut short).
+		sl.Close()
+		var b []byte
+		for _, l := range seals[:len(entries)] {
+			b = append(append(b, l...), '\n')
+		}
+		if err := safefile.Write(path, b, 0o600); err != nil {
+			return err
+		}
+		if sl, seals, err = chain.OpenFile(path); err != nil {
+			return err
+		}
+	}
+	heads, _, err := Heads(entries)
+	if err != nil {
+		sl.Close()
+		return err
+	}
+	for i, b := range seals {
+		s, err := ParseSeal(b)
+		if err == nil && (s.Record != f.sealer.ID || s.Entry != i+1 || s.Head != heads[i]) {
+			err = reject.New(reject.HeadMismatch, fmt.Sprintf("seal %d", i+1), "it seals entry %d of %s at %s; the record's entry %d is at %s", s.Entry, s.Record, s.Head, i+1, heads[i])
+		}
+		if err != nil {
+			sl.Close()
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	f.seals, f.sealed = sl, len(seals)
+	for n := f.sealed + 1; n <= len(entries); n++ {
+		if err := f.seal(n, heads[n-1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// seal appends the seal of entry n at head.
+func (f *File) seal(n int, head addr.Addr) error {
+	b, err := NewSeal(f.sealer.Key, f.sealer.ID, n, head).Bytes()
+	if err != nil {
+		return err
+	}
+	if err := f.seals.Append(b); err != nil {
+		return err
+	}
+	f.sealed = n
+	return nil
 }
 
 // State is the record as it stands.
@@ -101,6 +195,12 @@ func (f *File) Append(seg Segment) (addr.Addr, error) {
 	if err := f.st.Apply(seg, b); err != nil {
 		return addr.Addr{}, err // Check passed: cannot happen
 	}
+	if f.sealer != nil && f.sealed == f.st.Segments {
+		// The entry is acknowledged: it is in the record. A seal that
+		// does not take is made when the record is next opened (an
+		// entry with no seal does not leave this host: export refuses).
+		f.seal(f.st.Segments+1, f.st.Head)
+	}
 	return f.st.Head, nil
 }
 
@@ -120,4 +220,9 @@ func (f *File) Resume(offered Snapshot, env addr.Addr, idleUJ uint64, provenance
 }
 
 // Close releases the file; the record stays as it is.
-func (f *File) Close() error { return f.log.Close() }
+func (f *File) Close() error {
+	if f.seals != nil {
+		f.seals.Close()
+	}
+	return f.log.Close()
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/server"
 	"github.com/opensubstrate/sandbox/internal/store"
+	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/verify"
@@ -361,17 +363,24 @@ suspended first. No service is needed.`,
 }
 
 func importCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var trustArgs []string
+	c := &cobra.Command{
 		Use:   "import BUNDLE|-",
 		Short: "Take a durable run from a bundle into this state directory",
 		Long: `Read a bundle ('sandbox export') and put the durable run it carries in
 this state directory, checked whole before anything is placed: every
 object must hash to its name, every run's attestation to its directory
-(under a valid signature: which keys to trust is yours, at 'sandbox
-record verify --runs --trust'), the record must verify from its genesis
-and name nothing the bundle lacks. A record already here is replaced
-only by one that extends it. A suspended sandbox imported is then
-resumed with 'sandbox resume' (its environment must be this host's).`,
+(under a valid signature), the record must verify from its genesis and
+name nothing the bundle lacks, and every entry of it must be sealed by
+the host that appended it with a key this host trusts: its own, or one
+given with --trust (the exporting host's 'sandbox key'). A bundle
+carries evidence, never authority: the sandbox resumes with the grants
+its record's genesis binds, and only if you may give them. A record
+already here is replaced only by one that extends it and carries this
+host's seals of what it had. The parked interval here starts at the
+import, priced by what this host retains. A suspended sandbox imported
+is then resumed with 'sandbox resume' (its environment must be this
+host's).`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := g.stateDir()
@@ -387,12 +396,34 @@ resumed with 'sandbox resume' (its environment must be this host's).`,
 				defer f.Close()
 				r = f
 			}
-			im, err := host.Light(d).Import(r, host.LocalOwner)
+			trust, err := trustFrom(trustArgs)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s imported: %s, head %s, %d objects and %d runs new here; exported by %s\n", im.Sandbox, im.Phase, im.Head, im.Blobs, im.Runs, im.Signer)
+			h := host.Light(d)
+			if h.Key, err = d.HostKey(randReader()); err != nil {
+				return err
+			}
+			im, err := h.Import(cmd.Context(), r, host.LocalOwner, trust)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s imported: %s, head %s, %d objects and %d runs new here; exported by %s; sealed by %s\n", im.Sandbox, im.Phase, im.Head, im.Blobs, im.Runs, im.Signer, keyList(im.Sealers))
 			return nil
 		},
 	}
+	c.Flags().StringArrayVar(&trustArgs, "trust", nil, "accept entries sealed by this key (ed25519:HEX, or a file holding one; repeatable): the exporting host's")
+	return c
+}
+
+// keyList names keys for people: their text forms, comma-separated.
+func keyList(ks []key.Public) string {
+	var out []string
+	for _, k := range ks {
+		out = append(out, k.String())
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }

@@ -455,3 +455,25 @@ func TestCanonicalLeavesTheSetAlone(t *testing.T) {
 		t.Fatalf("Canonical reordered the caller's set: %+v", s)
 	}
 }
+
+// Args reads back, through ParseArgs, to the same set.
+func TestArgsRoundTrip(t *testing.T) {
+	for _, args := range [][]string{
+		{"fs:/srv/a:ro", "fs:/srv/b:rw:quota=4096", "net:example.com:443", "net:[::1]:8080", "kv:notes:rw", "clock", "random", "kernel", "cpu:5J", "gpu:250mJ", "npu:3uJ", "locality:eu-west", "exec:deny:b3:" + strings.Repeat("ab", 32)},
+		{},
+	} {
+		s, err := ParseArgs(args, "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParseArgs(s.Args(), "/")
+		if err != nil {
+			t.Fatalf("%v: %v", s.Args(), err)
+		}
+		a, _, _ := s.Canonical()
+		b, _, _ := back.Canonical()
+		if string(a) != string(b) {
+			t.Errorf("%v read back as\n%s\nnot\n%s", s.Args(), b, a)
+		}
+	}
+}

@@ -341,3 +341,53 @@ func ParseSize(s string) (int64, error) {
 	}
 	return r.Num().Int64(), nil
 }
+
+// Args is s in the command line's syntax, one grant per element (Parse
+// reads each back): what people are shown of a grant set, made from the
+// set itself, never from what a caller said it gave. Injected
+// credentials, which have no command-line form here, are shown after
+// their net grant as " inject HEADER from SECRET".
+func (s Set) Args() []string {
+	var out []string
+	for _, n := range s.Net {
+		a := n.String()
+		for _, in := range n.Inject {
+			a += fmt.Sprintf(" inject %s from %s", in.Header, in.Secret)
+			if in.Plain {
+				a += " (plain HTTP)"
+			}
+		}
+		out = append(out, a)
+	}
+	for _, st := range s.Storage {
+		a := fmt.Sprintf("fs:%s:%s", st.Path, st.Mode)
+		if st.Quota > 0 {
+			a += fmt.Sprintf(":quota=%d", st.Quota)
+		}
+		out = append(out, a)
+	}
+	for _, kv := range s.KV {
+		out = append(out, fmt.Sprintf("kv:%s:%s", kv.Namespace, kv.Mode))
+	}
+	for _, c := range s.Compute {
+		out = append(out, strings.ToLower(string(c.Class))+":"+strings.NewReplacer(" ", "", "µ", "u").Replace(c.Budget.String()))
+	}
+	for _, a := range s.Exec.Allow {
+		out = append(out, "exec:allow:"+a.String())
+	}
+	for _, a := range s.Exec.Deny {
+		out = append(out, "exec:deny:"+a.String())
+	}
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{s.Clock, "clock"}, {s.Random, "random"}, {s.Kernel, "kernel"}, {s.Confidential, "confidential"}} {
+		if f.on {
+			out = append(out, f.name)
+		}
+	}
+	if s.Locality != "" {
+		out = append(out, "locality:"+s.Locality)
+	}
+	return out
+}

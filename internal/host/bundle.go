@@ -3,7 +3,7 @@ package host
 import (
 	"archive/tar"
 	"bytes"
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,14 +11,16 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 
 	"github.com/zeebo/blake3"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/chain"
+	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/store"
@@ -26,27 +28,32 @@ import (
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/reject"
+	"github.com/opensubstrate/sandbox/tier"
 )
 
 // A bundle carries a durable run to another host (seed 000: the record
-// is the run): a tar stream of bundle.json, the record, the note of a
-// parked one, every object the record names (its unit and grants, each
-// snapshot's tree, chunks and environment manifest) and every run it
-// names, whole. Import takes nothing on trust: every blob must hash to
-// its name, every run's attestation to its directory's name (under a
-// valid signature; whose key is trusted is the verifier's business),
-// and the record must verify from its genesis; only then is anything
-// put in place.
+// is the run): a tar stream of bundle.json, the record and its seals,
+// every object the record names (its unit and grants, each snapshot's
+// tree, chunks, environment manifest and memory image) and every run it
+// names, whole (docs/spec/bundle.md). A bundle carries evidence, never
+// authority: import takes nothing on trust. Every blob must hash to its
+// name, every run's attestation to its directory's name, the record
+// must verify from its genesis, every entry of it must be sealed by a
+// key the importer trusts explicitly, a record that extends one here
+// must carry this host's seals on what it had, and the grants its
+// genesis binds must be ones the importing principal may give; only
+// then is anything put in place. Nothing unsigned in it (no note beside
+// the record) feeds a figure that lands in a record.
 
 // BundleType is bundle.json's "bundle".
-const BundleType = "sandbox.bundle/1"
+const BundleType = "sandbox.bundle/2"
 
 // BundleManifest is a bundle's first entry.
 type BundleManifest struct {
 	Bundle  string     `json:"bundle"`  // BundleType
 	Sandbox string     `json:"sandbox"` // whose record
 	Head    addr.Addr  `json:"head"`    // the record's head when exported
-	Signer  key.Public `json:"signer"`  // the exporting host's key, for people: trust is the verifier's
+	Signer  key.Public `json:"signer"`  // the exporting host's key, for people: trust is the seals'
 }
 
 // Bounds on what an import reads.
@@ -87,43 +94,26 @@ func (h *Host) Export(id string, w io.Writer) error {
 	if st.Phase == record.Active {
 		return &InvalidError{Err: fmt.Errorf("sandbox %s is live: suspend it (or close it) before it is exported", id)}
 	}
-	blobs := map[addr.Addr]bool{st.Header.Unit: true, st.Header.Grants: true}
-	var runs []addr.Addr
-	for _, e := range entries[1:] {
-		seg, err := record.ParseSegment(e)
-		if err != nil {
+	blobList, runs, err := namedObjects(h.Store, entries)
+	if err != nil {
+		return fmt.Errorf("%s: %w", h.RecordPath(id), err)
+	}
+	// Every entry leaves sealed: one this host appended but did not seal
+	// (it ended between the two) is sealed now, by opening the record.
+	seals, err := record.ReadSeals(h.RecordPath(id))
+	if err != nil {
+		return err
+	}
+	if len(seals) < len(entries) && h.sealer(id) != nil {
+		if f, err := record.OpenSealed(h.RecordPath(id), h.sealer(id)); err == nil {
+			f.Close()
+		}
+		if seals, err = record.ReadSeals(h.RecordPath(id)); err != nil {
 			return err
 		}
-		switch seg.Kind {
-		case record.Executed:
-			runs = append(runs, seg.Attestation)
-		case record.Suspended:
-			blobs[seg.Snapshot.Manifest] = true
-			if m := seg.Snapshot.Memory; m != nil {
-				blobs[*m] = true
-				park, err := h.loadPark(*m)
-				if err != nil {
-					return err
-				}
-				objs, err := park.objects(h)
-				if err != nil {
-					return err
-				}
-				for _, a := range objs {
-					blobs[a] = true
-				}
-			}
-			t, err := tree.Load(h.Store, seg.Snapshot.Root)
-			if err != nil {
-				return err
-			}
-			blobs[seg.Snapshot.Root] = true
-			for _, e := range t.Entries {
-				for _, c := range e.Chunks {
-					blobs[c] = true
-				}
-			}
-		}
+	}
+	if _, err := record.CheckSeals(id, entries, seals, func(key.Public) bool { return true }); err != nil {
+		return fmt.Errorf("%s: its seals: %w", h.RecordPath(id), err)
 	}
 	tw := tar.NewWriter(w)
 	put := func(name string, b []byte) error {
@@ -143,17 +133,14 @@ func (h *Host) Export(id string, w io.Writer) error {
 	if err := put("records/"+id+".jsonl", rb); err != nil {
 		return err
 	}
-	if b, err := os.ReadFile(h.Store.Path("records", id+".json")); err == nil {
-		if err := put("records/"+id+".json", b); err != nil {
-			return err
-		}
+	var sb []byte
+	for _, l := range seals[:len(entries)] {
+		sb = append(append(sb, l...), '\n')
 	}
-	names := make([]addr.Addr, 0, len(blobs))
-	for a := range blobs {
-		names = append(names, a)
+	if err := put("records/"+id+".seals", sb); err != nil {
+		return err
 	}
-	sort.Slice(names, func(i, j int) bool { return names[i].Hex() < names[j].Hex() })
-	for _, a := range names {
+	for _, a := range blobList {
 		b, err := h.Store.Blob(a)
 		if err != nil {
 			return err
@@ -190,14 +177,18 @@ type Imported struct {
 	Head         addr.Addr
 	Phase        record.Phase
 	Blobs, Runs  int
-	Signer       key.Public // the exporting host's, as the bundle says
-	ReplacedPrev bool       // an older copy of the record was extended
+	Signer       key.Public   // the exporting host's, as the bundle says
+	Sealers      []key.Public // the keys that sealed its entries, each once, in order
+	ReplacedPrev bool         // an older copy of the record was extended
 }
 
 // Import reads a bundle from r and puts the durable run it carries in
-// this state directory, as owner's: checked whole first, then placed. A
-// record already here is replaced only by one that extends it.
-func (h *Host) Import(r io.Reader, owner string) (Imported, error) {
+// this state directory, as owner's: checked whole first, then placed.
+// Every entry of its record must be sealed by this host's key or one
+// trust holds; the grants its genesis binds must be ones owner (held to
+// ctx's narrowings) may give. A record already here is replaced only by
+// one that extends it and carries its seals.
+func (h *Host) Import(ctx context.Context, r io.Reader, owner string, trust key.Trust) (Imported, error) {
 	var im Imported
 	var err error
 	// The bundle's objects are staged on disk as they are read and
@@ -221,7 +212,8 @@ func (h *Host) Import(r io.Reader, owner string) (Imported, error) {
 	if err != nil {
 		return im, err
 	}
-	im.Sandbox, im.Head, im.Signer = b.manifest.Sandbox, b.manifest.Head, b.manifest.Signer
+	id := b.manifest.Sandbox
+	im.Sandbox, im.Head, im.Signer = id, b.manifest.Head, b.manifest.Signer
 	st, err := record.VerifyBytes(b.record)
 	if err != nil {
 		return im, fmt.Errorf("bundle: the record: %w", err)
@@ -233,40 +225,77 @@ func (h *Host) Import(r io.Reader, owner string) (Imported, error) {
 		return im, reject.New(reject.Phase, "bundle", "an active record: only a suspended or closed sandbox travels")
 	}
 	im.Phase = st.Phase
-	// Every object the record names is in the bundle or already here.
-	for _, a := range []addr.Addr{st.Header.Unit, st.Header.Grants} {
-		if _, ok := b.blobs[a]; !ok && !h.Store.HasBlob(a) {
-			return im, reject.New(reject.Missing, "bundle", "blob %s, which the record's genesis names", a)
-		}
-	}
-	if st.Last != nil && st.Phase == record.Parked {
-		if _, ok := b.blobs[st.Last.Root]; !ok && !h.Store.HasBlob(st.Last.Root) {
-			return im, reject.New(reject.Missing, "bundle", "the suspended workspace's tree %s", st.Last.Root)
-		}
-	}
 	entries, _, _ := chain.Split(b.record)
-	for i, e := range entries[1:] {
-		if seg, _ := record.ParseSegment(e); seg.Kind == record.Executed {
-			if _, ok := b.runs[seg.Attestation]; !ok {
-				if _, err := os.Stat(h.Store.Path("runs", seg.Attestation.Hex())); err != nil {
-					return im, reject.New(reject.Missing, fmt.Sprintf("bundle: record line %d", i+2), "run %s, which the record names", seg.Attestation)
-				}
-			}
+	// Every entry sealed by a key trusted here, explicitly.
+	seals, torn, err := chain.Split(b.seals)
+	if err == nil && torn > 0 {
+		err = reject.New(reject.Truncated, "records/"+id+".seals", "%d bytes without their newline", torn)
+	}
+	if err != nil {
+		return im, fmt.Errorf("bundle: the record's seals: %w", err)
+	}
+	sealers, err := record.CheckSeals(id, entries, seals, func(k key.Public) bool {
+		return trust.Trusts(k) || (!h.Key.IsZero() && k == h.Key.Public())
+	})
+	if err != nil {
+		return im, fmt.Errorf("bundle: the record's seals: %w", err)
+	}
+	for _, k := range sealers {
+		if !slices.Contains(im.Sealers, k) {
+			im.Sealers = append(im.Sealers, k)
 		}
 	}
-	// The record here, if any, must be a prefix of the one imported.
-	path := h.RecordPath(b.manifest.Sandbox)
+	// The record here, if any, must be a prefix of the one imported, and
+	// the bundle must carry the seals this host holds of that prefix.
+	path := h.RecordPath(id)
 	if cur, err := os.ReadFile(path); err == nil {
 		switch {
 		case bytes.Equal(cur, b.record):
 		case bytes.HasPrefix(b.record, cur):
 			im.ReplacedPrev = true
 		default:
-			return im, reject.New(reject.Splice, path, "a different record of %s is here already: it is not a prefix of the one imported", b.manifest.Sandbox)
+			return im, reject.New(reject.Splice, path, "a different record of %s is here already: it is not a prefix of the one imported", id)
+		}
+		curEntries, _, _ := chain.Split(cur)
+		curSeals, err := record.ReadSeals(path)
+		if err != nil {
+			return im, err
+		}
+		for i := range curEntries {
+			if i >= len(curSeals) || !bytes.Equal(curSeals[i], seals[i]) {
+				return im, reject.New(reject.Splice, fmt.Sprintf("bundle: entry %d", i+1), "the record here has that entry under a seal the bundle does not carry: a record that extends one here carries its seals")
+			}
 		}
 	}
-	// Place: blobs, runs, then the record (what names them) last. Each
-	// staged file was fsynced; a rename puts it in place.
+	// Every object the record names is in the bundle or already here.
+	src := bundleBlobs{b: b, store: h.Store}
+	blobList, runList, err := namedObjects(src, entries)
+	if err != nil {
+		return im, fmt.Errorf("bundle: %w", err)
+	}
+	for _, a := range blobList {
+		if !src.HasBlob(a) {
+			return im, reject.New(reject.Missing, "bundle", "blob %s, which the record names", a)
+		}
+	}
+	for _, a := range runList {
+		if _, ok := b.runs[a]; !ok {
+			if _, err := os.Stat(h.Store.Path("runs", a.Hex())); err != nil {
+				return im, reject.New(reject.Missing, "bundle", "run %s, which the record names", a)
+			}
+		}
+	}
+	// What its genesis grants, the importer must be one who may give.
+	u, given, err := genesisOf(src, st)
+	if err != nil {
+		return im, fmt.Errorf("bundle: %w", err)
+	}
+	if err := h.authorize(ctx, owner, authority.Ask{Action: "import", Grants: given, Tier: u.Tier, Image: u.Root}); err != nil {
+		return im, err
+	}
+	// Place: blobs, runs, then the note, the seals and the record (what
+	// names them) last. Each staged file was fsynced; a rename puts it in
+	// place.
 	blobs := h.Store.Path("blobs")
 	if err := os.MkdirAll(blobs, 0o700); err != nil {
 		return im, err
@@ -305,21 +334,26 @@ func (h *Host) Import(r io.Reader, owner string) (Imported, error) {
 	if err := os.MkdirAll(h.Store.Path("records"), 0o700); err != nil {
 		return im, err
 	}
-	if b.parked != nil && st.Phase == record.Parked {
-		var p parked
-		if err := decodeParked(b.parked, &p); err != nil {
+	if st.Phase == record.Parked {
+		// Its parked interval here starts now, priced by what this host
+		// retains of it, counted from the objects themselves: another
+		// host's account of either is not evidence.
+		retained, err := retainedBytes(h.Store, *st.Last)
+		if err != nil {
 			return im, err
 		}
-		p.Owner = owner
-		if err := h.writeParked(b.manifest.Sandbox, p); err != nil {
+		if err := h.writeParked(id, parked{Owner: owner, Suspended: h.now().UTC(), Retained: retained}); err != nil {
 			return im, err
 		}
+	}
+	if err := safefile.Write(record.SealPath(path), b.seals, 0o600); err != nil {
+		return im, err
 	}
 	if err := safefile.Write(path, b.record, 0o600); err != nil {
 		return im, err
 	}
 	if h.Store.Index != nil {
-		r := store.IndexedRecord{ID: b.manifest.Sandbox, Phase: string(st.Phase), Head: st.Head, Segments: st.Segments, Executed: st.Executed, Updated: h.now().UTC()}
+		r := store.IndexedRecord{ID: id, Phase: string(st.Phase), Head: st.Head, Segments: st.Segments, Executed: st.Executed, Updated: h.now().UTC()}
 		if err := h.Store.Index.PutRecord(r); err != nil {
 			os.WriteFile(h.Store.Path("index.records-stale"), []byte(err.Error()+"\n"), 0o600)
 		}
@@ -327,23 +361,169 @@ func (h *Host) Import(r io.Reader, owner string) (Imported, error) {
 	return im, nil
 }
 
-func decodeParked(b []byte, p *parked) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(p); err != nil {
-		return reject.Wrap(reject.Invalid, "records/ID.json", err)
+// bundleBlobs are the blobs a bundle staged, then this host's store.
+type bundleBlobs struct {
+	b     *bundle
+	store *store.Store
+}
+
+func (s bundleBlobs) Blob(a addr.Addr) ([]byte, error) {
+	if p, ok := s.b.blobs[a]; ok {
+		return os.ReadFile(p) // hashed to a when it was staged
 	}
-	if p.Retained < 0 {
-		return reject.New(reject.Invalid, "records/ID.json", "retained bytes below zero")
+	return s.store.Blob(a)
+}
+
+func (s bundleBlobs) HasBlob(a addr.Addr) bool {
+	_, ok := s.b.blobs[a]
+	return ok || s.store.HasBlob(a)
+}
+
+func (s bundleBlobs) PutBlob(addr.Addr, []byte) error {
+	return errors.New("a bundle's objects are read, never written")
+}
+
+// namedObjects lists every object a record names: the blobs (its unit,
+// grants and environment manifest, each snapshot's tree with its chunks,
+// environment manifest and memory image, an S2 memory image's parked
+// execs' objects) and the runs (each Executed segment's), each once, in
+// the record's order. Trees and parks are read from src, and refused
+// when they do not parse.
+func namedObjects(src tree.Blobs, entries [][]byte) (blobs, runs []addr.Addr, err error) {
+	st, err := record.Verify(entries)
+	if err != nil {
+		return nil, nil, err
 	}
-	return nil
+	seen := map[addr.Addr]bool{}
+	add := func(a addr.Addr) {
+		if !a.IsZero() && !seen[a] {
+			seen[a] = true
+			blobs = append(blobs, a)
+		}
+	}
+	add(st.Header.Unit)
+	add(st.Header.Grants)
+	if !src.HasBlob(st.Header.Unit) {
+		return nil, nil, reject.New(reject.Missing, "bundle", "blob %s, the unit the record's genesis names", st.Header.Unit)
+	}
+	var u DurableUnit
+	ub, err := src.Blob(st.Header.Unit)
+	if err == nil {
+		err = canon.Unmarshal(ub, &u)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("the record's unit %s: %w", st.Header.Unit, err)
+	}
+	add(u.Manifest)
+	ranSeen := map[addr.Addr]bool{}
+	for _, e := range entries[1:] {
+		seg, err := record.ParseSegment(e)
+		if err != nil {
+			return nil, nil, err
+		}
+		switch seg.Kind {
+		case record.Executed:
+			if !ranSeen[seg.Attestation] {
+				ranSeen[seg.Attestation] = true
+				runs = append(runs, seg.Attestation)
+			}
+		case record.Suspended:
+			snap := seg.Snapshot
+			add(snap.Manifest)
+			if !seen[snap.Root] {
+				if !src.HasBlob(snap.Root) {
+					return nil, nil, reject.New(reject.Missing, "bundle", "the snapshot's tree %s, which the record names", snap.Root)
+				}
+				t, err := tree.Load(src, snap.Root)
+				if err != nil {
+					return nil, nil, fmt.Errorf("the snapshot's tree %s: %w", snap.Root, err)
+				}
+				add(snap.Root)
+				for _, e := range t.Entries {
+					for _, c := range e.Chunks {
+						add(c)
+					}
+				}
+			}
+			if m := snap.Memory; m != nil && !seen[*m] {
+				add(*m)
+				if u.Tier == tier.S2 {
+					if !src.HasBlob(*m) {
+						return nil, nil, reject.New(reject.Missing, "bundle", "the snapshot's memory image %s, which the record names", *m)
+					}
+					pb, err := src.Blob(*m)
+					var p S2Park
+					if err == nil {
+						p, err = parsePark(pb)
+					}
+					if err != nil {
+						return nil, nil, fmt.Errorf("the snapshot's memory image %s: %w", *m, err)
+					}
+					objs, err := p.objectsIn(src)
+					if err != nil {
+						return nil, nil, err
+					}
+					for _, a := range objs {
+						add(a)
+					}
+				}
+			}
+		}
+	}
+	return blobs, runs, nil
+}
+
+// genesisOf is the unit and the grant set a record's genesis binds, read
+// from src.
+func genesisOf(src tree.Blobs, st record.State) (DurableUnit, grant.Set, error) {
+	var u DurableUnit
+	ub, err := src.Blob(st.Header.Unit)
+	if err == nil {
+		err = canon.Unmarshal(ub, &u)
+	}
+	if err != nil {
+		return u, grant.Set{}, fmt.Errorf("the record's unit: %w", err)
+	}
+	if u.Sandbox != DurableUnitType {
+		return u, grant.Set{}, reject.New(reject.Unrecognised, "unit", "%q, want %q", u.Sandbox, DurableUnitType)
+	}
+	gb, err := src.Blob(st.Header.Grants)
+	if err != nil {
+		return u, grant.Set{}, fmt.Errorf("the record's grants: %w", err)
+	}
+	g, err := grant.Decode(gb)
+	if err != nil {
+		return u, grant.Set{}, fmt.Errorf("the record's grants: %w", err)
+	}
+	return u, g, nil
+}
+
+// retainedBytes is what a snapshot retains: its tree's files and its
+// memory image, counted from the objects in s.
+func retainedBytes(s *store.Store, snap record.Snapshot) (int64, error) {
+	t, err := tree.Load(s, snap.Root)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, e := range t.Entries {
+		n += e.Size
+	}
+	if snap.Memory != nil {
+		fi, err := os.Stat(s.Path("blobs", snap.Memory.Hex()))
+		if err != nil {
+			return 0, err
+		}
+		n += fi.Size()
+	}
+	return n, nil
 }
 
 // bundle is a bundle read and checked by address.
 type bundle struct {
 	manifest BundleManifest
 	record   []byte
-	parked   []byte
+	seals    []byte
 	blobs    map[addr.Addr]string            // staged, checked
 	runs     map[addr.Addr]map[string]string // staged: stage/runs/HEX/NAME
 }
@@ -404,7 +584,7 @@ func readBundle(r io.Reader, stage string) (*bundle, error) {
 				return nil, fmt.Errorf("bundle.json: %w", err)
 			}
 			if b.manifest.Bundle != BundleType {
-				return nil, reject.New(reject.Unrecognised, "bundle.json", "%q, want %q", b.manifest.Bundle, BundleType)
+				return nil, reject.New(reject.Unrecognised, "bundle.json", "%q, want %q (a sandbox.bundle/1 carries no seals: export it again from a host that seals its records)", b.manifest.Bundle, BundleType)
 			}
 			if !sandboxID.MatchString(b.manifest.Sandbox) {
 				return nil, reject.New(reject.Invalid, "bundle.json", "sandbox %q is not a sandbox id", b.manifest.Sandbox)
@@ -413,8 +593,8 @@ func readBundle(r io.Reader, stage string) (*bundle, error) {
 			if b.record, err = small(MaxRecordBytes); err != nil {
 				return nil, err
 			}
-		case name == "records/"+b.manifest.Sandbox+".json" && b.parked == nil:
-			if b.parked, err = small(1 << 20); err != nil {
+		case name == "records/"+b.manifest.Sandbox+".seals" && b.seals == nil:
+			if b.seals, err = small(MaxRecordBytes); err != nil {
 				return nil, err
 			}
 		case blobName.MatchString(name):
@@ -454,6 +634,9 @@ func readBundle(r io.Reader, stage string) (*bundle, error) {
 	}
 	if b.record == nil {
 		return nil, reject.New(reject.Missing, "bundle", "no record")
+	}
+	if b.seals == nil {
+		return nil, reject.New(reject.Missing, "bundle", "no seals of the record: every entry is sealed by the host that appended it")
 	}
 	// A run's attestation must be the one its directory is named by,
 	// under a valid signature (by whichever key: trust is the verifier's).

@@ -143,8 +143,18 @@ type parked struct {
 	Retained  int64     `json:"retained_bytes"`
 }
 
-// RecordPath is where sandbox id's run record is kept.
+// RecordPath is where sandbox id's run record is kept; its seals are
+// beside it (record.SealPath).
 func (h *Host) RecordPath(id string) string { return h.Store.Path("records", id+".jsonl") }
+
+// sealer seals the entries this host appends to sandbox id's record
+// with its key (nil for a host without one: it appends nothing).
+func (h *Host) sealer(id string) *record.Sealer {
+	if h.Key.IsZero() {
+		return nil
+	}
+	return &record.Sealer{Key: h.Key, ID: id}
+}
 
 func (h *Host) now() time.Time {
 	if h.Clock != nil {
@@ -175,7 +185,7 @@ func (h *Host) beginRecord(sb *Sandbox, given grant.Set) error {
 	if err := os.MkdirAll(h.Store.Path("records"), 0o700); err != nil {
 		return err
 	}
-	f, err := record.Create(h.RecordPath(sb.ID), ua, ga)
+	f, err := record.CreateSealed(h.RecordPath(sb.ID), ua, ga, h.sealer(sb.ID))
 	if err != nil {
 		return err
 	}
@@ -453,7 +463,7 @@ func (h *Host) Resume(ctx context.Context, id, owner string) (SandboxInfo, error
 	if (err == nil && p.Owner != owner) || (err != nil && owner != LocalOwner) {
 		return SandboxInfo{}, fmt.Errorf("%w: %q", ErrNoSandbox, id)
 	}
-	f, err := record.Open(h.RecordPath(id))
+	f, err := record.OpenSealed(h.RecordPath(id), h.sealer(id))
 	if errors.Is(err, os.ErrNotExist) {
 		return SandboxInfo{}, fmt.Errorf("%w: %q (no record of it here)", ErrNoSandbox, id)
 	}
@@ -481,13 +491,9 @@ func (h *Host) Resume(ctx context.Context, id, owner string) (SandboxInfo, error
 	if u.Sandbox != DurableUnitType || u.ID != id {
 		return SandboxInfo{}, reject.New(reject.Invalid, "unit", "the record's unit is not sandbox %s's", id)
 	}
-	gb, err := h.Store.Blob(st.Header.Grants)
+	given, err := h.genesisGrants(st)
 	if err != nil {
-		return SandboxInfo{}, fmt.Errorf("resume %s: its grants: %w", id, err)
-	}
-	given, err := grant.Decode(gb)
-	if err != nil {
-		return SandboxInfo{}, fmt.Errorf("resume %s: its grants: %w", id, err)
+		return SandboxInfo{}, fmt.Errorf("resume %s: %w", id, err)
 	}
 	env, err := h.environment(u.Tier, u.Root, u.Manifest)
 	if err != nil {
@@ -522,7 +528,10 @@ func (h *Host) Resume(ctx context.Context, id, owner string) (SandboxInfo, error
 	if !p.Suspended.IsZero() {
 		idle = idleUJ(p.Retained, h.now().Sub(p.Suspended))
 	}
-	spec := SandboxSpec{Tier: u.Tier, Grants: given, Limits: u.Limits, Env: u.Env, Owner: owner, Listen: u.Listen, GrantArgs: u.GrantArgs, NoWorkspace: !u.Workspace,
+	// It resumes with its genesis grants, and only those, shown as such
+	// (never the unit's account of them); create checks them against who
+	// resumes it.
+	spec := SandboxSpec{Tier: u.Tier, Grants: given, Limits: u.Limits, Env: u.Env, Owner: owner, Listen: u.Listen, GrantArgs: given.Args(), NoWorkspace: !u.Workspace,
 		id: id, created: created, restore: &st.Last.Root, memory: memory, root: u.Root, manifestAddr: u.Manifest,
 		ready: func(sb *Sandbox) error {
 			// Appended before the sandbox can be seen: no exec comes
@@ -567,7 +576,7 @@ func (h *Host) CloseRecord(id, owner, reason string) error {
 	if err != nil || p.Owner != owner {
 		return fmt.Errorf("%w: %q (no suspended sandbox of yours by that id)", ErrNoSandbox, id)
 	}
-	f, err := record.Open(h.RecordPath(id))
+	f, err := record.OpenSealed(h.RecordPath(id), h.sealer(id))
 	if err != nil {
 		return err
 	}
@@ -781,7 +790,7 @@ func (h *Host) Recover(dead func(lease string) bool, dryRun bool) []Recovered {
 }
 
 func (h *Host) recover(id string, l live) (string, error) {
-	f, err := record.Open(h.RecordPath(id))
+	f, err := record.OpenSealed(h.RecordPath(id), h.sealer(id))
 	if errors.Is(err, os.ErrNotExist) {
 		os.RemoveAll(l.Workspace)
 		return "cleaned", os.Remove(h.livePath(id))
@@ -896,6 +905,23 @@ func (h *Host) recordIDs() []string {
 	return ids
 }
 
+// genesisGrants is the grant set a record's genesis binds, checked by
+// its address.
+func (h *Host) genesisGrants(st record.State) (grant.Set, error) {
+	gb, err := h.Store.Blob(st.Header.Grants)
+	if err != nil {
+		return grant.Set{}, fmt.Errorf("its grants: %w", err)
+	}
+	if addr.Of(gb) != st.Header.Grants {
+		return grant.Set{}, reject.New(reject.Address, "grants", "the blob named %s hashes to %s", st.Header.Grants, addr.Of(gb))
+	}
+	g, err := grant.Decode(gb)
+	if err != nil {
+		return grant.Set{}, fmt.Errorf("its grants: %w", err)
+	}
+	return g, nil
+}
+
 // readRecord replays sandbox id's record as it stands on disk (a torn,
 // unacknowledged tail aside), returning its entries and state.
 func (h *Host) readRecord(id string) ([][]byte, record.State, error) {
@@ -930,8 +956,9 @@ func (h *Host) Suspended(owner string) []SandboxInfo {
 		if ub, err := h.Store.Blob(st.Header.Unit); err == nil {
 			canon.Unmarshal(ub, &u)
 		}
+		given, _ := h.genesisGrants(st)
 		created, _ := time.Parse(time.RFC3339Nano, u.Created)
-		out = append(out, SandboxInfo{ID: id, Tier: u.Tier, Created: created, Execs: st.Executed, Env: u.Env, Listen: u.Listen, GrantArgs: u.GrantArgs, Suspended: true})
+		out = append(out, SandboxInfo{ID: id, Tier: u.Tier, Created: created, Execs: st.Executed, Env: u.Env, Listen: u.Listen, Grants: given, GrantArgs: given.Args(), Suspended: true})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
 	return out

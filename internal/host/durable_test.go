@@ -210,7 +210,7 @@ func TestResumeOnAnotherHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw := bundle.Bytes()
-	im, err := b.Import(bytes.NewReader(raw), LocalOwner)
+	im, err := b.Import(ctx, bytes.NewReader(raw), LocalOwner, key.NewTrust(a.Key.Public()))
 	if err != nil || im.Sandbox != info.ID || im.Phase != record.Parked || im.Runs != 1 {
 		t.Fatalf("import: %+v %v", im, err)
 	}
@@ -242,7 +242,7 @@ func TestResumeOnAnotherHost(t *testing.T) {
 	}
 	// The same bundle again changes nothing; one whose record differs is
 	// a splice; one with a blob that is not what it says is refused whole.
-	if _, err := b.Import(bytes.NewReader(raw), LocalOwner); !errors.Is(err, reject.Splice) {
+	if _, err := b.Import(ctx, bytes.NewReader(raw), LocalOwner, key.NewTrust(a.Key.Public())); !errors.Is(err, reject.Splice) {
 		t.Fatalf("an older bundle over a longer record: %v", err)
 	}
 	c := newS1Host(t)
@@ -250,7 +250,7 @@ func TestResumeOnAnotherHost(t *testing.T) {
 	if bytes.Equal(bad, raw) {
 		t.Fatal("the bundle holds no chunk to change")
 	}
-	if _, err := c.Import(bytes.NewReader(bad), LocalOwner); !errors.Is(err, reject.Address) {
+	if _, err := c.Import(ctx, bytes.NewReader(bad), LocalOwner, key.NewTrust(a.Key.Public())); !errors.Is(err, reject.Address) {
 		t.Fatalf("a changed chunk: %v", err)
 	}
 	if _, err := os.Stat(c.RecordPath(info.ID)); !errors.Is(err, os.ErrNotExist) {

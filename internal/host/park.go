@@ -69,11 +69,14 @@ type ParkedExec struct {
 	retained int64 // the bytes of its journal and memory
 }
 
-// objects are the stored objects a park names (for an export).
-func (p S2Park) objects(h *Host) ([]addr.Addr, error) {
+// objectsIn are the stored objects a park names (for an export, an
+// import), its execs' units read from src.
+func (p S2Park) objectsIn(src interface {
+	Blob(addr.Addr) ([]byte, error)
+}) ([]addr.Addr, error) {
 	var out []addr.Addr
 	for _, x := range p.Execs {
-		ub, err := h.Store.Blob(x.Unit)
+		ub, err := src.Blob(x.Unit)
 		if err != nil {
 			return nil, err
 		}

@@ -96,7 +96,7 @@ func TestS2ExecParksAcrossHosts(t *testing.T) {
 	if err := a.Export(info.ID, &bundle); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Import(bytes.NewReader(bundle.Bytes()), LocalOwner); err != nil {
+	if _, err := b.Import(ctx, bytes.NewReader(bundle.Bytes()), LocalOwner, key.NewTrust(a.Key.Public())); err != nil {
 		t.Fatal(err)
 	}
 	res, err := b.Resume(ctx, info.ID, LocalOwner)

@@ -1,0 +1,172 @@
+package record
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/chain"
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/reject"
+)
+
+func sealedRecord(t *testing.T, k key.Private) (string, [][]byte) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sb-000000000001.jsonl")
+	f, err := CreateSealed(path, addr.Of([]byte("unit")), addr.Of([]byte("grants")), &Sealer{Key: k, ID: "sb-000000000001"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := Snapshot{Root: addr.Of([]byte("root")), Manifest: addr.Of([]byte("env"))}
+	for _, s := range []Segment{{Kind: Executed, Attestation: addr.Of([]byte("run1"))}, {Kind: Suspended, Snapshot: snap}} {
+		if _, err := f.Append(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	entries, _, err := chain.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, entries
+}
+
+func trusting(ks ...key.Public) func(key.Public) bool {
+	tr := key.NewTrust(ks...)
+	return tr.Trusts
+}
+
+func TestSeals(t *testing.T) {
+	k, _ := key.Generate(rand.Reader)
+	other, _ := key.Generate(rand.Reader)
+	path, entries := sealedRecord(t, k)
+	seals, err := ReadSeals(path)
+	if err != nil || len(seals) != 3 {
+		t.Fatalf("seals: %d %v", len(seals), err)
+	}
+	signers, err := CheckSeals("sb-000000000001", entries, seals, trusting(k.Public()))
+	if err != nil || len(signers) != 3 || signers[0] != k.Public() {
+		t.Fatalf("CheckSeals: %v %v", signers, err)
+	}
+	code := func(err error) reject.Code { return reject.CodeOf(err) }
+	for _, tc := range []struct {
+		name  string
+		id    string
+		e, s  [][]byte
+		trust func(key.Public) bool
+		want  reject.Code
+	}{
+		{"untrusted", "sb-000000000001", entries, seals, trusting(other.Public()), reject.UntrustedKey},
+		{"another record", "sb-000000000002", entries, seals, trusting(k.Public()), reject.Splice},
+		{"an entry unsealed", "sb-000000000001", entries, seals[:2], trusting(k.Public()), reject.Missing},
+		{"a seal past the record", "sb-000000000001", entries[:2], seals, trusting(k.Public()), reject.Extended},
+		{"seals out of order", "sb-000000000001", entries, [][]byte{seals[0], seals[2], seals[1]}, trusting(k.Public()), reject.Invalid},
+	} {
+		if _, err := CheckSeals(tc.id, tc.e, tc.s, tc.trust); code(err) != tc.want {
+			t.Errorf("%s: %v; want %s", tc.name, err, tc.want)
+		}
+	}
+	// A rewritten genesis (other grants): its head moved, so every seal
+	// is of another head, and no seal of the new one can be made without
+	// the key.
+	forged := append([][]byte{bytes.Replace(entries[0], []byte(addr.Of([]byte("grants")).String()), []byte(addr.Of([]byte("fs:/etc:rw")).String()), 1)}, entries[1:]...)
+	if _, err := CheckSeals("sb-000000000001", forged, seals, trusting(k.Public())); code(err) != reject.HeadMismatch {
+		t.Errorf("a rewritten genesis: %v", err)
+	}
+	// The forger's own seals: its key is not trusted.
+	var own [][]byte
+	heads, _, _ := Heads(forged)
+	for i, h := range heads {
+		b, _ := NewSeal(other, "sb-000000000001", i+1, h).Bytes()
+		own = append(own, b)
+	}
+	if _, err := CheckSeals("sb-000000000001", forged, own, trusting(k.Public())); code(err) != reject.UntrustedKey {
+		t.Errorf("a forger's seals: %v", err)
+	}
+	// A signature that does not verify.
+	bad := bytes.Replace(seals[1], []byte(`"sig":"`), []byte(`"sig":"00`), 1)
+	bad = append(bad[:bytes.LastIndex(bad, []byte(`"}`))-2], `"}`...)
+	if _, err := CheckSeals("sb-000000000001", entries, [][]byte{seals[0], bad, seals[2]}, trusting(k.Public())); code(err) != reject.Signature {
+		t.Errorf("a bad signature: %v", err)
+	}
+}
+
+// A host that ended between an entry and its seal seals it when it
+// opens the record again; seals of entries the record never took are cut.
+func TestSealsMadeWholeOnOpen(t *testing.T) {
+	k, _ := key.Generate(rand.Reader)
+	path, entries := sealedRecord(t, k)
+	seals, _ := ReadSeals(path)
+	os.WriteFile(SealPath(path), append(append([]byte{}, seals[0]...), '\n'), 0o600)
+	f, err := OpenSealed(path, &Sealer{Key: k, ID: "sb-000000000001"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	got, _ := ReadSeals(path)
+	if _, err := CheckSeals("sb-000000000001", entries, got, trusting(k.Public())); err != nil {
+		t.Fatalf("after reopening: %v", err)
+	}
+	// Two entries cut from the record (an import cut short before its
+	// record): their seals go.
+	var b []byte
+	for _, e := range entries[:1] {
+		b = append(append(b, e...), '\n')
+	}
+	os.WriteFile(path, b, 0o600)
+	f, err = OpenSealed(path, &Sealer{Key: k, ID: "sb-000000000001"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if got, _ := ReadSeals(path); len(got) != 1 {
+		t.Fatalf("%d seals for one entry", len(got))
+	}
+	// A seal that is not of this record is refused, never overwritten.
+	os.WriteFile(SealPath(path), append(append([]byte{}, seals[1]...), '\n'), 0o600)
+	if _, err := OpenSealed(path, &Sealer{Key: k, ID: "sb-000000000001"}); err == nil || !strings.Contains(err.Error(), "seal 1") {
+		t.Fatalf("a wrong seal: %v", err)
+	}
+}
+
+func FuzzParseSeal(f *testing.F) {
+	k, _ := key.FromSeed(make([]byte, 32))
+	b, _ := NewSeal(k, "sb-000000000001", 1, addr.Of([]byte("x"))).Bytes()
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := ParseSeal(b)
+		if err != nil {
+			var re *reject.Error
+			if !errors.As(err, &re) {
+				t.Fatalf("not a reject error: %v", err)
+			}
+			return
+		}
+		if !s.Key.Verify(SealMessage(s.Record, s.Entry, s.Head), mustHex(s.Sig)) {
+			t.Fatal("a seal read whose signature does not verify")
+		}
+	})
+}
+
+func mustHex(s string) []byte {
+	b := make([]byte, len(s)/2)
+	for i := range b {
+		var v byte
+		for _, c := range s[2*i : 2*i+2] {
+			v <<= 4
+			switch {
+			case c >= '0' && c <= '9':
+				v |= byte(c - '0')
+			case c >= 'a' && c <= 'f':
+				v |= byte(c-'a') + 10
+			}
+		}
+		b[i] = v
+	}
+	return b
+}
