@@ -152,7 +152,6 @@ func SealPath(path string) string {
 	return path + ".seals"
 }
 
-
 // ReadSeals reads the seals beside the record at path (none: an empty
 // list), every line whole.
 func ReadSeals(path string) ([][]byte, error) {
