@@ -13,6 +13,7 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/energy"
+	"github.com/opensubstrate/sandbox/internal/chain"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/server"
@@ -220,6 +221,10 @@ With --runs, every run the record names is verified too, completely, as
 each must cite this record: its genesis, and a head the record had
 before the run's segment (splice, head-mismatch otherwise).
 
+With --trust KEY (or --trust-host), every entry must also be sealed by
+a trusted key: each host seals the entries it appends (the seals are
+kept beside the record, FILE.seals; docs/spec/run-record.md).
+
 Exit status: 0 when it verifies, 4 when it does not, 5 when the only
 failures are keys not trusted, 3 when there is no such record.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
@@ -237,21 +242,25 @@ failures are keys not trusted, 3 when there is no such record.`,
 				return fmt.Errorf("no record %q: %w", args[0], os.ErrNotExist)
 			}
 			var st record.State
-			if runs {
+			trust, terr := trustFrom(trustArgs)
+			if terr != nil {
+				return terr
+			}
+			if trustHost {
 				d, derr := g.stateDir()
 				if derr != nil {
 					return derr
 				}
-				trust, terr := trustFrom(trustArgs)
-				if terr != nil {
-					return terr
+				k, kerr := d.HostKey(randReader())
+				if kerr != nil {
+					return kerr
 				}
-				if trustHost {
-					k, kerr := d.HostKey(randReader())
-					if kerr != nil {
-						return kerr
-					}
-					trust.Add(k.Public())
+				trust.Add(k.Public())
+			}
+			if runs {
+				d, derr := g.stateDir()
+				if derr != nil {
+					return derr
 				}
 				v := &verify.Verifier{Trust: trust}
 				st, _, err = v.Record(b, func(a addr.Addr) string { return d.Path("runs", a.Hex()) })
@@ -270,6 +279,15 @@ failures are keys not trusted, 3 when there is no such record.`,
 				st, err = record.Reaches(b, a)
 			} else {
 				st, err = record.VerifyBytes(b)
+			}
+			if err == nil && trust.Len() > 0 {
+				// Every entry sealed by a trusted key, by the host that
+				// appended it (the seals beside the record).
+				entries, _, _ := chain.Split(b)
+				seals, serr := record.ReadSeals(p)
+				if err = serr; err == nil {
+					_, err = record.CheckSeals(strings.TrimSuffix(filepath.Base(p), ".jsonl"), entries, seals, trust.Trusts)
+				}
 			}
 			out := recordJSON{Path: p, OK: err == nil, Head: st.Head.String(), Phase: string(st.Phase), Segments: st.Segments, Executed: st.Executed, IdleUJ: st.IdleUJ}
 			if err != nil {
@@ -298,8 +316,8 @@ failures are keys not trusted, 3 when there is no such record.`,
 	}
 	v.Flags().StringVar(&cited, "cited", "", "a head the record must reach (b3:…)")
 	v.Flags().BoolVar(&runs, "runs", false, "verify every run the record names too, and that each cites the record")
-	v.Flags().StringArrayVar(&trustArgs, "trust", nil, "with --runs: trust this key (ed25519:HEX, or a file holding one; repeatable)")
-	v.Flags().BoolVar(&trustHost, "trust-host", false, "with --runs: trust this state directory's host key")
+	v.Flags().StringArrayVar(&trustArgs, "trust", nil, "trust this key (ed25519:HEX, or a file holding one; repeatable): every entry must be sealed by a trusted key, and, with --runs, every run signed by one")
+	v.Flags().BoolVar(&trustHost, "trust-host", false, "trust this state directory's host key (as --trust)")
 	v.Flags().BoolVar(&asJSON, "json", false, "one JSON object")
 	c.AddCommand(v)
 	return c

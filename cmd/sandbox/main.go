@@ -119,7 +119,7 @@ $XDG_STATE_HOME/sandbox, else ~/.local/state/sandbox.`,
 	root.AddCommand(runCmd(g), runsCmd(g), showCmd(g), verifyCmd(g), replayCmd(g), doctorCmd(g), gcCmd(g),
 		hashCmd(), keyCmd(g), grantsCmd(), manifestCmd(g), imageCmd(g), fleetCmd(g), vectorsCmd(), versionCmd(),
 		serveCmd(g), createCmd(g), poolsCmd(g), execCmd(g), cpCmd(g), lsCmd(g), psCmd(g), rmCmd(g),
-		suspendCmd(g), resumeCmd(g), closeCmd(g), seedCmd(g), preservationCmd(g), mcpCmd(g), recordsCmd(g), recordCmd(g), exportCmd(g), importCmd(g), vmCmd(g))
+		suspendCmd(g), resumeCmd(g), closeCmd(g), seedCmd(g), preservationCmd(g), mcpCmd(g), recordsCmd(g), recordCmd(g), exportCmd(g), importCmd(g), vmCmd(g), policyCmd(g))
 
 	c, err := root.ExecuteContextC(ctx)
 	if err == nil {

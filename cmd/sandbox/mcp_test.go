@@ -23,10 +23,10 @@ import (
 
 // mcpSession starts `sandbox mcp` over stdio, as an MCP client would,
 // and connects the SDK's client to it.
-func mcpSession(t *testing.T, home string) *sdk.ClientSession {
+func mcpSession(t *testing.T, home string, args ...string) *sdk.ClientSession {
 	t.Helper()
 	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil)
-	cmd := cliCmd(t, home, nil, "mcp")
+	cmd := cliCmd(t, home, nil, append([]string{"mcp"}, args...)...)
 	cs, err := c.Connect(context.Background(), &sdk.CommandTransport{Command: cmd, TerminateDuration: time.Second}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -420,4 +420,70 @@ func npmPackage(t *testing.T, spec string) string {
 		t.Fatalf("npm install %s: %v\n%s", spec, err, out)
 	}
 	return dir
+}
+
+// The model cannot grant itself the host through MCP (issue 26): a
+// connection is held to its policy (the Default without --policy), which
+// the tools' arguments cannot widen; nor can it act in a sandbox whose
+// grants it could not have given.
+func TestMCPModelCannotGrantTheHost(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("S1 sandboxes need root here")
+	}
+	home := t.TempDir()
+	startServe(t, home)
+	hostDir := t.TempDir()
+	os.WriteFile(filepath.Join(hostDir, "f"), []byte("host\n"), 0o644)
+	cs := mcpSession(t, home)
+	denied := int64(errs.MCPCode(errs.Denied))
+	if _, err := call(t, cs, "create_sandbox", map[string]any{"grants": []string{"fs:" + hostDir + ":rw"}}); rpcCode(err) != denied || !strings.Contains(err.Error(), "fs:"+hostDir+":rw") {
+		t.Fatalf("create_sandbox with a host directory: %v", err)
+	}
+	if _, err := call(t, cs, "create_sandbox", map[string]any{"grants": []string{"net:example.com:443"}}); rpcCode(err) != denied {
+		t.Fatalf("create_sandbox with the network: %v", err)
+	}
+	// The operator's sandbox, made with the host directory: the model
+	// sees it (the connection acts as the service's user), but may not
+	// act through what it holds.
+	out, e, code := runCLI(t, home, "", "create", "--grant", "fs:"+hostDir+":rw")
+	if code != 0 {
+		t.Fatalf("create: %d %s", code, e)
+	}
+	wide := strings.TrimSpace(out)
+	if _, err := call(t, cs, "write_file", map[string]any{"sandbox": wide, "path": hostDir + "/planted", "content": "x"}); rpcCode(err) != denied {
+		t.Fatalf("write_file into the operator's grant: %v", err)
+	}
+	if _, err := call(t, cs, "exec", map[string]any{"sandbox": wide, "command": []string{"sh", "-c", "echo x > " + hostDir + "/planted"}}); rpcCode(err) != denied {
+		t.Fatalf("exec in the operator's sandbox: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(hostDir, "planted")); err == nil {
+		t.Fatal("the model wrote a host file")
+	}
+	// Its own sandbox works as before.
+	if _, err := call(t, cs, "create_sandbox", map[string]any{"grants": []string{"cpu:5J"}}); err != nil {
+		t.Fatal(err)
+	}
+	// A connection the operator gave the directory read-only.
+	pol := filepath.Join(t.TempDir(), "agent.json")
+	os.WriteFile(pol, []byte(`{"paths":[{"root":"`+hostDir+`","mode":"ro"}]}`), 0o600)
+	ro := mcpSession(t, home, "--policy", pol)
+	sb, err := call(t, ro, "create_sandbox", map[string]any{"grants": []string{"fs:" + hostDir + ":ro"}})
+	if err != nil {
+		t.Fatalf("a grant its policy gives: %v", err)
+	}
+	if x, err := call(t, ro, "exec", map[string]any{"sandbox": sb["id"], "command": []string{"cat", hostDir + "/f"}}); err != nil || x["stdout"] != "host\n" {
+		t.Fatalf("reading the granted directory: %v %v", x, err)
+	}
+	if _, err := call(t, ro, "create_sandbox", map[string]any{"grants": []string{"fs:" + hostDir + ":rw"}}); rpcCode(err) != denied {
+		t.Fatalf("read-write beyond its policy: %v", err)
+	}
+	if out, _, code := runCLI(t, home, "", "policy", "log"); code != 0 || !strings.Contains(out, "fs:"+hostDir+":rw") || !strings.Contains(out, "paths") {
+		t.Fatalf("the decision log: %d %s", code, out)
+	}
+	// A policy that does not parse: a usage error, before anything.
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte(`{"paths":"/"}`), 0o600)
+	if _, e, code := runCLI(t, home, "", "mcp", "--policy", bad); code != 2 || !strings.Contains(e, "--policy") {
+		t.Fatalf("a bad policy: %d %s", code, e)
+	}
 }

@@ -507,7 +507,11 @@ func TestExportImportAcrossStateDirs(t *testing.T) {
 	if _, e, code := runCLI(t, b, "", "import", junk); code != 4 {
 		t.Fatalf("import of junk: %d %s", code, e)
 	}
-	if out, e, code := runCLI(t, b, "", "import", bundle); code != 0 || !strings.Contains(out, id+" imported: parked") {
+	// Its entries are sealed by A: B takes them only with A's key trusted.
+	if _, e, code := runCLI(t, b, "", "import", bundle); code != 5 || !strings.Contains(e, "untrusted-key") && !strings.Contains(e, "not trusted") {
+		t.Fatalf("import without A's key trusted: %d %s", code, e)
+	}
+	if out, e, code := runCLI(t, b, "", "import", "--trust", filepath.Join(a, "host.pub"), bundle); code != 0 || !strings.Contains(out, id+" imported: parked") {
 		t.Fatalf("import: %d %s %s", code, out, e)
 	}
 	startServe(t, b)
