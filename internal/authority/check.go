@@ -76,27 +76,19 @@ func (e *DeniedError) Unwrap() error { return grant.ErrDenied }
 
 // Check reports whether p may be given what a asks: nil, or the first
 // *DeniedError.
-func Check(p Principal, a Ask) error {
-	if len(p.Policies) == 0 {
-		return &DeniedError{Principal: p.Name, Action: a.Action, Grant: "anything", Rule: "policy", Why: "it has no policy"}
-	}
-	for i, pol := range p.Policies {
-		if err := pol.check(a); err != nil {
-			err.Principal, err.Action, err.Policy = p.Name, a.Action, i
-			return err
-		}
-	}
-	return nil
-}
+func Check(p Principal, a Ask) error { return p.each(a, Policy.check) }
 
 // CheckReads is Check of a.Reads alone: whether the host may read those
 // files for the principal to make a unit (before it knows the tier).
-func CheckReads(p Principal, a Ask) error {
+func CheckReads(p Principal, a Ask) error { return p.each(a, Policy.checkReads) }
+
+// each asks every policy of p's chain, in order, with check.
+func (p Principal) each(a Ask, check func(Policy, Ask) *DeniedError) error {
 	if len(p.Policies) == 0 {
 		return &DeniedError{Principal: p.Name, Action: a.Action, Grant: "anything", Rule: "policy", Why: "it has no policy"}
 	}
 	for i, pol := range p.Policies {
-		if err := pol.checkReads(a); err != nil {
+		if err := check(pol, a); err != nil {
 			err.Principal, err.Action, err.Policy = p.Name, a.Action, i
 			return err
 		}
