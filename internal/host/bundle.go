@@ -225,6 +225,17 @@ func (h *Host) Import(ctx context.Context, r io.Reader, owner string, trust key.
 		return im, reject.New(reject.Phase, "bundle", "an active record: only a suspended or closed sandbox travels")
 	}
 	im.Phase = st.Phase
+	if err := h.checkBundle(ctx, b, st, owner, trust, &im); err != nil {
+		return im, err
+	}
+	return im, h.place(b, st, stage, owner, &im)
+}
+
+// checkBundle checks what a bundle's record asks before anything is
+// placed: its seals, the record here it extends, the objects it names,
+// and the grants its genesis binds against owner's authority.
+func (h *Host) checkBundle(ctx context.Context, b *bundle, st record.State, owner string, trust key.Trust, im *Imported) error {
+	id := b.manifest.Sandbox
 	entries, _, _ := chain.Split(b.record)
 	// Every entry sealed by a key trusted here, explicitly.
 	seals, torn, err := chain.Split(b.seals)
@@ -232,13 +243,13 @@ func (h *Host) Import(ctx context.Context, r io.Reader, owner string, trust key.
 		err = reject.New(reject.Truncated, "records/"+id+".seals", "%d bytes without their newline", torn)
 	}
 	if err != nil {
-		return im, fmt.Errorf("bundle: the record's seals: %w", err)
+		return fmt.Errorf("bundle: the record's seals: %w", err)
 	}
 	sealers, err := record.CheckSeals(id, entries, seals, func(k key.Public) bool {
 		return trust.Trusts(k) || (!h.Key.IsZero() && k == h.Key.Public())
 	})
 	if err != nil {
-		return im, fmt.Errorf("bundle: the record's seals: %w", err)
+		return fmt.Errorf("bundle: the record's seals: %w", err)
 	}
 	for _, k := range sealers {
 		if !slices.Contains(im.Sealers, k) {
@@ -254,16 +265,16 @@ func (h *Host) Import(ctx context.Context, r io.Reader, owner string, trust key.
 		case bytes.HasPrefix(b.record, cur):
 			im.ReplacedPrev = true
 		default:
-			return im, reject.New(reject.Splice, path, "a different record of %s is here already: it is not a prefix of the one imported", id)
+			return reject.New(reject.Splice, path, "a different record of %s is here already: it is not a prefix of the one imported", id)
 		}
 		curEntries, _, _ := chain.Split(cur)
 		curSeals, err := record.ReadSeals(path)
 		if err != nil {
-			return im, err
+			return err
 		}
 		for i := range curEntries {
 			if i >= len(curSeals) || !bytes.Equal(curSeals[i], seals[i]) {
-				return im, reject.New(reject.Splice, fmt.Sprintf("bundle: entry %d", i+1), "the record here has that entry under a seal the bundle does not carry: a record that extends one here carries its seals")
+				return reject.New(reject.Splice, fmt.Sprintf("bundle: entry %d", i+1), "the record here has that entry under a seal the bundle does not carry: a record that extends one here carries its seals")
 			}
 		}
 	}
@@ -271,45 +282,53 @@ func (h *Host) Import(ctx context.Context, r io.Reader, owner string, trust key.
 	src := bundleBlobs{b: b, store: h.Store}
 	blobList, runList, err := namedObjects(src, entries)
 	if err != nil {
-		return im, fmt.Errorf("bundle: %w", err)
+		return fmt.Errorf("bundle: %w", err)
 	}
 	for _, a := range blobList {
 		if !src.HasBlob(a) {
-			return im, reject.New(reject.Missing, "bundle", "blob %s, which the record names", a)
+			return reject.New(reject.Missing, "bundle", "blob %s, which the record names", a)
 		}
 	}
 	for _, a := range runList {
 		if _, ok := b.runs[a]; !ok {
 			if _, err := os.Stat(h.Store.Path("runs", a.Hex())); err != nil {
-				return im, reject.New(reject.Missing, "bundle", "run %s, which the record names", a)
+				return reject.New(reject.Missing, "bundle", "run %s, which the record names", a)
 			}
 		}
 	}
 	// What its genesis grants, the importer must be one who may give.
 	u, given, err := genesisOf(src, st)
 	if err != nil {
-		return im, fmt.Errorf("bundle: %w", err)
+		return fmt.Errorf("bundle: %w", err)
 	}
 	if err := h.authorize(ctx, owner, authority.Ask{Action: "import", Grants: given, Tier: u.Tier, Image: u.Root}); err != nil {
-		return im, err
+		return err
 	}
+	return nil
+}
+
+// place puts a checked bundle's objects, seals and record in place.
+func (h *Host) place(b *bundle, st record.State, stage, owner string, im *Imported) error {
+	id := b.manifest.Sandbox
+	runs := h.Store.Path("runs")
+	path := h.RecordPath(id)
 	// Place: blobs, runs, then the note, the seals and the record (what
 	// names them) last. Each staged file was fsynced; a rename puts it in
 	// place.
 	blobs := h.Store.Path("blobs")
 	if err := os.MkdirAll(blobs, 0o700); err != nil {
-		return im, err
+		return err
 	}
 	for a, staged := range b.blobs {
 		if !h.Store.HasBlob(a) {
 			if err := os.Rename(staged, filepath.Join(blobs, a.Hex())); err != nil {
-				return im, err
+				return err
 			}
 			im.Blobs++
 		}
 	}
 	if err := safefile.SyncDir(blobs); err != nil {
-		return im, err
+		return err
 	}
 	for a := range b.runs {
 		dir := h.Store.Path("runs", a.Hex())
@@ -318,21 +337,21 @@ func (h *Host) Import(ctx context.Context, r io.Reader, owner string, trust key.
 		}
 		staged := filepath.Join(stage, "runs", a.Hex())
 		if err := safefile.SyncDir(staged); err != nil {
-			return im, err
+			return err
 		}
 		row := store.RowOf(staged, a)
 		h.Store.IndexBefore(row)
 		if err := os.Rename(staged, dir); err != nil {
-			return im, err
+			return err
 		}
 		h.Store.IndexAfter(row)
 		im.Runs++
 	}
 	if err := safefile.SyncDir(runs); err != nil {
-		return im, err
+		return err
 	}
 	if err := os.MkdirAll(h.Store.Path("records"), 0o700); err != nil {
-		return im, err
+		return err
 	}
 	if st.Phase == record.Parked {
 		// Its parked interval here starts now, priced by what this host
@@ -340,17 +359,17 @@ func (h *Host) Import(ctx context.Context, r io.Reader, owner string, trust key.
 		// host's account of either is not evidence.
 		retained, err := retainedBytes(h.Store, *st.Last)
 		if err != nil {
-			return im, err
+			return err
 		}
 		if err := h.writeParked(id, parked{Owner: owner, Suspended: h.now().UTC(), Retained: retained}); err != nil {
-			return im, err
+			return err
 		}
 	}
 	if err := safefile.Write(record.SealPath(path), b.seals, 0o600); err != nil {
-		return im, err
+		return err
 	}
 	if err := safefile.Write(path, b.record, 0o600); err != nil {
-		return im, err
+		return err
 	}
 	if h.Store.Index != nil {
 		r := store.IndexedRecord{ID: id, Phase: string(st.Phase), Head: st.Head, Segments: st.Segments, Executed: st.Executed, Updated: h.now().UTC()}
@@ -358,7 +377,7 @@ func (h *Host) Import(ctx context.Context, r io.Reader, owner string, trust key.
 			os.WriteFile(h.Store.Path("index.records-stale"), []byte(err.Error()+"\n"), 0o600)
 		}
 	}
-	return im, nil
+	return nil
 }
 
 // bundleBlobs are the blobs a bundle staged, then this host's store.
