@@ -160,11 +160,20 @@ func TestResumePreconditionsOnTheHost(t *testing.T) {
 	}
 	lines := strings.Split(string(rec), "\n")
 	bad := strings.Join(append(lines[:len(lines)-2], strings.Replace(lines[len(lines)-2], snap.Manifest.String(), s1env.String(), 1), ""), "\n")
+	seals, _ := os.ReadFile(record.SealPath(h.RecordPath(info.ID)))
 	os.WriteFile(h.RecordPath(info.ID), []byte(bad), 0o600)
+	// Its seals no longer fit what the record now says.
+	if _, err := h.Resume(ctx, info.ID, ""); !errors.Is(err, reject.HeadMismatch) {
+		t.Fatalf("a record changed under its seals: %v", err)
+	}
+	// A record without seals (kept before seals were) is sealed by its
+	// host as it stands: then the environment is what refuses it.
+	os.Remove(record.SealPath(h.RecordPath(info.ID)))
 	if _, err := h.Resume(ctx, info.ID, ""); !errors.Is(err, reject.ManifestMismatch) {
 		t.Fatalf("another environment: %v", err)
 	}
 	os.WriteFile(h.RecordPath(info.ID), rec, 0o600)
+	os.WriteFile(record.SealPath(h.RecordPath(info.ID)), seals, 0o600)
 	if _, err := h.Resume(ctx, info.ID, ""); err != nil {
 		t.Fatal(err)
 	}
