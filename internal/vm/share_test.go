@@ -156,3 +156,32 @@ func TestShareIsTheDirectoryChecked(t *testing.T) {
 	wg.Wait()
 	t.Logf("3000 holds under the race: %d held the directory, %d refused the link, the rest found nothing there", held, refused)
 }
+
+// TestHeldShareIsBoundedAtTheHost: what QEMU is handed for a share is a
+// clone of the directory's mount that the host's VFS itself keeps
+// nosuid and nodev, and read-only for a read-only share: a monitor that
+// escaped its guest cannot write a read-only share through it.
+func TestHeldShareIsBoundedAtTheHost(t *testing.T) {
+	for _, ro := range []bool{true, false} {
+		d := t.TempDir()
+		sh, err := hold(hostpath.Guard{}, wire.Mount{Tag: "g0", Path: d, ReadOnly: ro}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st unix.Statfs_t
+		if err := unix.Fstatfs(int(sh.tree.Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Flags&unix.ST_NOSUID == 0 || st.Flags&unix.ST_NODEV == 0 || (st.Flags&unix.ST_RDONLY != 0) != ro {
+			t.Errorf("read-only %v: the held mount's flags are %#x", ro, st.Flags)
+		}
+		fd, err := unix.Openat(int(sh.tree.Fd()), "x", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+		if ro != (err != nil) || (ro && !errors.Is(err, unix.EROFS)) {
+			t.Errorf("read-only %v: a file made through the held mount: %v", ro, err)
+		}
+		if err == nil {
+			unix.Close(fd)
+		}
+		sh.Close()
+	}
+}
