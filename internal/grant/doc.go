@@ -20,6 +20,11 @@
 //     Log whose canonical JSON the attestation binds by address. Identical
 //     consecutive decisions are kept as one entry with a count.
 //
+//   - A storage grant's host object is reached one way, Reach (walked
+//     without following a link, checked against the host's guard, a
+//     directory), by the host before any executor runs and by every
+//     executor when it uses the grant.
+//
 // Grants are written on the command line (Parse) or in a JSON file
 // (ParseFile); both give the same Set. Storage paths are absolute on the
 // host, and a unit sees a storage grant at the same absolute path.
