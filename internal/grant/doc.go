@@ -19,6 +19,10 @@
 //   - The Enforcer records every decision, allow and deny, in order, in a
 //     Log whose canonical JSON the attestation binds by address. Identical
 //     consecutive decisions are kept as one entry with a count.
+//   - A storage grant's host object is reached one way, Reach (walked
+//     without following a link, checked against the host's guard, a
+//     directory), by the host before any executor runs and by every
+//     executor when it uses the grant.
 //
 // Grants are written on the command line (Parse) or in a JSON file
 // (ParseFile); both give the same Set. Storage paths are absolute on the

@@ -19,6 +19,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/hw"
 	images "github.com/opensubstrate/sandbox/internal/image"
 	"github.com/opensubstrate/sandbox/internal/job"
@@ -142,6 +143,10 @@ type Host struct {
 	trailOnce  sync.Once
 	trail      *trail.Log
 	trailErr   error
+	// guardOnce makes guardVal: what no storage grant may reach (reach.go).
+	guardOnce sync.Once
+	guardVal  hostpath.Guard
+	guardErr  error
 }
 
 // Request is one unit to run.
@@ -477,6 +482,15 @@ type runFunc func(context.Context, *job.Job) (*job.Result, error)
 // execute runs a planned unit with run, meters it and seals it.
 func (h *Host) execute(ctx context.Context, p *plan, run runFunc) (*Run, error) {
 	req, g, u := p.req, p.grants, p.unit
+	if !p.live { // a live sandbox's were reached when it was made
+		var remap map[string]string
+		if p.cont != nil {
+			remap = p.cont.remap
+		}
+		if err := h.reachGrants(g.Storage, remap); err != nil {
+			return nil, err
+		}
+	}
 	if pw, ok := p.ex.(Prewarmer); ok && !p.live {
 		pw.Prewarm()
 	}

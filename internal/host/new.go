@@ -124,7 +124,7 @@ func New(cfg Config) (*Host, error) {
 	if jail == "" {
 		jail, _ = native.HelperPath()
 	}
-	vc := vm.Config{ImageDir: cfg.VMImage, Accel: cfg.VMAccel, EgressRoots: cfg.EgressRoots,
+	vc := vm.Config{ImageDir: cfg.VMImage, Accel: cfg.VMAccel, EgressRoots: cfg.EgressRoots, StateDir: s.Root(),
 		MemoryMiB: int(cfg.Memory >> 20), CPUs: int(math.Ceil(cfg.CPUs)), Pids: cfg.Pids, TempName: s.Namer(), Jail: jail}
 	for _, e := range vm.New(vc) {
 		executors = append(executors, e)

@@ -325,6 +325,11 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 	if p := h.probe(ctx, spec.Tier); !p.Available {
 		return SandboxInfo{}, nil, &tier.UnavailableError{Tier: spec.Tier, Reason: p.Reason, Available: h.Availability(ctx).Available()}
 	}
+	// Every grant it is given, before anything of it is made (its own
+	// workspace is the host's).
+	if err := h.reachGrants(spec.Grants.Storage, nil); err != nil {
+		return SandboxInfo{}, nil, err
+	}
 	ss := &h.sandboxes
 	ss.mu.Lock()
 	max := ss.max

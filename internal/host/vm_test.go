@@ -34,7 +34,7 @@ func addS5(t testing.TB, h *Host) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range vm.New(vm.Config{ImageDir: dir, Accel: "tcg", Jail: jail}) {
+	for _, e := range vm.New(vm.Config{ImageDir: dir, Accel: "tcg", Jail: jail, StateDir: h.Store.Root()}) {
 		h.Executors = append(h.Executors, e)
 	}
 }

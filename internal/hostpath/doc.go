@@ -20,7 +20,9 @@
 // refuses a path names the component or the place that made it refuse;
 // every refusal is Invalid (a bad grant, not a failure of the host).
 //
+// Executors reach grants through grant.Reach, which is Open and Check.
 // The package depends on golang.org/x/sys/unix only: the S1 helper
 // (internal/native/s1init) walks grants with it inside the run's mount
-// namespace before it mounts them.
+// namespace before it mounts them, and the VM jail its writable
+// directory.
 package hostpath

@@ -114,6 +114,10 @@ func isExecutable(p string) bool {
 
 func (e *Executor) self() string { return e.cfg.Self }
 
+// Helpers is the S1 helper the host runs as root (each run's init): no
+// writable grant may reach it.
+func (e *Executor) Helpers() []string { return []string{e.self()} }
+
 // Helper runs this process as an S1 helper when its arguments say so (see
 // s1init.Main).
 func Helper() (int, bool) { return s1init.Main() }

@@ -115,20 +115,12 @@ func (e *Executor) spec(storage []grant.Storage, root string) (*s1init.Spec, err
 		// The host checks here, to refuse before anything starts; init
 		// walks the path again inside the run's mount namespace and
 		// mounts the very object it checked.
-		o, err := hostpath.Open(s.Path)
+		o, err := grant.Reach(guard, s, "")
 		if err != nil {
-			return nil, &grant.StorageError{Grant: s, Err: err}
+			return nil, err
 		}
-		err = guard.Check(o, s.Mode == grant.RW)
-		dir := o.IsDir()
 		o.Close()
-		if err == nil && !dir {
-			err = grant.NotADirectory(s.Path)
-		}
-		if err != nil {
-			return nil, &grant.StorageError{Grant: s, Err: err}
-		}
-		sp.Binds = append(sp.Binds, s1init.Bind{Host: s.Path, Path: s.Path, RW: s.Mode == grant.RW, Quota: s.Quota, File: !dir})
+		sp.Binds = append(sp.Binds, s1init.Bind{Host: s.Path, Path: s.Path, RW: s.Mode == grant.RW, Quota: s.Quota})
 		if s.Mode == grant.RW {
 			ex.RWPaths = append(ex.RWPaths, s.Path)
 		} else {

@@ -52,6 +52,13 @@ func TestVMJail(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, "ok")); string(b) != "x\n" {
 		t.Fatalf("the writable directory: %q", b)
 	}
+	// A writable directory named through a link is refused, naming it,
+	// before anything is executed.
+	link := filepath.Join(t.TempDir(), "link")
+	os.Symlink(dir, link)
+	if out, err := exec.Command(os.Args[0], s1init.VMJailArg, s1init.InsnsText(filter), link, "--", "/bin/true").CombinedOutput(); err == nil || !strings.Contains(string(out), link+" is a symbolic link") {
+		t.Fatalf("a writable directory through a link: %v %s", err, out)
+	}
 	// A bad filter argument is refused before anything is executed.
 	if out, err := exec.Command(os.Args[0], s1init.VMJailArg, "xyz", dir, "--", "/bin/true").CombinedOutput(); err == nil || !strings.Contains(string(out), "hex digits") {
 		t.Fatalf("a bad filter: %v %s", err, out)

@@ -62,7 +62,7 @@ func BenchmarkBoot(b *testing.B) {
 		defer func() { b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/boot") }()
 		for i := 0; i < b.N; i++ {
 			t0 := time.Now()
-			m := start(b, Spec{Image: im, Mounts: []wire.Mount{{Tag: "sys0", Path: "/usr", ReadOnly: true}}})
+			m := start(b, Spec{Image: im, Shares: shares(b, wire.Mount{Tag: "sys0", Path: "/usr", ReadOnly: true})})
 			var out bytes.Buffer
 			if st, err := m.Exec(context.Background(), wire.Command{Path: "/usr/bin/echo", Argv: []string{"echo", "hi"}, Dir: "/"}, nil, &out, nil, time.Second); err != nil || st.Code != 0 {
 				b.Fatal(st, err)
@@ -76,7 +76,7 @@ func BenchmarkBoot(b *testing.B) {
 // BenchmarkExec is one command in a live guest (/usr/bin/true over 9p).
 func BenchmarkExec(b *testing.B) {
 	im := image(b, "")
-	m := start(b, Spec{Image: im, Mounts: []wire.Mount{{Tag: "sys0", Path: "/usr", ReadOnly: true}}})
+	m := start(b, Spec{Image: im, Shares: shares(b, wire.Mount{Tag: "sys0", Path: "/usr", ReadOnly: true})})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if st, err := m.Exec(context.Background(), wire.Command{Path: "/usr/bin/true", Argv: []string{"true"}, Dir: "/"}, nil, nil, nil, time.Second); err != nil || st.Code != 0 {

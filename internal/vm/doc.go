@@ -17,6 +17,13 @@
 //     QEMU enforces), no network device unless it has a net grant, and
 //     then one that reaches only the run's egress proxy (QEMU's user
 //     network with restrict=on and one forwarded address).
+//   - Every share is reached as every tier reaches a grant (grant.Reach:
+//     no link followed, never the state directory) and held as a clone
+//     of the walked directory's mount, whose descriptor QEMU inherits and
+//     opens (/proc/self/fd/N): no path is resolved after the check.
+//   - The egress proxy listens only on a Unix socket in the VM's own
+//     0700 directory and serves only the connections of that VM's QEMU
+//     (SO_PEERCRED): nothing of a run listens on the host's network.
 //   - QEMU runs in the run's cgroup from its first instruction, so the
 //     meter sees the whole VM; it runs under QEMU's own seccomp sandbox
 //     (no spawning, no privilege changes).

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/egress"
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
 	"github.com/opensubstrate/sandbox/internal/vm/boot"
@@ -41,11 +42,17 @@ type Spec struct {
 	// MemoryMiB and CPUs size the guest.
 	MemoryMiB int
 	CPUs      int
-	// Mounts are host directories the guest sees at the same paths.
-	Mounts []wire.Mount
-	// Proxy is the host address of the run's egress proxy ("" for no
-	// network device at all).
-	Proxy string
+	// Shares are host directories the guest sees at the same paths,
+	// each held by hold: QEMU opens it through the descriptor it is
+	// handed, never by path. Their holder closes them after Start.
+	Shares []Share
+	// Egress is the run's egress proxy (nil: no network device at all).
+	// The guest reaches it at GuestProxy, the one address QEMU's user
+	// network forwards, to a Unix socket in Dir on which the proxy
+	// serves only this VM's QEMU; another connection is closed unserved
+	// and said through Refused (nil: not said).
+	Egress  *egress.Proxy
+	Refused func(string)
 	// Cgroup takes the QEMU process from its first instruction.
 	Cgroup *cgroup.Group
 	// Dir holds the VM's sockets and console log; it must exist.
@@ -70,12 +77,10 @@ func (s Spec) command(path string) (string, []string, error) {
 	if err != nil {
 		return "", nil, err
 	}
+	// Only the VM's own directory is writable in the jail: the shares
+	// come by descriptor, writable where they are, and are mounted
+	// nowhere in its namespace.
 	a := []string{s.Jail, s1init.VMJailArg, s1init.InsnsText(filter), s.Dir}
-	for _, m := range s.Mounts {
-		if !m.ReadOnly {
-			a = append(a, m.Path)
-		}
-	}
 	return s.Jail, append(append(a, "--"), qemu...), nil
 }
 
@@ -84,6 +89,7 @@ type Machine struct {
 	spec    Spec
 	cmd     *exec.Cmd
 	agent   *conn
+	egress  *egressListener
 	Hello   wire.HelloMsg
 	exited  chan struct{}
 	waitErr error
@@ -118,18 +124,22 @@ func (s Spec) args() []string {
 	} else {
 		a = append(a, "-accel", "tcg,tb-size=64", "-cpu", "max")
 	}
-	for i, m := range s.Mounts {
+	for i, sh := range s.Shares {
+		// QEMU opens the share through the descriptor it inherits (the
+		// i-th of ExtraFiles): the directory that was checked, whatever
+		// its path names now.
+		root := fmt.Sprintf("/proc/self/fd/%d", shareFD(i))
 		// Read-write shares keep the guest's owners and modes in
 		// extended attributes, not on the host's files: QEMU runs as root,
 		// and a set-id bit a guest sets must never reach a host file.
-		fs := fmt.Sprintf("local,id=fs%d,path=%s,security_model=mapped-xattr", i, qemuEscape(m.Path))
-		if m.ReadOnly {
-			fs = fmt.Sprintf("local,id=fs%d,path=%s,security_model=none,readonly=on", i, qemuEscape(m.Path))
+		fs := fmt.Sprintf("local,id=fs%d,path=%s,security_model=mapped-xattr", i, root)
+		if sh.Mount.ReadOnly {
+			fs = fmt.Sprintf("local,id=fs%d,path=%s,security_model=none,readonly=on", i, root)
 		}
-		a = append(a, "-fsdev", fs, "-device", fmt.Sprintf("virtio-9p-device,fsdev=fs%d,mount_tag=%s", i, m.Tag))
+		a = append(a, "-fsdev", fs, "-device", fmt.Sprintf("virtio-9p-device,fsdev=fs%d,mount_tag=%s", i, sh.Mount.Tag))
 	}
-	if s.Proxy != "" {
-		a = append(a, "-netdev", "user,id=n0,restrict=on,net=10.0.2.0/24,guestfwd=tcp:"+GuestProxy+"-tcp:"+s.Proxy,
+	if s.Egress != nil {
+		a = append(a, "-netdev", "user,id=n0,restrict=on,net=10.0.2.0/24,guestfwd=tcp:"+GuestProxy+"-unix:"+filepath.Join(s.Dir, egressSock),
 			"-device", "virtio-net-device,netdev=n0")
 	}
 	if s.Incoming != "" {
@@ -147,8 +157,17 @@ func (s Spec) cmdline() string {
 	return s.Image.Manifest.Cmdline + boot.TCGClock()
 }
 
-// qemuEscape doubles the commas of a value in QEMU's option syntax.
-func qemuEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
+// shareFD is the descriptor QEMU has share i at: ExtraFiles start at 3.
+func shareFD(i int) int { return 3 + i }
+
+// mounts are how the guest mounts the shares.
+func (s Spec) mounts() []wire.Mount {
+	out := make([]wire.Mount, len(s.Shares))
+	for i, sh := range s.Shares {
+		out[i] = sh.Mount
+	}
+	return out
+}
 
 // Start starts QEMU in spec.Cgroup and waits for the agent's hello (or
 // ctx): a VM that does not answer in time is ended.
@@ -183,8 +202,27 @@ func Start(ctx context.Context, spec Spec) (*Machine, error) {
 	}
 	m.cmd = &exec.Cmd{Path: prog, Args: argv, Stderr: &lockedBuffer{b: &m.stderr}}
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	for _, sh := range spec.Shares {
+		if sh.tree == nil {
+			return nil, fmt.Errorf("vm: the share %s was not held (hold makes shares)", sh.Mount.Path)
+		}
+		m.cmd.ExtraFiles = append(m.cmd.ExtraFiles, sh.tree)
+	}
+	if spec.Egress != nil {
+		// Listening before QEMU starts: its user network connects at once.
+		if m.egress, err = listenEgress(filepath.Join(spec.Dir, egressSock), spec.Refused); err != nil {
+			return nil, err
+		}
+		go spec.Egress.Serve(m.egress)
+	}
 	if err := cgroup.StartIn(m.cmd, spec.Cgroup); err != nil {
+		if m.egress != nil {
+			m.egress.Close()
+		}
 		return nil, fmt.Errorf("vm: starting QEMU: %w", err)
+	}
+	if m.egress != nil {
+		m.egress.admit(m.cmd.Process.Pid) // the jail executes QEMU in its own process
 	}
 	go func() { m.waitErr = m.cmd.Wait(); close(m.exited) }()
 	ok := false
@@ -230,8 +268,8 @@ func (m *Machine) greet(ctx context.Context) error {
 }
 
 func (m *Machine) setup(ctx context.Context) error {
-	cfg := wire.Config{Mounts: m.spec.Mounts, Hostname: m.spec.Hostname}
-	if m.spec.Proxy != "" {
+	cfg := wire.Config{Mounts: m.spec.mounts(), Hostname: m.spec.Hostname}
+	if m.spec.Egress != nil {
 		cfg.Net = &wire.Net{Addr: GuestAddr, Proxy: "http://" + GuestProxy}
 	}
 	st, err := m.control(ctx, wire.Setup, cfg, "setup")
@@ -376,6 +414,9 @@ func (m *Machine) Kill() {
 		m.cmd.Process.Kill()
 	}
 	<-m.exited
+	if m.egress != nil {
+		m.egress.Close()
+	}
 }
 
 // Exited is closed when QEMU has ended.

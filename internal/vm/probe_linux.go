@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
 	"github.com/opensubstrate/sandbox/internal/vm/boot"
 	"github.com/opensubstrate/sandbox/internal/vm/wire"
@@ -122,9 +123,15 @@ func (e *Executor) check(ctx context.Context, im *boot.Image, accel string) ([]t
 	marker := strconv.FormatInt(time.Now().UnixNano(), 36)
 	os.WriteFile(filepath.Join(ro, "granted"), []byte(marker), 0o644)
 	os.WriteFile(filepath.Join(hidden, "secret"), []byte(marker), 0o600)
-	spec := Spec{Image: im, QEMU: e.cfg.QEMU, Jail: e.cfg.Jail, Accel: accel, MemoryMiB: 256, CPUs: 1, Dir: dir, Hostname: "probe",
-		Mounts: []wire.Mount{{Tag: "sys0", Path: "/usr", ReadOnly: true}, {Tag: "g0", Path: rw}, {Tag: "g1", Path: ro, ReadOnly: true}}}
+	// Its shares are held as a run's are (grant.Reach, then by
+	// descriptor), so the probe proves the path runs take.
+	shares, err := e.shares([]grant.Storage{{Path: rw, Mode: grant.RW}, {Path: ro, Mode: grant.RO}}, nil, true)
+	if err != nil {
+		return nil, err
+	}
+	spec := Spec{Image: im, QEMU: e.cfg.QEMU, Jail: e.cfg.Jail, Accel: accel, MemoryMiB: 256, CPUs: 1, Dir: dir, Hostname: "probe", Shares: shares}
 	m, err := Start(ctx, spec)
+	closeShares(shares)
 	if err != nil {
 		return nil, err
 	}

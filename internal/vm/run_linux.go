@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/egress"
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/vm/boot"
 	"github.com/opensubstrate/sandbox/internal/vm/wire"
@@ -108,19 +108,20 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	if err := limitVM(j.Cgroup, spec.MemoryMiB, j.Unit.Limits); err != nil {
 		return nil, err
 	}
-	spec.Mounts, err = mounts(j, e.kind != tier.VM)
+	spec.Shares, err = e.shares(j.Grants.Storage, j.Remap, e.kind != tier.VM)
 	if err != nil {
 		return nil, err
 	}
+	defer closeShares(spec.Shares)
 	env := j.Unit.Env
 	var files map[string][]byte
 	if len(j.Grants.Net) > 0 {
-		proxy, addr, vars, ca, err := startProxy(j, e.cfg.EgressRoots)
+		proxy, vars, ca, err := newProxy(j, e.cfg.EgressRoots)
 		if err != nil {
 			return nil, err
 		}
 		defer proxy.Close()
-		spec.Proxy = addr
+		spec.Egress, spec.Refused = proxy, refusedNote(j.Enforcer)
 		env = withDefaults(env, vars)
 		files = ca
 	}
@@ -128,6 +129,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	defer cancelBoot()
 	res.Start = time.Now()
 	m, err := Start(bootCtx, spec)
+	closeShares(spec.Shares) // QEMU has its own
 	if err != nil {
 		res.End = time.Now()
 		res.Outcome = failure(err, ctx)
@@ -142,7 +144,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		}
 	}
 	if e.kind != tier.VM {
-		if err := writeProgram(bootCtx, m, j, spec.Mounts); err != nil {
+		if err := writeProgram(bootCtx, m, j, spec.mounts()); err != nil {
 			res.End = time.Now()
 			res.Outcome = failure(err, ctx)
 			return res, nil
@@ -276,39 +278,63 @@ func outcome(st wire.ExitStatus, err error, how string) (attest.Outcome, syscall
 	return attest.Outcome{Status: attest.Exited, ExitCode: &c}, 0, 0
 }
 
-// mounts are the system directories (read-only; not for a VM image,
-// which runs from its own root) and the storage grants,
-// as 9p shares at the same paths; a grant's path is resolved on the host
-// first (Remap) and must be a directory.
-func mounts(j *job.Job, system bool) ([]wire.Mount, error) {
-	var out []wire.Mount
+// shares are the system directories (read-only; not for a VM image,
+// which runs from its own root) and the storage grants, as 9p shares at
+// the same paths, each reached as every tier reaches a grant
+// (grant.Reach: no link followed, never the state directory) and held
+// (hold), so that QEMU shares the very directory checked; a grant held
+// at another path (remap) is reached there. On an error none is held.
+func (e *Executor) shares(storage []grant.Storage, remap map[string]string, system bool) (out []Share, err error) {
+	guard, err := e.guard()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			closeShares(out)
+			out = nil
+		}
+	}()
 	if system {
 		for i, d := range SystemDirs {
-			out = append(out, wire.Mount{Tag: fmt.Sprintf("sys%d", i), Path: d, ReadOnly: true})
+			sh, err := hold(guard, wire.Mount{Tag: fmt.Sprintf("sys%d", i), Path: d, ReadOnly: true}, "")
+			if err != nil {
+				return out, err
+			}
+			out = append(out, sh)
 		}
 	}
-	for i, s := range j.Grants.Storage {
-		host := s.Path
-		if r, ok := j.Remap[s.Path]; ok {
-			host = r
-		}
-		fi, err := os.Stat(host)
-		if err != nil {
-			return nil, fmt.Errorf("vm: storage grant %s: %w", s.Path, err)
-		}
-		if !fi.IsDir() {
-			return nil, &RefusedError{fmt.Sprintf("the storage grant %s: it is a file, and a guest is given directories only", s.Path)}
-		}
-		if host != s.Path {
-			return nil, &RefusedError{fmt.Sprintf("the storage grant %s held at %s: 9p shares a directory at one path", s.Path, host)}
-		}
+	for i, s := range storage {
 		m := wire.Mount{Tag: fmt.Sprintf("g%d", i), Path: s.Path, ReadOnly: s.Mode != grant.RW}
 		if !m.ReadOnly {
 			m.Owner = Nobody // the runs' user writes in it, as at S1
 		}
-		out = append(out, m)
+		sh, err := hold(guard, m, remap[s.Path])
+		if err != nil {
+			return out, err
+		}
+		out = append(out, sh)
 	}
 	return out, nil
+}
+
+// guard is what no share may reach: the state directory, and, writable,
+// sandbox's binaries and the jail helper QEMU starts through. Made once.
+func (e *Executor) guard() (hostpath.Guard, error) {
+	e.st.guardOnce.Do(func() {
+		exe, _ := os.Executable()
+		e.st.guard, e.st.guardErr = hostpath.NewGuard(e.cfg.StateDir, exe, e.cfg.Jail)
+	})
+	return e.st.guard, e.st.guardErr
+}
+
+// Helpers is the jail helper QEMU starts through, which the host runs as
+// root: no writable grant may reach it.
+func (e *Executor) Helpers() []string {
+	if e.cfg.Jail == "" {
+		return nil
+	}
+	return []string{e.cfg.Jail}
 }
 
 // under says whether p lies in one of the mounts as the guest sees them
@@ -327,23 +353,18 @@ func under(p string, ms []wire.Mount) bool {
 	return false
 }
 
-// startProxy starts the run's egress proxy on host loopback: QEMU
-// forwards the guest's one reachable address to it.
-func startProxy(j *job.Job, roots *x509.CertPool) (*egress.Proxy, string, map[string]string, map[string][]byte, error) {
+// newProxy makes the run's egress proxy (Start serves it, to the VM's
+// QEMU only), the proxy settings of its programs and the files its guest
+// trusts it by.
+func newProxy(j *job.Job, roots *x509.CertPool) (*egress.Proxy, map[string]string, map[string][]byte, error) {
 	inj, err := egress.Secrets(j.Grants, nil)
 	if err != nil {
-		return nil, "", nil, nil, err
+		return nil, nil, nil, err
 	}
 	p, err := egress.New(egress.Config{Enforcer: j.Enforcer, Inject: inj, UpstreamRoots: roots})
 	if err != nil {
-		return nil, "", nil, nil, err
+		return nil, nil, nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		p.Close()
-		return nil, "", nil, nil, err
-	}
-	go p.Serve(ln)
 	// The guest's /etc is its own: it gets the system's roots, and with
 	// injections the run's authority too, as at S1.
 	files := map[string][]byte{egress.SystemRoots: egress.TrustBundle(nil)}
@@ -352,7 +373,16 @@ func startProxy(j *job.Job, roots *x509.CertPool) (*egress.Proxy, string, map[st
 		files[egress.CAPath] = egress.TrustBundle(pem)
 		ca = egress.CAPath
 	}
-	return p, ln.Addr().String(), egress.ProxyEnv("http://"+GuestProxy, ca), files, nil
+	return p, egress.ProxyEnv("http://"+GuestProxy, ca), files, nil
+}
+
+// refusedNote notes a connection to the run's proxy that was not its
+// VM's in the run's decision log (nil: none kept).
+func refusedNote(enf *grant.Enforcer) func(string) {
+	if enf == nil {
+		return nil
+	}
+	return func(msg string) { enf.Note(grant.KindNet, grant.OpConnect, "the run's egress proxy", false, msg) }
 }
 
 // withDefaults is env with defaults where it sets none (a copy).

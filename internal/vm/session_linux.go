@@ -71,9 +71,10 @@ func (e *Executor) open(ctx context.Context, g grant.Set, lim unit.Limits, cg *c
 	}
 	s = &Session{e: e, cg: cg, name: e.executorName(accel), notes: []string{e.accelNote(accel, why),
 		guestNote(im)}}
+	made := s // s is nil once an error is returned
 	defer func() {
 		if err != nil {
-			s.Close()
+			made.Close()
 		}
 	}()
 	s.spec = Spec{Image: im, QEMU: e.cfg.QEMU, Jail: e.cfg.Jail, Accel: accel, Dir: dir, Cgroup: cg, Hostname: "sandbox", Incoming: memory}
@@ -81,19 +82,20 @@ func (e *Executor) open(ctx context.Context, g grant.Set, lim unit.Limits, cg *c
 	if err := limitVM(cg, s.spec.MemoryMiB, lim); err != nil {
 		return nil, err
 	}
-	if s.spec.Mounts, err = mounts(j, true); err != nil {
+	if s.spec.Shares, err = e.shares(g.Storage, nil, true); err != nil {
 		return nil, err
 	}
+	defer closeShares(s.spec.Shares) // QEMU has its own once started
 	if len(g.Net) > 0 {
 		// One egress proxy for the sandbox, as at S1: a resumed VM
-		// reaches a new one at the same guest address.
+		// reaches a new one at the same guest address (served, as each
+		// VM's, to that VM's QEMU only).
 		s.enf = grant.NewEnforcer(g)
-		var addr string
-		s.proxy, addr, s.env, s.files, err = startProxy(&job.Job{Grants: g, Enforcer: s.enf}, e.cfg.EgressRoots)
+		s.proxy, s.env, s.files, err = newProxy(&job.Job{Grants: g, Enforcer: s.enf}, e.cfg.EgressRoots)
 		if err != nil {
 			return nil, err
 		}
-		s.spec.Proxy = addr
+		s.spec.Egress, s.spec.Refused = s.proxy, refusedNote(s.enf)
 	}
 	bctx, cancel := context.WithTimeout(ctx, BootTimeout)
 	defer cancel()
@@ -163,7 +165,7 @@ func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 			res.Notes = append(res.Notes, "S5: this exec overlapped another, whose record counts the VM's CPU for the time they shared")
 		}
 	}
-	if err := writeProgram(ctx, s.m, j, s.spec.Mounts); err != nil {
+	if err := writeProgram(ctx, s.m, j, s.spec.mounts()); err != nil {
 		return nil, err
 	}
 	var deadline <-chan time.Time

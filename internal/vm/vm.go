@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/internal/vm/boot"
@@ -41,6 +42,9 @@ type Config struct {
 	// Jail is the helper QEMU starts through, confined (sandbox's S1
 	// helper: s1init's VM jail); without one the probe refuses the rung.
 	Jail string
+	// StateDir is the host's state directory, which no share may reach
+	// (nor contain, nor lie inside); "" guards none.
+	StateDir string
 	// TempName names the directories VMs keep their sockets and console
 	// in (the host's lease names them, so that what a killed process
 	// left is collected); nil: random names.
@@ -70,6 +74,10 @@ type shared struct {
 	accel string
 	why   string // why not KVM
 	qemu  string // version
+	// guard is what no share may reach, made once (guardOnce).
+	guardOnce sync.Once
+	guard     hostpath.Guard
+	guardErr  error
 }
 
 // New makes the two S5 executors (native programs, VM images), which

@@ -17,6 +17,7 @@ import (
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/internal/vm/boot"
@@ -61,6 +62,22 @@ func jail(t testing.TB) string {
 	return p
 }
 
+// shares holds ms (their host directories at the same paths) as a run's
+// shares are held, under an empty guard; they are closed at the test's end.
+func shares(t testing.TB, ms ...wire.Mount) []Share {
+	t.Helper()
+	var out []Share
+	for _, m := range ms {
+		sh, err := hold(hostpath.Guard{}, m, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sh.Close() })
+		out = append(out, sh)
+	}
+	return out
+}
+
 func start(t testing.TB, spec Spec) *Machine {
 	t.Helper()
 	if spec.Dir == "" {
@@ -93,7 +110,7 @@ func TestGuestRunsCommandsAndMovesFiles(t *testing.T) {
 	rw, ro := t.TempDir(), t.TempDir()
 	os.WriteFile(filepath.Join(ro, "given"), []byte("from the host"), 0o644)
 	t0 := time.Now()
-	m := start(t, Spec{Image: im, Mounts: []wire.Mount{{Tag: "sys0", Path: "/usr", ReadOnly: true}, {Tag: "g0", Path: rw}, {Tag: "g1", Path: ro, ReadOnly: true}}})
+	m := start(t, Spec{Image: im, Shares: shares(t, wire.Mount{Tag: "sys0", Path: "/usr", ReadOnly: true}, wire.Mount{Tag: "g0", Path: rw}, wire.Mount{Tag: "g1", Path: ro, ReadOnly: true})})
 	t.Logf("boot to ready: %v", time.Since(t0))
 	if m.Hello.Kernel != im.Manifest.Release {
 		t.Fatalf("guest kernel %q, want %q", m.Hello.Kernel, im.Manifest.Release)
@@ -292,9 +309,9 @@ func TestLyingAgentEndsItsVM(t *testing.T) {
 
 // jailed checks, from the host, that QEMU (pid) runs in the VM jail:
 // three capabilities in its bounding set, no_new_privs, the jail's
-// seccomp filter under QEMU's own, a mount namespace
-// of its own in which the host's root and /proc are read-only and rw (a
-// read-write grant) is writable.
+// seccomp filter under QEMU's own, a mount namespace of its own in which
+// the host's root and /proc are read-only and rw (a read-write grant) is
+// mounted nowhere: QEMU has it by descriptor only.
 func jailed(t *testing.T, pid int, rw string) {
 	t.Helper()
 	m, err := readMonitor(pid)
@@ -305,10 +322,13 @@ func jailed(t *testing.T, pid int, rw string) {
 	if m.CapBnd != "000000000000000e" || m.NoNewPrivs != "1" || m.Filters != "2" || !m.OwnMountNS {
 		t.Fatalf("QEMU is not in the jail (bounding set 0e, no_new_privs, 2 seccomp filters, its own mount namespace wanted): %+v", m)
 	}
-	for mp, want := range map[string]bool{"/": true, "/proc": true, rw: false} {
+	for mp, want := range map[string]bool{"/": true, "/proc": true} {
 		if o, ok := m.Mounts[mp]; !ok || readOnly(o) != want {
 			t.Errorf("in QEMU's mount namespace %s is mounted %q, want read-only %v", mp, o, want)
 		}
+	}
+	if o, ok := m.Mounts[rw]; ok {
+		t.Errorf("in QEMU's mount namespace the read-write grant %s is mounted (%q): it should come by descriptor only", rw, o)
 	}
 }
 

@@ -52,18 +52,10 @@ func newHostFS(enf *grant.Enforcer, grants []grant.Storage, remap map[string]str
 		if r, ok := remap[g.Path]; ok {
 			at = r
 		}
-		o, err := hostpath.Open(at)
-		if err == nil {
-			if err = guard.Check(o, g.Mode == grant.RW); err == nil && !o.IsDir() {
-				err = grant.NotADirectory(g.Path)
-			}
-			if err != nil {
-				o.Close()
-			}
-		}
+		o, err := grant.Reach(guard, g, at)
 		if err != nil {
 			h.close()
-			return nil, &grant.StorageError{Grant: g, Err: err}
+			return nil, err
 		}
 		h.shared = h.shared || devs[o.ID.Dev]
 		devs[o.ID.Dev] = true

@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/opensubstrate/sandbox/internal/hostpath"
 )
 
 // VMJailKeeps are the capabilities an S5 VM's monitor keeps: those its
@@ -26,8 +28,9 @@ var VMJailKeeps = []uintptr{unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH, uni
 //	HELPER __sandbox-vm-jail FILTER WRITABLE... -- PROGRAM ARG...
 //
 // In a mount namespace of its own every mount is made read-only, then
-// each WRITABLE directory (the VM's own, the read-write grants) is bound
-// on itself read-write; the capabilities but VMJailKeeps leave the
+// each WRITABLE directory (the VM's own: its shares come to QEMU by
+// descriptor) is walked without following a link and bound on itself
+// read-write; the capabilities but VMJailKeeps leave the
 // bounding set, no_new_privs is set, the seccomp FILTER (InsnsText) is
 // installed, and PROGRAM is executed. A monitor that escapes its guest
 // then cannot write the host's files outside those directories (not
@@ -70,11 +73,8 @@ func vmJail(filter []Insn, writable, argv []string) error {
 		return fmt.Errorf("make every mount read-only: %w", err)
 	}
 	for _, w := range writable {
-		if err := unix.Mount(w, w, "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("bind %s: %w", w, err)
-		}
-		if err := unix.MountSetattr(-1, w, 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
-			return fmt.Errorf("make %s writable: %w", w, err)
+		if err := bindWritable(w); err != nil {
+			return err
 		}
 	}
 	last := 0
@@ -99,4 +99,30 @@ func vmJail(filter []Insn, writable, argv []string) error {
 		return err
 	}
 	return syscall.Exec(path, argv, os.Environ())
+}
+
+// bindWritable binds the directory at w, reached without following a
+// link (hostpath.Open), on itself, writable: the very directory walked,
+// whatever its path names by the time it is mounted.
+func bindWritable(w string) error {
+	o, err := hostpath.Open(w)
+	if err != nil {
+		return fmt.Errorf("writable %s: %w", w, err)
+	}
+	defer o.Close()
+	if !o.IsDir() {
+		return fmt.Errorf("writable %s: not a directory", w)
+	}
+	tree, err := unix.OpenTree(o.FD(), "", unix.OPEN_TREE_CLONE|unix.AT_EMPTY_PATH|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("bind %s: %w", w, err)
+	}
+	defer unix.Close(tree)
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return fmt.Errorf("make %s writable: %w", w, err)
+	}
+	if err := unix.MoveMount(tree, "", o.FD(), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("bind %s: %w", w, err)
+	}
+	return nil
 }
