@@ -320,13 +320,19 @@ func committed(st s1init.Status, sp *s1init.Spec, enf *grant.Enforcer, o launchO
 	}
 }
 
-// mapOwners id maps the grants so the guest (nobody) owns what it was
-// given: each distinct owner needs a user namespace holding its mapping,
-// which init opens by path while its holder lives. It returns what ends
-// the holders, once init has mounted the grants (or ended).
+// mapOwners id maps the grants so the guest owns what it was given: each
+// distinct owner needs a user namespace holding its mapping to the
+// guest's host identity, which init opens by path while its holder
+// lives. What the guest makes there belongs on disk to the directory's
+// owner, never to the guest's host id. It returns what ends the holders,
+// once init has mounted the grants (or ended).
 func (e *Executor) mapOwners(sp *s1init.Spec, note func(string, ...any)) func() {
 	if sp.Base.UserNS {
 		return func() {}
+	}
+	hostUID, hostGID := sp.Exec.HostUID, sp.Exec.HostGID
+	if hostUID == 0 {
+		hostUID, hostGID = s1init.Nobody, s1init.Nobody
 	}
 	var releases []func()
 	maps := map[[2]int]string{}
@@ -342,7 +348,7 @@ func (e *Executor) mapOwners(sp *s1init.Spec, note func(string, ...any)) func() 
 			b.IDMap = path
 			continue
 		}
-		path, release, err := e.userns(key[0], key[1])
+		path, release, err := e.userns(key[0], key[1], hostUID, hostGID)
 		if err != nil {
 			note("S1: %s cannot be id mapped (%v); the guest sees it with its owner's permissions", b.Path, err)
 			continue
@@ -359,10 +365,11 @@ func (e *Executor) mapOwners(sp *s1init.Spec, note func(string, ...any)) func() 
 }
 
 // userns starts a helper holding a user namespace whose mapping shows
-// uid and gid as the guest's user (ContainerID uid ↔ HostID nobody, as an
-// idmapped mount reads it), and returns the namespace's path, for init to
-// open, and a function that ends the helper.
-func (e *Executor) userns(uid, gid int) (string, func(), error) {
+// uid and gid as the guest's host user and group (ContainerID uid ↔
+// HostID hostUID, as an idmapped mount reads it), and returns the
+// namespace's path, for init to open, and a function that ends the
+// helper.
+func (e *Executor) userns(uid, gid, hostUID, hostGID int) (string, func(), error) {
 	cmd := exec.Command(e.self(), s1init.UsernsArg)
 	cmd.Args[0] = "sandbox-s1-userns"
 	in, err := cmd.StdinPipe()
@@ -371,8 +378,8 @@ func (e *Executor) userns(uid, gid int) (string, func(), error) {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  unix.CLONE_NEWUSER,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: s1init.Nobody, Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: s1init.Nobody, Size: 1}},
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: hostUID, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: hostGID, Size: 1}},
 		Pdeathsig:   syscall.SIGKILL,
 	}
 	if err := cmd.Start(); err != nil {
@@ -682,6 +689,9 @@ type launchOpts struct {
 	execCtl        func(s1init.Ctl) s1init.Ctl
 	enforcer       *grant.Enforcer // logs the denials the kernel reports
 	notes          *[]string       // remarks for the caller, not the run's output
+	// started is told init's pid and the run's host id (0: none) once
+	// init has its spec.
+	started func(initPid, hostID int)
 }
 
 func (o launchOpts) note(format string, args ...any) {
@@ -693,6 +703,16 @@ func (o launchOpts) note(format string, args ...any) {
 func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s1init.Status, ending, error) {
 	cg, stdin, stdout, stderr, deadline, onStart, note := o.cg, o.stdin, o.stdout, o.stderr, o.deadline, o.onStart, o.note
 	var end ending
+	if !sp.Base.UserNS {
+		// The program's own host identity, for this run alone (root;
+		// rootless, the run is the invoking user's in a user namespace).
+		l, err := e.ids().lease()
+		if err != nil {
+			return s1init.Status{}, end, err
+		}
+		defer l.Release() // last: init, and with it every process of the run, has ended
+		sp.Exec.HostUID, sp.Exec.HostGID = l.ID, l.ID
+	}
 	defer e.mapOwners(sp, note)()
 	p, err := e.claim(sp.Base)
 	if err != nil {
@@ -742,6 +762,9 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 	p.specW.Close()
 	if run {
 		crash.At(crash.Started)
+	}
+	if o.started != nil {
+		o.started(p.cmd.Process.Pid, sp.Exec.HostUID)
 	}
 	ctlDone := make(chan struct{})
 	ctlFD := int(p.ctl.Fd())
@@ -810,7 +833,7 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 	}
 	end.end = time.Now()
 	copies.Wait()
-	for _, n := range kernel.finish(p.cmd.Process.Pid, o.enforcer) {
+	for _, n := range kernel.finish(p.cmd.Process.Pid, sp.Exec.HostUID, o.enforcer) {
 		note("%s", n)
 	}
 	// Init is gone, and with it the other end; shutting ours down wakes
