@@ -1,0 +1,268 @@
+//go:build linux
+
+package native
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// intruderAttempts are the lines guests/intruder prints, one per attempt
+// on a sandbox's process from outside it.
+var intruderAttempts = []string{
+	"signal it (kill 0)", "stop it (SIGSTOP)", "signal it through a pidfd", "take its descriptor 0 (pidfd_getfd)",
+	"ptrace it (PTRACE_SEIZE)", "ptrace it (PTRACE_ATTACH)", "read its environment", "open its memory",
+	"read its memory (process_vm_readv)", "list its descriptors", "list its root (/proc/PID/root)",
+	"list its working directory (/proc/PID/cwd)", "renice it", "set its limits (prlimit)",
+	"move it to another CPU (sched_setaffinity)", "set its I/O priority", "kill it (SIGKILL)",
+}
+
+// intrude runs guests/intruder on the host as uid:uid (no supplementary
+// groups) against pid, trying to write each of paths inside the target
+// through /proc/PID/root, and fails the test for every attempt that got
+// through or is missing.
+func intrude(t *testing.T, who string, uid, pid int, paths ...string) {
+	t.Helper()
+	bin, err := guest.Native("intruder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A copy every user may execute (the build cache is root's).
+	dir, err := os.MkdirTemp("", "intruder-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(dir, "intruder")
+	if err := os.WriteFile(prog, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(prog, append([]string{strconv.Itoa(pid)}, paths...)...)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("intruder as %s: %v: %s", who, err, errb.String())
+	}
+	text := out.String()
+	if !strings.Contains(text, fmt.Sprintf("intruder uid %d gid %d\n", uid, uid)) {
+		t.Fatalf("the intruder did not run as %s (%d): %s", who, uid, text)
+	}
+	want := append([]string{}, intruderAttempts...)
+	for _, p := range paths {
+		want = append(want, "write "+p+" in its root (/proc/PID/root)")
+	}
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	for _, w := range want {
+		found := false
+		for _, l := range lines {
+			if strings.HasPrefix(l, w+": ") {
+				found = true
+				if !strings.HasPrefix(l, w+": BLOCKED") {
+					t.Errorf("as %s (uid %d): %s", who, uid, l)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("as %s: no line for %q in:\n%s", who, w, text)
+		}
+	}
+	t.Logf("the intruder as %s (uid %d):\n%s", who, uid, text)
+}
+
+// findProc waits for the host process whose command line is argv and
+// returns its pid.
+func findProc(t *testing.T, argv ...string) int {
+	t.Helper()
+	want := []byte(strings.Join(argv, "\x00") + "\x00")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && bytes.Equal(b, want) {
+				return pid
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no process %q appeared", argv)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// hostUIDs are a host process's real, effective, saved and file system
+// uids.
+func hostUIDs(t *testing.T, pid int) []uint64 {
+	t.Helper()
+	uids, _, err := procCreds(filepath.Join("/proc", strconv.Itoa(pid)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uids
+}
+
+// stillRunning checks the target came through: alive, not stopped, its
+// command line unchanged.
+func stillRunning(t *testing.T, pid int, argv ...string) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || string(b) != strings.Join(argv, "\x00")+"\x00" {
+		t.Errorf("the target %d is gone or changed: %q %v", pid, b, err)
+		return
+	}
+	st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:])); len(f) == 0 || f[0] != "S" {
+		t.Errorf("the target %d is in state %v, not sleeping", pid, f)
+	}
+}
+
+// leasedID checks id is one of S1's host ids, not nobody's.
+func leasedID(t *testing.T, what string, id int) {
+	t.Helper()
+	if id < IDBase || id >= IDBase+IDCount {
+		t.Errorf("%s runs as host id %d, not one of S1's (%d..%d)", what, id, IDBase, IDBase+IDCount-1)
+	}
+}
+
+// TestNoHostUserReachesAnS1Run: a one-shot S1 run's processes are a host
+// uid of their own, so that neither a host process running as nobody nor
+// one running as another live sandbox's host uid can signal, trace,
+// read or write into them.
+func TestNoHostUserReachesAnS1Run(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("as root, S1 guests run as a host id of their own (rootless, they are the invoking user's)")
+	}
+	e := executor(t)
+	other, err := e.Open(context.Background(), grant.Set{}, unit.Limits{}, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	rw := t.TempDir()
+	os.Chmod(rw, 0o777)
+	argv := []string{"sleep", fmt.Sprintf("3600.%d", time.Now().UnixNano()%1e9)}
+	g := mustGrants(t, "fs:"+rw+":rw")
+	u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte("sleep")), Entry: "/bin/sleep", Args: argv,
+		Env: map[string]string{"RUN_SECRET": "do-not-read-me"}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan *job.Result, 1)
+	go func() {
+		res, err := e.Run(ctx, &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard, Deadline: 5 * time.Minute})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	pid := findProc(t, argv...)
+	uids := hostUIDs(t, pid)
+	leasedID(t, "the run", int(uids[0]))
+	if int(uids[0]) == other.HostID() {
+		t.Errorf("the run and a live sandbox share host id %d", uids[0])
+	}
+	intrude(t, "nobody", 65534, pid, rw+"/intruder", "/tmp/intruder")
+	intrude(t, "another sandbox's host uid", other.HostID(), pid, rw+"/intruder", "/tmp/intruder")
+	stillRunning(t, pid, argv...)
+	if _, err := os.Stat(filepath.Join(rw, "intruder")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the intruder wrote into the run's grant: %v", err)
+	}
+	cancel()
+	if res := <-done; res == nil || res.Outcome.Status != attest.Killed {
+		t.Errorf("the run, interrupted: %+v", res)
+	}
+}
+
+// TestNoHostUserReachesAnS1Sandbox: the same for a live sandbox, whose
+// processes (here one an exec left in the background) keep its host id
+// for its whole life; two live sandboxes never share one.
+func TestNoHostUserReachesAnS1Sandbox(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("as root, S1 guests run as a host id of their own (rootless, they are the invoking user's)")
+	}
+	e := executor(t)
+	ws := t.TempDir()
+	target, err := e.Open(context.Background(), mustGrants(t, "fs:"+ws+":rw"), unit.Limits{}, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	other, err := e.Open(context.Background(), grant.Set{}, unit.Limits{}, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	leasedID(t, "a live sandbox", target.HostID())
+	leasedID(t, "another live sandbox", other.HostID())
+	if target.HostID() == other.HostID() {
+		t.Fatalf("two live sandboxes share host id %d", target.HostID())
+	}
+	argv := []string{"sleep", fmt.Sprintf("3600.%d", time.Now().UnixNano()%1e9)}
+	var out bytes.Buffer
+	res, err := target.Run(context.Background(), &job.Job{Unit: unit.Unit{Kind: tier.Native, Entry: "/bin/sh",
+		Args: []string{"sh", "-c", strings.Join(argv, " ") + " </dev/null >/dev/null 2>&1 & echo > " + ws + "/mine; cat /proc/self/uid_map"},
+		Env:  map[string]string{"PATH": "/usr/bin:/bin", "SANDBOX_SECRET": "do-not-read-me"}}, Stdout: &out, Stderr: io.Discard, Deadline: time.Minute})
+	if err != nil || res.Outcome.Status != attest.Exited || *res.Outcome.ExitCode != 0 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if f := strings.Fields(out.String()); len(f) != 3 || f[0] != "65534" || f[1] != strconv.Itoa(target.HostID()) || f[2] != "1" {
+		t.Errorf("the exec's uid_map: %q, want 65534 → %d alone", out.String(), target.HostID())
+	}
+	// What the guest made in its grant belongs to the grant's owner.
+	var dirSt, st syscall.Stat_t
+	syscall.Stat(ws, &dirSt)
+	if err := syscall.Stat(filepath.Join(ws, "mine"), &st); err != nil || st.Uid != dirSt.Uid || st.Gid != dirSt.Gid {
+		t.Errorf("the guest's file in its grant: %v, owned by %d:%d, want the grant's owner %d:%d", err, st.Uid, st.Gid, dirSt.Uid, dirSt.Gid)
+	}
+	pid := findProc(t, argv...)
+	if uids := hostUIDs(t, pid); int(uids[0]) != target.HostID() {
+		t.Errorf("the sandbox's background process runs as %v, not its host id %d", uids, target.HostID())
+	}
+	intrude(t, "nobody", 65534, pid, ws+"/intruder", "/tmp/intruder")
+	intrude(t, "another sandbox's host uid", other.HostID(), pid, ws+"/intruder", "/tmp/intruder")
+	stillRunning(t, pid, argv...)
+	if _, err := os.Stat(filepath.Join(ws, "intruder")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the intruder wrote into the sandbox's grant: %v", err)
+	}
+	// While both live, one-shot runs get ids of their own too.
+	for range 3 {
+		r := runNative(t, nil, time.Minute, "/bin/cat", "/proc/self/uid_map")
+		f := strings.Fields(r.stdout)
+		if r.err != nil || len(f) != 3 {
+			t.Fatalf("%v %q %s", r.err, r.stdout, r.stderr)
+		}
+		id, _ := strconv.Atoi(f[1])
+		leasedID(t, "a run", id)
+		if id == target.HostID() || id == other.HostID() {
+			t.Errorf("a run got host id %d, held by a live sandbox", id)
+		}
+	}
+}
