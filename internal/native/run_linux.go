@@ -324,17 +324,23 @@ func committed(st s1init.Status, sp *s1init.Spec, enf *grant.Enforcer, o launchO
 // distinct owner needs a user namespace holding its mapping to the
 // guest's host identity, which init opens by path while its holder
 // lives. What the guest makes there belongs on disk to the directory's
-// owner, never to the guest's host id. It returns what ends the holders,
-// once init has mounted the grants (or ended).
-func (e *Executor) mapOwners(sp *s1init.Spec, note func(string, ...any)) func() {
+// owner, never to the guest's host id: a read-write grant that cannot be
+// mapped is refused (a read-only one is bound as it is, and the guest
+// sees its owner's permissions). It returns what ends the holders, once
+// init has mounted the grants (or ended).
+func (e *Executor) mapOwners(sp *s1init.Spec, note func(string, ...any)) (func(), error) {
 	if sp.Base.UserNS {
-		return func() {}
-	}
-	hostUID, hostGID := sp.Exec.HostUID, sp.Exec.HostGID
-	if hostUID == 0 {
-		hostUID, hostGID = s1init.Nobody, s1init.Nobody
+		return func() {}, nil
 	}
 	var releases []func()
+	release := func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	if sp.Exec.HostUID == 0 {
+		return release, errors.New("S1: the run has no host id of its own to map its grants to")
+	}
 	maps := map[[2]int]string{}
 	for i := range sp.Binds {
 		b := &sp.Binds[i]
@@ -348,20 +354,20 @@ func (e *Executor) mapOwners(sp *s1init.Spec, note func(string, ...any)) func() 
 			b.IDMap = path
 			continue
 		}
-		path, release, err := e.userns(key[0], key[1], hostUID, hostGID)
+		path, r, err := e.userns(key[0], key[1], sp.Exec.HostUID, sp.Exec.HostGID)
+		if err != nil && b.RW {
+			release()
+			return func() {}, fmt.Errorf("S1: storage grant %s cannot be id mapped (%w): refused, since what the guest wrote there would belong to the run's host id", b.Path, err)
+		}
 		if err != nil {
 			note("S1: %s cannot be id mapped (%v); the guest sees it with its owner's permissions", b.Path, err)
 			continue
 		}
-		releases = append(releases, release)
+		releases = append(releases, r)
 		maps[key] = path
 		b.IDMap = path
 	}
-	return func() {
-		for _, r := range releases {
-			r()
-		}
-	}
+	return release, nil
 }
 
 // userns starts a helper holding a user namespace whose mapping shows
@@ -713,7 +719,11 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 		defer l.Release() // last: init, and with it every process of the run, has ended
 		sp.Exec.HostUID, sp.Exec.HostGID = l.ID, l.ID
 	}
-	defer e.mapOwners(sp, note)()
+	unmap, err := e.mapOwners(sp, note)
+	defer unmap()
+	if err != nil {
+		return s1init.Status{}, end, err
+	}
 	p, err := e.claim(sp.Base)
 	if err != nil {
 		return s1init.Status{}, end, err

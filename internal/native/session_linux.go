@@ -138,8 +138,12 @@ func (e *Executor) Open(ctx context.Context, g grant.Set, l unit.Limits, cg *cgr
 		}
 		sp.Exec.HostUID, sp.Exec.HostGID = lease.ID, lease.ID
 	}
-	unmap := e.mapOwners(sp, note)
+	unmap, err := e.mapOwners(sp, note)
 	s.release = func() { unmap(); lease.Release() }
+	if err != nil {
+		s.release()
+		return nil, err
+	}
 	p, err := e.startInit(sp.Base, true)
 	if err != nil {
 		s.release()
