@@ -266,3 +266,50 @@ func TestNoHostUserReachesAnS1Sandbox(t *testing.T) {
 		}
 	}
 }
+
+// TestProgramThatCannotStart: a program the kernel will not execute, or
+// a working directory the guest cannot enter, is reported with the
+// kernel's error number, from a run and from a live sandbox's exec
+// alike: the launcher, which executes the program, says why not.
+func TestProgramThatCannotStart(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("as root the launcher executes the program (rootless, init's thread does, as it always did)")
+	}
+	// Init's own directory in the run's root: root's, 0700, and root is
+	// not mapped into the guest's user namespace.
+	const closed = "/.sandbox"
+	tests := []struct {
+		name  string
+		entry string
+		dir   string
+		errno syscall.Errno
+	}{
+		{"missing", "/nonexistent/program", "", syscall.ENOENT},
+		{"not executable", "/etc/passwd", "", syscall.EACCES},
+		{"a directory", "/usr", "", syscall.EACCES},
+		{"a working directory it cannot enter", "/bin/true", closed, syscall.EACCES},
+	}
+	e := executor(t)
+	s, err := e.Open(context.Background(), grant.Set{}, unit.Limits{}, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, tc := range tests {
+		g := mustGrants(t)
+		u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte(tc.entry)), Entry: tc.entry, Args: []string{tc.entry}, Dir: tc.dir}
+		res, err := e.Run(context.Background(), &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard, Deadline: time.Minute})
+		if err != nil || res.Outcome.Status != attest.Failed || res.ExecErrno != tc.errno {
+			t.Errorf("run, %s: %v %+v, want errno %v", tc.name, err, res, tc.errno)
+		}
+		res, err = s.Run(context.Background(), &job.Job{Unit: u, Stdout: io.Discard, Stderr: io.Discard, Deadline: time.Minute})
+		if err != nil || res.Outcome.Status != attest.Failed || res.ExecErrno != tc.errno {
+			t.Errorf("live sandbox, %s: %v %+v, want errno %v", tc.name, err, res, tc.errno)
+		}
+	}
+	// The sandbox is still there for the next exec.
+	var out strings.Builder
+	if res, err := s.Run(context.Background(), &job.Job{Unit: unit.Unit{Kind: tier.Native, Entry: "/bin/echo", Args: []string{"echo", "still"}}, Stdout: &out, Stderr: io.Discard, Deadline: time.Minute}); err != nil || out.String() != "still\n" {
+		t.Fatalf("after the failed execs: %v %+v %q", err, res, out.String())
+	}
+}
