@@ -313,3 +313,60 @@ func TestProgramThatCannotStart(t *testing.T) {
 		t.Fatalf("after the failed execs: %v %+v %q", err, res, out.String())
 	}
 }
+
+// TestImageLoaderNeverRunsUnconfined: where the S1 helper is linked
+// dynamically, its ELF loader is the host's even in an image's root
+// filesystem: the launcher starts in a copy of the host's mounts, so an
+// image's /lib64/ld-linux-x86-64.so.2 (here a program of the image's)
+// never runs before the program is confined.
+func TestImageLoaderNeverRunsUnconfined(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("as root the launcher executes the program (rootless, init's thread does)")
+	}
+	root, err := guest.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helper := filepath.Join(t.TempDir(), "sandbox-s1")
+	build := exec.Command("go", "build", "-ldflags=-linkmode=external", "-o", helper, "./cmd/sandbox-s1")
+	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Skipf("no dynamically linked helper can be built here (cgo): %v %s", err, out)
+	}
+	if b, _ := os.ReadFile(helper); !bytes.Contains(b, []byte("/lib64/ld-linux-x86-64.so.2")) {
+		t.Skip("the helper did not come out dynamically linked against /lib64/ld-linux-x86-64.so.2")
+	}
+	prog := guestBytes(t, "escape")
+	img := t.TempDir()
+	for _, d := range []string{"bin", "lib64", "etc"} {
+		os.MkdirAll(filepath.Join(img, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(img, "bin", "prog"), prog, 0o755)
+	// The image's "loader": a program that would run in its place.
+	os.WriteFile(filepath.Join(img, "lib64", "ld-linux-x86-64.so.2"), prog, 0o755)
+	e, err := New(Config{StateDir: t.TempDir(), Memory: 256 << 20, Pids: 64, Self: helper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	g := mustGrants(t)
+	u := unit.Unit{Kind: tier.Native, Image: addr.Of(prog), Entry: "/bin/prog", Args: []string{"prog", "euid"}}
+	var out, errb bytes.Buffer
+	res, err := e.Run(context.Background(), &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: &out, Stderr: &errb, Deadline: time.Minute, RootDir: img})
+	if err != nil || res.Outcome.Status != attest.Exited || *res.Outcome.ExitCode != 0 || out.String() != "65534\n" {
+		t.Fatalf("%v %+v stdout %q stderr %q", err, res, out.String(), errb.String())
+	}
+}
+
+func guestBytes(t *testing.T, name string) []byte {
+	t.Helper()
+	p, err := guest.Native(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

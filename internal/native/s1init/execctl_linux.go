@@ -644,9 +644,6 @@ func (c *execCtl) serveFanotify(fd int) {
 // cannot be hashed is refused. An admitted program's loader becomes the
 // thread's one expected loader.
 func (c *execCtl) judgeKernel(fd, tid int) bool {
-	if initsLaunch(tid) {
-		return true
-	}
 	a, ok := c.known(fd)
 	if !ok {
 		if _, a = c.judge(fd, displayPath(fd, ""), RoleKernel); a == "" {
@@ -669,36 +666,6 @@ func (c *execCtl) judgeKernel(fd, tid int) bool {
 		c.expectLoader(fd, tid)
 	}
 	return v
-}
-
-// initsLaunch says whether thread tid is init's own fork executing the
-// launcher (launch_linux.go), whose opens for exec (init's program, and
-// its ELF loader where it is linked dynamically) are init's, not the
-// guest's: a thread with no seccomp filter and no no_new_privs, running
-// init's own program. No process of the guest is ever without both: it
-// is born of the launcher after they are set, and neither can be undone.
-func initsLaunch(tid int) bool {
-	if selfExe == nil {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
-	if err != nil {
-		return false
-	}
-	unconfined := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && (k == "Seccomp" || k == "NoNewPrivs") && strings.TrimSpace(v) == "0" {
-			unconfined++
-		}
-	}
-	if unconfined != 2 {
-		return false
-	}
-	var exe, self unix.Stat_t
-	if unix.Stat(fmt.Sprintf("/proc/%d/exe", tid), &exe) != nil || unix.Fstat(int(selfExe.Fd()), &self) != nil {
-		return false
-	}
-	return exe.Dev == self.Dev && exe.Ino == self.Ino
 }
 
 // expectLoader records, for thread tid, the ELF loader the program open

@@ -74,8 +74,8 @@ func runInit() int {
 	// the runtime starts a thread for signals), and complete before the
 	// program starts: a signal that comes before the program waits for
 	// it, and never ends init by Go's default action.
-	// Its own program, for the launcher, before the host's root is
-	// pivoted away (launch_linux.go).
+	// Its own program, for the launcher (launch_linux.go), before the
+	// host's root is pivoted away.
 	selfExe, _ = os.Open("/proc/self/exe")
 	sigs := make(chan os.Signal, 8)
 	notified := make(chan struct{})
@@ -414,6 +414,15 @@ var memfdNoexec *os.File
 func buildBase(b *Base) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make / private: %w", err)
+	}
+	if !b.UserNS {
+		// A copy of the host's mount tree, in no namespace, for the
+		// launcher's root until it takes the run's (launch_linux.go).
+		fd, err := unix.OpenTree(unix.AT_FDCWD, "/", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return fmt.Errorf("a copy of the host's mounts for the launcher: %w", err)
+		}
+		hostRoot = os.NewFile(uintptr(fd), "host-root")
 	}
 	root := b.Root
 	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=16m,mode=755"); err != nil {

@@ -24,7 +24,8 @@ import (
 // this helper (the launcher) into a new user namespace whose maps hold
 // one entry, Exec.UID → Exec.HostUID (and the gid likewise), with that
 // user's credentials and no capability but CAP_SETPCAP in the new
-// namespace (to empty its bounding set). The launcher confines itself
+// namespace (to empty its bounding set) and CAP_SYS_CHROOT (to take the
+// run's root back, below). The launcher confines itself
 // as the program must be (bounding set, capabilities, rlimits,
 // no_new_privs, Landlock from the ruleset init built, the seccomp
 // filter, exec control's listener) and executes the program in place:
@@ -32,8 +33,8 @@ import (
 //
 // The launcher's descriptors: 0-2 the program's streams; 3 the Exec, as
 // JSON; 4 a SOCK_SEQPACKET socket back to init (LaunchMsg); 5 the
-// Landlock ruleset. All of them but 0-2 close on the program's exec, so
-// init reads the end of the socket as "executed".
+// Landlock ruleset; 6 the run's root. All of them but 0-2 close on the
+// program's exec, so init reads the end of the socket as "executed".
 
 // LaunchMsg is what the launcher tells init before it executes the
 // program: "notify" carries exec control's seccomp listener
@@ -45,18 +46,24 @@ type LaunchMsg struct {
 	Errno int    `json:"errno,omitempty"`
 }
 
-// selfExe is init's own program, opened before the root is pivoted away:
-// the launcher is executed from it (through /proc/self/fd), on a mount
-// the run's root does not hold and exec control does not mark.
-var selfExe *os.File
+// selfExe is init's own program, opened before the host's root is
+// pivoted away, and hostRoot a copy of the host's mount tree (in no
+// namespace: open_tree), made then too. The launcher is executed from
+// selfExe (through /proc/self/fd) with hostRoot as its root, so that
+// where the helper is linked dynamically its ELF loader and libraries
+// are the host's, never what the run's root holds (an image's, which
+// would otherwise run before anything confines it), and none of it is on
+// a mount of the run's, which exec control marks. The launcher's first
+// act is to take the run's root back.
+var selfExe, hostRoot *os.File
 
 // startInUserns starts ex's program through the launcher, from the
 // calling (locked, root) thread, in a user namespace of its own; ll is
 // the run's Landlock ruleset. It returns once the program was executed
 // (or the launcher failed), with its pid.
 func startInUserns(ex *Exec, xc *execCtl, files []uintptr, ll int) (int, error) {
-	if selfExe == nil {
-		return 0, errors.New("init could not open its own program to start the launcher from")
+	if selfExe == nil || hostRoot == nil {
+		return 0, errors.New("init could not open its own program, or the host's root, to start the launcher from")
 	}
 	if ex.UID == 0 || ex.GID == 0 || ex.HostUID <= 0 || ex.HostGID <= 0 {
 		return 0, fmt.Errorf("a program's own host identity must map an unprivileged user to an unprivileged host id (uid %d → %d, gid %d → %d)", ex.UID, ex.HostUID, ex.GID, ex.HostGID)
@@ -77,18 +84,29 @@ func startInUserns(ex *Exec, xc *execCtl, files []uintptr, ll int) (int, error) 
 		specW.Close()
 		return 0, err
 	}
-	fds := append(append([]uintptr{}, files[:3]...), specR.Fd(), uintptr(pair[1]), uintptr(ll))
+	// The run's root, for the launcher to return to.
+	runRoot, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		specR.Close()
+		specW.Close()
+		unix.Close(pair[0])
+		unix.Close(pair[1])
+		return 0, fmt.Errorf("open the run's root: %w", err)
+	}
+	defer unix.Close(runRoot)
+	fds := append(append([]uintptr{}, files[:3]...), specR.Fd(), uintptr(pair[1]), uintptr(ll), uintptr(runRoot))
 	attr := &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{"GOMAXPROCS=1", "GOGC=off"},
 		Files: fds,
 		Sys: &syscall.SysProcAttr{
+			Chroot:                     fmt.Sprintf("/proc/self/fd/%d", hostRoot.Fd()),
 			Cloneflags:                 unix.CLONE_NEWUSER,
 			UidMappings:                []syscall.SysProcIDMap{{ContainerID: ex.UID, HostID: ex.HostUID, Size: 1}},
 			GidMappings:                []syscall.SysProcIDMap{{ContainerID: ex.GID, HostID: ex.HostGID, Size: 1}},
 			GidMappingsEnableSetgroups: false,
 			Credential:                 &syscall.Credential{Uid: uint32(ex.UID), Gid: uint32(ex.GID)},
-			AmbientCaps:                []uintptr{unix.CAP_SETPCAP},
+			AmbientCaps:                []uintptr{unix.CAP_SYS_CHROOT, unix.CAP_SETPCAP},
 			// No Pdeathsig: the thread that starts it ends at once. The
 			// pid namespace ends with init instead.
 			Setpgid: true,
@@ -159,7 +177,7 @@ func runLaunch() int {
 			unix.CloseOnExec(fd)
 		}
 	}
-	const specFD, initFD, rulesetFD = 3, 4, 5
+	const specFD, initFD, rulesetFD, rootFD = 3, 4, 5, 6
 	say := func(m LaunchMsg, fds ...int) {
 		b, _ := json.Marshal(m)
 		var oob []byte
@@ -177,6 +195,15 @@ func runLaunch() int {
 		say(m)
 		return 127
 	}
+	// Back into the run's root, from the host's (see hostRoot); nothing
+	// before this reads a file.
+	if err := unix.Fchdir(rootFD); err != nil {
+		return fail(fmt.Errorf("launcher: enter the run's root: %w", err))
+	}
+	if err := unix.Chroot("."); err != nil {
+		return fail(fmt.Errorf("launcher: enter the run's root: %w", err))
+	}
+	unix.Close(rootFD)
 	b, err := io.ReadAll(os.NewFile(specFD, "spec"))
 	if err != nil {
 		return fail(fmt.Errorf("launcher: read the spec: %w", err))
