@@ -150,6 +150,12 @@ func runInit() int {
 		return runSession(&sp, xc, sigs, report)
 	}
 	pid, err := startConfined(&sp.Exec, xc, stdio, nil)
+	if hostRoot != nil {
+		// One program per run: the copy of the host's mounts is not
+		// needed again, and keeps their file systems busy while held.
+		hostRoot.Close()
+		hostRoot = nil
+	}
 	if err != nil {
 		st := Status{Error: "init: " + err.Error()}
 		var xe execError
@@ -415,9 +421,11 @@ func buildBase(b *Base) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make / private: %w", err)
 	}
-	if !b.UserNS {
+	if !b.UserNS && hasLoader(selfExe) {
 		// A copy of the host's mount tree, in no namespace, for the
-		// launcher's root until it takes the run's (launch_linux.go).
+		// launcher's root until it takes the run's (launch_linux.go):
+		// a dynamically linked helper's loader and libraries are the
+		// host's.
 		fd, err := unix.OpenTree(unix.AT_FDCWD, "/", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 		if err != nil {
 			return fmt.Errorf("a copy of the host's mounts for the launcher: %w", err)

@@ -3,6 +3,7 @@
 package s1init
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,23 +48,53 @@ type LaunchMsg struct {
 }
 
 // selfExe is init's own program, opened before the host's root is
-// pivoted away, and hostRoot a copy of the host's mount tree (in no
-// namespace: open_tree), made then too. The launcher is executed from
-// selfExe (through /proc/self/fd) with hostRoot as its root, so that
-// where the helper is linked dynamically its ELF loader and libraries
-// are the host's, never what the run's root holds (an image's, which
-// would otherwise run before anything confines it), and none of it is on
-// a mount of the run's, which exec control marks. The launcher's first
-// act is to take the run's root back.
+// pivoted away. The launcher is executed from it (through /proc/self/fd),
+// from a mount the run's root does not hold and exec control does not
+// mark. Where the helper is linked dynamically, hostRoot is a copy of the
+// host's mount tree (in no namespace: open_tree), made then too, and the
+// launcher is executed with it as its root, so that its ELF loader and
+// libraries are the host's, never what the run's root holds (an
+// image's, which would otherwise run before anything confines it), and
+// on no mount of the run's. Either way the launcher's first act is to
+// take the run's root.
 var selfExe, hostRoot *os.File
+
+// hasLoader says whether the ELF program open at f names a program
+// interpreter (PT_INTERP): whether it is linked dynamically. It reads
+// the 64-bit little-endian form this helper is built as; anything else
+// says yes, so that the launcher starts in the host's mounts.
+func hasLoader(f *os.File) bool {
+	if f == nil {
+		return false
+	}
+	var h [64]byte
+	if _, err := f.ReadAt(h[:], 0); err != nil || string(h[:4]) != "\x7fELF" || h[4] != 2 || h[5] != 1 {
+		return true
+	}
+	phoff := binary.LittleEndian.Uint64(h[32:])
+	size, n := int64(binary.LittleEndian.Uint16(h[54:])), int(binary.LittleEndian.Uint16(h[56:]))
+	if size < 4 || n > 1<<12 || phoff > 1<<30 {
+		return true
+	}
+	var typ [4]byte
+	for i := range n {
+		if _, err := f.ReadAt(typ[:], int64(phoff)+int64(i)*size); err != nil {
+			return true
+		}
+		if binary.LittleEndian.Uint32(typ[:]) == 3 { // PT_INTERP
+			return true
+		}
+	}
+	return false
+}
 
 // startInUserns starts ex's program through the launcher, from the
 // calling (locked, root) thread, in a user namespace of its own; ll is
 // the run's Landlock ruleset. It returns once the program was executed
 // (or the launcher failed), with its pid.
 func startInUserns(ex *Exec, xc *execCtl, files []uintptr, ll int) (int, error) {
-	if selfExe == nil || hostRoot == nil {
-		return 0, errors.New("init could not open its own program, or the host's root, to start the launcher from")
+	if selfExe == nil {
+		return 0, errors.New("init could not open its own program to start the launcher from")
 	}
 	if ex.UID == 0 || ex.GID == 0 || ex.HostUID <= 0 || ex.HostGID <= 0 {
 		return 0, fmt.Errorf("a program's own host identity must map an unprivileged user to an unprivileged host id (uid %d → %d, gid %d → %d)", ex.UID, ex.HostUID, ex.GID, ex.HostGID)
@@ -100,7 +131,6 @@ func startInUserns(ex *Exec, xc *execCtl, files []uintptr, ll int) (int, error) 
 		Env:   []string{"GOMAXPROCS=1", "GOGC=off"},
 		Files: fds,
 		Sys: &syscall.SysProcAttr{
-			Chroot:                     fmt.Sprintf("/proc/self/fd/%d", hostRoot.Fd()),
 			Cloneflags:                 unix.CLONE_NEWUSER,
 			UidMappings:                []syscall.SysProcIDMap{{ContainerID: ex.UID, HostID: ex.HostUID, Size: 1}},
 			GidMappings:                []syscall.SysProcIDMap{{ContainerID: ex.GID, HostID: ex.HostGID, Size: 1}},
@@ -111,6 +141,9 @@ func startInUserns(ex *Exec, xc *execCtl, files []uintptr, ll int) (int, error) 
 			// pid namespace ends with init instead.
 			Setpgid: true,
 		},
+	}
+	if hostRoot != nil {
+		attr.Sys.Chroot = fmt.Sprintf("/proc/self/fd/%d", hostRoot.Fd())
 	}
 	pid, err := syscall.ForkExec(fmt.Sprintf("/proc/self/fd/%d", selfExe.Fd()), []string{"sandbox-s1-launch", LaunchArg}, attr)
 	specR.Close()
