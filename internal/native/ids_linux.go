@@ -137,8 +137,17 @@ func (r *hostIDs) lease() (*idLease, error) {
 		}
 		return l, err
 	}
-	return nil, fmt.Errorf("S1: no free host id for a run: %d ids of %d..%d looked at, each leased (in %s) or named by the host's users, groups or subordinate ranges", tries, r.base, uint64(r.base)+uint64(r.count)-1, r.dir)
+	return nil, &idsSpentError{fmt.Sprintf("S1: no free host id for a run: %d ids of %d..%d looked at, each leased (in %s) or named by the host's users, groups or subordinate ranges", tries, r.base, uint64(r.base)+uint64(r.count)-1, r.dir)}
 }
+
+// idsSpentError is a lease refused because every id looked at is held:
+// a limit of the host's (too many runs at once), not a failure.
+type idsSpentError struct{ msg string }
+
+func (e *idsSpentError) Error() string { return e.msg }
+
+// Limit puts it in the limit category.
+func (e *idsSpentError) Limit() bool { return true }
 
 // take leases id, if it is free.
 func (r *hostIDs) take(id uint64, scan func() (map[uint64]bool, error)) (*idLease, error) {

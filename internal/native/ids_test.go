@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/unit"
@@ -59,7 +60,7 @@ func TestHostIDLeasesAreExclusive(t *testing.T) {
 		leases = append(leases, l)
 	}
 	for _, r := range []*hostIDs{one, two} {
-		if l, err := r.lease(); err == nil || !strings.Contains(err.Error(), "no free host id") {
+		if l, err := r.lease(); err == nil || !strings.Contains(err.Error(), "no free host id") || errs.Of(err) != errs.Limit {
 			t.Fatalf("a fourth lease of three free ids: %v %v", l, err)
 		}
 	}
