@@ -92,7 +92,7 @@ func (l *idLease) Release() {
 // errIDTaken is an id someone holds (or a dead holder's processes still use).
 var errIDTaken = errors.New("in use")
 
-// maxIDTries bounds how many ids one lease looks at.
+// maxIDTries bounds how many free-looking ids one lease tries.
 const maxIDTries = 4096
 
 // lease leases a free id: one no lease file names (or whose file a dead
@@ -114,7 +114,7 @@ func (r *hostIDs) lease() (*idLease, error) {
 		return nil, err
 	}
 	start := binary.LittleEndian.Uint32(b[:]) % r.count
-	tries := min(r.count, maxIDTries)
+	tries := 0
 	var used map[uint64]bool // the ids processes hold: read only if a dead holder's lease is found
 	scan := func() (map[uint64]bool, error) {
 		if used == nil {
@@ -126,11 +126,12 @@ func (r *hostIDs) lease() (*idLease, error) {
 		}
 		return used, nil
 	}
-	for k := uint32(0); k < tries; k++ {
+	for k := uint32(0); k < r.count && tries < maxIDTries; k++ {
 		id := uint64(r.base) + uint64((start+k)%r.count)
 		if inSpans(reserved, id) {
-			continue
+			continue // not a try: a host's subordinate range may cover many
 		}
+		tries++
 		l, err := r.take(id, scan)
 		if errors.Is(err, errIDTaken) {
 			continue

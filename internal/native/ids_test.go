@@ -249,3 +249,27 @@ func TestHostIdentityCheck(t *testing.T) {
 		t.Errorf("an id the sandbox does not hold: %s", why)
 	}
 }
+
+// TestHostIDLeasesPassOverNamedRanges: a subordinate range that covers
+// most of the ids is passed over, however wide, wherever the search
+// starts; what is left is leased, and no more.
+func TestHostIDLeasesPassOverNamedRanges(t *testing.T) {
+	dir, etc := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(etc, "subuid"), []byte(fmt.Sprintf("alice:%d:%d\n", IDBase, 2*maxIDTries)), 0o644)
+	r := testIDs(t, dir, 2*maxIDTries+5, etc)
+	seen := map[int]bool{}
+	for i := range 5 {
+		l, err := r.lease()
+		if err != nil {
+			t.Fatalf("lease %d: %v", i, err)
+		}
+		defer l.Release()
+		if seen[l.ID] || l.ID < IDBase+2*maxIDTries {
+			t.Fatalf("lease %d got %d", i, l.ID)
+		}
+		seen[l.ID] = true
+	}
+	if l, err := r.lease(); err == nil {
+		t.Fatalf("a sixth lease of five free ids: %d", l.ID)
+	}
+}
