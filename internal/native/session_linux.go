@@ -134,6 +134,7 @@ func (e *Executor) Open(ctx context.Context, g grant.Set, l unit.Limits, cg *cgr
 		// exec runs as it. Given back once init, and with it every
 		// process of the sandbox, has ended (Close).
 		if lease, err = e.ids().lease(); err != nil {
+			s.kept(&s1init.Status{})
 			return nil, err
 		}
 		sp.Exec.HostUID, sp.Exec.HostGID = lease.ID, lease.ID
@@ -142,6 +143,7 @@ func (e *Executor) Open(ctx context.Context, g grant.Set, l unit.Limits, cg *cgr
 	s.release = func() { unmap(); lease.Release() }
 	if err != nil {
 		s.release()
+		s.kept(&s1init.Status{})
 		return nil, err
 	}
 	p, err := e.startInit(sp.Base, true)
