@@ -24,13 +24,13 @@ import (
 // creating thread. So init, still root on the starting thread, clones
 // this helper (the launcher) into a new user namespace whose maps hold
 // one entry, Exec.UID → Exec.HostUID (and the gid likewise), with that
-// user's credentials and no capability but CAP_SETPCAP in the new
-// namespace (to empty its bounding set) and CAP_SYS_CHROOT (to take the
-// run's root back, below). The launcher confines itself
-// as the program must be (bounding set, capabilities, rlimits,
-// no_new_privs, Landlock from the ruleset init built, the seccomp
-// filter, exec control's listener) and executes the program in place:
-// the program's pid is the launcher's.
+// user's credentials and no capability but, in the new namespace,
+// CAP_SYS_CHROOT (to take the run's root, below) and CAP_SETPCAP (to
+// empty its bounding set). The launcher confines itself as the program
+// must be (bounding set, capabilities, rlimits, no_new_privs, Landlock
+// from the ruleset init built, the seccomp filter, exec control's
+// listener) and executes the program in place: the program's pid is the
+// launcher's.
 //
 // The launcher's descriptors: 0-2 the program's streams; 3 the Exec, as
 // JSON; 4 a SOCK_SEQPACKET socket back to init (LaunchMsg); 5 the
