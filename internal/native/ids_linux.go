@@ -58,6 +58,7 @@ type hostIDs struct {
 	mu       sync.Mutex
 	reserved []idSpan
 	stamp    string // of the files reserved was read from
+	swept    sync.Once
 }
 
 // hostRange is the host's.
@@ -109,6 +110,7 @@ func (r *hostIDs) lease() (*idLease, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.swept.Do(r.sweep)
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
@@ -192,8 +194,7 @@ func (r *hostIDs) take(id uint64, scan func() (map[uint64]bool, error)) (*idLeas
 	}
 	// The file locked must be the one under the name still: a holder
 	// removes its file before it unlocks it.
-	var a, b unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &a) != nil || unix.Lstat(path, &b) != nil || a.Dev != b.Dev || a.Ino != b.Ino {
+	if !sameFile(f, path) {
 		f.Close()
 		return nil, errIDTaken
 	}
@@ -211,6 +212,47 @@ func (r *hostIDs) take(id uint64, scan func() (map[uint64]bool, error)) (*idLeas
 	f.Truncate(0)
 	f.WriteAt([]byte(fmt.Sprintf("pid %d\n", os.Getpid())), 0)
 	return &idLease{ID: int(id), f: f, path: path}, nil
+}
+
+// sweep removes, once per process, the leases holders that were killed
+// left behind (unlocked) and whose ids no process holds any more: a
+// service that restarts after a crash clears its own. Errors leave them;
+// a lease that finds one takes it over just the same.
+func (r *hostIDs) sweep() {
+	ents, err := os.ReadDir(r.dir)
+	if err != nil {
+		return
+	}
+	var used map[uint64]bool
+	for _, e := range ents {
+		id, err := strconv.ParseUint(e.Name(), 10, 32)
+		if err != nil {
+			continue // a temporary name, someone's making
+		}
+		path := filepath.Join(r.dir, e.Name())
+		f, err := os.OpenFile(path, os.O_RDWR|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil && sameFile(f, path) {
+			if used == nil {
+				if used, err = procIDs(r.proc); err != nil {
+					f.Close()
+					return
+				}
+			}
+			if !used[id] {
+				os.Remove(path) // still locked: no one holds a lock on a file under this name but us
+			}
+		}
+		f.Close()
+	}
+}
+
+// sameFile says whether f is the file at path still.
+func sameFile(f *os.File, path string) bool {
+	var a, b unix.Stat_t
+	return unix.Fstat(int(f.Fd()), &a) == nil && unix.Lstat(path, &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino
 }
 
 // reservedIDs are the spans of ids in the range that the host's users,

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -164,6 +165,49 @@ func TestHostIDLeaseOutlivesNoHolder(t *testing.T) {
 		t.Fatalf("once nothing runs as it: %v %v", l, err)
 	}
 	l.Release()
+}
+
+// TestHostIDSweep: the first lease of a process removes the leases
+// killed holders left, but for those whose ids a process still holds,
+// and leaves live ones alone.
+func TestHostIDSweep(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("starting a process as the leased id needs root")
+	}
+	dir := t.TempDir()
+	live, err := testIDs(t, dir, 4, "").lease()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Release()
+	var stale []int // what killed holders left
+	for id := IDBase; id < IDBase+4; id++ {
+		if id != live.ID {
+			os.WriteFile(filepath.Join(dir, strconv.Itoa(id)), []byte("pid 1\n"), 0o600)
+			stale = append(stale, id)
+		}
+	}
+	user := exec.Command("/bin/sleep", "600")
+	user.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(stale[0]), Gid: uint32(stale[0]), Groups: []uint32{}}}
+	if err := user.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { user.Process.Kill(); user.Wait() }()
+	l, err := testIDs(t, dir, 4, "").lease() // a new process's first
+	if err != nil || (l.ID != stale[1] && l.ID != stale[2]) {
+		t.Fatalf("a lease: %v %v, want %d or %d", l, err, stale[1], stale[2])
+	}
+	defer l.Release()
+	ents, _ := os.ReadDir(dir)
+	var left []string
+	for _, e := range ents {
+		left = append(left, e.Name())
+	}
+	want := []string{strconv.Itoa(live.ID), strconv.Itoa(stale[0]), strconv.Itoa(l.ID)}
+	slices.Sort(want)
+	if !slices.Equal(left, want) {
+		t.Errorf("lease files left: %v, want %v (the live ones and the one a process still runs as)", left, want)
+	}
 }
 
 // TestConcurrentSandboxesHaveDistinctIDs: live sandboxes of two
