@@ -96,6 +96,7 @@ func main() {
 
 	blockedIf("mount tmpfs", unix.Mount("none", "/tmp", "tmpfs", 0, ""))
 	blockedIf("unshare user namespace", unix.Unshare(unix.CLONE_NEWUSER))
+	identityAttacks()
 	blockedIf("unshare mount namespace", unix.Unshare(unix.CLONE_NEWNS))
 	_, _, e := unix.RawSyscall(unix.SYS_PTRACE, unix.PTRACE_ATTACH, 1, 0)
 	blockedIf("ptrace pid 1", errnoErr(e))
@@ -215,6 +216,33 @@ func main() {
 	_, _, e = unix.Syscall(unix.SYS_OPEN_BY_HANDLE_AT, 0, 0, 0)
 	blockedIf("open_by_handle_at", errnoErr(e))
 	fmt.Printf("uid %d euid %d\n", os.Getuid(), os.Geteuid())
+	m, _ := os.ReadFile("/proc/self/uid_map")
+	fmt.Printf("uid_map %s\n", strings.Join(strings.Fields(string(m)), " "))
+}
+
+// identityAttacks tries to take another identity than the run's: write
+// its user namespace's maps (to map the host's root, or any host user,
+// into it), or change user or groups outright.
+func identityAttacks() {
+	for _, f := range []string{"uid_map", "gid_map", "setgroups"} {
+		data := "0 0 1\n"
+		if f == "setgroups" {
+			data = "allow"
+		}
+		err := os.WriteFile("/proc/self/"+f, []byte(data), 0)
+		blockedIf("write /proc/self/"+f, err)
+	}
+	other := 0
+	if os.Getuid() == 0 {
+		other = 1
+	}
+	_, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(other), uintptr(other), uintptr(other))
+	blockedIf(fmt.Sprintf("become uid %d", other), errnoErr(e))
+	_, _, e = unix.RawSyscall(unix.SYS_SETRESGID, uintptr(other), uintptr(other), uintptr(other))
+	blockedIf(fmt.Sprintf("become gid %d", other), errnoErr(e))
+	groups := []uint32{0}
+	_, _, e = unix.RawSyscall(unix.SYS_SETGROUPS, 1, uintptr(unsafe.Pointer(&groups[0])), 0)
+	blockedIf("join group 0", errnoErr(e))
 }
 
 // initAttacks tries to reach the run's init (pid 1): signal it (as kill

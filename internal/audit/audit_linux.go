@@ -285,6 +285,23 @@ func (l *Listener) Ended(pid int) bool {
 	return l.landlock.Of(pid).Ended
 }
 
+// LandlockOfUID reports the Landlock denials in the domains processes of
+// the host user uid created (Landlock.OfUID), and whether records may
+// have been lost.
+func (l *Listener) LandlockOfUID(uid int) (rep Report, overrun bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.landlock.OfUID(uid), l.overrun
+}
+
+// EndedUID reports whether the end of every domain processes of uid
+// created has been seen.
+func (l *Listener) EndedUID(uid int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.landlock.OfUID(uid).Ended
+}
+
 // Close stops listening.
 func (l *Listener) Close() error {
 	if l.closed.Swap(true) {

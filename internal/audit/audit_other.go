@@ -41,3 +41,9 @@ func (l *Listener) Ended(int) bool { return true }
 
 // Close does nothing.
 func (l *Listener) Close() error { return nil }
+
+// LandlockOfUID reports nothing off Linux.
+func (l *Listener) LandlockOfUID(int) (Report, bool) { return Report{}, false }
+
+// EndedUID is true off Linux: there is nothing to wait for.
+func (l *Listener) EndedUID(int) bool { return true }

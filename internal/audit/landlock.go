@@ -26,12 +26,13 @@ type Landlock struct {
 	kept    int
 	over    map[string]int    // denials past MaxRecords, by domain
 	owner   map[string]int    // the pid that created each domain
+	uid     map[string]int    // the (host) uid of the process that created it
 	total   map[string]uint64 // the kernel's count at each domain's end
 }
 
 // NewLandlock returns an empty collector.
 func NewLandlock() *Landlock {
-	return &Landlock{denials: map[string][]Denial{}, over: map[string]int{}, owner: map[string]int{}, total: map[string]uint64{}}
+	return &Landlock{denials: map[string][]Denial{}, over: map[string]int{}, owner: map[string]int{}, uid: map[string]int{}, total: map[string]uint64{}}
 }
 
 // Add takes one record; records of other types are ignored.
@@ -61,6 +62,9 @@ func (l *Landlock) Add(r Record) {
 			if pid, err := strconv.Atoi(r.Fields["pid"]); err == nil {
 				l.owner[dom] = pid
 			}
+			if uid, err := strconv.Atoi(r.Fields["uid"]); err == nil {
+				l.uid[dom] = uid
+			}
 		case "deallocated":
 			if n, err := strconv.ParseUint(r.Fields["denials"], 10, 64); err == nil {
 				l.total[dom] = n
@@ -80,10 +84,18 @@ type Report struct {
 }
 
 // Domains returns the domains pid created that have logged anything.
-func (l *Landlock) Domains(pid int) []string {
+func (l *Landlock) Domains(pid int) []string { return domainsOf(l.owner, pid) }
+
+// DomainsOfUID returns the domains that processes of the (host) user uid
+// created and that have logged anything: a run whose user is its own
+// alone (an S1 run's host identity) is known by it, whichever of its
+// processes made the domain.
+func (l *Landlock) DomainsOfUID(uid int) []string { return domainsOf(l.uid, uid) }
+
+func domainsOf(by map[string]int, key int) []string {
 	var out []string
-	for d, p := range l.owner {
-		if p == pid {
+	for d, k := range by {
+		if k == key {
 			out = append(out, d)
 		}
 	}
@@ -91,9 +103,14 @@ func (l *Landlock) Domains(pid int) []string {
 }
 
 // Of reports the denials in the domains pid created.
-func (l *Landlock) Of(pid int) Report {
+func (l *Landlock) Of(pid int) Report { return l.report(l.Domains(pid)) }
+
+// OfUID reports the denials in the domains processes of uid created.
+func (l *Landlock) OfUID(uid int) Report { return l.report(l.DomainsOfUID(uid)) }
+
+func (l *Landlock) report(domains []string) Report {
 	rep := Report{Ended: true}
-	for _, d := range l.Domains(pid) {
+	for _, d := range domains {
 		rep.Denials = append(rep.Denials, l.denials[d]...)
 		rep.Unlisted += l.over[d]
 		n, ok := l.total[d]

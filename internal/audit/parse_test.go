@@ -118,3 +118,36 @@ func FuzzParse(f *testing.F) {
 		l.Of(0)
 	})
 }
+
+// TestLandlockCollectorByUID: the domains processes of one (host) user
+// made, whichever processes: an S1 run's, whose host id is its own.
+func TestLandlockCollectorByUID(t *testing.T) {
+	l := NewLandlock()
+	add := func(typ uint16, text string) {
+		r, err := Parse(typ, []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Add(r)
+	}
+	add(TypeLandlockDomain, `audit(1.0:1): domain=aa status=allocated mode=enforcing pid=10 uid=1`)
+	add(TypeLandlockAccess, `audit(1.0:1): domain=aa blockers=net.connect_tcp daddr=1.1.1.1 dest=53`)
+	add(TypeLandlockDomain, `audit(1.0:5): domain=cc status=allocated mode=enforcing pid=40 uid=1879048200`)
+	add(TypeLandlockAccess, `audit(1.0:5): domain=cc blockers=fs.write_file path="/etc/x"`)
+	add(TypeLandlockDomain, `audit(1.0:5): domain=dd status=allocated mode=enforcing pid=41 uid=1879048200`)
+	add(TypeLandlockAccess, `audit(1.0:5): domain=dd blockers=fs.read_file path="/y"`)
+	if rep := l.OfUID(1879048200); len(rep.Denials) != 2 || rep.Ended {
+		t.Fatalf("the domains of uid 1879048200: %+v", rep)
+	}
+	if rep := l.OfUID(1); len(rep.Denials) != 1 {
+		t.Fatalf("the domains of uid 1: %+v", rep)
+	}
+	if rep := l.OfUID(2); len(rep.Denials) != 0 || !rep.Ended {
+		t.Fatalf("uid 2 created no domain: %+v", rep)
+	}
+	add(TypeLandlockDomain, `audit(1.0:6): domain=cc status=deallocated denials=1`)
+	add(TypeLandlockDomain, `audit(1.0:6): domain=dd status=deallocated denials=1`)
+	if rep := l.OfUID(1879048200); !rep.Ended || rep.Reported != 2 {
+		t.Fatalf("ended: %+v", rep)
+	}
+}

@@ -15,6 +15,14 @@
 // grants, and a seccomp filter assembled here. Init reports how the
 // program ended.
 //
+// As root, each run, and each live sandbox for its whole life, leases a
+// host id no other process has (ids_linux.go: a lock file per id in the
+// host-wide IDDir, from IDBase..IDBase+IDCount-1): its program is nobody
+// inside a user namespace that maps nobody alone to that id, and its
+// grants are id mapped to it, so nothing on the host is ever owned by
+// it. An id is given back only once init, and with it every process of
+// the run, has been reaped.
+//
 // The rung is earned by probe: a confined child checks from inside that
 // each layer applies (Probe), and S1 is available only when all do.
 package native

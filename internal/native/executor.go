@@ -70,6 +70,9 @@ type Executor struct {
 	guardOnce   sync.Once
 	guardVal    hostpath.Guard
 	guardErr    error
+	// hostIDs leases runs' host identities (Linux, root); nil: the
+	// host's range (tests set their own).
+	hostIDs *hostIDs
 }
 
 // New returns an S1 executor.

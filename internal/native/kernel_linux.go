@@ -54,9 +54,15 @@ func watchKernel() *kernelWatch {
 	return &kernelWatch{l: l}
 }
 
-// finish waits for the records of the run whose init was pid, logs each
-// denial in the decision log, and returns notes on what it could not.
-func (k *kernelWatch) finish(pid int, enf *grant.Enforcer) (notes []string) {
+// finish waits for the records of the run whose init was pid (and whose
+// program ran as host user hostID, when not 0), logs each denial in the
+// decision log, and returns notes on what it could not.
+//
+// A run with a host identity of its own is known by it: its Landlock
+// domain is made by its launcher (s1init), a process the host does not
+// see, whose user is the run's alone. Otherwise by init's pid, whose
+// thread made the domain.
+func (k *kernelWatch) finish(pid, hostID int, enf *grant.Enforcer) (notes []string) {
 	if k == nil {
 		return nil
 	}
@@ -68,10 +74,15 @@ func (k *kernelWatch) finish(pid int, enf *grant.Enforcer) (notes []string) {
 	}
 	// A domain's end (with the kernel's count) may come just after the
 	// fence: its last reference goes when init is reaped.
-	for deadline := time.Now().Add(200 * time.Millisecond); !k.l.Ended(pid) && time.Now().Before(deadline); {
+	ended, landlock := k.l.Ended, k.l.Landlock
+	key := pid
+	if hostID != 0 {
+		ended, landlock, key = k.l.EndedUID, k.l.LandlockOfUID, hostID
+	}
+	for deadline := time.Now().Add(200 * time.Millisecond); !ended(key) && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
-	rep, overrun := k.l.Landlock(pid)
+	rep, overrun := landlock(key)
 	listed := 0
 	for _, d := range rep.Denials {
 		kind, op, ok := classify(d.Blockers)

@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 	if code, ok := Helper(); ok {
 		os.Exit(code)
 	}
+	if os.Getenv("SANDBOX_TEST_ID_DIR") != "" {
+		os.Exit(m.Run()) // TestHostIDHolderHelper, which makes nothing to clean up
+	}
 	dir, err := os.MkdirTemp("", "native-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -166,7 +169,8 @@ func TestEscapeBattery(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	want := []string{"inherit a descriptor from outside", "read /etc/shadow", "write /etc/passwd", "write /usr/bin/escape", "write /escape", "write /root/escape",
 		"sysctl kernel.hostname", "follow symlink abs", "follow symlink rel", "see host processes", "signal host pid",
-		"mount tmpfs", "unshare user namespace", "unshare mount namespace", "ptrace pid 1",
+		"mount tmpfs", "unshare user namespace", "write /proc/self/uid_map", "write /proc/self/gid_map", "write /proc/self/setgroups",
+		"become uid 0", "become gid 0", "join group 0", "unshare mount namespace", "ptrace pid 1",
 		"signal pid 1 (init)", "queue a SIGSEGV to pid 1 (init)", "signal a thread of init", "renice pid 1 (init)", "set pid 1's limits (init)",
 		"read init's environment", "list init's descriptors", "write init's status pipe", "chroot",
 		"see the host's boot id", "read host facts in /proc/cmdline", "read host facts in /proc/partitions", "see host cgroup paths",
@@ -197,6 +201,18 @@ func TestEscapeBattery(t *testing.T) {
 	t.Logf("battery:\n%s", out.String())
 	if !strings.Contains(out.String(), "uid 65534 euid 65534") {
 		t.Errorf("the guest did not run as nobody")
+	}
+	// Nobody inside, a host id of the run's own outside.
+	for _, l := range lines {
+		if m, ok := strings.CutPrefix(l, "uid_map "); ok {
+			f := strings.Fields(m)
+			if len(f) != 3 || f[0] != "65534" || f[2] != "1" {
+				t.Errorf("the guest's uid_map: %q, want 65534 mapped alone", m)
+				continue
+			}
+			id, _ := strconv.Atoi(f[1])
+			leasedID(t, "the guest", id)
+		}
 	}
 	// The host is intact.
 	if accepted.Load() != 0 {

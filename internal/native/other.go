@@ -56,3 +56,9 @@ func (s *Session) Notes() []string { return nil }
 
 // Close does nothing.
 func (s *Session) Close() (s1init.Status, error) { return s1init.Status{}, nil }
+
+// hostIDs are the host identities S1 leases to runs; none off Linux.
+type hostIDs struct{}
+
+// HostID is 0: there is no session off Linux.
+func (s *Session) HostID() int { return 0 }

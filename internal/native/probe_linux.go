@@ -7,10 +7,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
@@ -77,10 +79,29 @@ func (e *Executor) doProbe(ctx context.Context, root string) tier.Probe {
 	ex.ROFiles = append(ex.ROFiles, probeBin)
 	ex.RWPaths = append(ex.RWPaths, granted)
 
-	var out, errb strings.Builder
+	// Where the program has a host identity of its own (root), the host
+	// checks it from outside while the probe waits: the probe says
+	// "ready" and waits for its stdin to end.
+	ownID := !sp.Base.UserNS
+	if ownID {
+		ex.Env = append(ex.Env, "SANDBOX_PROBE_WAIT=1")
+	}
+	var errb strings.Builder
+	stdinR, stdinW := io.Pipe()
+	defer stdinW.Close()
+	started := make(chan [2]int, 1)
+	var hostLayer *tier.Layer
+	out := &probeOut{ready: func() {
+		defer stdinW.Close()
+		if ids := <-started; ids[1] != 0 {
+			ok, detail := hostIdentity("/proc", ids[0], ids[1])
+			hostLayer = &tier.Layer{Name: "host-identity", OK: ok, Detail: detail}
+		}
+	}}
 	c, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	st, _, err := e.launch(c, sp, launchOpts{stdout: &out, stderr: &errb, deadline: 30 * time.Second})
+	st, _, err := e.launch(c, sp, launchOpts{stdin: stdinR, stdout: out, stderr: &errb, deadline: 30 * time.Second,
+		started: func(initPid, hostID int) { started <- [2]int{initPid, hostID} }})
 	if err != nil {
 		return tier.Probe{Reason: "starting a confined child failed: " + err.Error()}
 	}
@@ -101,6 +122,13 @@ func (e *Executor) doProbe(ctx context.Context, root string) tier.Probe {
 	if len(layers) == 0 {
 		return tier.Probe{Reason: "the confined probe reported nothing: " + strings.TrimSpace(errb.String())}
 	}
+	if ownID {
+		l := s1init.Layer{Name: "host-identity", Detail: "the probe never said it was ready for the host to look at it"}
+		if hostLayer != nil {
+			l = s1init.Layer{Name: hostLayer.Name, OK: hostLayer.OK, Detail: hostLayer.Detail}
+		}
+		layers = append(layers, l)
+	}
 	p := tier.Probe{Available: true}
 	var parts []string
 	for _, l := range layers {
@@ -116,6 +144,41 @@ func (e *Executor) doProbe(ctx context.Context, root string) tier.Probe {
 		p.Reason = "layers missing: " + strings.Join(parts, "; ")
 	}
 	return p
+}
+
+// probeOut keeps what the probe prints and calls ready, once, on its
+// line "ready".
+type probeOut struct {
+	mu    sync.Mutex
+	b     strings.Builder
+	line  []byte
+	once  sync.Once
+	ready func()
+}
+
+func (o *probeOut) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	o.b.Write(p)
+	var seen bool
+	for _, c := range p {
+		if c != '\n' {
+			o.line = append(o.line, c)
+			continue
+		}
+		seen = seen || string(o.line) == "ready"
+		o.line = o.line[:0]
+	}
+	o.mu.Unlock()
+	if seen {
+		o.once.Do(o.ready)
+	}
+	return len(p), nil
+}
+
+func (o *probeOut) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
 }
 
 // ProbeKey is what the probe's result depends on besides the kernel and

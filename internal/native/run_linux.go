@@ -312,15 +312,27 @@ func committed(st s1init.Status, sp *s1init.Spec, enf *grant.Enforcer, o launchO
 	}
 }
 
-// mapOwners id maps the grants so the guest (nobody) owns what it was
-// given: each distinct owner needs a user namespace holding its mapping,
-// which init opens by path while its holder lives. It returns what ends
-// the holders, once init has mounted the grants (or ended).
-func (e *Executor) mapOwners(sp *s1init.Spec, note func(string, ...any)) func() {
+// mapOwners id maps the grants so the guest owns what it was given: each
+// distinct owner needs a user namespace holding its mapping to the
+// guest's host identity, which init opens by path while its holder
+// lives. What the guest makes there belongs on disk to the directory's
+// owner, never to the guest's host id: a read-write grant that cannot be
+// mapped is refused (a read-only one is bound as it is, and the guest
+// sees its owner's permissions). It returns what ends the holders, once
+// init has mounted the grants (or ended).
+func (e *Executor) mapOwners(sp *s1init.Spec, note func(string, ...any)) (func(), error) {
 	if sp.Base.UserNS {
-		return func() {}
+		return func() {}, nil
 	}
 	var releases []func()
+	release := func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	if sp.Exec.HostUID == 0 {
+		return release, errors.New("S1: the run has no host id of its own to map its grants to")
+	}
 	maps := map[[2]int]string{}
 	for i := range sp.Binds {
 		b := &sp.Binds[i]
@@ -334,27 +346,28 @@ func (e *Executor) mapOwners(sp *s1init.Spec, note func(string, ...any)) func() 
 			b.IDMap = path
 			continue
 		}
-		path, release, err := e.userns(key[0], key[1])
+		path, r, err := e.userns(key[0], key[1], sp.Exec.HostUID, sp.Exec.HostGID)
+		if err != nil && b.RW {
+			release()
+			return func() {}, fmt.Errorf("S1: storage grant %s cannot be id mapped (%w): refused, since what the guest wrote there would belong to the run's host id", b.Path, err)
+		}
 		if err != nil {
 			note("S1: %s cannot be id mapped (%v); the guest sees it with its owner's permissions", b.Path, err)
 			continue
 		}
-		releases = append(releases, release)
+		releases = append(releases, r)
 		maps[key] = path
 		b.IDMap = path
 	}
-	return func() {
-		for _, r := range releases {
-			r()
-		}
-	}
+	return release, nil
 }
 
 // userns starts a helper holding a user namespace whose mapping shows
-// uid and gid as the guest's user (ContainerID uid ↔ HostID nobody, as an
-// idmapped mount reads it), and returns the namespace's path, for init to
-// open, and a function that ends the helper.
-func (e *Executor) userns(uid, gid int) (string, func(), error) {
+// uid and gid as the guest's host user and group (ContainerID uid ↔
+// HostID hostUID, as an idmapped mount reads it), and returns the
+// namespace's path, for init to open, and a function that ends the
+// helper.
+func (e *Executor) userns(uid, gid, hostUID, hostGID int) (string, func(), error) {
 	cmd := exec.Command(e.self(), s1init.UsernsArg)
 	cmd.Args[0] = "sandbox-s1-userns"
 	in, err := cmd.StdinPipe()
@@ -363,8 +376,8 @@ func (e *Executor) userns(uid, gid int) (string, func(), error) {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  unix.CLONE_NEWUSER,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: s1init.Nobody, Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: s1init.Nobody, Size: 1}},
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: hostUID, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: hostGID, Size: 1}},
 		Pdeathsig:   syscall.SIGKILL,
 	}
 	if err := cmd.Start(); err != nil {
@@ -674,6 +687,9 @@ type launchOpts struct {
 	execCtl        func(s1init.Ctl) s1init.Ctl
 	enforcer       *grant.Enforcer // logs the denials the kernel reports
 	notes          *[]string       // remarks for the caller, not the run's output
+	// started is told init's pid and the run's host id (0: none) once
+	// init has its spec.
+	started func(initPid, hostID int)
 }
 
 func (o launchOpts) note(format string, args ...any) {
@@ -685,7 +701,21 @@ func (o launchOpts) note(format string, args ...any) {
 func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s1init.Status, ending, error) {
 	cg, stdin, stdout, stderr, deadline, onStart, note := o.cg, o.stdin, o.stdout, o.stderr, o.deadline, o.onStart, o.note
 	var end ending
-	defer e.mapOwners(sp, note)()
+	if !sp.Base.UserNS {
+		// The program's own host identity, for this run alone (root;
+		// rootless, the run is the invoking user's in a user namespace).
+		l, err := e.ids().lease()
+		if err != nil {
+			return s1init.Status{}, end, err
+		}
+		defer l.Release() // last: init, and with it every process of the run, has ended
+		sp.Exec.HostUID, sp.Exec.HostGID = l.ID, l.ID
+	}
+	unmap, err := e.mapOwners(sp, note)
+	defer unmap()
+	if err != nil {
+		return s1init.Status{}, end, err
+	}
 	p, err := e.claim(sp.Base)
 	if err != nil {
 		return s1init.Status{}, end, err
@@ -734,6 +764,9 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 	p.specW.Close()
 	if run {
 		crash.At(crash.Started)
+	}
+	if o.started != nil {
+		o.started(p.cmd.Process.Pid, sp.Exec.HostUID)
 	}
 	ctlDone := make(chan struct{})
 	ctlFD := int(p.ctl.Fd())
@@ -802,7 +835,7 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 	}
 	end.end = time.Now()
 	copies.Wait()
-	for _, n := range kernel.finish(p.cmd.Process.Pid, o.enforcer) {
+	for _, n := range kernel.finish(p.cmd.Process.Pid, sp.Exec.HostUID, o.enforcer) {
 		note("%s", n)
 	}
 	// Init is gone, and with it the other end; shutting ours down wakes

@@ -128,7 +128,24 @@ func (e *Executor) Open(ctx context.Context, g grant.Set, l unit.Limits, cg *cgr
 	if s.kept, err = e.keepAside(sp); err != nil {
 		return nil, err
 	}
-	s.release = e.mapOwners(sp, note)
+	var lease *idLease
+	if !sp.Base.UserNS {
+		// The sandbox's own host identity, for its whole life: every
+		// exec runs as it. Given back once init, and with it every
+		// process of the sandbox, has ended (Close).
+		if lease, err = e.ids().lease(); err != nil {
+			s.kept(&s1init.Status{})
+			return nil, err
+		}
+		sp.Exec.HostUID, sp.Exec.HostGID = lease.ID, lease.ID
+	}
+	unmap, err := e.mapOwners(sp, note)
+	s.release = func() { unmap(); lease.Release() }
+	if err != nil {
+		s.release()
+		s.kept(&s1init.Status{})
+		return nil, err
+	}
 	p, err := e.startInit(sp.Base, true)
 	if err != nil {
 		s.release()
@@ -210,6 +227,12 @@ func (s *Session) read() {
 		}
 	}
 }
+
+// HostID is the host uid and gid the sandbox's processes run as (its
+// user, 65534, inside its user namespaces), no other process's on the
+// host while the sandbox lives; 0 rootless, where they are the invoking
+// user's.
+func (s *Session) HostID() int { return s.sp.Exec.HostUID }
 
 // Notes are remarks about the sandbox for the caller.
 func (s *Session) Notes() []string {

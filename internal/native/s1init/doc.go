@@ -15,6 +15,12 @@
 // needs to reap, forward signals and commit quota'd writes. It reports a
 // Status on fd 4.
 //
+// Where the program has a host identity of its own (Exec.HostUID, as
+// root), that thread instead clones the launcher (this helper again)
+// into a new user namespace whose maps hold the program's user alone,
+// mapped to that host id; the launcher applies the same confinement to
+// itself and executes the program (launch_linux.go).
+//
 // The same helper starts an S5 VM's monitor (QEMU) confined: in a mount
 // namespace where every mount but the VM's directory and its read-write
 // grants is read-only, with a bounding set of three capabilities and

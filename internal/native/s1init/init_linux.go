@@ -37,6 +37,8 @@ func Main() (code int, ok bool) {
 		return runProbe(), true
 	case VMJailArg:
 		return runVMJail(), true
+	case LaunchArg:
+		return runLaunch(), true
 	case UsernsArg:
 		io.Copy(io.Discard, os.Stdin) // hold the namespace until the host closes stdin
 		return 0, true
@@ -72,6 +74,9 @@ func runInit() int {
 	// the runtime starts a thread for signals), and complete before the
 	// program starts: a signal that comes before the program waits for
 	// it, and never ends init by Go's default action.
+	// Its own program, for the launcher (launch_linux.go), before the
+	// host's root is pivoted away.
+	selfExe, _ = os.Open("/proc/self/exe")
 	sigs := make(chan os.Signal, 8)
 	notified := make(chan struct{})
 	go func() {
@@ -145,6 +150,12 @@ func runInit() int {
 		return runSession(&sp, xc, sigs, report)
 	}
 	pid, err := startConfined(&sp.Exec, xc, stdio, nil)
+	if hostRoot != nil {
+		// One program per run: the copy of the host's mounts is not
+		// needed again, and keeps their file systems busy while held.
+		hostRoot.Close()
+		hostRoot = nil
+	}
 	if err != nil {
 		st := Status{Error: "init: " + err.Error()}
 		var xe execError
@@ -244,6 +255,14 @@ func confineThreadAndStart(ex *Exec, xc *execCtl, files []uintptr, cgroups []int
 		return 0, err
 	}
 	defer unix.Close(ll)
+	if _, err := os.Stat(ex.Dir); err != nil {
+		ex.Dir = "/tmp"
+	}
+	if ex.HostUID != 0 {
+		// A host identity of its own: started through the launcher, in
+		// a user namespace (launch_linux.go).
+		return startInUserns(ex, xc, files, ll)
+	}
 	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
 			return 0, fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
@@ -303,9 +322,6 @@ func confineThreadAndStart(ex *Exec, xc *execCtl, files []uintptr, cgroups []int
 		// No Pdeathsig: it fires when the creating thread ends, which this
 		// one does at once. The pid namespace ends with init instead.
 		Sys: &syscall.SysProcAttr{Setpgid: true},
-	}
-	if _, err := os.Stat(ex.Dir); err != nil {
-		attr.Dir = "/tmp"
 	}
 	pid, err := syscall.ForkExec(ex.Path, ex.Args, attr)
 	if err != nil {
@@ -404,6 +420,17 @@ var memfdNoexec *os.File
 func buildBase(b *Base) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make / private: %w", err)
+	}
+	if !b.UserNS && hasLoader(selfExe) {
+		// A copy of the host's mount tree, in no namespace, for the
+		// launcher's root until it takes the run's (launch_linux.go):
+		// a dynamically linked helper's loader and libraries are the
+		// host's.
+		fd, err := unix.OpenTree(unix.AT_FDCWD, "/", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return fmt.Errorf("a copy of the host's mounts for the launcher: %w", err)
+		}
+		hostRoot = os.NewFile(uintptr(fd), "host-root")
 	}
 	root := b.Root
 	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=16m,mode=755"); err != nil {
@@ -616,7 +643,7 @@ func mountBind(sp *Spec, rfd int, root string, i int, b Bind) error {
 	defer unix.Close(dst)
 	noexec := b.RW && sp.Exec.ExecControl
 	if b.RW && b.Quota > 0 {
-		return overlay(root, i, b, obj.FD(), dst, noexec)
+		return overlay(root, i, b, obj.FD(), dst, noexec, guestOwner(&sp.Exec))
 	}
 	return mountTree(obj.FD(), dst, !b.RW, noexec, b.IDMap)
 }
@@ -740,10 +767,19 @@ func buildDev(root string) error {
 	return nil
 }
 
+// guestOwner is the guest's user and group as the host sees them: its own
+// host identity, or nobody where it has none.
+func guestOwner(ex *Exec) [2]int {
+	if ex.HostUID != 0 {
+		return [2]int{ex.HostUID, ex.HostGID}
+	}
+	return [2]int{Nobody, Nobody}
+}
+
 // overlay mounts a quota'd rw grant: writes land in a tmpfs of the
 // quota's size and are committed to the host directory (src, the object
 // walked and checked) when the run ends. It is mounted on dst.
-func overlay(root string, i int, b Bind, src, dst int, noexec bool) error {
+func overlay(root string, i int, b Bind, src, dst int, noexec bool, owner [2]int) error {
 	layers := fmt.Sprintf("%s%s/%d", root, private, i)
 	if err := os.MkdirAll(layers, 0o700); err != nil {
 		return err
@@ -793,8 +829,10 @@ func overlay(root string, i int, b Bind, src, dst int, noexec bool) error {
 		}
 	}
 	if b.IDMap != "" {
-		os.Chown(layers+"/upper", Nobody, Nobody)
-		os.Chown(layers+"/work", Nobody, Nobody)
+		// The layers belong to the guest, as the lower layer's owner
+		// appears to it.
+		os.Chown(layers+"/upper", owner[0], owner[1])
+		os.Chown(layers+"/work", owner[0], owner[1])
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", layers+"/lower", layers+"/upper", layers+"/work")
 	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)

@@ -16,8 +16,11 @@ import (
 // domain), never the guest's. Without this, with one P, the confining
 // goroutine could run on the main thread, which the runtime then parks
 // for good, wearing the guest's credentials.
+//
+// The launcher (launch_linux.go) confines its main thread and executes
+// the program from it: its goroutine must not move.
 func init() {
-	if len(os.Args) > 1 && os.Args[1] == InitArg {
+	if len(os.Args) > 1 && (os.Args[1] == InitArg || os.Args[1] == LaunchArg) {
 		runtime.LockOSThread()
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -80,6 +81,12 @@ func runProbe() int {
 	// Landlock: a file inside the root, readable by DAC, outside every rule.
 	_, lerr := os.ReadFile(os.Getenv("SANDBOX_PROBE_CANARY"))
 	say("landlock", errors.Is(lerr, os.ErrPermission), "read a file outside every rule: %v", lerr)
+	if os.Getenv("SANDBOX_PROBE_WAIT") != "" {
+		// The host looks at this process from outside (its host
+		// identity), then ends stdin.
+		fmt.Println("ready")
+		io.Copy(io.Discard, os.Stdin)
+	}
 	return 0
 }
 

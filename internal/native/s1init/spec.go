@@ -12,6 +12,7 @@ const (
 	InitArg   = "__sandbox-s1-init"
 	ProbeArg  = "__sandbox-s1-probe"
 	UsernsArg = "__sandbox-s1-userns" // holds a user namespace open for an idmapped mount
+	LaunchArg = "__sandbox-s1-launch" // confines itself and executes a program with a host identity of its own
 	VMJailArg = "__sandbox-vm-jail"   // starts an S5 VM's monitor confined (vmjail_linux.go)
 )
 
@@ -138,6 +139,14 @@ type Exec struct {
 	UID     int      `json:"uid"`
 	GID     int      `json:"gid"`
 	KeepUID bool     `json:"keep_uid"` // in a user namespace: stay the mapped user, drop capabilities
+	// HostUID and HostGID, when not 0, are the host's ids for UID and
+	// GID: the program runs in a user namespace of its own whose maps
+	// hold that one entry each (UID → HostUID, GID → HostGID), started
+	// through the launcher (LaunchArg), so that no process outside the
+	// run shares its identity. The host leases them (when it is root);
+	// 0 rootless, where KeepUID applies.
+	HostUID int      `json:"host_uid,omitempty"`
+	HostGID int      `json:"host_gid,omitempty"`
 	ROPaths []string `json:"ro_paths"` // Landlock: read and execute beneath
 	RWPaths []string `json:"rw_paths"` // Landlock: read, write, execute beneath
 	RWFiles []string `json:"rw_files"` // Landlock: read and write these files (device nodes)
