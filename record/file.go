@@ -18,6 +18,7 @@ type File struct {
 	path string
 	log  *chain.File
 	st   State
+	runs runs // the attestations its Executed segments named
 }
 
 // Create opens the record at path for unit under grants, beginning it if
@@ -68,12 +69,12 @@ func open(path string, header []byte) (*File, error) {
 		log.Close()
 		return nil, fmt.Errorf("%s: empty, not a record: %w", path, os.ErrNotExist)
 	}
-	st, err := Verify(entries)
+	st, rs, err := replay(entries, nil)
 	if err != nil {
 		log.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &File{path: path, log: log, st: st}, nil
+	return &File{path: path, log: log, st: st, runs: rs}, nil
 }
 
 // State is the record as it stands.
@@ -92,7 +93,11 @@ func (f *File) Append(seg Segment) (addr.Addr, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	n := f.st.Segments + 1
 	if err := f.st.Check(seg); err != nil {
+		return addr.Addr{}, err
+	}
+	if err := f.runs.check(seg, n); err != nil {
 		return addr.Addr{}, err
 	}
 	if err := f.log.Append(b); err != nil {
@@ -101,6 +106,7 @@ func (f *File) Append(seg Segment) (addr.Addr, error) {
 	if err := f.st.Apply(seg, b); err != nil {
 		return addr.Addr{}, err // Check passed: cannot happen
 	}
+	f.runs.add(seg, n)
 	return f.st.Head, nil
 }
 

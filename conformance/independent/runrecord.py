@@ -195,6 +195,7 @@ def verify(data, cited=None):
     head = blake3(b"sandbox.runrecord/1" + digest(hdr["unit"], "unit", 1) + digest(hdr["grants"], "grants", 1))
     heads = [head]
     phase, last, segs, executed, idle = "active", None, 0, 0, 0
+    runs = {}  # attestation -> the line that executed it
     for n, raw in enumerate(lines[1:], start=2):
         seg = parse_canonical(raw, n)
         kind = seg.get("kind")
@@ -235,6 +236,8 @@ def verify(data, cited=None):
             raise Reject("phase", n, kind + " while parked")
         if kind in ("resumed", "claimed", "closed") and idle + uj >= 2 ** 53:
             raise Reject("int-range", n, "idle energy")
+        if kind == "executed" and seg["attestation"] in runs:
+            raise Reject("invalid", n, "the run of line %d executed again" % runs[seg["attestation"]])
         if kind == "resumed":
             if phase != "parked":
                 raise Reject("phase", n, "resumed while active")
@@ -247,6 +250,7 @@ def verify(data, cited=None):
         segs += 1
         if kind == "executed":
             executed += 1
+            runs[seg["attestation"]] = n
         elif kind == "suspended":
             phase, last = "parked", snap
         elif kind == "resumed":

@@ -97,6 +97,15 @@ func TestSuspendResumeS1(t *testing.T) {
 	if err != nil || len(ls) != 1 || ls[0].ActiveUJ == 0 || ls[0].IdleUJ != st.IdleUJ || ls[0].TotalUJ != ls[0].ActiveUJ+ls[0].IdleUJ || ls[0].RunsMissing != 0 {
 		t.Fatalf("records: %+v %v", ls, err)
 	}
+	// A record that names one run twice does not verify, and so counts
+	// no run's energy twice.
+	lines := strings.SplitAfter(string(b), "\n")
+	forged := strings.Join(append(append(append([]string{}, lines[:5]...), lines[1]), lines[5:]...), "")
+	os.WriteFile(h.RecordPath(info.ID), []byte(forged), 0o600)
+	if ls, err := h.Records(LocalOwner); err != nil || len(ls) != 1 || !strings.Contains(ls[0].Err, "executed at segment 1 already") || ls[0].ActiveUJ != 0 {
+		t.Fatalf("records of a record naming a run twice: %+v %v", ls, err)
+	}
+	os.WriteFile(h.RecordPath(info.ID), b, 0o600)
 	// Each exec cites the record: its genesis, and the head it continued.
 	if c := r1.Attestation.Claim.Record; c == nil || c.Genesis != record.Genesis(st.Header.Unit, st.Header.Grants) || c.Head != c.Genesis {
 		t.Fatalf("the first exec's citation: %+v", c)

@@ -98,6 +98,10 @@ type parts struct {
 	r       receipt.Receipt
 	c       attest.Claim
 	entries int // input entries of the journal before its outcome
+	// outcome changes the journal's outcome entry; unbound leaves the
+	// journal out of the claim (and the outputs out of the directory).
+	outcome func(*journal.Outcome)
+	unbound bool
 }
 
 // sampleRun builds the records of one fixed run, signed by k.
@@ -196,30 +200,39 @@ func sampleRunWith(k key.Private, change func(*parts)) (*run, error) {
 	if r.Fuel != nil {
 		fuelUsed = *r.Fuel
 	}
-	if err := jw.Append(journal.OutcomeKind, nil, journal.Outcome{Status: string(attest.Exited), ExitCode: 0,
-		Stdout: addr.Of(stdout), StdoutLen: uint64(len(stdout)), Stderr: addr.Of(stderr), Fuel: fuelUsed}); err != nil {
+	o := journal.Outcome{Status: string(attest.Exited), ExitCode: 0,
+		Stdout: addr.Of(stdout), StdoutLen: uint64(len(stdout)), Stderr: addr.Of(stderr), Fuel: fuelUsed}
+	if pt.outcome != nil {
+		pt.outcome(&o)
+	}
+	if err := jw.Append(journal.OutcomeKind, nil, o); err != nil {
 		return nil, err
 	}
 	root := jw.Root()
 	c := pt.c
 	c.Unit, c.Image, c.Grants, c.Decisions, c.Receipt, c.Journal = ua, u.Image, ga, da, addr.Of(rb), &root
+	if pt.unbound {
+		c.Journal = nil
+	}
 	a, err := attest.Seal(c, k)
 	if err != nil {
 		return nil, err
 	}
-	return &run{
-		files: map[string][]byte{
-			verify.FileAttestation: a.Envelope,
-			verify.FileReceipt:     rb,
-			verify.FileUnit:        ub,
-			verify.FileGrants:      gb,
-			verify.FileDecisions:   db,
-			verify.FileJournal:     jb.Bytes(),
-			verify.FileStdout:      stdout,
-			verify.FileStderr:      stderr,
-		},
-		claim: a.Claim, rcpt: r, unitB: ub,
-	}, nil
+	files := map[string][]byte{
+		verify.FileAttestation: a.Envelope,
+		verify.FileReceipt:     rb,
+		verify.FileUnit:        ub,
+		verify.FileGrants:      gb,
+		verify.FileDecisions:   db,
+		verify.FileJournal:     jb.Bytes(),
+		verify.FileStdout:      stdout,
+		verify.FileStderr:      stderr,
+	}
+	if pt.unbound {
+		delete(files, verify.FileStdout)
+		delete(files, verify.FileStderr)
+	}
+	return &run{files: files, claim: a.Claim, rcpt: r, unitB: ub}, nil
 }
 
 // pack accumulates files and manifest entries.
@@ -535,6 +548,16 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 				p.u.Kind = tier.Native
 				p.c.Tier = attest.Tier{Required: tier.S1, Chosen: tier.S1, Reason: "a native unit runs at S1 (Capability)"}
 			}},
+		{"run-journal-unbound", "a journal.cbor beside a claim that binds no journal (and no outputs): nothing vouches for it", reject.Unrecognised,
+			func(p *parts) { p.unbound = true }},
+		{"run-journal-status", "the journal's outcome says killed (exit code -1), the attestation exited 0", reject.Invalid,
+			func(p *parts) {
+				p.outcome = func(o *journal.Outcome) { o.Status, o.ExitCode = string(attest.Killed), -1 }
+			}},
+		{"run-journal-exit-code", "the journal's outcome says exit code 3, the attestation 0", reject.Invalid,
+			func(p *parts) { p.outcome = func(o *journal.Outcome) { o.ExitCode = 3 } }},
+		{"run-journal-fuel", "the journal's outcome says fuel 1, the receipt 1234567", reject.Invalid,
+			func(p *parts) { p.outcome = func(o *journal.Outcome) { o.Fuel = 1 } }},
 	} {
 		r, err := sampleRunWith(k, d.change)
 		if err != nil {
