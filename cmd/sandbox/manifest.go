@@ -45,18 +45,9 @@ addressed by digest, name@sha256:...). --out FILE writes the signed
 manifest.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var b []byte
-			var err error
-			if args[0] == "-" {
-				b, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), 1<<20+1))
-			} else {
-				b, err = os.ReadFile(args[0])
-			}
+			b, err := readDevcontainer(cmd.InOrStdin(), args[0])
 			if err != nil {
 				return err
-			}
-			if len(b) > 1<<20 {
-				return fmt.Errorf("%s: over 1 MiB, which no devcontainer.json is", args[0])
 			}
 			m, err := manifest.FromDevcontainer(b)
 			if err != nil {
@@ -92,10 +83,27 @@ manifest.`,
 	return c
 }
 
+// readDevcontainer reads file ('-': stdin) up to one byte over
+// manifest.MaxSize: enough for the reader to refuse it, naming the
+// bound, without reading a file of any size whole.
+func readDevcontainer(stdin io.Reader, file string) ([]byte, error) {
+	r := stdin
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	return io.ReadAll(io.LimitReader(r, manifest.MaxSize+1))
+}
+
 // signedManifest is the signed manifest file holds: as it is, when it is
 // one; else read as a devcontainer.json and signed with this host's key.
+// Either is read up to manifest.MaxSize.
 func signedManifest(g *globals, file string) ([]byte, error) {
-	b, err := os.ReadFile(file)
+	b, err := readDevcontainer(nil, file)
 	if err != nil {
 		return nil, err
 	}
