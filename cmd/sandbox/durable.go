@@ -369,7 +369,11 @@ this state directory, checked whole before anything is placed: every
 object must hash to its name, every run's attestation to its directory
 (under a valid signature: which keys to trust is yours, at 'sandbox
 record verify --runs --trust'), the record must verify from its genesis
-and name nothing the bundle lacks. A record already here is replaced
+and name nothing that is neither in the bundle nor here: its unit and
+grants, each suspension's workspace tree and every chunk of it, its
+environment manifest and memory image (and what an S2 park names), and
+every run whole (each record its attestation binds), else it is refused
+naming the first missing (exit 4). A record already here is replaced
 only by one that extends it. A suspended sandbox imported is then
 resumed with 'sandbox resume' (its environment must be this host's).`,
 		Args: usageArgs(cobra.ExactArgs(1)),

@@ -26,6 +26,8 @@ import (
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/reject"
+	"github.com/opensubstrate/sandbox/tier"
+	"github.com/opensubstrate/sandbox/verify"
 )
 
 // A bundle carries a durable run to another host (seed 000: the record
@@ -35,8 +37,9 @@ import (
 // names, whole. Import takes nothing on trust: every blob must hash to
 // its name, every run's attestation to its directory's name (under a
 // valid signature; whose key is trusted is the verifier's business),
-// and the record must verify from its genesis; only then is anything
-// put in place.
+// the record must verify from its genesis, and every object it names
+// must be in the bundle or here already (checkNamed); only then is
+// anything put in place.
 
 // BundleType is bundle.json's "bundle".
 const BundleType = "sandbox.bundle/1"
@@ -105,7 +108,7 @@ func (h *Host) Export(id string, w io.Writer) error {
 				if err != nil {
 					return err
 				}
-				objs, err := park.objects(h)
+				objs, err := park.objects(h.Store)
 				if err != nil {
 					return err
 				}
@@ -233,26 +236,8 @@ func (h *Host) Import(r io.Reader, owner string) (Imported, error) {
 		return im, reject.New(reject.Phase, "bundle", "an active record: only a suspended or closed sandbox travels")
 	}
 	im.Phase = st.Phase
-	// Every object the record names is in the bundle or already here.
-	for _, a := range []addr.Addr{st.Header.Unit, st.Header.Grants} {
-		if _, ok := b.blobs[a]; !ok && !h.Store.HasBlob(a) {
-			return im, reject.New(reject.Missing, "bundle", "blob %s, which the record's genesis names", a)
-		}
-	}
-	if st.Last != nil && st.Phase == record.Parked {
-		if _, ok := b.blobs[st.Last.Root]; !ok && !h.Store.HasBlob(st.Last.Root) {
-			return im, reject.New(reject.Missing, "bundle", "the suspended workspace's tree %s", st.Last.Root)
-		}
-	}
-	entries, _, _ := chain.Split(b.record)
-	for i, e := range entries[1:] {
-		if seg, _ := record.ParseSegment(e); seg.Kind == record.Executed {
-			if _, ok := b.runs[seg.Attestation]; !ok {
-				if _, err := os.Stat(h.Store.Path("runs", seg.Attestation.Hex())); err != nil {
-					return im, reject.New(reject.Missing, fmt.Sprintf("bundle: record line %d", i+2), "run %s, which the record names", seg.Attestation)
-				}
-			}
-		}
+	if err := h.checkNamed(b, st); err != nil {
+		return im, err
 	}
 	// The record here, if any, must be a prefix of the one imported.
 	path := h.RecordPath(b.manifest.Sandbox)
@@ -325,6 +310,164 @@ func (h *Host) Import(r io.Reader, owner string) (Imported, error) {
 		}
 	}
 	return im, nil
+}
+
+// checkNamed checks that every object the bundle's record (verified:
+// st) names is in the bundle or already here, as Export puts them in:
+// the genesis's unit (a durable unit of the bundle's sandbox) and
+// grants; each suspension's workspace tree, every chunk of it, its
+// environment manifest and its memory image, and, for an S2 sandbox's
+// park, every object the park names; each run whole, every record its
+// attestation binds beside it (checked under the attestation's own
+// signer: that it is whole, not that its signer is trusted, which is
+// the verifier's business). The first missing is refused (missing),
+// named with the record line that names it.
+func (h *Host) checkNamed(b *bundle, st record.State) error {
+	entries, _, err := chain.Split(b.record)
+	if err != nil {
+		return err
+	}
+	blobs := bundleBlobs{b: b, store: h.Store}
+	for _, a := range []addr.Addr{st.Header.Unit, st.Header.Grants} {
+		if !blobs.HasBlob(a) {
+			return reject.New(reject.Missing, "bundle: record line 1", "blob %s, which the record's genesis names", a)
+		}
+	}
+	var u DurableUnit
+	if ub, err := blobs.Blob(st.Header.Unit); err != nil || canon.Unmarshal(ub, &u) != nil || u.Sandbox != DurableUnitType || u.ID != b.manifest.Sandbox {
+		return reject.New(reject.Invalid, "bundle: record line 1", "the genesis's unit %s is not sandbox %s's", st.Header.Unit, b.manifest.Sandbox)
+	}
+	seen := map[addr.Addr]bool{}
+	for i, e := range entries[1:] {
+		where := fmt.Sprintf("bundle: record line %d", i+2)
+		seg, err := record.ParseSegment(e)
+		if err != nil {
+			return err
+		}
+		switch seg.Kind {
+		case record.Executed:
+			if err := h.checkRun(b, seg.Attestation, where); err != nil {
+				return err
+			}
+		case record.Suspended:
+			sn := seg.Snapshot
+			if err := blobs.need(where, seen, sn.Manifest, "the suspension's environment manifest"); err != nil {
+				return err
+			}
+			if err := blobs.need(where, seen, sn.Root, "the suspension's workspace tree"); err != nil {
+				return err
+			}
+			t, err := tree.Load(blobs, sn.Root)
+			if err != nil {
+				return reject.In(where, err)
+			}
+			for _, te := range t.Entries {
+				for _, c := range te.Chunks {
+					if err := blobs.need(where, seen, c, fmt.Sprintf("a chunk of %q in the workspace tree %s", te.Path, sn.Root)); err != nil {
+						return err
+					}
+				}
+			}
+			if sn.Memory == nil {
+				continue
+			}
+			if err := blobs.need(where, seen, *sn.Memory, "the suspension's memory image"); err != nil {
+				return err
+			}
+			if u.Tier != tier.S2 {
+				continue // a VM's memory image is one object
+			}
+			mb, err := blobs.Blob(*sn.Memory)
+			if err != nil {
+				return err
+			}
+			park, err := parsePark(mb)
+			if err != nil {
+				return reject.In(fmt.Sprintf("%s: the memory image %s", where, *sn.Memory), err)
+			}
+			objs, err := park.objects(blobs)
+			if err != nil {
+				return reject.New(reject.Missing, where, "an object the park %s names: %v", *sn.Memory, err)
+			}
+			for _, a := range objs {
+				if err := blobs.need(where, seen, a, "an object the park "+sn.Memory.String()+" names"); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkRun checks that run a, which the record names at where, is here
+// already or whole in the bundle.
+func (h *Host) checkRun(b *bundle, a addr.Addr, where string) error {
+	files, ok := b.runs[a]
+	if !ok {
+		if _, err := os.Stat(h.Store.Path("runs", a.Hex())); err != nil {
+			return reject.New(reject.Missing, where, "run %s, which the record names", a)
+		}
+		return nil
+	}
+	p, ok := files[verify.FileAttestation]
+	if !ok {
+		return reject.New(reject.Missing, where, "run %s's attestation", a)
+	}
+	env, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	at, err := attest.Verify(env, key.Trust{})
+	if at == nil {
+		return fmt.Errorf("%s: run %s: %w", where, a, err)
+	}
+	v := &verify.Verifier{Trust: key.NewTrust(at.Claim.Signer)}
+	for _, r := range v.Path(filepath.Dir(p)) {
+		if r.Err != nil {
+			return reject.In(fmt.Sprintf("%s: run %s: %s", where, a, filepath.Base(r.Path)), r.Err)
+		}
+	}
+	return nil
+}
+
+// bundleBlobs are the blobs an import will have once it places the
+// bundle: the bundle's (staged, each checked by address as it was read)
+// and the store's.
+type bundleBlobs struct {
+	b     *bundle
+	store *store.Store
+}
+
+// Blob reads blob a.
+func (x bundleBlobs) Blob(a addr.Addr) ([]byte, error) {
+	if p, ok := x.b.blobs[a]; ok {
+		return os.ReadFile(p)
+	}
+	return x.store.Blob(a)
+}
+
+// HasBlob says whether blob a is in the bundle or here.
+func (x bundleBlobs) HasBlob(a addr.Addr) bool {
+	_, ok := x.b.blobs[a]
+	return ok || x.store.HasBlob(a)
+}
+
+// PutBlob refuses: a bundle is read, not written.
+func (bundleBlobs) PutBlob(addr.Addr, []byte) error {
+	return errors.New("bundle: the blobs of a bundle being checked are not written")
+}
+
+// need refuses blob a, what the record names at where, when it is
+// neither in the bundle nor here; seen skips one already checked.
+func (x bundleBlobs) need(where string, seen map[addr.Addr]bool, a addr.Addr, what string) error {
+	if seen[a] {
+		return nil
+	}
+	if !x.HasBlob(a) {
+		return reject.New(reject.Missing, where, "%s, %s, is neither in the bundle nor here", what, a)
+	}
+	seen[a] = true
+	return nil
 }
 
 func decodeParked(b []byte, p *parked) error {

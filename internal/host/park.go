@@ -69,11 +69,18 @@ type ParkedExec struct {
 	retained int64 // the bytes of its journal and memory
 }
 
-// objects are the stored objects a park names (for an export).
-func (p S2Park) objects(h *Host) ([]addr.Addr, error) {
+// blobReader reads stored objects by address: the store, or a bundle
+// being checked (bundleBlobs).
+type blobReader interface {
+	Blob(addr.Addr) ([]byte, error)
+}
+
+// objects are the stored objects a park names (for an export, and an
+// import's check), read from blobs (its units, for their images).
+func (p S2Park) objects(blobs blobReader) ([]addr.Addr, error) {
 	var out []addr.Addr
 	for _, x := range p.Execs {
-		ub, err := h.Store.Blob(x.Unit)
+		ub, err := blobs.Blob(x.Unit)
 		if err != nil {
 			return nil, err
 		}
