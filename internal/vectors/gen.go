@@ -357,6 +357,9 @@ func Generate() (map[string][]byte, error) {
 		About: "a fleet of 13 items: each leaf (SHA-256 of 0x00 and the item's canonical JSON), the root of every prefix, the signed checkpoint of all 13 under the pack's key (its C2SP verifier key given), inclusion and consistency proofs that verify and some that must not, and lists of items a fleet is made of or not (in index order from 0, each with its run and input) with the code of each refusal (internal/fleet)"},
 		map[string][]byte{"positive/fleet.json": fv})
 
+	if err := recordRunsVectors(p, k); err != nil {
+		return nil, err
+	}
 	if err := negatives(p, good, k, other); err != nil {
 		return nil, err
 	}

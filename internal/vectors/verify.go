@@ -179,6 +179,8 @@ func check(v *verify.Verifier, dir string, e Entry) Outcome {
 			r.Err = reject.Wrap(reject.Invalid, "", err)
 		}
 		results = []verify.Result{r}
+	case KindRecordRuns:
+		results = []verify.Result{checkRecordRuns(v, p)}
 	case KindEncoding:
 		r := verify.Result{Path: p, Kind: KindEncoding}
 		if b, err := os.ReadFile(p); err != nil {
@@ -205,7 +207,7 @@ func check(v *verify.Verifier, dir string, e Entry) Outcome {
 		o.Why = fmt.Sprintf("got %s, want %s", o.Got, e.Expect)
 	case e.Addr != nil && len(results) > 0 && results[0].Addr != *e.Addr:
 		o.Why = fmt.Sprintf("address %s, manifest says %s", results[0].Addr, *e.Addr)
-	case e.Kind != "run" && e.Kind != "addresses" && e.Kind != KindEd25519JCS && e.Kind != KindEncoding && e.Kind != KindDurable && e.Kind != KindEnvironment && e.Kind != KindFleet && len(results) > 0 && results[0].Kind != e.Kind:
+	case e.Kind != "run" && e.Kind != "addresses" && e.Kind != KindEd25519JCS && e.Kind != KindEncoding && e.Kind != KindDurable && e.Kind != KindEnvironment && e.Kind != KindFleet && e.Kind != KindRecordRuns && len(results) > 0 && results[0].Kind != e.Kind:
 		o.Why = fmt.Sprintf("recognised as %s, manifest says %s", results[0].Kind, e.Kind)
 	default:
 		o.Pass = true
