@@ -45,7 +45,13 @@ addressed by digest, name@sha256:...). --out FILE writes the signed
 manifest.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := readDevcontainer(cmd.InOrStdin(), args[0])
+			var b []byte
+			var err error
+			if args[0] == "-" {
+				b, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), manifest.MaxSize+1))
+			} else {
+				b, err = readDevcontainer(args[0])
+			}
 			if err != nil {
 				return err
 			}
@@ -83,27 +89,23 @@ manifest.`,
 	return c
 }
 
-// readDevcontainer reads file ('-': stdin) up to one byte over
-// manifest.MaxSize: enough for the reader to refuse it, naming the
-// bound, without reading a file of any size whole.
-func readDevcontainer(stdin io.Reader, file string) ([]byte, error) {
-	r := stdin
-	if file != "-" {
-		f, err := os.Open(file)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		r = f
+// readDevcontainer reads file up to one byte over manifest.MaxSize:
+// enough for the reader to refuse it, naming the bound, without reading
+// a file of any size whole.
+func readDevcontainer(file string) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
 	}
-	return io.ReadAll(io.LimitReader(r, manifest.MaxSize+1))
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, manifest.MaxSize+1))
 }
 
 // signedManifest is the signed manifest file holds: as it is, when it is
 // one; else read as a devcontainer.json and signed with this host's key.
 // Either is read up to manifest.MaxSize.
 func signedManifest(g *globals, file string) ([]byte, error) {
-	b, err := readDevcontainer(nil, file)
+	b, err := readDevcontainer(file)
 	if err != nil {
 		return nil, err
 	}
