@@ -21,6 +21,9 @@
 //     while parked (phase), with the snapshot of the last suspension,
 //     identical by address (snapshot-mismatch); nothing after Closed
 //     (closed); Closed at any point, parked too.
+//   - One run is one execution: an Executed segment naming an
+//     attestation an earlier one named is refused (invalid), so that no
+//     run's energy is counted twice.
 //   - A record verifies only from its genesis: every line is checked,
 //     in order, and the head is recomputed; a file that does not parse
 //     is an error, never a shorter history.

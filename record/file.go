@@ -21,6 +21,7 @@ type File struct {
 	path   string
 	log    *chain.File
 	st     State
+	runs   runs // the attestations its Executed segments named
 	sealer *Sealer
 	seals  *chain.File
 	sealed int // entries sealed
@@ -95,12 +96,12 @@ func open(path string, header []byte, s *Sealer) (*File, error) {
 		log.Close()
 		return nil, fmt.Errorf("%s: empty, not a record: %w", path, os.ErrNotExist)
 	}
-	st, err := Verify(entries)
+	st, rs, err := replay(entries, nil)
 	if err != nil {
 		log.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	f := &File{path: path, log: log, st: st, sealer: s}
+	f := &File{path: path, log: log, st: st, runs: rs, sealer: s}
 	if s != nil {
 		if err := f.openSeals(entries); err != nil {
 			log.Close()
@@ -186,7 +187,11 @@ func (f *File) Append(seg Segment) (addr.Addr, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	n := f.st.Segments + 1
 	if err := f.st.Check(seg); err != nil {
+		return addr.Addr{}, err
+	}
+	if err := f.runs.check(seg, n); err != nil {
 		return addr.Addr{}, err
 	}
 	if err := f.log.Append(b); err != nil {
@@ -195,6 +200,7 @@ func (f *File) Append(seg Segment) (addr.Addr, error) {
 	if err := f.st.Apply(seg, b); err != nil {
 		return addr.Addr{}, err // Check passed: cannot happen
 	}
+	f.runs.add(seg, n)
 	if f.sealer != nil && f.sealed == f.st.Segments {
 		// The entry is acknowledged: it is in the record. A seal that
 		// does not take is made when the record is next opened (an

@@ -370,11 +370,36 @@ func (st *State) Apply(seg Segment, b []byte) error {
 	return nil
 }
 
+// runs are the attestations a record's Executed segments named, each
+// with the number of its segment: one run is one execution, named once,
+// so that its energy is counted once.
+type runs map[addr.Addr]int
+
+// check refuses an Executed segment, the n-th, naming a run named
+// before.
+func (r runs) check(seg Segment, n int) error {
+	if seg.Kind != Executed {
+		return nil
+	}
+	if first, ok := r[seg.Attestation]; ok {
+		return reject.New(reject.Invalid, fmt.Sprintf("segment %d", n), "attestation %s was executed at segment %d already: one run is one execution, named once", seg.Attestation, first)
+	}
+	return nil
+}
+
+// add notes seg, the n-th segment, once it is applied.
+func (r runs) add(seg Segment, n int) {
+	if seg.Kind == Executed {
+		r[seg.Attestation] = n
+	}
+}
+
 // Verify replays a record's entries from its genesis: the header, then
 // every segment, each checked against the rules. The error names the
 // line.
 func Verify(entries [][]byte) (State, error) {
-	return replay(entries, nil)
+	st, _, err := replay(entries, nil)
+	return st, err
 }
 
 // Walk verifies a record's wire form as VerifyBytes does, calling visit
@@ -385,26 +410,33 @@ func Walk(b []byte, visit func(seg Segment, before addr.Addr) error) (State, err
 	if err != nil {
 		return State{}, err
 	}
-	return replay(entries, visit)
+	st, _, err := replay(entries, visit)
+	return st, err
 }
 
-// replay is Verify, calling visit (when set) before each segment's step.
-func replay(entries [][]byte, visit func(Segment, addr.Addr) error) (State, error) {
+// replay is Verify, calling visit (when set) before each segment's step;
+// it returns the runs the record names too.
+func replay(entries [][]byte, visit func(Segment, addr.Addr) error) (State, runs, error) {
 	if len(entries) == 0 {
-		return State{}, reject.New(reject.Missing, "line 1", "a record begins with its genesis entry")
+		return State{}, nil, reject.New(reject.Missing, "line 1", "a record begins with its genesis entry")
 	}
 	h, err := ParseHeader(entries[0])
 	if err != nil {
 		if seg, serr := ParseSegment(entries[0]); serr == nil {
 			err = reject.New(reject.Missing, "", "a record begins with its genesis entry, not an %s segment", seg.Kind)
 		}
-		return State{}, at(1, err)
+		return State{}, nil, at(1, err)
 	}
 	st := New(h)
+	rs := runs{}
 	for i, b := range entries[1:] {
+		n := st.Segments + 1
 		seg, err := ParseSegment(b)
 		if err == nil {
 			err = st.Check(seg)
+		}
+		if err == nil {
+			err = rs.check(seg, n)
 		}
 		if err == nil && visit != nil {
 			err = visit(seg, st.Head)
@@ -413,10 +445,11 @@ func replay(entries [][]byte, visit func(Segment, addr.Addr) error) (State, erro
 			err = st.Apply(seg, b)
 		}
 		if err != nil {
-			return st, at(i+2, err)
+			return st, rs, at(i+2, err)
 		}
+		rs.add(seg, n)
 	}
-	return st, nil
+	return st, rs, nil
 }
 
 // wire cuts a record's wire form into its entries: every entry whole.

@@ -118,6 +118,8 @@ func TestRecordRules(t *testing.T) {
 		{"a snapshot with memory added", []Segment{suspend(snapA), resume(Snapshot{Root: snapA.Root, Manifest: snapA.Manifest, Memory: &snapB.Root}, 0)}, reject.SnapshotMismatch},
 		{"after close", []Segment{{Kind: Closed}, executed("x")}, reject.Closed},
 		{"close after close", []Segment{{Kind: Closed}, {Kind: Closed}}, reject.Closed},
+		{"the same execution twice", []Segment{executed("x"), executed("x")}, reject.Invalid},
+		{"the same execution across a suspension", []Segment{executed("x"), suspend(snapA), resume(snapA, 0), executed("x")}, reject.Invalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "r.jsonl")
@@ -216,5 +218,27 @@ func TestOpenRefusesWhatDoesNotParse(t *testing.T) {
 				t.Fatalf("got %v, want %s at %s", err, tc.code, tc.where)
 			}
 		})
+	}
+}
+
+// One execution is one segment: a record that names the same run twice
+// would count its energy twice. The wire form is refused at the second,
+// on a replay and on open.
+func TestTheSameExecutionTwice(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.jsonl")
+	f, _ := Create(path, unit, grants)
+	f.Append(executed("1"))
+	f.Append(executed("2"))
+	f.Close()
+	good, _ := os.ReadFile(path)
+	lines := strings.SplitAfter(string(good), "\n")
+	twice := good
+	twice = append(append([]byte{}, twice...), lines[1]...)
+	if _, err := VerifyBytes(twice); !errors.Is(err, reject.Invalid) || !strings.Contains(err.Error(), "line 4") || !strings.Contains(err.Error(), "segment 1") {
+		t.Fatalf("replay: %v", err)
+	}
+	os.WriteFile(path, twice, 0o600)
+	if _, err := Open(path); !errors.Is(err, reject.Invalid) || !strings.Contains(err.Error(), "line 4") {
+		t.Fatalf("open: %v", err)
 	}
 }

@@ -95,7 +95,7 @@ func ParseSeal(b []byte) (Seal, error) {
 // genesis's is head₀), verified from its genesis as Verify does.
 func Heads(entries [][]byte) ([]addr.Addr, State, error) {
 	heads := make([]addr.Addr, 0, len(entries))
-	st, err := replay(entries, func(_ Segment, before addr.Addr) error {
+	st, _, err := replay(entries, func(_ Segment, before addr.Addr) error {
 		heads = append(heads, before)
 		return nil
 	})

@@ -269,9 +269,11 @@ func (v *Verifier) Attestation(p string) []Result {
 	}
 	var outcome *journal.Outcome
 	if c.Journal != nil {
-		r, o := v.journal(filepath.Join(dir, FileJournal), *c.Journal, u)
+		r, o := v.journal(filepath.Join(dir, FileJournal), &c, u, rc)
 		out = append(out, r)
 		outcome = o
+	} else if r, ok := v.unboundJournal(dir); ok {
+		out = append(out, r)
 	}
 	out = append(out, v.outputs(dir, c.Journal != nil, outcome)...)
 	return append(out, v.strays(dir)...)
@@ -379,10 +381,25 @@ func (v *Verifier) readDir(dir string) ([]string, error) {
 	return names, nil
 }
 
+// unboundJournal refuses a journal.cbor beside a claim that binds none:
+// nothing vouches for it, and a reader would take it for the run's.
+func (v *Verifier) unboundJournal(dir string) (Result, bool) {
+	p := filepath.Join(dir, FileJournal)
+	if _, err := v.read(p); errors.Is(err, fs.ErrNotExist) {
+		return Result{}, false
+	}
+	return Result{Path: p, Kind: KindJournal,
+		Err: reject.New(reject.Unrecognised, "", "the attestation binds no journal, so nothing binds %s", FileJournal)}, true
+}
+
 // journal checks a bound journal: its root (the head of its hash chain,
 // not the hash of the file) must be the one the claim gives, and it must
-// end with its outcome entry, which it returns.
-func (v *Verifier) journal(p string, want addr.Addr, u *unit.Unit) (Result, *journal.Outcome) {
+// end with its outcome entry, which it returns. The outcome must be the
+// claim's (status, and the exit code where the status is exited, else
+// -1) and its fuel the receipt's (0 where the receipt counts none); rc
+// is nil when the receipt failed, and its own result says why.
+func (v *Verifier) journal(p string, c *attest.Claim, u *unit.Unit, rc *receipt.Receipt) (Result, *journal.Outcome) {
+	want := *c.Journal
 	r := Result{Path: p, Kind: KindJournal}
 	raw, err := v.read(p)
 	switch {
@@ -414,8 +431,38 @@ func (v *Verifier) journal(p string, want addr.Addr, u *unit.Unit) (Result, *jou
 		r.Err = reject.New(reject.Invalid, fmt.Sprintf("journal entry %d", 0), "a native unit's journal holds its outcome alone, not %d entries", len(entries))
 		return r, nil
 	}
+	if err := outcomeAgrees(o, c, rc, len(entries)-1); err != nil {
+		r.Err = err
+		return r, nil
+	}
 	r.Note = fmt.Sprintf("journal, %s, root bound", countEntries(len(entries)))
 	return r, &o
+}
+
+// outcomeAgrees compares the journal's outcome entry (entry n) with the
+// claim's outcome and the receipt's fuel.
+func outcomeAgrees(o journal.Outcome, c *attest.Claim, rc *receipt.Receipt, n int) error {
+	where := fmt.Sprintf("journal entry %d", n)
+	code := int64(-1)
+	if c.Outcome.ExitCode != nil {
+		code = int64(*c.Outcome.ExitCode)
+	}
+	switch {
+	case o.Status != string(c.Outcome.Status):
+		return reject.New(reject.Invalid, where+".status", "the journal's outcome is %q, the attestation's %q", o.Status, c.Outcome.Status)
+	case o.ExitCode != code:
+		return reject.New(reject.Invalid, where+".exit_code", "the journal's exit code is %d, the attestation's %d (-1: none)", o.ExitCode, code)
+	case rc == nil:
+		return nil
+	}
+	fuel := uint64(0)
+	if rc.Fuel != nil {
+		fuel = *rc.Fuel
+	}
+	if o.Fuel != fuel {
+		return reject.New(reject.Invalid, where+".fuel", "the journal's fuel is %d, the receipt's %d (0: none counted)", o.Fuel, fuel)
+	}
+	return nil
 }
 
 // countEntries says "1 entry", "2 entries".

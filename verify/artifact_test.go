@@ -177,6 +177,59 @@ func TestOutputsAreBound(t *testing.T) {
 	}
 }
 
+// TestJournalOutcomeIsTheClaims: the journal's outcome entry says how
+// the run ended, as the claim does, and what fuel it used, as the
+// receipt does; where they differ the run is refused (invalid). A
+// journal.cbor the claim does not bind is a file no record binds.
+func TestJournalOutcomeIsTheClaims(t *testing.T) {
+	k := vectors.TestKey()
+	v := &verify.Verifier{Trust: key.NewTrust(k.Public())}
+	stdout := []byte("hello, world\n")
+	good := journal.Outcome{Status: "exited", Stdout: addr.Of(stdout), StdoutLen: uint64(len(stdout)), Stderr: addr.Of(nil)}
+	write := func(o journal.Outcome) string {
+		var jb bytes.Buffer
+		w := journal.NewWriter(&jb)
+		w.Append(journal.OutcomeKind, nil, o)
+		root := w.Root()
+		dir := writeRun(t, k, knobs{journal: &root})
+		os.WriteFile(filepath.Join(dir, verify.FileJournal), jb.Bytes(), 0o644)
+		os.WriteFile(filepath.Join(dir, verify.FileStdout), stdout, 0o644)
+		os.WriteFile(filepath.Join(dir, verify.FileStderr), nil, 0o644)
+		return dir
+	}
+	change := func(f func(*journal.Outcome)) journal.Outcome {
+		o := good
+		f(&o)
+		return o
+	}
+	tests := []struct {
+		name  string
+		o     journal.Outcome
+		want  reject.Code
+		names string
+	}{
+		{"as the claim says", good, "", ""},
+		{"another status", change(func(o *journal.Outcome) { o.Status = "killed"; o.ExitCode = -1 }), reject.Invalid, "status"},
+		{"another exit code", change(func(o *journal.Outcome) { o.ExitCode = 1 }), reject.Invalid, "exit code"},
+		{"no exit code for an exited run", change(func(o *journal.Outcome) { o.ExitCode = -1 }), reject.Invalid, "exit code"},
+		{"fuel the receipt does not count", change(func(o *journal.Outcome) { o.Fuel = 7 }), reject.Invalid, "fuel"},
+	}
+	for _, tc := range tests {
+		err := firstErr(v.Path(write(tc.o)))
+		if reject.CodeOf(err) != tc.want || tc.want != "" && !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("%s: %v, want %q naming %s", tc.name, err, tc.want, tc.names)
+		}
+	}
+	// A journal the claim does not bind: nothing vouches for it.
+	dir := writeRun(t, k, knobs{})
+	var jb bytes.Buffer
+	journal.NewWriter(&jb).Append(journal.OutcomeKind, nil, good)
+	os.WriteFile(filepath.Join(dir, verify.FileJournal), jb.Bytes(), 0o644)
+	if err := firstErr(v.Path(dir)); reject.CodeOf(err) != reject.Unrecognised || !strings.Contains(err.Error(), "journal") {
+		t.Errorf("a journal no claim binds: %v", err)
+	}
+}
+
 func TestSingleFiles(t *testing.T) {
 	k := vectors.TestKey()
 	dir := writeRun(t, k, knobs{})

@@ -7,8 +7,9 @@
 // (unit, grants, decision log, JCR-1 receipt, journal) by content
 // address, each canonical and valid and consistent with the claim, what a
 // verifier can re-derive (the required tier, the devices, the run's
-// window), the outputs against the journal's outcome entry, and that
-// nothing else is in the directory. docs/spec/run-directory.md is the
+// window), the journal's outcome entry against the claim's outcome and
+// the receipt's fuel, the outputs against that entry, and that nothing
+// else is in the directory (a journal the claim does not bind included). docs/spec/run-directory.md is the
 // normative order; the conformance pack (conformance/v1) is its test.
 //
 // A Verifier checks single files too: a file that is not an attestation

@@ -1,7 +1,9 @@
 package verify
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 
 	"github.com/opensubstrate/sandbox/addr"
@@ -31,6 +33,9 @@ func (v *Verifier) Record(b []byte, runDir func(addr.Addr) string) (record.State
 		}
 		dir := runDir(seg.Attestation)
 		rs := v.Path(dir)
+		if len(rs) == 1 && reject.CodeOf(rs[0].Err) == "" && errors.Is(rs[0].Err, fs.ErrNotExist) {
+			rs[0].Err = reject.New(reject.Missing, dir, "the record names run %s, and it is not here", seg.Attestation)
+		}
 		results = append(results, rs...)
 		for _, r := range rs {
 			if r.Err != nil {

@@ -1,12 +1,20 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/record"
 )
 
 // TestBadInput: every bad input found by trying sandbox as a new user
@@ -96,6 +104,39 @@ func TestBadInput(t *testing.T) {
 		}
 		if strings.Contains(errOut, "internal") || strings.Contains(errOut, "panic") {
 			t.Errorf("%q: %s", tc.args, errOut)
+		}
+	}
+}
+
+// TestBadRecordsAndManifests: the verifiers' bad inputs each get their
+// reject code and the exit status of the one category map: a record
+// naming a run that is not here, a devcontainer.json over its bound.
+func TestBadRecordsAndManifests(t *testing.T) {
+	home, dir := t.TempDir(), t.TempDir()
+	hb, _ := canon.Marshal(record.Header{Record: record.Domain, Unit: addr.Of([]byte("u")), Grants: addr.Of([]byte("g"))})
+	run := addr.Of([]byte("a run not here"))
+	sb, _ := record.Segment{Kind: record.Executed, Attestation: run}.Bytes()
+	rec := filepath.Join(dir, "r.jsonl")
+	os.WriteFile(rec, []byte(string(hb)+"\n"+string(sb)+"\n"), 0o600)
+	out, errOut, code := sandbox(t, home, "record", "verify", "--runs", "--json", rec)
+	var got struct{ Code, Error string }
+	json.Unmarshal([]byte(out), &got)
+	if code != 4 || got.Code != "missing" || !strings.Contains(got.Error, run.String()) {
+		t.Errorf("a record naming a run not here: exit %d %s %s", code, out, errOut)
+	}
+	big := filepath.Join(dir, "devcontainer.json")
+	os.WriteFile(big, append([]byte(`{"image":"a"}`), bytes.Repeat([]byte(" "), 1<<20)...), 0o644)
+	for _, args := range [][]string{{"manifest", big}, {"manifest", "-"}} {
+		cmd := cliCmd(t, home, nil, args...)
+		f, _ := os.Open(big)
+		cmd.Stdin = f
+		var e bytes.Buffer
+		cmd.Stderr = &e
+		err := cmd.Run()
+		f.Close()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(e.String(), "devcontainer.json: more than 1048576 bytes (1 MiB), the bound") {
+			t.Errorf("%v over 1 MiB: %v %s", args, err, e.String())
 		}
 	}
 }

@@ -388,17 +388,20 @@ func importCmd(g *globals) *cobra.Command {
 		Long: `Read a bundle ('sandbox export') and put the durable run it carries in
 this state directory, checked whole before anything is placed: every
 object must hash to its name, every run's attestation to its directory
-(under a valid signature), the record must verify from its genesis and
-name nothing the bundle lacks, and every entry of it must be sealed by
-the host that appended it with a key this host trusts: its own, or one
-given with --trust (the exporting host's 'sandbox key'). A bundle
-carries evidence, never authority: the sandbox resumes with the grants
-its record's genesis binds, and only if you may give them. A record
-already here is replaced only by one that extends it and carries this
-host's seals of what it had. The parked interval here starts at the
-import, priced by what this host retains. A suspended sandbox imported
-is then resumed with 'sandbox resume' (its environment must be this
-host's).`,
+(under a valid signature), every run whole, the record must verify from
+its genesis and name nothing that is neither in the bundle nor here
+(its unit and grants, each suspension's workspace tree and every chunk
+of it, its environment manifest and memory image, what an S2 park
+names, every run; else it is refused naming the first missing, exit 4),
+and every entry of it must be sealed by the host that appended it with a
+key this host trusts: its own, or one given with --trust (the exporting
+host's 'sandbox key'). A bundle carries evidence, never authority: the
+sandbox resumes with the grants its record's genesis binds, and only if
+you may give them. A record already here is replaced only by one that
+extends it and carries this host's seals of what it had. The parked
+interval here starts at the import, priced by what this host retains. A
+suspended sandbox imported is then resumed with 'sandbox resume' (its
+environment must be this host's).`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := g.stateDir()

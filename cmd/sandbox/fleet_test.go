@@ -108,6 +108,16 @@ func TestFleetCommands(t *testing.T) {
 	if _, e, code := sandbox(t, home, "fleet", "verify", id); code != 4 || !strings.Contains(e, "another root") {
 		t.Fatalf("a changed fleet: %d %s", code, e)
 	}
+	// Items out of their order: a verification failure that says so,
+	// never an internal error.
+	changed := []byte(strings.Join(lines, ""))
+	lines = strings.SplitAfter(string(b), "\n")
+	lines[3], lines[4] = lines[4], lines[3]
+	os.WriteFile(items, []byte(strings.Join(lines, "")), 0o600)
+	if _, e, code := sandbox(t, home, "fleet", "verify", id); code != 4 || !strings.Contains(e, "invalid: "+items+": items[3]") || !strings.Contains(e, "index order") {
+		t.Fatalf("items out of order: %d %s", code, e)
+	}
+	os.WriteFile(items, changed, 0o600)
 	if _, e, code := sandbox(t, home, "fleet", "prove", id, "12"); code != 2 {
 		t.Fatalf("an item past the end: %d %s", code, e)
 	}

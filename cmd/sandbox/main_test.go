@@ -55,7 +55,7 @@ func TestVectorsGenAndVerify(t *testing.T) {
 	b, _ := os.ReadFile(p)
 	os.WriteFile(p, bytes.Replace(b, []byte("/work"), []byte("/wark"), 1), 0o644)
 	out, _, code = sandbox(t, home, "vectors", "verify", dir)
-	if code != 4 || !strings.Contains(out, "FAIL  positive/run ") {
+	if code != 4 || !strings.Contains(out, "FAIL  pack  "+dir+": address: positive/run/grants.json") {
 		t.Fatalf("tampered pack: %d\n%s", code, out)
 	}
 }

@@ -48,15 +48,12 @@ manifest.`,
 			var b []byte
 			var err error
 			if args[0] == "-" {
-				b, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), 1<<20+1))
+				b, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), manifest.MaxSize+1))
 			} else {
-				b, err = os.ReadFile(args[0])
+				b, err = readDevcontainer(args[0])
 			}
 			if err != nil {
 				return err
-			}
-			if len(b) > 1<<20 {
-				return fmt.Errorf("%s: over 1 MiB, which no devcontainer.json is", args[0])
 			}
 			m, err := manifest.FromDevcontainer(b)
 			if err != nil {
@@ -92,10 +89,23 @@ manifest.`,
 	return c
 }
 
+// readDevcontainer reads file up to one byte over manifest.MaxSize:
+// enough for the reader to refuse it, naming the bound, without reading
+// a file of any size whole.
+func readDevcontainer(file string) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, manifest.MaxSize+1))
+}
+
 // signedManifest is the signed manifest file holds: as it is, when it is
 // one; else read as a devcontainer.json and signed with this host's key.
+// Either is read up to manifest.MaxSize.
 func signedManifest(g *globals, file string) ([]byte, error) {
-	b, err := os.ReadFile(file)
+	b, err := readDevcontainer(file)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/vectors"
 	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/verify"
 )
 
@@ -233,14 +235,20 @@ func vectorsCmd() *cobra.Command {
 	})
 	c.AddCommand(&cobra.Command{
 		Use:   "verify DIR",
-		Short: "Check every vector of the pack in DIR: positives verify, negatives fail with their named code",
+		Short: "Check the pack in DIR: every file the one its manifest pins, positives verify, negatives fail with their named code",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			outs, err := vectors.Verify(args[0])
+			out := cmd.OutOrStdout()
+			var re *reject.Error
+			if errors.As(err, &re) {
+				// A pack whose files are not the pinned ones is refused whole.
+				fmt.Fprintf(out, "FAIL  pack  %s: %v\n", args[0], err)
+				return exitError{errs.ExitCode(errs.Integrity)}
+			}
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
 			bad := 0
 			for _, o := range outs {
 				if o.Pass {

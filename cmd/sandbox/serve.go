@@ -293,7 +293,7 @@ func parsePool(arg string, ho *host.Host) (host.PoolSpec, error) {
 		case "image":
 			ps.Sandbox.Image = v
 		case "manifest":
-			b, err := os.ReadFile(v)
+			b, err := readDevcontainer(v)
 			if err != nil {
 				return bad("%v", err)
 			}

@@ -6,14 +6,19 @@ of this project's code.
 
 usage: runrecord.py DURABLE_JSON BLAKE3_TEST_VECTORS_JSON
        runrecord.py --record FILE [--cited b3:HEX]
+       runrecord.py --pack DIR BLAKE3_TEST_VECTORS_JSON
 
 The first form checks every case of conformance/v1/positive/durable.json and
 exits 0 only if each ends as the case states. The second verifies one record
-file and prints its head. Limit: canonical form is checked by re-serialising
+file and prints its head. The third checks that every file of the pack in DIR
+is the one its manifest.json pins by BLAKE3 address, and that the pack holds
+no other (docs/spec/conformance.md), then the pack's durable.json as the
+first form does. Limit: canonical form is checked by re-serialising
 with sorted keys, which equals RFC 8785 for the ASCII member names records
 use (JCS sorts by UTF-16 code units, Python by code points).
 """
 import json
+import os
 import sys
 
 # ---- BLAKE3 (hash mode, 32-byte output) --------------------------------------
@@ -195,6 +200,7 @@ def verify(data, cited=None):
     head = blake3(b"sandbox.runrecord/1" + digest(hdr["unit"], "unit", 1) + digest(hdr["grants"], "grants", 1))
     heads = [head]
     phase, last, segs, executed, idle = "active", None, 0, 0, 0
+    runs = {}  # attestation -> the line that executed it
     for n, raw in enumerate(lines[1:], start=2):
         seg = parse_canonical(raw, n)
         kind = seg.get("kind")
@@ -235,6 +241,8 @@ def verify(data, cited=None):
             raise Reject("phase", n, kind + " while parked")
         if kind in ("resumed", "claimed", "closed") and idle + uj >= 2 ** 53:
             raise Reject("int-range", n, "idle energy")
+        if kind == "executed" and seg["attestation"] in runs:
+            raise Reject("invalid", n, "the run of line %d executed again" % runs[seg["attestation"]])
         if kind == "resumed":
             if phase != "parked":
                 raise Reject("phase", n, "resumed while active")
@@ -247,6 +255,7 @@ def verify(data, cited=None):
         segs += 1
         if kind == "executed":
             executed += 1
+            runs[seg["attestation"]] = n
         elif kind == "suspended":
             phase, last = "parked", snap
         elif kind == "resumed":
@@ -260,7 +269,43 @@ def verify(data, cited=None):
     return {"head": "b3:" + head.hex(), "phase": phase, "segments": segs, "executed": executed, "idle_uj": idle}
 
 
+def check_pack(d):
+    """The files of the pack in d against its manifest's pins: the number
+    that differ (missing, another address, or not pinned)."""
+    with open(os.path.join(d, "manifest.json"), "rb") as f:
+        files = json.loads(f.read().decode("utf-8"))["files"]
+    bad, pinned = 0, set()
+    for f in files:
+        p = f["path"]
+        pinned.add(p)
+        try:
+            with open(os.path.join(d, *p.split("/")), "rb") as g:
+                data = g.read()
+        except FileNotFoundError:
+            print("%s: missing" % p)
+            bad += 1
+            continue
+        if "b3:" + blake3(data).hex() != f["address"]:
+            print("%s: address: the manifest pins %s" % (p, f["address"]))
+            bad += 1
+    for root, _, names in os.walk(d):
+        for n in names:
+            rel = os.path.relpath(os.path.join(root, n), d).replace(os.sep, "/")
+            if rel != "manifest.json" and rel not in pinned:
+                print("%s: unrecognised: not pinned" % rel)
+                bad += 1
+    print("%d files pinned, %d differ" % (len(files), bad))
+    return bad
+
+
 def main(argv):
+    if argv[1:2] == ["--pack"]:
+        vectors = argv[3]
+        check_blake3(vectors)
+        if check_pack(argv[2]):
+            sys.exit(1)
+        main([argv[0], os.path.join(argv[2], "positive", "durable.json"), vectors])
+        return
     if argv[1:2] == ["--record"]:
         cited = bytes.fromhex(argv[4][3:]) if argv[3:4] == ["--cited"] else None
         with open(argv[2], "rb") as f:

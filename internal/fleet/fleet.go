@@ -36,15 +36,18 @@ type Fleet struct {
 	leaves []merkle.Hash
 }
 
-// New checks that items are in index order from 0 and hashes them.
+// New checks that items are in index order from 0 and hashes them. An
+// item out of its place is invalid, one without its run or input
+// missing-field; errors are *reject.Error naming the item (items[i]).
 func New(origin string, items []Item) (*Fleet, error) {
 	f := &Fleet{Origin: origin, Items: items}
 	for i, it := range items {
+		where := fmt.Sprintf("items[%d]", i)
 		if it.Index != uint64(i) {
-			return nil, fmt.Errorf("fleet: item %d has index %d: items are in index order from 0", i, it.Index)
+			return nil, reject.New(reject.Invalid, where, "index %d: items are in index order from 0", it.Index)
 		}
 		if it.Run.IsZero() || it.Input.IsZero() {
-			return nil, fmt.Errorf("fleet: item %d names no run or no input", i)
+			return nil, reject.New(reject.MissingField, where, "an item names its run and its input")
 		}
 		l, err := it.Leaf()
 		if err != nil {

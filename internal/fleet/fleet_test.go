@@ -115,3 +115,38 @@ func TestFleet(t *testing.T) {
 		t.Fatal("a fleet out of order")
 	}
 }
+
+// A fleet's items.jsonl is read back from disk, where anyone may have
+// changed it: New never panics, refuses with a reject error, and takes
+// only items in index order from 0, each with its run and input.
+func FuzzNew(f *testing.F) {
+	var seed []byte
+	for _, it := range items(3) {
+		b, _ := canon.Marshal(it)
+		seed = append(append(seed, b...), '\n')
+	}
+	f.Add(seed)
+	f.Add([]byte("{\"index\":1}\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var its []Item
+		for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+			var it Item
+			if canon.Unmarshal([]byte(line), &it) != nil {
+				return
+			}
+			its = append(its, it)
+		}
+		fl, err := New("o", its)
+		if err != nil {
+			if reject.CodeOf(err) == "" {
+				t.Fatalf("%v is not a reject error", err)
+			}
+			return
+		}
+		for i, it := range fl.Items {
+			if it.Index != uint64(i) || it.Run.IsZero() || it.Input.IsZero() {
+				t.Fatalf("took item %d: %+v", i, it)
+			}
+		}
+	})
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/tier"
+	"github.com/opensubstrate/sandbox/verify"
 )
 
 // A bundle carries a durable run to another host (seed 000: the record
@@ -279,25 +280,12 @@ func (h *Host) checkBundle(ctx context.Context, b *bundle, st record.State, owne
 		}
 	}
 	// Every object the record names is in the bundle or already here.
+	if err := h.checkNamed(b, st); err != nil {
+		return err
+	}
 	src := bundleBlobs{b: b, store: h.Store}
-	blobList, runList, err := namedObjects(src, entries)
-	if err != nil {
-		return fmt.Errorf("bundle: %w", err)
-	}
-	for _, a := range blobList {
-		if !src.HasBlob(a) {
-			return reject.New(reject.Missing, "bundle", "blob %s, which the record names", a)
-		}
-	}
-	for _, a := range runList {
-		if _, ok := b.runs[a]; !ok {
-			if _, err := os.Stat(h.Store.Path("runs", a.Hex())); err != nil {
-				return reject.New(reject.Missing, "bundle", "run %s, which the record names", a)
-			}
-		}
-	}
 	// What its genesis grants, the importer must be one who may give.
-	u, given, err := genesisOf(src, st)
+	u, given, err := genesisOf(src, st, id)
 	if err != nil {
 		return fmt.Errorf("bundle: %w", err)
 	}
@@ -375,6 +363,66 @@ func (h *Host) place(b *bundle, st record.State, stage, owner string, im *Import
 		r := store.IndexedRecord{ID: id, Phase: string(st.Phase), Head: st.Head, Segments: st.Segments, Executed: st.Executed, Updated: h.now().UTC()}
 		if err := h.Store.Index.PutRecord(r); err != nil {
 			os.WriteFile(h.Store.Path("index.records-stale"), []byte(err.Error()+"\n"), 0o600)
+		}
+	}
+	return nil
+}
+
+// checkNamed checks that every object the bundle's record (verified:
+// st) names is in the bundle or already here, as Export puts them in
+// (namedObjects), each run whole (checkRun). The first missing is
+// refused (missing), naming it.
+func (h *Host) checkNamed(b *bundle, st record.State) error {
+	entries, _, err := chain.Split(b.record)
+	if err != nil {
+		return err
+	}
+	src := bundleBlobs{b: b, store: h.Store}
+	blobList, runList, err := namedObjects(src, entries)
+	if err != nil {
+		return reject.In("bundle", err)
+	}
+	for _, a := range blobList {
+		if !src.HasBlob(a) {
+			return reject.New(reject.Missing, "bundle", "blob %s, which the record names, is neither in the bundle nor here", a)
+		}
+	}
+	for _, a := range runList {
+		if err := h.checkRun(b, a, "bundle"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkRun checks that run a, which the record names at where, is here
+// already or whole in the bundle: every record its attestation binds
+// beside it (checked under the attestation's own signer: that it is
+// whole, not that its signer is trusted, which the seals decide).
+func (h *Host) checkRun(b *bundle, a addr.Addr, where string) error {
+	files, ok := b.runs[a]
+	if !ok {
+		if _, err := os.Stat(h.Store.Path("runs", a.Hex())); err != nil {
+			return reject.New(reject.Missing, where, "run %s, which the record names", a)
+		}
+		return nil
+	}
+	p, ok := files[verify.FileAttestation]
+	if !ok {
+		return reject.New(reject.Missing, where, "run %s's attestation", a)
+	}
+	env, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	at, err := attest.Verify(env, key.Trust{})
+	if at == nil {
+		return fmt.Errorf("%s: run %s: %w", where, a, err)
+	}
+	v := &verify.Verifier{Trust: key.NewTrust(at.Claim.Signer)}
+	for _, r := range v.Path(filepath.Dir(p)) {
+		if r.Err != nil {
+			return reject.In(fmt.Sprintf("%s: run %s: %s", where, a, filepath.Base(r.Path)), r.Err)
 		}
 	}
 	return nil
@@ -480,7 +528,7 @@ func namedObjects(src tree.Blobs, entries [][]byte) (blobs, runs []addr.Addr, er
 					}
 					objs, err := p.objectsIn(src)
 					if err != nil {
-						return nil, nil, err
+						return nil, nil, reject.New(reject.Missing, "bundle", "an object the park %s names: %v", *m, err)
 					}
 					for _, a := range objs {
 						add(a)
@@ -493,8 +541,8 @@ func namedObjects(src tree.Blobs, entries [][]byte) (blobs, runs []addr.Addr, er
 }
 
 // genesisOf is the unit and the grant set a record's genesis binds, read
-// from src.
-func genesisOf(src tree.Blobs, st record.State) (DurableUnit, grant.Set, error) {
+// from src: the unit must be sandbox id's.
+func genesisOf(src tree.Blobs, st record.State, id string) (DurableUnit, grant.Set, error) {
 	var u DurableUnit
 	ub, err := src.Blob(st.Header.Unit)
 	if err == nil {
@@ -505,6 +553,9 @@ func genesisOf(src tree.Blobs, st record.State) (DurableUnit, grant.Set, error) 
 	}
 	if u.Sandbox != DurableUnitType {
 		return u, grant.Set{}, reject.New(reject.Unrecognised, "unit", "%q, want %q", u.Sandbox, DurableUnitType)
+	}
+	if u.ID != id {
+		return u, grant.Set{}, reject.New(reject.Invalid, "unit", "the genesis's unit %s is sandbox %s's, not %s's", st.Header.Unit, u.ID, id)
 	}
 	gb, err := src.Blob(st.Header.Grants)
 	if err != nil {

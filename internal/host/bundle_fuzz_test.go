@@ -3,7 +3,22 @@ package host
 import (
 	"archive/tar"
 	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/chain"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/state"
+	"github.com/opensubstrate/sandbox/internal/store"
+	"github.com/opensubstrate/sandbox/internal/tree"
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/record"
+	"github.com/opensubstrate/sandbox/reject"
+	"github.com/opensubstrate/sandbox/tier"
 )
 
 // A bundle is hostile input: readBundle never panics, and what it takes
@@ -63,4 +78,122 @@ func FuzzParsePark(f *testing.F) {
 			}
 		}
 	})
+}
+
+// seedBundle is a small bundle whose record names everything it holds:
+// a parked S1 sandbox's genesis (unit and grants), and a suspension of a
+// workspace of one file.
+func seedBundle(tb testing.TB) []byte {
+	tb.Helper()
+	d, err := state.Open(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := store.Of(d)
+	ws := tb.TempDir()
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("hello\n"), 0o644)
+	root, _, err := (&tree.Capturer{Blobs: s}).Capture(ws)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	put := func(b []byte) addr.Addr {
+		a := addr.Of(b)
+		if err := s.PutBlob(a, b); err != nil {
+			tb.Fatal(err)
+		}
+		return a
+	}
+	ub, _ := canon.Marshal(DurableUnit{Sandbox: DurableUnitType, ID: "sb-000000000000", Tier: tier.S1, Created: "2026-01-01T00:00:00Z"})
+	gb, _, _ := grant.Set{}.Canonical()
+	ua, ga, ma := put(ub), put(gb), put([]byte(`{"environment":"sandbox.host-environment/1"}`))
+	hb, _ := canon.Marshal(record.Header{Record: record.Domain, Unit: ua, Grants: ga})
+	sb, _ := record.Segment{Kind: record.Suspended, Snapshot: record.Snapshot{Root: root, Manifest: ma}}.Bytes()
+	rec := string(hb) + "\n" + string(sb) + "\n"
+	st, err := record.VerifyBytes([]byte(rec))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(name string, b []byte) {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(b)), Typeflag: tar.TypeReg})
+		tw.Write(b)
+	}
+	mb, _ := canon.Marshal(BundleManifest{Bundle: BundleType, Sandbox: "sb-000000000000", Head: st.Head, Signer: key.Public{1}})
+	add("bundle.json", mb)
+	add("records/sb-000000000000.jsonl", []byte(rec))
+	add("records/sb-000000000000.seals", nil) // read whole; checked by import, not here
+	ents, _ := os.ReadDir(s.Path("blobs"))
+	for _, e := range ents {
+		b, _ := os.ReadFile(s.Path("blobs", e.Name()))
+		add("blobs/"+e.Name(), b)
+	}
+	tw.Close()
+	return buf.Bytes()
+}
+
+// What an import takes is whole: checkNamed never panics, refuses with a
+// reject error, and passes a bundle only when every object its record
+// names is in it (the store it is checked against here being empty).
+func FuzzCheckNamed(f *testing.F) {
+	f.Add(seedBundle(f))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		bd, err := readBundle(bytes.NewReader(b), t.TempDir())
+		if err != nil {
+			return
+		}
+		st, err := record.VerifyBytes(bd.record)
+		if err != nil {
+			return
+		}
+		d, err := state.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &Host{Store: store.Of(d)}
+		err = h.checkNamed(bd, st)
+		if err != nil {
+			if reject.CodeOf(err) == "" {
+				t.Fatalf("%v is not a reject error", err)
+			}
+			return
+		}
+		entries, _, _ := chain.Split(bd.record)
+		for _, e := range entries[1:] {
+			seg, _ := record.ParseSegment(e)
+			if seg.Kind != record.Suspended {
+				continue
+			}
+			for _, a := range []addr.Addr{seg.Snapshot.Root, seg.Snapshot.Manifest} {
+				if _, ok := bd.blobs[a]; !ok {
+					t.Fatalf("took a bundle without %s, which its record names", a)
+				}
+			}
+		}
+	})
+}
+
+// The fuzz seed is whole, and the same bundle without its chunk is not:
+// FuzzCheckNamed starts from a bundle checkNamed takes.
+func TestSeedBundleIsWhole(t *testing.T) {
+	check := func(raw []byte) error {
+		bd, err := readBundle(bytes.NewReader(raw), t.TempDir())
+		if err != nil {
+			return err
+		}
+		st, err := record.VerifyBytes(bd.record)
+		if err != nil {
+			return err
+		}
+		d, _ := state.Open(t.TempDir())
+		return (&Host{Store: store.Of(d)}).checkNamed(bd, st)
+	}
+	raw := seedBundle(t)
+	if err := check(raw); err != nil {
+		t.Fatal(err)
+	}
+	chunk := addr.Of([]byte("hello\n"))
+	if err := check(without(t, raw, "blobs/"+chunk.Hex())); reject.CodeOf(err) != reject.Missing || !strings.Contains(err.Error(), `a chunk of "a.txt"`) {
+		t.Fatalf("without its chunk: %v", err)
+	}
 }

@@ -1,16 +1,20 @@
 package host
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/tree"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/reject"
@@ -97,6 +101,15 @@ func TestSuspendResumeS1(t *testing.T) {
 	if err != nil || len(ls) != 1 || ls[0].ActiveUJ == 0 || ls[0].IdleUJ != st.IdleUJ || ls[0].TotalUJ != ls[0].ActiveUJ+ls[0].IdleUJ || ls[0].RunsMissing != 0 {
 		t.Fatalf("records: %+v %v", ls, err)
 	}
+	// A record that names one run twice does not verify, and so counts
+	// no run's energy twice.
+	lines := strings.SplitAfter(string(b), "\n")
+	forged := strings.Join(append(append(append([]string{}, lines[:5]...), lines[1]), lines[5:]...), "")
+	os.WriteFile(h.RecordPath(info.ID), []byte(forged), 0o600)
+	if ls, err := h.Records(LocalOwner); err != nil || len(ls) != 1 || !strings.Contains(ls[0].Err, "executed at segment 1 already") || ls[0].ActiveUJ != 0 {
+		t.Fatalf("records of a record naming a run twice: %+v %v", ls, err)
+	}
+	os.WriteFile(h.RecordPath(info.ID), b, 0o600)
 	// Each exec cites the record: its genesis, and the head it continued.
 	if c := r1.Attestation.Claim.Record; c == nil || c.Genesis != record.Genesis(st.Header.Unit, st.Header.Grants) || c.Head != c.Genesis {
 		t.Fatalf("the first exec's citation: %+v", c)
@@ -210,8 +223,9 @@ func TestResumeOnAnotherHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	execIn(t, a, info.ID, "sh", "-c", "echo from A > a.txt")
-	if _, err := a.Suspend(ctx, info.ID, ""); err != nil {
+	run, _ := execIn(t, a, info.ID, "sh", "-c", "echo from A > a.txt")
+	snap, err := a.Suspend(ctx, info.ID, "")
+	if err != nil {
 		t.Fatal(err)
 	}
 	var bundle bytes.Buffer
@@ -219,6 +233,32 @@ func TestResumeOnAnotherHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw := bundle.Bytes()
+	// Every object the record names must come in the bundle (or be here
+	// already): a bundle without one is refused whole, naming it.
+	ws, err := tree.Load(a.Store, snap.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunk addr.Addr
+	for _, e := range ws.Entries {
+		if e.Path == "a.txt" {
+			chunk = e.Chunks[0]
+		}
+	}
+	for _, tc := range []struct{ drop, names string }{
+		{"blobs/" + chunk.Hex(), chunk.String()},
+		{"blobs/" + snap.Root.Hex(), snap.Root.String()},
+		{"blobs/" + snap.Manifest.Hex(), snap.Manifest.String()},
+		{"runs/" + run.ID.Hex() + "/" + verify.FileReceipt, "receipt"},
+		{"runs/" + run.ID.Hex() + "/" + verify.FileStdout, FileStdout},
+	} {
+		if _, err := b.Import(ctx, bytes.NewReader(without(t, raw, tc.drop)), LocalOwner, key.NewTrust(a.Key.Public())); !errors.Is(err, reject.Missing) || !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("a bundle without %s: %v", tc.drop, err)
+		}
+		if _, err := os.Stat(b.RecordPath(info.ID)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("a bundle without %s left its record", tc.drop)
+		}
+	}
 	im, err := b.Import(ctx, bytes.NewReader(raw), LocalOwner, key.NewTrust(a.Key.Public()))
 	if err != nil || im.Sandbox != info.ID || im.Phase != record.Parked || im.Runs != 1 {
 		t.Fatalf("import: %+v %v", im, err)
@@ -265,4 +305,38 @@ func TestResumeOnAnotherHost(t *testing.T) {
 	if _, err := os.Stat(c.RecordPath(info.ID)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("a refused bundle left its record")
 	}
+}
+
+// without is the bundle raw with its entries named drop left out.
+func without(t *testing.T, raw []byte, drop ...string) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	tr, tw := tar.NewReader(bytes.NewReader(raw)), tar.NewWriter(&out)
+	found := 0
+	for {
+		hd, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(drop, hd.Name) {
+			found++
+			continue
+		}
+		if err := tw.WriteHeader(hd); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if found != len(drop) {
+		t.Fatalf("the bundle has %d of the entries %v", found, drop)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
 }

@@ -28,10 +28,14 @@ type FileInfo struct {
 }
 
 // grantFor finds the storage grant of sb that covers p (an absolute,
-// clean path), and the rest of p beneath it. Everything a run wrote is
+// clean path without a NUL byte: invalid otherwise), and the rest of p
+// beneath it. Everything a run wrote is
 // hostile: the rest is opened beneath the grant's directory with no
 // symlink followed, no magic link, no other mount.
 func (sb *Sandbox) grantFor(p string, write bool) (grant.Storage, string, error) {
+	if strings.IndexByte(p, 0) >= 0 {
+		return grant.Storage{}, "", &InvalidError{Err: fmt.Errorf("path %q: a NUL byte, which no path holds", p)}
+	}
 	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
 		return grant.Storage{}, "", &InvalidError{Err: fmt.Errorf("path %q: want an absolute, clean path", p)}
 	}

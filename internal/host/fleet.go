@@ -19,6 +19,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/fleet"
 	"github.com/opensubstrate/sandbox/internal/note"
 	"github.com/opensubstrate/sandbox/internal/safefile"
+	"github.com/opensubstrate/sandbox/reject"
 )
 
 // A fleet is N items of one command, each input its last argument, each
@@ -274,5 +275,8 @@ func LoadFleet(dir string) (*fleet.Fleet, []byte, error) {
 	}
 	origin, _, _ := bytes.Cut(cp, []byte("\n"))
 	f, err := fleet.New(string(origin), items)
-	return f, cp, err
+	if err != nil {
+		return nil, nil, reject.In(filepath.Join(dir, "items.jsonl"), err)
+	}
+	return f, cp, nil
 }

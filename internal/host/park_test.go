@@ -96,6 +96,13 @@ func TestS2ExecParksAcrossHosts(t *testing.T) {
 	if err := a.Export(info.ID, &bundle); err != nil {
 		t.Fatal(err)
 	}
+	// The park's objects are named by the record too (its memory image
+	// names them): a bundle without one is refused, naming it.
+	for _, x := range []addr.Addr{*snap.Memory, park.Execs[0].Journal, park.Execs[0].Memory} {
+		if _, err := b.Import(ctx, bytes.NewReader(without(t, bundle.Bytes(), "blobs/"+x.Hex())), LocalOwner, key.NewTrust(a.Key.Public())); !errors.Is(err, reject.Missing) || !strings.Contains(err.Error(), x.String()) {
+			t.Errorf("a bundle without %s: %v", x, err)
+		}
+	}
 	if _, err := b.Import(ctx, bytes.NewReader(bundle.Bytes()), LocalOwner, key.NewTrust(a.Key.Public())); err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,10 @@
 // init, appPort, build, dockerComposeFile, service, runServices, a
 // "host:port" forward), a ${…} variable in a value (devcontainer tools
 // resolve them from the host), and every field this package does not
-// know. A file that does not parse is refused at its line and column.
+// know. A file that does not parse is refused at the line and column of
+// the byte at fault; a member named twice, at any depth, by its path; a
+// file over MaxSize (1 MiB) whole. hostRequirements that require
+// nothing are left out of the manifest.
 //
 // A manifest is pinned only when its image and every feature are
 // addressed by digest (name@sha256:<64 hex>): anything else can change

@@ -80,11 +80,22 @@ var (
 // Pinned reports whether ref is addressed by digest.
 func Pinned(ref string) bool { return digestRef.MatchString(ref) }
 
+// MaxSize bounds a devcontainer.json: 1 MiB, which no real one nears.
+// A reader reads at most MaxSize+1 bytes of a file to know it is over.
+const MaxSize = 1 << 20
+
 // FromDevcontainer reads a devcontainer.json into a manifest (not yet
-// signed). Every field it refuses is named, in the file's order.
+// signed). Every field it refuses is named, in the file's order; an
+// input over MaxSize is refused whole (invalid), naming the bound.
 func FromDevcontainer(b []byte) (Manifest, error) {
+	if len(b) > MaxSize {
+		return Manifest{}, reject.New(reject.Invalid, "devcontainer.json", "more than %d bytes (1 MiB), the bound on a devcontainer.json", MaxSize)
+	}
 	std, err := Standard(b)
 	if err != nil {
+		return Manifest{}, err
+	}
+	if err := checkJSON(std); err != nil {
 		return Manifest{}, err
 	}
 	fields, err := topLevel(std)
@@ -128,8 +139,9 @@ type field struct {
 	value json.RawMessage
 }
 
-// topLevel is the file's object's members in order; a name twice, or
-// anything but one object, is refused.
+// topLevel is the file's object's members in order (b is JSON that
+// checkJSON took: no member is named twice); anything but one object is
+// refused.
 func topLevel(b []byte) ([]field, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
@@ -140,7 +152,6 @@ func topLevel(b []byte) ([]field, error) {
 	if d, ok := t.(json.Delim); !ok || d != '{' {
 		return nil, reject.New(reject.Malformed, "devcontainer.json", "not a JSON object")
 	}
-	seen := map[string]bool{}
 	var out []field
 	for dec.More() {
 		t, err := dec.Token()
@@ -152,10 +163,6 @@ func topLevel(b []byte) ([]field, error) {
 		if err := dec.Decode(&v); err != nil {
 			return nil, syntax(b, dec, err)
 		}
-		if seen[name] {
-			return nil, reject.New(reject.DuplicateKey, name, "named twice")
-		}
-		seen[name] = true
 		out = append(out, field{name, v})
 	}
 	if _, err := dec.Token(); err != nil {
@@ -167,16 +174,14 @@ func topLevel(b []byte) ([]field, error) {
 	return out, nil
 }
 
+// syntax refuses what encoding/json refused of JSON that checkJSON took,
+// which FuzzCheckJSON holds cannot happen: at the decoder's offset,
+// which is near the fault, not at it.
 func syntax(b []byte, dec *json.Decoder, err error) error {
-	var se *json.SyntaxError
-	off := int(dec.InputOffset())
-	if errors.As(err, &se) && se.Offset > 0 {
-		off = int(se.Offset) - 1 // Offset counts the byte at fault
-	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return at(b, len(b), "the file ends inside its object")
 	}
-	return at(b, off, err.Error())
+	return at(b, int(dec.InputOffset()), err.Error())
 }
 
 // strict decodes v into out, refusing unknown members and trailing data.
@@ -291,7 +296,11 @@ func (m *Manifest) take(name string, v json.RawMessage) error {
 		if hr.CPUs < 0 {
 			return reject.New(reject.Invalid, name+".cpus", "a negative count")
 		}
-		m.HostRequirements = hr
+		if *hr != (HostRequirements{}) {
+			// Requirements of nothing (gpu false, an empty object) are
+			// no requirement, and the member is left out.
+			m.HostRequirements = hr
+		}
 	case "features":
 		var fs map[string]json.RawMessage
 		if err := strict(name, v, &fs); err != nil {
@@ -356,9 +365,13 @@ type envelope struct {
 	Signature string          `json:"signature"`
 }
 
-// Seal signs m with k (Ed25519 over its canonical JSON).
+// Seal signs m with k (Ed25519 over its canonical JSON). Empty host
+// requirements are no requirement: they are left out.
 func Seal(m Manifest, k key.Private) (*Signed, error) {
 	m.Type, m.Signer = Type, k.Public()
+	if m.HostRequirements != nil && *m.HostRequirements == (HostRequirements{}) {
+		m.HostRequirements = nil
+	}
 	if m.Features == nil {
 		m.Features = []Feature{}
 	}
@@ -387,6 +400,9 @@ func Verify(b []byte, trust key.Trust) (*Signed, error) {
 	}
 	if m.Type != Type {
 		return nil, reject.New(reject.Invalid, "manifest.manifest", "%q, not %s", m.Type, Type)
+	}
+	if m.HostRequirements != nil && *m.HostRequirements == (HostRequirements{}) {
+		return nil, reject.New(reject.NonCanonical, "manifest.host_requirements", "an empty object; requirements of nothing are written by leaving the member out")
 	}
 	sig, err := base64.RawURLEncoding.DecodeString(env.Signature)
 	if err != nil || !m.Signer.Verify(env.Manifest, sig) {

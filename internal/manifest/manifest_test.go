@@ -3,6 +3,8 @@ package manifest
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -26,6 +28,10 @@ func TestStandard(t *testing.T) {
 		{`{/* c */"a":1}`, `{       "a":1}`},
 		{"{\"a\":1,/* a\nb */}", "{\"a\":1     \n    }"},
 		{`{"a":",}"}`, `{"a":",}"}`},
+		{`{,}`, `{,}`},
+		{`[1,,]`, `[1,,]`},
+		{`{"a":,}`, `{"a":,}`},
+		{"[ /* c */ ,]", "[         ,]"},
 	} {
 		got, err := Standard([]byte(c.in))
 		if err != nil || string(got) != c.want {
@@ -176,7 +182,7 @@ func TestRefuses(t *testing.T) {
 		{`{"image":"a","hostRequirements":{"cpus":2,"fpga":true}}`, "hostRequirements"},
 		{`{"image":"a","image":"b"}`, "image"},
 		{`{"name":"no image"}`, "image"},
-		{`{"image":"a"} {}`, "line 1, column 16"},
+		{`{"image":"a"} {}`, "line 1, column 15"},
 		{`["image"]`, "devcontainer.json"},
 		{`{"image":"a",`, "line 1, column 14"},
 	} {
@@ -184,6 +190,103 @@ func TestRefuses(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.field+":") {
 			t.Errorf("%s: %v (want it to name %s)", c.src, err, c.field)
 		}
+	}
+}
+
+// A member named twice is refused wherever it is, by its path: a reader
+// that kept the last would sign what another reader reads otherwise.
+func TestDuplicateKeysAtAnyDepth(t *testing.T) {
+	for _, c := range []struct{ src, field string }{
+		{`{"image":"a","image":"b"}`, "image"},
+		{`{"image":"a","containerEnv":{"A":"1","A":"2"}}`, "containerEnv.A"},
+		{`{"image":"a","remoteEnv":{"A":"1","\u0041":"2"}}`, "remoteEnv.A"},
+		{`{"image":"a","hostRequirements":{"gpu":true,"gpu":false}}`, "hostRequirements.gpu"},
+		{`{"image":"a","features":{"ghcr.io/f:1":{"version":"1","version":"2"}}}`, "features.ghcr.io/f:1.version"},
+		{`{"image":"a","features":{"x":"1","x":"2"}}`, "features.x"},
+		{`{"image":"a","customizations":{"vscode":{"settings":[{"a":1,"a":2}]}}}`, "customizations.vscode.settings[0].a"},
+	} {
+		_, err := FromDevcontainer([]byte(c.src))
+		if !errors.Is(err, reject.DuplicateKey) || !strings.Contains(err.Error(), c.field+":") {
+			t.Errorf("%s: %v (want duplicate-key naming %s)", c.src, err, c.field)
+		}
+	}
+}
+
+// A syntax error is refused at the line and column (1-based, in bytes)
+// of the byte at fault.
+func TestSyntaxErrorPositions(t *testing.T) {
+	for _, c := range []struct{ src, at string }{
+		{`{"image":x}`, "line 1, column 10"},
+		{`{"image" "a"}`, "line 1, column 10"},
+		{`{"image":"a",,}`, "line 1, column 14"},
+		{"{\n  \"image\": tru}", "line 2, column 15"},
+		{"{\n\t\"image\": \"a\"\n\t\"name\": \"b\"}", "line 3, column 2"},
+		{`{"image":"a"} x`, "line 1, column 15"},
+		{`{"image":"a"}}`, "line 1, column 14"},
+		{`{"image":"a\q"}`, "line 1, column 13"},
+		{`{,"image":"a"}`, "line 1, column 2"},
+		{`{"image":"a","f":[,]}`, "line 1, column 19"},
+		{"{\"image\":\"a\x01\"}", "line 1, column 12"},
+		{`{"image":01}`, "line 1, column 11"},
+		{`{"image":-}`, "line 1, column 11"},
+		{`{"image":1.}`, "line 1, column 12"},
+		{`{"image":"a",`, "line 1, column 14"},
+		{`data`, "line 1, column 1"},
+		{`{"a":[1 2]}`, "line 1, column 9"},
+	} {
+		_, err := FromDevcontainer([]byte(c.src))
+		if !errors.Is(err, reject.Malformed) || !strings.Contains(err.Error(), c.at+":") {
+			t.Errorf("%q: %v (want malformed at %s)", c.src, err, c.at)
+		}
+	}
+}
+
+// hostRequirements that require nothing (gpu false, or empty) are no
+// requirement: the manifest leaves the member out, as the canonical
+// profile leaves out what is empty, and a sealed one with it empty is
+// refused.
+func TestNoRequirementIsLeftOut(t *testing.T) {
+	k, _ := key.Generate(rand.Reader)
+	plain, _ := FromDevcontainer([]byte(`{"image":"a"}`))
+	ps, _ := Seal(plain, k)
+	for _, src := range []string{`{"image":"a","hostRequirements":{"gpu":false}}`, `{"image":"a","hostRequirements":{}}`, `{"image":"a","hostRequirements":{"gpu":null,"cpus":0}}`} {
+		m, err := FromDevcontainer([]byte(src))
+		if err != nil || m.HostRequirements != nil {
+			t.Errorf("%s: %+v %v", src, m.HostRequirements, err)
+			continue
+		}
+		m.Source = plain.Source
+		s, _ := Seal(m, k)
+		if s.Addr != ps.Addr {
+			t.Errorf("%s: a manifest other than the one without it: %s", src, s.Canon)
+		}
+	}
+	m, _ := FromDevcontainer([]byte(`{"image":"a","hostRequirements":{"gpu":true}}`))
+	if m.HostRequirements == nil || m.HostRequirements.GPU != "true" {
+		t.Fatalf("gpu true: %+v", m.HostRequirements)
+	}
+	empty := plain
+	empty.HostRequirements = &HostRequirements{}
+	if s, err := Seal(empty, k); err != nil || s.Addr != ps.Addr {
+		t.Fatalf("sealing empty host_requirements: %v", err)
+	}
+	c := bytes.Replace(ps.Canon, []byte(`"features":[],`), []byte(`"features":[],"host_requirements":{},`), 1)
+	env := []byte(`{"manifest":` + string(c) + `,"signature":"` + base64.RawURLEncoding.EncodeToString(k.Sign(c)) + `"}`)
+	if _, err := Verify(env, key.NewTrust(k.Public())); !errors.Is(err, reject.NonCanonical) {
+		t.Fatalf("a manifest signed with empty host_requirements: %v", err)
+	}
+}
+
+// The input is bounded: over MaxSize it is refused, naming the bound,
+// before anything of it is read.
+func TestSizeBound(t *testing.T) {
+	ok := append([]byte(`{"image":"a"}`), bytes.Repeat([]byte(" "), MaxSize-13)...)
+	if _, err := FromDevcontainer(ok); err != nil {
+		t.Fatalf("at the bound: %v", err)
+	}
+	_, err := FromDevcontainer(append(ok, ' '))
+	if !errors.Is(err, reject.Invalid) || !strings.Contains(err.Error(), fmt.Sprintf("more than %d bytes", MaxSize)) {
+		t.Fatalf("over the bound: %v", err)
 	}
 }
 
@@ -231,6 +334,36 @@ func FuzzFromDevcontainer(f *testing.F) {
 		k, _ := key.Generate(bytes.NewReader(make([]byte, 64)))
 		if _, err := Seal(m, k); err != nil {
 			t.Fatalf("took what it cannot seal: %v", err)
+		}
+	})
+}
+
+// checkJSON agrees with encoding/json on what is JSON, refuses a
+// member named twice anywhere, and places every refusal inside the
+// input.
+func FuzzCheckJSON(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `{"a":{"b":1,"b":2}}`, `[1,2.5e-3,"x\u0041",true,false,null]`, `{"a":"\q"}`, `{"a":01}`, "{\"a\":\"\x01\"}", `[[[`, `{"a" 1}`, `"\ud800"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		err := checkJSON(b)
+		valid := json.Valid(b)
+		var re *reject.Error
+		switch {
+		case err == nil && !valid:
+			t.Fatalf("%q: taken, and encoding/json refuses it", b)
+		case err != nil && !errors.As(err, &re):
+			t.Fatalf("%q: %v is not a reject error", b, err)
+		case err != nil && valid && re.Code != reject.DuplicateKey:
+			t.Fatalf("%q: JSON, refused as %v", b, err)
+		case err != nil && !valid && re.Code != reject.Malformed:
+			t.Fatalf("%q: not JSON, refused as %v", b, err)
+		}
+		if err != nil && re.Code == reject.Malformed {
+			var line, col int
+			if _, serr := fmt.Sscanf(re.Where, "line %d, column %d", &line, &col); serr != nil || line < 1 || col < 1 || line > bytes.Count(b, []byte("\n"))+1 || col > len(b)+1 {
+				t.Fatalf("%q: refused at %q, outside the input", b, re.Where)
+			}
 		}
 	})
 }

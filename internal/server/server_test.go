@@ -401,6 +401,9 @@ func TestServiceBadInput(t *testing.T) {
 		{"PUT", "/v1/sandboxes/" + sb.ID + "/files?path=" + sb.Workspace, `x`, 400, "grant's directory itself"},
 		{"GET", "/v1/sandboxes/" + sb.ID + "/files?path=" + sb.Workspace, ``, 400, "not a regular file"},
 		{"GET", "/v1/sandboxes/" + sb.ID + "/files?path=" + sb.Workspace + "/none", ``, 404, "no such file"},
+		{"PUT", "/v1/sandboxes/" + sb.ID + "/files?path=" + sb.Workspace + "/a%00b", `x`, 400, `path \"` + sb.Workspace + `/a\\x00b\": a NUL byte`},
+		{"GET", "/v1/sandboxes/" + sb.ID + "/files?path=" + sb.Workspace + "/a%00b", ``, 400, "a NUL byte"},
+		{"GET", "/v1/sandboxes/" + sb.ID + "/files?list=1&path=" + sb.Workspace + "/a%00b", ``, 400, "a NUL byte"},
 	} {
 		code, body := do(tc.method, tc.path, tc.body)
 		if code != tc.code || !strings.Contains(body, tc.says) {

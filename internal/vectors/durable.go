@@ -163,6 +163,8 @@ func durableVectors() ([]byte, error) {
 	neg("claimed-without-pool", "a claim naming no pool", join([]string{claimed[0], strings.Replace(claimed[1], `"pool":"dev"`, `"pool":""`, 1)}), reject.MissingField, 2, nil)
 	neg("claimed-without-provenance", "a claim whose idle energy says nothing of how it was had", join([]string{claimed[0], strings.Replace(claimed[1], poolProv, "about 4 mJ", 1)}), reject.Invalid, 2, nil)
 	neg("closed-idle-without-provenance", "a close with an overhead and no provenance for it", join([]string{claimed[0], `{"idle_uj":9100,"kind":"closed"}`}), reject.MissingField, 2, nil)
+	neg("executed-twice", "the first run executed again after the resumption: one run is one execution, named once, or its energy would count twice",
+		join(append(append([]string{}, life[:4]...), life[1])), reject.Invalid, 5, nil)
 	neg("append-after-close", "an executed segment after the close", join(append(append([]string{}, life[:2]...), string(clB), string(exB))), reject.Closed, 4, nil)
 	neg("non-canonical-segment", "a segment with a space after its opening brace", bad(`{ "attestation":"`+a("attestation 2").String()+`","kind":"executed"}`), reject.NonCanonical, 3, nil)
 	neg("unknown-kind", "a segment of kind \"paused\"", bad(`{"kind":"paused"}`), reject.Invalid, 3, nil)

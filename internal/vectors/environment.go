@@ -38,6 +38,15 @@ type EnvironmentCase struct {
 	Addr         *addr.Addr `json:"address,omitempty"`
 	Pinned       bool       `json:"pinned,omitempty"`
 	Fields       []string   `json:"fields,omitempty"`
+	// Pad is a number of spaces after the devcontainer.json, which are
+	// part of the input (so that an input over the reader's bound need
+	// not be written out).
+	Pad int `json:"pad,omitempty"`
+}
+
+// input is the case's devcontainer.json, padded.
+func (c *EnvironmentCase) input() []byte {
+	return []byte(c.Devcontainer + strings.Repeat(" ", c.Pad))
 }
 
 const vd = "@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -50,24 +59,31 @@ func environmentVectors(k key.Private) ([]byte, error) {
 		{"jsonc", "{\n  // a comment\n  \"image\": \"debian:13\", /* another */\n  \"forwardPorts\": [8080, 3000,],\n}\n"},
 		{"declarative-subset", `{"name":"dev","image":"debian` + vd + `","containerEnv":{"A":"1"},"remoteEnv":{"B":"2"},"containerUser":"root","remoteUser":"dev","workspaceFolder":"/w","hostRequirements":{"cpus":2,"memory":"4gb","gpu":"optional"},"features":{"ghcr.io/f/x` + vd + `":"1","ghcr.io/f/y:2":{"flag":true,"n":3}}}`},
 		{"left-out", `{"$schema":"https://x","image":"debian:13","customizations":{"vscode":{}},"portsAttributes":{"80":{}},"otherPortsAttributes":{},"shutdownAction":"none","overrideCommand":true,"updateRemoteUserUID":true,"waitFor":"onCreateCommand"}`},
+		{"gpu-false", `{"image":"debian:13","hostRequirements":{"gpu":false}}`},
 	}
 	neg := []struct {
 		name, src string
 		code      reject.Code
 		fields    []string
+		pad       int
 	}{
-		{"command", `{"image":"a","postCreateCommand":"make"}`, reject.Invalid, []string{"postCreateCommand"}},
-		{"commands", `{"image":"a","onCreateCommand":"a","updateContentCommand":"b","postStartCommand":"c","postAttachCommand":"d","initializeCommand":"e","userEnvProbe":"loginShell"}`, reject.Invalid, []string{"onCreateCommand", "updateContentCommand", "postStartCommand", "postAttachCommand", "initializeCommand", "userEnvProbe"}},
-		{"widening", `{"image":"a","privileged":true,"capAdd":["X"],"securityOpt":["y"],"runArgs":["z"],"mounts":["m"],"workspaceMount":"w","init":true,"appPort":[1]}`, reject.Invalid, []string{"privileged", "capAdd", "securityOpt", "runArgs", "mounts", "workspaceMount", "init", "appPort"}},
-		{"build", `{"build":{"dockerfile":"Dockerfile"}}`, reject.Invalid, []string{"build"}},
-		{"compose", `{"dockerComposeFile":"c.yml","service":"app","runServices":["db"]}`, reject.Invalid, []string{"dockerComposeFile", "service", "runServices"}},
-		{"unknown", `{"image":"a","somethingNew":1}`, reject.UnknownField, []string{"somethingNew"}},
-		{"host-variable", `{"image":"a","containerEnv":{"H":"${localEnv:HOME}"}}`, reject.Invalid, []string{"containerEnv.H"}},
-		{"host-port", `{"image":"a","forwardPorts":["db:5432"]}`, reject.Invalid, []string{"forwardPorts[0]"}},
-		{"no-image", `{"name":"x"}`, reject.MissingField, []string{"image"}},
-		{"twice", `{"image":"a","image":"b"}`, reject.DuplicateKey, []string{"image"}},
-		{"not-an-object", `["image"]`, reject.Malformed, []string{"devcontainer.json"}},
-		{"unterminated-comment", `{"image":"a" /*`, reject.Malformed, []string{"line 1, column 14"}},
+		{"command", `{"image":"a","postCreateCommand":"make"}`, reject.Invalid, []string{"postCreateCommand"}, 0},
+		{"commands", `{"image":"a","onCreateCommand":"a","updateContentCommand":"b","postStartCommand":"c","postAttachCommand":"d","initializeCommand":"e","userEnvProbe":"loginShell"}`, reject.Invalid, []string{"onCreateCommand", "updateContentCommand", "postStartCommand", "postAttachCommand", "initializeCommand", "userEnvProbe"}, 0},
+		{"widening", `{"image":"a","privileged":true,"capAdd":["X"],"securityOpt":["y"],"runArgs":["z"],"mounts":["m"],"workspaceMount":"w","init":true,"appPort":[1]}`, reject.Invalid, []string{"privileged", "capAdd", "securityOpt", "runArgs", "mounts", "workspaceMount", "init", "appPort"}, 0},
+		{"build", `{"build":{"dockerfile":"Dockerfile"}}`, reject.Invalid, []string{"build"}, 0},
+		{"compose", `{"dockerComposeFile":"c.yml","service":"app","runServices":["db"]}`, reject.Invalid, []string{"dockerComposeFile", "service", "runServices"}, 0},
+		{"unknown", `{"image":"a","somethingNew":1}`, reject.UnknownField, []string{"somethingNew"}, 0},
+		{"host-variable", `{"image":"a","containerEnv":{"H":"${localEnv:HOME}"}}`, reject.Invalid, []string{"containerEnv.H"}, 0},
+		{"host-port", `{"image":"a","forwardPorts":["db:5432"]}`, reject.Invalid, []string{"forwardPorts[0]"}, 0},
+		{"no-image", `{"name":"x"}`, reject.MissingField, []string{"image"}, 0},
+		{"twice", `{"image":"a","image":"b"}`, reject.DuplicateKey, []string{"image"}, 0},
+		{"not-an-object", `["image"]`, reject.Malformed, []string{"devcontainer.json"}, 0},
+		{"unterminated-comment", `{"image":"a" /*`, reject.Malformed, []string{"line 1, column 14"}, 0},
+		{"nested-twice", `{"image":"a","containerEnv":{"A":"1","A":"2"}}`, reject.DuplicateKey, []string{"containerEnv.A"}, 0},
+		{"left-out-twice", `{"image":"a","customizations":{"vscode":{},"vscode":{"x":1}}}`, reject.DuplicateKey, []string{"customizations.vscode"}, 0},
+		{"missing-comma", "{\n  \"image\": \"a\"\n  \"name\": \"x\"\n}", reject.Malformed, []string{"line 3, column 3"}, 0},
+		{"comma-after-nothing", `{"image":"a","forwardPorts":[,]}`, reject.Malformed, []string{"line 1, column 30"}, 0},
+		{"over-1-mib", `{"image":"a"}`, reject.Invalid, []string{"devcontainer.json"}, manifest.MaxSize - len(`{"image":"a"}`) + 1},
 	}
 	var cases []EnvironmentCase
 	for _, p := range pos {
@@ -83,7 +99,7 @@ func environmentVectors(k key.Private) ([]byte, error) {
 		cases = append(cases, EnvironmentCase{Name: p.name, Devcontainer: p.src, Expect: ExpectOK, Manifest: string(s.Canon), Addr: &a, Pinned: m.Pinned})
 	}
 	for _, n := range neg {
-		c := EnvironmentCase{Name: n.name, Devcontainer: n.src, Expect: string(n.code), Fields: n.fields}
+		c := EnvironmentCase{Name: n.name, Devcontainer: n.src, Expect: string(n.code), Fields: n.fields, Pad: n.pad}
 		if err := c.check(k.Public()); err != nil {
 			return nil, fmt.Errorf("environment vector %s: %w", n.name, err)
 		}
@@ -96,7 +112,7 @@ func environmentVectors(k key.Private) ([]byte, error) {
 // states: a positive's manifest, once its signer is the pack's, to the
 // byte; a negative's code, and every field it names.
 func (c *EnvironmentCase) check(signer key.Public) error {
-	m, err := manifest.FromDevcontainer([]byte(c.Devcontainer))
+	m, err := manifest.FromDevcontainer(c.input())
 	if c.Expect == ExpectOK {
 		if err != nil {
 			return fmt.Errorf("want ok, got %w", err)

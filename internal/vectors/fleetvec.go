@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/canon"
@@ -34,6 +35,17 @@ type FleetVectors struct {
 	Checkpoint  string       `json:"checkpoint"`
 	Inclusion   []FleetProof `json:"inclusion"`
 	Consistency []FleetCons  `json:"consistency"`
+	// Lists are lists of items a fleet is or is not made of: in index
+	// order from 0, each naming its run and input.
+	Lists []FleetList `json:"item_lists"`
+}
+
+// FleetList is a list of items and what a reader makes of it: ok, or
+// the reject code of the first item out of place.
+type FleetList struct {
+	Name   string       `json:"name"`
+	Items  []fleet.Item `json:"items"`
+	Expect string       `json:"expect"`
 }
 
 // FleetProof is one inclusion proof and whether it verifies.
@@ -124,6 +136,19 @@ func fleetVectors(k key.Private) ([]byte, error) {
 		FleetCons{Size1: 6, Size2: 13, Path: b64s(p7), Expect: string(reject.Invalid)},
 		FleetCons{Size1: 0, Size2: 13, Path: []string{}, Expect: string(reject.Invalid)},
 		FleetCons{Size1: 13, Size2: 7, Path: []string{}, Expect: string(reject.Invalid)})
+	swapped := slices.Clone(items[:5])
+	swapped[3], swapped[4] = swapped[4], swapped[3]
+	fromOne := slices.Clone(items[1:4])
+	twice := append(slices.Clone(items[:3]), items[2])
+	noRun := slices.Clone(items[:3])
+	noRun[2].Run = addr.Addr{}
+	v.Lists = []FleetList{
+		{"in-order", items[:5], ExpectOK},
+		{"out-of-order", swapped, string(reject.Invalid)},
+		{"from-one", fromOne, string(reject.Invalid)},
+		{"index-twice", twice, string(reject.Invalid)},
+		{"no-run", noRun, string(reject.MissingField)},
+	}
 	b, err := canon.Marshal(v)
 	if err != nil {
 		return nil, err
@@ -196,6 +221,16 @@ func CheckFleet(b []byte) error {
 		}
 		if (err == nil) != (p.Expect == ExpectOK) {
 			errs = append(errs, fmt.Errorf("consistency %d: %v, want %s", i, err, p.Expect))
+		}
+	}
+	for _, l := range v.Lists {
+		_, err := fleet.New("sandbox.example/fleet/vectors", l.Items)
+		got := ExpectOK
+		if err != nil {
+			got = string(reject.CodeOf(err))
+		}
+		if got != l.Expect {
+			errs = append(errs, fmt.Errorf("item list %s: %v, want %s", l.Name, err, l.Expect))
 		}
 	}
 	return errors.Join(errs...)

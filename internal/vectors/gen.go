@@ -51,11 +51,20 @@ type Entry struct {
 	About  string     `json:"about"`
 }
 
-// Manifest lists the pack.
+// Manifest lists the pack: its vectors, and every file of it (but
+// itself) pinned by content address, so that no file of the pack, a
+// case inside a multi-case file included, can change unseen.
 type Manifest struct {
 	Type       string     `json:"type"`
 	TrustedKey key.Public `json:"trusted_key"`
 	Entries    []Entry    `json:"entries"`
+	Files      []PackFile `json:"files"`
+}
+
+// PackFile is one file of the pack and its BLAKE3 content address.
+type PackFile struct {
+	Path string    `json:"path"` // relative to the pack root, with "/"
+	Addr addr.Addr `json:"address"`
 }
 
 // AddressVector is one content-address vector.
@@ -98,6 +107,10 @@ type parts struct {
 	r       receipt.Receipt
 	c       attest.Claim
 	entries int // input entries of the journal before its outcome
+	// outcome changes the journal's outcome entry; unbound leaves the
+	// journal out of the claim (and the outputs out of the directory).
+	outcome func(*journal.Outcome)
+	unbound bool
 }
 
 // sampleRun builds the records of one fixed run, signed by k.
@@ -196,30 +209,39 @@ func sampleRunWith(k key.Private, change func(*parts)) (*run, error) {
 	if r.Fuel != nil {
 		fuelUsed = *r.Fuel
 	}
-	if err := jw.Append(journal.OutcomeKind, nil, journal.Outcome{Status: string(attest.Exited), ExitCode: 0,
-		Stdout: addr.Of(stdout), StdoutLen: uint64(len(stdout)), Stderr: addr.Of(stderr), Fuel: fuelUsed}); err != nil {
+	o := journal.Outcome{Status: string(attest.Exited), ExitCode: 0,
+		Stdout: addr.Of(stdout), StdoutLen: uint64(len(stdout)), Stderr: addr.Of(stderr), Fuel: fuelUsed}
+	if pt.outcome != nil {
+		pt.outcome(&o)
+	}
+	if err := jw.Append(journal.OutcomeKind, nil, o); err != nil {
 		return nil, err
 	}
 	root := jw.Root()
 	c := pt.c
 	c.Unit, c.Image, c.Grants, c.Decisions, c.Receipt, c.Journal = ua, u.Image, ga, da, addr.Of(rb), &root
+	if pt.unbound {
+		c.Journal = nil
+	}
 	a, err := attest.Seal(c, k)
 	if err != nil {
 		return nil, err
 	}
-	return &run{
-		files: map[string][]byte{
-			verify.FileAttestation: a.Envelope,
-			verify.FileReceipt:     rb,
-			verify.FileUnit:        ub,
-			verify.FileGrants:      gb,
-			verify.FileDecisions:   db,
-			verify.FileJournal:     jb.Bytes(),
-			verify.FileStdout:      stdout,
-			verify.FileStderr:      stderr,
-		},
-		claim: a.Claim, rcpt: r, unitB: ub,
-	}, nil
+	files := map[string][]byte{
+		verify.FileAttestation: a.Envelope,
+		verify.FileReceipt:     rb,
+		verify.FileUnit:        ub,
+		verify.FileGrants:      gb,
+		verify.FileDecisions:   db,
+		verify.FileJournal:     jb.Bytes(),
+		verify.FileStdout:      stdout,
+		verify.FileStderr:      stderr,
+	}
+	if pt.unbound {
+		delete(files, verify.FileStdout)
+		delete(files, verify.FileStderr)
+	}
+	return &run{files: files, claim: a.Claim, rcpt: r, unitB: ub}, nil
 }
 
 // pack accumulates files and manifest entries.
@@ -332,23 +354,33 @@ func Generate() (map[string][]byte, error) {
 		return nil, err
 	}
 	p.add(Entry{Name: "fleet", Path: "positive/fleet.json", Kind: KindFleet, Expect: ExpectOK,
-		About: "a fleet of 13 items: each leaf (SHA-256 of 0x00 and the item's canonical JSON), the root of every prefix, the signed checkpoint of all 13 under the pack's key (its C2SP verifier key given), inclusion and consistency proofs that verify and some that must not (internal/fleet)"},
+		About: "a fleet of 13 items: each leaf (SHA-256 of 0x00 and the item's canonical JSON), the root of every prefix, the signed checkpoint of all 13 under the pack's key (its C2SP verifier key given), inclusion and consistency proofs that verify and some that must not, and lists of items a fleet is made of or not (in index order from 0, each with its run and input) with the code of each refusal (internal/fleet)"},
 		map[string][]byte{"positive/fleet.json": fv})
 
+	if err := recordRunsVectors(p, k); err != nil {
+		return nil, err
+	}
 	if err := negatives(p, good, k, other); err != nil {
 		return nil, err
 	}
 
 	m := Manifest{Type: ManifestType, TrustedKey: k.Public(), Entries: p.entries}
 	sort.Slice(m.Entries, func(i, j int) bool { return m.Entries[i].Path < m.Entries[j].Path })
+	p.files["README.md"] = []byte(readme(m))
+	for name, b := range p.files {
+		m.Files = append(m.Files, PackFile{Path: name, Addr: addr.Of(b)})
+	}
+	sort.Slice(m.Files, func(i, j int) bool { return m.Files[i].Path < m.Files[j].Path })
 	mb, err := canon.Marshal(m)
 	if err != nil {
 		return nil, err
 	}
-	p.files["manifest.json"] = mb
-	p.files["README.md"] = []byte(readme(m))
+	p.files[ManifestFile] = mb
 	return p.files, nil
 }
+
+// ManifestFile is the pack's manifest, the one file it does not pin.
+const ManifestFile = "manifest.json"
 
 func addrPtr(a addr.Addr) *addr.Addr { return &a }
 
@@ -535,6 +567,16 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 				p.u.Kind = tier.Native
 				p.c.Tier = attest.Tier{Required: tier.S1, Chosen: tier.S1, Reason: "a native unit runs at S1 (Capability)"}
 			}},
+		{"run-journal-unbound", "a journal.cbor beside a claim that binds no journal (and no outputs): nothing vouches for it", reject.Unrecognised,
+			func(p *parts) { p.unbound = true }},
+		{"run-journal-status", "the journal's outcome says killed (exit code -1), the attestation exited 0", reject.Invalid,
+			func(p *parts) {
+				p.outcome = func(o *journal.Outcome) { o.Status, o.ExitCode = string(attest.Killed), -1 }
+			}},
+		{"run-journal-exit-code", "the journal's outcome says exit code 3, the attestation 0", reject.Invalid,
+			func(p *parts) { p.outcome = func(o *journal.Outcome) { o.ExitCode = 3 } }},
+		{"run-journal-fuel", "the journal's outcome says fuel 1, the receipt 1234567", reject.Invalid,
+			func(p *parts) { p.outcome = func(o *journal.Outcome) { o.Fuel = 1 } }},
 	} {
 		r, err := sampleRunWith(k, d.change)
 		if err != nil {
@@ -938,7 +980,9 @@ func readme(m Manifest) string {
 	var b strings.Builder
 	b.WriteString("# Conformance pack v1\n\nGenerated by `sandbox vectors gen`; do not edit. Specification: docs/spec/conformance.md.\n\n")
 	fmt.Fprintf(&b, "Trusted key: `%s` (RFC 8032 section 7.1 test 1; seed in keys/test-key.seed).\n", m.TrustedKey)
-	b.WriteString("Untrusted key: keys/other-key.pub (RFC 8032 test 2).\n\n| vector | kind | expect | about |\n|---|---|---|---|\n")
+	b.WriteString("Untrusted key: keys/other-key.pub (RFC 8032 test 2).\n\n")
+	b.WriteString("Every file of the pack but manifest.json (this README included) is pinned there by its BLAKE3 address (`files`): a pack with a file that differs, is missing or is not pinned is refused whole, before any vector.\n\n")
+	b.WriteString("| vector | kind | expect | about |\n|---|---|---|---|\n")
 	for _, e := range m.Entries {
 		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", e.Path, e.Kind, e.Expect, strings.ReplaceAll(e.About, "|", "\\|"))
 	}

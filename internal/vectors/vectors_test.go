@@ -3,6 +3,7 @@ package vectors
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,6 +83,62 @@ func TestRegenerationIsByteIdentical(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestPackFilesArePinned: every file of the pack is pinned by address in
+// its manifest, so a case dropped from (or changed in) a multi-case file
+// refuses the pack, naming the file; so do a file missing and a file
+// the manifest does not pin.
+func TestPackFilesArePinned(t *testing.T) {
+	fresh := func() string {
+		dir := t.TempDir()
+		if _, err := Write(dir); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	durable := filepath.Join("positive", "durable.json")
+	for _, tc := range []struct {
+		name   string
+		change func(dir string)
+		code   reject.Code
+		names  string
+	}{
+		{"a durable case dropped", func(dir string) {
+			var d Durable
+			b, _ := os.ReadFile(filepath.Join(dir, durable))
+			if err := canon.Unmarshal(b, &d); err != nil {
+				t.Fatal(err)
+			}
+			d.Cases = d.Cases[:len(d.Cases)-1]
+			b, _ = canon.Marshal(d)
+			if err := CheckDurable(b); err != nil {
+				t.Fatalf("the changed file no longer checks by itself: %v", err)
+			}
+			os.WriteFile(filepath.Join(dir, durable), b, 0o644)
+		}, reject.Address, "positive/durable.json"},
+		{"an environment case's expectation changed", func(dir string) {
+			p := filepath.Join(dir, "positive", "environment.json")
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, bytes.Replace(b, []byte(`"fields":["line 3, column 3"]`), []byte(`"fields":["line 3"]`), 1), 0o644)
+		}, reject.Address, "positive/environment.json"},
+		{"a run file removed", func(dir string) {
+			os.Remove(filepath.Join(dir, "negative", "run-stdout-changed", "stdout.log"))
+		}, reject.Missing, "negative/run-stdout-changed/stdout.log"},
+		{"a file added", func(dir string) {
+			os.WriteFile(filepath.Join(dir, "positive", "extra.json"), []byte("{}"), 0o644)
+		}, reject.Unrecognised, "positive/extra.json"},
+		{"the README edited", func(dir string) {
+			os.WriteFile(filepath.Join(dir, "README.md"), []byte("# a pack\n"), 0o644)
+		}, reject.Address, "README.md"},
+	} {
+		dir := fresh()
+		tc.change(dir)
+		_, err := Verify(dir)
+		if !errors.Is(err, tc.code) || !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("%s: %v, want %s naming %s", tc.name, err, tc.code, tc.names)
+		}
+	}
 }
 
 // TestEveryNegativeNamedInTheIssue is present, with its code.
@@ -223,16 +280,39 @@ func TestCornerCaseVectors(t *testing.T) {
 }
 
 // A second implementation, written in Python from docs/spec/run-record.md
-// alone (its own BLAKE3, checked against the official vectors first),
-// agrees with every case of durable.json.
+// and conformance.md alone (its own BLAKE3, checked against the official
+// vectors first), agrees with every case of durable.json, and with the
+// pack's pins: it takes the committed pack and refuses one with a case
+// of durable.json dropped.
 func TestIndependentRecordVerifier(t *testing.T) {
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Fatal("python3 is needed for the independent verifier (scripts/deps installs it)")
 	}
-	out, err := exec.Command(py, "../../conformance/independent/runrecord.py",
-		"../../conformance/v1/positive/durable.json", "../../testdata/vectors/blake3/test_vectors.json").CombinedOutput()
+	const script, blake3 = "../../conformance/independent/runrecord.py", "../../testdata/vectors/blake3/test_vectors.json"
+	out, err := exec.Command(py, script, "../../conformance/v1/positive/durable.json", blake3).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), " 0 disagree") {
 		t.Fatalf("%v\n%s", err, out)
+	}
+	out, err = exec.Command(py, script, "--pack", committed, blake3).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), " 0 differ") || !strings.Contains(string(out), " 0 disagree") {
+		t.Fatalf("the committed pack: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	if _, err := Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "positive", "durable.json")
+	var d Durable
+	b, _ := os.ReadFile(p)
+	if err := canon.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	d.Cases = d.Cases[1:]
+	b, _ = canon.Marshal(d)
+	os.WriteFile(p, b, 0o644)
+	out, err = exec.Command(py, script, "--pack", dir, blake3).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "positive/durable.json: address") {
+		t.Fatalf("a pack with a durable case dropped: %v\n%s", err, out)
 	}
 }

@@ -5,10 +5,14 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/gowebpki/jcs"
 
@@ -53,11 +57,13 @@ func Write(dir string) (int, error) {
 	return len(names), nil
 }
 
-// Verify checks the pack in dir: every positive verifies under the
-// published test key with its stated address, and every negative fails
-// with its stated code. The pack's manifest must name the published key.
+// Verify checks the pack in dir: every file is the one the manifest
+// pins (CheckFiles), then every positive verifies under the published
+// test key with its stated address, and every negative fails with its
+// stated code. The pack's manifest must name the published key. A pack
+// whose files are not the pinned ones is refused whole (the error).
 func Verify(dir string) ([]Outcome, error) {
-	mb, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	mb, err := os.ReadFile(filepath.Join(dir, ManifestFile))
 	if err != nil {
 		return nil, err
 	}
@@ -71,12 +77,73 @@ func Verify(dir string) ([]Outcome, error) {
 	if m.TrustedKey != TestKey().Public() {
 		return nil, fmt.Errorf("manifest.json: trusted key %s is not the published test key %s", m.TrustedKey, TestKey().Public())
 	}
+	if err := CheckFiles(dir, m); err != nil {
+		return nil, err
+	}
 	v := &verify.Verifier{Trust: key.NewTrust(TestKey().Public())}
 	var out []Outcome
 	for _, e := range m.Entries {
 		out = append(out, check(v, dir, e))
 	}
 	return out, nil
+}
+
+// CheckFiles checks the pack in dir against the files its manifest m
+// pins: each is there (missing) and hashes to its address (address),
+// nothing else is in the pack but the manifest (unrecognised), and every
+// vector's path is a pinned file or a directory of them (missing). The
+// paths are the manifest's, read as untrusted: clean, relative, in order.
+func CheckFiles(dir string, m Manifest) error {
+	if len(m.Files) == 0 {
+		return reject.New(reject.MissingField, "manifest.json: files", "a pack pins its files")
+	}
+	pinned := map[string]bool{}
+	for i, f := range m.Files {
+		where := fmt.Sprintf("manifest.json: files[%d]", i)
+		switch {
+		case f.Path == "" || path.Clean(f.Path) != f.Path || path.IsAbs(f.Path) || f.Path == ".." || strings.HasPrefix(f.Path, "../") || f.Path == ManifestFile:
+			return reject.New(reject.Invalid, where, "%q is not a clean relative path of a file of the pack", f.Path)
+		case i > 0 && m.Files[i-1].Path >= f.Path:
+			return reject.New(reject.NonCanonical, where, "files are in order of their paths, each once")
+		}
+		pinned[f.Path] = true
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f.Path)))
+		if errors.Is(err, fs.ErrNotExist) {
+			return reject.New(reject.Missing, f.Path, "the manifest pins it at %s, and it is not in the pack", f.Addr)
+		}
+		if err != nil {
+			return err
+		}
+		if got := addr.Of(b); got != f.Addr {
+			return reject.New(reject.Address, f.Path, "hashes to %s, the manifest pins %s", got, f.Addr)
+		}
+	}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		if rel = filepath.ToSlash(rel); rel != ManifestFile && !pinned[rel] {
+			return reject.New(reject.Unrecognised, rel, "a file in the pack that its manifest does not pin")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range m.Entries {
+		if pinned[e.Path] {
+			continue
+		}
+		i := sort.Search(len(m.Files), func(i int) bool { return m.Files[i].Path > e.Path+"/" })
+		if i == len(m.Files) || !strings.HasPrefix(m.Files[i].Path, e.Path+"/") {
+			return reject.New(reject.Missing, e.Path, "a vector whose files the manifest does not pin")
+		}
+	}
+	return nil
 }
 
 func check(v *verify.Verifier, dir string, e Entry) Outcome {
@@ -112,6 +179,8 @@ func check(v *verify.Verifier, dir string, e Entry) Outcome {
 			r.Err = reject.Wrap(reject.Invalid, "", err)
 		}
 		results = []verify.Result{r}
+	case KindRecordRuns:
+		results = []verify.Result{checkRecordRuns(v, p)}
 	case KindEncoding:
 		r := verify.Result{Path: p, Kind: KindEncoding}
 		if b, err := os.ReadFile(p); err != nil {
@@ -138,7 +207,7 @@ func check(v *verify.Verifier, dir string, e Entry) Outcome {
 		o.Why = fmt.Sprintf("got %s, want %s", o.Got, e.Expect)
 	case e.Addr != nil && len(results) > 0 && results[0].Addr != *e.Addr:
 		o.Why = fmt.Sprintf("address %s, manifest says %s", results[0].Addr, *e.Addr)
-	case e.Kind != "run" && e.Kind != "addresses" && e.Kind != KindEd25519JCS && e.Kind != KindEncoding && e.Kind != KindDurable && e.Kind != KindEnvironment && e.Kind != KindFleet && len(results) > 0 && results[0].Kind != e.Kind:
+	case e.Kind != "run" && e.Kind != "addresses" && e.Kind != KindEd25519JCS && e.Kind != KindEncoding && e.Kind != KindDurable && e.Kind != KindEnvironment && e.Kind != KindFleet && e.Kind != KindRecordRuns && len(results) > 0 && results[0].Kind != e.Kind:
 		o.Why = fmt.Sprintf("recognised as %s, manifest says %s", results[0].Kind, e.Kind)
 	default:
 		o.Pass = true
