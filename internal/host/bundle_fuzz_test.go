@@ -193,7 +193,7 @@ func TestSeedBundleIsWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	chunk := addr.Of([]byte("hello\n"))
-	if err := check(without(t, raw, "blobs/"+chunk.Hex())); reject.CodeOf(err) != reject.Missing || !strings.Contains(err.Error(), `a chunk of "a.txt"`) {
+	if err := check(without(t, raw, "blobs/"+chunk.Hex())); reject.CodeOf(err) != reject.Missing || !strings.Contains(err.Error(), chunk.String()) {
 		t.Fatalf("without its chunk: %v", err)
 	}
 }
