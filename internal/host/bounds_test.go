@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -116,5 +117,78 @@ func TestExecOutputIsBoundedInTheRecord(t *testing.T) {
 	entries, _, _ = journal.Parse(jb)
 	if o, err := journal.LastOutcome(entries); err != nil || o.Cut() || entries[len(entries)-1].Resp[0] != 0x87 {
 		t.Fatalf("an uncut outcome: %+v %v", o, err)
+	}
+}
+
+// diskUse is what du counts under each path: the blocks allocated to
+// every file and directory, in bytes (a path that is gone counts 0).
+func diskUse(t *testing.T, paths ...string) int64 {
+	t.Helper()
+	var n int64
+	for _, p := range paths {
+		filepath.WalkDir(p, func(_ string, d os.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if fi, err := d.Info(); err == nil {
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+					n += st.Blocks * 512
+				}
+			}
+			return nil
+		})
+	}
+	return n
+}
+
+// TestSuspensionDoesNotDoubleTheWorkspace: suspending a workspace of N
+// bytes stores it once (its chunks, by content address), and keeps no
+// second copy of it beside them; suspending it again unchanged, after a
+// resumption, adds nothing. Measured as du measures, over the state
+// directory and everything the host keeps beside it for the sandbox.
+func TestSuspensionDoesNotDoubleTheWorkspace(t *testing.T) {
+	h := newS1Host(t)
+	ctx := context.Background()
+	info, err := h.Create(ctx, SandboxSpec{Grants: grants(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 32 << 20
+	blob := make([]byte, size)
+	rand.Read(blob)
+	if err := os.WriteFile(filepath.Join(info.Workspace, "data"), blob, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	use := func() int64 { return diskUse(t, h.Store.Root(), h.parkedDir(info.ID), info.Workspace) }
+	live := use()
+	if _, err := h.Suspend(ctx, info.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	suspended := use()
+	t.Logf("du: live %d KiB, suspended %d KiB (a workspace of %d KiB)", live>>10, suspended>>10, size>>10)
+	if suspended > live+size/4 {
+		t.Fatalf("suspended, the sandbox takes %d bytes on disk; live, %d: its %d-byte workspace is kept twice", suspended, live, size)
+	}
+	if _, err := os.Stat(h.parkedDir(info.ID)); !os.IsNotExist(err) {
+		t.Fatalf("a copy of the workspace is kept beside its snapshot: %v", err)
+	}
+	// Resumed, it is whole; suspended again unchanged, nothing is added.
+	in, err := h.Resume(ctx, info.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(in.Workspace, "data")); err != nil || !bytes.Equal(b, blob) {
+		t.Fatalf("resumed: %d bytes, %v", len(b), err)
+	}
+	if _, err := h.Suspend(ctx, info.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	again := diskUse(t, h.Store.Root(), h.parkedDir(info.ID), in.Workspace)
+	t.Logf("du: suspended again unchanged %d KiB", again>>10)
+	if again > suspended+size/4 {
+		t.Fatalf("a second suspension of the unchanged workspace took %d bytes more", again-suspended)
+	}
+	if p, err := h.readParked(info.ID); err != nil || p.Retained > size+size/4 {
+		t.Fatalf("the parked interval is priced for %d bytes retained (%v)", p.Retained, err)
 	}
 }

@@ -330,26 +330,20 @@ func (h *Host) suspendGated(sb *Sandbox, gate func(record.Snapshot) error) (reco
 	// The record says parked: from here the suspension goes through. The
 	// note beside it (whose, since when, how much) only prices and owns
 	// the parked interval; without it the local owner may resume it and
-	// its idle energy is counted as none.
-	if err := h.writeParked(id, parked{Owner: owner, Suspended: h.now().UTC(), Retained: 2 * retained}); err != nil {
+	// its idle energy is counted as none. What is retained is the
+	// snapshot, once: no copy of the workspace is kept beside it.
+	if err := h.writeParked(id, parked{Owner: owner, Suspended: h.now().UTC(), Retained: retained}); err != nil {
 		h.logger().Warn("no note beside a suspended sandbox's record", "sandbox", id, "err", err)
 	}
 	if sb.vmsess == nil && sb.cg != nil {
 		sb.cg.Thaw() // frozen processes are ended by the teardown once thawed; a paused VM is killed as it is
 	}
-	// The workspace is kept beside the snapshot, outside the sandbox, as
-	// a cache: a resumption here that finds it identical to the recorded
-	// tree (by a capture, which reads only what changed) renames it back
-	// instead of restoring every chunk.
-	ws := sb.Workspace
-	sb.Workspace = ""
+	// The workspace goes with the rest: its snapshot's chunks are its
+	// only copy (a copy kept beside them as a cache doubled every
+	// suspended workspace on disk), and a resumption restores it from
+	// them, every chunk checked.
 	if err := h.teardown(sb); err != nil {
 		h.logger().Warn("suspended sandbox torn down with errors", "sandbox", id, "err", err)
-	}
-	if ws != "" {
-		if err := os.Rename(ws, h.parkedDir(id)); err != nil {
-			os.RemoveAll(ws)
-		}
 	}
 	sb.record.Close()
 	os.Remove(h.livePath(id))
@@ -666,9 +660,9 @@ func (h *Host) owns(id, owner string) bool {
 	return owner == LocalOwner
 }
 
-// restoreWorkspace fills the empty workspace ws from tree a: with the
-// workspace kept when the sandbox was suspended here, if a capture of it
-// is tree a; else from the store, every chunk checked.
+// restoreWorkspace fills the empty workspace ws from tree a, from the
+// store, every chunk checked. A copy an earlier version of this host
+// kept beside the snapshot is not trusted, only removed.
 func (h *Host) restoreWorkspace(id, ws string, a addr.Addr) error {
 	fi, err := os.Stat(ws)
 	if err != nil {
@@ -677,19 +671,7 @@ func (h *Host) restoreWorkspace(id, ws string, a addr.Addr) error {
 	if err := os.Remove(ws); err != nil {
 		return err
 	}
-	kept := h.parkedDir(id)
-	if _, err := os.Stat(kept); err == nil {
-		if got, st, err := h.capturer(id).Capture(kept); err == nil && got == a {
-			// Exactly the tree: what it left out (a fifo, a socket) goes.
-			for _, rel := range st.Skipped {
-				os.Remove(filepath.Join(kept, filepath.FromSlash(rel)))
-			}
-			if err := os.Rename(kept, ws); err == nil {
-				return os.Chmod(ws, fi.Mode().Perm())
-			}
-		}
-		os.RemoveAll(kept)
-	}
+	os.RemoveAll(h.parkedDir(id))
 	if err := tree.Restore(h.Store, a, ws, nil); err != nil {
 		return fmt.Errorf("restore the workspace: %w", err)
 	}
@@ -699,8 +681,9 @@ func (h *Host) restoreWorkspace(id, ws string, a addr.Addr) error {
 	return os.Chmod(ws, fi.Mode().Perm())
 }
 
-// parkedDir is where a suspended sandbox's workspace is kept, beside
-// where workspaces are made (the same filesystem: a rename).
+// parkedDir is where earlier versions of this host kept a suspended
+// sandbox's workspace beside its snapshot (a doubling on disk that this
+// one no longer makes): restoreWorkspace and gc remove it.
 func (h *Host) parkedDir(id string) string {
 	return filepath.Join(os.TempDir(), "sandbox-parked-"+id)
 }
@@ -853,7 +836,7 @@ func (h *Host) recover(id string, l live) (string, error) {
 		if _, err := f.Append(record.Segment{Kind: record.Suspended, Snapshot: snap}); err != nil {
 			return "", err
 		}
-		if err := h.writeParked(id, parked{Owner: l.Owner, Suspended: h.now().UTC(), Retained: 2 * retained}); err != nil {
+		if err := h.writeParked(id, parked{Owner: l.Owner, Suspended: h.now().UTC(), Retained: retained}); err != nil {
 			return "", err
 		}
 		what = "suspended"
@@ -865,21 +848,15 @@ func (h *Host) recover(id string, l live) (string, error) {
 					size += e.Size
 				}
 			}
-			if err := h.writeParked(id, parked{Owner: l.Owner, Suspended: h.now().UTC(), Retained: 2 * size}); err != nil {
+			if err := h.writeParked(id, parked{Owner: l.Owner, Suspended: h.now().UTC(), Retained: size}); err != nil {
 				return "", err
 			}
 		}
 		what = "suspended"
 	}
 	if hasWS {
-		kept := h.parkedDir(id)
-		if _, err := os.Stat(kept); st.Phase != record.Ended && errors.Is(err, os.ErrNotExist) && what == "suspended" {
-			if err := os.Rename(l.Workspace, kept); err != nil {
-				os.RemoveAll(l.Workspace)
-			}
-		} else {
-			os.RemoveAll(l.Workspace)
-		}
+		// Captured (its snapshot is its copy) or ended: it goes.
+		os.RemoveAll(l.Workspace)
 	}
 	return what, os.Remove(h.livePath(id))
 }
@@ -905,12 +882,6 @@ func (h *Host) readRecord(id string) ([][]byte, record.State, error) {
 	}
 	st, err := record.Verify(entries)
 	return entries, st, err
-}
-
-// isParked says whether sandbox id's record is parked.
-func (h *Host) isParked(id string) bool {
-	_, st, err := h.readRecord(id)
-	return err == nil && st.Phase == record.Parked
 }
 
 // Suspended lists owner's suspended sandboxes, oldest first, as their

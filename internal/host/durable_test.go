@@ -127,9 +127,13 @@ func TestResumePreconditionsOnTheHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The workspace kept here changed while parked: it is not the
-	// recorded tree, so the resumption restores from the store instead.
+	// A copy beside the snapshot (an earlier version kept one) that
+	// changed while parked is not the recorded tree: the resumption
+	// restores from the store.
 	kept := h.parkedDir(info.ID)
+	if err := os.MkdirAll(kept, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(kept, "f"), []byte("forked"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -143,9 +147,7 @@ func TestResumePreconditionsOnTheHost(t *testing.T) {
 	if snap, err = h.Suspend(ctx, info.ID, ""); err != nil {
 		t.Fatal(err)
 	}
-	// The retained tree changed in the store, and no copy is kept (as on
-	// another host): the restore refuses it.
-	os.RemoveAll(kept)
+	// The retained tree changed in the store: the restore refuses it.
 	tb, _ := h.Store.Blob(snap.Root)
 	os.WriteFile(h.Store.Path("blobs", snap.Root.Hex()), append(tb, ' '), 0o600)
 	if _, err := h.Resume(ctx, info.ID, ""); err == nil || !strings.Contains(err.Error(), "corrupt") {

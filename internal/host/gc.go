@@ -152,14 +152,14 @@ func (h *Host) GC(dryRun bool) ([]Leftover, error) {
 		out = append(out, Leftover{Kind: kind, Path: h.RecordPath(r.ID), Err: r.Err})
 	}
 	scan(os.TempDir(), "sandbox-ws-", "live sandbox workspace", false)
-	// A workspace kept for a suspended sandbox of this state directory
-	// whose record is no longer parked (closed, or resumed elsewhere).
+	// A copy of a suspended sandbox's workspace that an earlier version
+	// kept beside its snapshot: the snapshot is the workspace's copy.
 	for _, id := range h.recordIDs() {
 		kept := h.parkedDir(id)
-		if _, err := os.Stat(kept); err != nil || h.isParked(id) {
+		if _, err := os.Stat(kept); err != nil {
 			continue
 		}
-		l := Leftover{Kind: "workspace kept for a sandbox no longer suspended", Path: kept}
+		l := Leftover{Kind: "workspace copy kept beside a snapshot by an earlier version", Path: kept}
 		if !dryRun {
 			l.Err = os.RemoveAll(kept)
 		}
