@@ -97,11 +97,14 @@ func TestCheckoutMismatchesAreNamed(t *testing.T) {
 		mut  func(dir string)
 		want string
 	}{
-		"a changed file":   {func(d string) { os.WriteFile(filepath.Join(d, "sub", "g"), []byte("G\n"), 0o644) }, "sub/g"},
-		"an extra file":    {func(d string) { os.WriteFile(filepath.Join(d, "sub", "deeper", "x"), nil, 0o644) }, "sub/deeper/x"},
-		"a missing file":   {func(d string) { os.Remove(filepath.Join(d, "run.sh")) }, "run.sh"},
-		"an exec bit":      {func(d string) { os.Chmod(filepath.Join(d, "run.sh"), 0o644) }, "run.sh"},
-		"a link retargets": {func(d string) { os.Remove(filepath.Join(d, "link")); os.Symlink("/etc/passwd", filepath.Join(d, "link")) }, "link"},
+		"a changed file": {func(d string) { os.WriteFile(filepath.Join(d, "sub", "g"), []byte("G\n"), 0o644) }, "sub/g"},
+		"an extra file":  {func(d string) { os.WriteFile(filepath.Join(d, "sub", "deeper", "x"), nil, 0o644) }, "sub/deeper/x"},
+		"a missing file": {func(d string) { os.Remove(filepath.Join(d, "run.sh")) }, "run.sh"},
+		"an exec bit":    {func(d string) { os.Chmod(filepath.Join(d, "run.sh"), 0o644) }, "run.sh"},
+		"a link retargets": {func(d string) {
+			os.Remove(filepath.Join(d, "link"))
+			os.Symlink("/etc/passwd", filepath.Join(d, "link"))
+		}, "link"},
 		"a link for a file": {func(d string) {
 			os.Remove(filepath.Join(d, "README"))
 			os.Symlink("/etc/passwd", filepath.Join(d, "README"))
