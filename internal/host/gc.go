@@ -152,6 +152,7 @@ func (h *Host) GC(dryRun bool) ([]Leftover, error) {
 		out = append(out, Leftover{Kind: kind, Path: h.RecordPath(r.ID), Err: r.Err})
 	}
 	scan(os.TempDir(), "sandbox-ws-", "live sandbox workspace", false)
+	scan(os.TempDir(), "sandbox-seed-", "a seed's fetched repository", false)
 	// A copy of a suspended sandbox's workspace that an earlier version
 	// kept beside its snapshot: the snapshot is the workspace's copy.
 	for _, id := range h.recordIDs() {
