@@ -14,7 +14,10 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/journal"
+	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/internal/volume"
 	"github.com/opensubstrate/sandbox/reject"
+	"github.com/opensubstrate/sandbox/tier"
 	"github.com/opensubstrate/sandbox/verify"
 )
 
@@ -190,5 +193,115 @@ func TestSuspensionDoesNotDoubleTheWorkspace(t *testing.T) {
 	}
 	if p, err := h.readParked(info.ID); err != nil || p.Retained > size+size/4 {
 		t.Fatalf("the parked interval is priced for %d bytes retained (%v)", p.Retained, err)
+	}
+}
+
+// TestWorkspaceBoundHoldsWhileItIsWritten: a live sandbox's workspace is
+// bounded as it is written, not checked afterwards. At S1 an exec that
+// writes past the bound gets ENOSPC at the write; its unit records the
+// bound, its attestation says the workspace is at it, and the run
+// verifies; the workspace never holds more than the bound on disk, and a
+// later exec that frees space can write again. At S2 a module's write
+// past it gets ENOSPC alike (the same filesystem under the host's calls).
+// A bound under the least a workspace is made with is refused, and the
+// host's default bound applies where the spec sets none.
+func TestWorkspaceBoundHoldsWhileItIsWritten(t *testing.T) {
+	h := newS1Host(t)
+	if err := volume.Probe(); err != nil {
+		t.Skipf("this host cannot make a bounded workspace: %v", err)
+	}
+	ctx := context.Background()
+	const bound = 32 << 20
+	info, err := h.Create(ctx, SandboxSpec{Grants: grants(t), Limits: unit.Limits{WorkspaceBytes: bound}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	r, err := h.Exec(ctx, info.ID, "", ExecRequest{Args: []string{"sh", "-c", "dd if=/dev/zero of=big bs=1M count=64 status=none; echo dd=$?"}, Stdout: &out, Stderr: &errb, Deadline: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "dd=1\n" || !strings.Contains(errb.String(), "No space left on device") {
+		t.Fatalf("a writer past the bound: %q %q", out.String(), errb.String())
+	}
+	if fi, err := os.Stat(filepath.Join(info.Workspace, "big")); err != nil || fi.Size() > bound {
+		t.Fatalf("the workspace holds %d bytes under a bound of %d (%v)", fi.Size(), bound, err)
+	}
+	if use := diskUse(t, volume.Image(info.Workspace)); use > bound+bound/8 {
+		t.Fatalf("the workspace's filesystem takes %d bytes of the host's disk under a bound of %d", use, bound)
+	}
+	found := false
+	for _, n := range r.Attestation.Claim.Notes {
+		found = found || strings.Contains(n, "workspace is at its bound") && strings.Contains(n, "ENOSPC")
+	}
+	if !found {
+		t.Fatalf("the exec's attestation does not say the workspace is at its bound: %q", r.Attestation.Claim.Notes)
+	}
+	if ub, err := os.ReadFile(filepath.Join(r.Dir, "unit.json")); err != nil || !strings.Contains(string(ub), `"workspace_bytes":33554432`) {
+		t.Fatalf("the unit does not record the bound: %s %v", ub, err)
+	}
+	if err := firstErr(verifyRun(t, h, r.Dir)); err != nil {
+		t.Fatal(err)
+	}
+	// Freed, it takes writes again; a note only when it is at its bound.
+	r2, o2 := execIn(t, h, info.ID, "sh", "-c", "rm big && dd if=/dev/zero of=small bs=1M count=4 status=none && echo ok")
+	if o2 != "ok\n" {
+		t.Fatalf("after freeing: %q", o2)
+	}
+	for _, n := range r2.Attestation.Claim.Notes {
+		if strings.Contains(n, "at its bound") {
+			t.Fatalf("a note on a workspace under its bound: %q", n)
+		}
+	}
+	// S2: a module's write past the bound.
+	s2, err := h.Create(ctx, SandboxSpec{Tier: tier.S2, Grants: grants(t), Limits: unit.Limits{WorkspaceBytes: volume.MinSize}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill, err := os.Create(filepath.Join(s2.Workspace, "fill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var werr error
+	for werr == nil {
+		_, werr = fill.Write(make([]byte, 64<<10))
+	}
+	fill.Close()
+	if !errors.Is(werr, syscall.ENOSPC) {
+		t.Fatalf("the host filling the S2 workspace: %v", werr)
+	}
+	fi, _ := os.Stat(filepath.Join(s2.Workspace, "fill"))
+	os.Truncate(filepath.Join(s2.Workspace, "fill"), fi.Size()-256<<10) // room for a little, not for 1 MiB
+	mod := filepath.Join(t.TempDir(), "fsops.wasm")
+	os.WriteFile(mod, image(t, "fsops"), 0o644)
+	// wazero has no ENOSPC errno for the guest: the module's write past
+	// the bound fails as an I/O error (EIO), at the write all the same.
+	r3, o := execIn(t, h, s2.ID, mod, "write", filepath.Join(s2.Workspace, "small"), "fits", "append", filepath.Join(s2.Workspace, "more"), strings.Repeat("x", 1<<20))
+	if !strings.Contains(o, "write "+filepath.Join(s2.Workspace, "small")+": ok") || !strings.Contains(o, "append "+filepath.Join(s2.Workspace, "more")+": ERROR") {
+		t.Fatalf("an S2 module past the bound: %q", o)
+	}
+	if fi, err := os.Stat(filepath.Join(s2.Workspace, "more")); err == nil && fi.Size() >= 1<<20 {
+		t.Fatalf("an S2 module wrote %d bytes past the bound", fi.Size())
+	}
+	found = false
+	for _, n := range r3.Attestation.Claim.Notes {
+		found = found || strings.Contains(n, "workspace is at its bound")
+	}
+	if !found {
+		t.Fatalf("the S2 exec's attestation does not say the workspace is at its bound: %q", r3.Attestation.Claim.Notes)
+	}
+	// Refused: a bound under the least; the host's default applies.
+	if _, err := h.Create(ctx, SandboxSpec{Grants: grants(t), Limits: unit.Limits{WorkspaceBytes: 1 << 20}}); err == nil {
+		t.Fatal("a workspace bound of 1 MiB was made")
+	}
+	h.WorkspaceMax = 48 << 20
+	def, err := h.Create(ctx, SandboxSpec{Grants: grants(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The bound is the filesystem's size, its own metadata (journal,
+	// inode tables) included: a few percent at GiB sizes, more here.
+	if u, ok, err := volume.Of(def.Workspace); err != nil || !ok || u.Size > 48<<20 || u.Size < 32<<20 {
+		t.Fatalf("the host's default bound: %+v %v %v", u, ok, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
@@ -21,6 +22,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/tree"
 	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/internal/volume"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
 	"github.com/opensubstrate/sandbox/record"
@@ -668,11 +670,11 @@ func (h *Host) restoreWorkspace(id, ws string, a addr.Addr) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(ws); err != nil {
-		return err
-	}
 	os.RemoveAll(h.parkedDir(id))
 	if err := tree.Restore(h.Store, a, ws, nil); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			return fmt.Errorf("restore the workspace: its snapshot does not fit in its bound (%w)", err)
+		}
 		return fmt.Errorf("restore the workspace: %w", err)
 	}
 	if ks, err := (&tree.Capturer{Blobs: h.Store}).Remember(ws, a); err == nil {
@@ -766,7 +768,7 @@ func (h *Host) Recover(dead func(lease string) bool, dryRun bool) []Recovered {
 func (h *Host) recover(id string, l live) (string, error) {
 	f, err := record.Open(h.RecordPath(id))
 	if errors.Is(err, os.ErrNotExist) {
-		os.RemoveAll(l.Workspace)
+		removeWorkspace(l.Workspace)
 		return "cleaned", os.Remove(h.livePath(id))
 	}
 	if err != nil {
@@ -783,6 +785,11 @@ func (h *Host) recover(id string, l live) (string, error) {
 	st := f.State()
 	hasWS := false
 	if l.Workspace != "" {
+		// A bounded workspace whose mount went with a restart of the
+		// machine: its image holds it.
+		if _, err := volume.Attach(l.Workspace); err != nil {
+			return "", fmt.Errorf("its workspace's filesystem: %w", err)
+		}
 		if fi, err := os.Lstat(l.Workspace); err == nil && fi.IsDir() {
 			hasWS = true
 		}
@@ -856,7 +863,7 @@ func (h *Host) recover(id string, l live) (string, error) {
 	}
 	if hasWS {
 		// Captured (its snapshot is its copy) or ended: it goes.
-		os.RemoveAll(l.Workspace)
+		removeWorkspace(l.Workspace)
 	}
 	return what, os.Remove(h.livePath(id))
 }

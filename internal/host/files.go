@@ -1,6 +1,7 @@
 package host
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -96,6 +97,9 @@ func (h *Host) Upload(id, owner, p string, r io.Reader, mode os.FileMode, max in
 	}
 	if err != nil {
 		unix.Unlinkat(int(dir.Fd()), tmp, 0)
+		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+			return 0, &LimitError{What: fmt.Sprintf("%s: no space under fs:%s (its bound, or the disk's): %v", p, s.Path, err)}
+		}
 		return 0, err
 	}
 	return n, nil

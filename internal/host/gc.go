@@ -99,7 +99,12 @@ func (h *Host) GC(dryRun bool) ([]Leftover, error) {
 		for _, e := range ents {
 			if strings.HasPrefix(e.Name(), prefix) {
 				p := filepath.Join(dir, e.Name())
-				consider(kind, p, e.Name(), unownedToo, func() error { return os.RemoveAll(p) })
+				if img, ok := strings.CutSuffix(p, ".img"); ok && prefix == "sandbox-ws-" {
+					if _, err := os.Lstat(img); err == nil {
+						continue // a bounded workspace's image: removed with it
+					}
+				}
+				consider(kind, p, e.Name(), unownedToo, func() error { return removeWorkspace(p) })
 			}
 		}
 	}

@@ -116,6 +116,10 @@ type Host struct {
 	// OutputMax is how many bytes of each of a run's streams its record
 	// keeps (the caller receives all); 0 means DefaultOutputMax.
 	OutputMax int64
+	// WorkspaceMax bounds each live sandbox's workspace, in bytes, where
+	// its spec sets none (SandboxSpec.Limits.WorkspaceBytes); 0 means
+	// DefaultWorkspaceMax, a negative value no bound.
+	WorkspaceMax int64
 
 	// Reprobe makes every probe run now (doctor), refreshing the probes
 	// kept in the state directory.
@@ -222,7 +226,7 @@ func effectiveLimits(ex Executor, req Request) unit.Limits {
 	}
 	r := req.Limits
 	for _, f := range []struct{ got, want *int64 }{
-		{&r.MemoryBytes, &l.MemoryBytes}, {&r.Pids, &l.Pids}, {&r.CPUMillis, &l.CPUMillis}, {&r.MemoryPages, &l.MemoryPages},
+		{&r.MemoryBytes, &l.MemoryBytes}, {&r.Pids, &l.Pids}, {&r.CPUMillis, &l.CPUMillis}, {&r.MemoryPages, &l.MemoryPages}, {&r.WorkspaceBytes, &l.WorkspaceBytes},
 	} {
 		if *f.got > 0 {
 			*f.want = *f.got

@@ -23,7 +23,6 @@ import (
 	"github.com/opensubstrate/sandbox/internal/lifecycle"
 	"github.com/opensubstrate/sandbox/internal/manifest"
 	"github.com/opensubstrate/sandbox/internal/native"
-	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/internal/vm"
 	"github.com/opensubstrate/sandbox/record"
@@ -146,6 +145,10 @@ type Sandbox struct {
 	retainedWhy string // the fence's last reason to retain it
 	// window bounds and accounts for its execs: Slots at once.
 	window lifecycle.Window
+	// unbounded says why its workspace has no size bound where the
+	// host's default could not be given ("": it has one, or none was
+	// asked for).
+	unbounded string
 }
 
 // touch restarts sb's idle clock.
@@ -354,7 +357,8 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 		return SandboxInfo{}, nil, err
 	}
 	if !spec.NoWorkspace {
-		ws, err := state.MkdirNamed(os.TempDir(), "sandbox-ws", h.Store.Namer())
+		sb.Limits.WorkspaceBytes, sb.unbounded = h.workspaceBound(spec.Limits.WorkspaceBytes)
+		ws, err := h.makeWorkspace(sb.Limits.WorkspaceBytes)
 		if err != nil {
 			return SandboxInfo{}, nil, err
 		}
@@ -669,7 +673,7 @@ func (h *Host) execIn(ctx context.Context, sb *Sandbox, req Request, n int, cont
 			return res, err
 		}
 	}
-	r, err := h.execute(ctx, p, run)
+	r, err := h.execute(ctx, p, noteWorkspace(sb, run))
 	var pr *parkedRun
 	if errors.As(err, &pr) {
 		ws := ""
@@ -776,7 +780,7 @@ func (h *Host) teardown(sb *Sandbox) error {
 		}
 	}
 	if sb.Workspace != "" {
-		if err := os.RemoveAll(sb.Workspace); err != nil {
+		if err := removeWorkspace(sb.Workspace); err != nil {
 			errs = append(errs, err)
 		}
 	}
