@@ -356,6 +356,7 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 		h.teardown(sb)
 		return SandboxInfo{}, nil, err
 	}
+	sb.Limits.WorkspaceBytes = 0 // none without a workspace
 	if !spec.NoWorkspace {
 		sb.Limits.WorkspaceBytes, sb.unbounded = h.workspaceBound(spec.Limits.WorkspaceBytes)
 		ws, err := h.makeWorkspace(sb.Limits.WorkspaceBytes)
