@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -169,6 +170,9 @@ func TestSuspensionDoesNotDoubleTheWorkspace(t *testing.T) {
 	}
 	suspended := use()
 	t.Logf("du: live %d KiB, suspended %d KiB (a workspace of %d KiB)", live>>10, suspended>>10, size>>10)
+	if out, err := exec.Command("du", "-sck", h.Store.Root(), h.parkedDir(info.ID)).CombinedOutput(); err == nil || len(out) > 0 {
+		t.Logf("du -sck, suspended:\n%s", out)
+	}
 	if suspended > live+size/4 {
 		t.Fatalf("suspended, the sandbox takes %d bytes on disk; live, %d: its %d-byte workspace is kept twice", suspended, live, size)
 	}

@@ -368,6 +368,13 @@ func (h *Host) capture(sb *Sandbox) (record.Snapshot, int64, error) {
 		}
 		defer os.Remove(dir)
 	}
+	if sb.Tier == tier.S5 && sb.Workspace != "" {
+		// Its guest's modes are in extended attributes: the tree records
+		// them, and a restoration gives them back (restoreWorkspace).
+		if err := foldGuestModes(dir); err != nil {
+			return record.Snapshot{}, 0, fmt.Errorf("the guest's modes in its workspace: %w", err)
+		}
+	}
 	root, st, err := h.capturer(sb.ID).Capture(dir)
 	if err != nil {
 		return record.Snapshot{}, 0, err
@@ -664,14 +671,21 @@ func (h *Host) owns(id, owner string) bool {
 
 // restoreWorkspace fills the empty workspace ws from tree a, from the
 // store, every chunk checked. A copy an earlier version of this host
-// kept beside the snapshot is not trusted, only removed.
-func (h *Host) restoreWorkspace(id, ws string, a addr.Addr) error {
+// kept beside the snapshot is not trusted, only removed. An S5
+// workspace's files are its guest's runs' user's (uid 65534 in the
+// guest), with the modes its guest gave them (foldGuestModes): a share
+// shows a file without attributes of the guest's as the host has it.
+func (h *Host) restoreWorkspace(id, ws string, a addr.Addr, t tier.Tier) error {
 	fi, err := os.Stat(ws)
 	if err != nil {
 		return err
 	}
 	os.RemoveAll(h.parkedDir(id))
-	if err := tree.Restore(h.Store, a, ws, nil); err != nil {
+	var owner *[2]int
+	if t == tier.S5 {
+		owner = &[2]int{guestUser, guestUser}
+	}
+	if err := tree.Restore(h.Store, a, ws, owner); err != nil {
 		if errors.Is(err, syscall.ENOSPC) {
 			return fmt.Errorf("restore the workspace: its snapshot does not fit in its bound (%w)", err)
 		}
@@ -682,6 +696,9 @@ func (h *Host) restoreWorkspace(id, ws string, a addr.Addr) error {
 	}
 	return os.Chmod(ws, fi.Mode().Perm())
 }
+
+// guestUser is the user an S5 guest's runs are (uid and gid 65534).
+const guestUser = 65534
 
 // parkedDir is where earlier versions of this host kept a suspended
 // sandbox's workspace beside its snapshot (a doubling on disk that this

@@ -365,7 +365,7 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 		}
 		sb.Workspace = ws
 		if spec.restore != nil {
-			if err := h.restoreWorkspace(id, ws, *spec.restore); err != nil {
+			if err := h.restoreWorkspace(id, ws, *spec.restore, spec.Tier); err != nil {
 				return fail(err)
 			}
 		}
