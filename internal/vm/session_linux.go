@@ -71,9 +71,10 @@ func (e *Executor) open(ctx context.Context, g grant.Set, lim unit.Limits, cg *c
 	}
 	s = &Session{e: e, cg: cg, name: e.executorName(accel), notes: []string{e.accelNote(accel, why),
 		guestNote(im)}}
+	made := s // a failure returns nil: what was made is ended all the same
 	defer func() {
 		if err != nil {
-			s.Close()
+			made.Close()
 		}
 	}()
 	s.spec = Spec{Image: im, QEMU: e.cfg.QEMU, Jail: e.cfg.Jail, Accel: accel, Dir: dir, Cgroup: cg, Hostname: "sandbox", Incoming: memory}
