@@ -282,33 +282,49 @@ func (v *Verifier) Attestation(p string) []Result {
 // outputs checks stdout.log and stderr.log against the addresses and
 // lengths the journal's outcome entry records: missing, cut short
 // (truncated), longer with the recorded bytes as a prefix (extended), or
-// other bytes (address). A run without a journal binds no output, so it
-// may hold none.
+// other bytes (address). Where the outcome says the host kept only a
+// prefix of a stream (its output bound), the file is checked against
+// that prefix's length and address, and the note says how much of the
+// stream was dropped from the record and the whole stream's BLAKE3,
+// which no file here can confirm. A run without a journal binds no
+// output, so it may hold none.
 func (v *Verifier) outputs(dir string, bound bool, o *journal.Outcome) []Result {
 	var out []Result
-	for _, f := range []struct {
-		name string
-		addr addr.Addr
-		n    uint64
-	}{{FileStdout, addrOf(o, true), lenOf(o, true)}, {FileStderr, addrOf(o, false), lenOf(o, false)}} {
-		r := Result{Path: filepath.Join(dir, f.name), Kind: KindOutput}
+	for _, stdout := range []bool{true, false} {
+		name, a, n, kept := FileStderr, addr.Addr{}, uint64(0), (*journal.Kept)(nil)
+		if stdout {
+			name = FileStdout
+		}
+		if o != nil {
+			a, n, kept = o.Stderr, o.StderrLen, o.StderrKept
+			if stdout {
+				a, n, kept = o.Stdout, o.StdoutLen, o.StdoutKept
+			}
+		}
+		r := Result{Path: filepath.Join(dir, name), Kind: KindOutput}
 		raw, err := v.read(r.Path)
 		switch {
 		case !bound && errors.Is(err, fs.ErrNotExist):
 			continue
 		case !bound:
-			r.Err = reject.New(reject.Unrecognised, "", "the attestation binds no journal, so nothing binds %s", f.name)
+			r.Err = reject.New(reject.Unrecognised, "", "the attestation binds no journal, so nothing binds %s", name)
 		case o == nil:
 			continue // the journal failed; its result says why
 		case errors.Is(err, fs.ErrNotExist):
-			r.Err = reject.New(reject.Missing, "", "the journal records %s (%d bytes, %s), and it is not beside it", f.name, f.n, f.addr)
+			r.Err = reject.New(reject.Missing, "", "the journal records %s (%d bytes, %s), and it is not beside it", name, n, a)
 		case err != nil:
 			r.Err = err
+		case kept != nil:
+			r.Addr = addr.Of(raw)
+			r.Err = outputErr(name, "the record kept", raw, kept.Addr, kept.Len)
+			if r.Err == nil {
+				r.Note = fmt.Sprintf("the first %d of the %d bytes the run wrote, bound by the journal's outcome; %d were dropped from the record at the host's output bound (the whole stream's BLAKE3, %s, is recorded, not checkable from this file)", kept.Len, n, n-kept.Len, a)
+			}
 		default:
 			r.Addr = addr.Of(raw)
-			r.Err = outputErr(f.name, raw, f.addr, f.n)
+			r.Err = outputErr(name, "the run wrote", raw, a, n)
 			if r.Err == nil {
-				r.Note = fmt.Sprintf("%d bytes, bound by the journal's outcome", f.n)
+				r.Note = fmt.Sprintf("%d bytes, bound by the journal's outcome", n)
 			}
 		}
 		out = append(out, r)
@@ -316,38 +332,19 @@ func (v *Verifier) outputs(dir string, bound bool, o *journal.Outcome) []Result 
 	return out
 }
 
-func addrOf(o *journal.Outcome, stdout bool) addr.Addr {
-	switch {
-	case o == nil:
-		return addr.Addr{}
-	case stdout:
-		return o.Stdout
-	}
-	return o.Stderr
-}
-
-func lenOf(o *journal.Outcome, stdout bool) uint64 {
-	switch {
-	case o == nil:
-		return 0
-	case stdout:
-		return o.StdoutLen
-	}
-	return o.StderrLen
-}
-
 // outputErr compares an output file with what the run recorded.
-func outputErr(name string, b []byte, want addr.Addr, n uint64) error {
+// who says whose bytes they are ("the run wrote", "the record kept").
+func outputErr(name, who string, b []byte, want addr.Addr, n uint64) error {
 	got := uint64(len(b))
 	switch {
 	case got == n && addr.Of(b) == want:
 		return nil
 	case got < n:
-		return reject.New(reject.Truncated, "", "%s is %d bytes, the run wrote %d", name, got, n)
+		return reject.New(reject.Truncated, "", "%s is %d bytes, %s %d", name, got, who, n)
 	case got > n && addr.Of(b[:n]) == want:
-		return reject.New(reject.Extended, "", "%s is %d bytes: the %d the run wrote, and more after them", name, got, n)
+		return reject.New(reject.Extended, "", "%s is %d bytes: the %d %s, and more after them", name, got, n, who)
 	}
-	return reject.New(reject.Address, "", "%s hashes to %s, the run wrote %d bytes hashing to %s", name, addr.Of(b), n, want)
+	return reject.New(reject.Address, "", "%s hashes to %s, %s %d bytes hashing to %s", name, addr.Of(b), who, n, want)
 }
 
 // strays refuses any file in a run directory that no record binds.

@@ -19,9 +19,11 @@ import (
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/errs"
+	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/manifest"
 	"github.com/opensubstrate/sandbox/internal/server"
+	"github.com/opensubstrate/sandbox/internal/volume"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -33,6 +35,7 @@ func serveCmd(g *globals) *cobra.Command {
 		maxLive                                                 int
 		idleAfter                                               time.Duration
 		poolArgs                                                []string
+		workspaceMax, outputMax                                 string
 	)
 	c := &cobra.Command{
 		Use:   "serve",
@@ -70,6 +73,21 @@ to park) and exits 0. Nothing running is dropped unsealed, and no
 workspace is erased. Started, it first makes whole what an ended service
 left: its live sandboxes are suspended from their workspaces as they
 were left.
+
+--workspace-max SIZE bounds each live sandbox's workspace (default
+10GiB; 0 for none): the workspace is a filesystem of its own of that
+size (ext4 in a sparse image beside it, on a loop device: root only), so
+a writer past it gets ENOSPC as it writes (EIO for a WebAssembly module:
+wazero has no ENOSPC), at S1, S2 and S5 alike; the bound is in each
+exec's unit (limits.workspace_bytes) and an exec that ends with the
+workspace full says so in its attestation's notes. Without root the
+default gives way (each exec's notes say why); a bound given here is
+never dropped: sandboxes are refused instead.
+
+--output-max SIZE is how much of each of a run's streams its record
+keeps (default 64MiB): the caller receives every byte, and the journal's
+outcome gives the whole stream's length and BLAKE3 beside the prefix
+kept; the attestation's notes say what was dropped.
 
 --idle DURATION parks a live sandbox that no request has touched for
 that long (an exec's end counts as a touch). It passes the preservation
@@ -124,6 +142,16 @@ closed with that overhead. /metrics has each pool's statistics
 			}
 			if maxLive > 0 {
 				ho.MaxLive(maxLive)
+			}
+			// Unset, the host's default bound applies (and gives way where
+			// it cannot be enforced); set, it is the operator's, never dropped.
+			if cmd.Flags().Changed("workspace-max") {
+				if ho.WorkspaceMax, err = sizeFlag("--workspace-max", workspaceMax, volume.MinSize); err != nil {
+					return err
+				}
+			}
+			if ho.OutputMax, err = sizeFlag("--output-max", outputMax, 0); err != nil {
+				return err
 			}
 			if idleAfter < 0 {
 				return errs.Usage{Err: fmt.Errorf("--idle %s: a duration of zero (never) or more", idleAfter)}
@@ -226,6 +254,8 @@ closed with that overhead. /metrics has each pool's statistics
 	c.Flags().DurationVar(&grace, "grace", 30*time.Second, "on shutdown, how long execs in flight may finish before they are interrupted (and sealed)")
 	c.Flags().DurationVar(&idleAfter, "idle", 0, "park a live sandbox that no request touched for this long, through the preservation fence (see above; default: never)")
 	c.Flags().IntVar(&maxLive, "max-sandboxes", 0, "live sandboxes kept at once (default 1024); more are refused with 429")
+	c.Flags().StringVar(&workspaceMax, "workspace-max", "10GiB", "size bound of each live sandbox's workspace, enforced as it is written (see above; 0: none)")
+	c.Flags().StringVar(&outputMax, "output-max", "64MiB", "bytes of each of a run's streams its record keeps; the caller receives all (see above)")
 	c.Flags().StringArrayVar(&poolArgs, "pool", nil, "keep a warm pool of ready sandboxes: NAME:size=N,image=REF|manifest=FILE,max-idle=D,max-age=D (see above; repeatable)")
 	c.Flags().StringVar(&logFormat, "log-format", "text", "log lines as text or json")
 	limitFlags(c, g, "a native run's or a live S1 sandbox's")
@@ -342,4 +372,22 @@ func secrets(toks []authority.Token) []string {
 		out = append(out, t.Secret)
 	}
 	return out
+}
+
+// sizeFlag reads a size flag: bytes (KiB, MiB, GiB, ...). With a
+// least size (a bound that may be none), "0" is no bound (-1) and a size
+// under the least is refused.
+func sizeFlag(flag, v string, least int64) (int64, error) {
+	n, err := grant.ParseSize(v)
+	switch {
+	case err != nil:
+		return 0, errs.Usage{Err: fmt.Errorf("%s %s: %w", flag, v, err)}
+	case n == 0 && least > 0:
+		return -1, nil
+	case n <= 0:
+		return 0, errs.Usage{Err: fmt.Errorf("%s %s: want a size above zero", flag, v)}
+	case n < least:
+		return 0, errs.Usage{Err: fmt.Errorf("%s %s: under %d bytes, the least it can be (or 0 for none)", flag, v, least)}
+	}
+	return n, nil
 }

@@ -21,6 +21,9 @@ import (
 
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/crash"
+	"github.com/opensubstrate/sandbox/internal/store"
+	"github.com/opensubstrate/sandbox/internal/tree"
+	"github.com/opensubstrate/sandbox/record"
 )
 
 // startServe starts `sandbox serve` for home and waits for its socket.
@@ -252,8 +255,11 @@ func TestServeKilledLeavesNothing(t *testing.T) {
 	if out, _, _ := runCLI(t, home, "", "records"); !strings.Contains(out, id+"  parked") {
 		t.Fatalf("records after gc:\n%s", out)
 	}
-	if b, err := os.ReadFile(filepath.Join(os.TempDir(), "sandbox-parked-"+id, "left.txt")); err != nil || string(b) != "x\n" {
-		t.Fatalf("the workspace kept: %q %v", b, err)
+	if b := snapshotFile(t, home, id, "left.txt"); string(b) != "x\n" {
+		t.Fatalf("the workspace's snapshot holds %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(os.TempDir(), "sandbox-parked-"+id)); !os.IsNotExist(err) {
+		t.Fatalf("a copy of the workspace is kept beside its snapshot: %v", err)
 	}
 	if out, _, _ := runCLI(t, home, "", "gc", "-n"); !strings.Contains(out, "nothing left behind") {
 		t.Fatalf("after gc:\n%s", out)
@@ -264,6 +270,45 @@ func TestServeKilledLeavesNothing(t *testing.T) {
 			t.Fatalf("left in runs/: %s", e.Name())
 		}
 	}
+}
+
+// snapshotFile is the file at rel in the workspace that sandbox id's
+// record last captured, read from the store in home.
+func snapshotFile(t *testing.T, home, id, rel string) []byte {
+	t.Helper()
+	f, err := record.Open(filepath.Join(home, "records", id+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := store.Open(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	last := f.State().Last
+	if last == nil {
+		t.Fatal("no snapshot in the record")
+	}
+	tr, err := tree.Load(st, last.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range tr.Entries {
+		if e.Path != rel {
+			continue
+		}
+		var b []byte
+		for _, c := range e.Chunks {
+			cb, err := st.Blob(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = append(b, cb...)
+		}
+		return b
+	}
+	return nil
 }
 
 // servedRuns is how many runs the service in home has sealed, from its

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
@@ -21,6 +22,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/tree"
 	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/internal/volume"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
 	"github.com/opensubstrate/sandbox/record"
@@ -340,26 +342,20 @@ func (h *Host) suspendGated(sb *Sandbox, gate func(record.Snapshot) error) (reco
 	// The record says parked: from here the suspension goes through. The
 	// note beside it (whose, since when, how much) only prices and owns
 	// the parked interval; without it the local owner may resume it and
-	// its idle energy is counted as none.
-	if err := h.writeParked(id, parked{Owner: owner, Suspended: h.now().UTC(), Retained: 2 * retained}); err != nil {
+	// its idle energy is counted as none. What is retained is the
+	// snapshot, once: no copy of the workspace is kept beside it.
+	if err := h.writeParked(id, parked{Owner: owner, Suspended: h.now().UTC(), Retained: retained}); err != nil {
 		h.logger().Warn("no note beside a suspended sandbox's record", "sandbox", id, "err", err)
 	}
 	if sb.vmsess == nil && sb.cg != nil {
 		sb.cg.Thaw() // frozen processes are ended by the teardown once thawed; a paused VM is killed as it is
 	}
-	// The workspace is kept beside the snapshot, outside the sandbox, as
-	// a cache: a resumption here that finds it identical to the recorded
-	// tree (by a capture, which reads only what changed) renames it back
-	// instead of restoring every chunk.
-	ws := sb.Workspace
-	sb.Workspace = ""
+	// The workspace goes with the rest: its snapshot's chunks are its
+	// only copy (a copy kept beside them as a cache doubled every
+	// suspended workspace on disk), and a resumption restores it from
+	// them, every chunk checked.
 	if err := h.teardown(sb); err != nil {
 		h.logger().Warn("suspended sandbox torn down with errors", "sandbox", id, "err", err)
-	}
-	if ws != "" {
-		if err := os.Rename(ws, h.parkedDir(id)); err != nil {
-			os.RemoveAll(ws)
-		}
 	}
 	sb.record.Close()
 	os.Remove(h.livePath(id))
@@ -381,6 +377,13 @@ func (h *Host) capture(sb *Sandbox) (record.Snapshot, int64, error) {
 			return record.Snapshot{}, 0, err
 		}
 		defer os.Remove(dir)
+	}
+	if sb.Tier == tier.S5 && sb.Workspace != "" {
+		// Its guest's modes are in extended attributes: the tree records
+		// them, and a restoration gives them back (restoreWorkspace).
+		if err := foldGuestModes(dir); err != nil {
+			return record.Snapshot{}, 0, fmt.Errorf("the guest's modes in its workspace: %w", err)
+		}
 	}
 	root, st, err := h.capturer(sb.ID).Capture(dir)
 	if err != nil {
@@ -675,31 +678,26 @@ func (h *Host) owns(id, owner string) bool {
 	return owner == LocalOwner
 }
 
-// restoreWorkspace fills the empty workspace ws from tree a: with the
-// workspace kept when the sandbox was suspended here, if a capture of it
-// is tree a; else from the store, every chunk checked.
-func (h *Host) restoreWorkspace(id, ws string, a addr.Addr) error {
+// restoreWorkspace fills the empty workspace ws from tree a, from the
+// store, every chunk checked. A copy an earlier version of this host
+// kept beside the snapshot is not trusted, only removed. An S5
+// workspace's files are its guest's runs' user's (uid 65534 in the
+// guest), with the modes its guest gave them (foldGuestModes): a share
+// shows a file without attributes of the guest's as the host has it.
+func (h *Host) restoreWorkspace(id, ws string, a addr.Addr, t tier.Tier) error {
 	fi, err := os.Stat(ws)
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(ws); err != nil {
-		return err
+	os.RemoveAll(h.parkedDir(id))
+	var owner *[2]int
+	if t == tier.S5 {
+		owner = &[2]int{guestUser, guestUser}
 	}
-	kept := h.parkedDir(id)
-	if _, err := os.Stat(kept); err == nil {
-		if got, st, err := h.capturer(id).Capture(kept); err == nil && got == a {
-			// Exactly the tree: what it left out (a fifo, a socket) goes.
-			for _, rel := range st.Skipped {
-				os.Remove(filepath.Join(kept, filepath.FromSlash(rel)))
-			}
-			if err := os.Rename(kept, ws); err == nil {
-				return os.Chmod(ws, fi.Mode().Perm())
-			}
+	if err := tree.Restore(h.Store, a, ws, owner); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			return fmt.Errorf("restore the workspace: its snapshot does not fit in its bound (%w)", err)
 		}
-		os.RemoveAll(kept)
-	}
-	if err := tree.Restore(h.Store, a, ws, nil); err != nil {
 		return fmt.Errorf("restore the workspace: %w", err)
 	}
 	if ks, err := (&tree.Capturer{Blobs: h.Store}).Remember(ws, a); err == nil {
@@ -708,8 +706,12 @@ func (h *Host) restoreWorkspace(id, ws string, a addr.Addr) error {
 	return os.Chmod(ws, fi.Mode().Perm())
 }
 
-// parkedDir is where a suspended sandbox's workspace is kept, beside
-// where workspaces are made (the same filesystem: a rename).
+// guestUser is the user an S5 guest's runs are (uid and gid 65534).
+const guestUser = 65534
+
+// parkedDir is where earlier versions of this host kept a suspended
+// sandbox's workspace beside its snapshot (a doubling on disk that this
+// one no longer makes): restoreWorkspace and gc remove it.
 func (h *Host) parkedDir(id string) string {
 	return filepath.Join(os.TempDir(), "sandbox-parked-"+id)
 }
@@ -792,7 +794,7 @@ func (h *Host) Recover(dead func(lease string) bool, dryRun bool) []Recovered {
 func (h *Host) recover(id string, l live) (string, error) {
 	f, err := record.OpenSealed(h.RecordPath(id), h.sealer(id))
 	if errors.Is(err, os.ErrNotExist) {
-		os.RemoveAll(l.Workspace)
+		removeWorkspace(l.Workspace)
 		return "cleaned", os.Remove(h.livePath(id))
 	}
 	if err != nil {
@@ -809,6 +811,11 @@ func (h *Host) recover(id string, l live) (string, error) {
 	st := f.State()
 	hasWS := false
 	if l.Workspace != "" {
+		// A bounded workspace whose mount went with a restart of the
+		// machine: its image holds it.
+		if _, err := volume.Attach(l.Workspace); err != nil {
+			return "", fmt.Errorf("its workspace's filesystem: %w", err)
+		}
 		if fi, err := os.Lstat(l.Workspace); err == nil && fi.IsDir() {
 			hasWS = true
 		}
@@ -862,7 +869,7 @@ func (h *Host) recover(id string, l live) (string, error) {
 		if _, err := f.Append(record.Segment{Kind: record.Suspended, Snapshot: snap}); err != nil {
 			return "", err
 		}
-		if err := h.writeParked(id, parked{Owner: l.Owner, Suspended: h.now().UTC(), Retained: 2 * retained}); err != nil {
+		if err := h.writeParked(id, parked{Owner: l.Owner, Suspended: h.now().UTC(), Retained: retained}); err != nil {
 			return "", err
 		}
 		what = "suspended"
@@ -874,21 +881,15 @@ func (h *Host) recover(id string, l live) (string, error) {
 					size += e.Size
 				}
 			}
-			if err := h.writeParked(id, parked{Owner: l.Owner, Suspended: h.now().UTC(), Retained: 2 * size}); err != nil {
+			if err := h.writeParked(id, parked{Owner: l.Owner, Suspended: h.now().UTC(), Retained: size}); err != nil {
 				return "", err
 			}
 		}
 		what = "suspended"
 	}
 	if hasWS {
-		kept := h.parkedDir(id)
-		if _, err := os.Stat(kept); st.Phase != record.Ended && errors.Is(err, os.ErrNotExist) && what == "suspended" {
-			if err := os.Rename(l.Workspace, kept); err != nil {
-				os.RemoveAll(l.Workspace)
-			}
-		} else {
-			os.RemoveAll(l.Workspace)
-		}
+		// Captured (its snapshot is its copy) or ended: it goes.
+		removeWorkspace(l.Workspace)
 	}
 	return what, os.Remove(h.livePath(id))
 }
@@ -931,12 +932,6 @@ func (h *Host) readRecord(id string) ([][]byte, record.State, error) {
 	}
 	st, err := record.Verify(entries)
 	return entries, st, err
-}
-
-// isParked says whether sandbox id's record is parked.
-func (h *Host) isParked(id string) bool {
-	_, st, err := h.readRecord(id)
-	return err == nil && st.Phase == record.Parked
 }
 
 // Suspended lists owner's suspended sandboxes, oldest first, as their

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -105,6 +106,9 @@ func (h *Host) Upload(ctx context.Context, id, owner, p string, r io.Reader, mod
 	}
 	if err != nil {
 		unix.Unlinkat(int(dir.Fd()), tmp, 0)
+		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+			return 0, &LimitError{What: fmt.Sprintf("%s: no space under fs:%s (its bound, or the disk's): %v", p, s.Path, err)}
+		}
 		return 0, err
 	}
 	return n, nil

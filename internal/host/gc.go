@@ -99,7 +99,12 @@ func (h *Host) GC(dryRun bool) ([]Leftover, error) {
 		for _, e := range ents {
 			if strings.HasPrefix(e.Name(), prefix) {
 				p := filepath.Join(dir, e.Name())
-				consider(kind, p, e.Name(), unownedToo, func() error { return os.RemoveAll(p) })
+				if img, ok := strings.CutSuffix(p, ".img"); ok && prefix == "sandbox-ws-" {
+					if _, err := os.Lstat(img); err == nil {
+						continue // a bounded workspace's image: removed with it
+					}
+				}
+				consider(kind, p, e.Name(), unownedToo, func() error { return removeWorkspace(p) })
 			}
 		}
 	}
@@ -152,14 +157,15 @@ func (h *Host) GC(dryRun bool) ([]Leftover, error) {
 		out = append(out, Leftover{Kind: kind, Path: h.RecordPath(r.ID), Err: r.Err})
 	}
 	scan(os.TempDir(), "sandbox-ws-", "live sandbox workspace", false)
-	// A workspace kept for a suspended sandbox of this state directory
-	// whose record is no longer parked (closed, or resumed elsewhere).
+	scan(os.TempDir(), "sandbox-seed-", "a seed's fetched repository", false)
+	// A copy of a suspended sandbox's workspace that an earlier version
+	// kept beside its snapshot: the snapshot is the workspace's copy.
 	for _, id := range h.recordIDs() {
 		kept := h.parkedDir(id)
-		if _, err := os.Stat(kept); err != nil || h.isParked(id) {
+		if _, err := os.Stat(kept); err != nil {
 			continue
 		}
-		l := Leftover{Kind: "workspace kept for a sandbox no longer suspended", Path: kept}
+		l := Leftover{Kind: "workspace copy kept beside a snapshot by an earlier version", Path: kept}
 		if !dryRun {
 			l.Err = os.RemoveAll(kept)
 		}

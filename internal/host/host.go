@@ -115,6 +115,13 @@ type Host struct {
 	// ParkWait is how long a suspension waits for an S2 sandbox's execs
 	// to park; 0 means ParkWait.
 	ParkWait time.Duration
+	// OutputMax is how many bytes of each of a run's streams its record
+	// keeps (the caller receives all); 0 means DefaultOutputMax.
+	OutputMax int64
+	// WorkspaceMax bounds each live sandbox's workspace, in bytes, where
+	// its spec sets none (SandboxSpec.Limits.WorkspaceBytes); 0 means
+	// DefaultWorkspaceMax, a negative value no bound.
+	WorkspaceMax int64
 
 	// Reprobe makes every probe run now (doctor), refreshing the probes
 	// kept in the state directory.
@@ -236,7 +243,7 @@ func effectiveLimits(ex Executor, req Request) unit.Limits {
 	}
 	r := req.Limits
 	for _, f := range []struct{ got, want *int64 }{
-		{&r.MemoryBytes, &l.MemoryBytes}, {&r.Pids, &l.Pids}, {&r.CPUMillis, &l.CPUMillis}, {&r.MemoryPages, &l.MemoryPages},
+		{&r.MemoryBytes, &l.MemoryBytes}, {&r.Pids, &l.Pids}, {&r.CPUMillis, &l.CPUMillis}, {&r.MemoryPages, &l.MemoryPages}, {&r.WorkspaceBytes, &l.WorkspaceBytes},
 	} {
 		if *f.got > 0 {
 			*f.want = *f.got
@@ -517,8 +524,8 @@ func (h *Host) execute(ctx context.Context, p *plan, run runFunc) (*Run, error) 
 	enf := grant.NewEnforcer(g)
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
-	outT := &tee{caller: orDiscard(req.Stdout), record: files.out, hash: files.outH, gone: func() { stopRun(ErrOutputClosed) }}
-	errT := &tee{caller: orDiscard(req.Stderr), record: files.err, hash: files.errH}
+	outT := &tee{caller: orDiscard(req.Stdout), record: files.out, hash: files.outH, kept: files.outK, limit: h.outputMax(), gone: func() { stopRun(ErrOutputClosed) }}
+	errT := &tee{caller: orDiscard(req.Stderr), record: files.err, hash: files.errH, kept: files.errK, limit: h.outputMax()}
 	j := &job.Job{
 		Unit: u, UnitAddr: p.ua, Image: req.Image, ImageAddr: u.Image, Grants: g, Enforcer: enf, Record: files.journal, KV: kvs,
 		Stdout:   outT,
@@ -599,6 +606,7 @@ func (h *Host) execute(ctx context.Context, p *plan, run runFunc) (*Run, error) 
 		span.Stop(meter.RunCPU{}, nil)
 		return nil, &NotSealedError{Result: res, Err: fmt.Errorf("writing its output into the record: %w", err)}
 	}
+	res.Notes = append(res.Notes, cutNotes(outcomeOf(res, files.outH, files.errH, files.outK, files.errK), h.outputMax())...)
 	for _, n := range res.Notes { // the caller's, not stderr.log: not the guest's output
 		fmt.Fprintf(orDiscard(req.Stderr), "sandbox: %s\n", n)
 	}

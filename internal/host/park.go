@@ -273,7 +273,8 @@ type continuation struct {
 
 // ContinuedExec is a parked exec a resumption continued: its run, or
 // why it could not be, and what it wrote after its park point (at most
-// MaxContinuedOutput bytes of each stream; its run's records hold all).
+// MaxContinuedOutput bytes of each stream; its run's records hold what
+// the host's output bound keeps).
 type ContinuedExec struct {
 	N              int
 	Run            *Run

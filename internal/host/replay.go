@@ -121,7 +121,7 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 	if err := rd.Next(journal.OutcomeKind, nil, &want); err != nil {
 		rep.Diffs = append(rep.Diffs, err.Error())
 	} else {
-		got := outcomeOf(res, outH, errH)
+		got := outcomeOf(res, outH, errH, nil, nil)
 		if got.Stdout != want.Stdout {
 			rep.Diffs = append(rep.Diffs, fmt.Sprintf("stdout differs: the run wrote %s, the replay %s", want.Stdout, got.Stdout))
 		}
@@ -135,7 +135,11 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 			name string
 			addr addr.Addr
 			n    uint64
-		}{{verify.FileStdout, want.Stdout, want.StdoutLen}, {verify.FileStderr, want.Stderr, want.StderrLen}} {
+			kept *journal.Kept
+		}{{verify.FileStdout, want.Stdout, want.StdoutLen, want.StdoutKept}, {verify.FileStderr, want.Stderr, want.StderrLen, want.StderrKept}} {
+			if f.kept != nil { // the file holds the prefix kept
+				f.addr, f.n = f.kept.Addr, f.kept.Len
+			}
 			b, err := os.ReadFile(filepath.Join(dir, f.name))
 			if err == nil && (uint64(len(b)) != f.n || addr.Of(b) != f.addr) {
 				err = fmt.Errorf("it is %d bytes hashing to %s, the run wrote %d bytes hashing to %s", len(b), addr.Of(b), f.n, f.addr)

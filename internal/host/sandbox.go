@@ -24,7 +24,6 @@ import (
 	"github.com/opensubstrate/sandbox/internal/lifecycle"
 	"github.com/opensubstrate/sandbox/internal/manifest"
 	"github.com/opensubstrate/sandbox/internal/native"
-	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/internal/vm"
 	"github.com/opensubstrate/sandbox/record"
@@ -147,6 +146,10 @@ type Sandbox struct {
 	retainedWhy string // the fence's last reason to retain it
 	// window bounds and accounts for its execs: Slots at once.
 	window lifecycle.Window
+	// unbounded says why its workspace has no size bound where the
+	// host's default could not be given ("": it has one, or none was
+	// asked for).
+	unbounded string
 }
 
 // touch restarts sb's idle clock.
@@ -360,6 +363,13 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 	if err := h.authorize(ctx, spec.Owner, authority.Ask{Action: action, Grants: spec.Grants, Tier: spec.Tier, Image: spec.root}); err != nil {
 		return SandboxInfo{}, nil, err
 	}
+	// Its workspace is bounded by the smallest bound the principal's
+	// policies set, where that is below what the spec asks.
+	for _, p := range h.Principal(ctx, spec.Owner).Policies {
+		if b := p.WorkspaceBytes; b > 0 && (spec.Limits.WorkspaceBytes <= 0 || b < spec.Limits.WorkspaceBytes) {
+			spec.Limits.WorkspaceBytes = b
+		}
+	}
 	sb := &Sandbox{ID: id, Tier: spec.Tier, Limits: spec.Limits, Env: spec.Env, Owner: spec.Owner, Created: created, Listen: spec.Listen, grantArgs: spec.GrantArgs, givenArgs: spec.GrantArgs,
 		Root: spec.root, Manifest: spec.manifestAddr, rootDir: rootDir, imageEnv: imageEnv, incarnation: newIncarnation(), active: h.now()}
 	g := spec.Grants.Clone()
@@ -368,14 +378,16 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 		h.teardown(sb)
 		return SandboxInfo{}, nil, err
 	}
+	sb.Limits.WorkspaceBytes = 0 // none without a workspace
 	if !spec.NoWorkspace {
-		ws, err := state.MkdirNamed(os.TempDir(), "sandbox-ws", h.Store.Namer())
+		sb.Limits.WorkspaceBytes, sb.unbounded = h.workspaceBound(spec.Limits.WorkspaceBytes)
+		ws, err := h.makeWorkspace(sb.Limits.WorkspaceBytes)
 		if err != nil {
 			return SandboxInfo{}, nil, err
 		}
 		sb.Workspace = ws
 		if spec.restore != nil {
-			if err := h.restoreWorkspace(id, ws, *spec.restore); err != nil {
+			if err := h.restoreWorkspace(id, ws, *spec.restore, spec.Tier); err != nil {
 				return fail(err)
 			}
 		}
@@ -684,7 +696,7 @@ func (h *Host) execIn(ctx context.Context, sb *Sandbox, req Request, n int, cont
 			return res, err
 		}
 	}
-	r, err := h.execute(ctx, p, run)
+	r, err := h.execute(ctx, p, noteWorkspace(sb, run))
 	var pr *parkedRun
 	if errors.As(err, &pr) {
 		ws := ""
@@ -791,7 +803,7 @@ func (h *Host) teardown(sb *Sandbox) error {
 		}
 	}
 	if sb.Workspace != "" {
-		if err := os.RemoveAll(sb.Workspace); err != nil {
+		if err := removeWorkspace(sb.Workspace); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -3,6 +3,7 @@ package host
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -39,6 +40,12 @@ func newS1Host(t *testing.T) *Host {
 		h.Close() // suspends what is live
 		for _, id := range h.recordIDs() {
 			os.RemoveAll(h.parkedDir(id)) // kept beside the state directory
+			// A sandbox the fence retained keeps its workspace (and its
+			// filesystem) for the next host: this test's is none.
+			var l live
+			if b, err := os.ReadFile(h.livePath(id)); err == nil && json.Unmarshal(b, &l) == nil && l.Workspace != "" {
+				removeWorkspace(l.Workspace)
+			}
 		}
 	})
 	return h

@@ -28,7 +28,8 @@ var RecordFiles = []string{verify.FileJournal, FileStdout, FileStderr, verify.Fi
 type records struct {
 	journal    *journal.Writer
 	out, err   *os.File
-	outH, errH *output
+	outH, errH *output // the whole streams
+	outK, errK *output // the prefixes kept in out and err
 }
 
 // openRecords makes the files a run writes while it runs.
@@ -37,7 +38,7 @@ func openRecords(rec *store.Partial) (*records, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &records{journal: journal.NewWriter(jf), outH: newOutput(), errH: newOutput()}
+	r := &records{journal: journal.NewWriter(jf), outH: newOutput(), errH: newOutput(), outK: newOutput(), errK: newOutput()}
 	if r.out, err = rec.Create(FileStdout); err != nil {
 		return nil, err
 	}
@@ -48,10 +49,11 @@ func openRecords(rec *store.Partial) (*records, error) {
 }
 
 // outcomeOf is the journal's last entry for a run: how it ended and what
-// it wrote.
-func outcomeOf(res *job.Result, stdout, stderr *output) journal.Outcome {
+// it wrote; outK and errK are what its files kept (nil: all).
+func outcomeOf(res *job.Result, stdout, stderr, outK, errK *output) journal.Outcome {
 	o := journal.Outcome{Status: string(res.Outcome.Status), ExitCode: -1,
-		Stdout: stdout.Sum(), StdoutLen: stdout.n, Stderr: stderr.Sum(), StderrLen: stderr.n}
+		Stdout: stdout.Sum(), StdoutLen: stdout.n, Stderr: stderr.Sum(), StderrLen: stderr.n,
+		StdoutKept: keptOf(stdout, outK), StderrKept: keptOf(stderr, errK)}
 	if res.Outcome.ExitCode != nil {
 		o.ExitCode = int64(*res.Outcome.ExitCode)
 	}
@@ -67,7 +69,7 @@ func outcomeOf(res *job.Result, stdout, stderr *output) journal.Outcome {
 // failure says the run ended but was not sealed (NotSealedError).
 func (h *Host) seal(p *plan, rec *store.Partial, f *records, enf *grant.Enforcer, res *job.Result) (*Run, error) {
 	notSealed := func(err error) error { return &NotSealedError{Result: res, Err: err} }
-	if err := f.journal.Append(journal.OutcomeKind, nil, outcomeOf(res, f.outH, f.errH)); err != nil {
+	if err := f.journal.Append(journal.OutcomeKind, nil, outcomeOf(res, f.outH, f.errH, f.outK, f.errK)); err != nil {
 		return nil, notSealed(err)
 	}
 	if err := f.journal.Err(); err != nil {

@@ -1,18 +1,18 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/lifecycle"
+	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -24,8 +24,9 @@ import (
 // so its receipt is unknown.
 type SeedRequest struct {
 	// Source is the repository: an absolute path the sandbox may read
-	// (a storage grant), or an https URL the sandbox may reach (a net
-	// grant), with no credential in it.
+	// (a storage grant) and cannot write (beneath none of its read-write
+	// grants), or an https URL the sandbox may reach (a net grant), with
+	// no credential in it. The fetch is a run of its own (seedFetch).
 	Source string
 	Ref    string // a branch name
 	// Claim is the owner claim (Claim.Ref must be Ref); nil: unclaimed.
@@ -33,8 +34,9 @@ type SeedRequest struct {
 	// Origin is the credential-free https remote bound to the owner at
 	// the seed's birth ("": Source, where it is an https URL).
 	Origin string
-	// Bearer authorizes the fetch from an https source: given to git on
-	// its standard input for this fetch, never written anywhere.
+	// Bearer authorizes the fetch from an https source: given to the
+	// fetch run on its standard input, never written anywhere, and never
+	// in the sandbox.
 	Bearer string
 	// Incarnation, on a repeated seed, is the one the caller was given;
 	// it must be the sandbox's ("": not checked).
@@ -45,10 +47,10 @@ type SeedRequest struct {
 type SeedResult struct {
 	Sandbox     string
 	Incarnation string
-	State       string // the lifecycle record's: bound, or pending (unclaimed)
-	Head        string // the checkout's head after the seed (the claim's, when claimed)
-	Cached      bool   // a repeated seed: the original's answer, the checkout untouched
-	Runs        []addr.Addr
+	State       string      // the lifecycle record's: bound, or pending (unclaimed)
+	Head        string      // the head the host read from the objects it fetched (the claim's, when bound)
+	Cached      bool        // a repeated seed: the original's answer, the checkout untouched
+	Runs        []addr.Addr // the fetch run's, then the landing exec's
 }
 
 // SeedError is a seed refused or failed; Stage says where.
@@ -123,10 +125,15 @@ func checkSeed(req SeedRequest) (string, error) {
 
 // Seed seeds sandbox id's workspace (owner's) from req. A fresh seed is
 // marked in the sandbox's lifecycle record (pending, durably) before
-// anything of the workspace is touched, the mark is read again before
-// the workspace is swept, the checkout is made by the sandbox itself
-// (git, confined, through its own grants, each step a sealed exec), and
-// a claimed seed binds only when the checkout's head is the claim's. A
+// anything of the workspace is touched, and the mark is read again. The
+// repository is then fetched by git in a confined run of its own, into a
+// directory of the host's that the sandbox cannot reach, with git's
+// configuration fixed by the host (seedFetch); the host reads the ref's
+// commit from the objects fetched and compares the checkout with that
+// commit's tree (verifyFetched); a claimed seed whose head is not the
+// claim's stops there, bound and unverified, nothing checked out. Only
+// then is the checkout, .git included, landed in the swept workspace by
+// an exec of the sandbox (seedLand). Both runs are sealed. A
 // repeated seed of a bound sandbox checks the original seed's identity,
 // origin and incarnation (never the checkout's HEAD, which moves with
 // its work) and answers as the original did, touching nothing.
@@ -150,6 +157,9 @@ func (h *Host) Seed(ctx context.Context, id, owner string, req SeedRequest) (*Se
 		if _, _, err := sb.grantFor(req.Source, false); err != nil {
 			return fail("refused", fmt.Errorf("source %s: %w (give it fs:%s:ro when the sandbox is created)", req.Source, err, req.Source))
 		}
+	}
+	if _, err := sb.seedReadable(req.Source); err != nil {
+		return fail("refused", err)
 	}
 	if req.Incarnation != "" && req.Incarnation != sb.incarnation {
 		return fail("refused", fmt.Errorf("incarnation %s is not the sandbox's (%s)", req.Incarnation, sb.incarnation))
@@ -221,62 +231,51 @@ func (h *Host) Seed(ctx context.Context, id, owner string, req SeedRequest) (*Se
 			settle("failed", false, false)
 		}
 	}()
-	run := func(stage, stdin string, env map[string]string, args ...string) (string, error) {
-		var out, errb bytes.Buffer
-		all := map[string]string{}
-		for _, m := range []map[string]string{gitEnv, env} {
-			for k, v := range m {
-				all[k] = v
-			}
-		}
-		x := ExecRequest{Args: args, Env: all, Stdout: &out, Stderr: &errb, Deadline: 10 * time.Minute}
-		if stdin != "" {
-			x.Stdin = strings.NewReader(stdin + "\n")
-		}
-		r, err := h.Exec(ctx, id, owner, x)
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", stage, err)
-		}
-		res.Runs = append(res.Runs, r.ID)
-		if o := r.Result.Outcome; o.ExitCode == nil || *o.ExitCode != 0 {
-			msg := strings.TrimSpace(errb.String())
-			if o.ExitCode != nil && *o.ExitCode == 127 {
-				msg = "git is not in the sandbox's root filesystem"
-			}
-			return "", fmt.Errorf("%s: %s (run %s): %s", stage, o.Status, r.ID, msg)
-		}
-		return out.String(), nil
-	}
-	// Sweep and clone, in the sandbox, through its grants. The bearer
-	// comes on standard input, which no record keeps.
-	clone := `find . -mindepth 1 -maxdepth 1 -exec rm -rf {} + && ` +
-		`if [ -n "$SANDBOX_SEED_BEARER" ]; then IFS= read -r tok; set -- -c "http.extraHeader=Authorization: Bearer $tok" "$@"; fi; ` +
-		`exec git -c core.hooksPath=/dev/null -c protocol.allow=never -c protocol.https.allow=always -c protocol.file.allow=always "$@" clone --quiet --no-hardlinks --no-recurse-submodules --branch "$SANDBOX_SEED_REF" -- "$SANDBOX_SEED_SOURCE" .`
-	env := map[string]string{"SANDBOX_SEED_REF": req.Ref, "SANDBOX_SEED_SOURCE": req.Source}
-	if req.Bearer != "" {
-		env["SANDBOX_SEED_BEARER"] = "1"
-	}
-	if _, err := run("clone", req.Bearer, env, "sh", "-c", clone, "seed"); err != nil {
-		return fail("checkout", err)
-	}
-	out, err := run("head", "", nil, "git", "rev-parse", "--verify", "HEAD^{commit}")
+	// The fetch: git, in a confined run of its own (never in the
+	// sandbox), into a directory the sandbox cannot reach, with the
+	// configuration the host gives it and no other (seedFetch).
+	dir, err := state.MkdirNamed(os.TempDir(), "sandbox-seed", h.Store.Namer())
 	if err != nil {
 		return fail("checkout", err)
 	}
-	head := strings.TrimSpace(out)
+	defer os.RemoveAll(dir)
+	repo := filepath.Join(dir, "repo")
+	fetched, err := h.seedFetch(ctx, sb, req, dir)
+	if fetched != nil {
+		res.Runs = append(res.Runs, fetched.ID)
+	}
+	if err != nil {
+		return fail("checkout", fmt.Errorf("fetch: %w", err))
+	}
+	// The head, read by the host from the objects it fetched, and the
+	// checkout compared with that commit's tree, file by file.
+	head, err := verifyFetched(repo, req.Ref)
+	if err != nil {
+		return fail("checkout", fmt.Errorf("the objects fetched: %w", err))
+	}
 	res.Head = head
+	if req.Claim != nil && head != req.Claim.Head {
+		if err := settle("bound, the head not the claim's", true, false); err != nil {
+			return fail("bind", err)
+		}
+		return fail("verify", fmt.Errorf("the source's %s is at %s (read by the host from the objects it fetched), not the claim's %s: nothing was checked out; the sandbox stays bound, unverified, and is retained", req.Ref, head, req.Claim.Head))
+	}
+	// The landing: the verified checkout, its .git too, into the
+	// workspace, swept first, by the sandbox (a sealed exec) from a
+	// stream the host writes.
+	landed, err := h.seedLand(ctx, id, owner, repo)
+	if landed != nil {
+		res.Runs = append(res.Runs, landed.ID)
+	}
+	if err != nil {
+		return fail("checkout", fmt.Errorf("land: %w", err))
+	}
 	if req.Claim == nil {
 		// Unclaimed: it works, and it stays pending, protected, with no owner.
 		if err := settle("checked out, unclaimed", false, false); err != nil {
 			return fail("mark", err)
 		}
 		return res, nil
-	}
-	if head != req.Claim.Head {
-		if err := settle("bound, the head not the claim's", true, false); err != nil {
-			return fail("bind", err)
-		}
-		return fail("verify", fmt.Errorf("the checkout's head is %s, not the claim's %s: the sandbox stays bound, unverified, and is retained", head, req.Claim.Head))
 	}
 	if err := settle("bound", true, true); err != nil {
 		return fail("bind", err)
@@ -288,13 +287,6 @@ func (h *Host) Seed(ctx context.Context, id, owner string, req SeedRequest) (*Se
 // afterSeedMark, in tests, runs between a seed's mark and its second
 // read (a writer changing the mark there).
 var afterSeedMark func(id string)
-
-// gitEnv keeps git to the command line's configuration (no system or
-// user file, no prompt). The sandbox is the boundary git works within:
-// any owner's repository is one it may read (safe.directory, in the
-// command line's scope).
-var gitEnv = map[string]string{"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0", "HOME": "/tmp",
-	"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*"}
 
 // reseed answers a repeated seed of a sandbox seeded before: the same
 // owner, seed identity, origin and incarnation get the original answer

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -360,15 +361,13 @@ func TestSeedRefusesRecordsItCannotActOn(t *testing.T) {
 	}
 }
 
-// TestSeedOverHTTPSNeverStoresTheBearer: a seed from an https source
-// through the sandbox's net grant, authorized by a bearer: the server
-// saw the bearer, the checkout is there, and the bearer is nowhere in
-// the state directory (records, runs, units, lifecycle) or the checkout.
-func TestSeedOverHTTPSNeverStoresTheBearer(t *testing.T) {
-	h, _, _, _ := seedHost(t)
-	ctx := context.Background()
-	// A bare repository served over git's dumb HTTP protocol, with TLS,
-	// to requests that carry the bearer.
+// httpsSource serves a bare copy of a fresh repository (one commit on
+// main) over git's dumb HTTP protocol with TLS, to requests that carry
+// bearer; it returns the source URL, the head, the grants a sandbox needs
+// to fetch it (its net grant, the CA bundle's directory read-only), the
+// CA bundle, and the count of authorized requests.
+func httpsSource(t *testing.T, bearer string) (string, string, []string, string, *atomic.Int32) {
+	t.Helper()
 	root := t.TempDir()
 	work, head := gitRepo(t, "main")
 	if out, err := exec.Command("git", "clone", "-q", "--bare", work, filepath.Join(root, "repo.git")).CombinedOutput(); err != nil {
@@ -377,8 +376,7 @@ func TestSeedOverHTTPSNeverStoresTheBearer(t *testing.T) {
 	if out, err := exec.Command("git", "-C", filepath.Join(root, "repo.git"), "update-server-info").CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	const bearer = "tok-7f3a9c2e51d84b6f"
-	var authorized atomic.Int32
+	authorized := &atomic.Int32{}
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+bearer {
 			http.Error(w, "no", http.StatusUnauthorized)
@@ -387,10 +385,22 @@ func TestSeedOverHTTPSNeverStoresTheBearer(t *testing.T) {
 		authorized.Add(1)
 		http.FileServer(http.Dir(root)).ServeHTTP(w, r)
 	}))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	ca := filepath.Join(t.TempDir(), "ca.pem")
 	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644)
-	g, err := grant.ParseArgs([]string{"cpu:5J", "fs:" + filepath.Dir(ca) + ":ro", "net:" + strings.TrimPrefix(srv.URL, "https://")}, "/")
+	return srv.URL + "/repo.git", head, []string{"cpu:5J", "fs:" + filepath.Dir(ca) + ":ro", "net:" + strings.TrimPrefix(srv.URL, "https://")}, ca, authorized
+}
+
+// TestSeedOverHTTPSNeverStoresTheBearer: a seed from an https source
+// through the sandbox's net grant, authorized by a bearer: the server
+// saw the bearer, the checkout is there, and the bearer is nowhere in
+// the state directory (records, runs, units, lifecycle) or the checkout.
+func TestSeedOverHTTPSNeverStoresTheBearer(t *testing.T) {
+	h, _, _, _ := seedHost(t)
+	ctx := context.Background()
+	const bearer = "tok-7f3a9c2e51d84b6f"
+	source, head, gs, ca, authorized := httpsSource(t, bearer)
+	g, err := grant.ParseArgs(gs, "/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +408,6 @@ func TestSeedOverHTTPSNeverStoresTheBearer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	source := srv.URL + "/repo.git"
 	res, err := h.Seed(ctx, info.ID, "", SeedRequest{Source: source, Ref: "main", Claim: ownerClaim("main", head), Bearer: bearer})
 	if err != nil {
 		t.Fatal(err)
@@ -409,7 +418,25 @@ func TestSeedOverHTTPSNeverStoresTheBearer(t *testing.T) {
 	if v := h.readLifecycle(info.ID); v.Record.Origin != source {
 		t.Fatalf("origin %q", v.Record.Origin)
 	}
-	for _, dir := range []string{h.Store.Dir.Root, info.Workspace} {
+	if _, out := execIn(t, h, info.ID, "cat", "README"); out != "seeded\n" {
+		t.Fatalf("the checkout: %q", out)
+	}
+	noBearer(t, bearer, h.Store.Dir.Root, info.Workspace)
+	// Without the bearer the server refuses, and so does the seed.
+	other, err := h.Create(ctx, SandboxSpec{Grants: g, Env: map[string]string{"GIT_SSL_CAINFO": ca}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se *SeedError
+	if _, err := h.Seed(ctx, other.ID, "", SeedRequest{Source: source, Ref: "main", Claim: ownerClaim("main", head)}); !errors.As(err, &se) || se.Stage != "checkout" {
+		t.Fatalf("without the bearer: %v", err)
+	}
+}
+
+// noBearer fails t if bearer is in any file under dirs.
+func noBearer(t *testing.T, bearer string, dirs ...string) {
+	t.Helper()
+	for _, dir := range dirs {
 		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return nil
@@ -420,13 +447,117 @@ func TestSeedOverHTTPSNeverStoresTheBearer(t *testing.T) {
 			return nil
 		})
 	}
-	// Without the bearer the server refuses, and so does the seed.
-	other, err := h.Create(ctx, SandboxSpec{Grants: g, Env: map[string]string{"GIT_SSL_CAINFO": ca}})
+}
+
+// trapListener is a guest's trap, in perl: it listens on 127.0.0.1:PORT
+// in its sandbox and logs every request's header lines to FILE.
+const trapListener = `use IO::Socket::INET; my $s = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => $ARGV[0], Listen => 16, ReuseAddr => 1) or die "listen: $!"; ` +
+	`open(my $log, ">>", $ARGV[1]) or die; $log->autoflush(1); ` +
+	`while (my $c = $s->accept) { while (my $l = <$c>) { print $log $l; last if $l eq "\r\n" || $l eq "\n"; } print $c "HTTP/1.0 404 Not Found\r\n\r\n"; close $c; }`
+
+// TestSeedGuestTamperingGitConfigGetsNoBearer: the attack that read a
+// seed's bearer. A guest runs a listener of its own and, while the seed
+// runs, keeps adding to its workspace's .git/config a proxy, no TLS
+// verification, plain http allowed, and the source rewritten to its
+// listener. The seed's git never reads that file: the fetch runs in a
+// run of its own, in a directory the sandbox cannot reach, its
+// configuration the host's. The seed binds, the server saw the bearer,
+// and the guest's listener (which works: it logged the guest's own
+// probe) saw no request of the seed's and no bearer.
+func TestSeedGuestTamperingGitConfigGetsNoBearer(t *testing.T) {
+	if _, err := exec.LookPath("perl"); err != nil {
+		t.Skip("perl is not installed: the guest's listener is a perl program")
+	}
+	h, _, _, _ := seedHost(t)
+	ctx := context.Background()
+	const bearer = "tok-d41d8cd98f00b204"
+	source, head, gs, ca, authorized := httpsSource(t, bearer)
+	g, err := grant.ParseArgs(gs, "/")
 	if err != nil {
 		t.Fatal(err)
 	}
+	const port = 8765
+	info, err := h.Create(ctx, SandboxSpec{Grants: g, Env: map[string]string{"GIT_SSL_CAINFO": ca}, Listen: []int{port}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(info.Workspace, "trap.pl"), []byte(trapListener), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := strings.TrimSuffix(source, "repo.git")
+	trap := fmt.Sprintf(`cp trap.pl /tmp/trap.pl && perl /tmp/trap.pl %d /tmp/trap.log >/dev/null 2>&1 &
+( while :; do
+  if [ -f .git/config ] && ! grep -q 127.0.0.1:%d .git/config 2>/dev/null; then
+    printf '[protocol "http"]\n\tallow = always\n[url "http://127.0.0.1:%d/"]\n\tinsteadOf = %s\n[http]\n\tproxy = http://127.0.0.1:%d\n\tsslVerify = false\n' >> .git/config
+  fi
+done ) >/dev/null 2>&1 &
+sleep 1
+perl -MIO::Socket::INET -e '$c = IO::Socket::INET->new("127.0.0.1:%d") or die "connect: $!"; print $c "GET /probe HTTP/1.0\r\nX-Probe: guest\r\n\r\n"; <$c>;'`,
+		port, port, port, base, port, port)
+	if r, out := execIn(t, h, info.ID, "sh", "-c", trap); r.Result.Outcome.ExitCode == nil || *r.Result.Outcome.ExitCode != 0 {
+		t.Fatalf("the trap: %+v %s", r.Result.Outcome, out)
+	}
+	if _, log := execIn(t, h, info.ID, "cat", "/tmp/trap.log"); !strings.Contains(log, "X-Probe: guest") {
+		t.Fatalf("the guest's listener does not work, so this test could not fail: %q", log)
+	}
+	res, err := h.Seed(ctx, info.ID, "", SeedRequest{Source: source, Ref: "main", Claim: ownerClaim("main", head), Bearer: bearer})
+	_, log := execIn(t, h, info.ID, "cat", "/tmp/trap.log")
+	if strings.Contains(log, bearer) || strings.Contains(log, "repo.git") {
+		t.Fatalf("the guest's listener saw the seed's requests (bearer leaked: %v):\n%s", strings.Contains(log, bearer), log)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != lifecycle.StateBound || res.Head != head || authorized.Load() == 0 {
+		t.Fatalf("%+v, %d authorized requests", res, authorized.Load())
+	}
+	noBearer(t, bearer, h.Store.Dir.Root, info.Workspace)
+}
+
+// TestSeedHeadIsReadFromTheFetchedObjects: the attack that made a wrong
+// head read as verified. The source's main is at its second commit; the
+// claim names the first; a guest keeps moving its workspace's main to
+// the claim's head (git update-ref) while the seed runs. The head is
+// read by the host from the objects it fetched, never from the
+// sandbox's checkout: the seed is not verified (bound, unverified,
+// retained) and nothing is checked out. With the claim at the true head
+// and the same guest at work, the seed verifies, and its head is the
+// source's.
+func TestSeedHeadIsReadFromTheFetchedObjects(t *testing.T) {
+	h, src, first, mk := seedHost(t)
+	ctx := context.Background()
+	cmd := exec.Command("git", "-C", src, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "second")
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	out, err := exec.Command("git", "-C", src, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := strings.TrimSpace(string(out))
+	mover := fmt.Sprintf(`( while :; do git -c safe.directory='*' update-ref refs/heads/main %s >/dev/null 2>&1; done ) >/dev/null 2>&1 & echo started`, first)
+	wrong := mk()
+	if _, o := execIn(t, h, wrong, "sh", "-c", mover); o != "started\n" {
+		t.Fatal(o)
+	}
+	_, err = h.Seed(ctx, wrong, "", SeedRequest{Source: src, Ref: "main", Claim: ownerClaim("main", first), Origin: "https://git.example.com/a.git"})
 	var se *SeedError
-	if _, err := h.Seed(ctx, other.ID, "", SeedRequest{Source: source, Ref: "main", Claim: ownerClaim("main", head)}); !errors.As(err, &se) || se.Stage != "checkout" {
-		t.Fatalf("without the bearer: %v", err)
+	if !errors.As(err, &se) || se.Stage != "verify" || !strings.Contains(err.Error(), second) {
+		t.Fatalf("a claim of the old head, the guest moving its checkout to it: %v", err)
+	}
+	if v := h.readLifecycle(wrong); v.Class != lifecycle.BoundUnverified {
+		t.Fatalf("after a wrong head: %s", v.Class)
+	}
+	if _, o := execIn(t, h, wrong, "sh", "-c", "ls -A | wc -l"); o != "0\n" {
+		t.Fatalf("a checkout landed for a head that is not the claim's: %q entries", o)
+	}
+	right := mk()
+	if _, o := execIn(t, h, right, "sh", "-c", mover); o != "started\n" {
+		t.Fatal(o)
+	}
+	res, err := h.Seed(ctx, right, "", SeedRequest{Source: src, Ref: "main", Claim: ownerClaim("main", second), Origin: "https://git.example.com/a.git"})
+	if err != nil || res.State != lifecycle.StateBound || res.Head != second {
+		t.Fatalf("the true head: %+v %v", res, err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/guest"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/internal/vm"
+	"github.com/opensubstrate/sandbox/internal/volume"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -228,5 +229,40 @@ func TestLiveS5SandboxEgress(t *testing.T) {
 	}
 	if err := h.Remove(info.ID, ""); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestS5WorkspaceBoundHoldsOverItsShare: an S5 guest writes its
+// workspace through a 9p share of the host directory, which is the
+// mount point of the workspace's own filesystem: a write past the bound
+// fails in the guest at the write (the host's ENOSPC, through 9p), the
+// host's disk holds no more than the bound, and the exec's attestation
+// says the workspace is at its bound.
+func TestS5WorkspaceBoundHoldsOverItsShare(t *testing.T) {
+	h := newS1Host(t)
+	if err := volume.Probe(); err != nil {
+		t.Skipf("this host cannot make a bounded workspace: %v", err)
+	}
+	addS5(t, h)
+	ctx := context.Background()
+	const bound = 32 << 20
+	info, err := h.Create(ctx, SandboxSpec{Tier: tier.S5, Grants: grants(t), Limits: unit.Limits{WorkspaceBytes: bound}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Remove(info.ID, "")
+	r, out := execIn(t, h, info.ID, "/bin/sh", "-c", "dd if=/dev/zero of=big bs=1M count=64 2>&1; echo dd=$?")
+	if !strings.Contains(out, "dd=1") || !strings.Contains(strings.ToLower(out), "no space left") {
+		t.Fatalf("a guest writing past the bound: %q", out)
+	}
+	if fi, err := os.Stat(filepath.Join(info.Workspace, "big")); err != nil || fi.Size() > bound {
+		t.Fatalf("the workspace holds %v bytes under a bound of %d (%v)", fi, bound, err)
+	}
+	found := false
+	for _, n := range r.Attestation.Claim.Notes {
+		found = found || strings.Contains(n, "workspace is at its bound")
+	}
+	if !found {
+		t.Fatalf("the exec's attestation does not say the workspace is at its bound: %q", r.Attestation.Claim.Notes)
 	}
 }

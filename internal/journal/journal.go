@@ -253,16 +253,106 @@ func describe(kind string, q []byte) string {
 const OutcomeKind = "outcome"
 
 // Outcome is the request-less last entry of every journal: how the run
-// ended and what it wrote. Its CBOR form is an array, in this order.
+// ended and what it wrote. Its CBOR form is an array, in this order, of
+// seven items, or nine where the host kept only a prefix of a stream
+// (its output bound): then Stdout and StdoutLen (Stderr, StderrLen) are
+// the whole stream's, as the run wrote it and its caller received it,
+// and StdoutKept (StderrKept) says what of it stdout.log (stderr.log)
+// holds.
 type Outcome struct {
-	_         struct{}  `cbor:",toarray"`
 	Status    string    // the attestation's outcome status
 	ExitCode  int64     // -1 unless the status is exited
-	Stdout    addr.Addr // BLAKE3 of stdout.log
+	Stdout    addr.Addr // BLAKE3 of everything the run wrote to stdout
 	StdoutLen uint64    // its length in bytes
-	Stderr    addr.Addr // BLAKE3 of stderr.log
+	Stderr    addr.Addr // BLAKE3 of everything it wrote to stderr
 	StderrLen uint64
 	Fuel      uint64 // 0 where the executor counts none
+	// StdoutKept, StderrKept: nil where the file holds the whole stream;
+	// else the prefix it holds, shorter than the stream.
+	StdoutKept *Kept
+	StderrKept *Kept
+}
+
+// Kept is the prefix of a stream that its file holds: its length and
+// its BLAKE3.
+type Kept struct {
+	_    struct{} `cbor:",toarray"`
+	Len  uint64
+	Addr addr.Addr
+}
+
+// Cut reports whether either stream was kept only in part.
+func (o Outcome) Cut() bool { return o.StdoutKept != nil || o.StderrKept != nil }
+
+// outcome7 and outcome9 are the outcome's two wire forms.
+type outcome7 struct {
+	_         struct{} `cbor:",toarray"`
+	Status    string
+	ExitCode  int64
+	Stdout    addr.Addr
+	StdoutLen uint64
+	Stderr    addr.Addr
+	StderrLen uint64
+	Fuel      uint64
+}
+
+type outcome9 struct {
+	_          struct{} `cbor:",toarray"`
+	Status     string
+	ExitCode   int64
+	Stdout     addr.Addr
+	StdoutLen  uint64
+	Stderr     addr.Addr
+	StderrLen  uint64
+	Fuel       uint64
+	StdoutKept *Kept
+	StderrKept *Kept
+}
+
+// MarshalCBOR writes the seven-item form unless a stream was cut.
+func (o Outcome) MarshalCBOR() ([]byte, error) {
+	if !o.Cut() {
+		return cde.Marshal(outcome7{Status: o.Status, ExitCode: o.ExitCode, Stdout: o.Stdout, StdoutLen: o.StdoutLen, Stderr: o.Stderr, StderrLen: o.StderrLen, Fuel: o.Fuel})
+	}
+	return cde.Marshal(outcome9{Status: o.Status, ExitCode: o.ExitCode, Stdout: o.Stdout, StdoutLen: o.StdoutLen, Stderr: o.Stderr, StderrLen: o.StderrLen, Fuel: o.Fuel, StdoutKept: o.StdoutKept, StderrKept: o.StderrKept})
+}
+
+// UnmarshalCBOR reads either form; a nine-item one must cut a stream,
+// each to a prefix shorter than it.
+func (o *Outcome) UnmarshalCBOR(b []byte) error {
+	if len(b) == 0 {
+		return reject.New(reject.Invalid, "", "an empty outcome")
+	}
+	switch b[0] {
+	case 0x87: // an array of 7
+		var w outcome7
+		if err := cde.Unmarshal(b, &w); err != nil {
+			return err
+		}
+		*o = Outcome{Status: w.Status, ExitCode: w.ExitCode, Stdout: w.Stdout, StdoutLen: w.StdoutLen, Stderr: w.Stderr, StderrLen: w.StderrLen, Fuel: w.Fuel}
+		return nil
+	case 0x89: // an array of 9
+		var w outcome9
+		if err := cde.Unmarshal(b, &w); err != nil {
+			return err
+		}
+		n := Outcome{Status: w.Status, ExitCode: w.ExitCode, Stdout: w.Stdout, StdoutLen: w.StdoutLen, Stderr: w.Stderr, StderrLen: w.StderrLen, Fuel: w.Fuel, StdoutKept: w.StdoutKept, StderrKept: w.StderrKept}
+		if !n.Cut() {
+			return reject.New(reject.NonCanonical, "", "an outcome of nine items that cuts no stream (its form is the seven-item one)")
+		}
+		for _, k := range []struct {
+			name string
+			kept *Kept
+			n    uint64
+		}{{"stdout", n.StdoutKept, n.StdoutLen}, {"stderr", n.StderrKept, n.StderrLen}} {
+			if k.kept != nil && k.kept.Len >= k.n {
+				return reject.New(reject.Invalid, k.name+" kept", "%d bytes kept of a stream of %d: a kept prefix is shorter than its stream", k.kept.Len, k.n)
+			}
+		}
+		*o = n
+		return nil
+	}
+	return reject.New(reject.Invalid, "", "an outcome is an array of 7 items, or of 9 where an output was cut")
 }
 
 // LastOutcome returns the outcome entry, which must be the last entry and

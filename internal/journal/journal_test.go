@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/cde"
 	"github.com/opensubstrate/sandbox/reject"
 )
 
@@ -149,5 +151,55 @@ func TestWriteFailureDoesNotStopTheJournal(t *testing.T) {
 	}
 	if ok.Root() != broken.Root() {
 		t.Fatal("a failed write changed the root")
+	}
+}
+
+// TestOutcomeForms: an outcome that cuts no stream is the seven-item
+// array (the bytes runs have always written); one that cuts a stream is
+// the nine-item array naming the kept prefix; a nine-item array that
+// cuts nothing, or keeps a prefix as long as its stream, is refused.
+func TestOutcomeForms(t *testing.T) {
+	whole := Outcome{Status: "exited", ExitCode: 0, Stdout: addr.Of([]byte("hi\n")), StdoutLen: 3, Stderr: addr.Of(nil)}
+	cut := whole
+	cut.StdoutLen = 10
+	cut.StdoutKept = &Kept{Len: 3, Addr: addr.Of([]byte("hi\n"))}
+	for _, c := range []struct {
+		name  string
+		o     Outcome
+		first byte
+	}{{"whole", whole, 0x87}, {"cut", cut, 0x89}} {
+		b, err := cde.Marshal(c.o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b[0] != c.first {
+			t.Fatalf("%s: the form is %#x, want %#x", c.name, b[0], c.first)
+		}
+		var got Outcome
+		if err := cde.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if again, _ := cde.Marshal(got); !bytes.Equal(again, b) {
+			t.Fatalf("%s: decodes to %+v, which re-encodes otherwise", c.name, got)
+		}
+	}
+	nothingCut, _ := cde.Marshal(outcome9{Status: "exited", Stdout: whole.Stdout, StdoutLen: 3, Stderr: whole.Stderr})
+	long := cut
+	long.StdoutKept = &Kept{Len: 10, Addr: whole.Stdout}
+	tooLong, _ := cde.Marshal(long)
+	seven, _ := cde.Marshal(whole)
+	eight := append([]byte{0x88}, append(seven[1:], 0xf6)...)
+	for name, c := range map[string]struct {
+		b    []byte
+		code reject.Code
+	}{
+		"nine items, nothing cut": {nothingCut, reject.NonCanonical},
+		"a prefix as long":        {tooLong, reject.Invalid},
+		"eight items":             {eight, reject.Invalid},
+	} {
+		var o Outcome
+		if err := cde.Unmarshal(c.b, &o); !errors.Is(err, c.code) {
+			t.Errorf("%s: %v, want %s", name, err, c.code)
+		}
 	}
 }

@@ -424,20 +424,33 @@ func Load(b Blobs, a addr.Addr) (*Tree, error) {
 // RestoreWorkers is how many files a restore writes at once.
 const RestoreWorkers = 4
 
-// Restore makes dir (which must not exist) and writes the tree at a
-// into it. owner, when not nil, is the uid and gid everything is made
-// with. On failure nothing of dir is left.
+// Restore makes dir (which must not exist, or be an empty directory:
+// a mount point, say) and writes the tree at a into it. owner, when not
+// nil, is the uid and gid everything is made with. On failure nothing of
+// what it wrote is left (nor dir, where it made it).
 func Restore(b Blobs, a addr.Addr, dir string, owner *[2]int) (err error) {
 	t, err := Load(b, a)
 	if err != nil {
 		return err
 	}
+	made := true
 	if err := os.Mkdir(dir, 0o700); err != nil {
-		return err
+		ents, rerr := os.ReadDir(dir)
+		if !errors.Is(err, fs.ErrExist) || rerr != nil || len(ents) > 0 {
+			return err
+		}
+		made = false
 	}
 	defer func() {
-		if err != nil {
+		switch {
+		case err == nil:
+		case made:
 			os.RemoveAll(dir)
+		default:
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				os.RemoveAll(filepath.Join(dir, e.Name()))
+			}
 		}
 	}()
 	root, err := os.Open(dir)

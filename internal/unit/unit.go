@@ -51,6 +51,10 @@ type Limits struct {
 	CPUMillis int64 `json:"cpu_millis,omitempty"`
 	// MemoryPages is the WebAssembly memory limit in 64 KiB pages (S2).
 	MemoryPages int64 `json:"memory_pages,omitempty"`
+	// WorkspaceBytes is the size bound of the live sandbox's workspace the
+	// unit ran in (its own filesystem: a write past it fails with ENOSPC);
+	// absent where it had none.
+	WorkspaceBytes int64 `json:"workspace_bytes,omitempty"`
 }
 
 // Normalize validates u and puts it in canonical form.

@@ -1,0 +1,14 @@
+// Package volume bounds a directory's size while it is written: the
+// directory becomes the mount point of a filesystem of its own (ext4, in
+// a sparse image file beside it, dir.img, on a loop device), so that a
+// writer past the bound gets ENOSPC from the kernel at the write, at
+// every tier whose workspace is a host directory (S1's bind, S2's host
+// calls, S5's 9p share alike).
+//
+// Invariants: Make mounts only on an empty directory it is given, and
+// removes what it made if any step fails; Release unmounts a volume
+// only where its image is beside the directory, and removes the image;
+// the image is sparse (it takes on disk what is written, not the bound);
+// the loop device is released with the last unmount (autoclear). Linux
+// and root only: elsewhere Probe says why (ErrNotSupported).
+package volume

@@ -1,0 +1,36 @@
+package volume
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNotSupported is wrapped where no volume can be made on this host.
+var ErrNotSupported = errors.New("a bounded workspace filesystem is not supported here")
+
+// MinSize is the least a volume is made with: an ext4 filesystem with a
+// journal needs a few MiB of its own.
+const MinSize = 16 << 20
+
+// Image is the image file of the volume mounted on dir.
+func Image(dir string) string { return dir + ".img" }
+
+// Usage is what a volume holds, as its filesystem says (statfs).
+type Usage struct {
+	Size, Used, Avail int64 // bytes
+	Files, FilesFree  int64 // inodes
+}
+
+// Full says a writer would get ENOSPC now, or after less than 1 MiB (or
+// a thousandth of the volume, if more), or on its next new file.
+func (u Usage) Full() bool {
+	margin := max(int64(1<<20), u.Size/1000)
+	return u.Avail < margin || (u.Files > 0 && u.FilesFree == 0)
+}
+
+func checkSize(size int64) error {
+	if size < MinSize {
+		return fmt.Errorf("a workspace bound of %d bytes: under %d, the least a workspace filesystem is made with", size, MinSize)
+	}
+	return nil
+}

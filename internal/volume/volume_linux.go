@@ -1,0 +1,233 @@
+package volume
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+var probe struct {
+	once sync.Once
+	err  error
+}
+
+// mkfs is the ext4 formatter (e2fsprogs), looked up in the system
+// directories as well as PATH.
+func mkfs() (string, error) {
+	if p, err := exec.LookPath("mkfs.ext4"); err == nil {
+		return p, nil
+	}
+	for _, d := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
+		p := filepath.Join(d, "mkfs.ext4")
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w: mkfs.ext4 (e2fsprogs) is not installed", ErrNotSupported)
+}
+
+// Probe says whether volumes can be made here, by making one (once per
+// process): root, a loop device, mkfs.ext4 and an ext4 mount.
+func Probe() error {
+	probe.once.Do(func() {
+		if os.Geteuid() != 0 {
+			probe.err = fmt.Errorf("%w: mounting a workspace filesystem needs root", ErrNotSupported)
+			return
+		}
+		dir, err := os.MkdirTemp("", "sandbox-volume-probe-")
+		if err != nil {
+			probe.err = err
+			return
+		}
+		defer os.Remove(dir)
+		if err := make1(dir, MinSize); err != nil {
+			probe.err = fmt.Errorf("%w: %v", ErrNotSupported, err)
+			return
+		}
+		probe.err = Release(dir)
+	})
+	return probe.err
+}
+
+// Make makes a filesystem of size bytes in a sparse image beside dir
+// (Image) and mounts it on dir, an empty directory, with the same
+// permissions (nosuid, nodev). On failure nothing of it is left.
+func Make(dir string, size int64) error {
+	if err := checkSize(size); err != nil {
+		return err
+	}
+	if err := Probe(); err != nil {
+		return err
+	}
+	return make1(dir, size)
+}
+
+func make1(dir string, size int64) (err error) {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s: not a directory", dir)
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) > 0 {
+		return fmt.Errorf("%s: not an empty directory", dir)
+	}
+	mk, err := mkfs()
+	if err != nil {
+		return err
+	}
+	img := Image(dir)
+	f, err := os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	defer func() {
+		if err != nil {
+			os.Remove(img)
+		}
+	}()
+	if err := f.Truncate(size); err != nil {
+		return err
+	}
+	// No reserved blocks (the bound is the guest's), inode tables and
+	// journal initialised lazily (the image stays sparse).
+	if out, err := exec.Command(mk, "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", img).CombinedOutput(); err != nil {
+		return fmt.Errorf("mkfs.ext4: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	loop, dev, err := attach(f)
+	if err != nil {
+		return err
+	}
+	defer loop.Close() // autoclear: the device goes with the last unmount
+	if err := unix.Mount(dev, dir, "ext4", unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("mount %s on %s: %w", dev, dir, err)
+	}
+	defer func() {
+		if err != nil {
+			unix.Unmount(dir, unix.MNT_DETACH)
+		}
+	}()
+	os.Remove(filepath.Join(dir, "lost+found"))
+	return os.Chmod(dir, fi.Mode().Perm())
+}
+
+// attach puts the image f on a free loop device, released when its last
+// user (the mount) goes.
+func attach(f *os.File) (*os.File, string, error) {
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
+	if err != nil {
+		return nil, "", fmt.Errorf("loop devices: %w", err)
+	}
+	defer ctl.Close()
+	for range 32 {
+		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
+		if err != nil {
+			return nil, "", fmt.Errorf("a free loop device: %w", err)
+		}
+		dev := fmt.Sprintf("/dev/loop%d", n)
+		lf, err := os.OpenFile(dev, os.O_RDWR, 0)
+		if errors.Is(err, os.ErrNotExist) {
+			// No devtmpfs to make its node: make it.
+			if merr := unix.Mknod(dev, unix.S_IFBLK|0o600, int(unix.Mkdev(7, uint32(n)))); merr != nil && !errors.Is(merr, os.ErrExist) {
+				return nil, "", fmt.Errorf("%s: %w", dev, merr)
+			}
+			lf, err = os.OpenFile(dev, os.O_RDWR, 0)
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		cfg := unix.LoopConfig{Fd: uint32(f.Fd())}
+		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
+		err = unix.IoctlLoopConfigure(int(lf.Fd()), &cfg)
+		if errors.Is(err, unix.EBUSY) { // another took it first
+			lf.Close()
+			continue
+		}
+		if err != nil {
+			lf.Close()
+			return nil, "", fmt.Errorf("%s: %w", dev, err)
+		}
+		return lf, dev, nil
+	}
+	return nil, "", errors.New("no free loop device after 32 tries")
+}
+
+// mounted says whether dir is a mount point.
+func mounted(dir string) bool {
+	var a, b unix.Stat_t
+	if unix.Lstat(dir, &a) != nil || unix.Lstat(filepath.Dir(dir), &b) != nil {
+		return false
+	}
+	return a.Dev != b.Dev
+}
+
+// Release unmounts the volume on dir, where its image is beside it, and
+// removes the image; dir itself stays. A volume still in use is
+// detached (it goes when its last user does).
+func Release(dir string) error {
+	img := Image(dir)
+	if _, err := os.Lstat(img); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	var errs []error
+	if mounted(dir) {
+		if err := unix.Unmount(dir, 0); err != nil {
+			if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+				errs = append(errs, fmt.Errorf("unmount %s: %w", dir, err))
+			}
+		}
+	}
+	if len(errs) == 0 {
+		if err := os.Remove(img); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Attach mounts dir's volume again where its image is beside it and it
+// is not mounted (after a restart of the machine); it reports whether it
+// mounted it.
+func Attach(dir string) (bool, error) {
+	img := Image(dir)
+	if _, err := os.Lstat(img); err != nil || mounted(dir) {
+		return false, nil
+	}
+	f, err := os.OpenFile(img, os.O_RDWR, 0)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	loop, dev, err := attach(f)
+	if err != nil {
+		return false, err
+	}
+	defer loop.Close()
+	if err := unix.Mount(dev, dir, "ext4", unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return false, fmt.Errorf("mount %s on %s: %w", dev, dir, err)
+	}
+	return true, nil
+}
+
+// Of is the usage of the volume on dir; ok is false where dir is not a
+// volume's mount point.
+func Of(dir string) (Usage, bool, error) {
+	if _, err := os.Lstat(Image(dir)); err != nil || !mounted(dir) {
+		return Usage{}, false, nil
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return Usage{}, false, err
+	}
+	bs := int64(st.Bsize)
+	return Usage{Size: int64(st.Blocks) * bs, Used: int64(st.Blocks-st.Bfree) * bs, Avail: int64(st.Bavail) * bs,
+		Files: int64(st.Files), FilesFree: int64(st.Ffree)}, true, nil
+}

@@ -1,0 +1,23 @@
+//go:build !linux
+
+package volume
+
+// Probe says volumes need Linux.
+func Probe() error { return ErrNotSupported }
+
+// Make refuses: volumes need Linux.
+func Make(dir string, size int64) error {
+	if err := checkSize(size); err != nil {
+		return err
+	}
+	return ErrNotSupported
+}
+
+// Release does nothing: no volume is made here.
+func Release(dir string) error { return nil }
+
+// Attach does nothing: no volume is made here.
+func Attach(dir string) (bool, error) { return false, nil }
+
+// Of says no volume is mounted on dir.
+func Of(dir string) (Usage, bool, error) { return Usage{}, false, nil }
