@@ -328,11 +328,6 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 	if p := h.probe(ctx, spec.Tier); !p.Available {
 		return SandboxInfo{}, nil, &tier.UnavailableError{Tier: spec.Tier, Reason: p.Reason, Available: h.Availability(ctx).Available()}
 	}
-	// Every grant it is given, before anything of it is made (its own
-	// workspace is the host's).
-	if err := h.reachGrants(spec.Grants.Storage, nil); err != nil {
-		return SandboxInfo{}, nil, err
-	}
 	ss := &h.sandboxes
 	ss.mu.Lock()
 	max := ss.max
@@ -369,6 +364,11 @@ func (h *Host) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *Sand
 		if b := p.WorkspaceBytes; b > 0 && (spec.Limits.WorkspaceBytes <= 0 || b < spec.Limits.WorkspaceBytes) {
 			spec.Limits.WorkspaceBytes = b
 		}
+	}
+	// Every grant it is given, reached before anything of it is made (its own
+	// workspace is the host's).
+	if err := h.reachGrants(spec.Grants.Storage, nil); err != nil {
+		return SandboxInfo{}, nil, err
 	}
 	sb := &Sandbox{ID: id, Tier: spec.Tier, Limits: spec.Limits, Env: spec.Env, Owner: spec.Owner, Created: created, Listen: spec.Listen, grantArgs: spec.GrantArgs, givenArgs: spec.GrantArgs,
 		Root: spec.root, Manifest: spec.manifestAddr, rootDir: rootDir, imageEnv: imageEnv, incarnation: newIncarnation(), active: h.now()}

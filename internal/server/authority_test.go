@@ -222,3 +222,26 @@ func mustGrants(t *testing.T, args ...string) grant.Set {
 	}
 	return g
 }
+
+// A token's policy bounds its sandboxes' workspaces (workspace_bytes):
+// a writer past it is refused by the kernel as it writes.
+func TestPolicyBoundsTheWorkspace(t *testing.T) {
+	_, s, _ := serve(t)
+	tok := "token-bounded-aaaaaaaaaaaa"
+	p := authority.Default()
+	p.WorkspaceBytes = 48 << 20
+	c := tokenClients(t, s, map[string]authority.Policy{tok: p}, tok)[0]
+	ctx := context.Background()
+	sb, err := c.Create(ctx, client.SandboxSpec{Grants: []string{"cpu:20J"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	res, err := c.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"sh", "-c", "dd if=/dev/zero of=big bs=1M count=64 2>&1; echo status $?"}}, &out, &out)
+	if err != nil || res.ExitStatus != 0 {
+		t.Fatalf("exec: %+v %v", res, err)
+	}
+	if !strings.Contains(out.String(), "No space left") || strings.Contains(out.String(), "status 0") {
+		t.Fatalf("a writer past the policy's bound: %s", out.String())
+	}
+}
