@@ -13,6 +13,7 @@ import (
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/guest"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/internal/server"
 )
 
@@ -76,7 +77,7 @@ func TestExampleAgainstAService(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	s := &server.Server{Host: h}
+	s := &server.Server{Live: live.New(h)}
 	sock := filepath.Join(home, client.SocketName)
 	ln, err := net.Listen("unix", sock)
 	if err != nil {

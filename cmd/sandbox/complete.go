@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opensubstrate/sandbox/device"
-	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -23,7 +23,7 @@ func completeRuns(g *globals) cobra.CompletionFunc {
 		if err != nil {
 			return out, cobra.ShellCompDirectiveNoFileComp
 		}
-		runs, _ := host.Light(d).Runs()
+		runs, _ := live.Light(d).Runs()
 		for _, r := range runs {
 			id := r.ID.Hex()
 			if id == "" {

@@ -16,6 +16,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/chain"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/internal/server"
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/key"
@@ -164,7 +165,7 @@ energy. No service is needed.`,
 			if err != nil {
 				return err
 			}
-			l, err := host.Light(d).Records(host.LocalOwner)
+			l, err := live.Light(d).Records(host.LocalOwner)
 			if err != nil {
 				return err
 			}
@@ -235,7 +236,7 @@ failures are keys not trusted, 3 when there is no such record.`,
 				if err != nil {
 					return err
 				}
-				p = host.Light(d).RecordPath(args[0])
+				p = live.Light(d).RecordPath(args[0])
 			}
 			b, err := os.ReadFile(p)
 			if err != nil {
@@ -353,7 +354,7 @@ suspended first. No service is needed.`,
 			if err != nil {
 				return err
 			}
-			h := &host.Host{Store: store.Of(d), Key: k}
+			h := live.New(&host.Host{Store: store.Of(d), Key: k})
 			if out == "" || out == "-" {
 				return h.Export(args[0], cmd.OutOrStdout())
 			}
@@ -421,7 +422,7 @@ environment must be this host's).`,
 			if err != nil {
 				return err
 			}
-			h := host.Light(d)
+			h := live.Light(d)
 			if h.Key, err = d.HostKey(randReader()); err != nil {
 				return err
 			}

@@ -19,7 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opensubstrate/sandbox/internal/errs"
-	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/state"
 )
@@ -73,10 +73,10 @@ type globals struct {
 	memory      string
 	pids        int64
 	cpus        float64
-	stderr      io.Writer    // warnings
-	warm        bool         // keep a started S1 init ready (serve)
-	log         *slog.Logger // the service's structured log
-	hosts       []*host.Host // made by this command; closed when it ends (their leases)
+	stderr      io.Writer       // warnings
+	warm        bool            // keep a started S1 init ready (serve)
+	log         *slog.Logger    // the service's structured log
+	hosts       []*live.Manager // made by this command; closed when it ends (their leases)
 }
 
 func (g *globals) stateDir() (*state.Dir, error) {

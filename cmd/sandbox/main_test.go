@@ -3,6 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/energy"
@@ -11,12 +18,6 @@ import (
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"testing"
-	"time"
 
 	"github.com/opensubstrate/sandbox/internal/guest"
 	"github.com/opensubstrate/sandbox/internal/native"

@@ -11,7 +11,7 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/vectors"
 	"github.com/opensubstrate/sandbox/key"
@@ -159,7 +159,7 @@ failures are untrusted keys, 3 when a PATH or run was not found.`,
 					// Not a path: a stored run's id, a prefix, or "last".
 					d, err := g.stateDir()
 					if err == nil {
-						p, err = host.Light(d).Resolve(p)
+						p, err = live.Light(d).Resolve(p)
 					}
 					if err != nil {
 						results = []verify.Result{{Path: p, Kind: "run", Err: err}}

@@ -23,6 +23,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/internal/meter/powercap"
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/server"
@@ -30,7 +31,9 @@ import (
 	"github.com/opensubstrate/sandbox/tier"
 )
 
-func (g *globals) host() (*host.Host, error) {
+// host is this process's host, with its live sandboxes' manager (which
+// holds it): the engine in-process.
+func (g *globals) host() (*live.Manager, error) {
 	d, err := g.stateDir()
 	if err != nil {
 		return nil, err
@@ -60,8 +63,9 @@ func (g *globals) host() (*host.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.hosts = append(g.hosts, h)
-	return h, nil
+	m := live.New(h)
+	g.hosts = append(g.hosts, m)
+	return m, nil
 }
 
 func envOr(k, def string) string {
@@ -388,7 +392,7 @@ It lists the newest 100 (saying so on stderr when there are more);
 			if err != nil {
 				return err
 			}
-			h := host.Light(d)
+			h := live.Light(d)
 			w := bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10)
 			defer w.Flush()
 			if scan || asJSON {
@@ -489,7 +493,7 @@ func appendRunLine(b []byte, r host.Summary) []byte {
 	return append(b, '\n')
 }
 
-func resolveRun(g *globals, ref string) (*host.Host, string, error) {
+func resolveRun(g *globals, ref string) (*live.Manager, string, error) {
 	h, err := g.host()
 	if err != nil {
 		return nil, "", err
@@ -637,7 +641,7 @@ type cgroupsJSON struct {
 	Root string `json:"root"`
 }
 
-func doctorOf(ctx context.Context, h *host.Host) doctorJSON {
+func doctorOf(ctx context.Context, h *live.Manager) doctorJSON {
 	d := doctorJSON{Schema: jsonSchema, Leftovers: []leftoverJSON{}, Energy: []sourceJSON{}}
 	avail := h.Availability(ctx)
 	for _, t := range tier.All {
@@ -808,7 +812,7 @@ not be.`,
 }
 
 // reportGC says in one line what a run's start removed, if anything.
-func reportGC(w io.Writer, ls []host.Leftover) {
+func reportGC(w io.Writer, ls []live.Leftover) {
 	removed, failed := 0, 0
 	for _, l := range ls {
 		switch {

@@ -20,7 +20,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/internal/manifest"
 	"github.com/opensubstrate/sandbox/internal/server"
 	"github.com/opensubstrate/sandbox/internal/volume"
@@ -189,7 +189,7 @@ closed with that overhead. /metrics has each pool's statistics
 			for _, t := range tokens {
 				ho.Policies[server.OwnerOf(t.Secret)] = t.Policy
 			}
-			s := &server.Server{Host: ho, Log: log, Tokens: secrets(tokens)}
+			s := &server.Server{Live: ho, Log: log, Tokens: secrets(tokens)}
 			var servers []*http.Server
 			us := s.UnixServer()
 			servers = append(servers, us)
@@ -297,10 +297,10 @@ func listenUnix(path string) (net.Listener, error) {
 }
 
 // parsePool reads a --pool argument: NAME:KEY=VALUE,...
-func parsePool(arg string, ho *host.Host) (host.PoolSpec, error) {
+func parsePool(arg string, ho *live.Manager) (live.PoolSpec, error) {
 	name, rest, _ := strings.Cut(arg, ":")
-	ps := host.PoolSpec{Name: name, Size: 2, Sandbox: host.SandboxSpec{Tier: tier.S1}}
-	bad := func(format string, a ...any) (host.PoolSpec, error) {
+	ps := live.PoolSpec{Name: name, Size: 2, Sandbox: live.SandboxSpec{Tier: tier.S1}}
+	bad := func(format string, a ...any) (live.PoolSpec, error) {
 		return ps, errs.Usage{Err: fmt.Errorf("--pool %s: "+format, append([]any{arg}, a...)...)}
 	}
 	if name == "" {

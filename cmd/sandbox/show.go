@@ -16,6 +16,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/journal"
+	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
@@ -40,7 +41,7 @@ exit status 4. Output is shown only as the run wrote it.`,
 			if err != nil {
 				return err
 			}
-			dir, err := host.Light(d).Resolve(args[0])
+			dir, err := live.Light(d).Resolve(args[0])
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/grant"
@@ -20,11 +22,28 @@ const AuthorityLog = "authority.jsonl"
 // than the operator (a module, a program).
 const MaxRead = 1 << 30
 
+// LocalOwner is the owner of the host's own user: the unix socket's
+// callers and the CLI in-process.
+const LocalOwner = "local"
+
+// PoolOwnerPrefix begins the owner of a warm pool's ready sandboxes: no
+// caller's owner can be one (a NUL is in no token's owner, and local is
+// "local").
+const PoolOwnerPrefix = "\x00pool:"
+
+// IsPoolOwner says whether owner is a pool's (its ready sandboxes').
+func IsPoolOwner(owner string) bool { return strings.HasPrefix(owner, PoolOwnerPrefix) }
+
+// Workspace is a live sandbox's workspace and whose it is.
+type Workspace struct {
+	Owner, Path string
+}
+
 // isOperator says whether owner is the machine's owner: the local user
 // (the service's own uid at its socket, or the CLI in-process), or a
 // warm pool the operator configured.
 func isOperator(owner string) bool {
-	return owner == "" || owner == LocalOwner || isPoolOwner(owner)
+	return owner == "" || owner == LocalOwner || IsPoolOwner(owner)
 }
 
 // Principal is owner's authority: its own policy (the operator's for
@@ -76,28 +95,32 @@ func (h *Host) authorize(ctx context.Context, owner string, a authority.Ask) err
 
 // workspacesOf are the workspaces of owner's live sandboxes.
 func (h *Host) workspacesOf(owner string) []string {
-	h.sandboxes.mu.Lock()
-	defer h.sandboxes.mu.Unlock()
 	var out []string
-	for _, sb := range h.sandboxes.m {
-		if sb.Owner == owner && sb.Workspace != "" {
-			out = append(out, sb.Workspace)
+	for _, w := range h.workspaces() {
+		if w.Owner == owner {
+			out = append(out, w.Path)
 		}
 	}
 	return out
 }
 
+func (h *Host) workspaces() []Workspace {
+	if h.Workspaces == nil {
+		return nil
+	}
+	return h.Workspaces()
+}
+
 // foreignWorkspace refuses a storage grant that is, is inside, or holds
 // the workspace of a sandbox owner does not own.
 func (h *Host) foreignWorkspace(owner string, a authority.Ask) error {
-	h.sandboxes.mu.Lock()
-	defer h.sandboxes.mu.Unlock()
+	ws := h.workspaces()
 	for _, st := range a.Grants.Storage {
-		for _, sb := range h.sandboxes.m {
-			if sb.Owner == owner || sb.Workspace == "" {
+		for _, w := range ws {
+			if w.Owner == owner {
 				continue
 			}
-			if grant.Within(sb.Workspace, st.Path) || grant.Within(st.Path, sb.Workspace) {
+			if grant.Within(w.Path, st.Path) || grant.Within(st.Path, w.Path) {
 				return &authority.DeniedError{Principal: owner, Action: a.Action, Grant: fmt.Sprintf("fs:%s:%s", st.Path, st.Mode), Rule: "workspaces",
 					Why: fmt.Sprintf("%s is, is inside, or holds the workspace of a sandbox that is not its own", st.Path)}
 			}
@@ -112,12 +135,12 @@ func (h *Host) refused(err error) {
 	if !errors.As(err, &de) {
 		return
 	}
-	h.logger().Warn("denied", "principal", de.Principal, "action", de.Action, "grant", de.Grant, "rule", de.Rule, "policy", de.Policy)
+	h.Logger().Warn("denied", "principal", de.Principal, "action", de.Action, "grant", de.Grant, "rule", de.Rule, "policy", de.Policy)
 	if h.Store == nil {
 		return
 	}
-	if _, lerr := authority.Append(h.Store.Path(AuthorityLog), authority.DecisionOf(de, h.now())); lerr != nil {
-		h.logger().Error("the decision log did not take a refusal", "err", lerr)
+	if _, lerr := authority.Append(h.Store.Path(AuthorityLog), authority.DecisionOf(de, h.Now())); lerr != nil {
+		h.Logger().Error("the decision log did not take a refusal", "err", lerr)
 	}
 }
 
@@ -125,6 +148,14 @@ func (h *Host) refused(err error) {
 // what a asks, as every entry point does before anything runs.
 func (h *Host) Authorize(ctx context.Context, owner string, a authority.Ask) error {
 	return h.authorize(ctx, owner, a)
+}
+
+// Now is the time by the host's clock (Clock, else time.Now).
+func (h *Host) Now() time.Time {
+	if h.Clock != nil {
+		return h.Clock()
+	}
+	return time.Now()
 }
 
 // Reader is how the host reads a file a unit is made from for owner: nil

@@ -87,15 +87,15 @@ func Command(c CommandLine) (Request, error) {
 	if err != nil {
 		return Request{}, err
 	}
-	if req.Grants, err = withDefaultCPU(c.Grants, req.Kind); err != nil {
+	if req.Grants, err = WithDefaultCPU(c.Grants, req.Kind); err != nil {
 		return Request{}, err
 	}
 	return req, nil
 }
 
-// withDefaultCPU is g, or, where g names no Cpu grant, g with the default
+// WithDefaultCPU is g, or, where g names no Cpu grant, g with the default
 // for a unit of kind (a copy: not the caller's).
-func withDefaultCPU(g grant.Set, kind tier.Kind) (grant.Set, error) {
+func WithDefaultCPU(g grant.Set, kind tier.Kind) (grant.Set, error) {
 	if _, ok := g.Budget(device.Cpu); ok {
 		return g, nil
 	}
@@ -325,7 +325,7 @@ func (h *Host) CommandIn(ref string, c CommandLine) (Request, error) {
 	if c.RootDir, err = h.Images.RootDir(img.Root); err != nil {
 		return Request{}, err
 	}
-	env := envMap(img.Config.Env)
+	env := EnvMap(img.Config.Env)
 	for k, v := range c.Env {
 		env[k] = v
 	}
@@ -342,4 +342,28 @@ func (h *Host) CommandIn(ref string, c CommandLine) (Request, error) {
 		req.Dir = filepath.Clean(img.Config.WorkingDir)
 	}
 	return req, nil
+}
+
+// ErrLimit is wrapped when a request is over a limit of the host (too
+// many sandboxes, a file too large).
+var ErrLimit = errors.New("over a limit")
+
+// LimitError is a request over one of the host's limits.
+type LimitError struct{ What string }
+
+func (e *LimitError) Error() string { return fmt.Sprintf("%v: %s", ErrLimit, e.What) }
+func (e *LimitError) Unwrap() error { return ErrLimit }
+
+// Limit puts it in the limit category (HTTP 429).
+func (e *LimitError) Limit() bool { return true }
+
+// EnvMap is a NAME=VALUE list as a map.
+func EnvMap(l []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range l {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			m[k] = v
+		}
+	}
+	return m
 }

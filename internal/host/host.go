@@ -112,26 +112,15 @@ type Host struct {
 	// BudgetInterval is how often a native run's energy is checked
 	// against its budgets; 0 means BudgetSample.
 	BudgetInterval time.Duration
-	// ParkWait is how long a suspension waits for an S2 sandbox's execs
-	// to park; 0 means ParkWait.
-	ParkWait time.Duration
 	// OutputMax is how many bytes of each of a run's streams its record
 	// keeps (the caller receives all); 0 means DefaultOutputMax.
 	OutputMax int64
-	// WorkspaceMax bounds each live sandbox's workspace, in bytes, where
-	// its spec sets none (SandboxSpec.Limits.WorkspaceBytes); 0 means
-	// DefaultWorkspaceMax, a negative value no bound.
-	WorkspaceMax int64
 
 	// Reprobe makes every probe run now (doctor), refreshing the probes
 	// kept in the state directory.
 	Reprobe bool
 	probeMu sync.Mutex
 	probes  map[string]probed
-	pools   pools
-	idle    idleKeeper
-	// lifecycleMu: one writer of lifecycle records at a time.
-	lifecycleMu sync.Mutex
 
 	// Clock is the time (nil: time.Now): a parked sandbox's idle energy
 	// is priced by it.
@@ -143,10 +132,13 @@ type Host struct {
 	Policies map[string]authority.Policy
 	// OperatorPolicy is the local owner's (nil: authority.Operator).
 	OperatorPolicy *authority.Policy
+	// Workspaces lists the workspaces of the live sandboxes and whose
+	// they are (package live sets it): every principal may grant its
+	// own, and none but the operator another's.
+	Workspaces func() []Workspace
 
 	// closeLease: Close releases the store's lease (New took it).
 	closeLease bool
-	sandboxes  sandboxes
 	trailOnce  sync.Once
 	trail      *trail.Log
 	trailErr   error
@@ -221,7 +213,8 @@ const (
 // ErrNoExecutor is wrapped when no executor can run a kind at a tier.
 var ErrNoExecutor = errors.New("no executor")
 
-func (h *Host) logger() *slog.Logger {
+// Logger is the host's logger (Log, else one that discards).
+func (h *Host) Logger() *slog.Logger {
 	if h.Log != nil {
 		return h.Log
 	}
@@ -262,8 +255,8 @@ type Prewarmer interface {
 	Prewarm()
 }
 
-// Close ends the host's live sandboxes and releases what the executors
-// hold between runs (a warm init), and the lease New took.
+// Close releases what the executors hold between runs (a warm init),
+// and the lease New took. (A live.Manager ends its sandboxes first.)
 func (h *Host) Close() error {
 	var first error
 	defer func() {
@@ -277,11 +270,6 @@ func (h *Host) Close() error {
 			h.Store.Lease.Close()
 		}
 	}()
-	h.stopPools()
-	h.stopIdle()
-	if err := h.closeSandboxes(); err != nil {
-		first = err
-	}
 	if h.trail != nil {
 		h.trail.Close()
 	}
@@ -299,7 +287,7 @@ func (h *Host) Close() error {
 func (h *Host) Availability(ctx context.Context) tier.Availability {
 	a := tier.Availability{}
 	for _, t := range tier.All {
-		a[t] = h.probe(ctx, t)
+		a[t] = h.Probe(ctx, t)
 	}
 	return a
 }
@@ -317,21 +305,21 @@ type ExecutorProbe struct {
 func (h *Host) ExecutorProbes(ctx context.Context) []ExecutorProbe {
 	var out []ExecutorProbe
 	for _, e := range h.Executors {
-		out = append(out, ExecutorProbe{Name: e.Name(), Tier: e.Tier(), Kind: e.Kind(), Probe: h.probeOf(ctx, e)})
+		out = append(out, ExecutorProbe{Name: e.Name(), Tier: e.Tier(), Kind: e.Kind(), Probe: h.ProbeOf(ctx, e)})
 	}
 	return out
 }
 
-// probe is one tier's availability: its first available executor's
+// Probe is one tier's availability: its first available executor's
 // probe, or why none is.
-func (h *Host) probe(ctx context.Context, t tier.Tier) tier.Probe {
+func (h *Host) Probe(ctx context.Context, t tier.Tier) tier.Probe {
 	var reasons []string
 	var layers []tier.Layer
 	for _, e := range h.Executors {
 		if e.Tier() != t {
 			continue
 		}
-		p := h.probeOf(ctx, e)
+		p := h.ProbeOf(ctx, e)
 		if p.Available {
 			return p
 		}
@@ -350,7 +338,7 @@ func (h *Host) probe(ctx context.Context, t tier.Tier) tier.Probe {
 
 func (h *Host) executor(ctx context.Context, t tier.Tier, k tier.Kind) (Executor, error) {
 	for _, e := range h.Executors {
-		if e.Tier() == t && e.Kind() == k && h.probeOf(ctx, e).Available {
+		if e.Tier() == t && e.Kind() == k && h.ProbeOf(ctx, e).Available {
 			return e, nil
 		}
 	}
@@ -360,9 +348,10 @@ func (h *Host) executor(ctx context.Context, t tier.Tier, k tier.Kind) (Executor
 	return nil, fmt.Errorf("%w: %w: tier %s has no executor for %s units on this host", tier.ErrUnavailable, ErrNoExecutor, t, k)
 }
 
-// plan is a request made a run: its unit and grants as recorded, the
-// tier chosen for it and the executor that runs it.
-type plan struct {
+// Plan is a request made a run: its unit and grants as recorded, the
+// tier chosen for it and the executor that runs it. A live sandbox's
+// exec sets the knobs below before Execute.
+type Plan struct {
 	req    Request
 	grants grant.Set
 	gb     []byte // the grants, canonical
@@ -372,24 +361,36 @@ type plan struct {
 	ua     addr.Addr
 	choice tier.Choice
 	ex     Executor
-	// live says the run joins a live sandbox, which has its own init.
-	live bool
-	// cgroupControllers are those of the run's own group (default: all
+	// Live says the run joins a live sandbox, which has its own init
+	// (its grants were reached when it was made).
+	Live bool
+	// CgroupControllers are those of the run's own group (default: all
 	// it is limited and accounted by; a live sandbox's exec: cpuacct).
-	cgroupControllers []string
-	// leftoverGroup takes the run's group when it cannot be removed at
+	CgroupControllers []string
+	// LeftoverGroup takes the run's group when it cannot be removed at
 	// the end (a live sandbox's background processes are in it).
-	leftoverGroup func(*cgroup.Group)
-	// cont continues a parked run (park.go).
-	cont *continuation
+	LeftoverGroup func(*cgroup.Group)
+	// Continue continues a parked run.
+	Continue *Continuation
 	// rootDir is the image root filesystem's directory ("": the host's).
 	rootDir string
 }
 
-// plan assembles a run from a request: the unit as the record will hold
+// Executor is the executor the plan runs on.
+func (p *Plan) Executor() Executor { return p.ex }
+
+// UnitAddr and UnitBytes are the unit as the record holds it;
+// GrantsAddr and GrantsBytes its grants; Request what it was made from.
+func (p *Plan) UnitAddr() addr.Addr   { return p.ua }
+func (p *Plan) UnitBytes() []byte     { return p.ub }
+func (p *Plan) GrantsAddr() addr.Addr { return p.ga }
+func (p *Plan) GrantsBytes() []byte   { return p.gb }
+func (p *Plan) Request() Request      { return p.req }
+
+// Plan assembles a run from a request: the unit as the record will hold
 // it, the tier its grants require (refused, with the reason, if this host
 // cannot give it), the executor and the limits.
-func (h *Host) plan(ctx context.Context, req Request) (*plan, error) {
+func (h *Host) Plan(ctx context.Context, req Request) (*Plan, error) {
 	g := req.Grants
 	gb, ga, err := g.Canonical()
 	if err != nil {
@@ -425,7 +426,7 @@ func (h *Host) plan(ctx context.Context, req Request) (*plan, error) {
 	if err := h.authorize(ctx, req.Owner, authority.Ask{Action: action, Grants: g, Tier: choice.Chosen, Devices: u.Devices, Image: req.Root}); err != nil {
 		return nil, err
 	}
-	if p := h.probe(ctx, choice.Chosen); !p.Available {
+	if p := h.Probe(ctx, choice.Chosen); !p.Available {
 		return nil, &tier.UnavailableError{Tier: choice.Chosen, Reason: p.Reason, Available: h.Availability(ctx).Available()}
 	}
 	crash.At(crash.Probed)
@@ -436,7 +437,7 @@ func (h *Host) plan(ctx context.Context, req Request) (*plan, error) {
 	if err := admitDevices(ex, u.Devices); err != nil {
 		return nil, err
 	}
-	rootDir, err := h.rootDir(ctx, ex, u.Root)
+	rootDir, err := h.RootDir(ctx, ex, u.Root)
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +446,7 @@ func (h *Host) plan(ctx context.Context, req Request) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &plan{req: req, grants: g, gb: gb, ga: ga, unit: u, ub: ub, ua: ua, choice: choice, ex: ex, rootDir: rootDir}, nil
+	return &Plan{req: req, grants: g, gb: gb, ga: ga, unit: u, ub: ub, ua: ua, choice: choice, ex: ex, rootDir: rootDir}, nil
 }
 
 // RootProber is an executor that can run its probe in an image's root
@@ -454,9 +455,9 @@ type RootProber interface {
 	ProbeRoot(ctx context.Context, root string) tier.Probe
 }
 
-// rootDir is where the root filesystem a is on this host ("" for zero),
+// RootDir is where the root filesystem a is on this host ("" for zero),
 // checked by ex's probe from inside a child whose root it is.
-func (h *Host) rootDir(ctx context.Context, ex Executor, a addr.Addr) (string, error) {
+func (h *Host) RootDir(ctx context.Context, ex Executor, a addr.Addr) (string, error) {
 	if a.IsZero() {
 		return "", nil
 	}
@@ -476,29 +477,31 @@ func (h *Host) rootDir(ctx context.Context, ex Executor, a addr.Addr) (string, e
 
 // Run runs a unit and seals it.
 func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
-	p, err := h.plan(ctx, req)
+	p, err := h.Plan(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	return h.execute(ctx, p, p.ex.Run)
+	return h.Execute(ctx, p, p.ex.Run)
 }
 
-// runFunc runs a job: an executor's Run, or a live sandbox's.
-type runFunc func(context.Context, *job.Job) (*job.Result, error)
+// RunFunc runs a job: an executor's Run, or a live sandbox's.
+type RunFunc func(context.Context, *job.Job) (*job.Result, error)
 
-// execute runs a planned unit with run, meters it and seals it.
-func (h *Host) execute(ctx context.Context, p *plan, run runFunc) (*Run, error) {
+// Execute runs a planned unit with run, meters it and seals it. A run
+// that parked (a continuation's executor parked it) is a *ParkedRun
+// error, not sealed.
+func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) {
 	req, g, u := p.req, p.grants, p.unit
-	if !p.live { // a live sandbox's were reached when it was made
+	if !p.Live { // a live sandbox's were reached when it was made
 		var remap map[string]string
-		if p.cont != nil {
-			remap = p.cont.remap
+		if p.Continue != nil {
+			remap = p.Continue.Remap
 		}
-		if err := h.reachGrants(g.Storage, remap); err != nil {
+		if err := h.ReachGrants(g.Storage, remap); err != nil {
 			return nil, err
 		}
 	}
-	if pw, ok := p.ex.(Prewarmer); ok && !p.live {
+	if pw, ok := p.ex.(Prewarmer); ok && !p.Live {
 		pw.Prewarm()
 	}
 	if req.Kind == tier.Wasm { // kept for replay, which only S2 runs have
@@ -535,42 +538,42 @@ func (h *Host) execute(ctx context.Context, p *plan, run runFunc) (*Run, error) 
 		OnStart:  req.OnStart,
 		RootDir:  p.rootDir,
 	}
-	if c := p.cont; c != nil {
+	if c := p.Continue; c != nil {
 		// The parked part again, from its journal: its output is
 		// recorded, and its caller had it already.
-		for _, e := range c.entries {
+		for _, e := range c.Entries {
 			if err := files.journal.AppendEntry(e); err != nil {
 				return nil, err
 			}
 		}
 		outT.mute(true)
 		errT.mute(true)
-		j.Replay, j.Continue, j.Remap = journal.NewReader(c.entries), c.parked, c.remap
+		j.Replay, j.Continue, j.Remap = journal.NewReader(c.Entries), c.Parked, c.Remap
 		j.Live = func() {
 			outT.mute(false)
 			errT.mute(false)
 		}
 	}
-	h.logger().Info("run starting", "unit", p.ua, "tier", p.choice.Chosen, "executor", p.ex.Name())
+	h.Logger().Info("run starting", "unit", p.ua, "tier", p.choice.Chosen, "executor", p.ex.Name())
 	var cg *cgroup.Group
 	if h.Cgroups != nil {
-		ctls := p.cgroupControllers
+		ctls := p.CgroupControllers
 		if ctls == nil {
 			ctls = []string{"cpuacct", "cpu", "memory", "pids", "freezer"}
 		}
 		if cg, err = h.Cgroups.Create(rec.Name(), ctls...); err != nil {
-			h.logger().Warn("no cgroup for the run", "err", err)
+			h.Logger().Warn("no cgroup for the run", "err", err)
 			cg = nil
 		} else {
 			defer func() {
-				if err := cg.Remove(); err != nil && p.leftoverGroup != nil {
-					p.leftoverGroup(cg)
+				if err := cg.Remove(); err != nil && p.LeftoverGroup != nil {
+					p.LeftoverGroup(cg)
 				}
 			}()
 			j.Cgroup = cg
 		}
 	}
-	m := h.meter()
+	m := h.MeterOf()
 	logCompute(enf, u)
 	span := m.Start()
 	var spent budgetWatch
@@ -595,7 +598,7 @@ func (h *Host) execute(ctx context.Context, p *plan, run runFunc) (*Run, error) 
 		if err != nil {
 			return nil, err
 		}
-		return nil, &parkedRun{p: p, parked: res.Parked, journal: jb}
+		return nil, &ParkedRun{Plan: p, Parked: res.Parked, Journal: jb}
 	}
 	// From here on the guest has run: whatever fails, the caller learns
 	// how it ended, and that no record was kept.
@@ -772,8 +775,8 @@ func (w *budgetWatch) hit() *budgetHit {
 	return w.at
 }
 
-// meter returns the host's meter, or an Estimator-only one.
-func (h *Host) meter() *meter.Meter {
+// MeterOf returns the host's meter, or an Estimator-only one.
+func (h *Host) MeterOf() *meter.Meter {
 	if h.Meter != nil {
 		return h.Meter
 	}

@@ -3,7 +3,6 @@ package host
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,11 +17,11 @@ import (
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/host/hosttest"
 	"github.com/opensubstrate/sandbox/internal/meter"
 	"github.com/opensubstrate/sandbox/internal/meter/powercap"
-	"github.com/opensubstrate/sandbox/internal/state"
+	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/store"
-	"github.com/opensubstrate/sandbox/internal/wasm"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
 	"github.com/opensubstrate/sandbox/reject"
@@ -33,20 +32,8 @@ import (
 func newHost(t *testing.T) *Host { return newBenchHost(t) }
 
 func newBenchHost(t testing.TB) *Host {
-	t.Helper()
-	d, err := state.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := d.HostKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := wasm.New(wasm.Config{CacheDir: d.Path("cache"), CacheKey: k.Derive(wasm.CacheKeyContext), StateDir: d.Root, MemoryLimitPages: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &Host{Store: store.Of(d), Key: k, Executors: []Executor{w}}
+	d, k := hosttest.State(t)
+	return &Host{Store: store.Of(d), Key: k, Executors: []Executor{hosttest.S2(t, d, k)}}
 }
 
 func image(t *testing.T, name string) []byte {
@@ -56,14 +43,7 @@ func image(t *testing.T, name string) []byte {
 
 func benchGrants(t testing.TB) grant.Set { return grants(t) }
 
-func grants(t testing.TB, gs ...string) grant.Set {
-	t.Helper()
-	s, err := grant.ParseArgs(append([]string{"cpu:20J"}, gs...), "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func grants(t testing.TB, gs ...string) grant.Set { return hosttest.Grants(t, gs...) }
 
 func verifyRun(t *testing.T, h *Host, dir string) []verify.Result {
 	t.Helper()
@@ -386,3 +366,32 @@ func TestMeteredRunOnAFakePowercapTree(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// newS1Host is a host with S1 (root only) and S2, leased and with cgroups.
+func newS1Host(t *testing.T) *Host {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("S1 with its own cgroups needs root")
+	}
+	h := newHost(t)
+	lease, err := h.Store.Dir.Lease()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lease.Close() })
+	h.Store.Lease = lease
+	addS1(t, h, lease.Name)
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// addS1 gives h an S1 executor (its probe passed) and the machine's
+// cgroups.
+func addS1(t testing.TB, h *Host, name func(string) string) *native.Executor {
+	ex := hosttest.S1(t, h.Store.Dir.Root, name)
+	h.Executors = append(h.Executors, ex)
+	h.Cgroups = hosttest.Cgroups()
+	return ex
+}
+
+func processesWith(t *testing.T, s string) []string { return hosttest.ProcessesWith(t, s) }

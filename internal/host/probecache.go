@@ -47,15 +47,15 @@ func bootAndKernel(procRoot string) (string, string) {
 // rest of its life over one failed probe.
 const ProbeRetry = 30 * time.Second
 
-// probeOf is an executor's probe: the one this process has, if
+// ProbeOf is an executor's probe: the one this process has, if
 // available or younger than ProbeRetry; else kept from an earlier
 // process when boot, kernel and key are unchanged (and the host is not
 // told to Reprobe); else probed now, and kept in the state directory if
 // available. An unavailable result is never kept beyond the process.
-func (h *Host) probeOf(ctx context.Context, e Executor) tier.Probe {
+func (h *Host) ProbeOf(ctx context.Context, e Executor) tier.Probe {
 	h.probeMu.Lock()
 	defer h.probeMu.Unlock()
-	if r, ok := h.probes[e.Name()]; ok && (r.Available || h.now().Sub(r.at) < ProbeRetry) {
+	if r, ok := h.probes[e.Name()]; ok && (r.Available || h.Now().Sub(r.at) < ProbeRetry) {
 		return r.Probe
 	}
 	k, ok := e.(ProbeKeyer)
@@ -101,5 +101,5 @@ func (h *Host) remember(name string, p tier.Probe) {
 	if h.probes == nil {
 		h.probes = map[string]probed{}
 	}
-	h.probes[name] = probed{p, h.now()}
+	h.probes[name] = probed{p, h.Now()}
 }

@@ -51,19 +51,19 @@ func TestFailedProbeIsTriedAgain(t *testing.T) {
 			e = keyedFlaky{f}
 		}
 		ctx := context.Background()
-		if p := h.probeOf(ctx, e); p.Available || f.probes != 1 {
+		if p := h.ProbeOf(ctx, e); p.Available || f.probes != 1 {
 			t.Fatalf("keyed %v: first probe %+v after %d probes", keyed, p, f.probes)
 		}
 		now = now.Add(ProbeRetry - time.Second)
-		if p := h.probeOf(ctx, e); p.Available || f.probes != 1 {
+		if p := h.ProbeOf(ctx, e); p.Available || f.probes != 1 {
 			t.Fatalf("keyed %v: within ProbeRetry: %+v after %d probes, want the failure kept", keyed, p, f.probes)
 		}
 		now = now.Add(2 * time.Second)
-		if p := h.probeOf(ctx, e); !p.Available || f.probes != 2 {
+		if p := h.ProbeOf(ctx, e); !p.Available || f.probes != 2 {
 			t.Fatalf("keyed %v: after ProbeRetry: %+v after %d probes, want probed again", keyed, p, f.probes)
 		}
 		now = now.Add(time.Hour)
-		if p := h.probeOf(ctx, e); !p.Available || f.probes != 2 {
+		if p := h.ProbeOf(ctx, e); !p.Available || f.probes != 2 {
 			t.Fatalf("keyed %v: an available probe: %+v after %d probes, want it kept", keyed, p, f.probes)
 		}
 	}

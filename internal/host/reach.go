@@ -32,14 +32,14 @@ func (h *Host) guard() (hostpath.Guard, error) {
 	return h.guardVal, h.guardErr
 }
 
-// reachGrants is the check every run and every sandbox passes before any
+// ReachGrants is the check every run and every sandbox passes before any
 // executor sees it, whatever its tier (S0, which confines nothing, and
 // executors that share no directories included): each storage grant's
 // path (at remap's, where it names one) is walked without following a
 // link and checked against the host's guard (grant.Reach). Executors
 // then reach each grant again the same way when they use it, and use
 // the object they reached, never the path.
-func (h *Host) reachGrants(storage []grant.Storage, remap map[string]string) error {
+func (h *Host) ReachGrants(storage []grant.Storage, remap map[string]string) error {
 	if len(storage) == 0 {
 		return nil
 	}

@@ -67,7 +67,7 @@ func outcomeOf(res *job.Result, stdout, stderr, outK, errK *output) journal.Outc
 // decision log, the receipt and the attestation, signed, written beside
 // the output, synced and committed under the attestation's address. A
 // failure says the run ended but was not sealed (NotSealedError).
-func (h *Host) seal(p *plan, rec *store.Partial, f *records, enf *grant.Enforcer, res *job.Result) (*Run, error) {
+func (h *Host) seal(p *Plan, rec *store.Partial, f *records, enf *grant.Enforcer, res *job.Result) (*Run, error) {
 	notSealed := func(err error) error { return &NotSealedError{Result: res, Err: err} }
 	if err := f.journal.Append(journal.OutcomeKind, nil, outcomeOf(res, f.outH, f.errH, f.outK, f.errK)); err != nil {
 		return nil, notSealed(err)
@@ -158,7 +158,7 @@ func (h *Host) seal(p *plan, rec *store.Partial, f *records, enf *grant.Enforcer
 	crash.At(crash.Sealed)
 	r := &Run{ID: a.Addr, Dir: final, Attestation: a, Receipt: &rc, Result: res, Choice: p.choice, Denied: denied}
 	r.Journal.Entries, r.Journal.Bytes = f.journal.Len()
-	h.logger().Info("run sealed", "run", a.Addr, "status", res.Outcome.Status, "dir", final)
+	h.Logger().Info("run sealed", "run", a.Addr, "status", res.Outcome.Status, "dir", final)
 	return r, nil
 }
 

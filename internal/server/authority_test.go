@@ -16,6 +16,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -24,9 +25,9 @@ import (
 func tokenClients(t *testing.T, s *Server, policies map[string]authority.Policy, tokens ...string) []*client.Client {
 	t.Helper()
 	s.Tokens = tokens
-	s.Host.Policies = map[string]authority.Policy{}
+	s.Live.Policies = map[string]authority.Policy{}
 	for tok, p := range policies {
-		s.Host.Policies[OwnerOf(tok)] = p
+		s.Live.Policies[OwnerOf(tok)] = p
 	}
 	ts := httptest.NewTLSServer(s.TCP(s.Handler()))
 	t.Cleanup(ts.Close)
@@ -45,7 +46,7 @@ func tokenClients(t *testing.T, s *Server, policies map[string]authority.Policy,
 
 // denied checks that err is the service's denial naming grant and rule,
 // and that the decision log kept it.
-func denied(t *testing.T, h *host.Host, err error, grant, rule string) {
+func denied(t *testing.T, h *live.Manager, err error, grant, rule string) {
 	t.Helper()
 	var ae *client.APIError
 	if !errors.As(err, &ae) || ae.Status != 403 || ae.Category != "denied" {
@@ -154,7 +155,7 @@ func TestTokenGrantsOnlyWhatItsPolicyAllows(t *testing.T) {
 		t.Fatalf("a fleet with a host directory: %v", err)
 	}
 	// A pool whose grants the claimer may not be given.
-	if err := h.StartPool(host.PoolSpec{Name: "wide", Size: 1, Sandbox: host.SandboxSpec{Tier: tier.S1, Grants: mustGrants(t, "fs:"+hostDir+":ro")}}); err != nil {
+	if err := h.StartPool(live.PoolSpec{Name: "wide", Size: 1, Sandbox: live.SandboxSpec{Tier: tier.S1, Grants: mustGrants(t, "fs:"+hostDir+":ro")}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = a.Claim(ctx, "wide")

@@ -4,8 +4,8 @@ import (
 	"net/http"
 
 	"github.com/opensubstrate/sandbox/client"
-	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/lifecycle"
+	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/record"
 )
 
@@ -13,7 +13,7 @@ import (
 // close.
 
 func (s *Server) suspend(w http.ResponseWriter, r *http.Request) {
-	snap, err := s.Host.Suspend(r.Context(), r.PathValue("id"), owner(r))
+	snap, err := s.Live.Suspend(r.Context(), r.PathValue("id"), owner(r))
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -23,7 +23,7 @@ func (s *Server) suspend(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
-	i, err := s.Host.Resume(r.Context(), r.PathValue("id"), owner(r))
+	i, err := s.Live.Resume(r.Context(), r.PathValue("id"), owner(r))
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -45,10 +45,10 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) closeRecord(w http.ResponseWriter, r *http.Request) {
 	live := false
-	if _, err := s.Host.Sandbox(r.PathValue("id"), owner(r)); err == nil {
+	if _, err := s.Live.Sandbox(r.PathValue("id"), owner(r)); err == nil {
 		live = true
 	}
-	if err := s.Host.CloseRecord(r.PathValue("id"), owner(r), "closed by its owner"); err != nil {
+	if err := s.Live.CloseRecord(r.PathValue("id"), owner(r), "closed by its owner"); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -59,7 +59,7 @@ func (s *Server) closeRecord(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) records(w http.ResponseWriter, r *http.Request) {
-	l, err := s.Host.Records(owner(r))
+	l, err := s.Live.Records(owner(r))
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -81,7 +81,7 @@ func SnapshotOf(s record.Snapshot) client.Snapshot {
 }
 
 // RecordOf is a record as the API lists it.
-func RecordOf(ri host.RecordInfo) client.Record {
+func RecordOf(ri live.RecordInfo) client.Record {
 	return client.Record{ID: ri.ID, Phase: string(ri.Phase), Head: ri.Head.String(), Segments: ri.Segments, Executed: ri.Executed, IdleUJ: ri.IdleUJ,
 		ActiveUJ: ri.ActiveUJ, TotalUJ: ri.TotalUJ, RunsMissing: ri.RunsMissing, Error: ri.Err}
 }
@@ -96,12 +96,12 @@ func (s *Server) seed(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	req := host.SeedRequest{Source: spec.Source, Ref: spec.Ref, Origin: spec.Origin, Bearer: spec.Bearer, Incarnation: spec.Incarnation}
+	req := live.SeedRequest{Source: spec.Source, Ref: spec.Ref, Origin: spec.Origin, Bearer: spec.Bearer, Incarnation: spec.Incarnation}
 	if spec.Claim != nil {
 		c := claimOf(*spec.Claim)
 		req.Claim = &c
 	}
-	res, err := s.Host.Seed(r.Context(), r.PathValue("id"), owner(r), req)
+	res, err := s.Live.Seed(r.Context(), r.PathValue("id"), owner(r), req)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -122,7 +122,7 @@ func (s *Server) preservation(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	rc, err := s.Host.Receipt(host.ReceiptRequest{Sandbox: r.PathValue("id"), Claim: claimOf(spec.Claim), Source: spec.Source, Incarnation: spec.Incarnation})
+	rc, err := s.Live.Receipt(live.ReceiptRequest{Sandbox: r.PathValue("id"), Claim: claimOf(spec.Claim), Source: spec.Source, Incarnation: spec.Incarnation})
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -136,7 +136,7 @@ func (s *Server) preservation(w http.ResponseWriter, r *http.Request) {
 
 // runReport is a sealed run, verified against the service's key.
 func (s *Server) runReport(w http.ResponseWriter, r *http.Request) {
-	v, err := s.Host.RunFor(owner(r), r.PathValue("id"))
+	v, err := s.Live.RunFor(owner(r), r.PathValue("id"))
 	if err != nil {
 		writeErr(w, err)
 		return

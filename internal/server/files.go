@@ -25,7 +25,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		}
 		mode = os.FileMode(v)
 	}
-	n, err := s.Host.Upload(r.Context(), r.PathValue("id"), owner(r), p, r.Body, mode, s.MaxUpload)
+	n, err := s.Live.Upload(r.Context(), r.PathValue("id"), owner(r), p, r.Body, mode, s.MaxUpload)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -41,7 +41,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Query().Get("list") != "" {
-		l, err := s.Host.List(r.Context(), r.PathValue("id"), owner(r), p)
+		l, err := s.Live.List(r.Context(), r.PathValue("id"), owner(r), p)
 		if err != nil {
 			writeErr(w, err)
 			return
@@ -53,7 +53,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, out)
 		return
 	}
-	f, fi, err := s.Host.Download(r.Context(), r.PathValue("id"), owner(r), p)
+	f, fi, err := s.Live.Download(r.Context(), r.PathValue("id"), owner(r), p)
 	if err != nil {
 		writeErr(w, err)
 		return

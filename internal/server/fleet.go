@@ -55,7 +55,7 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
 	if len(first) == 0 {
 		first = [][]string{append(append([]string(nil), spec.Args...), spec.Inputs[0])}
 	}
-	read := s.Host.Reader(r.Context(), owner(r), "fleet")
+	read := s.Live.Reader(r.Context(), owner(r), "fleet")
 	// Each item's grants are checked against the caller's authority as a
 	// run's are, before it runs.
 	if _, err := host.Command(host.CommandLine{Args: first[0], Env: spec.Env, Grants: g, Cwd: cwd, Read: read}); err != nil {
@@ -78,7 +78,7 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	total := n
-	res, err := s.Host.RunFleet(ctx, host.FleetSpec{
+	res, err := s.Live.RunFleet(ctx, host.FleetSpec{
 		Owner:   owner(r),
 		Command: host.CommandLine{Args: spec.Args, Env: spec.Env, Grants: g, Cwd: cwd, Read: read},
 		Inputs:  spec.Inputs, Units: spec.Units, Workers: workers, CheckpointEvery: spec.CheckpointEvery,

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/client"
-	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/live"
 )
 
 // footprint is what the service holds that sandboxes could leak.
@@ -22,7 +22,7 @@ type footprint struct {
 	heap                                  uint64
 }
 
-func footprintOf(h *host.Host) footprint {
+func footprintOf(h *live.Manager) footprint {
 	var f footprint
 	fds, _ := os.ReadDir("/proc/self/fd")
 	f.fds = len(fds)

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/live"
 )
 
 // metrics are the service's counters, served in Prometheus's text
@@ -105,7 +106,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "# HELP sandbox_fleet_items_total Items of those fleets, each a sealed run.")
 	fmt.Fprintln(w, "# TYPE sandbox_fleet_items_total counter")
 	fmt.Fprintf(w, "sandbox_fleet_items_total %d\n", m.fleetItems)
-	parked, retained := s.Host.IdleStats()
+	parked, retained := s.Live.IdleStats()
 	fmt.Fprintln(w, "# HELP sandbox_idle_parked_total Idle sandboxes the preservation fence let park (suspended, nothing erased).")
 	fmt.Fprintln(w, "# TYPE sandbox_idle_parked_total counter")
 	fmt.Fprintf(w, "sandbox_idle_parked_total %d\n", parked)
@@ -125,29 +126,29 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	for _, c := range codes {
 		fmt.Fprintf(w, "sandbox_http_requests_total{code=\"%d\"} %d\n", c, m.requests[c])
 	}
-	pools := s.Host.Pools()
+	pools := s.Live.Pools()
 	if len(pools) == 0 {
 		return
 	}
 	for _, g := range []struct {
 		name, typ, help string
-		v               func(host.PoolStats) uint64
+		v               func(live.PoolStats) uint64
 	}{
-		{"sandbox_pool_ready", "gauge", "Sandboxes a warm pool keeps ready now.", func(p host.PoolStats) uint64 { return uint64(p.Ready) }},
-		{"sandbox_pool_size", "gauge", "Sandboxes a warm pool is to keep ready.", func(p host.PoolStats) uint64 { return uint64(p.Size) }},
-		{"sandbox_pool_draining", "gauge", "1 while a pool, idle past its maximum, keeps none ready.", func(p host.PoolStats) uint64 {
+		{"sandbox_pool_ready", "gauge", "Sandboxes a warm pool keeps ready now.", func(p live.PoolStats) uint64 { return uint64(p.Ready) }},
+		{"sandbox_pool_size", "gauge", "Sandboxes a warm pool is to keep ready.", func(p live.PoolStats) uint64 { return uint64(p.Size) }},
+		{"sandbox_pool_draining", "gauge", "1 while a pool, idle past its maximum, keeps none ready.", func(p live.PoolStats) uint64 {
 			if p.Draining {
 				return 1
 			}
 			return 0
 		}},
-		{"sandbox_pool_made_total", "counter", "Sandboxes a pool made ahead.", func(p host.PoolStats) uint64 { return p.Made }},
-		{"sandbox_pool_claims_total", "counter", "Ready sandboxes handed to a claim.", func(p host.PoolStats) uint64 { return p.Claims }},
-		{"sandbox_pool_misses_total", "counter", "Claims that found none ready (made on demand).", func(p host.PoolStats) uint64 { return p.Misses }},
-		{"sandbox_pool_evictions_total", "counter", "Ready sandboxes closed unclaimed (age, idleness, shutdown).", func(p host.PoolStats) uint64 { return p.Evictions }},
-		{"sandbox_pool_failures_total", "counter", "Sandboxes a pool could not make.", func(p host.PoolStats) uint64 { return p.Failures }},
-		{"sandbox_pool_claimed_idle_microjoules_total", "counter", "Idle energy of claimed sandboxes, attributed to the claiming runs' records (Estimator).", func(p host.PoolStats) uint64 { return p.ClaimedUJ }},
-		{"sandbox_pool_evicted_idle_microjoules_total", "counter", "Idle energy of evicted sandboxes, recorded on their close: the pool's overhead (Estimator).", func(p host.PoolStats) uint64 { return p.EvictedUJ }},
+		{"sandbox_pool_made_total", "counter", "Sandboxes a pool made ahead.", func(p live.PoolStats) uint64 { return p.Made }},
+		{"sandbox_pool_claims_total", "counter", "Ready sandboxes handed to a claim.", func(p live.PoolStats) uint64 { return p.Claims }},
+		{"sandbox_pool_misses_total", "counter", "Claims that found none ready (made on demand).", func(p live.PoolStats) uint64 { return p.Misses }},
+		{"sandbox_pool_evictions_total", "counter", "Ready sandboxes closed unclaimed (age, idleness, shutdown).", func(p live.PoolStats) uint64 { return p.Evictions }},
+		{"sandbox_pool_failures_total", "counter", "Sandboxes a pool could not make.", func(p live.PoolStats) uint64 { return p.Failures }},
+		{"sandbox_pool_claimed_idle_microjoules_total", "counter", "Idle energy of claimed sandboxes, attributed to the claiming runs' records (Estimator).", func(p live.PoolStats) uint64 { return p.ClaimedUJ }},
+		{"sandbox_pool_evicted_idle_microjoules_total", "counter", "Idle energy of evicted sandboxes, recorded on their close: the pool's overhead (Estimator).", func(p live.PoolStats) uint64 { return p.EvictedUJ }},
 	} {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", g.name, g.help, g.name, g.typ)
 		for _, p := range pools {

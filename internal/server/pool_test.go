@@ -16,6 +16,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/chain"
 	"github.com/opensubstrate/sandbox/internal/guest"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/record"
 )
 
@@ -27,7 +28,7 @@ import (
 func TestPoolClaimAndEvict(t *testing.T) {
 	h, s, c := serve(t)
 	ctx := context.Background()
-	if err := h.StartPool(host.PoolSpec{Name: "dev", Size: 2, MaxAge: time.Hour}); err != nil {
+	if err := h.StartPool(live.PoolSpec{Name: "dev", Size: 2, MaxAge: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -48,7 +49,7 @@ func TestPoolClaimAndEvict(t *testing.T) {
 		t.Fatal(err)
 	}
 	seg, err := record.ParseSegment(entries[1])
-	if err != nil || seg.Kind != record.Claimed || seg.Pool != "dev" || seg.IdleUJ == 0 || !strings.HasPrefix(seg.IdleProvenance, host.PoolProvenance) {
+	if err != nil || seg.Kind != record.Claimed || seg.Pool != "dev" || seg.IdleUJ == 0 || !strings.HasPrefix(seg.IdleProvenance, live.PoolProvenance) {
 		t.Fatalf("the first segment: %+v %v", seg, err)
 	}
 	st, err := record.Verify(entries)
@@ -75,12 +76,12 @@ func TestPoolClaimAndEvict(t *testing.T) {
 		}
 	}
 	// Evicted at its age: closed with what it spent.
-	if err := h.StartPool(host.PoolSpec{Name: "short", Size: 1, MaxAge: 50 * time.Millisecond}); err != nil {
+	if err := h.StartPool(live.PoolSpec{Name: "short", Size: 1, MaxAge: 50 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		var ev host.PoolStats
+		var ev live.PoolStats
 		for _, p := range h.Pools() {
 			if p.Name == "short" {
 				ev = p
@@ -109,7 +110,7 @@ func TestPoolClaimAndEvict(t *testing.T) {
 		}
 		last, err := record.ParseSegment(es[len(es)-1])
 		if err == nil && last.Kind == record.Closed && strings.Contains(last.Reason, "older than its maximum age") {
-			if last.IdleUJ == 0 || !strings.HasPrefix(last.IdleProvenance, host.PoolProvenance) {
+			if last.IdleUJ == 0 || !strings.HasPrefix(last.IdleProvenance, live.PoolProvenance) {
 				t.Fatalf("an eviction's close: %+v", last)
 			}
 			closed++
@@ -129,7 +130,7 @@ func TestPoolClaimAndEvict(t *testing.T) {
 func BenchmarkPoolClaim(b *testing.B) {
 	h, _, c := serve(b)
 	ctx := context.Background()
-	if err := h.StartPool(host.PoolSpec{Name: "bench", Size: 2}); err != nil {
+	if err := h.StartPool(live.PoolSpec{Name: "bench", Size: 2}); err != nil {
 		b.Fatal(err)
 	}
 	var claims, firsts []time.Duration

@@ -25,6 +25,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/internal/manifest"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/key"
@@ -47,12 +48,12 @@ const (
 
 // Server serves one host.
 type Server struct {
-	Host *host.Host
+	Live *live.Manager
 	Log  *slog.Logger
 	// Tokens are the bearer tokens TCP callers may present; each is its
 	// own owner. Unix-socket callers need none.
 	Tokens []string
-	// MaxUpload bounds an upload (0: host.MaxUpload).
+	// MaxUpload bounds an upload (0: live.MaxUpload).
 	MaxUpload int64
 
 	metrics metrics
@@ -94,7 +95,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	mux.HandleFunc("POST /v1/sandboxes", s.create)
-	mux.HandleFunc("GET /v1/pools", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, s.Host.Pools()) })
+	mux.HandleFunc("GET /v1/pools", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, s.Live.Pools()) })
 	mux.HandleFunc("POST /v1/pools/{name}/claim", s.claim)
 	mux.HandleFunc("GET /v1/sandboxes", s.list)
 	mux.HandleFunc("GET /v1/sandboxes/{id}", s.get)
@@ -254,7 +255,7 @@ func (s *Server) UnixServer() *http.Server {
 // execs still in flight are interrupted and sealed.
 func (s *Server) Shutdown(cause error) {
 	s.init()
-	s.Host.ParkRunning()
+	s.Live.ParkRunning()
 	s.cancel(cause)
 }
 
@@ -370,17 +371,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, badRequest("fields \"memory_bytes\", \"pids\", \"cpus\": want 0 (the default) or more"))
 		return
 	}
-	hs := host.SandboxSpec{Tier: t, Grants: g, GrantArgs: spec.Grants, Env: spec.Env, Owner: owner(r), Listen: spec.Listen,
+	hs := live.SandboxSpec{Tier: t, Grants: g, GrantArgs: spec.Grants, Env: spec.Env, Owner: owner(r), Listen: spec.Listen,
 		Limits: unit.Limits{MemoryBytes: spec.MemoryBytes, Pids: spec.Pids, CPUMillis: int64(spec.CPUs * 1000)}, Image: spec.Image}
 	if len(spec.Manifest) > 0 {
-		m, err := manifest.Verify(spec.Manifest, key.NewTrust(s.Host.Key.Public()))
+		m, err := manifest.Verify(spec.Manifest, key.NewTrust(s.Live.Key.Public()))
 		if err != nil {
 			writeErr(w, fmt.Errorf("field \"manifest\": %w", err))
 			return
 		}
 		hs.Manifest = m
 	}
-	info, err := s.Host.Create(s.life(r), hs)
+	info, err := s.Live.Create(s.life(r), hs)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -391,7 +392,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 
 // claim hands the caller a ready sandbox of a warm pool.
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
-	info, err := s.Host.Claim(s.life(r), r.PathValue("name"), owner(r))
+	info, err := s.Live.Claim(s.life(r), r.PathValue("name"), owner(r))
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -400,7 +401,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 201, sandboxOf(info))
 }
 
-func sandboxOf(i host.SandboxInfo) client.Sandbox {
+func sandboxOf(i live.SandboxInfo) client.Sandbox {
 	state := "live"
 	if i.Suspended {
 		state = "suspended"
@@ -417,17 +418,17 @@ func sandboxOf(i host.SandboxInfo) client.Sandbox {
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	out := []client.Sandbox{}
-	for _, i := range s.Host.Sandboxes(owner(r)) {
+	for _, i := range s.Live.Sandboxes(owner(r)) {
 		out = append(out, sandboxOf(i))
 	}
-	for _, i := range s.Host.Suspended(owner(r)) {
+	for _, i := range s.Live.Suspended(owner(r)) {
 		out = append(out, sandboxOf(i))
 	}
 	writeJSON(w, 200, out)
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
-	i, err := s.Host.Sandbox(r.PathValue("id"), owner(r))
+	i, err := s.Live.Sandbox(r.PathValue("id"), owner(r))
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -436,7 +437,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
-	if err := s.Host.Remove(r.PathValue("id"), owner(r)); err != nil {
+	if err := s.Live.Remove(r.PathValue("id"), owner(r)); err != nil {
 		writeErr(w, err)
 		return
 	}

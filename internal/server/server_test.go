@@ -25,11 +25,12 @@ import (
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guest"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/live"
 )
 
 // serve starts a real service on a unix socket in a new state directory
 // and returns a client of it.
-func serve(t testing.TB, tokens ...string) (*host.Host, *Server, *client.Client) {
+func serve(t testing.TB, tokens ...string) (*live.Manager, *Server, *client.Client) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the service's S1 sandboxes need root here")
@@ -39,11 +40,12 @@ func serve(t testing.TB, tokens ...string) (*host.Host, *Server, *client.Client)
 		t.Fatal(err)
 	}
 	home := t.TempDir()
-	h, err := host.New(host.Config{Home: home, Warm: true, S1Helper: helper, Memory: 256 << 20, Pids: 128})
+	ho, err := host.New(host.Config{Home: home, Warm: true, S1Helper: helper, Memory: 256 << 20, Pids: 128})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Host: h, Tokens: tokens}
+	h := live.New(ho)
+	s := &Server{Live: h, Tokens: tokens}
 	sock := filepath.Join(home, client.SocketName)
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
@@ -221,7 +223,7 @@ func TestServiceClientGoneMidExec(t *testing.T) {
 
 // rawClient talks HTTP to h's service socket, for requests the client
 // package would not make.
-func rawClient(h *host.Host) *http.Client {
+func rawClient(h *live.Manager) *http.Client {
 	sock := filepath.Join(h.Store.Root(), client.SocketName)
 	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)

@@ -17,6 +17,7 @@ import (
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -268,7 +269,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.stream(w, r, c, func(ctx context.Context, stdout, stderr io.Writer) (*host.Run, error) {
-		return s.Host.Exec(ctx, r.PathValue("id"), owner(r), host.ExecRequest{Args: c.Args, Env: c.Env, Dir: c.Dir,
+		return s.Live.Exec(ctx, r.PathValue("id"), owner(r), live.ExecRequest{Args: c.Args, Env: c.Env, Dir: c.Dir,
 			Deadline: deadline(c.DeadlineMS), Stdin: c.stdin, Stdout: stdout, Stderr: stderr})
 	})
 }
@@ -293,14 +294,14 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	req, err := runRequest(r.Context(), s.Host, c, owner(r))
+	req, err := runRequest(r.Context(), s.Live.Host, c, owner(r))
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	s.stream(w, r, c, func(ctx context.Context, stdout, stderr io.Writer) (*host.Run, error) {
 		req.Stdout, req.Stderr = stdout, stderr
-		return s.Host.Run(ctx, req)
+		return s.Live.Run(ctx, req)
 	})
 }
 

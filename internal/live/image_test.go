@@ -1,0 +1,184 @@
+package live
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/errs"
+	"github.com/opensubstrate/sandbox/internal/host"
+	images "github.com/opensubstrate/sandbox/internal/image"
+	"github.com/opensubstrate/sandbox/internal/image/imagetest"
+	"github.com/opensubstrate/sandbox/internal/native"
+	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// withImages gives h an image store with the test image imported.
+func withImages(t *testing.T, h *Manager) images.Image {
+	t.Helper()
+	h.Images = images.Store{Dir: filepath.Join(h.Store.Dir.Root, "images")}
+	lay := imagetest.Layout(t, imagetest.Image(t), filepath.Join(t.TempDir(), "layout"))
+	got, err := h.Images.Import(lay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got[0]
+}
+
+// runIn runs a shell command in the image ref's root filesystem.
+func runIn(t *testing.T, h *Manager, ref, script string) (*host.Run, string, string) {
+	t.Helper()
+	req, err := h.CommandIn(ref, host.CommandLine{Args: []string{"sh", "-c", script}, Grants: grants(t), Cwd: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	req.Stdout, req.Stderr = &out, &errb
+	r, err := h.Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, out.String(), errb.String()
+}
+
+// TestRunInImageRoot: a native run in an image's root filesystem sees
+// the image's files, not the host's, cannot write them, and its sealed
+// unit binds the root by address; the probe held inside that root.
+func TestRunInImageRoot(t *testing.T) {
+	h := newS1Host(t)
+	img := withImages(t, h)
+	r, out, errb := runIn(t, h, imagetest.Name, `cat /etc/os-release; echo "$IMAGE"; test -e /etc/debian_version && echo HOST; touch /usr/x 2>/dev/null && echo WROTE; ls /usr/local/bin`)
+	want := imagetest.OSRelease + "sandbox-test\nsuid-true\n"
+	if out != want {
+		t.Fatalf("stdout %q (stderr %q), want %q", out, errb, want)
+	}
+	ub, err := os.ReadFile(filepath.Join(r.Dir, "unit.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var u unit.Unit
+	if err := canon.Unmarshal(ub, &u); err != nil {
+		t.Fatal(err)
+	}
+	if u.Root != img.Root {
+		t.Fatalf("the unit's root is %s, want %s", u.Root, img.Root)
+	}
+	if err := firstErr(verifyRun(t, h, r.Dir)); err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	var n *native.Executor
+	for _, e := range h.Executors {
+		if x, ok := e.(*native.Executor); ok {
+			n = x
+		}
+	}
+	d, _ := h.Images.RootDir(img.Root)
+	p := n.ProbeRoot(context.Background(), d)
+	if !p.Available || len(p.Layers) == 0 {
+		t.Fatalf("probe in the image root: %+v", p)
+	}
+	// A program only the host has is not found; nor is one under the
+	// run's own /proc.
+	for _, args := range [][]string{{"go", "version"}, {"/proc/self/exe"}} {
+		_, err := h.CommandIn(imagetest.Name, host.CommandLine{Args: args, Grants: grants(t), Cwd: "/"})
+		if errs.Of(err) != errs.Invalid && errs.Of(err) != errs.NotFound {
+			t.Fatalf("%v: %v (%v)", args, err, errs.Of(err))
+		}
+	}
+	// Gone from the store: refused by name, not run on the host.
+	if _, err := h.Images.Remove(imagetest.Name); err != nil {
+		t.Fatal(err)
+	}
+	req := host.Request{Kind: tier.Native, Image: []byte("x"), Entry: "/bin/sh", Args: []string{"sh"}, Grants: grants(t), Root: img.Root}
+	if _, err := h.Run(context.Background(), req); errs.Of(err) != errs.NotFound {
+		t.Fatalf("a run in a removed root: %v", err)
+	}
+}
+
+// TestImageLinksResolveInTheRun: an image whose top-level entries are
+// symlinks to host paths (/root, /etc/shadow's directory) gets them as
+// symlinks in the run's own root, resolved there: the host's files are
+// not bound, and the run sees nothing of them.
+func TestImageLinksResolveInTheRun(t *testing.T) {
+	h := newS1Host(t)
+	base := withImages(t, h)
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.MkdirAll(secret, 0o755)
+	os.WriteFile(filepath.Join(secret, "key"), []byte("host secret"), 0o644)
+	// The test image's files, then a layer with top-level links out.
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, h := range []tar.Header{
+		{Name: "opt", Typeflag: tar.TypeSymlink, Linkname: secret},
+		{Name: "srv", Typeflag: tar.TypeSymlink, Linkname: "../../../../" + strings.TrimPrefix(secret, "/")},
+	} {
+		tw.WriteHeader(&h)
+	}
+	tw.Close()
+	top, err := tarball.LayerFromReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, _ := imagetest.Image(t).Layers()
+	img, err := mutate.AppendLayers(empty.Image, append(layers, top)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay := imagetest.Layout(t, img, filepath.Join(t.TempDir(), "links"))
+	got, err := h.Images.Import(lay, "links:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Root == base.Root {
+		t.Fatal("same root")
+	}
+	_, out, _ := runIn(t, h, "links:1", `cat /opt/key /srv/key 2>&1; readlink /opt`)
+	if strings.Contains(out, "host secret") {
+		t.Fatalf("the run read the host's file through the image's link: %q", out)
+	}
+	if !strings.Contains(out, secret) {
+		t.Fatalf("the link is not there as a link: %q", out)
+	}
+}
+
+// TestExecControlInImageRoot: exec control judges the image's files: the
+// image's shell, allowed by address, runs (with the image's loader as
+// its interpreter); the image's ls, not allowed, is refused.
+func TestExecControlInImageRoot(t *testing.T) {
+	h := newS1Host(t)
+	img := withImages(t, h)
+	d, _ := h.Images.RootDir(img.Root)
+	f, err := images.Open(d, "/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := addr.OfReader(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := h.CommandIn(imagetest.Name, host.CommandLine{Args: []string{"sh", "-c", "echo in; ls / >/dev/null || echo refused"}, Grants: grants(t, "exec:allow:"+sh.String()), Cwd: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	req.Stdout, req.Stderr = &out, &errb
+	r, err := h.Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "in\nrefused\n" || r.Denied == 0 {
+		t.Fatalf("stdout %q stderr %q denied %d", out.String(), errb.String(), r.Denied)
+	}
+}

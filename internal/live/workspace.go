@@ -1,0 +1,122 @@
+package live
+
+import (
+	"github.com/opensubstrate/sandbox/internal/host"
+
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/state"
+	"github.com/opensubstrate/sandbox/internal/volume"
+)
+
+// DefaultWorkspaceMax is the size bound a live sandbox's workspace gets
+// by default (Host.WorkspaceMax, SandboxSpec.Limits.WorkspaceBytes).
+const DefaultWorkspaceMax = 10 << 30
+
+// workspaceBound is the bound a sandbox's workspace gets, in bytes (0:
+// none): its spec's where it sets one (negative: none), else the host's
+// (Host.WorkspaceMax: negative, none; 0, DefaultWorkspaceMax). Only the
+// default gives way where this host cannot make a bounded workspace (not
+// root, no loop device): then there is none, and why is the note
+// returned, which each exec's attestation carries. A bound that was
+// asked for is never dropped: makeWorkspace refuses it.
+func (h *Manager) workspaceBound(spec int64) (int64, string) {
+	switch {
+	case spec > 0:
+		return spec, ""
+	case spec < 0:
+		return 0, ""
+	case h.WorkspaceMax > 0:
+		return h.WorkspaceMax, ""
+	case h.WorkspaceMax < 0:
+		return 0, ""
+	}
+	if err := volume.Probe(); err != nil {
+		return 0, fmt.Sprintf("the sandbox's workspace has no size bound: this host cannot make one (%v)", err)
+	}
+	return DefaultWorkspaceMax, ""
+}
+
+// WorkspaceBoundError is a workspace whose bound cannot be given: this
+// host cannot make a bounded filesystem (Unavailable), or the bound is
+// one no workspace can have (Invalid).
+type WorkspaceBoundError struct {
+	Bound int64
+	Err   error
+}
+
+func (e *WorkspaceBoundError) Error() string {
+	if errors.Is(e.Err, volume.ErrNotSupported) {
+		return fmt.Sprintf("a workspace bound of %d bytes cannot be enforced on this host: %v (serve --workspace-max 0 makes workspaces without a bound)", e.Bound, e.Err)
+	}
+	return fmt.Sprintf("a workspace bound of %d bytes: %v", e.Bound, e.Err)
+}
+
+func (e *WorkspaceBoundError) Unwrap() error { return e.Err }
+
+// Unavailable: this host cannot make a bounded workspace.
+func (e *WorkspaceBoundError) Unavailable() bool { return errors.Is(e.Err, volume.ErrNotSupported) }
+
+// Invalid: a bound no workspace can have.
+func (e *WorkspaceBoundError) Invalid() bool { return e.Bound < volume.MinSize }
+
+// makeWorkspace makes a live sandbox's workspace: a directory of its
+// own in the system's temporary directory, which, with a bound, is the
+// mount point of a filesystem of that size (internal/volume): a writer
+// past it gets ENOSPC as it writes, whichever tier writes it (S1's bind,
+// S2's host calls, S5's 9p share).
+func (h *Manager) makeWorkspace(bound int64) (string, error) {
+	if bound > 0 && bound < volume.MinSize {
+		return "", &WorkspaceBoundError{Bound: bound, Err: fmt.Errorf("under %d bytes, the least a workspace is made with", volume.MinSize)}
+	}
+	ws, err := state.MkdirNamed(os.TempDir(), "sandbox-ws", h.Store.Namer())
+	if err != nil {
+		return "", err
+	}
+	if bound > 0 {
+		if err := volume.Make(ws, bound); err != nil {
+			os.Remove(ws)
+			return "", &WorkspaceBoundError{Bound: bound, Err: err}
+		}
+	}
+	return ws, nil
+}
+
+// removeWorkspace removes a workspace and its filesystem.
+func removeWorkspace(ws string) error {
+	return errors.Join(volume.Release(ws), os.RemoveAll(ws))
+}
+
+// workspaceNotes say, for an exec's attestation, that its sandbox's
+// workspace is at its bound as the exec ends (a writer gets ENOSPC), as
+// its filesystem reports it.
+func workspaceNotes(ws string) []string {
+	if ws == "" {
+		return nil
+	}
+	u, ok, err := volume.Of(ws)
+	if err != nil || !ok || !u.Full() {
+		return nil
+	}
+	return []string{fmt.Sprintf("the sandbox's workspace is at its bound as this exec ends: %d of its %d bytes used, %d free, %d of %d files free (its own filesystem): a write past the bound fails with ENOSPC",
+		u.Used, u.Size, u.Avail, u.FilesFree, u.Files)}
+}
+
+// noteWorkspace adds to what run returns why sb's workspace has no
+// bound, or that it is at its bound (workspaceNotes).
+func noteWorkspace(sb *Sandbox, run host.RunFunc) host.RunFunc {
+	return func(ctx context.Context, j *job.Job) (*job.Result, error) {
+		res, err := run(ctx, j)
+		if res != nil {
+			if sb.unbounded != "" {
+				res.Notes = append(res.Notes, sb.unbounded)
+			}
+			res.Notes = append(res.Notes, workspaceNotes(sb.Workspace)...)
+		}
+		return res, err
+	}
+}
