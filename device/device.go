@@ -29,7 +29,14 @@ var ErrUnknown = errors.New("unknown device class")
 
 // ErrUnavailable is wrapped by the error for a unit that asks for a
 // device class the executor chosen for it cannot give it.
-var ErrUnavailable = errors.New("device class unavailable")
+var ErrUnavailable error = unavailable{}
+
+type unavailable struct{}
+
+func (unavailable) Error() string { return "device class unavailable" }
+
+// Category names its category in the one map (internal/errs).
+func (unavailable) Category() string { return "unavailable" }
 
 // ParseClass reads a class name in any letter case.
 func ParseClass(s string) (Class, error) {

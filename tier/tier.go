@@ -182,12 +182,31 @@ type Choice struct {
 	Reason   string
 }
 
-// Errors Choose returns, wrapped with detail.
+// Errors Choose returns, wrapped with detail. Each says its category
+// (Unavailable or Invalid) by a method, so that the one category map
+// (internal/errs) needs to know no tier.
 var (
-	ErrUnavailable   = errors.New("tier unavailable")
-	ErrBelowRequired = errors.New("tier below what the unit requires")
-	ErrNotEscalated  = errors.New("tier above the requirement without --escalate")
+	ErrUnavailable   error = category{"tier unavailable", false}
+	ErrBelowRequired error = category{"tier below what the unit requires", true}
+	ErrNotEscalated  error = category{"tier above the requirement without --escalate", true}
 )
+
+// category is a sentinel error that says its category.
+type category struct {
+	msg     string
+	invalid bool
+}
+
+func (c category) Error() string { return c.msg }
+
+// Category names its category in the one map (internal/errs): a tier
+// this host cannot give is unavailable, a tier asked for wrongly invalid.
+func (c category) Category() string {
+	if c.invalid {
+		return "invalid"
+	}
+	return "unavailable"
+}
 
 // UnavailableError says which tier cannot run here, why, and what can.
 type UnavailableError struct {

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"io/fs"
 
-	"github.com/opensubstrate/sandbox/device"
-	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/reject"
-	"github.com/opensubstrate/sandbox/tier"
 )
 
 // Category is the kind of a failure.
@@ -42,10 +39,16 @@ func Parse(name string) (c Category, ok bool) {
 	return Internal, false
 }
 
-// Of returns the category of err.
+// Of returns the category of err: by the reject codes (integrity,
+// untrusted), by the category an error in its tree names itself
+// (Category() string: a denial, a tier or device unavailable, a
+// malformed grant), by the standard library's (not found, canceled),
+// then by what an error says of itself (Invalid, Limit, Unavailable
+// methods). Every package gives its errors their category there, so
+// this map needs to know none of them.
 func Of(err error) Category {
 	var re *reject.Error
-	var ge *grant.Error
+	var named interface{ Category() string }
 	switch {
 	case err == nil:
 		return Internal
@@ -53,30 +56,31 @@ func Of(err error) Category {
 		return Untrusted
 	case errors.As(err, &re):
 		return Integrity
-	case errors.Is(err, grant.ErrDenied):
-		return Denied
-	case errors.Is(err, tier.ErrUnavailable), errors.Is(err, device.ErrUnavailable):
-		return Unavailable
-	case errors.As(err, &ge), errors.Is(err, tier.ErrBelowRequired), errors.Is(err, tier.ErrNotEscalated), errors.Is(err, tier.ErrSyntax):
-		return Invalid
+	case errors.As(err, &named):
+		if c, ok := Parse(named.Category()); ok {
+			return c
+		}
+	}
+	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return NotFound
 	case errors.Is(err, context.Canceled):
 		return Canceled
-	}
-	var inv interface{ Invalid() bool }
-	if errors.As(err, &inv) && inv.Invalid() {
+	case says(err, func(e interface{ Invalid() bool }) bool { return e.Invalid() }):
 		return Invalid
-	}
-	var lim interface{ Limit() bool }
-	if errors.As(err, &lim) && lim.Limit() {
+	case says(err, func(e interface{ Limit() bool }) bool { return e.Limit() }):
 		return Limit
-	}
-	var un interface{ Unavailable() bool }
-	if errors.As(err, &un) && un.Unavailable() {
+	case says(err, func(e interface{ Unavailable() bool }) bool { return e.Unavailable() }):
 		return Unavailable
 	}
 	return Internal
+}
+
+// says reports whether some error in err's tree has the method of T and
+// it answers true.
+func says[T any](err error, yes func(T) bool) bool {
+	var t T
+	return errors.As(err, &t) && yes(t)
 }
 
 // ExitCode maps a category to the CLI's exit status. Guest programs' own

@@ -1,7 +1,6 @@
 package grant
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -55,8 +54,16 @@ var (
 	Ops   = []string{OpConnect, OpRead, OpWrite, OpExec, OpUse, OpInject, OpBind, OpSignal, OpTrace}
 )
 
-// ErrDenied is wrapped by every denial the Enforcer returns.
-var ErrDenied = errors.New("denied")
+// ErrDenied is wrapped by every denial the Enforcer returns, and by
+// every refusal of a grant (authority); it says its category.
+var ErrDenied error = denied{}
+
+type denied struct{}
+
+func (denied) Error() string { return "denied" }
+
+// Category names its category in the one map (internal/errs).
+func (denied) Category() string { return "denied" }
 
 // Denial is a refused request with the reason.
 type Denial struct {

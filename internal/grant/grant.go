@@ -134,6 +134,9 @@ func (e *Error) Error() string {
 	return s + ": " + e.Why
 }
 
+// Category names its category in the one map (internal/errs).
+func (e *Error) Category() string { return "invalid" }
+
 // Normalize validates s and puts it in canonical form: lists sorted,
 // identical entries merged, conflicting ones refused, Type set.
 func (s *Set) Normalize() error {
