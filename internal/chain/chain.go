@@ -195,13 +195,6 @@ func (l *File) Append(entry []byte) error {
 	return nil
 }
 
-// Size is the bytes of the log's whole entries.
-func (l *File) Size() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.size
-}
-
 // Close closes the file.
 func (l *File) Close() error {
 	l.mu.Lock()

@@ -159,11 +159,6 @@ func appendSection(out []byte, id byte, body []byte) []byte {
 
 var magic = []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
 
-// IsInstrumented reports whether wasm already exports the fuel global.
-func IsInstrumented(wasm []byte) bool {
-	return bytes.Contains(wasm, []byte(Export))
-}
-
 func splitSections(wasm []byte) ([]section, error) {
 	if len(wasm) < 8 || !bytes.Equal(wasm[:8], magic) {
 		return nil, fmt.Errorf("%w: not a WebAssembly 1.0 binary (bad magic or version)", ErrModule)

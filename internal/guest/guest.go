@@ -180,25 +180,6 @@ func cached(name, key string, build func(out string) error) (string, error) {
 	return final, nil
 }
 
-// Names lists the Go guests.
-func Names() ([]string, error) {
-	root, err := Root()
-	if err != nil {
-		return nil, err
-	}
-	ents, err := os.ReadDir(filepath.Join(root, "guests"))
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range ents {
-		if e.IsDir() && e.Name() != "c" && !strings.HasPrefix(e.Name(), ".") {
-			out = append(out, e.Name())
-		}
-	}
-	return out, nil
-}
-
 // Read builds the guest name with build (Go, C, Native) and returns its
 // bytes; a failure ends the test.
 func Read(tb testing.TB, build func(string) (string, error), name string) []byte {

@@ -137,13 +137,6 @@ func Parse(b []byte) ([]Entry, addr.Addr, error) {
 	return out, head, nil
 }
 
-// Root parses a journal file and returns its root; it is the check the
-// run verifier applies to a bound journal.
-func Root(b []byte) (addr.Addr, error) {
-	_, root, err := Parse(b)
-	return root, err
-}
-
 // itemEnd returns the end offset of the CBOR data item starting at off,
 // checking that it is well-formed and core-deterministic.
 func itemEnd(b []byte, off int) (int, error) {

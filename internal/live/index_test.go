@@ -21,19 +21,6 @@ func runHello(t *testing.T, h *Manager, who string) *host.Run {
 	return r
 }
 
-func listed(t *testing.T, h *Manager) map[addr.Addr]host.Summary {
-	t.Helper()
-	runs, err := h.Runs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := map[addr.Addr]host.Summary{}
-	for _, r := range runs {
-		m[r.ID] = r
-	}
-	return m
-}
-
 // The index lists exactly the committed runs, as a scan does: a pending
 // row whose directory is there is a run committed by a process that
 // died before it said so; one whose directory is not is never listed;

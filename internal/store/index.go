@@ -227,22 +227,6 @@ func (s *Store) Reindex() ([]Summary, error) {
 	return all, nil
 }
 
-func (s *Store) reindexQuery(q RunQuery) ([]Summary, error) {
-	all, err := s.Reindex()
-	if err != nil {
-		return nil, err
-	}
-	return filterRuns(all, q), nil
-}
-
-func (s *Store) scanQuery(q RunQuery) ([]Summary, error) {
-	all, err := s.Scan()
-	if err != nil {
-		return nil, err
-	}
-	return filterRuns(all, q), nil
-}
-
 // filterRuns applies q to a scan's list (newest first).
 func filterRuns(all []Summary, q RunQuery) []Summary {
 	if q.Prefix != "" {

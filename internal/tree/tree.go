@@ -251,18 +251,6 @@ func (c *Capturer) Capture(dir string) (addr.Addr, Stats, error) {
 	return a, st, nil
 }
 
-func kindOf(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "fifo"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	}
-	return "special file"
-}
-
 // file captures one regular file: from what was seen of it, if it is
 // unchanged, else by reading it in chunks.
 func (c *Capturer) file(p, rel string, info fs.FileInfo, st *Stats) (Entry, error) {
