@@ -9,7 +9,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/device"
-	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/tier"
@@ -252,12 +252,12 @@ func Seal(c Claim, k key.Private) (*Attestation, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("attest: refusing to seal: %w", err)
 	}
-	claim, err := canon.Marshal(c)
+	claim, err := jcs.Marshal(c)
 	if err != nil {
 		return nil, err
 	}
 	sig := k.Sign(SignedMessage(claim))
-	env, err := canon.Marshal(envelope{Claim: claim, Signature: base64.RawURLEncoding.EncodeToString(sig)})
+	env, err := jcs.Marshal(envelope{Claim: claim, Signature: base64.RawURLEncoding.EncodeToString(sig)})
 	if err != nil {
 		return nil, err
 	}
@@ -274,13 +274,13 @@ func splitEnvelope(b []byte) (envelope, error) {
 		if i := bytes.LastIndex(b, []byte(mid)); i > len(head) {
 			sig := b[i+len(mid) : len(b)-len(tail)]
 			claim := b[len(head):i]
-			if bytes.IndexByte(sig, '"') < 0 && canon.OneValue(claim) {
+			if bytes.IndexByte(sig, '"') < 0 && jcs.OneValue(claim) {
 				return envelope{Claim: claim, Signature: string(sig)}, nil
 			}
 		}
 	}
 	var env envelope
-	err := canon.Decode(b, &env)
+	err := jcs.Decode(b, &env)
 	return env, err
 }
 
@@ -289,7 +289,7 @@ func splitEnvelope(b []byte) (envelope, error) {
 // returns the attestation together with the reject.UntrustedKey error.
 // All errors are *reject.Error.
 func Verify(b []byte, trust key.Trust) (*Attestation, error) {
-	if err := canon.Check(b); err != nil {
+	if err := jcs.Check(b); err != nil {
 		return nil, err
 	}
 	env, err := splitEnvelope(b)
@@ -303,7 +303,7 @@ func Verify(b []byte, trust key.Trust) (*Attestation, error) {
 		return nil, reject.New(reject.MissingField, "signature", "the envelope carries a signature")
 	}
 	var c Claim
-	if err := canon.Decode(env.Claim, &c); err != nil {
+	if err := jcs.Decode(env.Claim, &c); err != nil {
 		return nil, reject.In("claim", err)
 	}
 	if err := c.Validate(); err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/device"
-	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/tier"
@@ -177,7 +177,7 @@ func FuzzVerify(f *testing.F) {
 		if got.Addr != addr.Of(got.ClaimJCS) {
 			t.Fatal("address does not match claim bytes")
 		}
-		again, err := canon.Marshal(got.Claim)
+		again, err := jcs.Marshal(got.Claim)
 		if err != nil || !bytes.Equal(again, got.ClaimJCS) {
 			t.Fatalf("accepted a claim with another spelling: %s", got.ClaimJCS)
 		}

@@ -2,7 +2,7 @@
 // ran, at what tier, under what grants, on what hardware, for what cost.
 //
 // An attestation is a claim (Claim) in canonical JSON (RFC 8785, in the
-// profile of internal/canon: no floats, no integers at or above 2^53) and an
+// profile of internal/jcs: no floats, no integers at or above 2^53) and an
 // Ed25519 signature over JCS(claim) itself, as seed 001 says (the same
 // primitive as ARL-S, so any Ed25519-over-JCS verifier can check it; the
 // claim's "type" member separates its domain), carried together as the canonical JSON envelope

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/opensubstrate/sandbox/client"
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/internal/server"
@@ -67,7 +67,7 @@ func TestExampleAgainstAService(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("live S1 sandboxes need root here")
 	}
-	helper, err := guest.S1Helper()
+	helper, err := guestbuild.S1Helper()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/energy"
-	"github.com/opensubstrate/sandbox/internal/cde"
+	"github.com/opensubstrate/sandbox/internal/detcbor"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/reject"
 )
@@ -146,15 +146,15 @@ func TestOpenRefuses(t *testing.T) {
 	}
 	r := sample()
 	r.Version, r.Signer = Version, k.Public()
-	payload, _ := cde.Marshal(r)
+	payload, _ := detcbor.Marshal(r)
 
 	// A payload map with one more field.
 	var generic map[string]any
-	if err := cde.Unmarshal(payload, &generic); err != nil {
+	if err := detcbor.Unmarshal(payload, &generic); err != nil {
 		t.Fatal(err)
 	}
 	generic["zzz"] = 1
-	extraField, _ := cde.Marshal(generic)
+	extraField, _ := detcbor.Marshal(generic)
 
 	flipped := bytes.Clone(good)
 	flipped[len(flipped)-1] ^= 1
@@ -162,7 +162,7 @@ func TestOpenRefuses(t *testing.T) {
 	bad := sample()
 	bad.Version, bad.Signer = Version, k.Public()
 	bad.Devices[1].Measured = 8
-	badTotal, _ := cde.Marshal(bad)
+	badTotal, _ := detcbor.Marshal(bad)
 
 	tests := []struct {
 		name string

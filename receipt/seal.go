@@ -9,7 +9,7 @@ import (
 	"github.com/veraison/go-cose"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/cde"
+	"github.com/opensubstrate/sandbox/internal/detcbor"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/reject"
 )
@@ -44,7 +44,7 @@ func Seal(r *Receipt, k key.Private) ([]byte, error) {
 	if err := r.Validate(); err != nil {
 		return nil, fmt.Errorf("receipt: refusing to seal: %w", err)
 	}
-	payload, err := cde.Marshal(r)
+	payload, err := detcbor.Marshal(r)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ type envelope struct {
 // trust. On an untrusted signer Open returns the receipt together with the
 // reject.UntrustedKey error. All errors are *reject.Error.
 func Open(b []byte, trust key.Trust) (*Receipt, error) {
-	if err := cde.Check(b); err != nil {
+	if err := detcbor.Check(b); err != nil {
 		return nil, reject.In("envelope", err)
 	}
 	if len(b) < 2 || b[0] != 0xd2 || b[1] != 0x84 {
@@ -128,7 +128,7 @@ func Open(b []byte, trust key.Trust) (*Receipt, error) {
 		return nil, err
 	}
 	var r Receipt
-	if err := cde.Unmarshal(env.Payload, &r); err != nil {
+	if err := detcbor.Unmarshal(env.Payload, &r); err != nil {
 		return nil, reject.In("payload", err)
 	}
 	if id := r.Signer.ID(); kid != id {
@@ -160,7 +160,7 @@ func Open(b []byte, trust key.Trust) (*Receipt, error) {
 // the kid.
 func checkHeaders(env envelope) (cose.Algorithm, addr.Addr, error) {
 	var kid addr.Addr
-	if err := cde.Check(env.Protected); err != nil {
+	if err := detcbor.Check(env.Protected); err != nil {
 		return 0, kid, reject.In("protected header", err)
 	}
 	var p map[int64]cbor.RawMessage

@@ -6,14 +6,14 @@ import (
 	"testing"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 )
 
 // BenchmarkVerify: a record of execs with a suspension and a resumption
 // every hundred; segments/s is what the goal counts.
 func BenchmarkVerify(b *testing.B) {
 	var buf bytes.Buffer
-	hb, _ := canon.Marshal(Header{Record: Domain, Unit: unit, Grants: grants})
+	hb, _ := jcs.Marshal(Header{Record: Domain, Unit: unit, Grants: grants})
 	buf.Write(append(hb, '\n'))
 	n := 100000
 	for i := range n {

@@ -5,7 +5,7 @@
 //
 // A record is JSONL (internal/chain's discipline): its first line is the
 // genesis entry naming the unit and the grant set, every further line one
-// segment in canonical JSON (internal/canon's profile). The head is
+// segment in canonical JSON (internal/jcs's profile). The head is
 // replayed, never stored:
 //
 //	head₀ = BLAKE3("sandbox.runrecord/1" ‖ unit ‖ grants)   (raw 32-byte digests)

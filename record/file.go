@@ -6,8 +6,8 @@ import (
 	"sync"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/chain"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/reject"
@@ -44,7 +44,7 @@ func Create(path string, unit, grants addr.Addr) (*File, error) {
 // CreateSealed is Create, the genesis and every entry appended after it
 // sealed by s (nil: none).
 func CreateSealed(path string, unit, grants addr.Addr, s *Sealer) (*File, error) {
-	hb, err := canon.Marshal(Header{Record: Domain, Unit: unit, Grants: grants})
+	hb, err := jcs.Marshal(Header{Record: Domain, Unit: unit, Grants: grants})
 	if err != nil {
 		return nil, err
 	}

@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/chain"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/reject"
 )
 
@@ -158,7 +158,7 @@ func (s Segment) Bytes() ([]byte, error) {
 	default:
 		return nil, reject.New(reject.Invalid, "kind", "%q is no segment kind", s.Kind)
 	}
-	b, err := canon.Marshal(v)
+	b, err := jcs.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ func ParseSegment(b []byte) (Segment, error) {
 
 // parseSegment is ParseSegment without the fast path.
 func parseSegment(b []byte) (Segment, error) {
-	if err := canon.Check(b); err != nil {
+	if err := jcs.Check(b); err != nil {
 		return Segment{}, err
 	}
 	var k struct {
@@ -192,7 +192,7 @@ func parseSegment(b []byte) (Segment, error) {
 	switch k.Kind {
 	case Executed:
 		var w executedWire
-		if err := canon.Decode(b, &w); err != nil {
+		if err := jcs.Decode(b, &w); err != nil {
 			return Segment{}, err
 		}
 		s = Segment{Kind: w.Kind, Attestation: w.Attestation}
@@ -201,13 +201,13 @@ func parseSegment(b []byte) (Segment, error) {
 		}
 	case Suspended:
 		var w suspendedWire
-		if err := canon.Decode(b, &w); err != nil {
+		if err := jcs.Decode(b, &w); err != nil {
 			return Segment{}, err
 		}
 		s = Segment{Kind: w.Kind, Snapshot: w.Snapshot}
 	case Resumed:
 		var w resumedWire
-		if err := canon.Decode(b, &w); err != nil {
+		if err := jcs.Decode(b, &w); err != nil {
 			return Segment{}, err
 		}
 		s = Segment{Kind: w.Kind, Snapshot: w.Snapshot, IdleUJ: w.IdleUJ, IdleProvenance: w.IdleProvenance}
@@ -216,7 +216,7 @@ func parseSegment(b []byte) (Segment, error) {
 		}
 	case Closed:
 		var w closedWire
-		if err := canon.Decode(b, &w); err != nil {
+		if err := jcs.Decode(b, &w); err != nil {
 			return Segment{}, err
 		}
 		s = Segment{Kind: w.Kind, Reason: w.Reason, IdleUJ: w.IdleUJ, IdleProvenance: w.IdleProvenance}
@@ -230,7 +230,7 @@ func parseSegment(b []byte) (Segment, error) {
 		}
 	case Claimed:
 		var w claimedWire
-		if err := canon.Decode(b, &w); err != nil {
+		if err := jcs.Decode(b, &w); err != nil {
 			return Segment{}, err
 		}
 		s = Segment{Kind: w.Kind, Pool: w.Pool, IdleUJ: w.IdleUJ, IdleProvenance: w.IdleProvenance}
@@ -271,7 +271,7 @@ func provenance(p string) bool {
 // ParseHeader decodes a record's first line strictly.
 func ParseHeader(b []byte) (Header, error) {
 	var h Header
-	if err := canon.Unmarshal(b, &h); err != nil {
+	if err := jcs.Unmarshal(b, &h); err != nil {
 		return Header{}, err
 	}
 	switch {

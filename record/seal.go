@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/chain"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/reject"
 )
@@ -57,7 +57,7 @@ func NewSeal(k key.Private, id string, n int, head addr.Addr) Seal {
 }
 
 // Bytes is the seal's canonical line (no newline).
-func (s Seal) Bytes() ([]byte, error) { return canon.Marshal(s) }
+func (s Seal) Bytes() ([]byte, error) { return jcs.Marshal(s) }
 
 // ParseSeal decodes a seal's line strictly (canonical JSON, its members
 // and no others) and checks its signature under its own key; whether the
@@ -65,7 +65,7 @@ func (s Seal) Bytes() ([]byte, error) { return canon.Marshal(s) }
 // are the caller's.
 func ParseSeal(b []byte) (Seal, error) {
 	var s Seal
-	if err := canon.Unmarshal(b, &s); err != nil {
+	if err := jcs.Unmarshal(b, &s); err != nil {
 		return Seal{}, err
 	}
 	switch {

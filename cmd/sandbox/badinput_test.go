@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/record"
 )
 
@@ -113,7 +113,7 @@ func TestBadInput(t *testing.T) {
 // naming a run that is not here, a devcontainer.json over its bound.
 func TestBadRecordsAndManifests(t *testing.T) {
 	home, dir := t.TempDir(), t.TempDir()
-	hb, _ := canon.Marshal(record.Header{Record: record.Domain, Unit: addr.Of([]byte("u")), Grants: addr.Of([]byte("g"))})
+	hb, _ := jcs.Marshal(record.Header{Record: record.Domain, Unit: addr.Of([]byte("u")), Grants: addr.Of([]byte("g"))})
 	run := addr.Of([]byte("a run not here"))
 	sb, _ := record.Segment{Kind: record.Executed, Attestation: run}.Bytes()
 	rec := filepath.Join(dir, "r.jsonl")

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/fleet"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/internal/note"
 	"github.com/opensubstrate/sandbox/internal/state"
 )
@@ -88,7 +88,7 @@ func TestFleetCommands(t *testing.T) {
 	fcp, _ := forged.Checkpoint(12, (&host.Host{Key: k}).FleetKeyName(), k)
 	var fb strings.Builder
 	for _, it := range f.Items {
-		line, _ := canon.Marshal(it)
+		line, _ := jcs.Marshal(it)
 		fb.Write(line)
 		fb.WriteByte('\n')
 	}
@@ -172,7 +172,7 @@ func TestFleetOfUnits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := canon.Marshal([]string{hello, "two", "three"})
+	want, _ := jcs.Marshal([]string{hello, "two", "three"})
 	if f.Items[1].Input != addr.Of(want) {
 		t.Fatalf("item 1's input is not its command line's address")
 	}

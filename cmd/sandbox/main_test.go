@@ -19,7 +19,7 @@ import (
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
 
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/native"
 )
 
@@ -124,7 +124,7 @@ func TestGrantsCommand(t *testing.T) {
 
 func guestPath(t *testing.T, name string) string {
 	t.Helper()
-	p, err := guest.Go(name)
+	p, err := guestbuild.Go(name)
 	if err != nil {
 		t.Fatal(err)
 	}

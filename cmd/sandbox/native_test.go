@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 )
 
 // notifyBuffer is a buffer that says when a string has been written.
@@ -84,7 +84,7 @@ func TestNativeEscapeSealed(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the battery runs as root, where the guest becomes nobody")
 	}
-	b := guest.Read(t, guest.Native, "escape")
+	b := guestbuild.Read(t, guestbuild.Native, "escape")
 	home, g, q, rw := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
 	os.Chmod(g, 0o755)
 	os.Chmod(rw, 0o777)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 )
 
 // cliEnv, set in the environment, makes the test binary the sandbox CLI
@@ -58,7 +58,7 @@ func newRootless(t *testing.T) *rootless {
 	if err != nil {
 		t.Fatal(err)
 	}
-	helper, err := guest.S1Helper()
+	helper, err := guestbuild.S1Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestRootlessInitOutOfReach(t *testing.T) {
 
 func mustGuest(t *testing.T, name string) string {
 	t.Helper()
-	p, err := guest.Native(name)
+	p, err := guestbuild.Native(name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 )
 
 // vmImage points this test's sandbox at the S5 guest image the project
@@ -24,7 +24,7 @@ func vmImage(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("S5 as tested here runs as root (the CI machines' user): QEMU is placed in the run's cgroup")
 	}
-	dir, err := guest.DefaultVMImage()
+	dir, err := guestbuild.DefaultVMImage()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestS5RunSealed(t *testing.T) {
 // it sees, and the host is intact afterwards.
 func TestS5EscapeBattery(t *testing.T) {
 	vmImage(t)
-	b := guest.Read(t, guest.Native, "escape")
+	b := guestbuild.Read(t, guestbuild.Native, "escape")
 	home, g, rw := t.TempDir(), t.TempDir(), t.TempDir()
 	os.Chmod(g, 0o755)
 	os.Chmod(rw, 0o777)
@@ -257,11 +257,11 @@ func cliOK(t *testing.T, home string, args ...string) string {
 // directory (the default S5 image), printing its address; vm check
 // re-hashes it, and names a file that no longer matches.
 func TestVMBuildAndCheck(t *testing.T) {
-	k, err := guest.VMKernel()
+	k, err := guestbuild.VMKernel()
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, err := guest.VMAgent()
+	agent, err := guestbuild.VMAgent()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/chain"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/reject"
 )
 
@@ -35,7 +35,7 @@ func DecisionOf(e *DeniedError, t time.Time) Decision {
 
 func parseDecision(b []byte) (Decision, error) {
 	var d Decision
-	if err := canon.Unmarshal(b, &d); err != nil {
+	if err := jcs.Unmarshal(b, &d); err != nil {
 		return d, err
 	}
 	if _, err := time.Parse(time.RFC3339Nano, d.Time); err != nil {
@@ -55,7 +55,7 @@ func parseDecision(b []byte) (Decision, error) {
 // Each call opens and closes the log, so a service and a CLI on one
 // state directory take turns (internal/chain's lock).
 func Append(path string, d Decision) (addr.Addr, error) {
-	b, err := canon.Marshal(d)
+	b, err := jcs.Marshal(d)
 	if err != nil {
 		return addr.Addr{}, err
 	}

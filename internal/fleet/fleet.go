@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/internal/merkle"
 	"github.com/opensubstrate/sandbox/internal/note"
 	"github.com/opensubstrate/sandbox/key"
@@ -21,7 +21,7 @@ type Item struct {
 
 // Leaf is the item's leaf hash: SHA-256(0x00 ‖ its canonical JSON).
 func (it Item) Leaf() (merkle.Hash, error) {
-	b, err := canon.Marshal(it)
+	b, err := jcs.Marshal(it)
 	if err != nil {
 		return merkle.Hash{}, err
 	}

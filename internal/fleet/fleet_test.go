@@ -11,7 +11,7 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/internal/note"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/reject"
@@ -56,7 +56,7 @@ func TestFleet(t *testing.T) {
 		if err := Verify(c, p); err != nil {
 			t.Fatalf("item %d: %v", i, err)
 		}
-		leafJSON, _ := canon.Marshal(p.Item)
+		leafJSON, _ := jcs.Marshal(p.Item)
 		path := make([][]byte, len(p.Path))
 		for j := range p.Path {
 			path[j] = append([]byte(nil), p.Path[j][:]...)
@@ -122,7 +122,7 @@ func TestFleet(t *testing.T) {
 func FuzzNew(f *testing.F) {
 	var seed []byte
 	for _, it := range items(3) {
-		b, _ := canon.Marshal(it)
+		b, _ := jcs.Marshal(it)
 		seed = append(append(seed, b...), '\n')
 	}
 	f.Add(seed)
@@ -131,7 +131,7 @@ func FuzzNew(f *testing.F) {
 		var its []Item
 		for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
 			var it Item
-			if canon.Unmarshal([]byte(line), &it) != nil {
+			if jcs.Unmarshal([]byte(line), &it) != nil {
 				return
 			}
 			its = append(its, it)

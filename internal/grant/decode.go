@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/reject"
 )
 
@@ -13,7 +13,7 @@ import (
 // spelling. Errors are *reject.Error.
 func Decode(b []byte) (Set, error) {
 	var s Set
-	if err := canon.Unmarshal(b, &s); err != nil {
+	if err := jcs.Unmarshal(b, &s); err != nil {
 		return Set{}, err
 	}
 	if s.Type != Type {
@@ -33,7 +33,7 @@ func Decode(b []byte) (Set, error) {
 // sequence numbers increase by each entry's count. Errors are *reject.Error.
 func DecodeLog(b []byte) (Log, error) {
 	var l Log
-	if err := canon.Unmarshal(b, &l); err != nil {
+	if err := jcs.Unmarshal(b, &l); err != nil {
 		return Log{}, err
 	}
 	if l.Type != LogType {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/device"
-	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 )
 
 // LogType is the type tag of a decision log's canonical JSON.
@@ -120,7 +120,7 @@ func (l Log) Canonical() ([]byte, addr.Addr, error) {
 	if l.Decisions == nil {
 		l.Decisions = []Decision{}
 	}
-	b, err := canon.Marshal(l)
+	b, err := jcs.Marshal(l)
 	if err != nil {
 		return nil, addr.Addr{}, err
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/energy"
-	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -245,8 +245,8 @@ func merge[T any](list []T, keyOf func(T) string, kind string) ([]T, error) {
 	out := list[:0]
 	for _, x := range list {
 		if n := len(out); n > 0 && keyOf(out[n-1]) == keyOf(x) {
-			a, _ := canon.Marshal(out[n-1])
-			b, _ := canon.Marshal(x)
+			a, _ := jcs.Marshal(out[n-1])
+			b, _ := jcs.Marshal(x)
 			if !bytes.Equal(a, b) {
 				return nil, &Error{Grant: kind + ":" + keyOf(x), Why: fmt.Sprintf("granted twice with different terms: %s and %s", a, b)}
 			}
@@ -282,7 +282,7 @@ func (s Set) Canonical() ([]byte, addr.Addr, error) {
 	if err := c.Normalize(); err != nil {
 		return nil, addr.Addr{}, err
 	}
-	b, err := canon.Marshal(c)
+	b, err := jcs.Marshal(c)
 	if err != nil {
 		return nil, addr.Addr{}, err
 	}

@@ -8,15 +8,15 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
 func benchImage(b *testing.B, c bool, name string) []byte {
 	if c {
-		return guest.Read(b, guest.C, name)
+		return guestbuild.Read(b, guestbuild.C, name)
 	}
-	return guest.Read(b, guest.Go, name)
+	return guestbuild.Read(b, guestbuild.Go, name)
 }
 
 // BenchmarkTrivialGuest runs the same trivial guest as a sealed run (host

@@ -14,7 +14,7 @@ import (
 	"github.com/opensubstrate/sandbox/energy"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/errs"
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/meter"
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/receipt"
@@ -84,7 +84,7 @@ func TestGpuBudgetByGpuMeasures(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skipf("S1 runs in the host's tests need root (euid %d)", os.Geteuid())
 	}
-	helper, err := guest.S1Helper()
+	helper, err := guestbuild.S1Helper()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/fleet"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/internal/note"
 	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/reject"
@@ -83,7 +83,7 @@ func (h *Host) RunFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 			if len(u) == 0 {
 				return nil, &InvalidError{Err: fmt.Errorf("fleet unit %d: an empty command line", i)}
 			}
-			b, err := canon.Marshal(u)
+			b, err := jcs.Marshal(u)
 			if err != nil {
 				return nil, &InvalidError{Err: fmt.Errorf("fleet unit %d: %w", i, err)}
 			}
@@ -220,7 +220,7 @@ func (h *Host) writeFleet(dir, id string, items []fleet.Item, name string) (stri
 	}
 	var b bytes.Buffer
 	for _, it := range items {
-		line, err := canon.Marshal(it)
+		line, err := jcs.Marshal(it)
 		if err != nil {
 			return "", err
 		}
@@ -268,7 +268,7 @@ func LoadFleet(dir string) (*fleet.Fleet, []byte, error) {
 	var items []fleet.Item
 	for n, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
 		var it fleet.Item
-		if err := canon.Unmarshal(line, &it); err != nil {
+		if err := jcs.Unmarshal(line, &it); err != nil {
 			return nil, nil, fmt.Errorf("%s line %d: %w", filepath.Join(dir, "items.jsonl"), n+1, err)
 		}
 		items = append(items, it)

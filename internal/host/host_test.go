@@ -16,7 +16,7 @@ import (
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/host/hosttest"
 	"github.com/opensubstrate/sandbox/internal/meter"
 	"github.com/opensubstrate/sandbox/internal/meter/powercap"
@@ -38,7 +38,7 @@ func newBenchHost(t testing.TB) *Host {
 
 func image(t *testing.T, name string) []byte {
 	t.Helper()
-	return guest.Read(t, guest.Go, name)
+	return guestbuild.Read(t, guestbuild.Go, name)
 }
 
 func benchGrants(t testing.TB) grant.Set { return grants(t) }
@@ -209,7 +209,7 @@ func TestTierRefusalNamesEverything(t *testing.T) {
 func TestThirdPartyWASIProgram(t *testing.T) {
 	dir := os.Getenv("SANDBOX_THIRDPARTY")
 	if dir == "" {
-		root, _ := guest.Root()
+		root, _ := guestbuild.Root()
 		dir = filepath.Join(root, ".cache", "thirdparty")
 	}
 	img, err := os.ReadFile(filepath.Join(dir, "flite.wasm"))
@@ -323,7 +323,7 @@ func TestMeteredRunOnAFakePowercapTree(t *testing.T) {
 	if st := h.Meter.Statuses()[0]; st.State != meter.Live {
 		t.Fatalf("fake counter not live: %v", st)
 	}
-	b := guest.Read(t, guest.C, "cpu")
+	b := guestbuild.Read(t, guestbuild.C, "cpu")
 	r, err := h.Run(context.Background(), Request{Kind: tier.Wasm, Image: b, Entry: "cpu", Args: []string{"cpu", "30000000"}, Grants: grants(t)})
 	if err != nil {
 		t.Fatal(err)

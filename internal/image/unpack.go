@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/reject"
 )
 
@@ -470,7 +470,7 @@ func list(dir string) ([]byte, addr.Addr, listed, error) {
 	if err != nil {
 		return nil, addr.Addr{}, listed{}, err
 	}
-	b, err := canon.Marshal(l)
+	b, err := jcs.Marshal(l)
 	if err != nil {
 		return nil, addr.Addr{}, listed{}, err
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/cde"
+	"github.com/opensubstrate/sandbox/internal/detcbor"
 	"github.com/opensubstrate/sandbox/reject"
 )
 
@@ -59,11 +59,11 @@ func NewWriter(w io.Writer) *Writer { return &Writer{w: w, head: Genesis()} }
 // could not be kept. Append's own error is for entries that cannot be
 // encoded.
 func (j *Writer) Append(kind string, req, resp any) error {
-	q, err := cde.Marshal(req)
+	q, err := detcbor.Marshal(req)
 	if err != nil {
 		return err
 	}
-	r, err := cde.Marshal(resp)
+	r, err := detcbor.Marshal(resp)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func (j *Writer) Append(kind string, req, resp any) error {
 // AppendEntry records an entry as it was parsed (a continued run's
 // journal starts with its parked part's entries).
 func (j *Writer) AppendEntry(entry Entry) error {
-	e, err := cde.Marshal(entry)
+	e, err := detcbor.Marshal(entry)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func Parse(b []byte) ([]Entry, addr.Addr, error) {
 		}
 		raw := b[off:end]
 		var e Entry
-		if err := cde.Unmarshal(raw, &e); err != nil {
+		if err := detcbor.Unmarshal(raw, &e); err != nil {
 			return nil, addr.Addr{}, reject.In(fmt.Sprintf("journal entry %d (offset %d)", n, off), err)
 		}
 		if e.Kind == "" {
@@ -150,7 +150,7 @@ func itemEnd(b []byte, off int) (int, error) {
 		return 0, reject.New(reject.Malformed, "", "%v", err)
 	}
 	end := off + len(raw)
-	if err := cde.Check(b[off:end]); err != nil {
+	if err := detcbor.Check(b[off:end]); err != nil {
 		return 0, err
 	}
 	return end, nil
@@ -185,7 +185,7 @@ func NewReader(entries []Entry) *Reader {
 // Next returns the response recorded for the next entry, which must be of
 // the given kind with the given request; resp is decoded into out.
 func (j *Reader) Next(kind string, req, out any) error {
-	q, err := cde.Marshal(req)
+	q, err := detcbor.Marshal(req)
 	if err != nil {
 		return err
 	}
@@ -305,9 +305,9 @@ type outcome9 struct {
 // MarshalCBOR writes the seven-item form unless a stream was cut.
 func (o Outcome) MarshalCBOR() ([]byte, error) {
 	if !o.Cut() {
-		return cde.Marshal(outcome7{Status: o.Status, ExitCode: o.ExitCode, Stdout: o.Stdout, StdoutLen: o.StdoutLen, Stderr: o.Stderr, StderrLen: o.StderrLen, Fuel: o.Fuel})
+		return detcbor.Marshal(outcome7{Status: o.Status, ExitCode: o.ExitCode, Stdout: o.Stdout, StdoutLen: o.StdoutLen, Stderr: o.Stderr, StderrLen: o.StderrLen, Fuel: o.Fuel})
 	}
-	return cde.Marshal(outcome9{Status: o.Status, ExitCode: o.ExitCode, Stdout: o.Stdout, StdoutLen: o.StdoutLen, Stderr: o.Stderr, StderrLen: o.StderrLen, Fuel: o.Fuel, StdoutKept: o.StdoutKept, StderrKept: o.StderrKept})
+	return detcbor.Marshal(outcome9{Status: o.Status, ExitCode: o.ExitCode, Stdout: o.Stdout, StdoutLen: o.StdoutLen, Stderr: o.Stderr, StderrLen: o.StderrLen, Fuel: o.Fuel, StdoutKept: o.StdoutKept, StderrKept: o.StderrKept})
 }
 
 // UnmarshalCBOR reads either form; a nine-item one must cut a stream,
@@ -319,14 +319,14 @@ func (o *Outcome) UnmarshalCBOR(b []byte) error {
 	switch b[0] {
 	case 0x87: // an array of 7
 		var w outcome7
-		if err := cde.Unmarshal(b, &w); err != nil {
+		if err := detcbor.Unmarshal(b, &w); err != nil {
 			return err
 		}
 		*o = Outcome{Status: w.Status, ExitCode: w.ExitCode, Stdout: w.Stdout, StdoutLen: w.StdoutLen, Stderr: w.Stderr, StderrLen: w.StderrLen, Fuel: w.Fuel}
 		return nil
 	case 0x89: // an array of 9
 		var w outcome9
-		if err := cde.Unmarshal(b, &w); err != nil {
+		if err := detcbor.Unmarshal(b, &w); err != nil {
 			return err
 		}
 		n := Outcome{Status: w.Status, ExitCode: w.ExitCode, Stdout: w.Stdout, StdoutLen: w.StdoutLen, Stderr: w.Stderr, StderrLen: w.StderrLen, Fuel: w.Fuel, StdoutKept: w.StdoutKept, StderrKept: w.StderrKept}
@@ -370,7 +370,7 @@ func LastOutcome(entries []Entry) (Outcome, error) {
 	if !bytes.Equal(e.Req, []byte{0xf6}) {
 		return o, reject.New(reject.Invalid, where+".q", "the outcome entry's request is null")
 	}
-	if err := cde.Unmarshal(e.Resp, &o); err != nil {
+	if err := detcbor.Unmarshal(e.Resp, &o); err != nil {
 		return o, reject.In(where+".r", err)
 	}
 	return o, nil

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/cde"
+	"github.com/opensubstrate/sandbox/internal/detcbor"
 	"github.com/opensubstrate/sandbox/reject"
 )
 
@@ -168,7 +168,7 @@ func TestOutcomeForms(t *testing.T) {
 		o     Outcome
 		first byte
 	}{{"whole", whole, 0x87}, {"cut", cut, 0x89}} {
-		b, err := cde.Marshal(c.o)
+		b, err := detcbor.Marshal(c.o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,18 +176,18 @@ func TestOutcomeForms(t *testing.T) {
 			t.Fatalf("%s: the form is %#x, want %#x", c.name, b[0], c.first)
 		}
 		var got Outcome
-		if err := cde.Unmarshal(b, &got); err != nil {
+		if err := detcbor.Unmarshal(b, &got); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		if again, _ := cde.Marshal(got); !bytes.Equal(again, b) {
+		if again, _ := detcbor.Marshal(got); !bytes.Equal(again, b) {
 			t.Fatalf("%s: decodes to %+v, which re-encodes otherwise", c.name, got)
 		}
 	}
-	nothingCut, _ := cde.Marshal(outcome9{Status: "exited", Stdout: whole.Stdout, StdoutLen: 3, Stderr: whole.Stderr})
+	nothingCut, _ := detcbor.Marshal(outcome9{Status: "exited", Stdout: whole.Stdout, StdoutLen: 3, Stderr: whole.Stderr})
 	long := cut
 	long.StdoutKept = &Kept{Len: 10, Addr: whole.Stdout}
-	tooLong, _ := cde.Marshal(long)
-	seven, _ := cde.Marshal(whole)
+	tooLong, _ := detcbor.Marshal(long)
+	seven, _ := detcbor.Marshal(whole)
 	eight := append([]byte{0x88}, append(seven[1:], 0xf6)...)
 	for name, c := range map[string]struct {
 		b    []byte
@@ -198,7 +198,7 @@ func TestOutcomeForms(t *testing.T) {
 		"eight items":             {eight, reject.Invalid},
 	} {
 		var o Outcome
-		if err := cde.Unmarshal(c.b, &o); !errors.Is(err, c.code) {
+		if err := detcbor.Unmarshal(c.b, &o); !errors.Is(err, c.code) {
 			t.Errorf("%s: %v, want %s", name, err, c.code)
 		}
 	}

@@ -5,8 +5,8 @@ import (
 	"sync"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/chain"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/reject"
 )
 
@@ -51,7 +51,7 @@ func Open(path string) (*Ledger, error) {
 
 func parse(b []byte) (Entry, error) {
 	var e Entry
-	if err := canon.Unmarshal(b, &e); err != nil {
+	if err := jcs.Unmarshal(b, &e); err != nil {
 		return e, err
 	}
 	for _, f := range []struct {
@@ -86,7 +86,7 @@ func replay(entries [][]byte, each func(Entry, addr.Addr)) (addr.Addr, error) {
 // does the head advance; it returns the head after it (what the build
 // cites).
 func (l *Ledger) Append(e Entry) (addr.Addr, error) {
-	b, err := canon.Marshal(e)
+	b, err := jcs.Marshal(e)
 	if err != nil {
 		return addr.Addr{}, err
 	}

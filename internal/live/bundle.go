@@ -20,9 +20,9 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/authority"
-	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/chain"
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/store"
@@ -126,7 +126,7 @@ func (h *Manager) Export(id string, w io.Writer) error {
 		_, err := tw.Write(b)
 		return err
 	}
-	mb, err := canon.Marshal(BundleManifest{Bundle: BundleType, Sandbox: id, Head: st.Head, Signer: h.Key.Public()})
+	mb, err := jcs.Marshal(BundleManifest{Bundle: BundleType, Sandbox: id, Head: st.Head, Signer: h.Key.Public()})
 	if err != nil {
 		return err
 	}
@@ -478,7 +478,7 @@ func namedObjects(src tree.Blobs, entries [][]byte) (blobs, runs []addr.Addr, er
 	var u DurableUnit
 	ub, err := src.Blob(st.Header.Unit)
 	if err == nil {
-		err = canon.Unmarshal(ub, &u)
+		err = jcs.Unmarshal(ub, &u)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("the record's unit %s: %w", st.Header.Unit, err)
@@ -548,7 +548,7 @@ func genesisOf(src tree.Blobs, st record.State, id string) (DurableUnit, grant.S
 	var u DurableUnit
 	ub, err := src.Blob(st.Header.Unit)
 	if err == nil {
-		err = canon.Unmarshal(ub, &u)
+		err = jcs.Unmarshal(ub, &u)
 	}
 	if err != nil {
 		return u, grant.Set{}, fmt.Errorf("the record's unit: %w", err)
@@ -652,7 +652,7 @@ func readBundle(r io.Reader, stage string) (*bundle, error) {
 			if err != nil {
 				return nil, err
 			}
-			if err := canon.Unmarshal(data, &b.manifest); err != nil {
+			if err := jcs.Unmarshal(data, &b.manifest); err != nil {
 				return nil, fmt.Errorf("bundle.json: %w", err)
 			}
 			if b.manifest.Bundle != BundleType {

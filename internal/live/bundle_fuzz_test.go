@@ -9,10 +9,10 @@ import (
 	"testing"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/chain"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/tree"
@@ -104,10 +104,10 @@ func seedBundle(tb testing.TB) []byte {
 		}
 		return a
 	}
-	ub, _ := canon.Marshal(DurableUnit{Sandbox: DurableUnitType, ID: "sb-000000000000", Tier: tier.S1, Created: "2026-01-01T00:00:00Z"})
+	ub, _ := jcs.Marshal(DurableUnit{Sandbox: DurableUnitType, ID: "sb-000000000000", Tier: tier.S1, Created: "2026-01-01T00:00:00Z"})
 	gb, _, _ := grant.Set{}.Canonical()
 	ua, ga, ma := put(ub), put(gb), put([]byte(`{"environment":"sandbox.host-environment/1"}`))
-	hb, _ := canon.Marshal(record.Header{Record: record.Domain, Unit: ua, Grants: ga})
+	hb, _ := jcs.Marshal(record.Header{Record: record.Domain, Unit: ua, Grants: ga})
 	sb, _ := record.Segment{Kind: record.Suspended, Snapshot: record.Snapshot{Root: root, Manifest: ma}}.Bytes()
 	rec := string(hb) + "\n" + string(sb) + "\n"
 	st, err := record.VerifyBytes([]byte(rec))
@@ -120,7 +120,7 @@ func seedBundle(tb testing.TB) []byte {
 		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(b)), Typeflag: tar.TypeReg})
 		tw.Write(b)
 	}
-	mb, _ := canon.Marshal(BundleManifest{Bundle: BundleType, Sandbox: "sb-000000000000", Head: st.Head, Signer: key.Public{1}})
+	mb, _ := jcs.Marshal(BundleManifest{Bundle: BundleType, Sandbox: "sb-000000000000", Head: st.Head, Signer: key.Public{1}})
 	add("bundle.json", mb)
 	add("records/sb-000000000000.jsonl", []byte(rec))
 	add("records/sb-000000000000.seals", nil) // read whole; checked by import, not here

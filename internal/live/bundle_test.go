@@ -13,10 +13,10 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/authority"
-	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/chain"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/reject"
@@ -114,7 +114,7 @@ func TestBundleCarriesEvidenceNotAuthority(t *testing.T) {
 		}
 		ns := append([]string{}, names...)
 		var m BundleManifest
-		if err := canon.Unmarshal(fs["bundle.json"], &m); err != nil {
+		if err := jcs.Unmarshal(fs["bundle.json"], &m); err != nil {
 			t.Fatal(err)
 		}
 		rs, _ := record.VerifyBytes(rec)
@@ -296,7 +296,7 @@ func TestRecordsAreSealedAsAppended(t *testing.T) {
 
 func mustCanon(t *testing.T, v any) []byte {
 	t.Helper()
-	b, err := canon.Marshal(v)
+	b, err := jcs.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/chain"
 	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/tree"
@@ -107,7 +107,7 @@ func (h *Manager) environment(t tier.Tier, root, man addr.Addr) (addr.Addr, erro
 	case !root.IsZero():
 		desc = "an image's root filesystem, read-only (its sandbox.rootfs/1 listing's address is image)"
 	}
-	b, err := canon.Marshal(Environment{Environment: EnvironmentType, Tier: t, OS: runtime.GOOS, Arch: runtime.GOARCH, Root: desc, Image: root, Manifest: man})
+	b, err := jcs.Marshal(Environment{Environment: EnvironmentType, Tier: t, OS: runtime.GOOS, Arch: runtime.GOARCH, Root: desc, Image: root, Manifest: man})
 	if err != nil {
 		return addr.Addr{}, err
 	}
@@ -164,7 +164,7 @@ func (h *Manager) sealer(id string) *record.Sealer {
 func (h *Manager) beginRecord(sb *Sandbox, given grant.Set) error {
 	u := DurableUnit{Sandbox: DurableUnitType, ID: sb.ID, Tier: sb.Tier, Created: sb.Created.Format(time.RFC3339Nano),
 		Env: sb.Env, Limits: sb.Limits, Listen: sb.Listen, Workspace: sb.Workspace != "", GrantArgs: sb.givenArgs, Root: sb.Root, Manifest: sb.Manifest}
-	ub, err := canon.Marshal(u)
+	ub, err := jcs.Marshal(u)
 	if err != nil {
 		return err
 	}
@@ -477,7 +477,7 @@ func (h *Manager) Resume(ctx context.Context, id, owner string) (SandboxInfo, er
 	var u DurableUnit
 	ub, err := h.Store.Blob(st.Header.Unit)
 	if err == nil {
-		err = canon.Unmarshal(ub, &u)
+		err = jcs.Unmarshal(ub, &u)
 	}
 	if err != nil {
 		return SandboxInfo{}, fmt.Errorf("resume %s: its unit: %w", id, err)
@@ -838,7 +838,7 @@ func (h *Manager) recover(id string, l live) (string, error) {
 		}
 		var u DurableUnit
 		if ub, err := h.Store.Blob(st.Header.Unit); err == nil {
-			canon.Unmarshal(ub, &u)
+			jcs.Unmarshal(ub, &u)
 		}
 		sb := &Sandbox{ID: id, Tier: u.Tier, Workspace: l.Workspace}
 		if sb.Tier == 0 {
@@ -940,7 +940,7 @@ func (h *Manager) Suspended(owner string) []SandboxInfo {
 		}
 		var u DurableUnit
 		if ub, err := h.Store.Blob(st.Header.Unit); err == nil {
-			canon.Unmarshal(ub, &u)
+			jcs.Unmarshal(ub, &u)
 		}
 		given, _ := h.genesisGrants(st)
 		created, _ := time.Parse(time.RFC3339Nano, u.Created)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/internal/bare"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/vm"
@@ -52,16 +52,16 @@ func TestEveryExecutorReachesGrantsOneWay(t *testing.T) {
 		}
 	}
 	base = append(base, bare.Executor{})
-	img, err := guest.DefaultVMImage()
+	img, err := guestbuild.DefaultVMImage()
 	if err != nil {
 		t.Fatal(err)
 	}
-	jail, err := guest.S1Helper()
+	jail, err := guestbuild.S1Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
 	qemu := vm.New(vm.Config{ImageDir: img, Accel: "tcg", Jail: jail, StateDir: h.Store.Root()})
-	fc, err := guest.FakeFirecracker()
+	fc, err := guestbuild.FakeFirecracker()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/host/hosttest"
 	"github.com/opensubstrate/sandbox/internal/native"
@@ -26,7 +26,7 @@ func grants(t testing.TB, gs ...string) grant.Set { return hosttest.Grants(t, gs
 
 func image(t *testing.T, name string) []byte {
 	t.Helper()
-	return guest.Read(t, guest.Go, name)
+	return guestbuild.Read(t, guestbuild.Go, name)
 }
 
 func verifyRun(t *testing.T, h *Manager, dir string) []verify.Result {

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/native"
 )
 
@@ -61,7 +61,7 @@ func TestNoHostUserReachesASandboxWorkspace(t *testing.T) {
 	execIn(t, h, a.ID, "sh", "-c", strings.Join(argv, " ")+" </dev/null >/dev/null 2>&1 & echo mine > mine")
 	pid := waitProc(t, argv...)
 
-	bin, err := guest.Native("intruder")
+	bin, err := guestbuild.Native("intruder")
 	if err != nil {
 		t.Fatal(err)
 	}

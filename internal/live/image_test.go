@@ -14,11 +14,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/host"
 	images "github.com/opensubstrate/sandbox/internal/image"
 	"github.com/opensubstrate/sandbox/internal/image/imagetest"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/tier"
@@ -68,7 +68,7 @@ func TestRunInImageRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	var u unit.Unit
-	if err := canon.Unmarshal(ub, &u); err != nil {
+	if err := jcs.Unmarshal(ub, &u); err != nil {
 		t.Fatal(err)
 	}
 	if u.Root != img.Root {

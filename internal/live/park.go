@@ -12,8 +12,8 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
-	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/unit"
@@ -105,7 +105,7 @@ func (h *Manager) loadPark(a addr.Addr) (S2Park, error) {
 // file numbered below next_handle at an absolute, clean path.
 func parsePark(b []byte) (S2Park, error) {
 	var p S2Park
-	if err := canon.Unmarshal(b, &p); err != nil {
+	if err := jcs.Unmarshal(b, &p); err != nil {
 		return p, err
 	}
 	if p.Sandbox != S2ParkType {
@@ -240,7 +240,7 @@ func (h *Manager) storePark(sb *Sandbox) (*addr.Addr, int64, error) {
 		return nil, 0, nil
 	}
 	sort.Slice(execs, func(i, j int) bool { return execs[i].N < execs[j].N })
-	b, err := canon.Marshal(S2Park{Sandbox: S2ParkType, Execs: execs})
+	b, err := jcs.Marshal(S2Park{Sandbox: S2ParkType, Execs: execs})
 	if err != nil {
 		return nil, 0, err
 	}

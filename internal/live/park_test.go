@@ -14,7 +14,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/key"
@@ -63,7 +63,7 @@ func TestS2ExecParksAcrossHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mod, err := guest.Go("ticker")
+	mod, err := guestbuild.Go("ticker")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestS2SuspendInterruptsWhatDoesNotPark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mod, err := guest.Go("spin")
+	mod, err := guestbuild.Go("spin")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func TestS2TwoExecsParkTogether(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mod, err := guest.Go("ticker")
+	mod, err := guestbuild.Go("ticker")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/internal/vm"
 	"github.com/opensubstrate/sandbox/internal/volume"
@@ -27,11 +27,11 @@ import (
 // addS5 gives h the S5 executors, booting the project's guest image.
 func addS5(t testing.TB, h *Manager) {
 	t.Helper()
-	dir, err := guest.DefaultVMImage()
+	dir, err := guestbuild.DefaultVMImage()
 	if err != nil {
 		t.Fatal(err)
 	}
-	jail, err := guest.S1Helper()
+	jail, err := guestbuild.S1Helper()
 	if err != nil {
 		t.Fatal(err)
 	}

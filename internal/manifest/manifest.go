@@ -14,7 +14,7 @@ import (
 	"strings"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/reject"
 )
@@ -375,11 +375,11 @@ func Seal(m Manifest, k key.Private) (*Signed, error) {
 	if m.Features == nil {
 		m.Features = []Feature{}
 	}
-	c, err := canon.Marshal(m)
+	c, err := jcs.Marshal(m)
 	if err != nil {
 		return nil, err
 	}
-	env, err := canon.Marshal(envelope{Manifest: c, Signature: base64.RawURLEncoding.EncodeToString(k.Sign(c))})
+	env, err := jcs.Marshal(envelope{Manifest: c, Signature: base64.RawURLEncoding.EncodeToString(k.Sign(c))})
 	if err != nil {
 		return nil, err
 	}
@@ -391,11 +391,11 @@ func Seal(m Manifest, k key.Private) (*Signed, error) {
 // the manifest).
 func Verify(b []byte, trust key.Trust) (*Signed, error) {
 	var env envelope
-	if err := canon.Unmarshal(b, &env); err != nil {
+	if err := jcs.Unmarshal(b, &env); err != nil {
 		return nil, err
 	}
 	var m Manifest
-	if err := canon.Unmarshal(env.Manifest, &m); err != nil {
+	if err := jcs.Unmarshal(env.Manifest, &m); err != nil {
 		return nil, reject.In("manifest", err)
 	}
 	if m.Type != Type {

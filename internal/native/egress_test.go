@@ -26,7 +26,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/tier"
@@ -88,7 +88,7 @@ func netRunOn(t *testing.T, roots *x509.CertPool, kernelExecOnly bool, g grant.S
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl is missing (scripts/deps installs it)")
 	}
-	helper, err := guest.S1Helper()
+	helper, err := guestbuild.S1Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ curl -sS -o /dev/null -w 'other %%{http_code}\n' -k https://127.0.0.2:%d/without
 // secret injected. A control run, given the secret on purpose, shows the
 // search finds it where it is.
 func TestSecretNeverEntersTheUnit(t *testing.T) {
-	b := guest.Read(t, guest.Native, "seeker")
+	b := guestbuild.Read(t, guestbuild.Native, "seeker")
 	bin := t.TempDir()
 	os.Chmod(bin, 0o755)
 	os.WriteFile(filepath.Join(bin, "seeker"), b, 0o755)

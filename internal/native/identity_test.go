@@ -20,7 +20,7 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/tier"
@@ -42,7 +42,7 @@ var intruderAttempts = []string{
 // through or is missing.
 func intrude(t *testing.T, who string, uid, pid int, paths ...string) {
 	t.Helper()
-	bin, err := guest.Native("intruder")
+	bin, err := guestbuild.Native("intruder")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func TestImageLoaderNeverRunsUnconfined(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("as root the launcher executes the program (rootless, init's thread does)")
 	}
-	root, err := guest.Root()
+	root, err := guestbuild.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func TestImageLoaderNeverRunsUnconfined(t *testing.T) {
 
 func guestBytes(t *testing.T, name string) []byte {
 	t.Helper()
-	p, err := guest.Native(name)
+	p, err := guestbuild.Native(name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/opensubstrate/sandbox/internal/cgroup"
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
@@ -60,7 +60,7 @@ var (
 func executor(t *testing.T) *Executor {
 	t.Helper()
 	if testExec == nil {
-		helper, err := guest.S1Helper()
+		helper, err := guestbuild.S1Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func TestEscapeBattery(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the battery runs as root, where the guest becomes nobody")
 	}
-	b := guest.Read(t, guest.Native, "escape")
+	b := guestbuild.Read(t, guestbuild.Native, "escape")
 	g := t.TempDir()
 	os.Chmod(g, 0o755)
 	secret := t.TempDir()
@@ -407,7 +407,7 @@ func TestDeadline(t *testing.T) {
 
 // TestDocsListEveryDeniedSyscall keeps docs/s1.md true to the filter.
 func TestDocsListEveryDeniedSyscall(t *testing.T) {
-	root, _ := guest.Root()
+	root, _ := guestbuild.Root()
 	b, err := os.ReadFile(filepath.Join(root, "docs", "s1.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -448,7 +448,7 @@ func TestKernelPathGrantRefused(t *testing.T) {
 // TestWarmInit checks that a run takes the init started ahead for its
 // base, and that an init built for another base is not used.
 func TestWarmInit(t *testing.T) {
-	helper, err := guest.S1Helper()
+	helper, err := guestbuild.S1Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -596,7 +596,7 @@ func TestQuotaCountsRealBlocks(t *testing.T) {
 // the probe's write into its grant was refused) the root is built and
 // the program runs under 022.
 func TestStartersUmaskDoesNotReachTheRun(t *testing.T) {
-	helper, err := guest.S1Helper()
+	helper, err := guestbuild.S1Helper()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/opensubstrate/sandbox/client"
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 )
 
 // The fast path, side by side in one run (docs/api.md has the figures):
@@ -26,7 +26,7 @@ import (
 func BenchmarkFastPath(b *testing.B) {
 	h, _, c := serve(b)
 	ctx := context.Background()
-	hello, err := guest.C("hello")
+	hello, err := guestbuild.C("hello")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/chain"
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/record"
@@ -199,7 +199,7 @@ func pct(d []time.Duration, p int) float64 {
 // service's key and its intermediate checkpoints published.
 func TestFleetThroughTheService(t *testing.T) {
 	h, s, c := serve(t)
-	hello, err := guest.C("hello")
+	hello, err := guestbuild.C("hello")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestFleetThroughTheService(t *testing.T) {
 //	go test -run '^$' -bench Fleet -benchtime 1x ./internal/server/
 func BenchmarkFleet(b *testing.B) {
 	_, _, c := serve(b)
-	hello, err := guest.C("hello")
+	hello, err := guestbuild.C("hello")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/live"
 )
@@ -35,7 +35,7 @@ func serve(t testing.TB, tokens ...string) (*live.Manager, *Server, *client.Clie
 	if os.Geteuid() != 0 {
 		t.Skip("the service's S1 sandboxes need root here")
 	}
-	helper, err := guest.S1Helper()
+	helper, err := guestbuild.S1Helper()
 	if err != nil {
 		t.Fatal(err)
 	}

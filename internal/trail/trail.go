@@ -5,8 +5,8 @@ import (
 	"sync"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/chain"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/reject"
 )
 
@@ -47,7 +47,7 @@ func Open(path string) (*Log, error) {
 
 func parse(b []byte) (Entry, error) {
 	var e Entry
-	if err := canon.Unmarshal(b, &e); err != nil {
+	if err := jcs.Unmarshal(b, &e); err != nil {
 		return e, err
 	}
 	if e.Run.IsZero() {
@@ -91,7 +91,7 @@ func (l *Log) Unlock() { l.mu.Unlock() }
 // Append writes the run's entry and fsyncs it, then advances the head;
 // the caller holds Lock.
 func (l *Log) Append(run addr.Addr, locality string) (addr.Addr, error) {
-	b, err := canon.Marshal(Entry{Run: run, Locality: locality})
+	b, err := jcs.Marshal(Entry{Run: run, Locality: locality})
 	if err != nil {
 		return addr.Addr{}, err
 	}

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/reject"
 )
 
@@ -240,7 +240,7 @@ func (c *Capturer) Capture(dir string) (addr.Addr, Stats, error) {
 	// their prefix): a walk goes name by name, so "a/x" comes before
 	// "a-b", which sorts first.
 	sort.Slice(t.Entries, func(i, j int) bool { return t.Entries[i].Path < t.Entries[j].Path })
-	b, err := canon.Marshal(t.wire())
+	b, err := jcs.Marshal(t.wire())
 	if err != nil {
 		return addr.Addr{}, st, err
 	}
@@ -353,7 +353,7 @@ func Load(b Blobs, a addr.Addr) (*Tree, error) {
 		return nil, err
 	}
 	var w treeWire
-	if err := canon.Unmarshal(raw, &w); err != nil {
+	if err := jcs.Unmarshal(raw, &w); err != nil {
 		return nil, fmt.Errorf("tree %s: %w", a, err)
 	}
 	if w.Tree != Type {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/device"
-	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -123,7 +123,7 @@ func (u Unit) Canonical() ([]byte, addr.Addr, error) {
 	if err := u.Normalize(); err != nil {
 		return nil, addr.Addr{}, err
 	}
-	b, err := canon.Marshal(u)
+	b, err := jcs.Marshal(u)
 	if err != nil {
 		return nil, addr.Addr{}, err
 	}
@@ -133,7 +133,7 @@ func (u Unit) Canonical() ([]byte, addr.Addr, error) {
 // Decode reads a unit from canonical JSON, refusing anything not canonical.
 func Decode(b []byte) (Unit, error) {
 	var u Unit
-	if err := canon.Unmarshal(b, &u); err != nil {
+	if err := jcs.Unmarshal(b, &u); err != nil {
 		return Unit{}, err
 	}
 	if u.Type != Type {

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/reject"
 )
@@ -58,7 +58,7 @@ func durableVectors() ([]byte, error) {
 		return record.Segment{Kind: record.Resumed, Snapshot: s, IdleUJ: uj, IdleProvenance: "Estimator storage-retention/1 (5 W per TB retained, labelled)"}
 	}
 	cl := record.Segment{Kind: record.Closed, Reason: "abandoned"}
-	header, err := canon.Marshal(record.Header{Record: record.Domain, Unit: unit, Grants: grants})
+	header, err := jcs.Marshal(record.Header{Record: record.Domain, Unit: unit, Grants: grants})
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +143,7 @@ func durableVectors() ([]byte, error) {
 		join(both), reject.HeadMismatch, 0, &fullHead)
 	neg("dropped-segments", "the last two segments dropped: a consistent truncation replays, and only the cited head catches it",
 		join(life[:len(life)-2]), reject.HeadMismatch, 0, &fullHead)
-	other, err := canon.Marshal(record.Header{Record: record.Domain, Unit: unit, Grants: a("other grants")})
+	other, err := jcs.Marshal(record.Header{Record: record.Domain, Unit: unit, Grants: a("other grants")})
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +184,7 @@ func durableVectors() ([]byte, error) {
 			return nil, fmt.Errorf("durable vector %s: %w", c.Name, err)
 		}
 	}
-	return canon.Marshal(Durable{Type: DurableType, Cases: cases})
+	return jcs.Marshal(Durable{Type: DurableType, Cases: cases})
 }
 
 // replaceIn copies ls with old replaced by new in line i (0-based).
@@ -247,7 +247,7 @@ func (c *DurableCase) check() error {
 // CheckDurable checks durable.json: every case as it states.
 func CheckDurable(b []byte) error {
 	var d Durable
-	if err := canon.Unmarshal(b, &d); err != nil {
+	if err := jcs.Unmarshal(b, &d); err != nil {
 		return err
 	}
 	if d.Type != DurableType {

@@ -9,13 +9,13 @@ import (
 	"strings"
 
 	"github.com/fxamacker/cbor/v2"
-	"github.com/gowebpki/jcs"
+	gojcs "github.com/gowebpki/jcs"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
-	"github.com/opensubstrate/sandbox/internal/canon"
-	"github.com/opensubstrate/sandbox/internal/cde"
+	"github.com/opensubstrate/sandbox/internal/detcbor"
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
@@ -56,7 +56,7 @@ func encodingVectors(good *run, k key.Private) ([]byte, error) {
 		}
 		add(strings.TrimSuffix(f, ".json"), "jcs", in, out)
 	}
-	claim, err := canon.Marshal(good.claim)
+	claim, err := jcs.Marshal(good.claim)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func encodingVectors(good *run, k key.Private) ([]byte, error) {
 	}
 	add("receipt-payload", "cde", loose, payload)
 	add("receipt", "sign-receipt", payload, good.files[verify.FileReceipt])
-	return canon.Marshal(vs)
+	return jcs.Marshal(vs)
 }
 
 // scramble writes a JSON text's objects with their members in reverse
@@ -170,7 +170,7 @@ func ownJCS(name string, in, want []byte) error {
 	if err := json.Unmarshal(in, v); err != nil {
 		return err
 	}
-	got, err := canon.Marshal(v)
+	got, err := jcs.Marshal(v)
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func ownJCS(name string, in, want []byte) error {
 // CheckEncoding re-encodes every vector's input and compares the bytes.
 func CheckEncoding(b []byte) error {
 	var vs []Encoding
-	if err := canon.Unmarshal(b, &vs); err != nil {
+	if err := jcs.Unmarshal(b, &vs); err != nil {
 		return err
 	}
 	k := TestKey()
@@ -199,13 +199,13 @@ func CheckEncoding(b []byte) error {
 		case "jcs":
 			// An independent RFC 8785 implementation, then this host's
 			// own writer for the record the vector names.
-			if got, err = jcs.Transform(in); err == nil {
+			if got, err = gojcs.Transform(in); err == nil {
 				err = ownJCS(v.Name, in, want)
 			}
 		case "cde":
 			var r receipt.Receipt
 			if err = cbor.Unmarshal(in, &r); err == nil {
-				got, err = cde.Marshal(r)
+				got, err = detcbor.Marshal(r)
 			}
 		case "sign-attestation":
 			got = rawEnvelope(in, k.Sign(in))

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/internal/manifest"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/reject"
@@ -105,7 +105,7 @@ func environmentVectors(k key.Private) ([]byte, error) {
 		}
 		cases = append(cases, c)
 	}
-	return canon.Marshal(Environment{Type: EnvironmentType, Signer: k.Public(), Cases: cases})
+	return jcs.Marshal(Environment{Type: EnvironmentType, Signer: k.Public(), Cases: cases})
 }
 
 // check reads a case's devcontainer.json and compares with what it
@@ -118,7 +118,7 @@ func (c *EnvironmentCase) check(signer key.Public) error {
 			return fmt.Errorf("want ok, got %w", err)
 		}
 		m.Signer = signer
-		b, err := canon.Marshal(m)
+		b, err := jcs.Marshal(m)
 		switch {
 		case err != nil:
 			return err
@@ -146,7 +146,7 @@ func (c *EnvironmentCase) check(signer key.Public) error {
 // CheckEnvironment checks environment.json: every case as it states.
 func CheckEnvironment(b []byte) error {
 	var e Environment
-	if err := canon.Unmarshal(b, &e); err != nil {
+	if err := jcs.Unmarshal(b, &e); err != nil {
 		return err
 	}
 	if e.Type != EnvironmentType {

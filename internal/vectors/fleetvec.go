@@ -7,8 +7,8 @@ import (
 	"slices"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
 	"github.com/opensubstrate/sandbox/internal/fleet"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/internal/merkle"
 	"github.com/opensubstrate/sandbox/internal/note"
 	"github.com/opensubstrate/sandbox/key"
@@ -149,7 +149,7 @@ func fleetVectors(k key.Private) ([]byte, error) {
 		{"index-twice", twice, string(reject.Invalid)},
 		{"no-run", noRun, string(reject.MissingField)},
 	}
-	b, err := canon.Marshal(v)
+	b, err := jcs.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +161,7 @@ func fleetVectors(k key.Private) ([]byte, error) {
 // every proof as it states.
 func CheckFleet(b []byte) error {
 	var v FleetVectors
-	if err := canon.Unmarshal(b, &v); err != nil {
+	if err := jcs.Unmarshal(b, &v); err != nil {
 		return err
 	}
 	if v.Type != FleetType {

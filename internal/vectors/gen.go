@@ -17,9 +17,9 @@ import (
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/energy"
-	"github.com/opensubstrate/sandbox/internal/canon"
-	"github.com/opensubstrate/sandbox/internal/cde"
+	"github.com/opensubstrate/sandbox/internal/detcbor"
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/key"
@@ -371,7 +371,7 @@ func Generate() (map[string][]byte, error) {
 		m.Files = append(m.Files, PackFile{Path: name, Addr: addr.Of(b)})
 	}
 	sort.Slice(m.Files, func(i, j int) bool { return m.Files[i].Path < m.Files[j].Path })
-	mb, err := canon.Marshal(m)
+	mb, err := jcs.Marshal(m)
 	if err != nil {
 		return nil, err
 	}
@@ -404,7 +404,7 @@ func plainVector(env []byte, pub key.Public) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return canon.Marshal(PlainVector{
+	return jcs.Marshal(PlainVector{
 		Check:     "Ed25519.Verify(public_key, JCS(claim), signature)",
 		Claim:     a.ClaimJCS,
 		PublicKey: hex.EncodeToString(pub[:]),
@@ -425,7 +425,7 @@ func addressVectors() ([]byte, error) {
 	for _, in := range [][]byte{nil, []byte("abc"), bytes.Repeat([]byte{0xff}, 1025)} {
 		vs = append(vs, AddressVector{Input: hex.EncodeToString(in), Address: addr.Of(in)})
 	}
-	return canon.Marshal(vs)
+	return jcs.Marshal(vs)
 }
 
 // sign1 is a COSE_Sign1 array, read without checks.
@@ -462,7 +462,7 @@ func pairs(m []byte) ([][2][]byte, error) {
 	}
 	var out [][2][]byte
 	for k, v := range raw {
-		kb, _ := cde.Marshal(k)
+		kb, _ := detcbor.Marshal(k)
 		out = append(out, [2][]byte{kb, v})
 	}
 	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i][0], out[j][0]) < 0 })
@@ -619,7 +619,7 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	} {
 		cl := l
 		cl.Decisions = d.change(slices.Clone(l.Decisions))
-		b, err := canon.Marshal(cl)
+		b, err := jcs.Marshal(cl)
 		if err != nil {
 			return err
 		}
@@ -634,7 +634,7 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 
 	// Canonical JSON: each claim is signed exactly as written, so only the
 	// profile check can refuse it.
-	claimJSON, err := canon.Marshal(good.claim)
+	claimJSON, err := jcs.Marshal(good.claim)
 	if err != nil {
 		return err
 	}
@@ -717,14 +717,14 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	// signs it, so only the check the vector is about can refuse it.
 	reseal := func(r receipt.Receipt) ([]byte, error) {
 		r.Version, r.Signer = receipt.Version, k.Public()
-		pl, err := cde.Marshal(r)
+		pl, err := detcbor.Marshal(r)
 		if err != nil {
 			return nil, err
 		}
 		return resign(pl)
 	}
-	vKey, _ := cde.Marshal("v")
-	vText, _ := cde.Marshal("1")
+	vKey, _ := detcbor.Marshal("v")
+	vText, _ := detcbor.Marshal("1")
 	var nonShortest, wrongType [][2][]byte
 	for _, e := range ents {
 		n, w := e, e
@@ -760,7 +760,7 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 		}
 		neg(v.name, verify.KindReceipt, v.code, v.about+"; re-signed", b)
 	}
-	extra, _ := cde.Marshal("zzz")
+	extra, _ := detcbor.Marshal("zzz")
 	withExtra := append(append([][2][]byte{}, ents...), [2][]byte{extra, {0x01}})
 	sort.Slice(withExtra, func(i, j int) bool { return bytes.Compare(withExtra[i][0], withExtra[j][0]) < 0 })
 	b, err := resign(mapOf(withExtra))
@@ -881,7 +881,7 @@ func plusL(sig []byte) []byte {
 func keyNegatives(neg func(name, kind string, code reject.Code, about string, b []byte), good *run, payload []byte) error {
 	c := good.claim
 	c.Signer = identityKey
-	claim, err := canon.Marshal(c)
+	claim, err := jcs.Marshal(c)
 	if err != nil {
 		return err
 	}
@@ -897,12 +897,12 @@ func keyNegatives(neg func(name, kind string, code reject.Code, about string, b 
 
 	r := good.rcpt
 	r.Version, r.Signer = receipt.Version, identityKey
-	pl, err := cde.Marshal(r)
+	pl, err := detcbor.Marshal(r)
 	if err != nil {
 		return err
 	}
 	id := identityKey.ID()
-	prot, err := cde.Marshal(map[int64]any{1: receipt.AlgEdDSA, 3: receipt.ContentType, 4: id[:]})
+	prot, err := detcbor.Marshal(map[int64]any{1: receipt.AlgEdDSA, 3: receipt.ContentType, 4: id[:]})
 	if err != nil {
 		return err
 	}
@@ -930,7 +930,7 @@ func rawEnvelope(claim, sig []byte) []byte {
 
 // rawSign1 assembles a tagged COSE_Sign1 from its parts, signing nothing.
 func rawSign1(protected, payload, sig []byte) ([]byte, error) {
-	b, err := cde.Marshal([]any{protected, map[int64]any{}, payload, sig})
+	b, err := detcbor.Marshal([]any{protected, map[int64]any{}, payload, sig})
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
-	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/reject"
@@ -32,7 +32,7 @@ func recordRunsVectors(p *pack, k key.Private) error {
 		return err
 	}
 	a := attestAddr(r.files[verify.FileAttestation])
-	hb, err := canon.Marshal(record.Header{Record: record.Domain, Unit: unit, Grants: grants})
+	hb, err := jcs.Marshal(record.Header{Record: record.Domain, Unit: unit, Grants: grants})
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/reject"
 )
 
@@ -107,11 +107,11 @@ func TestPackFilesArePinned(t *testing.T) {
 		{"a durable case dropped", func(dir string) {
 			var d Durable
 			b, _ := os.ReadFile(filepath.Join(dir, durable))
-			if err := canon.Unmarshal(b, &d); err != nil {
+			if err := jcs.Unmarshal(b, &d); err != nil {
 				t.Fatal(err)
 			}
 			d.Cases = d.Cases[:len(d.Cases)-1]
-			b, _ = canon.Marshal(d)
+			b, _ = jcs.Marshal(d)
 			if err := CheckDurable(b); err != nil {
 				t.Fatalf("the changed file no longer checks by itself: %v", err)
 			}
@@ -215,7 +215,7 @@ func TestEncodingCheckCatchesChanges(t *testing.T) {
 		} {
 			bad := slices.Clone(vs)
 			c.change(&bad[i])
-			b, err := canon.Marshal(bad)
+			b, err := jcs.Marshal(bad)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -305,11 +305,11 @@ func TestIndependentRecordVerifier(t *testing.T) {
 	p := filepath.Join(dir, "positive", "durable.json")
 	var d Durable
 	b, _ := os.ReadFile(p)
-	if err := canon.Unmarshal(b, &d); err != nil {
+	if err := jcs.Unmarshal(b, &d); err != nil {
 		t.Fatal(err)
 	}
 	d.Cases = d.Cases[1:]
-	b, _ = canon.Marshal(d)
+	b, _ = jcs.Marshal(d)
 	os.WriteFile(p, b, 0o644)
 	out, err = exec.Command(py, script, "--pack", dir, blake3).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "positive/durable.json: address") {

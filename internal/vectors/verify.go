@@ -14,10 +14,10 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gowebpki/jcs"
+	gojcs "github.com/gowebpki/jcs"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/reject"
@@ -68,7 +68,7 @@ func Verify(dir string) ([]Outcome, error) {
 		return nil, err
 	}
 	var m Manifest
-	if err := canon.Unmarshal(mb, &m); err != nil {
+	if err := jcs.Unmarshal(mb, &m); err != nil {
 		return nil, fmt.Errorf("manifest.json: %w", err)
 	}
 	if m.Type != ManifestType {
@@ -230,7 +230,7 @@ func checkPlain(p string) verify.Result {
 		r.Err = reject.Wrap(reject.Malformed, "", err)
 		return r
 	}
-	msg, err := jcs.Transform(v.Claim)
+	msg, err := gojcs.Transform(v.Claim)
 	if err != nil {
 		r.Err = reject.Wrap(reject.Malformed, "claim", err)
 		return r
@@ -258,7 +258,7 @@ func checkAddresses(p string) verify.Result {
 		return r
 	}
 	var vs []AddressVector
-	if err := canon.Unmarshal(b, &vs); err != nil {
+	if err := jcs.Unmarshal(b, &vs); err != nil {
 		r.Err = err
 		return r
 	}

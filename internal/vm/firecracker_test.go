@@ -13,7 +13,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/tier"
@@ -27,7 +27,7 @@ import (
 func fakeFirecracker(t *testing.T) (*Firecracker, string) {
 	t.Helper()
 	im := image(t, "")
-	bin, err := guest.FakeFirecracker()
+	bin, err := guestbuild.FakeFirecracker()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/unit"
@@ -34,14 +34,14 @@ func image(t testing.TB, init string) *boot.Image {
 	var agent string
 	var err error
 	if init == "" {
-		agent, err = guest.VMAgent()
+		agent, err = guestbuild.VMAgent()
 	} else {
-		agent, err = guest.VMInit(init)
+		agent, err = guestbuild.VMInit(init)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := guest.VMImage(agent)
+	dir, err := guestbuild.VMImage(agent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func image(t testing.TB, init string) *boot.Image {
 // jail is the helper QEMU starts through (sandbox's S1 helper).
 func jail(t testing.TB) string {
 	t.Helper()
-	p, err := guest.S1Helper()
+	p, err := guestbuild.S1Helper()
 	if err != nil {
 		t.Fatal(err)
 	}

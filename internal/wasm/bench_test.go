@@ -10,12 +10,12 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/opensubstrate/sandbox/internal/fuel"
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 )
 
 func cGuest(b testing.TB, name string) []byte {
 	b.Helper()
-	return guest.Read(b, guest.C, name)
+	return guestbuild.Read(b, guestbuild.C, name)
 }
 
 // plainRun runs a module under plain wazero (no broker, no fuel), with a

@@ -17,7 +17,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/unit"
@@ -274,7 +274,7 @@ func TestContinueDivergence(t *testing.T) {
 // memory image) and its continuation (the replay to the park point and
 // the rest).
 func BenchmarkParkContinue(b *testing.B) {
-	img := guest.Read(b, guest.Go, "ticker")
+	img := guestbuild.Read(b, guestbuild.Go, "ticker")
 	dir := b.TempDir()
 	run := func(park int) (*job.Parked, []byte) {
 		var jb bytes.Buffer

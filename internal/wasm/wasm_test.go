@@ -13,7 +13,7 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/kv"
@@ -47,7 +47,7 @@ type run struct {
 
 func goGuest(t testing.TB, name string) []byte {
 	t.Helper()
-	return guest.Read(t, guest.Go, name)
+	return guestbuild.Read(t, guestbuild.Go, name)
 }
 
 // execute runs image with grants (command-line syntax) and args.

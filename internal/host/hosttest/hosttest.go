@@ -15,7 +15,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/wasm"
@@ -50,7 +50,7 @@ func S2(t testing.TB, d *state.Dir, k key.Private) *wasm.Executor {
 // names its temporary objects (a lease's).
 func S1(t testing.TB, root string, name func(string) string) *native.Executor {
 	t.Helper()
-	helper, err := guest.S1Helper()
+	helper, err := guestbuild.S1Helper()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opensubstrate/sandbox/internal/guest"
+	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	. "github.com/opensubstrate/sandbox/internal/vm/boot"
 )
 
@@ -16,11 +16,11 @@ import (
 // same initramfs, byte for byte, and so the same addresses; a different
 // agent gives a different initramfs address.
 func TestBuildIsReproducible(t *testing.T) {
-	k, err := guest.VMKernel()
+	k, err := guestbuild.VMKernel()
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, err := guest.VMAgent()
+	agent, err := guestbuild.VMAgent()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestBuildIsReproducible(t *testing.T) {
 			t.Errorf("%s is not in the initramfs", name)
 		}
 	}
-	other, err := guest.VMInit("hang")
+	other, err := guestbuild.VMInit("hang")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestBuildIsReproducible(t *testing.T) {
 // module it depends on (as .modinfo says), and a module that is not there
 // is refused, naming it.
 func TestResolveOrdersDependenciesFirst(t *testing.T) {
-	k, err := guest.VMKernel()
+	k, err := guestbuild.VMKernel()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package canon
+package jcs
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/gowebpki/jcs"
+	gojcs "github.com/gowebpki/jcs"
 
 	"github.com/opensubstrate/sandbox/reject"
 )
@@ -23,7 +23,7 @@ func Marshal(v any) ([]byte, error) {
 	if err := enc.Encode(v); err != nil {
 		return nil, fmt.Errorf("canon: encode: %w", err)
 	}
-	out, err := jcs.Transform(bytes.TrimRight(buf.Bytes(), "\n"))
+	out, err := gojcs.Transform(bytes.TrimRight(buf.Bytes(), "\n"))
 	if err != nil {
 		return nil, fmt.Errorf("canon: jcs: %w", err)
 	}

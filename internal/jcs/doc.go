@@ -1,4 +1,4 @@
-// Package canon is the canonical JSON of signed records: RFC 8785 (JCS)
+// Package jcs is the canonical JSON of signed records: RFC 8785 (JCS)
 // restricted to the profile this project signs.
 //
 // The profile: a JSON text in its own JCS form (members sorted by UTF-16 code
@@ -12,4 +12,4 @@
 // Marshal produces profile bytes from a Go value through the reference JCS
 // implementation (github.com/gowebpki/jcs) and then checks them. Unmarshal
 // checks, then decodes strictly: unknown fields are refused.
-package canon
+package jcs

@@ -1,4 +1,4 @@
-// Package cde is the deterministic CBOR of sealed records: RFC 8949 section
+// Package detcbor is the deterministic CBOR of sealed records: RFC 8949 section
 // 4.2.1, "core deterministic encoding".
 //
 // Check walks raw bytes once and refuses, with the byte offset, anything that
@@ -14,4 +14,4 @@
 // Check, decodes strictly (unknown fields and duplicate keys refused), then
 // re-encodes and requires the same bytes, so a value that does not survive a
 // round trip is refused too.
-package cde
+package detcbor

@@ -1,4 +1,4 @@
-// Package guest builds the guest programs in guests/ from source, for
+// Package guestbuild builds the guest programs in guests/ from source, for
 // tests, benchmarks and the demo: Go guests with GOOS=wasip1, C guests with
 // clang and wasi-libc (Debian: clang-14, lld-14, wasi-libc,
 // libclang-rt-14-dev-wasm32; scripts/deps installs them).
@@ -6,4 +6,4 @@
 // Builds are cached by the hash of their sources and toolchain, under the
 // user cache directory, so every test package shares one build; a cached
 // file is written atomically, so concurrent builders never see half of one.
-package guest
+package guestbuild

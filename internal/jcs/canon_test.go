@@ -1,4 +1,4 @@
-package canon
+package jcs
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gowebpki/jcs"
+	gojcs "github.com/gowebpki/jcs"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/reject"
@@ -36,7 +36,7 @@ func TestJCSVectors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := jcs.Transform(input)
+			got, err := gojcs.Transform(input)
 			if err != nil || !bytes.Equal(got, want) {
 				t.Fatalf("Transform = %q, %v; want %q", got, err, want)
 			}
@@ -203,7 +203,7 @@ func FuzzCheck(f *testing.F) {
 		if Check(b) != nil {
 			return
 		}
-		got, err := jcs.Transform(b)
+		got, err := gojcs.Transform(b)
 		if err != nil {
 			t.Fatalf("Check accepted %q, which the reference refuses: %v", b, err)
 		}

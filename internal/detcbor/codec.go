@@ -1,4 +1,4 @@
-package cde
+package detcbor
 
 import (
 	"bytes"
