@@ -33,7 +33,7 @@ func sample() Claim {
 		Tier:     Tier{Required: tier.S2, Chosen: tier.S2, Reason: "a wasm unit runs at S2"},
 		Executor: "wazero/v1.12.0",
 		Hardware: Hardware{Host: Host{Name: "h", OS: "linux", Arch: "amd64"},
-			Devices: []Device{{Class: device.Cpu, Model: "AMD EPYC", Driver: "linux"}}},
+			Devices: []Device{{Class: device.CPU, Model: "AMD EPYC", Driver: "linux"}}},
 		Outcome: Outcome{Status: Exited, ExitCode: &zero},
 		Started: Time(t0), Ended: Time(t0.Add(time.Second)),
 	}

@@ -11,18 +11,18 @@ type Class string
 
 // The classes, in canonical order.
 const (
-	Cpu      Class = "Cpu"
-	Simd     Class = "Simd"
-	Gpu      Class = "Gpu"
-	Npu      Class = "Npu"
-	Tpu      Class = "Tpu"
-	Lpu      Class = "Lpu"
+	CPU      Class = "Cpu"
+	SIMD     Class = "Simd"
+	GPU      Class = "Gpu"
+	NPU      Class = "Npu"
+	TPU      Class = "Tpu"
+	LPU      Class = "Lpu"
 	Photonic Class = "Photonic"
 	Quantum  Class = "Quantum"
 )
 
 // Classes lists every class in canonical order.
-var Classes = []Class{Cpu, Simd, Gpu, Npu, Tpu, Lpu, Photonic, Quantum}
+var Classes = []Class{CPU, SIMD, GPU, NPU, TPU, LPU, Photonic, Quantum}
 
 // ErrUnknown is wrapped by ParseClass's error.
 var ErrUnknown = errors.New("unknown device class")

@@ -36,14 +36,14 @@ func sample() *Receipt {
 		EndNS:   1_700_000_001_000_000_000,
 		Fuel:    &fuel,
 		Devices: []Device{{
-			Class: device.Cpu,
+			Class: device.CPU,
 			Readings: []Reading{
 				{Provenance: HwShunt, Scope: ScopeHost, Source: "powercap:package-0", StartNS: 1_700_000_000_000_000_000, EndNS: 1_700_000_001_000_000_000, UJ: 9 * energy.Joule},
 				{Provenance: ModelBased, Scope: ScopeRun, Source: "cgroup-share", StartNS: 1_700_000_000_000_000_000, EndNS: 1_700_000_001_000_000_000, UJ: 3 * energy.Joule, Basis: "host × cpu_run/cpu_host"},
 				{Provenance: Estimator, Scope: ScopeRun, Source: "tdp", StartNS: 1_700_000_000_000_000_000, EndNS: 1_700_000_001_000_000_000, UJ: 5, Basis: "wall × 15 W"},
 			},
 		}, {
-			Class:    device.Gpu,
+			Class:    device.GPU,
 			Readings: []Reading{{Provenance: HwShunt, Scope: ScopeRun, Source: "nvml:GPU-0", StartNS: 1_700_000_000_000_000_000, EndNS: 1_700_000_001_000_000_000, UJ: 7}},
 		}},
 	}
@@ -102,7 +102,7 @@ func TestValidate(t *testing.T) {
 		{"unknown class", func(r *Receipt) { r.Devices[1].Class = "Fpga" }, reject.Invalid},
 		{"lower-case class", func(r *Receipt) { r.Devices[1].Class = "gpu" }, reject.Invalid},
 		{"out of order", func(r *Receipt) { r.Devices[0], r.Devices[1] = r.Devices[1], r.Devices[0] }, reject.NonCanonical},
-		{"repeated class", func(r *Receipt) { r.Devices[1].Class = device.Cpu }, reject.NonCanonical},
+		{"repeated class", func(r *Receipt) { r.Devices[1].Class = device.CPU }, reject.NonCanonical},
 		{"unknown provenance", func(r *Receipt) { r.Devices[0].Readings[0].Provenance = "Guess" }, reject.Invalid},
 		{"unknown scope", func(r *Receipt) { r.Devices[0].Readings[0].Scope = "fleet" }, reject.Invalid},
 		{"no source", func(r *Receipt) { r.Devices[0].Readings[0].Source = "" }, reject.MissingField},

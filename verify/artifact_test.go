@@ -41,7 +41,7 @@ func writeRun(t *testing.T, k key.Private, kn knobs) string {
 	}
 	ub, ua, _ := u.Canonical()
 	lb, la, _ := grant.NewEnforcer(g).Log().Canonical()
-	r := receipt.Receipt{Unit: ua, StartNS: 1, EndNS: 2, Devices: []receipt.Device{{Class: device.Cpu,
+	r := receipt.Receipt{Unit: ua, StartNS: 1, EndNS: 2, Devices: []receipt.Device{{Class: device.CPU,
 		Readings: []receipt.Reading{{Provenance: receipt.Estimator, Scope: receipt.ScopeRun, Source: "tdp", StartNS: 1, EndNS: 2, UJ: 5, Basis: "b"}}}}}
 	if kn.receiptUnit != nil {
 		r.Unit = *kn.receiptUnit
@@ -288,12 +288,12 @@ func TestRederive(t *testing.T) {
 	g, _ := grant.ParseArgs([]string{"cpu:1J", "gpu:5J"}, "/")
 	kernel := g
 	kernel.Kernel = true
-	wasm := unit.Unit{Kind: tier.Wasm, Devices: []device.Class{device.Cpu}}
-	native := unit.Unit{Kind: tier.Native, Devices: []device.Class{device.Cpu}}
-	gpu := unit.Unit{Kind: tier.Native, Devices: []device.Class{device.Cpu, device.Gpu}}
-	rc := receipt.Receipt{StartNS: 1, EndNS: 2, Devices: []receipt.Device{{Class: device.Cpu}}}
+	wasm := unit.Unit{Kind: tier.Wasm, Devices: []device.Class{device.CPU}}
+	native := unit.Unit{Kind: tier.Native, Devices: []device.Class{device.CPU}}
+	gpu := unit.Unit{Kind: tier.Native, Devices: []device.Class{device.CPU, device.GPU}}
+	rc := receipt.Receipt{StartNS: 1, EndNS: 2, Devices: []receipt.Device{{Class: device.CPU}}}
 	rcGPU := rc
-	rcGPU.Devices = append(rcGPU.Devices, receipt.Device{Class: device.Gpu})
+	rcGPU.Devices = append(rcGPU.Devices, receipt.Device{Class: device.GPU})
 	claim := func(req, chosen tier.Tier, reason string) *attest.Claim {
 		return &attest.Claim{Tier: attest.Tier{Required: req, Chosen: chosen, Reason: reason},
 			Started: attest.Time(time.Unix(0, 1)), Ended: attest.Time(time.Unix(0, 2))}

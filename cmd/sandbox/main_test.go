@@ -333,7 +333,7 @@ func TestBudgetsAsTheReceiptStates(t *testing.T) {
 		if r == nil {
 			t.Fatal(err)
 		}
-		c := r.Class(device.Cpu)
+		c := r.Class(device.CPU)
 		return c.Measured + c.Estimated, d
 	}
 	// S2: the guest spins; fuel stops it; the receipt's figure is the fuel's.

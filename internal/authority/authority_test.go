@@ -61,7 +61,7 @@ func TestCheck(t *testing.T) {
 		{name: "default: S5", p: Default(), ask: Ask{Tier: tier.S5}},
 		{name: "default: cpu budget", p: Default(), ask: Ask{Tier: tier.S1, Grants: grants(t, "cpu:1MJ")}},
 		{name: "default: gpu", p: Default(), ask: Ask{Tier: tier.S1, Grants: grants(t, "gpu:1J")}, rule: "compute"},
-		{name: "default: gpu device", p: Default(), ask: Ask{Tier: tier.S1, Devices: []device.Class{device.Gpu}}, rule: "compute"},
+		{name: "default: gpu device", p: Default(), ask: Ask{Tier: tier.S1, Devices: []device.Class{device.GPU}}, rule: "compute"},
 		{name: "default: kv", p: Default(), ask: Ask{Tier: tier.S2, Grants: grants(t, "kv:notes:rw")}, rule: "kv"},
 		{name: "default: any image", p: Default(), ask: Ask{Tier: tier.S1, Image: img}},
 		{name: "default: a program in /usr", p: Default(), ask: Ask{Tier: tier.S1, Reads: []string{"/usr/bin/sh"}, Readable: []string{"/usr"}}},

@@ -140,7 +140,7 @@ func (p Policy) check(a Ask) *DeniedError {
 		}
 	}
 	for _, c := range classes {
-		if _, ok := p.budget(c); !ok && c != device.Cpu {
+		if _, ok := p.budget(c); !ok && c != device.CPU {
 			return deny("device:"+strings.ToLower(string(c)), "compute", "device class %s is not among its classes (%s)", c, p.classes())
 		}
 	}

@@ -83,7 +83,7 @@ type Budget struct {
 func Default() Policy {
 	return Policy{
 		Tiers:   []tier.Tier{tier.S1, tier.S2, tier.S5},
-		Compute: []Budget{{Class: device.Cpu}},
+		Compute: []Budget{{Class: device.CPU}},
 		Images:  []string{Any},
 	}
 }

@@ -30,8 +30,8 @@ func TestParse(t *testing.T) {
 		{"kv:cache:rw", func(s Set) bool { return s.KV[0] == KV{Namespace: "cache", Mode: RW} }},
 		{"clock", func(s Set) bool { return s.Clock }},
 		{"random", func(s Set) bool { return s.Random }},
-		{"cpu:5J", func(s Set) bool { return s.Compute[0] == Compute{Class: device.Cpu, Budget: 5 * energy.Joule} }},
-		{"GPU:2Wh", func(s Set) bool { return s.Compute[0] == Compute{Class: device.Gpu, Budget: 7200 * energy.Joule} }},
+		{"cpu:5J", func(s Set) bool { return s.Compute[0] == Compute{Class: device.CPU, Budget: 5 * energy.Joule} }},
+		{"GPU:2Wh", func(s Set) bool { return s.Compute[0] == Compute{Class: device.GPU, Budget: 7200 * energy.Joule} }},
 		{"exec:deny:b3:" + hexA, func(s Set) bool { return s.Exec.Deny[0] == addr.MustParse("b3:"+hexA) && len(s.Exec.Allow) == 0 }},
 		{"exec:allow:b3:" + hexA, func(s Set) bool { return s.Exec.Allow[0] == addr.MustParse("b3:"+hexA) }},
 		{"kernel", func(s Set) bool { return s.Kernel }},
@@ -107,7 +107,7 @@ func TestNormalize(t *testing.T) {
 	if len(s.Storage) != 2 || s.Storage[0].Path != "/a" {
 		t.Errorf("storage = %+v", s.Storage)
 	}
-	if s.Compute[0].Class != device.Cpu {
+	if s.Compute[0].Class != device.CPU {
 		t.Errorf("compute = %+v", s.Compute)
 	}
 	if len(s.Exec.Deny) != 2 || s.Exec.Deny[0].Hex() != hexA {
@@ -225,8 +225,8 @@ func TestEnforcer(t *testing.T) {
 		{"deny beats allow", func() error { return e.Exec(deny, "renamed") }, false},
 		{"allowed", func() error { return e.Exec(allow, "") }, true},
 		{"not on allow-list", func() error { return e.Exec(addr.Of([]byte("other")), "") }, false},
-		{"cpu", func() error { return e.Compute(device.Cpu) }, true},
-		{"gpu", func() error { return e.Compute(device.Gpu) }, false},
+		{"cpu", func() error { return e.Compute(device.CPU) }, true},
+		{"gpu", func() error { return e.Compute(device.GPU) }, false},
 	}
 	for _, tc := range tests {
 		err := tc.call()
@@ -274,7 +274,7 @@ func TestZeroSetDeniesEverything(t *testing.T) {
 		"kv":      e.KV("x", false),
 		"clock":   e.Clock(),
 		"random":  e.Random(),
-		"compute": e.Compute(device.Cpu),
+		"compute": e.Compute(device.CPU),
 	} {
 		if !errors.Is(err, ErrDenied) {
 			t.Errorf("%s: %v", name, err)

@@ -96,7 +96,7 @@ func Command(c CommandLine) (Request, error) {
 // WithDefaultCPU is g, or, where g names no Cpu grant, g with the default
 // for a unit of kind (a copy: not the caller's).
 func WithDefaultCPU(g grant.Set, kind tier.Kind) (grant.Set, error) {
-	if _, ok := g.Budget(device.Cpu); ok {
+	if _, ok := g.Budget(device.CPU); ok {
 		return g, nil
 	}
 	// Every unit runs on a CPU: a run that names no Cpu grant (none at

@@ -48,7 +48,7 @@ func TestDeviceTheExecutorCannotGiveIsRefused(t *testing.T) {
 // metering of a run that holds a GPU can be tried with real runs).
 type gpuS1 struct{ *native.Executor }
 
-func (gpuS1) Gives(c device.Class) bool { return c == device.Gpu }
+func (gpuS1) Gives(c device.Class) bool { return c == device.GPU }
 
 // fakeGPU is an energy counter at the hardware edge: it advances at a
 // fixed power with real time, like a GPU's NVML counter under load.
@@ -59,7 +59,7 @@ type fakeGPU struct {
 }
 
 func (g *fakeGPU) Name() string            { return "fake-gpu" }
-func (g *fakeGPU) Class() device.Class     { return device.Gpu }
+func (g *fakeGPU) Class() device.Class     { return device.GPU }
 func (g *fakeGPU) Open() error             { g.mu.Lock(); g.t0 = time.Now(); g.mu.Unlock(); return nil }
 func (g *fakeGPU) Rails() []string         { return []string{"GPU-0"} }
 func (g *fakeGPU) Interval() time.Duration { return time.Millisecond }
@@ -106,8 +106,8 @@ func TestGpuBudgetByGpuMeasures(t *testing.T) {
 		Sources:   []meter.Source{&fakeGPU{watts: watts}},
 		NumCPU:    2,
 		Interval:  5 * time.Millisecond,
-		TDP:       map[device.Class]meter.TDP{device.Cpu: {MilliWatts: 8000, Origin: "test"}},
-		Exclusive: map[device.Class]bool{device.Gpu: true},
+		TDP:       map[device.Class]meter.TDP{device.CPU: {MilliWatts: 8000, Origin: "test"}},
+		Exclusive: map[device.Class]bool{device.GPU: true},
 	}
 	sh, err := os.ReadFile("/bin/sh")
 	if err != nil {
@@ -124,7 +124,7 @@ func TestGpuBudgetByGpuMeasures(t *testing.T) {
 	if out.Status != attest.BudgetExhausted || !strings.Contains(out.Detail, "Gpu budget") {
 		t.Fatalf("outcome %+v", out)
 	}
-	g := run.Receipt.Class(device.Gpu)
+	g := run.Receipt.Class(device.GPU)
 	if g == nil {
 		t.Fatal("the receipt has no Gpu account")
 	}
@@ -140,7 +140,7 @@ func TestGpuBudgetByGpuMeasures(t *testing.T) {
 	}
 	// At least the budget, and at most a few sampling intervals of the
 	// counter's power over it (the kill takes a moment too).
-	t.Logf("Gpu: %s over a %s budget (%s); Cpu: %+v", g.Measured+g.Estimated, budget, own.Basis, run.Receipt.Class(device.Cpu).Readings)
+	t.Logf("Gpu: %s over a %s budget (%s); Cpu: %+v", g.Measured+g.Estimated, budget, own.Basis, run.Receipt.Class(device.CPU).Readings)
 	if f := g.Measured + g.Estimated; f < budget || f > budget+watts*energy.Microjoules((20*BudgetSample).Microseconds()) {
 		t.Errorf("Gpu figure %s for a %s budget", f, budget)
 	}

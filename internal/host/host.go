@@ -64,7 +64,7 @@ func (e *DeviceError) Error() string {
 	switch {
 	case e.Tier == tier.S2:
 		why = "a WebAssembly module reaches no device but the CPU"
-	case e.Class == device.Simd:
+	case e.Class == device.SIMD:
 		why = "SIMD units are the CPU's, metered with it: ask for cpu"
 	case e.Tier == tier.S1:
 		why = "S1 gives a run no device nodes (device passthrough is not built)"
@@ -79,7 +79,7 @@ func (e *DeviceError) Unwrap() error { return device.ErrUnavailable }
 // give. Every executor gives the CPU.
 func admitDevices(ex Executor, classes []device.Class) error {
 	for _, c := range classes {
-		if c == device.Cpu {
+		if c == device.CPU {
 			continue
 		}
 		if g, ok := ex.(DeviceGiver); ok && g.Gives(c) {
@@ -400,7 +400,7 @@ func (h *Host) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if len(devices) == 0 {
 		// The classes its compute grants give (a gpu:… grant puts Gpu on
 		// the unit), Cpu at least.
-		devices = []device.Class{device.Cpu}
+		devices = []device.Class{device.CPU}
 		for _, c := range g.Compute {
 			devices = append(devices, c.Class)
 		}
@@ -624,7 +624,7 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 	}
 	measured := span.StopAt(cpu, u.Devices, res.Start, res.End)
 	res.Readings = merge(measured, res.Readings)
-	spentClass := device.Cpu
+	spentClass := device.CPU
 	if hit := spent.hit(); hit != nil && res.Outcome.Status == attest.BudgetExhausted {
 		res.Outcome.Detail = hit.detail(res.Readings[hit.class])
 		spentClass = hit.class
@@ -685,8 +685,8 @@ func logCompute(enf *grant.Enforcer, u unit.Unit) {
 func logSpent(enf *grant.Enforcer, res *job.Result, g grant.Set, c device.Class) {
 	switch res.Outcome.Status {
 	case attest.OutOfFuel:
-		b, _ := g.Budget(device.Cpu)
-		enf.Note(grant.KindCompute, grant.OpUse, string(device.Cpu), false, fmt.Sprintf("the fuel bought with cpu:%d µJ ran out", b))
+		b, _ := g.Budget(device.CPU)
+		enf.Note(grant.KindCompute, grant.OpUse, string(device.CPU), false, fmt.Sprintf("the fuel bought with cpu:%d µJ ran out", b))
 	case attest.BudgetExhausted:
 		enf.Note(grant.KindCompute, grant.OpUse, string(c), false, res.Outcome.Detail)
 	}
@@ -781,7 +781,7 @@ func (h *Host) MeterOf() *meter.Meter {
 		return h.Meter
 	}
 	n := runtime.NumCPU()
-	return &meter.Meter{NumCPU: n, TDP: map[device.Class]meter.TDP{device.Cpu: meter.DetectTDP(hw.Describe(h.procRoot()).Host.CPU, n)}}
+	return &meter.Meter{NumCPU: n, TDP: map[device.Class]meter.TDP{device.CPU: meter.DetectTDP(hw.Describe(h.procRoot()).Host.CPU, n)}}
 }
 
 // output hashes and counts what a run writes to one stream.

@@ -314,7 +314,7 @@ func TestMeteredRunOnAFakePowercapTree(t *testing.T) {
 	h.Meter = &meter.Meter{
 		Sources: []meter.Source{&powercap.Source{Root: root}},
 		NumCPU:  2, Interval: 50 * time.Millisecond,
-		TDP:  map[device.Class]meter.TDP{device.Cpu: {MilliWatts: 8000, Origin: "test"}},
+		TDP:  map[device.Class]meter.TDP{device.CPU: {MilliWatts: 8000, Origin: "test"}},
 		Burn: func(stop <-chan struct{}) { <-stop },
 	}
 	if cg, err := cgroup.Detect("/sys/fs/cgroup"); err == nil && os.Geteuid() == 0 {
@@ -328,7 +328,7 @@ func TestMeteredRunOnAFakePowercapTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cpu := r.Receipt.Class(device.Cpu)
+	cpu := r.Receipt.Class(device.CPU)
 	if cpu == nil || len(cpu.Readings) != 3 {
 		t.Fatalf("Cpu readings: %+v", cpu)
 	}

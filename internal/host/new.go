@@ -165,7 +165,7 @@ func newMeter(sysfs, tdp string) (*meter.Meter, error) {
 	m := &meter.Meter{
 		Sources: []meter.Source{&powercap.Source{Root: sysfs}, &powercap.Source{Root: sysfs, DRAM: true}, &nvml.Source{}},
 		NumCPU:  n,
-		TDP:     map[device.Class]meter.TDP{device.Cpu: meter.DetectTDP(hw.Describe("/proc").Host.CPU, n)},
+		TDP:     map[device.Class]meter.TDP{device.CPU: meter.DetectTDP(hw.Describe("/proc").Host.CPU, n)},
 		Burn:    burn,
 	}
 	if tdp != "" {

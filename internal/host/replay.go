@@ -116,7 +116,7 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 		rep.Root = rd.Root()
 		return rep, nil
 	}
-	logSpent(enf, res, g, device.Cpu)
+	logSpent(enf, res, g, device.CPU)
 	var want journal.Outcome
 	if err := rd.Next(journal.OutcomeKind, nil, &want); err != nil {
 		rep.Diffs = append(rep.Diffs, err.Error())

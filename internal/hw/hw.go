@@ -28,7 +28,7 @@ func Describe(procRoot string) attest.Hardware {
 	if kernel != "" {
 		driver += " " + kernel
 	}
-	h.Devices = []attest.Device{{Class: device.Cpu, Model: model, Driver: driver}}
+	h.Devices = []attest.Device{{Class: device.CPU, Model: model, Driver: driver}}
 	return h
 }
 

@@ -17,7 +17,7 @@ func TestDescribeFakeProc(t *testing.T) {
 	if h.Host.CPU != "Example CPU 9000" || h.Host.Kernel != "6.1.0-test" || h.Host.OS == "" {
 		t.Fatalf("%+v", h.Host)
 	}
-	if len(h.Devices) != 1 || h.Devices[0].Class != device.Cpu || h.Devices[0].Model != "Example CPU 9000" {
+	if len(h.Devices) != 1 || h.Devices[0].Class != device.CPU || h.Devices[0].Model != "Example CPU 9000" {
 		t.Fatalf("%+v", h.Devices)
 	}
 	empty := Describe(t.TempDir())

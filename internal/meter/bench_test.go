@@ -17,7 +17,7 @@ import (
 type fileCounter struct{ paths []string }
 
 func (f *fileCounter) Name() string            { return "files" }
-func (f *fileCounter) Class() device.Class     { return device.Cpu }
+func (f *fileCounter) Class() device.Class     { return device.CPU }
 func (f *fileCounter) Open() error             { return nil }
 func (f *fileCounter) Rails() []string         { return f.paths }
 func (f *fileCounter) Interval() time.Duration { return time.Millisecond }

@@ -407,7 +407,7 @@ func (sp *Span) why(c device.Class) string {
 			rs = append(rs, fmt.Sprintf("%s failed during the span (%v)", ss.src.Name(), ss.err))
 		}
 	}
-	if c != device.Cpu && !sp.m.Exclusive[c] {
+	if c != device.CPU && !sp.m.Exclusive[c] {
 		for _, ss := range sp.srcs {
 			if ss.src.Class() == c && ss.err == nil {
 				rs = append(rs, ss.src.Name()+" is live, but the device is not held by one run at a time and the counter has no per-process figure: its reading is host context")
@@ -476,7 +476,7 @@ func (sp *Span) measured(c device.Class, cpu RunCPU, w window) ([]receipt.Readin
 			out = append(out, host) // a further rail (dram): its own line, not apportioned
 			continue
 		}
-		if c != device.Cpu {
+		if c != device.CPU {
 			// A device's energy is never apportioned by CPU time: the
 			// whole delta is the run's only where the run held the device
 			// alone; otherwise it is host context and the run's figure is
@@ -551,7 +551,7 @@ func (m *Meter) ncpu() int {
 // cpu × the Cpu class's TDP / the CPUs this host sees, and the basis of
 // the figure.
 func (m *Meter) EstimateCPU(cpu time.Duration) (uint64, string) {
-	tdp, ncpu := m.tdp(device.Cpu), m.ncpu()
+	tdp, ncpu := m.tdp(device.CPU), m.ncpu()
 	uj := mulDiv(uint64(cpu.Nanoseconds()), tdp.MilliWatts, uint64(ncpu)*1_000_000)
 	return uj, fmt.Sprintf("CPU %d µs × TDP %d mW / %d CPUs (TDP %s)", cpu.Microseconds(), tdp.MilliWatts, ncpu, tdp.Origin)
 }
@@ -562,7 +562,7 @@ func (sp *Span) estimate(c device.Class, cpu RunCPU, w window) receipt.Reading {
 	basis := ""
 	var uj uint64
 	switch {
-	case c != device.Cpu:
+	case c != device.CPU:
 		// A device other than the CPU: its rated power (a GPU's power
 		// limit) over the run's wall time, as if busy throughout; never
 		// scaled by the CPU count.

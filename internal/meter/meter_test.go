@@ -16,7 +16,7 @@ type counter struct {
 }
 
 func (c *counter) Name() string            { return "fake" }
-func (c *counter) Class() device.Class     { return device.Cpu }
+func (c *counter) Class() device.Class     { return device.CPU }
 func (c *counter) Open() error             { return c.openErr }
 func (c *counter) Rails() []string         { return []string{"rail"} }
 func (c *counter) Read() ([]uint64, error) { return []uint64{c.v}, nil }
@@ -97,11 +97,11 @@ func TestProbeToleratesOneMiss(t *testing.T) {
 
 func TestOpenErrorIsTheStatus(t *testing.T) {
 	m := &Meter{Sources: []Source{&counter{openErr: &StatusError{State: NoLibrary, Detail: "no NVML library"}}}, NumCPU: 2,
-		TDP: map[device.Class]TDP{device.Cpu: {MilliWatts: 10_000, Origin: "configured"}}}
+		TDP: map[device.Class]TDP{device.CPU: {MilliWatts: 10_000, Origin: "configured"}}}
 	if st := m.Statuses()[0]; st.State != NoLibrary {
 		t.Fatalf("status %v", st)
 	}
-	rs := m.Start().Stop(RunCPU{}, []device.Class{device.Cpu})[device.Cpu]
+	rs := m.Start().Stop(RunCPU{}, []device.Class{device.CPU})[device.CPU]
 	if len(rs) != 1 || rs[0].Provenance != receipt.Estimator || !strings.Contains(rs[0].Basis, "as if one CPU were busy") || !strings.Contains(rs[0].Basis, "no NVML library") {
 		t.Fatalf("readings %+v", rs)
 	}
@@ -130,7 +130,7 @@ func TestTDP(t *testing.T) {
 		t.Fatalf("unknown: %+v", d)
 	}
 	m, err := ParseTDP("cpu=225W, gpu=700")
-	if err != nil || m[device.Cpu].MilliWatts != 225_000 || m[device.Gpu].MilliWatts != 700_000 {
+	if err != nil || m[device.CPU].MilliWatts != 225_000 || m[device.GPU].MilliWatts != 700_000 {
 		t.Fatalf("ParseTDP = %v, %v", m, err)
 	}
 	for _, bad := range []string{"cpu", "fpga=1W", "cpu=-1W", "cpu=lots"} {

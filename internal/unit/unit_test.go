@@ -16,7 +16,7 @@ func sample() Unit {
 	return Unit{
 		Kind: tier.Wasm, Image: addr.Of([]byte("module")), Entry: "hello.wasm",
 		Args: []string{"a", "b"}, Env: map[string]string{"Z": "1", "A": "2"},
-		Devices: []device.Class{device.Gpu, device.Cpu, device.Gpu}, Grants: addr.Of([]byte("g")),
+		Devices: []device.Class{device.GPU, device.CPU, device.GPU}, Grants: addr.Of([]byte("g")),
 		Limits: Limits{DeadlineMS: 60000, MemoryPages: 4096},
 	}
 }

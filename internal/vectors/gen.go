@@ -136,7 +136,7 @@ func sampleRunWith(k key.Private, change func(*parts)) (*run, error) {
 		u: unit.Unit{
 			Kind: tier.Wasm, Image: addr.Of([]byte("conformance module")), Entry: "hello.wasm",
 			Args: []string{"hello.wasm", "world"}, Env: map[string]string{"LANG": "C"},
-			Devices: []device.Class{device.Cpu},
+			Devices: []device.Class{device.CPU},
 			Limits:  unit.Limits{DeadlineMS: 60_000, MemoryPages: 4096},
 		},
 		log: func(e *grant.Enforcer) {
@@ -150,7 +150,7 @@ func sampleRunWith(k key.Private, change func(*parts)) (*run, error) {
 		},
 		r: receipt.Receipt{
 			StartNS: start, EndNS: end, Fuel: &fuel,
-			Devices: []receipt.Device{{Class: device.Cpu, Readings: []receipt.Reading{
+			Devices: []receipt.Device{{Class: device.CPU, Readings: []receipt.Reading{
 				{Provenance: receipt.ModelBased, Scope: receipt.ScopeAlt, Source: "wasm-fuel", StartNS: start, EndNS: end,
 					UJ: 24_691, Basis: "fuel 1234567 × 0.02 µJ per unit (model wasm-fuel/1, calibrated on the reference host)"},
 				{Provenance: receipt.Estimator, Scope: receipt.ScopeRun, Source: "tdp", StartNS: start, EndNS: end,
@@ -162,7 +162,7 @@ func sampleRunWith(k key.Private, change func(*parts)) (*run, error) {
 			Executor: "conformance/v1",
 			Hardware: attest.Hardware{
 				Host:    attest.Host{Name: "conformance-host", OS: "linux", Arch: "amd64", Kernel: "6.1.0", CPU: "Example CPU"},
-				Devices: []attest.Device{{Class: device.Cpu, Model: "Example CPU", Driver: "linux"}},
+				Devices: []attest.Device{{Class: device.CPU, Model: "Example CPU", Driver: "linux"}},
 			},
 			Outcome: attest.Outcome{Status: attest.Exited, ExitCode: &zero},
 			Started: attest.Time(t0), Ended: attest.Time(t0.Add(250 * time.Millisecond)),
@@ -550,11 +550,11 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 			}},
 		{"run-device-unaccounted", "the unit asks for Cpu and Gpu, a compute grant gives each, and the receipt accounts Cpu only", reject.Invalid,
 			func(p *parts) {
-				p.u.Devices = []device.Class{device.Cpu, device.Gpu}
-				p.g.Compute = append(p.g.Compute, grant.Compute{Class: device.Gpu, Budget: 5 * energy.Joule})
+				p.u.Devices = []device.Class{device.CPU, device.GPU}
+				p.g.Compute = append(p.g.Compute, grant.Compute{Class: device.GPU, Budget: 5 * energy.Joule})
 			}},
 		{"run-device-not-granted", "the unit asks for Gpu, and no compute grant gives it", reject.Invalid,
-			func(p *parts) { p.u.Devices = []device.Class{device.Cpu, device.Gpu} }},
+			func(p *parts) { p.u.Devices = []device.Class{device.CPU, device.GPU} }},
 		{"run-receipt-interval", "the receipt's interval starts a millisecond before the run the attestation states", reject.Invalid,
 			func(p *parts) {
 				p.r.StartNS -= 1_000_000
@@ -805,7 +805,7 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 	}
 	neg("receipt-fuel-zero.cose", verify.KindReceipt, reject.Invalid, "fuel 0: a run that counted no fuel omits the field (entering a module costs fuel); signed", b)
 	two := good.rcpt
-	two.Devices = []receipt.Device{{Class: device.Gpu, Readings: []receipt.Reading{{Provenance: receipt.Estimator, Scope: receipt.ScopeRun, Source: "tdp",
+	two.Devices = []receipt.Device{{Class: device.GPU, Readings: []receipt.Reading{{Provenance: receipt.Estimator, Scope: receipt.ScopeRun, Source: "tdp",
 		StartNS: good.rcpt.StartNS, EndNS: good.rcpt.EndNS, UJ: 1, Basis: "b"}}}, good.rcpt.Devices[0]}
 	for i := range two.Devices {
 		m, e, _ := receipt.Sums(two.Devices[i].Readings)

@@ -374,7 +374,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	if len(j.Grants.Net) > 0 {
 		return nil, fmt.Errorf("S2 cannot honour network grants (%s): WASI preview 1 has no way to open a connection; run the program natively (S1) for network access", j.Grants.Net[0])
 	}
-	budget, ok := j.Grants.Budget(device.Cpu)
+	budget, ok := j.Grants.Budget(device.CPU)
 	if !ok {
 		return nil, fmt.Errorf("a wasm unit runs on fuel bought from a Cpu compute grant; add one, e.g. --grant cpu:10J")
 	}
@@ -498,7 +498,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	// The run's Cpu figure is its fuel, priced as the budget bought it:
 	// never more than the budget. (The host shows the meter's figure
 	// beside it.)
-	res.Readings = map[device.Class][]receipt.Reading{device.Cpu: {{
+	res.Readings = map[device.Class][]receipt.Reading{device.CPU: {{
 		Provenance: receipt.ModelBased, Scope: receipt.ScopeRun, Source: e.cfg.Model.Name,
 		StartNS: uint64(res.Start.UnixNano()), EndNS: uint64(res.End.UnixNano()),
 		UJ:    e.cfg.Model.Energy(used),

@@ -48,7 +48,7 @@ type Source struct {
 func (s *Source) Name() string { return "nvml" }
 
 // Class implements meter.Source.
-func (s *Source) Class() device.Class { return device.Gpu }
+func (s *Source) Class() device.Class { return device.GPU }
 
 // Interval implements meter.Source. NVML counters update about every 10
 // ms on some systems and more slowly on others; 100 ms is safe.
@@ -148,7 +148,7 @@ func (s *Source) RatedPower() (uint64, string, bool) {
 func (s *Source) Devices() []attest.Device {
 	out := make([]attest.Device, len(s.ids))
 	for i := range s.ids {
-		out[i] = attest.Device{Class: device.Gpu, Model: s.names[i], Driver: "nvidia " + s.driver, ID: s.ids[i]}
+		out[i] = attest.Device{Class: device.GPU, Model: s.names[i], Driver: "nvidia " + s.driver, ID: s.ids[i]}
 	}
 	return out
 }

@@ -62,7 +62,7 @@ func setup(lib *fakeLib, tick func()) (*meter.Meter, *clock, *Source) {
 	c := &clock{t: time.Unix(1e9, 0), tick: tick}
 	src := &Source{Lib: lib}
 	return &meter.Meter{Sources: []meter.Source{src}, NumCPU: 8, Now: c.now, Sleep: c.sleep, Interval: time.Hour,
-		TDP: map[device.Class]meter.TDP{device.Gpu: {MilliWatts: 700_000, Origin: "configured"}}}, c, src
+		TDP: map[device.Class]meter.TDP{device.GPU: {MilliWatts: 700_000, Origin: "configured"}}}, c, src
 }
 
 func TestLive(t *testing.T) {
@@ -73,24 +73,24 @@ func TestLive(t *testing.T) {
 		t.Fatalf("status %v", st)
 	}
 	devs := src.Devices()
-	if len(devs) != 1 || devs[0].Model != "NVIDIA H200" || devs[0].ID != "GPU-1234" || devs[0].Driver != "nvidia 550.54.15" || devs[0].Class != device.Gpu {
+	if len(devs) != 1 || devs[0].Model != "NVIDIA H200" || devs[0].ID != "GPU-1234" || devs[0].Driver != "nvidia 550.54.15" || devs[0].Class != device.GPU {
 		t.Fatalf("identity %+v", devs)
 	}
 	// Shared: the counter is host context; the run's figure is the power
 	// limit over the wall time, never a CPU-time share.
 	sp := m.Start()
 	c.sleep(time.Second)
-	rs := sp.Stop(meter.RunCPU{Time: time.Second, Known: true, Source: "t"}, []device.Class{device.Gpu})[device.Gpu]
+	rs := sp.Stop(meter.RunCPU{Time: time.Second, Known: true, Source: "t"}, []device.Class{device.GPU})[device.GPU]
 	if len(rs) != 2 || rs[0].Provenance != receipt.Estimator || rs[0].Scope != receipt.ScopeRun || rs[0].UJ != 700*energy.Joule ||
 		!strings.Contains(rs[0].Basis, "not held by one run at a time") ||
 		rs[1].Provenance != receipt.HwShunt || rs[1].Scope != receipt.ScopeHost || rs[1].UJ != 7_000_000 || rs[1].Source != "nvml:GPU-1234" {
 		t.Fatalf("readings %+v", rs)
 	}
 	// Held by one run at a time: the whole delta is the run's.
-	m.Exclusive = map[device.Class]bool{device.Gpu: true}
+	m.Exclusive = map[device.Class]bool{device.GPU: true}
 	sp = m.Start()
 	c.sleep(time.Second)
-	rs = sp.Stop(meter.RunCPU{Time: time.Millisecond, Known: true, Source: "t"}, []device.Class{device.Gpu})[device.Gpu]
+	rs = sp.Stop(meter.RunCPU{Time: time.Millisecond, Known: true, Source: "t"}, []device.Class{device.GPU})[device.GPU]
 	if len(rs) != 2 || rs[1].Scope != receipt.ScopeRun || rs[1].UJ != 7_000_000 || !strings.Contains(rs[1].Basis, "one run at a time") {
 		t.Fatalf("exclusive readings %+v", rs)
 	}
@@ -112,7 +112,7 @@ func TestDriverReloadIsNotAWrap(t *testing.T) {
 	sp := m.Start()
 	c.sleep(time.Second)
 	g.mj = 500 // the driver reloaded: the counter restarted
-	rs := sp.Stop(meter.RunCPU{Time: time.Second, Known: true, Source: "t"}, []device.Class{device.Gpu})[device.Gpu]
+	rs := sp.Stop(meter.RunCPU{Time: time.Second, Known: true, Source: "t"}, []device.Class{device.GPU})[device.GPU]
 	if len(rs) != 1 || rs[0].Provenance != receipt.Estimator || !strings.Contains(rs[0].Basis, "driver reload") {
 		t.Fatalf("readings after a reload %+v", rs)
 	}
@@ -147,10 +147,10 @@ func TestNoEnergyCounter(t *testing.T) {
 func TestEstimateUsesThePowerLimit(t *testing.T) {
 	g := &fakeGPU{uuid: "GPU-9", mj: 1, limit: 350_000}
 	m, c, _ := setup(&fakeLib{gpus: []*fakeGPU{g}}, nil) // frozen: not live
-	delete(m.TDP, device.Gpu)
+	delete(m.TDP, device.GPU)
 	sp := m.Start()
 	c.sleep(2 * time.Second)
-	rs := sp.Stop(meter.RunCPU{Time: time.Second, Known: true, Source: "t"}, []device.Class{device.Gpu})[device.Gpu]
+	rs := sp.Stop(meter.RunCPU{Time: time.Second, Known: true, Source: "t"}, []device.Class{device.GPU})[device.GPU]
 	if len(rs) != 1 || rs[0].Provenance != receipt.Estimator || rs[0].UJ != 700*energy.Joule || !strings.Contains(rs[0].Basis, "NVML enforced power limit") {
 		t.Fatalf("readings %+v", rs)
 	}

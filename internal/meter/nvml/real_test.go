@@ -48,7 +48,7 @@ func TestRealNVML(t *testing.T) {
 	}
 	sp := m.Start()
 	time.Sleep(2 * time.Second)
-	rs := sp.Stop(meter.RunCPU{Time: 2 * time.Second, Known: true, Source: "wall"}, []device.Class{device.Gpu})[device.Gpu]
+	rs := sp.Stop(meter.RunCPU{Time: 2 * time.Second, Known: true, Source: "wall"}, []device.Class{device.GPU})[device.GPU]
 	for _, r := range rs {
 		t.Logf("reading: %s %s %s = %s (%.1f W over 2 s) %s", r.Provenance, r.Scope, r.Source, r.UJ, float64(r.UJ)/2e6, r.Basis)
 	}

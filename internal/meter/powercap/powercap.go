@@ -52,7 +52,7 @@ func (s *Source) Name() string {
 }
 
 // Class implements meter.Source.
-func (s *Source) Class() device.Class { return device.Cpu }
+func (s *Source) Class() device.Class { return device.CPU }
 
 // Interval implements meter.Source.
 func (s *Source) Interval() time.Duration {

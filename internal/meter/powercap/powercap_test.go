@@ -81,7 +81,7 @@ func (c *fakeClock) sleep(d time.Duration) {
 func newMeter(c *fakeClock, srcs ...meter.Source) *meter.Meter {
 	return &meter.Meter{
 		Sources: srcs, NumCPU: 4, Now: c.now, Sleep: c.sleep, Interval: time.Hour,
-		TDP: map[device.Class]meter.TDP{device.Cpu: {MilliWatts: 100_000, Origin: "configured"}},
+		TDP: map[device.Class]meter.TDP{device.CPU: {MilliWatts: 100_000, Origin: "configured"}},
 	}
 }
 
@@ -118,7 +118,7 @@ func TestIntelOneSocket(t *testing.T) {
 	for range 10 {
 		c.sleep(100 * time.Millisecond)
 	}
-	rs := sp.Stop(meter.RunCPU{Time: 500 * time.Millisecond, Known: true, Source: "test"}, []device.Class{device.Cpu})[device.Cpu]
+	rs := sp.Stop(meter.RunCPU{Time: 500 * time.Millisecond, Known: true, Source: "test"}, []device.Class{device.CPU})[device.CPU]
 	if len(rs) != 3 {
 		t.Fatalf("readings %+v", rs)
 	}
@@ -149,7 +149,7 @@ func TestTwoSocketsWithHexIndexes(t *testing.T) {
 	}
 	sp := m.Start()
 	c.sleep(time.Second)
-	rs := sp.Stop(meter.RunCPU{Time: time.Second, Known: true, Source: "test"}, []device.Class{device.Cpu})[device.Cpu]
+	rs := sp.Stop(meter.RunCPU{Time: time.Second, Known: true, Source: "test"}, []device.Class{device.CPU})[device.CPU]
 	if rs[0].UJ != 1000 || rs[0].Source != "powercap:package-0+package-1" {
 		t.Fatalf("host reading %+v (want both sockets summed)", rs[0])
 	}
@@ -173,7 +173,7 @@ func TestAMDPerDieMirrorsCountedOnce(t *testing.T) {
 	}
 	sp := m.Start()
 	c.sleep(time.Second)
-	rs := sp.Stop(meter.RunCPU{Time: time.Second, Known: true, Source: "test"}, []device.Class{device.Cpu})[device.Cpu]
+	rs := sp.Stop(meter.RunCPU{Time: time.Second, Known: true, Source: "test"}, []device.Class{device.CPU})[device.CPU]
 	if rs[0].UJ != 400 {
 		t.Fatalf("host reading %d, want 400 (one counter, not four)", rs[0].UJ)
 	}
@@ -214,7 +214,7 @@ func TestWrapMidSpan(t *testing.T) {
 	if after > before {
 		t.Fatalf("test did not wrap: %d → %d", before, after)
 	}
-	rs := sp.Stop(meter.RunCPU{Time: time.Second, Known: true, Source: "test"}, []device.Class{device.Cpu})[device.Cpu]
+	rs := sp.Stop(meter.RunCPU{Time: time.Second, Known: true, Source: "test"}, []device.Class{device.CPU})[device.CPU]
 	if rs[0].UJ != 1500 {
 		t.Fatalf("across a wrap: %d µJ, want 1500", rs[0].UJ)
 	}
@@ -228,7 +228,7 @@ func TestFrozenLumpyUnreadableAbsent(t *testing.T) {
 	if st := m.Statuses(); st[0].State != meter.Frozen {
 		t.Fatalf("frozen: %v", st)
 	}
-	rs := m.Start().Stop(meter.RunCPU{Time: time.Second, Known: true, Source: "cgroup"}, []device.Class{device.Cpu})[device.Cpu]
+	rs := m.Start().Stop(meter.RunCPU{Time: time.Second, Known: true, Source: "cgroup"}, []device.Class{device.CPU})[device.CPU]
 	if len(rs) != 1 || rs[0].Provenance != receipt.Estimator || !strings.Contains(rs[0].Basis, "powercap frozen") {
 		t.Fatalf("frozen host reading: %+v", rs)
 	}
@@ -286,7 +286,7 @@ func TestFailedReadIsAnErrorNotZero(t *testing.T) {
 	sp := m.Start()
 	fail = true
 	c.sleep(time.Second)
-	rs := sp.Stop(meter.RunCPU{Time: time.Second, Known: true, Source: "t"}, []device.Class{device.Cpu})[device.Cpu]
+	rs := sp.Stop(meter.RunCPU{Time: time.Second, Known: true, Source: "t"}, []device.Class{device.CPU})[device.CPU]
 	if len(rs) != 1 || rs[0].Provenance != receipt.Estimator || !strings.Contains(rs[0].Basis, "failed during the span") {
 		t.Fatalf("a failed read became a reading: %+v", rs)
 	}
@@ -312,7 +312,7 @@ func TestHeldCounterIsNoReading(t *testing.T) {
 	moving = false
 	sp := m.Start()
 	c.sleep(50 * time.Millisecond)
-	rs := sp.Stop(meter.RunCPU{Time: 10 * time.Millisecond, Known: true, Source: "t"}, []device.Class{device.Cpu})[device.Cpu]
+	rs := sp.Stop(meter.RunCPU{Time: 10 * time.Millisecond, Known: true, Source: "t"}, []device.Class{device.CPU})[device.CPU]
 	if len(rs) != 1 || rs[0].Provenance != receipt.Estimator || !strings.Contains(rs[0].Basis, "held across the span") {
 		t.Fatalf("held counter: %+v", rs)
 	}
