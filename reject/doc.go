@@ -1,4 +1,4 @@
-// Package reject names why a sealed artifact was refused.
+// Package reject names why a sealed file was refused.
 //
 // Every decoder and verifier in this module reports a refusal as an *Error
 // carrying a Code from the closed list below, where in the input it happened

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Code names one reason for refusing an artifact. A Code is itself an error,
+// Code names one reason for refusing an file. A Code is itself an error,
 // so errors.Is(err, reject.Signature) matches any *Error with that Code.
 type Code string
 
@@ -64,7 +64,7 @@ const (
 	Extended Code = "extended"
 	// Missing: an object a record binds is not present where it must be.
 	Missing Code = "missing"
-	// Unrecognised: the input is no artifact type this verifier knows.
+	// Unrecognised: the input is no kind of sealed file this verifier knows.
 	Unrecognised Code = "unrecognised"
 	// Phase: a run record's segment its phase does not allow: an
 	// execution or a suspension while parked, a resumption while active.

@@ -26,7 +26,7 @@ func DecodeGrants(b []byte) (Grants, error) { return grant.Decode(b) }
 func DecodeDecisions(b []byte) (Decisions, error) { return grant.DecodeLog(b) }
 
 // Dir verifies the run directory dir, trusting exactly the keys given.
-// It returns one Result per artifact and the first failure, nil when
+// It returns one Result per file and the first failure, nil when
 // every check passed. A valid run signed by a key not given fails with
 // reject.UntrustedKey.
 func Dir(dir string, trusted ...key.Public) ([]Result, error) {

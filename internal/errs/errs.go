@@ -16,7 +16,7 @@ const (
 	Internal    Category = iota // a bug or an unexpected host failure
 	Invalid                     // bad input: flags, grants, units, files
 	NotFound                    // a named thing does not exist
-	Integrity                   // a sealed artifact failed verification
+	Integrity                   // a sealed file failed verification
 	Untrusted                   // valid, but signed by a key not trusted
 	Denied                      // a grant does not allow it
 	Unavailable                 // a tier or device this host cannot provide

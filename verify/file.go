@@ -36,7 +36,7 @@ const (
 // RunFiles are every name a run directory may hold.
 var RunFiles = []string{FileAttestation, FileReceipt, FileUnit, FileGrants, FileDecisions, FileJournal, FileStdout, FileStderr}
 
-// Kinds of artifact.
+// Kinds of sealed file.
 const (
 	KindAttestation = "attestation"
 	KindReceipt     = "receipt"
@@ -50,16 +50,16 @@ const (
 	KindUnknown     = "unknown"
 )
 
-// Result is the verdict on one artifact.
+// Result is the verdict on one file.
 type Result struct {
 	Path string
 	Kind string
-	Addr addr.Addr // zero when the artifact could not be read
+	Addr addr.Addr // zero when the file could not be read
 	Note string    // what was established, for people
 	Err  error     // nil when every check passed
 }
 
-// Verifier verifies artifacts against a trust set.
+// Verifier verifies sealed files against a trust set.
 type Verifier struct {
 	Trust    key.Trust
 	ReadFile func(string) ([]byte, error) // os.ReadFile in production
@@ -74,7 +74,7 @@ func (v *Verifier) read(p string) ([]byte, error) {
 }
 
 // Path verifies a file or a run directory and returns one Result per
-// artifact.
+// file.
 func (v *Verifier) Path(p string) []Result {
 	fi, err := os.Stat(p)
 	if err != nil {
@@ -140,10 +140,10 @@ func (v *Verifier) Path(p string) []Result {
 		}
 		return []Result{r}
 	}
-	return []Result{{Path: p, Kind: KindUnknown, Addr: addr.Of(b), Err: reject.New(reject.Unrecognised, "", "not a sealed artifact this verifier knows (attestation, JCR-1 receipt, unit, grants, decision log, public key)")}}
+	return []Result{{Path: p, Kind: KindUnknown, Addr: addr.Of(b), Err: reject.New(reject.Unrecognised, "", "not a sealed file this verifier knows (attestation, JCR-1 receipt, unit, grants, decision log, public key)")}}
 }
 
-// Recognise names the kind of an artifact from its file name, then its
+// Recognise names the kind of a sealed file from its file name, then its
 // content.
 func Recognise(p string, b []byte) string {
 	switch filepath.Base(p) {
