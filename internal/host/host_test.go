@@ -16,6 +16,7 @@ import (
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guest"
 	"github.com/opensubstrate/sandbox/internal/meter"
@@ -46,7 +47,7 @@ func newBenchHost(t testing.TB) *Host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Host{Store: store.Of(d), Key: k, Executors: []Executor{w}}
+	return &Host{Store: store.Of(d), Key: k, Executors: []executor.Executor{w}}
 }
 
 func image(t *testing.T, name string) []byte {

@@ -16,6 +16,7 @@ import (
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/bare"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/hw"
 	images "github.com/opensubstrate/sandbox/internal/image"
 	"github.com/opensubstrate/sandbox/internal/meter"
@@ -119,7 +120,7 @@ func New(cfg Config) (*Host, error) {
 	if cfg.VMImage == "" {
 		cfg.VMImage = filepath.Join(s.Root(), "vm")
 	}
-	executors := []Executor{w, n, bare.Executor{}}
+	executors := []executor.Executor{w, n, bare.Executor{}}
 	jail := cfg.S1Helper // the same helper starts S1 runs and jails QEMU
 	if jail == "" {
 		jail, _ = native.HelperPath()

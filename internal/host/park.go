@@ -13,8 +13,8 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/canon"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/reject"
@@ -57,11 +57,11 @@ type ParkedExec struct {
 	Record *attest.RecordCite `json:"record,omitempty"`
 	// Journal is its journal up to the park point; Boundary the host
 	// calls made before it; Memory its linear memory there.
-	Journal    addr.Addr    `json:"journal"`
-	Boundary   uint64       `json:"boundary"`
-	Memory     addr.Addr    `json:"memory"`
-	Handles    []job.Handle `json:"handles"`
-	NextHandle uint64       `json:"next_handle"`
+	Journal    addr.Addr         `json:"journal"`
+	Boundary   uint64            `json:"boundary"`
+	Memory     addr.Addr         `json:"memory"`
+	Handles    []executor.Handle `json:"handles"`
+	NextHandle uint64            `json:"next_handle"`
 	// Fuel is the fuel it had used when it parked.
 	Fuel  uint64   `json:"fuel"`
 	Notes []string `json:"notes,omitempty"`
@@ -175,7 +175,7 @@ func (e *ExecParkedError) Unavailable() bool { return true }
 // parkedRun is execute's answer for a run that parked: not sealed.
 type parkedRun struct {
 	p       *plan
-	parked  *job.Parked
+	parked  *executor.Parked
 	journal []byte
 }
 
@@ -264,7 +264,7 @@ func (h *Host) storePark(sb *Sandbox) (*addr.Addr, int64, error) {
 
 // continuation is a planned run that continues a parked exec.
 type continuation struct {
-	parked    *job.Parked
+	parked    *executor.Parked
 	entries   []journal.Entry
 	remap     map[string]string
 	unit      addr.Addr // the unit it must run as
@@ -393,7 +393,7 @@ func (h *Host) continued(sb *Sandbox, x ParkedExec) (Request, *continuation, err
 		Notes:  append(append([]string(nil), x.Notes...), fmt.Sprintf("parked after %d host calls when sandbox %s was suspended; continued after its resumption by replaying its journal to that point, where its memory and open files were checked against the parked ones: its output and journal are all of it, and its receipt counts the replay", x.Boundary, sb.ID)),
 	}
 	c := &continuation{
-		parked:  &job.Parked{Boundary: x.Boundary, MemoryAddr: x.Memory, Handles: x.Handles, NextHandle: x.NextHandle, Fuel: x.Fuel},
+		parked:  &executor.Parked{Boundary: x.Boundary, MemoryAddr: x.Memory, Handles: x.Handles, NextHandle: x.NextHandle, Fuel: x.Fuel},
 		entries: entries, unit: x.Unit, workspace: x.Workspace,
 	}
 	if x.Workspace != "" && sb.Workspace != "" && x.Workspace != sb.Workspace {

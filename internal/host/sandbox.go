@@ -19,8 +19,8 @@ import (
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/lifecycle"
 	"github.com/opensubstrate/sandbox/internal/manifest"
 	"github.com/opensubstrate/sandbox/internal/native"
@@ -651,7 +651,7 @@ func (h *Host) execIn(ctx context.Context, sb *Sandbox, req Request, n int, cont
 		x.stop = stop
 		sb.inflight[x] = true
 		sb.mu.Unlock()
-		req.OnStart = func(c job.Control) {
+		req.OnStart = func(c executor.Control) {
 			sb.mu.Lock()
 			x.park = c.Park
 			if x.wanted && c.Park != nil {
@@ -677,7 +677,7 @@ func (h *Host) execIn(ctx context.Context, sb *Sandbox, req Request, n int, cont
 			sb.leftover = append(sb.leftover, g)
 			sb.mu.Unlock()
 		}
-		run = func(ctx context.Context, j *job.Job) (*job.Result, error) {
+		run = func(ctx context.Context, j *executor.Job) (*executor.Result, error) {
 			res, err := sb.session.Run(ctx, j)
 			if res != nil && first {
 				res.Notes = append(sb.session.Notes(), res.Notes...)
@@ -688,7 +688,7 @@ func (h *Host) execIn(ctx context.Context, sb *Sandbox, req Request, n int, cont
 	if sb.vmsess != nil {
 		p.live = true
 		p.cgroupControllers = []string{"cpuacct"}
-		run = func(ctx context.Context, j *job.Job) (*job.Result, error) {
+		run = func(ctx context.Context, j *executor.Job) (*executor.Result, error) {
 			res, err := sb.vmsess.Run(ctx, j)
 			if res != nil && first {
 				res.Notes = append(sb.vmsess.Notes(), res.Notes...)

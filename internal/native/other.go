@@ -7,8 +7,8 @@ import (
 	"fmt"
 
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/tier"
@@ -20,7 +20,7 @@ func (e *Executor) Probe(context.Context) tier.Probe {
 }
 
 // Run refuses: S1 needs Linux.
-func (e *Executor) Run(context.Context, *job.Job) (*job.Result, error) {
+func (e *Executor) Run(context.Context, *executor.Job) (*executor.Result, error) {
 	return nil, fmt.Errorf("native: %w", ErrNotSupported)
 }
 
@@ -44,7 +44,7 @@ func (e *Executor) Open(context.Context, grant.Set, unit.Limits, *cgroup.Group, 
 }
 
 // Run refuses.
-func (s *Session) Run(context.Context, *job.Job) (*job.Result, error) {
+func (s *Session) Run(context.Context, *executor.Job) (*executor.Result, error) {
 	return nil, fmt.Errorf("native: %w", ErrNotSupported)
 }
 

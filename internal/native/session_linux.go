@@ -21,8 +21,8 @@ import (
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/egress"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
 	"github.com/opensubstrate/sandbox/internal/unit"
 )
@@ -265,11 +265,11 @@ var DrainAfter = 20 * time.Millisecond
 // made for the exec, with cpuacct) as its CPU group. Its deadline, a
 // budget stop or a cancelled ctx end the exec's process group, not the
 // sandbox.
-func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
+func (s *Session) Run(ctx context.Context, j *executor.Job) (*executor.Result, error) {
 	if !s.Alive() {
 		return nil, ErrSessionEnded
 	}
-	res := &job.Result{Executor: s.e.Name() + " (live sandbox)"}
+	res := &executor.Result{Executor: s.e.Name() + " (live sandbox)"}
 	if j.Enforcer != nil {
 		logBinds(s.sp, j.Enforcer, "committed when the sandbox is removed")
 	}
@@ -407,7 +407,7 @@ func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 			kill(syscall.SIGKILL)
 			got = wait()
 		case <-ctx.Done():
-			if errors.Is(context.Cause(ctx), job.ErrBudget) {
+			if errors.Is(context.Cause(ctx), executor.ErrBudget) {
 				ending.budget = true
 				kill(syscall.SIGKILL)
 				got = wait()
