@@ -30,6 +30,9 @@ const KillGrace = 2 * time.Second
 // Executor runs native programs at S0.
 type Executor struct{}
 
+// Executor is an executor, with no capability beyond running a job.
+var _ executor.Executor = Executor{}
+
 // Name is "bare".
 func (Executor) Name() string { return "bare" }
 

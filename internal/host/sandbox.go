@@ -779,7 +779,7 @@ func (h *Host) teardown(sb *Sandbox) error {
 	sb.mu.Unlock()
 	var errs []error
 	if sb.session != nil {
-		if _, err := sb.session.Close(); err != nil {
+		if err := sb.session.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("end sandbox %s: %w", sb.ID, err))
 		}
 	}

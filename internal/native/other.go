@@ -9,7 +9,6 @@ import (
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/native/s1init"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -55,7 +54,18 @@ func (s *Session) Alive() bool { return false }
 func (s *Session) Notes() []string { return nil }
 
 // Close does nothing.
-func (s *Session) Close() (s1init.Status, error) { return s1init.Status{}, nil }
+func (s *Session) Close() error { return nil }
+
+// Freeze refuses: S1 needs Linux.
+func (s *Session) Freeze(context.Context) error { return fmt.Errorf("native: %w", ErrNotSupported) }
+
+// Thaw refuses: S1 needs Linux.
+func (s *Session) Thaw(context.Context) error { return fmt.Errorf("native: %w", ErrNotSupported) }
+
+// Frozen refuses: S1 needs Linux.
+func (s *Session) Frozen(context.Context) (bool, string, error) {
+	return false, "", fmt.Errorf("native: %w", ErrNotSupported)
+}
 
 // hostIDs are the host identities S1 leases to runs; none off Linux.
 type hostIDs struct{}

@@ -30,13 +30,6 @@ func (e *Executor) Run(context.Context, *executor.Job) (*executor.Result, error)
 // Session: live S5 sandboxes need Linux.
 type Session struct{}
 
-// Snapshot is a memory image.
-type Snapshot struct {
-	Path string
-	Addr addr.Addr
-	Size int64
-}
-
 // Open refuses.
 func (e *Executor) Open(context.Context, grant.Set, unit.Limits, *cgroup.Group) (*Session, error) {
 	return nil, errNotSupported
@@ -53,12 +46,17 @@ func (e *Executor) BootImage() (addr.Addr, error) { return addr.Addr{}, errNotSu
 func (s *Session) Run(context.Context, *executor.Job) (*executor.Result, error) {
 	return nil, errNotSupported
 }
-func (s *Session) Notes() []string                                    { return nil }
-func (s *Session) Alive() bool                                        { return false }
-func (s *Session) Suspend(context.Context, string) (*Snapshot, error) { return nil, errNotSupported }
-func (s *Session) Continue(context.Context) error                     { return errNotSupported }
-func (s *Session) Paused(context.Context) (bool, string, error)       { return false, "", errNotSupported }
-func (s *Session) Close() error                                       { return nil }
+func (s *Session) Notes() []string { return nil }
+func (s *Session) Alive() bool     { return false }
+func (s *Session) Suspend(context.Context, string) (*executor.Snapshot, error) {
+	return nil, errNotSupported
+}
+func (s *Session) Freeze(context.Context) error                 { return errNotSupported }
+func (s *Session) Thaw(context.Context) error                   { return errNotSupported }
+func (s *Session) Frozen(context.Context) (bool, string, error) { return false, "", errNotSupported }
+func (s *Session) Continue(context.Context) error               { return errNotSupported }
+func (s *Session) Paused(context.Context) (bool, string, error) { return false, "", errNotSupported }
+func (s *Session) Close() error                                 { return nil }
 
 // Firecracker: S5 needs Linux.
 type Firecracker struct{}

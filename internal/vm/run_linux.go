@@ -44,16 +44,6 @@ const Nobody = 65534
 // editor, ...: /etc/alternatives holds links only).
 var SystemDirs = []string{"/usr", "/etc/alternatives"}
 
-// RefusedError is a grant S5 cannot honour as asked.
-type RefusedError struct{ What string }
-
-func (e *RefusedError) Error() string {
-	return "S5 cannot honour " + e.What
-}
-
-// Invalid: the request cannot run at S5 as given.
-func (e *RefusedError) Invalid() bool { return true }
-
 func check(j *executor.Job) error {
 	g := j.Grants
 	switch {

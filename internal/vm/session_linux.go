@@ -194,7 +194,7 @@ func (s *Session) Run(ctx context.Context, j *executor.Job) (*executor.Result, e
 // Suspend lets the guest unmount its shares (refused, with the reason,
 // while a process holds a file in one), pauses it, and writes its memory
 // image to path. The VM stays paused: Close it, or Continue it.
-func (s *Session) Suspend(ctx context.Context, path string) (*Snapshot, error) {
+func (s *Session) Suspend(ctx context.Context, path string) (*executor.Snapshot, error) {
 	if err := s.m.quiesce(ctx); err != nil {
 		s.m.setup(ctx) // mount again what it let go of
 		return nil, err
@@ -222,6 +222,16 @@ func (s *Session) Continue(ctx context.Context) error {
 	}
 	return s.m.setup(ctx)
 }
+
+// Freeze stops the VM's vCPUs through its monitor until Thaw: nothing of
+// the guest runs. Its shares stay mounted (Suspend lets go of them).
+func (s *Session) Freeze(ctx context.Context) error { return s.m.pause(ctx) }
+
+// Thaw lets the VM's vCPUs run on.
+func (s *Session) Thaw(ctx context.Context) error { return s.m.resume(ctx) }
+
+// Frozen is Paused: the monitor's word, not the guest's.
+func (s *Session) Frozen(ctx context.Context) (bool, string, error) { return s.Paused(ctx) }
 
 // Close ends the VM and the sandbox's egress proxy.
 func (s *Session) Close() error {

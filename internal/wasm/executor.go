@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -167,6 +168,14 @@ func (e *Executor) shared(k rtKey) (wazero.Runtime, error) {
 	})
 	return en.rt, en.err
 }
+
+// What S2 is, by the executor contract. Its sandboxes run each exec as
+// a run of its own (parked, not frozen): it opens no sessions.
+var (
+	_ executor.Executor = (*Executor)(nil)
+	_ executor.Limiter  = (*Executor)(nil)
+	_ io.Closer         = (*Executor)(nil)
+)
 
 // Close releases the runtimes and their compiled modules.
 func (e *Executor) Close() error {
