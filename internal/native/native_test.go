@@ -405,37 +405,6 @@ func TestDeadline(t *testing.T) {
 	}
 }
 
-// TestDocsListEveryDeniedSyscall keeps docs/s1.md true to the filter.
-func TestDocsListEveryDeniedSyscall(t *testing.T) {
-	root, _ := guest.Root()
-	b, err := os.ReadFile(filepath.Join(root, "docs", "s1.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range Denied {
-		for _, n := range d.Names {
-			if !strings.Contains(string(b), "`"+n+"`") {
-				t.Errorf("docs/s1.md does not list %s", n)
-			}
-		}
-		if !strings.Contains(string(b), d.Why) {
-			t.Errorf("docs/s1.md lacks the reason %q", d.Why)
-		}
-	}
-	for _, r := range Restricted {
-		for _, n := range r.Names {
-			if !strings.Contains(string(b), "`"+n+"`") {
-				t.Errorf("docs/s1.md does not list %s", n)
-			}
-		}
-		for _, s := range []string{r.When, r.Why} {
-			if !strings.Contains(string(b), s) {
-				t.Errorf("docs/s1.md lacks %q", s)
-			}
-		}
-	}
-}
-
 func TestKernelPathGrantRefused(t *testing.T) {
 	for _, p := range []string{"/proc/self", "/dev", "/sys/kernel"} {
 		r := runNative(t, []string{"fs:" + p + ":ro"}, time.Minute, "/bin/true")

@@ -24,6 +24,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/confine/syscalls"
 	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/egress"
 	"github.com/opensubstrate/sandbox/internal/executor"
@@ -92,7 +93,7 @@ func (e *Executor) spec(storage []grant.Storage, root string) (*s1init.Spec, err
 	ex.UID, ex.GID = s1init.Nobody, s1init.Nobody
 	ex.KeepUID = b.UserNS
 	ex.NoFile = e.cfg.NoFile
-	f, err := filterProgram(b.UserNS)
+	f, err := syscalls.S1Filter(b.UserNS)
 	if err != nil {
 		return nil, err
 	}

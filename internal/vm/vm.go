@@ -42,7 +42,8 @@ type Config struct {
 	// system's.
 	EgressRoots *x509.CertPool
 	// Jail is the helper QEMU starts through, confined (sandbox's S1
-	// helper: s1init's VM jail); without one the probe refuses the rung.
+	// helper, which runs the monitor jail of internal/confine); without
+	// one the probe refuses the rung.
 	Jail string
 	// StateDir is the host's state directory, which no share may reach
 	// (nor contain, nor lie inside); "" guards none.
