@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/internal/builtin"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guest"
 	"github.com/opensubstrate/sandbox/internal/host"
@@ -39,7 +40,7 @@ func serve(t testing.TB, tokens ...string) (*host.Host, *Server, *client.Client)
 		t.Fatal(err)
 	}
 	home := t.TempDir()
-	h, err := host.New(host.Config{Home: home, Warm: true, S1Helper: helper, Memory: 256 << 20, Pids: 128})
+	h, err := host.New(host.Config{Home: home, Warm: true, Executors: builtin.Config{S1Helper: helper, Memory: 256 << 20, Pids: 128}.Executors})
 	if err != nil {
 		t.Fatal(err)
 	}
