@@ -148,6 +148,14 @@ func (e Executor) Run(ctx context.Context, j *executor.Job) (*executor.Result, e
 			err = <-done
 		}
 	}
+	if how != "" {
+		// A run that was ended leaves nothing running: what its program
+		// left (a background job ignores an interrupt) ends with it.
+		killGroup(cmd)
+		if j.Cgroup != nil {
+			j.Cgroup.Kill(KillGrace)
+		}
+	}
 	res.End = time.Now()
 	res.Outcome, res.Signal = outcome(cmd, err, how)
 	return res, nil

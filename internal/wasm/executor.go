@@ -453,6 +453,9 @@ func (e *Executor) Run(ctx context.Context, j *executor.Job) (*executor.Result, 
 		WithOsyield(func() {}).
 		WithRandSource(b).
 		WithStartFunctions() // _start is called below, after the fuel is set
+	if j.Stdin != nil {
+		mc = mc.WithStdin(j.Stdin)
+	}
 	keys := make([]string, 0, len(j.Unit.Env))
 	for k := range j.Unit.Env {
 		keys = append(keys, k)
