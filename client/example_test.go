@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/internal/builtin"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/live"
@@ -72,7 +73,7 @@ func TestExampleAgainstAService(t *testing.T) {
 		t.Fatal(err)
 	}
 	home := t.TempDir()
-	h, err := host.New(host.Config{Home: home, Warm: true, S1Helper: helper})
+	h, err := host.New(host.Config{Home: home, Warm: true, Executors: builtin.Config{S1Helper: helper}.Executors})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/host"
-	"github.com/opensubstrate/sandbox/internal/job"
 )
 
 // The exit statuses of `sandbox run` that are sandbox's own (host's).
@@ -71,7 +71,7 @@ func runErrorExit(err error) int {
 		return ce.e.ExitStatus // the service's 126 or 127
 	case errors.As(err, &pe) && pe.NotFound:
 		return exitNotFound
-	case errors.As(err, &pe), errors.Is(err, job.ErrNotExecutable):
+	case errors.As(err, &pe), errors.Is(err, executor.ErrNotExecutable):
 		return exitCannotExec
 	case errors.As(err, &in):
 		return exitSignalBase + int(in.sig)

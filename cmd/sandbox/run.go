@@ -20,6 +20,7 @@ import (
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/energy"
+	"github.com/opensubstrate/sandbox/internal/builtin"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
@@ -48,13 +49,16 @@ func (g *globals) host() (*live.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := host.New(host.Config{
-		Home: d.Root, Rand: randReader(), MemoryPages: g.memoryPages, Memory: mem, Pids: g.pids, CPUs: g.cpus,
-		Warm: g.warm, EgressRoots: roots, CgroupRoot: os.Getenv("SANDBOX_CGROUP_ROOT"), SysfsRoot: os.Getenv("SANDBOX_SYSFS_ROOT"),
-		TDP:     os.Getenv("SANDBOX_TDP"),
+	executors := builtin.Config{
+		MemoryPages: g.memoryPages, Memory: mem, Pids: g.pids, CPUs: g.cpus, EgressRoots: roots,
 		VMImage: os.Getenv("SANDBOX_VM_IMAGE"), VMAccel: os.Getenv("SANDBOX_VM_ACCEL"),
-		Warn: func(m string) { fmt.Fprintf(g.stderr, "sandbox: warning: %s\n", m) },
-		Log:  g.log,
+	}
+	h, err := host.New(host.Config{
+		Home: d.Root, Rand: randReader(), Warm: g.warm, CgroupRoot: os.Getenv("SANDBOX_CGROUP_ROOT"), SysfsRoot: os.Getenv("SANDBOX_SYSFS_ROOT"),
+		TDP:       os.Getenv("SANDBOX_TDP"),
+		Warn:      func(m string) { fmt.Fprintf(g.stderr, "sandbox: warning: %s\n", m) },
+		Log:       g.log,
+		Executors: executors.Executors,
 	})
 	var ce *host.ConfigError
 	if errors.As(err, &ce) && ce.Field == "TDP" {

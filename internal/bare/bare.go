@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/attest"
-	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -29,6 +29,9 @@ const KillGrace = 2 * time.Second
 
 // Executor runs native programs at S0.
 type Executor struct{}
+
+// Executor is an executor, with no capability beyond running a job.
+var _ executor.Executor = Executor{}
 
 // Name is "bare".
 func (Executor) Name() string { return "bare" }
@@ -60,7 +63,7 @@ func (e *RefusedError) Error() string {
 func (e *RefusedError) Invalid() bool { return true }
 
 // check refuses the grants whose only point is a restriction.
-func check(j *job.Job) error {
+func check(j *executor.Job) error {
 	g := j.Grants
 	switch {
 	case len(g.Exec.Allow) > 0 || len(g.Exec.Deny) > 0:
@@ -84,11 +87,11 @@ func check(j *job.Job) error {
 }
 
 // Run runs the unit's program as a host process.
-func (e Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
+func (e Executor) Run(ctx context.Context, j *executor.Job) (*executor.Result, error) {
 	if err := check(j); err != nil {
 		return nil, err
 	}
-	res := &job.Result{Executor: e.Name(), Notes: []string{Note}}
+	res := &executor.Result{Executor: e.Name(), Notes: []string{Note}}
 	u := j.Unit
 	args := u.Args
 	if len(args) == 0 {
@@ -111,7 +114,7 @@ func (e Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		return res, nil
 	}
 	if j.OnStart != nil {
-		j.OnStart(job.Control{})
+		j.OnStart(executor.Control{})
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -131,7 +134,7 @@ func (e Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		err = <-done
 	case <-ctx.Done():
 		how = "canceled"
-		if errors.Is(context.Cause(ctx), job.ErrBudget) {
+		if errors.Is(context.Cause(ctx), executor.ErrBudget) {
 			how = "budget"
 			killGroup(cmd)
 			err = <-done
@@ -143,6 +146,14 @@ func (e Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		case <-time.After(KillGrace):
 			killGroup(cmd)
 			err = <-done
+		}
+	}
+	if how != "" {
+		// A run that was ended leaves nothing running: what its program
+		// left (a background job ignores an interrupt) ends with it.
+		killGroup(cmd)
+		if j.Cgroup != nil {
+			j.Cgroup.Kill(KillGrace)
 		}
 	}
 	res.End = time.Now()

@@ -9,12 +9,12 @@ import (
 
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
-	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/executor"
 )
 
 // start starts cmd in the run's cgroup (stopped at its first
 // instruction until it is placed), in a process group of its own.
-func start(cmd *exec.Cmd, j *job.Job) error {
+func start(cmd *exec.Cmd, j *executor.Job) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	return cgroup.StartIn(cmd, j.Cgroup)
 }
@@ -44,7 +44,7 @@ func outcome(cmd *exec.Cmd, err error, how string) (attest.Outcome, syscall.Sign
 		c := st.ExitStatus()
 		return attest.Outcome{Status: attest.Exited, ExitCode: &c}, 0
 	case st.Signaled():
-		return job.SignalOutcome(st.Signal(), ""), st.Signal()
+		return executor.SignalOutcome(st.Signal(), ""), st.Signal()
 	}
 	return attest.Outcome{Status: attest.Failed, Detail: fmt.Sprint(err)}, 0
 }

@@ -8,10 +8,10 @@ import (
 	"syscall"
 
 	"github.com/opensubstrate/sandbox/attest"
-	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/executor"
 )
 
-func start(*exec.Cmd, *job.Job) error { return ErrNotSupported }
+func start(*exec.Cmd, *executor.Job) error { return ErrNotSupported }
 
 func killGroup(cmd *exec.Cmd) { cmd.Process.Kill() }
 

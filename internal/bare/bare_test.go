@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/opensubstrate/sandbox/attest"
-	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/unit"
 )
 
@@ -23,7 +23,7 @@ func TestStartFailures(t *testing.T) {
 		entry string
 		errno syscall.Errno
 	}{{"/no/such/program", syscall.ENOENT}, {plain, syscall.EACCES}} {
-		res, err := Executor{}.Run(context.Background(), &job.Job{Unit: unit.Unit{Entry: tc.entry}})
+		res, err := Executor{}.Run(context.Background(), &executor.Job{Unit: unit.Unit{Entry: tc.entry}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -77,7 +77,7 @@ func S1Helper() (string, error) {
 		return "", err
 	}
 	var key strings.Builder
-	for _, d := range []string{"cmd/sandbox-s1", "internal/native/s1init"} {
+	for _, d := range []string{"cmd/sandbox-s1", "internal/native/s1init", "internal/confine"} {
 		k, err := sourceKey(filepath.Join(root, d), runtime.Version())
 		if err != nil {
 			return "", err

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/wasm"
 	"github.com/opensubstrate/sandbox/tier"
@@ -137,7 +138,7 @@ func TestCacheRewriteSealedRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Executors = []Executor{w}
+	h.Executors = []executor.Executor{w}
 	hello, cat := image(t, "hello"), image(t, "cat")
 	run := func(img []byte, args ...string) (*Run, string) {
 		var out bytes.Buffer
@@ -166,7 +167,7 @@ func TestCacheRewriteSealedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	h.Executors = []Executor{w}
+	h.Executors = []executor.Executor{w}
 	r, out := run(hello, "hello", "sealed")
 	if out != "hello, sealed\n" {
 		t.Fatalf("the rewritten cache ran other code: %q", out)

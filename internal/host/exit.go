@@ -4,7 +4,7 @@ import (
 	"syscall"
 
 	"github.com/opensubstrate/sandbox/attest"
-	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/executor"
 )
 
 // The exit statuses of a run that are sandbox's own, chosen to be the
@@ -26,7 +26,7 @@ const (
 )
 
 // ExitStatus maps how a guest ended to an exit status, and whose it is.
-func ExitStatus(res *job.Result) (int, string) {
+func ExitStatus(res *executor.Result) (int, string) {
 	o := res.Outcome
 	switch o.Status {
 	case attest.Exited:

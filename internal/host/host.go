@@ -18,11 +18,11 @@ import (
 	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/crash"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/hw"
 	images "github.com/opensubstrate/sandbox/internal/image"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/meter"
 	"github.com/opensubstrate/sandbox/internal/store"
@@ -33,22 +33,6 @@ import (
 	"github.com/opensubstrate/sandbox/tier"
 	"github.com/opensubstrate/sandbox/verify"
 )
-
-// Executor runs units of one kind at one tier.
-type Executor interface {
-	Name() string
-	Tier() tier.Tier
-	Kind() tier.Kind
-	// Probe shows whether the tier's confinement really applies here.
-	Probe(ctx context.Context) tier.Probe
-	Run(ctx context.Context, j *job.Job) (*job.Result, error)
-}
-
-// DeviceGiver is an Executor that gives a run devices besides the CPU
-// (device nodes, a passthrough), so that a unit asking for them gets them.
-type DeviceGiver interface {
-	Gives(device.Class) bool
-}
 
 // DeviceError refuses a unit that asks for a device class its executor
 // cannot give it: a run that asked for a GPU and got none would be metered
@@ -77,12 +61,12 @@ func (e *DeviceError) Unwrap() error { return device.ErrUnavailable }
 
 // admitDevices refuses a unit whose device classes the executor cannot
 // give. Every executor gives the CPU.
-func admitDevices(ex Executor, classes []device.Class) error {
+func admitDevices(ex executor.Executor, classes []device.Class) error {
 	for _, c := range classes {
 		if c == device.CPU {
 			continue
 		}
-		if g, ok := ex.(DeviceGiver); ok && g.Gives(c) {
+		if g, ok := ex.(executor.DeviceGiver); ok && g.Gives(c) {
 			continue
 		}
 		return &DeviceError{Class: c, Executor: ex.Name(), Tier: ex.Tier()}
@@ -98,7 +82,7 @@ type Host struct {
 	// units can run in (STATE/images).
 	Images    images.Store
 	Key       key.Private
-	Executors []Executor
+	Executors []executor.Executor
 	Log       *slog.Logger
 	ProcRoot  string // "/proc"
 	// Meter measures each run's energy; nil means Estimator only, with a
@@ -176,7 +160,7 @@ type Request struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	// OnStart is called once the run has started, with its controls.
-	OnStart func(job.Control)
+	OnStart func(executor.Control)
 	// Notes are recorded in the attestation's notes (the sandbox a run
 	// is an exec of).
 	Notes []string
@@ -194,7 +178,7 @@ type Run struct {
 	Dir          string
 	Attestation  *attest.Attestation
 	Receipt      *receipt.Receipt
-	Result       *job.Result
+	Result       *executor.Result
 	Choice       tier.Choice
 	// Denied counts the refused decisions in its decision log.
 	Denied  int64
@@ -221,17 +205,11 @@ func (h *Host) Logger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// Limiter is an executor with limits of its own (set when it was made),
-// which a unit records as it runs under them.
-type Limiter interface {
-	DefaultLimits() unit.Limits
-}
-
 // effectiveLimits are the limits a run gets: the request's where it sets
 // them, else the executor's; the deadline is the request's.
-func effectiveLimits(ex Executor, req Request) unit.Limits {
+func effectiveLimits(ex executor.Executor, req Request) unit.Limits {
 	var l unit.Limits
-	if d, ok := ex.(Limiter); ok {
+	if d, ok := ex.(executor.Limiter); ok {
 		l = d.DefaultLimits()
 	}
 	r := req.Limits
@@ -247,12 +225,6 @@ func effectiveLimits(ex Executor, req Request) unit.Limits {
 		l.DeadlineMS = 1 // under a millisecond: still a deadline
 	}
 	return l
-}
-
-// Prewarmer is an executor that can start preparing its next run ahead
-// of it; Run calls Prewarm before preparing the run's records.
-type Prewarmer interface {
-	Prewarm()
 }
 
 // Close releases what the executors hold between runs (a warm init),
@@ -336,7 +308,7 @@ func (h *Host) Probe(ctx context.Context, t tier.Tier) tier.Probe {
 	}
 }
 
-func (h *Host) executor(ctx context.Context, t tier.Tier, k tier.Kind) (Executor, error) {
+func (h *Host) executor(ctx context.Context, t tier.Tier, k tier.Kind) (executor.Executor, error) {
 	for _, e := range h.Executors {
 		if e.Tier() == t && e.Kind() == k && h.ProbeOf(ctx, e).Available {
 			return e, nil
@@ -360,7 +332,7 @@ type Plan struct {
 	ub     []byte // the unit, canonical
 	ua     addr.Addr
 	choice tier.Choice
-	ex     Executor
+	ex     executor.Executor
 	// Live says the run joins a live sandbox, which has its own init
 	// (its grants were reached when it was made).
 	Live bool
@@ -377,7 +349,7 @@ type Plan struct {
 }
 
 // Executor is the executor the plan runs on.
-func (p *Plan) Executor() Executor { return p.ex }
+func (p *Plan) Executor() executor.Executor { return p.ex }
 
 // UnitAddr and UnitBytes are the unit as the record holds it;
 // GrantsAddr and GrantsBytes its grants; Request what it was made from.
@@ -449,15 +421,9 @@ func (h *Host) Plan(ctx context.Context, req Request) (*Plan, error) {
 	return &Plan{req: req, grants: g, gb: gb, ga: ga, unit: u, ub: ub, ua: ua, choice: choice, ex: ex, rootDir: rootDir}, nil
 }
 
-// RootProber is an executor that can run its probe in an image's root
-// filesystem.
-type RootProber interface {
-	ProbeRoot(ctx context.Context, root string) tier.Probe
-}
-
 // RootDir is where the root filesystem a is on this host ("" for zero),
 // checked by ex's probe from inside a child whose root it is.
-func (h *Host) RootDir(ctx context.Context, ex Executor, a addr.Addr) (string, error) {
+func (h *Host) RootDir(ctx context.Context, ex executor.Executor, a addr.Addr) (string, error) {
 	if a.IsZero() {
 		return "", nil
 	}
@@ -465,7 +431,7 @@ func (h *Host) RootDir(ctx context.Context, ex Executor, a addr.Addr) (string, e
 	if err != nil {
 		return "", err
 	}
-	rp, ok := ex.(RootProber)
+	rp, ok := ex.(executor.RootProber)
 	if !ok {
 		return "", fmt.Errorf("%w: the %s executor cannot run in an image's root filesystem", tier.ErrUnavailable, ex.Name())
 	}
@@ -485,7 +451,7 @@ func (h *Host) Run(ctx context.Context, req Request) (*Run, error) {
 }
 
 // RunFunc runs a job: an executor's Run, or a live sandbox's.
-type RunFunc func(context.Context, *job.Job) (*job.Result, error)
+type RunFunc func(context.Context, *executor.Job) (*executor.Result, error)
 
 // Execute runs a planned unit with run, meters it and seals it. A run
 // that parked (a continuation's executor parked it) is a *ParkedRun
@@ -501,7 +467,7 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 			return nil, err
 		}
 	}
-	if pw, ok := p.ex.(Prewarmer); ok && !p.Live {
+	if pw, ok := p.ex.(executor.Prewarmer); ok && !p.Live {
 		pw.Prewarm()
 	}
 	if req.Kind == tier.Wasm { // kept for replay, which only S2 runs have
@@ -529,7 +495,7 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 	defer stopRun(nil)
 	outT := &tee{caller: orDiscard(req.Stdout), record: files.out, hash: files.outH, kept: files.outK, limit: h.outputMax(), gone: func() { stopRun(ErrOutputClosed) }}
 	errT := &tee{caller: orDiscard(req.Stderr), record: files.err, hash: files.errH, kept: files.errK, limit: h.outputMax()}
-	j := &job.Job{
+	j := &executor.Job{
 		Unit: u, UnitAddr: p.ua, Image: req.Image, ImageAddr: u.Image, Grants: g, Enforcer: enf, Record: files.journal, KV: kvs,
 		Stdout:   outT,
 		Stderr:   errT,
@@ -682,7 +648,7 @@ func logCompute(enf *grant.Enforcer, u unit.Unit) {
 
 // logSpent records the end of a budget (class c's) as a refused compute
 // use.
-func logSpent(enf *grant.Enforcer, res *job.Result, g grant.Set, c device.Class) {
+func logSpent(enf *grant.Enforcer, res *executor.Result, g grant.Set, c device.Class) {
 	switch res.Outcome.Status {
 	case attest.OutOfFuel:
 		b, _ := g.Budget(device.CPU)
@@ -753,7 +719,7 @@ func (w *budgetWatch) watch(ctx context.Context, stop context.CancelCauseFunc, s
 					w.mu.Lock()
 					w.at = &budgetHit{class: l.c, budget: l.b, figure: f, interval: every}
 					w.mu.Unlock()
-					stop(job.ErrBudget)
+					stop(executor.ErrBudget)
 					return
 				}
 			}

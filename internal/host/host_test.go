@@ -15,6 +15,7 @@ import (
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/host/hosttest"
@@ -33,7 +34,7 @@ func newHost(t *testing.T) *Host { return newBenchHost(t) }
 
 func newBenchHost(t testing.TB) *Host {
 	d, k := hosttest.State(t)
-	return &Host{Store: store.Of(d), Key: k, Executors: []Executor{hosttest.S2(t, d, k)}}
+	return &Host{Store: store.Of(d), Key: k, Executors: []executor.Executor{hosttest.S2(t, d, k)}}
 }
 
 func image(t *testing.T, name string) []byte {

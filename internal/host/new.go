@@ -2,50 +2,36 @@ package host
 
 import (
 	"crypto/rand"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"syscall"
 
 	"github.com/opensubstrate/sandbox/device"
-	"github.com/opensubstrate/sandbox/internal/bare"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/hw"
 	images "github.com/opensubstrate/sandbox/internal/image"
 	"github.com/opensubstrate/sandbox/internal/meter"
 	"github.com/opensubstrate/sandbox/internal/meter/nvml"
 	"github.com/opensubstrate/sandbox/internal/meter/powercap"
-	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/store"
-	"github.com/opensubstrate/sandbox/internal/vm"
-	"github.com/opensubstrate/sandbox/internal/wasm"
 )
 
-// Config is what a host is made from: the state directory, the limits
-// its runs get by default, and the edges of this machine it reads.
+// Config is what a host is made from: the state directory, what makes
+// its executors, and the edges of this machine it reads.
 type Config struct {
 	// Home is the state directory (docs/spec/state.md).
 	Home string
 	// Rand makes the host key on first use; default crypto/rand.
 	Rand io.Reader
-	// MemoryPages caps a WASM guest's memory, in 64 KiB pages; default 4096.
-	MemoryPages uint32
-	// Memory, Pids and CPUs are a native run's cgroup limits; defaults
-	// 1 GiB, 512, none.
-	Memory int64
-	Pids   int64
-	CPUs   float64
 	// Warm keeps a started S1 init ready for the next run: for a host
 	// that runs many (the service); a one-shot run prewarms its own.
 	Warm bool
-	// EgressRoots verify credential-injected servers; default the system's.
-	EgressRoots *x509.CertPool
 	// CgroupRoot is where cgroups are mounted; default /sys/fs/cgroup.
 	// Runs get their own groups only when sandbox is root.
 	CgroupRoot string
@@ -57,20 +43,16 @@ type Config struct {
 	// written); default none.
 	Warn func(string)
 	Log  *slog.Logger
-	// S1Helper is the program S1 runs start as their init (default:
-	// sandbox-s1 beside this executable, else this executable).
-	S1Helper string
-	// VMImage is the directory of the S5 guest image native units with
-	// a kernel grant boot, and where vm units' kernels and initramfses
-	// are found (default: vm in the state directory; `sandbox vm build`
-	// makes it). VMAccel forces S5's accelerator ("kvm", "tcg").
-	VMImage string
-	VMAccel string
+	// Executors makes the executors the host runs units with, once the
+	// state directory and the key are open (builtin.Config.Executors
+	// makes the built-in ones); nil: none, and every tier is
+	// unavailable.
+	Executors func(executor.Site) ([]executor.Executor, error)
 }
 
 // New opens the state directory, takes this process's lease, and makes
-// the executors, the meter and the cgroup hierarchy this machine has.
-// Close releases what it holds.
+// the executors (cfg.Executors), the meter and the cgroup hierarchy this
+// machine has. Close releases what it holds.
 func New(cfg Config) (*Host, error) {
 	s, err := store.Open(cfg.Home)
 	if err != nil {
@@ -92,21 +74,13 @@ func New(cfg Config) (*Host, error) {
 		}
 		return nil, err
 	}
-	if cfg.MemoryPages == 0 {
-		cfg.MemoryPages = 4096
-	}
-	w, err := wasm.New(wasm.Config{
-		CacheDir: s.CacheDir(), CacheKey: k.Derive(wasm.CacheKeyContext), StateDir: s.Root(), MemoryLimitPages: cfg.MemoryPages,
-		Warn: cfg.Warn, TempName: s.Namer(),
-	})
-	if err != nil {
-		s.Lease.Close()
-		return nil, err
-	}
-	n, err := native.New(native.Config{StateDir: s.Root(), Memory: cfg.Memory, Pids: cfg.Pids, CPUs: cfg.CPUs, NoWarm: !cfg.Warm, EgressRoots: cfg.EgressRoots, TempName: s.Namer(), Self: cfg.S1Helper})
-	if err != nil {
-		s.Lease.Close()
-		return nil, err
+	var executors []executor.Executor
+	if cfg.Executors != nil {
+		site := executor.Site{StateDir: s.Root(), CacheDir: s.CacheDir(), TempName: s.Namer(), Derive: k.Derive, Warm: cfg.Warm, Warn: cfg.Warn}
+		if executors, err = cfg.Executors(site); err != nil {
+			s.Lease.Close()
+			return nil, err
+		}
 	}
 	m, err := newMeter(cfg.SysfsRoot, cfg.TDP)
 	if err != nil {
@@ -116,20 +90,6 @@ func New(cfg Config) (*Host, error) {
 	if err := OpenIndex(s); err != nil && cfg.Warn != nil {
 		cfg.Warn(fmt.Sprintf("runs are listed by a scan: %v", err))
 	}
-	if cfg.VMImage == "" {
-		cfg.VMImage = filepath.Join(s.Root(), "vm")
-	}
-	executors := []Executor{w, n, bare.Executor{}}
-	jail := cfg.S1Helper // the same helper starts S1 runs and jails QEMU
-	if jail == "" {
-		jail, _ = native.HelperPath()
-	}
-	vc := vm.Config{ImageDir: cfg.VMImage, Accel: cfg.VMAccel, EgressRoots: cfg.EgressRoots, StateDir: s.Root(),
-		MemoryMiB: int(cfg.Memory >> 20), CPUs: int(math.Ceil(cfg.CPUs)), Pids: cfg.Pids, TempName: s.Namer(), Jail: jail}
-	for _, e := range vm.New(vc) {
-		executors = append(executors, e)
-	}
-	executors = append(executors, vm.NewFirecracker(vc, ""))
 	h := &Host{Store: s, Key: k, Executors: executors, Meter: m, Log: cfg.Log, closeLease: true, Images: images.Store{Dir: filepath.Join(s.Root(), "images")}}
 	if cfg.Warm {
 		// A host that runs many makes each run's directory ahead.

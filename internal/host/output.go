@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/journal"
 )
 
@@ -119,7 +119,7 @@ func (t *tee) failed() error {
 // nothing of it is stored. The guest's own streams reached the caller
 // whole; Result says how the guest ended.
 type NotSealedError struct {
-	Result *job.Result
+	Result *executor.Result
 	Err    error
 }
 

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/verify"
 )
@@ -14,7 +14,7 @@ import (
 // exec a suspension parked): the journal of its parked part, replayed,
 // and the executor's park.
 type Continuation struct {
-	Parked    *job.Parked
+	Parked    *executor.Parked
 	Entries   []journal.Entry
 	Remap     map[string]string
 	Unit      addr.Addr // the unit it must run as
@@ -25,7 +25,7 @@ type Continuation struct {
 // sealed; the caller keeps what it needs to continue it.
 type ParkedRun struct {
 	Plan    *Plan
-	Parked  *job.Parked
+	Parked  *executor.Parked
 	Journal []byte // the parked part's journal
 }
 

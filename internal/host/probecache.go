@@ -10,18 +10,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/tier"
 )
-
-// ProbeKeyer is an executor whose probe result holds for as long as the
-// machine runs the same kernel since the same boot and the executor's
-// key (what it runs with: its helper's content address, its
-// configuration) is the same: the host keeps it in the state directory,
-// and a later process uses it instead of probing again.
-type ProbeKeyer interface {
-	ProbeKey() (string, error)
-}
 
 // cachedProbe is a probe result kept in cache/probes/NAME.json.
 type cachedProbe struct {
@@ -52,13 +44,13 @@ const ProbeRetry = 30 * time.Second
 // process when boot, kernel and key are unchanged (and the host is not
 // told to Reprobe); else probed now, and kept in the state directory if
 // available. An unavailable result is never kept beyond the process.
-func (h *Host) ProbeOf(ctx context.Context, e Executor) tier.Probe {
+func (h *Host) ProbeOf(ctx context.Context, e executor.Executor) tier.Probe {
 	h.probeMu.Lock()
 	defer h.probeMu.Unlock()
 	if r, ok := h.probes[e.Name()]; ok && (r.Available || h.Now().Sub(r.at) < ProbeRetry) {
 		return r.Probe
 	}
-	k, ok := e.(ProbeKeyer)
+	k, ok := e.(executor.ProbeKeyer)
 	if !ok || h.Store == nil {
 		p := e.Probe(ctx)
 		h.remember(e.Name(), p)

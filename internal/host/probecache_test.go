@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -19,7 +19,7 @@ type flakyExec struct {
 func (f *flakyExec) Name() string    { return "flaky" }
 func (f *flakyExec) Tier() tier.Tier { return tier.S1 }
 func (f *flakyExec) Kind() tier.Kind { return tier.Native }
-func (f *flakyExec) Run(context.Context, *job.Job) (*job.Result, error) {
+func (f *flakyExec) Run(context.Context, *executor.Job) (*executor.Result, error) {
 	panic("not run")
 }
 func (f *flakyExec) Probe(context.Context) tier.Probe {
@@ -46,7 +46,7 @@ func TestFailedProbeIsTriedAgain(t *testing.T) {
 		now := time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)
 		h.Clock = func() time.Time { return now }
 		f := &flakyExec{failures: 1}
-		var e Executor = f
+		var e executor.Executor = f
 		if keyed {
 			e = keyedFlaky{f}
 		}

@@ -3,16 +3,10 @@ package host
 import (
 	"os"
 
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 )
-
-// Helpers is an executor that has the host run programs of sandbox's own
-// besides sandbox itself (S1's helper, which also jails QEMU): no
-// writable grant may reach them.
-type Helpers interface {
-	Helpers() []string
-}
 
 // guard is what no storage grant of this host may reach, at any tier:
 // the state directory, and sandbox's binaries (its own and its
@@ -23,7 +17,7 @@ func (h *Host) guard() (hostpath.Guard, error) {
 		exe, _ := os.Executable()
 		bins := []string{exe}
 		for _, e := range h.Executors {
-			if x, ok := e.(Helpers); ok {
+			if x, ok := e.(executor.Helpers); ok {
 				bins = append(bins, x.Helpers()...)
 			}
 		}

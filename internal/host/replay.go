@@ -11,8 +11,8 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/reject"
@@ -104,7 +104,7 @@ func (h *Host) Replay(ctx context.Context, dir string, stdout, stderr io.Writer)
 	enf := grant.NewEnforcer(g)
 	rep := &ReplayReport{Run: a.Addr, Entries: len(entries)}
 	logCompute(enf, u)
-	res, runErr := ex.Run(ctx, &job.Job{
+	res, runErr := ex.Run(ctx, &executor.Job{
 		// The unit carries the limits the run had: they are applied, not
 		// this host's defaults.
 		Deadline: time.Duration(u.Limits.DeadlineMS) * time.Millisecond,

@@ -9,9 +9,9 @@ import (
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/crash"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/hw"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/trail"
@@ -50,7 +50,7 @@ func openRecords(rec *store.Partial) (*records, error) {
 
 // outcomeOf is the journal's last entry for a run: how it ended and what
 // it wrote; outK and errK are what its files kept (nil: all).
-func outcomeOf(res *job.Result, stdout, stderr, outK, errK *output) journal.Outcome {
+func outcomeOf(res *executor.Result, stdout, stderr, outK, errK *output) journal.Outcome {
 	o := journal.Outcome{Status: string(res.Outcome.Status), ExitCode: -1,
 		Stdout: stdout.Sum(), StdoutLen: stdout.n, Stderr: stderr.Sum(), StderrLen: stderr.n,
 		StdoutKept: keptOf(stdout, outK), StderrKept: keptOf(stderr, errK)}
@@ -67,7 +67,7 @@ func outcomeOf(res *job.Result, stdout, stderr, outK, errK *output) journal.Outc
 // decision log, the receipt and the attestation, signed, written beside
 // the output, synced and committed under the attestation's address. A
 // failure says the run ended but was not sealed (NotSealedError).
-func (h *Host) seal(p *Plan, rec *store.Partial, f *records, enf *grant.Enforcer, res *job.Result) (*Run, error) {
+func (h *Host) seal(p *Plan, rec *store.Partial, f *records, enf *grant.Enforcer, res *executor.Result) (*Run, error) {
 	notSealed := func(err error) error { return &NotSealedError{Result: res, Err: err} }
 	if err := f.journal.Append(journal.OutcomeKind, nil, outcomeOf(res, f.outH, f.errH, f.outK, f.errK)); err != nil {
 		return nil, notSealed(err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
-	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/trail"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -25,9 +25,9 @@ func (teeExecutor) Kind() tier.Kind { return tier.Wasm }
 func (teeExecutor) Probe(context.Context) tier.Probe {
 	return tier.Probe{Available: true, Reason: "a test's stand-in for a TEE"}
 }
-func (teeExecutor) Run(_ context.Context, j *job.Job) (*job.Result, error) {
+func (teeExecutor) Run(_ context.Context, j *executor.Job) (*executor.Result, error) {
 	code, now := 0, time.Now()
-	return &job.Result{Executor: "tee-stand-in/0", Outcome: attest.Outcome{Status: attest.Exited, ExitCode: &code}, Start: now, End: now.Add(time.Millisecond)}, nil
+	return &executor.Result{Executor: "tee-stand-in/0", Outcome: attest.Outcome{Status: attest.Exited, ExitCode: &code}, Start: now, End: now.Add(time.Millisecond)}, nil
 }
 
 // Each S7 run cites the trail's head before it (audit_prev) and is

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/host"
 
 	"context"
@@ -95,11 +96,15 @@ func (h *Manager) environment(t tier.Tier, root, man addr.Addr) (addr.Addr, erro
 	case t == tier.S5:
 		// A memory image resumes only under the kernel it was taken
 		// with: the boot image is part of the environment.
-		v, err := h.vmExecutor()
+		v, err := h.sessioner(tier.S5)
 		if err != nil {
 			return addr.Addr{}, err
 		}
-		im, err := v.BootImage()
+		b, ok := v.(executor.BootImager)
+		if !ok {
+			return addr.Addr{}, fmt.Errorf("%w: the %s executor names no boot image", tier.ErrUnavailable, v.Name())
+		}
+		im, err := b.BootImage()
 		if err != nil {
 			return addr.Addr{}, err
 		}
@@ -267,10 +272,11 @@ func (h *Manager) suspendGated(sb *Sandbox, gate func(record.Snapshot) error) (r
 	var memory *addr.Addr
 	var memBytes int64
 	var memFresh bool // stored by this suspension: removed if it fails
-	if sb.vmsess != nil {
+	snapper, _ := sb.sess.(executor.Snapshotter)
+	if snapper != nil {
 		// The guest lets go of its shares and is paused, its memory
 		// written to the store: the workspace is then still.
-		m, n, fresh, err := h.suspendVM(sb)
+		m, n, fresh, err := h.suspendVM(snapper)
 		if err != nil {
 			reopen()
 			return record.Snapshot{}, fmt.Errorf("suspend %s: %w", id, err)
@@ -283,8 +289,8 @@ func (h *Manager) suspendGated(sb *Sandbox, gate func(record.Snapshot) error) (r
 		}
 	}
 	thaw := func() {
-		if sb.vmsess != nil {
-			sb.vmsess.Continue(context.Background())
+		if snapper != nil {
+			snapper.Continue(context.Background())
 		} else if sb.cg != nil {
 			sb.cg.Thaw()
 		}
@@ -338,7 +344,7 @@ func (h *Manager) suspendGated(sb *Sandbox, gate func(record.Snapshot) error) (r
 	if err := h.writeParked(id, parked{Owner: owner, Suspended: h.Now().UTC(), Retained: retained}); err != nil {
 		h.Logger().Warn("no note beside a suspended sandbox's record", "sandbox", id, "err", err)
 	}
-	if sb.vmsess == nil && sb.cg != nil {
+	if snapper == nil && sb.cg != nil {
 		sb.cg.Thaw() // frozen processes are ended by the teardown once thawed; a paused VM is killed as it is
 	}
 	// The workspace goes with the rest: its snapshot's chunks are its
@@ -1009,7 +1015,7 @@ func (h *Manager) parkedIDs() []string {
 // suspendVM quiesces and pauses an S5 sandbox's VM and stores its memory
 // image in the blob store, by address; it returns the address and size.
 // On failure the VM runs on as it was.
-func (h *Manager) suspendVM(sb *Sandbox) (a addr.Addr, size int64, fresh bool, err error) {
+func (h *Manager) suspendVM(s executor.Snapshotter) (a addr.Addr, size int64, fresh bool, err error) {
 	// In the state directory: the image is moved into the store, not copied.
 	if err := os.MkdirAll(h.Store.Path("cache"), 0o700); err != nil {
 		return addr.Addr{}, 0, false, err
@@ -1021,13 +1027,13 @@ func (h *Manager) suspendVM(sb *Sandbox) (a addr.Addr, size int64, fresh bool, e
 	defer os.RemoveAll(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	snap, err := sb.vmsess.Suspend(ctx, filepath.Join(tmp, "memory"))
+	snap, err := s.Suspend(ctx, filepath.Join(tmp, "memory"))
 	if err != nil {
 		return addr.Addr{}, 0, false, err
 	}
 	fresh = !h.Store.HasBlob(snap.Addr)
 	if err := h.Store.PutBlobFile(snap.Addr, snap.Path); err != nil {
-		sb.vmsess.Continue(ctx)
+		s.Continue(ctx)
 		return addr.Addr{}, 0, false, fmt.Errorf("storing its memory image: %w", err)
 	}
 	return snap.Addr, snap.Size, fresh, nil

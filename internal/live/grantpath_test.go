@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/opensubstrate/sandbox/internal/bare"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/host"
@@ -41,8 +42,8 @@ import (
 //     given to a run).
 func TestEveryExecutorReachesGrantsOneWay(t *testing.T) {
 	h := newS1Host(t) // S2 and S1
-	var s1, s2 host.Executor
-	base := append([]host.Executor{}, h.Executors...)
+	var s1, s2 executor.Executor
+	base := append([]executor.Executor{}, h.Executors...)
 	for _, e := range base {
 		switch e.Tier() {
 		case tier.S1:
@@ -97,7 +98,7 @@ func TestEveryExecutorReachesGrantsOneWay(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		ex   host.Executor
+		ex   executor.Executor
 		live tier.Tier // 0: no live sandboxes at this tier
 		// req asks for a unit of the executor's that runs the shell
 		// command (or fsops operations, at S2) with grants gs.
@@ -135,7 +136,7 @@ func TestEveryExecutorReachesGrantsOneWay(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h.Executors = append([]host.Executor{}, base...)
+			h.Executors = append([]executor.Executor{}, base...)
 			if tc.ex.Tier() == tier.S5 {
 				h.Executors = append(h.Executors, tc.ex)
 			}

@@ -3,6 +3,7 @@ package live
 import (
 	"testing"
 
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/host"
@@ -19,7 +20,7 @@ func newHost(t *testing.T) *Manager { return newBenchHost(t) }
 // directory of the test's.
 func newBenchHost(t testing.TB) *Manager {
 	d, k := hosttest.State(t)
-	return New(&host.Host{Store: store.Of(d), Key: k, Executors: []host.Executor{hosttest.S2(t, d, k)}})
+	return New(&host.Host{Store: store.Of(d), Key: k, Executors: []executor.Executor{hosttest.S2(t, d, k)}})
 }
 
 func grants(t testing.TB, gs ...string) grant.Set { return hosttest.Grants(t, gs...) }

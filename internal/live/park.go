@@ -12,9 +12,9 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/jcs"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/reject"
@@ -56,11 +56,11 @@ type ParkedExec struct {
 	Record *attest.RecordCite `json:"record,omitempty"`
 	// Journal is its journal up to the park point; Boundary the host
 	// calls made before it; Memory its linear memory there.
-	Journal    addr.Addr    `json:"journal"`
-	Boundary   uint64       `json:"boundary"`
-	Memory     addr.Addr    `json:"memory"`
-	Handles    []job.Handle `json:"handles"`
-	NextHandle uint64       `json:"next_handle"`
+	Journal    addr.Addr         `json:"journal"`
+	Boundary   uint64            `json:"boundary"`
+	Memory     addr.Addr         `json:"memory"`
+	Handles    []executor.Handle `json:"handles"`
+	NextHandle uint64            `json:"next_handle"`
 	// Fuel is the fuel it had used when it parked.
 	Fuel  uint64   `json:"fuel"`
 	Notes []string `json:"notes,omitempty"`
@@ -374,7 +374,7 @@ func (h *Manager) continued(sb *Sandbox, x ParkedExec) (host.Request, *host.Cont
 		Notes:  append(append([]string(nil), x.Notes...), fmt.Sprintf("parked after %d host calls when sandbox %s was suspended; continued after its resumption by replaying its journal to that point, where its memory and open files were checked against the parked ones: its output and journal are all of it, and its receipt counts the replay", x.Boundary, sb.ID)),
 	}
 	c := &host.Continuation{
-		Parked:  &job.Parked{Boundary: x.Boundary, MemoryAddr: x.Memory, Handles: x.Handles, NextHandle: x.NextHandle, Fuel: x.Fuel},
+		Parked:  &executor.Parked{Boundary: x.Boundary, MemoryAddr: x.Memory, Handles: x.Handles, NextHandle: x.NextHandle, Fuel: x.Fuel},
 		Entries: entries, Unit: x.Unit, Workspace: x.Workspace,
 	}
 	if x.Workspace != "" && sb.Workspace != "" && x.Workspace != sb.Workspace {

@@ -176,7 +176,7 @@ func (h *Manager) Claim(ctx context.Context, name, owner string) (SandboxInfo, e
 	for n := len(p.ready); n > 0 && got == nil; n = len(p.ready) {
 		r := p.ready[n-1] // the freshest
 		p.ready = p.ready[:n-1]
-		if r.sb.session != nil && !r.sb.session.Alive() {
+		if r.sb.sess != nil && !r.sb.sess.Alive() {
 			dead = append(dead, r) // its init ended while it waited
 			continue
 		}
@@ -281,7 +281,7 @@ func (h *Manager) keepPool(p *pool) {
 				old = append(old, eviction{r, fmt.Sprintf("evicted from pool %s: no claim for %s", p.spec.Name, p.spec.MaxIdle)})
 			case p.spec.MaxAge > 0 && now.Sub(r.made) > p.spec.MaxAge:
 				old = append(old, eviction{r, fmt.Sprintf("evicted from pool %s: older than its maximum age %s", p.spec.Name, p.spec.MaxAge)})
-			case r.sb.session != nil && !r.sb.session.Alive():
+			case r.sb.sess != nil && !r.sb.sess.Alive():
 				old = append(old, eviction{r, fmt.Sprintf("evicted from pool %s: its init ended while it was ready", p.spec.Name)})
 			default:
 				keep = append(keep, r)

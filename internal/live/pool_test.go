@@ -33,7 +33,7 @@ func TestPoolSkipsADeadSandbox(t *testing.T) {
 		t.Skip("no cgroup to kill the sandbox's init by")
 	}
 	dead.cg.Kill(2 * time.Second)
-	for i := 0; dead.session.Alive(); i++ {
+	for i := 0; dead.sess.Alive(); i++ {
 		if i > 200 {
 			t.Fatal("the init did not die")
 		}

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/host"
 
 	"context"
@@ -215,14 +216,14 @@ func (h *Manager) fenced(sb *Sandbox, admitted lifecycle.View, sample uint64, sn
 	now := h.Now().UTC()
 	f := &lifecycle.Facts{View: h.readLifecycle(sb.ID), Incarnation: sb.incarnation, Account: account(sb), Now: now, MaxIdle: MaxIdleWindow, Grace: CheckpointGrace}
 	switch {
-	case sb.vmsess != nil:
+	case isSnapshotter(sb.sess):
 		// A VM is paused, not frozen (its QEMU's cgroup is not): the
 		// witness is its monitor's run state, read back from QEMU after
 		// the suspension stopped its vCPUs (the guest let go of its
 		// shares before): nothing of the guest runs to change the
 		// workspace. The guest's word is never asked.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		paused, status, err := sb.vmsess.Paused(ctx)
+		paused, status, err := sb.sess.(executor.Freezer).Frozen(ctx)
 		cancel()
 		f.Frozen = paused
 		switch {
@@ -499,4 +500,11 @@ func (h *Manager) Receipt(req ReceiptRequest) (PreservationReceipt, error) {
 	}
 	out.State, out.Reason = ReceiptPresent, "a complete checkpoint of that owner and incarnation is stored (this says what is stored, not that the sandbox may be retired)"
 	return out, nil
+}
+
+// isSnapshotter says whether a session is stilled by suspending it whole
+// (a VM, paused by its monitor) rather than by freezing its cgroup.
+func isSnapshotter(s executor.Session) bool {
+	_, ok := s.(executor.Snapshotter)
+	return ok
 }

@@ -20,13 +20,11 @@ import (
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/lifecycle"
 	"github.com/opensubstrate/sandbox/internal/manifest"
-	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/unit"
-	"github.com/opensubstrate/sandbox/internal/vm"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -114,8 +112,9 @@ type Sandbox struct {
 	inflight map[*inflight]bool // S2 execs running: to park them
 	parked   []ParkedExec       // S2 execs parked by a suspension
 	closed   bool
-	session  *native.Session
-	vmsess   *vm.Session // S5's VM
+	// sess is the executor's live session its execs run in (S1's
+	// init, S5's VM); nil for S2, whose execs are runs of their own.
+	sess     executor.Session
 	cg       *cgroup.Group
 	leftover []*cgroup.Group // execs' groups still holding background processes
 	// settled is closed when what a claim wrote after answering (the
@@ -386,28 +385,8 @@ func (h *Manager) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *S
 	} else if err := h.reincarnate(sb); err != nil {
 		return fail(err)
 	}
-	if spec.Tier == tier.S1 {
-		var n *native.Executor
-		for _, e := range h.Executors {
-			if x, ok := e.(*native.Executor); ok {
-				n = x
-			}
-		}
-		if n == nil {
-			return fail(fmt.Errorf("%w: no S1 executor on this host", tier.ErrUnavailable))
-		}
-		if _, err := h.RootDir(ctx, n, sb.Root); err != nil {
-			return fail(err)
-		}
-		h.sandboxGroup(sb)
-		sess, err := n.Open(ctx, g, spec.Limits, sb.cg, spec.Listen, sb.rootDir)
-		if err != nil {
-			return fail(err)
-		}
-		sb.session = sess
-	}
-	if spec.Tier == tier.S5 {
-		if err := h.openVM(ctx, sb, g, spec); err != nil {
+	if spec.Tier == tier.S1 || spec.Tier == tier.S5 {
+		if err := h.openSession(ctx, sb, g, spec); err != nil {
 			return fail(err)
 		}
 	}
@@ -628,7 +607,7 @@ func (h *Manager) execIn(ctx context.Context, sb *Sandbox, req host.Request, n i
 		x.stop = stop
 		sb.inflight[x] = true
 		sb.mu.Unlock()
-		req.OnStart = func(c job.Control) {
+		req.OnStart = func(c executor.Control) {
 			sb.mu.Lock()
 			x.park = c.Park
 			if x.wanted && c.Park != nil {
@@ -646,29 +625,21 @@ func (h *Manager) execIn(ctx context.Context, sb *Sandbox, req host.Request, n i
 		return nil, fmt.Errorf("its unit here would be %s; parked, it was %s: this host's S2 executor does not run it as the parked one ran", p.UnitAddr(), cont.Unit)
 	}
 	run := p.Executor().Run
-	if sb.session != nil {
+	if sess := sb.sess; sess != nil {
 		p.Live = true
 		p.CgroupControllers = []string{"cpuacct"}
-		p.LeftoverGroup = func(g *cgroup.Group) {
-			sb.mu.Lock()
-			sb.leftover = append(sb.leftover, g)
-			sb.mu.Unlock()
-		}
-		run = func(ctx context.Context, j *job.Job) (*job.Result, error) {
-			res, err := sb.session.Run(ctx, j)
-			if res != nil && first {
-				res.Notes = append(sb.session.Notes(), res.Notes...)
+		if sb.Tier == tier.S1 {
+			// What an exec left in the background runs on in its group.
+			p.LeftoverGroup = func(g *cgroup.Group) {
+				sb.mu.Lock()
+				sb.leftover = append(sb.leftover, g)
+				sb.mu.Unlock()
 			}
-			return res, err
 		}
-	}
-	if sb.vmsess != nil {
-		p.Live = true
-		p.CgroupControllers = []string{"cpuacct"}
-		run = func(ctx context.Context, j *job.Job) (*job.Result, error) {
-			res, err := sb.vmsess.Run(ctx, j)
+		run = func(ctx context.Context, j *executor.Job) (*executor.Result, error) {
+			res, err := sess.Run(ctx, j)
 			if res != nil && first {
-				res.Notes = append(sb.vmsess.Notes(), res.Notes...)
+				res.Notes = append(sess.Notes(), res.Notes...)
 			}
 			return res, err
 		}
@@ -755,14 +726,9 @@ func (h *Manager) teardown(sb *Sandbox) error {
 	sb.closed = true
 	sb.mu.Unlock()
 	var errs []error
-	if sb.session != nil {
-		if _, err := sb.session.Close(); err != nil {
+	if sb.sess != nil {
+		if err := sb.sess.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("end sandbox %s: %w", sb.ID, err))
-		}
-	}
-	if sb.vmsess != nil {
-		if err := sb.vmsess.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("end sandbox %s's VM: %w", sb.ID, err))
 		}
 	}
 	sb.mu.Lock()
@@ -830,35 +796,46 @@ func (h *Manager) closeSandboxes() error {
 	return errors.Join(errs...)
 }
 
-// vmExecutor is the host's S5 executor of native programs.
-func (h *Manager) vmExecutor() (*vm.Executor, error) {
+// sessioner is the host's executor of native programs at tier t that
+// opens live sessions.
+func (h *Manager) sessioner(t tier.Tier) (executor.Sessioner, error) {
 	for _, e := range h.Executors {
-		if x, ok := e.(*vm.Executor); ok && x.Kind() == tier.Native {
+		if x, ok := e.(executor.Sessioner); ok && x.Tier() == t && x.Kind() == tier.Native {
 			return x, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: no S5 executor on this host", tier.ErrUnavailable)
+	return nil, fmt.Errorf("%w: no %s executor of live sandboxes on this host", tier.ErrUnavailable, t)
 }
 
-// openVM boots an S5 sandbox's VM, or resumes it from its memory image.
-// Its execs need the kernel boundary: its grants say so.
-func (h *Manager) openVM(ctx context.Context, sb *Sandbox, g grant.Set, spec SandboxSpec) error {
-	v, err := h.vmExecutor()
+// openSession opens a sandbox's live session (S1's init, S5's VM), or
+// resumes it from its memory image. An S5 sandbox's execs need the
+// kernel boundary: its grants say so.
+func (h *Manager) openSession(ctx context.Context, sb *Sandbox, g grant.Set, spec SandboxSpec) error {
+	x, err := h.sessioner(spec.Tier)
 	if err != nil {
 		return err
 	}
-	g.Kernel = true
-	sb.Grants = g
-	h.sandboxGroup(sb)
-	if spec.memory == nil {
-		sb.vmsess, err = v.Open(ctx, g, spec.Limits, sb.cg)
+	if spec.Tier == tier.S5 {
+		g.Kernel = true
+		sb.Grants = g
+	} else if _, err := h.RootDir(ctx, x, sb.Root); err != nil {
 		return err
+	}
+	h.sandboxGroup(sb)
+	ss := executor.SessionSpec{Grants: g, Limits: spec.Limits, Cgroup: sb.cg, Listen: spec.Listen, RootDir: sb.rootDir}
+	if spec.memory == nil {
+		sb.sess, err = x.OpenSession(ctx, ss)
+		return err
+	}
+	r, ok := x.(executor.Resumer)
+	if !ok {
+		return fmt.Errorf("%w: the %s executor resumes no memory image", tier.ErrUnavailable, x.Name())
 	}
 	path := h.Store.Path("blobs", spec.memory.Hex())
 	if got, err := addr.OfFile(path); err != nil || got != *spec.memory {
 		return fmt.Errorf("the memory image %s: not in the blob store as its address says (%v)", spec.memory, err)
 	}
-	sb.vmsess, err = v.Reopen(ctx, g, spec.Limits, sb.cg, path)
+	sb.sess, err = r.ResumeSession(ctx, ss, path)
 	return err
 }
 

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/volume"
 )
@@ -109,7 +109,7 @@ func workspaceNotes(ws string) []string {
 // noteWorkspace adds to what run returns why sb's workspace has no
 // bound, or that it is at its bound (workspaceNotes).
 func noteWorkspace(sb *Sandbox, run host.RunFunc) host.RunFunc {
-	return func(ctx context.Context, j *job.Job) (*job.Result, error) {
+	return func(ctx context.Context, j *executor.Job) (*executor.Result, error) {
 		res, err := run(ctx, j)
 		if res != nil {
 			if sb.unbounded != "" {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -68,7 +68,7 @@ func BenchmarkStartToExit(b *testing.B) {
 	g, _ := grant.ParseArgs([]string{"cpu:1J"}, "/")
 	u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte("true")), Entry: "/bin/true", Args: []string{"true"}}
 	run := func(b *testing.B, e *Executor, cg *cgroup.Group) {
-		res, err := e.Run(context.Background(), &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard, Deadline: time.Minute, Cgroup: cg})
+		res, err := e.Run(context.Background(), &executor.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard, Deadline: time.Minute, Cgroup: cg})
 		if err != nil || res.Outcome.ExitCode == nil || *res.Outcome.ExitCode != 0 {
 			b.Fatalf("%v %+v", err, res.Outcome)
 		}
@@ -140,7 +140,7 @@ func BenchmarkExecControl(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			g, _ := grant.ParseArgs(append([]string{"cpu:1J"}, tc.grants...), "/")
 			for b.Loop() {
-				res, err := e.Run(context.Background(), &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard, Deadline: time.Minute})
+				res, err := e.Run(context.Background(), &executor.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard, Deadline: time.Minute})
 				if err != nil || res.Outcome.ExitCode == nil || *res.Outcome.ExitCode != 0 {
 					b.Fatalf("%v %+v", err, res)
 				}

@@ -12,7 +12,7 @@
 // confines it: rlimits, no capabilities, an unprivileged user (nobody when
 // the host is root; the mapped invoking user, without capabilities, in a
 // user namespace otherwise), no_new_privs, Landlock rules that match the
-// grants, and a seccomp filter assembled here. Init reports how the
+// grants, and the seccomp filter (internal/confine/syscalls). Init reports how the
 // program ended.
 //
 // As root, each run, and each live sandbox for its whole life, leases a

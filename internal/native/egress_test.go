@@ -25,9 +25,9 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -104,7 +104,7 @@ func netRunOn(t *testing.T, roots *x509.CertPool, kernelExecOnly bool, g grant.S
 	u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte(args[0])), Entry: args[0], Args: args, Env: env}
 	enf := grant.NewEnforcer(g)
 	var out, errb bytes.Buffer
-	res, err := e.Run(context.Background(), &job.Job{Unit: u, Grants: g, Enforcer: enf, Stdout: &out, Stderr: &errb, Deadline: time.Minute})
+	res, err := e.Run(context.Background(), &executor.Job{Unit: u, Grants: g, Enforcer: enf, Stdout: &out, Stderr: &errb, Deadline: time.Minute})
 	return result{res, err, out.String(), errb.String()}, enf.Log()
 }
 

@@ -1,6 +1,7 @@
 package native
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
 	"github.com/opensubstrate/sandbox/internal/unit"
@@ -139,3 +141,23 @@ func (e *Executor) Tier() tier.Tier { return tier.S1 }
 
 // Kind is native.
 func (e *Executor) Kind() tier.Kind { return tier.Native }
+
+// What S1 is, by the executor contract.
+var (
+	_ executor.Executor  = (*Executor)(nil)
+	_ executor.Sessioner = (*Executor)(nil)
+	_ executor.Limiter   = (*Executor)(nil)
+	_ executor.Prewarmer = (*Executor)(nil)
+	_ executor.Helpers   = (*Executor)(nil)
+	_ executor.Session   = (*Session)(nil)
+	_ executor.Freezer   = (*Session)(nil)
+)
+
+// OpenSession opens a live S1 sandbox (Open) with spec.
+func (e *Executor) OpenSession(ctx context.Context, spec executor.SessionSpec) (executor.Session, error) {
+	s, err := e.Open(ctx, spec.Grants, spec.Limits, spec.Cgroup, spec.Listen, spec.RootDir)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}

@@ -19,9 +19,9 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -161,7 +161,7 @@ func TestNoHostUserReachesAnS1Run(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("as root, S1 guests run as a host id of their own (rootless, they are the invoking user's)")
 	}
-	e := executor(t)
+	e := testExecutor(t)
 	other, err := e.Open(context.Background(), grant.Set{}, unit.Limits{}, nil, nil, "")
 	if err != nil {
 		t.Fatal(err)
@@ -175,9 +175,9 @@ func TestNoHostUserReachesAnS1Run(t *testing.T) {
 		Env: map[string]string{"RUN_SECRET": "do-not-read-me"}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan *job.Result, 1)
+	done := make(chan *executor.Result, 1)
 	go func() {
-		res, err := e.Run(ctx, &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard, Deadline: 5 * time.Minute})
+		res, err := e.Run(ctx, &executor.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard, Deadline: 5 * time.Minute})
 		if err != nil {
 			t.Error(err)
 		}
@@ -208,7 +208,7 @@ func TestNoHostUserReachesAnS1Sandbox(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("as root, S1 guests run as a host id of their own (rootless, they are the invoking user's)")
 	}
-	e := executor(t)
+	e := testExecutor(t)
 	ws := t.TempDir()
 	target, err := e.Open(context.Background(), mustGrants(t, "fs:"+ws+":rw"), unit.Limits{}, nil, nil, "")
 	if err != nil {
@@ -227,7 +227,7 @@ func TestNoHostUserReachesAnS1Sandbox(t *testing.T) {
 	}
 	argv := []string{"sleep", fmt.Sprintf("3600.%d", time.Now().UnixNano()%1e9)}
 	var out bytes.Buffer
-	res, err := target.Run(context.Background(), &job.Job{Unit: unit.Unit{Kind: tier.Native, Entry: "/bin/sh",
+	res, err := target.Run(context.Background(), &executor.Job{Unit: unit.Unit{Kind: tier.Native, Entry: "/bin/sh",
 		Args: []string{"sh", "-c", strings.Join(argv, " ") + " </dev/null >/dev/null 2>&1 & echo > " + ws + "/mine; cat /proc/self/uid_map"},
 		Env:  map[string]string{"PATH": "/usr/bin:/bin", "SANDBOX_SECRET": "do-not-read-me"}}, Stdout: &out, Stderr: io.Discard, Deadline: time.Minute})
 	if err != nil || res.Outcome.Status != attest.Exited || *res.Outcome.ExitCode != 0 {
@@ -289,7 +289,7 @@ func TestProgramThatCannotStart(t *testing.T) {
 		{"a directory", "/usr", "", syscall.EACCES},
 		{"a working directory it cannot enter", "/bin/true", closed, syscall.EACCES},
 	}
-	e := executor(t)
+	e := testExecutor(t)
 	s, err := e.Open(context.Background(), grant.Set{}, unit.Limits{}, nil, nil, "")
 	if err != nil {
 		t.Fatal(err)
@@ -298,18 +298,18 @@ func TestProgramThatCannotStart(t *testing.T) {
 	for _, tc := range tests {
 		g := mustGrants(t)
 		u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte(tc.entry)), Entry: tc.entry, Args: []string{tc.entry}, Dir: tc.dir}
-		res, err := e.Run(context.Background(), &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard, Deadline: time.Minute})
+		res, err := e.Run(context.Background(), &executor.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard, Deadline: time.Minute})
 		if err != nil || res.Outcome.Status != attest.Failed || res.ExecErrno != tc.errno {
 			t.Errorf("run, %s: %v %+v, want errno %v", tc.name, err, res, tc.errno)
 		}
-		res, err = s.Run(context.Background(), &job.Job{Unit: u, Stdout: io.Discard, Stderr: io.Discard, Deadline: time.Minute})
+		res, err = s.Run(context.Background(), &executor.Job{Unit: u, Stdout: io.Discard, Stderr: io.Discard, Deadline: time.Minute})
 		if err != nil || res.Outcome.Status != attest.Failed || res.ExecErrno != tc.errno {
 			t.Errorf("live sandbox, %s: %v %+v, want errno %v", tc.name, err, res, tc.errno)
 		}
 	}
 	// The sandbox is still there for the next exec.
 	var out strings.Builder
-	if res, err := s.Run(context.Background(), &job.Job{Unit: unit.Unit{Kind: tier.Native, Entry: "/bin/echo", Args: []string{"echo", "still"}}, Stdout: &out, Stderr: io.Discard, Deadline: time.Minute}); err != nil || out.String() != "still\n" {
+	if res, err := s.Run(context.Background(), &executor.Job{Unit: unit.Unit{Kind: tier.Native, Entry: "/bin/echo", Args: []string{"echo", "still"}}, Stdout: &out, Stderr: io.Discard, Deadline: time.Minute}); err != nil || out.String() != "still\n" {
 		t.Fatalf("after the failed execs: %v %+v %q", err, res, out.String())
 	}
 }
@@ -352,7 +352,7 @@ func TestImageLoaderNeverRunsUnconfined(t *testing.T) {
 	g := mustGrants(t)
 	u := unit.Unit{Kind: tier.Native, Image: addr.Of(prog), Entry: "/bin/prog", Args: []string{"prog", "euid"}}
 	var out, errb bytes.Buffer
-	res, err := e.Run(context.Background(), &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: &out, Stderr: &errb, Deadline: time.Minute, RootDir: img})
+	res, err := e.Run(context.Background(), &executor.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: &out, Stderr: &errb, Deadline: time.Minute, RootDir: img})
 	if err != nil || res.Outcome.Status != attest.Exited || *res.Outcome.ExitCode != 0 || out.String() != "65534\n" {
 		t.Fatalf("%v %+v stdout %q stderr %q", err, res, out.String(), errb.String())
 	}

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/internal/errs"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -217,14 +217,14 @@ func TestConcurrentSandboxesHaveDistinctIDs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("as root, S1 guests run as a host id of their own")
 	}
-	second, err := New(Config{StateDir: t.TempDir(), Memory: 256 << 20, Pids: 64, Self: executor(t).self()})
+	second, err := New(Config{StateDir: t.TempDir(), Memory: 256 << 20, Pids: 64, Self: testExecutor(t).self()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer second.Close()
 	held := map[int]string{}
 	for i := range 6 {
-		e := executor(t)
+		e := testExecutor(t)
 		if i%2 == 1 {
 			e = second
 		}
@@ -240,7 +240,7 @@ func TestConcurrentSandboxesHaveDistinctIDs(t *testing.T) {
 		held[s.HostID()] = fmt.Sprintf("sandbox %d", i)
 		// Every exec of it runs as its id.
 		var out strings.Builder
-		res, err := s.Run(context.Background(), &job.Job{Unit: unit.Unit{Kind: tier.Native, Entry: "/bin/cat", Args: []string{"cat", "/proc/self/uid_map"}},
+		res, err := s.Run(context.Background(), &executor.Job{Unit: unit.Unit{Kind: tier.Native, Entry: "/bin/cat", Args: []string{"cat", "/proc/self/uid_map"}},
 			Stdout: &out, Stderr: io.Discard, Deadline: time.Minute})
 		if err != nil || !strings.HasPrefix(strings.Join(strings.Fields(out.String()), " "), fmt.Sprintf("65534 %d 1", s.HostID())) {
 			t.Fatalf("an exec of sandbox %d: %v %+v %q", i, err, res, out.String())
@@ -265,13 +265,13 @@ func TestHostIdentityCheck(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("as root, S1 guests run as a host id of their own")
 	}
-	s, err := executor(t).Open(context.Background(), grant.Set{}, unit.Limits{}, nil, nil, "")
+	s, err := testExecutor(t).Open(context.Background(), grant.Set{}, unit.Limits{}, nil, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	argv := []string{"sleep", fmt.Sprintf("3600.%d", time.Now().UnixNano()%1e9)}
-	if _, err := s.Run(context.Background(), &job.Job{Unit: unit.Unit{Kind: tier.Native, Entry: "/bin/sh",
+	if _, err := s.Run(context.Background(), &executor.Job{Unit: unit.Unit{Kind: tier.Native, Entry: "/bin/sh",
 		Args: []string{"sh", "-c", strings.Join(argv, " ") + " </dev/null >/dev/null 2>&1 &"}}, Stdout: io.Discard, Stderr: io.Discard, Deadline: time.Minute}); err != nil {
 		t.Fatal(err)
 	}

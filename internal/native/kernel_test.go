@@ -11,8 +11,8 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/audit"
 	"github.com/opensubstrate/sandbox/internal/audit/audittest"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/tier"
@@ -30,7 +30,7 @@ func TestKernelDenialsAreLogged(t *testing.T) {
 		if ok, why := DenialReports(); !ok {
 			t.Fatalf("audit is on and yet: %s", why)
 		}
-		e := executor(t)
+		e := testExecutor(t)
 		if p := e.Probe(context.Background()); !p.Available {
 			t.Skipf("S1 is unavailable: %s", p.Reason)
 		}
@@ -41,7 +41,7 @@ python3 -c 'import socket; socket.create_connection(("1.1.1.1", 53), timeout=1)'
 			Env: map[string]string{"PATH": "/usr/bin:/bin"}}
 		enf := grant.NewEnforcer(g)
 		var out, errb bytes.Buffer
-		res, err := e.Run(context.Background(), &job.Job{Unit: u, Grants: g, Enforcer: enf, Stdout: &out, Stderr: &errb, Deadline: time.Minute})
+		res, err := e.Run(context.Background(), &executor.Job{Unit: u, Grants: g, Enforcer: enf, Stdout: &out, Stderr: &errb, Deadline: time.Minute})
 		if err != nil || out.String() != "end\n" {
 			t.Fatalf("%v %+v %q %q", err, res, out.String(), errb.String())
 		}

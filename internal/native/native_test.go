@@ -25,8 +25,8 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -57,7 +57,7 @@ var (
 	testState string
 )
 
-func executor(t *testing.T) *Executor {
+func testExecutor(t *testing.T) *Executor {
 	t.Helper()
 	if testExec == nil {
 		helper, err := guestbuild.S1Helper()
@@ -74,7 +74,7 @@ func executor(t *testing.T) *Executor {
 }
 
 type result struct {
-	res            *job.Result
+	res            *executor.Result
 	err            error
 	stdout, stderr string
 }
@@ -85,7 +85,7 @@ func runNative(t *testing.T, grants []string, deadline time.Duration, args ...st
 	u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte(args[0])), Entry: args[0], Args: args,
 		Env: map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"}}
 	var out, errb bytes.Buffer
-	res, err := executor(t).Run(context.Background(), &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: &out, Stderr: &errb, Deadline: deadline})
+	res, err := testExecutor(t).Run(context.Background(), &executor.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: &out, Stderr: &errb, Deadline: deadline})
 	return result{res, err, out.String(), errb.String()}
 }
 
@@ -107,7 +107,7 @@ func TestShell(t *testing.T) {
 }
 
 func TestProbe(t *testing.T) {
-	p := executor(t).Probe(context.Background())
+	p := testExecutor(t).Probe(context.Background())
 	for _, l := range p.Layers {
 		t.Logf("%s %v %s", l.Name, l.OK, l.Detail)
 	}
@@ -159,7 +159,7 @@ func TestEscapeBattery(t *testing.T) {
 		Env: map[string]string{"ESCAPE_GRANT": g, "ESCAPE_QUOTA_DIR": q, "ESCAPE_RW_DIR": rw, "ESCAPE_PORT": port, "ESCAPE_HOST_BOOT_ID": bootID(t), "ESCAPE_HOSTPID": strconv.Itoa(os.Getpid()), "PATH": "/usr/bin:/bin"}}
 	cg := newGroup(t)
 	var out, errb bytes.Buffer
-	res, err := executor(t).Run(context.Background(), &job.Job{Unit: u, Grants: gr, Enforcer: grant.NewEnforcer(gr), Stdout: &out, Stderr: &errb, Deadline: 2 * time.Minute, Cgroup: cg})
+	res, err := testExecutor(t).Run(context.Background(), &executor.Job{Unit: u, Grants: gr, Enforcer: grant.NewEnforcer(gr), Stdout: &out, Stderr: &errb, Deadline: 2 * time.Minute, Cgroup: cg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestMemoryBomb(t *testing.T) {
 	u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte("py")), Entry: "/usr/bin/python3",
 		Args: []string{"python3", "-c", "a=[]\nwhile True: a.append(bytearray(10**7))"}}
 	var out, errb bytes.Buffer
-	res, err := executor(t).Run(context.Background(), &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: &out, Stderr: &errb, Deadline: time.Minute, Cgroup: newGroup(t)})
+	res, err := testExecutor(t).Run(context.Background(), &executor.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: &out, Stderr: &errb, Deadline: time.Minute, Cgroup: newGroup(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,13 +324,13 @@ func TestFreezeThawDetachedWriter(t *testing.T) {
 	g, _ := grant.ParseArgs([]string{"cpu:10J", "fs:" + dir + ":rw"}, "/")
 	script := "(while :; do date +%s%N >> " + log + "; sleep 0.01; done) </dev/null >/dev/null 2>&1 & sleep 60"
 	u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte("sh")), Entry: "/bin/sh", Args: []string{"sh", "-c", script}, Env: map[string]string{"PATH": "/usr/bin:/bin"}}
-	ctl := make(chan job.Control, 1)
+	ctl := make(chan executor.Control, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan *job.Result, 1)
+	done := make(chan *executor.Result, 1)
 	go func() {
-		res, err := executor(t).Run(ctx, &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard,
-			Deadline: time.Minute, Cgroup: newGroup(t), OnStart: func(c job.Control) { ctl <- c }})
+		res, err := testExecutor(t).Run(ctx, &executor.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard,
+			Deadline: time.Minute, Cgroup: newGroup(t), OnStart: func(c executor.Control) { ctl <- c }})
 		if err != nil {
 			t.Error(err)
 		}
@@ -379,7 +379,7 @@ func TestInterruptReachesTheGuest(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out bytes.Buffer
 	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
-	res, err := executor(t).Run(ctx, &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: &out, Stderr: io.Discard, Deadline: time.Minute})
+	res, err := testExecutor(t).Run(ctx, &executor.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: &out, Stderr: io.Discard, Deadline: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func TestInterruptReachesTheGuest(t *testing.T) {
 	u.Args = []string{"sh", "-c", `trap '' INT; sleep 30`}
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	go func() { time.Sleep(300 * time.Millisecond); cancel2() }()
-	res, err = executor(t).Run(ctx2, &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard, Deadline: time.Minute})
+	res, err = testExecutor(t).Run(ctx2, &executor.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard, Deadline: time.Minute})
 	if err != nil || res.Outcome.Status != attest.Killed {
 		t.Fatalf("ignored interrupt: %+v %v", res, err)
 	}
@@ -399,40 +399,9 @@ func TestInterruptReachesTheGuest(t *testing.T) {
 func TestDeadline(t *testing.T) {
 	g, _ := grant.ParseArgs([]string{"cpu:10J"}, "/")
 	u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte("sleep")), Entry: "/bin/sleep", Args: []string{"sleep", "30"}}
-	res, err := executor(t).Run(context.Background(), &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard, Deadline: 300 * time.Millisecond})
+	res, err := testExecutor(t).Run(context.Background(), &executor.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard, Deadline: 300 * time.Millisecond})
 	if err != nil || res.Outcome.Status != attest.Deadline {
 		t.Fatalf("deadline: %+v %v", res, err)
-	}
-}
-
-// TestDocsListEveryDeniedSyscall keeps docs/s1.md true to the filter.
-func TestDocsListEveryDeniedSyscall(t *testing.T) {
-	root, _ := guestbuild.Root()
-	b, err := os.ReadFile(filepath.Join(root, "docs", "s1.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range Denied {
-		for _, n := range d.Names {
-			if !strings.Contains(string(b), "`"+n+"`") {
-				t.Errorf("docs/s1.md does not list %s", n)
-			}
-		}
-		if !strings.Contains(string(b), d.Why) {
-			t.Errorf("docs/s1.md lacks the reason %q", d.Why)
-		}
-	}
-	for _, r := range Restricted {
-		for _, n := range r.Names {
-			if !strings.Contains(string(b), "`"+n+"`") {
-				t.Errorf("docs/s1.md does not list %s", n)
-			}
-		}
-		for _, s := range []string{r.When, r.Why} {
-			if !strings.Contains(string(b), s) {
-				t.Errorf("docs/s1.md lacks %q", s)
-			}
-		}
 	}
 }
 
@@ -621,7 +590,7 @@ func TestStartersUmaskDoesNotReachTheRun(t *testing.T) {
 	u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte("/bin/sh")), Entry: "/bin/sh",
 		Args: []string{"/bin/sh", "-c", "umask; echo x > " + dir + "/f"}, Env: map[string]string{"PATH": "/usr/bin:/bin"}}
 	var out, errb bytes.Buffer
-	res, err := e.Run(context.Background(), &job.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: &out, Stderr: &errb, Deadline: time.Minute})
+	res, err := e.Run(context.Background(), &executor.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: &out, Stderr: &errb, Deadline: time.Minute})
 	if err != nil || res.Outcome.Status != attest.Exited || *res.Outcome.ExitCode != 0 {
 		t.Fatalf("%v %+v: %s", err, res, errb.String())
 	}

@@ -7,9 +7,8 @@ import (
 	"fmt"
 
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/job"
-	"github.com/opensubstrate/sandbox/internal/native/s1init"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -20,7 +19,7 @@ func (e *Executor) Probe(context.Context) tier.Probe {
 }
 
 // Run refuses: S1 needs Linux.
-func (e *Executor) Run(context.Context, *job.Job) (*job.Result, error) {
+func (e *Executor) Run(context.Context, *executor.Job) (*executor.Result, error) {
 	return nil, fmt.Errorf("native: %w", ErrNotSupported)
 }
 
@@ -44,7 +43,7 @@ func (e *Executor) Open(context.Context, grant.Set, unit.Limits, *cgroup.Group, 
 }
 
 // Run refuses.
-func (s *Session) Run(context.Context, *job.Job) (*job.Result, error) {
+func (s *Session) Run(context.Context, *executor.Job) (*executor.Result, error) {
 	return nil, fmt.Errorf("native: %w", ErrNotSupported)
 }
 
@@ -55,7 +54,18 @@ func (s *Session) Alive() bool { return false }
 func (s *Session) Notes() []string { return nil }
 
 // Close does nothing.
-func (s *Session) Close() (s1init.Status, error) { return s1init.Status{}, nil }
+func (s *Session) Close() error { return nil }
+
+// Freeze refuses: S1 needs Linux.
+func (s *Session) Freeze(context.Context) error { return fmt.Errorf("native: %w", ErrNotSupported) }
+
+// Thaw refuses: S1 needs Linux.
+func (s *Session) Thaw(context.Context) error { return fmt.Errorf("native: %w", ErrNotSupported) }
+
+// Frozen refuses: S1 needs Linux.
+func (s *Session) Frozen(context.Context) (bool, string, error) {
+	return false, "", fmt.Errorf("native: %w", ErrNotSupported)
+}
 
 // hostIDs are the host identities S1 leases to runs; none off Linux.
 type hostIDs struct{}

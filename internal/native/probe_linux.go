@@ -15,8 +15,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
 	"github.com/opensubstrate/sandbox/tier"
+)
+
+// On Linux, S1 runs in an image's root filesystem and its probe is kept.
+var (
+	_ executor.RootProber = (*Executor)(nil)
+	_ executor.ProbeKeyer = (*Executor)(nil)
 )
 
 // Probe earns the rung: it starts a confined child (this binary, in its

@@ -24,12 +24,13 @@ import (
 
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/confine/syscalls"
 	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/egress"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/image"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
 )
 
@@ -92,7 +93,7 @@ func (e *Executor) spec(storage []grant.Storage, root string) (*s1init.Spec, err
 	ex.UID, ex.GID = s1init.Nobody, s1init.Nobody
 	ex.KeepUID = b.UserNS
 	ex.NoFile = e.cfg.NoFile
-	f, err := filterProgram(b.UserNS)
+	f, err := syscalls.S1Filter(b.UserNS)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +149,7 @@ func (e *Executor) guard() (hostpath.Guard, error) {
 }
 
 // Run executes the job's program confined.
-func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
+func (e *Executor) Run(ctx context.Context, j *executor.Job) (*executor.Result, error) {
 	if j.Replay != nil {
 		return nil, fmt.Errorf("S1 runs cannot be replayed: a native program's inputs are not brokered")
 	}
@@ -183,7 +184,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 			return nil, err
 		}
 	}
-	res := &job.Result{Executor: e.Name()}
+	res := &executor.Result{Executor: e.Name()}
 	o := launchOpts{cg: j.Cgroup, stdin: j.Stdin, stdout: j.Stdout, stderr: j.Stderr, deadline: j.Deadline, onStart: j.OnStart, enforcer: j.Enforcer, notes: &res.Notes}
 	if o.execCtl, err = e.execControl(j.Grants, j.Enforcer, &sp.Exec, j.RootDir); err != nil {
 		return nil, err
@@ -419,7 +420,7 @@ func outcomeOf(st s1init.Status, cg *cgroup.Group, end ending) attest.Outcome {
 		if oom && sig == syscall.SIGKILL {
 			return attest.Outcome{Status: attest.OutOfMem, Detail: "killed by the kernel at the run's memory limit"}
 		}
-		return job.SignalOutcome(sig, "")
+		return executor.SignalOutcome(sig, "")
 	}
 	return attest.Outcome{Status: attest.Failed, Detail: "the run's init reported nothing"}
 }
@@ -682,7 +683,7 @@ type launchOpts struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	deadline       time.Duration
-	onStart        func(job.Control)
+	onStart        func(executor.Control)
 	proxy          *egress.Proxy // serves the run's egress, when it has net grants
 	execCtl        func(s1init.Ctl) s1init.Ctl
 	enforcer       *grant.Enforcer // logs the denials the kernel reports
@@ -775,7 +776,7 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 		e.serveCtl(ctlFD, o)
 	}()
 	if onStart != nil && cg != nil {
-		onStart(job.Control{Freeze: cg.Freeze, Thaw: cg.Thaw})
+		onStart(executor.Control{Freeze: cg.Freeze, Thaw: cg.Thaw})
 	}
 
 	var timeout <-chan time.Time
@@ -817,7 +818,7 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 		end.deadline = true
 		stop()
 	case <-ctx.Done():
-		if errors.Is(context.Cause(ctx), job.ErrBudget) {
+		if errors.Is(context.Cause(ctx), executor.ErrBudget) {
 			end.budget = true
 			stop()
 			break

@@ -21,8 +21,8 @@ import (
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/egress"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
 	"github.com/opensubstrate/sandbox/internal/unit"
 )
@@ -63,7 +63,6 @@ type Session struct {
 	kept         func(*s1init.Status)
 	closeErr     error
 	closed       bool
-	status       s1init.Status
 	notes        []string
 }
 
@@ -265,11 +264,11 @@ var DrainAfter = 20 * time.Millisecond
 // made for the exec, with cpuacct) as its CPU group. Its deadline, a
 // budget stop or a cancelled ctx end the exec's process group, not the
 // sandbox.
-func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
+func (s *Session) Run(ctx context.Context, j *executor.Job) (*executor.Result, error) {
 	if !s.Alive() {
 		return nil, ErrSessionEnded
 	}
-	res := &job.Result{Executor: s.e.Name() + " (live sandbox)"}
+	res := &executor.Result{Executor: s.e.Name() + " (live sandbox)"}
 	if j.Enforcer != nil {
 		logBinds(s.sp, j.Enforcer, "committed when the sandbox is removed")
 	}
@@ -407,7 +406,7 @@ func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 			kill(syscall.SIGKILL)
 			got = wait()
 		case <-ctx.Done():
-			if errors.Is(context.Cause(ctx), job.ErrBudget) {
+			if errors.Is(context.Cause(ctx), executor.ErrBudget) {
 				ending.budget = true
 				kill(syscall.SIGKILL)
 				got = wait()
@@ -471,14 +470,14 @@ func (s *Session) send(m s1init.SessionMsg, fds []int) error {
 	return unix.Sendmsg(s.sessFD, b, oob, nil, 0)
 }
 
-// Close ends the sandbox: every process in it ends, its quota'd writes
-// are committed (init has CommitGrace), and what became of them is
-// returned.
-func (s *Session) Close() (s1init.Status, error) {
+// Close ends the sandbox: every process in it ends, and its quota'd
+// writes are committed (init has CommitGrace); an error says what did
+// not go through (a commit that failed keeps the writes aside).
+func (s *Session) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return s.status, s.closeErr
+		return s.closeErr
 	}
 	s.closed = true
 	s.mu.Unlock()
@@ -521,12 +520,47 @@ wait:
 	os.Remove(p.root)
 	s.release()
 	s.proxyCleanup()
-	s.status = st
 	if st.Error != "" {
 		s.closeErr = errors.New(st.Error)
 	}
-	return st, s.closeErr
+	return s.closeErr
 }
+
+// Freeze stops every process of the sandbox (its cgroup's freezer) until
+// Thaw. A sandbox without a cgroup of its own cannot be frozen.
+func (s *Session) Freeze(context.Context) error {
+	if s.cg == nil {
+		return errNoGroup
+	}
+	return s.cg.Freeze()
+}
+
+// Thaw lets a frozen sandbox's processes run on.
+func (s *Session) Thaw(context.Context) error {
+	if s.cg == nil {
+		return errNoGroup
+	}
+	return s.cg.Thaw()
+}
+
+// Frozen reads back from the sandbox's cgroup whether all of it is
+// frozen ("frozen" or "thawed").
+func (s *Session) Frozen(context.Context) (bool, string, error) {
+	if s.cg == nil {
+		return false, "", errNoGroup
+	}
+	frozen, err := s.cg.Frozen()
+	if err != nil {
+		return false, "", err
+	}
+	if frozen {
+		return true, "frozen", nil
+	}
+	return false, "thawed", nil
+}
+
+// errNoGroup refuses to freeze a sandbox that has no cgroup of its own.
+var errNoGroup = fmt.Errorf("%w: the sandbox has no cgroup of its own (sandbox is not root, or no cgroup hierarchy is mounted), so nothing can freeze it", cgroup.ErrNoCgroups)
 
 // pump copies a stream to a writer until stopped, then discards the rest
 // until the stream's last writer closes it.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/unit"
 )
 
@@ -15,7 +15,7 @@ import (
 // (Alive, any number of times), refuses an exec, and still closes at
 // once: looking at it does not take init's exit from Close.
 func TestDeadSessionCloses(t *testing.T) {
-	e := executor(t)
+	e := testExecutor(t)
 	s, err := e.Open(context.Background(), grant.Set{}, unit.Limits{}, nil, nil, "")
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +32,7 @@ func TestDeadSessionCloses(t *testing.T) {
 			t.Fatal("alive again")
 		}
 	}
-	if _, err := s.Run(context.Background(), &job.Job{Unit: unit.Unit{Entry: "/bin/true"}}); !errors.Is(err, ErrSessionEnded) {
+	if _, err := s.Run(context.Background(), &executor.Job{Unit: unit.Unit{Entry: "/bin/true"}}); !errors.Is(err, ErrSessionEnded) {
 		t.Fatalf("an exec in a dead sandbox: %v", err)
 	}
 	done := make(chan struct{})

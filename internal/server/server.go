@@ -22,9 +22,9 @@ import (
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/errs"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/internal/manifest"
 	"github.com/opensubstrate/sandbox/internal/unit"
@@ -456,7 +456,7 @@ func ResultOf(r *host.Run) *client.Result {
 }
 
 // OutcomeOf is how a run ended, as the result says it.
-func OutcomeOf(res *job.Result) *client.Outcome {
+func OutcomeOf(res *executor.Result) *client.Outcome {
 	if res == nil {
 		return nil
 	}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/internal/builtin"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/host"
@@ -40,7 +41,7 @@ func serve(t testing.TB, tokens ...string) (*live.Manager, *Server, *client.Clie
 		t.Fatal(err)
 	}
 	home := t.TempDir()
-	ho, err := host.New(host.Config{Home: home, Warm: true, S1Helper: helper, Memory: 256 << 20, Pids: 128})
+	ho, err := host.New(host.Config{Home: home, Warm: true, Executors: builtin.Config{S1Helper: helper, Memory: 256 << 20, Pids: 128}.Executors})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/internal/cgroup"
-	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/internal/vm/boot"
 	"github.com/opensubstrate/sandbox/internal/vm/firecracker"
@@ -195,7 +195,7 @@ func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 func (f *Firecracker) DefaultLimits() unit.Limits { return f.cfg.limits() }
 
 // Run boots the unit's image, runs its program, and ends the VM.
-func (f *Firecracker) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
+func (f *Firecracker) Run(ctx context.Context, j *executor.Job) (*executor.Result, error) {
 	if err := check(j); err != nil {
 		return nil, err
 	}
@@ -210,7 +210,7 @@ func (f *Firecracker) Run(ctx context.Context, j *job.Job) (*job.Result, error) 
 	if err := limitVM(j.Cgroup, mem, j.Unit.Limits); err != nil {
 		return nil, err
 	}
-	res := &job.Result{Executor: "firecracker+kvm", Notes: []string{
+	res := &executor.Result{Executor: "firecracker+kvm", Notes: []string{
 		"S5 on Firecracker (KVM), driven over its API socket; the guest agent over vsock",
 		guestNote(im)}}
 	bctx, deadline, stop := bootContext(ctx, j.Deadline)

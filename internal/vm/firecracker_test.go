@@ -12,9 +12,9 @@ import (
 	"testing"
 
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -54,10 +54,10 @@ func TestFirecrackerRunsAVMUnit(t *testing.T) {
 	}
 	manifest, _ := os.ReadFile(filepath.Join(f.cfg.ImageDir, "manifest.json"))
 	var out bytes.Buffer
-	j := &job.Job{Image: manifest, Grants: grant.Set{}, Stdout: &out,
+	j := &executor.Job{Image: manifest, Grants: grant.Set{}, Stdout: &out,
 		Unit: unit.Unit{Kind: tier.VM, Entry: "/sandbox/bin/sh", Args: []string{"sh", "-c", "uname -r; id -u; exit 3"}}}
 	var ctlErr error
-	j.OnStart = func(c job.Control) { ctlErr = errors.Join(c.Freeze(), c.Thaw()) } // through the API: PATCH /vm
+	j.OnStart = func(c executor.Control) { ctlErr = errors.Join(c.Freeze(), c.Thaw()) } // through the API: PATCH /vm
 	res, err := f.Run(context.Background(), j)
 	if err != nil || ctlErr != nil {
 		t.Fatal(err, ctlErr)

@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/confine"
+	"github.com/opensubstrate/sandbox/internal/confine/syscalls"
 	"github.com/opensubstrate/sandbox/internal/egress"
-	"github.com/opensubstrate/sandbox/internal/native"
-	"github.com/opensubstrate/sandbox/internal/native/s1init"
 	"github.com/opensubstrate/sandbox/internal/vm/boot"
 	"github.com/opensubstrate/sandbox/internal/vm/wire"
 )
@@ -61,8 +61,8 @@ type Spec struct {
 	Incoming string
 	// Hostname is the guest's.
 	Hostname string
-	// Jail is the helper QEMU is started through, confined (s1init's
-	// VM jail: a read-only host but for Dir and the read-write mounts,
+	// Jail is the helper QEMU is started through, confined (the monitor
+	// jail, internal/confine: a read-only host but for Dir and the read-write mounts,
 	// three capabilities, no_new_privs); "" starts QEMU as it is.
 	Jail string
 }
@@ -73,14 +73,14 @@ func (s Spec) command(path string) (string, []string, error) {
 	if s.Jail == "" {
 		return path, qemu, nil
 	}
-	filter, err := native.MonitorFilter()
+	filter, err := syscalls.MonitorFilter()
 	if err != nil {
 		return "", nil, err
 	}
 	// Only the VM's own directory is writable in the jail: the shares
 	// come by descriptor, writable where they are, and are mounted
 	// nowhere in its namespace.
-	a := []string{s.Jail, s1init.VMJailArg, s1init.InsnsText(filter), s.Dir}
+	a := []string{s.Jail, confine.MonitorJailArg, confine.InsnsText(filter), s.Dir}
 	return s.Jail, append(append(a, "--"), qemu...), nil
 }
 

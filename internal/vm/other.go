@@ -11,7 +11,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/unit"
 
-	"github.com/opensubstrate/sandbox/internal/job"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -23,17 +23,12 @@ func (e *Executor) Probe(context.Context) tier.Probe {
 }
 
 // Run refuses.
-func (e *Executor) Run(context.Context, *job.Job) (*job.Result, error) { return nil, errNotSupported }
+func (e *Executor) Run(context.Context, *executor.Job) (*executor.Result, error) {
+	return nil, errNotSupported
+}
 
 // Session: live S5 sandboxes need Linux.
 type Session struct{}
-
-// Snapshot is a memory image.
-type Snapshot struct {
-	Path string
-	Addr addr.Addr
-	Size int64
-}
 
 // Open refuses.
 func (e *Executor) Open(context.Context, grant.Set, unit.Limits, *cgroup.Group) (*Session, error) {
@@ -48,13 +43,20 @@ func (e *Executor) Reopen(context.Context, grant.Set, unit.Limits, *cgroup.Group
 // BootImage refuses.
 func (e *Executor) BootImage() (addr.Addr, error) { return addr.Addr{}, errNotSupported }
 
-func (s *Session) Run(context.Context, *job.Job) (*job.Result, error) { return nil, errNotSupported }
-func (s *Session) Notes() []string                                    { return nil }
-func (s *Session) Alive() bool                                        { return false }
-func (s *Session) Suspend(context.Context, string) (*Snapshot, error) { return nil, errNotSupported }
-func (s *Session) Continue(context.Context) error                     { return errNotSupported }
-func (s *Session) Paused(context.Context) (bool, string, error)       { return false, "", errNotSupported }
-func (s *Session) Close() error                                       { return nil }
+func (s *Session) Run(context.Context, *executor.Job) (*executor.Result, error) {
+	return nil, errNotSupported
+}
+func (s *Session) Notes() []string { return nil }
+func (s *Session) Alive() bool     { return false }
+func (s *Session) Suspend(context.Context, string) (*executor.Snapshot, error) {
+	return nil, errNotSupported
+}
+func (s *Session) Freeze(context.Context) error                 { return errNotSupported }
+func (s *Session) Thaw(context.Context) error                   { return errNotSupported }
+func (s *Session) Frozen(context.Context) (bool, string, error) { return false, "", errNotSupported }
+func (s *Session) Continue(context.Context) error               { return errNotSupported }
+func (s *Session) Paused(context.Context) (bool, string, error) { return false, "", errNotSupported }
+func (s *Session) Close() error                                 { return nil }
 
 // Firecracker: S5 needs Linux.
 type Firecracker struct{}
@@ -68,4 +70,6 @@ func (*Firecracker) Kind() tier.Kind { return tier.VM }
 func (*Firecracker) Probe(context.Context) tier.Probe {
 	return tier.Probe{Reason: errNotSupported.Error()}
 }
-func (*Firecracker) Run(context.Context, *job.Job) (*job.Result, error) { return nil, errNotSupported }
+func (*Firecracker) Run(context.Context, *executor.Job) (*executor.Result, error) {
+	return nil, errNotSupported
+}

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/confine"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/native/s1init"
 	"github.com/opensubstrate/sandbox/internal/vm/boot"
 	"github.com/opensubstrate/sandbox/internal/vm/wire"
 	"github.com/opensubstrate/sandbox/tier"
@@ -212,7 +212,7 @@ func readOnly(o string) bool { return o == "ro" || strings.HasPrefix(o, "ro,") }
 // jailCaps is the bounding set of a jailed QEMU, as its status says it.
 func jailCaps() string {
 	var want uint64
-	for _, c := range s1init.VMJailKeeps {
+	for _, c := range confine.MonitorKeeps {
 		want |= 1 << c
 	}
 	return fmt.Sprintf("%016x", want)

@@ -14,9 +14,9 @@ import (
 
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/egress"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/vm/boot"
 	"github.com/opensubstrate/sandbox/internal/vm/wire"
 	"github.com/opensubstrate/sandbox/tier"
@@ -44,17 +44,7 @@ const Nobody = 65534
 // editor, ...: /etc/alternatives holds links only).
 var SystemDirs = []string{"/usr", "/etc/alternatives"}
 
-// RefusedError is a grant S5 cannot honour as asked.
-type RefusedError struct{ What string }
-
-func (e *RefusedError) Error() string {
-	return "S5 cannot honour " + e.What
-}
-
-// Invalid: the request cannot run at S5 as given.
-func (e *RefusedError) Invalid() bool { return true }
-
-func check(j *job.Job) error {
+func check(j *executor.Job) error {
 	g := j.Grants
 	switch {
 	case len(g.Exec.Allow) > 0 || len(g.Exec.Deny) > 0:
@@ -75,7 +65,7 @@ func check(j *job.Job) error {
 // image is the boot image a run boots: its unit's own (kind vm: the
 // unit's image is a sandbox.vm/1 manifest whose files lie in ImageDir),
 // else the default.
-func (e *Executor) image(j *job.Job) (*boot.Image, error) {
+func (e *Executor) image(j *executor.Job) (*boot.Image, error) {
 	if e.kind != tier.VM {
 		return boot.Open(e.cfg.ImageDir)
 	}
@@ -84,7 +74,7 @@ func (e *Executor) image(j *job.Job) (*boot.Image, error) {
 
 // Run boots the unit's VM, runs its program under the guest's kernel,
 // and ends the VM.
-func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
+func (e *Executor) Run(ctx context.Context, j *executor.Job) (*executor.Result, error) {
 	if err := check(j); err != nil {
 		return nil, err
 	}
@@ -97,7 +87,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	}
 	accel, why := e.accelerator(ctx, im)
 	name := e.executorName(accel)
-	res := &job.Result{Executor: name, Notes: []string{e.accelNote(accel, why), guestNote(im)}}
+	res := &executor.Result{Executor: name, Notes: []string{e.accelNote(accel, why), guestNote(im)}}
 	dir, err := e.cfg.mkTemp("sandbox-vm")
 	if err != nil {
 		return nil, err
@@ -156,7 +146,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 // writeProgram gives the guest a native unit's program where it is not
 // in what the guest shares with the host: the very bytes the unit names,
 // at the same path.
-func writeProgram(ctx context.Context, m *Machine, j *job.Job, ms []wire.Mount) error {
+func writeProgram(ctx context.Context, m *Machine, j *executor.Job, ms []wire.Mount) error {
 	if under(j.Unit.Entry, ms) {
 		return nil
 	}
@@ -166,10 +156,10 @@ func writeProgram(ctx context.Context, m *Machine, j *job.Job, ms []wire.Mount) 
 // execute runs j's program in the running guest m and fills res. A
 // deadline or a budget ends the VM, or in a live sandbox (live) kills
 // the program's process group; an interruption signals the program.
-func execute(ctx context.Context, m *Machine, j *job.Job, env map[string]string, res *job.Result, deadline <-chan time.Time, live bool) (*job.Result, error) {
+func execute(ctx context.Context, m *Machine, j *executor.Job, env map[string]string, res *executor.Result, deadline <-chan time.Time, live bool) (*executor.Result, error) {
 	prog := j.Unit.Entry
 	if j.OnStart != nil {
-		j.OnStart(job.Control{Freeze: func() error { return m.pause(ctx) }, Thaw: func() error { return m.resume(ctx) }})
+		j.OnStart(executor.Control{Freeze: func() error { return m.pause(ctx) }, Thaw: func() error { return m.resume(ctx) }})
 	}
 	argv := j.Unit.Args
 	if len(argv) == 0 {
@@ -204,7 +194,7 @@ func execute(ctx context.Context, m *Machine, j *job.Job, env map[string]string,
 		a = <-ans
 	case <-ctx.Done():
 		how = "canceled"
-		if errors.Is(context.Cause(ctx), job.ErrBudget) {
+		if errors.Is(context.Cause(ctx), executor.ErrBudget) {
 			how = "budget"
 			kill()
 			a = <-ans
@@ -272,7 +262,7 @@ func outcome(st wire.ExitStatus, err error, how string) (attest.Outcome, syscall
 		return attest.Outcome{Status: attest.Failed, Detail: "in the guest: " + st.Error}, 0, syscall.Errno(st.Errno)
 	case st.Signal != 0:
 		sig := syscall.Signal(st.Signal)
-		return job.SignalOutcome(sig, " in the guest"), sig, 0
+		return executor.SignalOutcome(sig, " in the guest"), sig, 0
 	}
 	c := st.Code
 	return attest.Outcome{Status: attest.Exited, ExitCode: &c}, 0, 0
@@ -356,7 +346,7 @@ func under(p string, ms []wire.Mount) bool {
 // newProxy makes the run's egress proxy (Start serves it, to the VM's
 // QEMU only), the proxy settings of its programs and the files its guest
 // trusts it by.
-func newProxy(j *job.Job, roots *x509.CertPool) (*egress.Proxy, map[string]string, map[string][]byte, error) {
+func newProxy(j *executor.Job, roots *x509.CertPool) (*egress.Proxy, map[string]string, map[string][]byte, error) {
 	inj, err := egress.Secrets(j.Grants, nil)
 	if err != nil {
 		return nil, nil, nil, err

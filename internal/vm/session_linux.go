@@ -9,8 +9,8 @@ import (
 
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/egress"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/internal/vm/boot"
 )
@@ -53,7 +53,7 @@ func (e *Executor) Reopen(ctx context.Context, g grant.Set, lim unit.Limits, cg 
 }
 
 func (e *Executor) open(ctx context.Context, g grant.Set, lim unit.Limits, cg *cgroup.Group, memory string) (s *Session, err error) {
-	j := &job.Job{Grants: g, Unit: unit.Unit{Limits: lim}}
+	j := &executor.Job{Grants: g, Unit: unit.Unit{Limits: lim}}
 	if err := check(j); err != nil {
 		return nil, err
 	}
@@ -91,7 +91,7 @@ func (e *Executor) open(ctx context.Context, g grant.Set, lim unit.Limits, cg *c
 		// reaches a new one at the same guest address (served, as each
 		// VM's, to that VM's QEMU only).
 		s.enf = grant.NewEnforcer(g)
-		s.proxy, s.env, s.files, err = newProxy(&job.Job{Grants: g, Enforcer: s.enf}, e.cfg.EgressRoots)
+		s.proxy, s.env, s.files, err = newProxy(&executor.Job{Grants: g, Enforcer: s.enf}, e.cfg.EgressRoots)
 		if err != nil {
 			return nil, err
 		}
@@ -136,14 +136,14 @@ func (s *Session) Alive() bool {
 // Run runs one exec in the VM. While it runs, QEMU's process is counted
 // in the exec's own group (j.Cgroup), so the meter sees the VM's CPU; an
 // exec that overlaps another's says its VM time was counted there.
-func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
+func (s *Session) Run(ctx context.Context, j *executor.Job) (*executor.Result, error) {
 	if !s.Alive() {
 		return nil, fmt.Errorf("vm: the sandbox's VM has ended: %w", s.m.ended(nil))
 	}
 	if err := check(j); err != nil {
 		return nil, err
 	}
-	res := &job.Result{Executor: s.name}
+	res := &executor.Result{Executor: s.name}
 	if j.Cgroup != nil && s.cg != nil {
 		s.mu.Lock()
 		held := s.cpuHeld
@@ -194,7 +194,7 @@ func (s *Session) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 // Suspend lets the guest unmount its shares (refused, with the reason,
 // while a process holds a file in one), pauses it, and writes its memory
 // image to path. The VM stays paused: Close it, or Continue it.
-func (s *Session) Suspend(ctx context.Context, path string) (*Snapshot, error) {
+func (s *Session) Suspend(ctx context.Context, path string) (*executor.Snapshot, error) {
 	if err := s.m.quiesce(ctx); err != nil {
 		s.m.setup(ctx) // mount again what it let go of
 		return nil, err
@@ -222,6 +222,16 @@ func (s *Session) Continue(ctx context.Context) error {
 	}
 	return s.m.setup(ctx)
 }
+
+// Freeze stops the VM's vCPUs through its monitor until Thaw: nothing of
+// the guest runs. Its shares stay mounted (Suspend lets go of them).
+func (s *Session) Freeze(ctx context.Context) error { return s.m.pause(ctx) }
+
+// Thaw lets the VM's vCPUs run on.
+func (s *Session) Thaw(ctx context.Context) error { return s.m.resume(ctx) }
+
+// Frozen is Paused: the monitor's word, not the guest's.
+func (s *Session) Frozen(ctx context.Context) (bool, string, error) { return s.Paused(ctx) }
 
 // Close ends the VM and the sandbox's egress proxy.
 func (s *Session) Close() error {

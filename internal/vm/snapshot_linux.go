@@ -11,21 +11,15 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/executor"
 )
-
-// Snapshot is a VM's memory image on disk, named by its content.
-type Snapshot struct {
-	Path string
-	Addr addr.Addr
-	Size int64
-}
 
 // Snapshot pauses the VM and writes its whole state (memory and devices)
 // to path through QEMU's migration stream; the VM stays paused (Kill it,
 // or Continue). The guest's root is in its memory, so the image is the
 // guest's disk too; granted directories are the host's and are kept by
 // whoever keeps the workspace.
-func (m *Machine) Snapshot(ctx context.Context, path string) (*Snapshot, error) {
+func (m *Machine) Snapshot(ctx context.Context, path string) (*executor.Snapshot, error) {
 	sock := filepath.Join(m.spec.Dir, "out.sock")
 	os.Remove(sock)
 	ln, err := net.Listen("unix", sock)
@@ -81,7 +75,7 @@ func (m *Machine) Snapshot(ctx context.Context, path string) (*Snapshot, error) 
 		return nil, err
 	}
 	ok = true
-	return &Snapshot{Path: path, Addr: r.a, Size: r.n}, nil
+	return &executor.Snapshot{Path: path, Addr: r.a, Size: r.n}, nil
 }
 
 // waitMigration polls until the migration completes, failing on its

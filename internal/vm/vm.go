@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/unit"
@@ -40,7 +42,8 @@ type Config struct {
 	// system's.
 	EgressRoots *x509.CertPool
 	// Jail is the helper QEMU starts through, confined (sandbox's S1
-	// helper: s1init's VM jail); without one the probe refuses the rung.
+	// helper, which runs the monitor jail of internal/confine); without
+	// one the probe refuses the rung.
 	Jail string
 	// StateDir is the host's state directory, which no share may reach
 	// (nor contain, nor lie inside); "" guards none.
@@ -173,4 +176,66 @@ func qemuVersion(prog string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("vm: cannot read QEMU's version from %q", strings.TrimSpace(string(out)))
+}
+
+// What S5 is, by the executor contract.
+var (
+	_ executor.Executor    = (*Executor)(nil)
+	_ executor.Resumer     = (*Executor)(nil)
+	_ executor.BootImager  = (*Executor)(nil)
+	_ executor.Limiter     = (*Executor)(nil)
+	_ executor.Session     = (*Session)(nil)
+	_ executor.Snapshotter = (*Session)(nil)
+	_ executor.Executor    = (*Firecracker)(nil)
+)
+
+// OpenSession boots a live S5 sandbox's VM (Open) with spec. Its execs
+// are native programs: the executor of vm units opens none, and a VM
+// has no network device to listen on, nor a root filesystem but its
+// boot image's.
+func (e *Executor) OpenSession(ctx context.Context, spec executor.SessionSpec) (executor.Session, error) {
+	if err := e.sessionSpec(spec); err != nil {
+		return nil, err
+	}
+	s, err := e.Open(ctx, spec.Grants, spec.Limits, spec.Cgroup)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ResumeSession resumes a suspended sandbox's VM (Reopen) from the
+// memory image at path.
+func (e *Executor) ResumeSession(ctx context.Context, spec executor.SessionSpec, path string) (executor.Session, error) {
+	if err := e.sessionSpec(spec); err != nil {
+		return nil, err
+	}
+	s, err := e.Reopen(ctx, spec.Grants, spec.Limits, spec.Cgroup, path)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// RefusedError is a grant S5 cannot honour as asked.
+type RefusedError struct{ What string }
+
+func (e *RefusedError) Error() string {
+	return "S5 cannot honour " + e.What
+}
+
+// Invalid: the request cannot run at S5 as given.
+func (e *RefusedError) Invalid() bool { return true }
+
+// sessionSpec refuses what a live S5 sandbox cannot be.
+func (e *Executor) sessionSpec(spec executor.SessionSpec) error {
+	switch {
+	case e.kind != tier.Native:
+		return &RefusedError{"a live sandbox of vm units: a live S5 sandbox runs native programs in the executor's own guest image"}
+	case len(spec.Listen) > 0:
+		return &RefusedError{"listen ports: its guest has no network device"}
+	case spec.RootDir != "":
+		return &RefusedError{"an image's root filesystem: an S5 guest runs on its own boot image (a vm unit)"}
+	}
+	return nil
 }

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/internal/vm/boot"
 	"github.com/opensubstrate/sandbox/internal/vm/wire"
@@ -254,8 +254,8 @@ func TestImageRefusedByAddressBeforeBoot(t *testing.T) {
 	}
 }
 
-func nativeJob(prog string, args ...string) *job.Job {
-	return &job.Job{Unit: unit.Unit{Kind: tier.Native, Entry: prog, Args: append([]string{prog}, args...)}, Grants: grant.Set{Kernel: true}}
+func nativeJob(prog string, args ...string) *executor.Job {
+	return &executor.Job{Unit: unit.Unit{Kind: tier.Native, Entry: prog, Args: append([]string{prog}, args...)}, Grants: grant.Set{Kernel: true}}
 }
 
 // TestAgentThatNeverAnswersIsEndedByTheDeadline: a guest whose init never

@@ -13,8 +13,8 @@ import (
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/kv"
 )
@@ -35,9 +35,9 @@ type broker struct {
 	// one, and a continuation replays up to it.
 	calls   uint64
 	parkReq bool
-	parked  *job.Parked // set at the park point: no host effect after it
-	cont    *job.Parked // continuing: the park point still to reach
-	live    func()      // called when a continuation reaches it
+	parked  *executor.Parked // set at the park point: no host effect after it
+	cont    *executor.Parked // continuing: the park point still to reach
+	live    func()           // called when a continuation reaches it
 	mod     api.Module
 	fuel    api.Global
 	fs      *brokerFS
@@ -134,7 +134,7 @@ func (b *broker) memory() []byte {
 // here reaches the host, and the run is cancelled.
 func (b *broker) park(made uint64) {
 	mem := b.memory()
-	p := &job.Parked{Boundary: made, Memory: mem, MemoryAddr: addr.Of(mem)}
+	p := &executor.Parked{Boundary: made, Memory: mem, MemoryAddr: addr.Of(mem)}
 	if b.fuel != nil {
 		p.Fuel = b.fuel.Get()
 	}
@@ -153,7 +153,7 @@ func (b *broker) park(made uint64) {
 
 // reach is the park point of a continuation: the replay must have made
 // the same calls into the same state; from here the run is live.
-func (b *broker) reach(c *job.Parked) {
+func (b *broker) reach(c *executor.Parked) {
 	fail := func(format string, a ...any) {
 		b.fail(&ParkDivergence{Detail: fmt.Sprintf(format, a...)})
 	}
@@ -179,7 +179,7 @@ func (b *broker) reach(c *job.Parked) {
 }
 
 // Parked returns the park, if the run parked.
-func (b *broker) Parked() *job.Parked {
+func (b *broker) Parked() *executor.Parked {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.parked

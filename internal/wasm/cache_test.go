@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/fuel"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -49,7 +49,7 @@ func runOn(t *testing.T, e *Executor, image []byte, args ...string) string {
 	g, _ := grant.ParseArgs([]string{"cpu:50J"}, "/")
 	u := unit.Unit{Kind: tier.Wasm, Image: addr.Of(image), Entry: "guest.wasm", Args: append([]string{"guest.wasm"}, args...)}
 	var out, errb bytes.Buffer
-	res, err := e.Run(context.Background(), &job.Job{Unit: u, Image: image, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: &out, Stderr: &errb, Deadline: time.Minute})
+	res, err := e.Run(context.Background(), &executor.Job{Unit: u, Image: image, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: &out, Stderr: &errb, Deadline: time.Minute})
 	if err != nil || res.Outcome.ExitCode == nil || *res.Outcome.ExitCode != 0 {
 		t.Fatalf("%v %+v %s", err, res, errb.String())
 	}

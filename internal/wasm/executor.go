@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -24,9 +25,9 @@ import (
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/energy"
 	"github.com/opensubstrate/sandbox/internal/crash"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/fuel"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/receipt"
@@ -168,6 +169,14 @@ func (e *Executor) shared(k rtKey) (wazero.Runtime, error) {
 	return en.rt, en.err
 }
 
+// What S2 is, by the executor contract. Its sandboxes run each exec as
+// a run of its own (parked, not frozen): it opens no sessions.
+var (
+	_ executor.Executor = (*Executor)(nil)
+	_ executor.Limiter  = (*Executor)(nil)
+	_ io.Closer         = (*Executor)(nil)
+)
+
 // Close releases the runtimes and their compiled modules.
 func (e *Executor) Close() error {
 	e.mu.Lock()
@@ -199,7 +208,7 @@ func (e *Executor) compile(ctx context.Context, k rtKey, a addr.Addr, image []by
 	}
 	inst, err := e.instrumented(a, image)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: it is not a valid WebAssembly module: %w", job.ErrNotExecutable, err)
+		return nil, nil, fmt.Errorf("%w: it is not a valid WebAssembly module: %w", executor.ErrNotExecutable, err)
 	}
 	if k.uncached || e.cache == nil {
 		c, err = rt.CompileModule(ctx, inst)
@@ -215,11 +224,11 @@ func (e *Executor) compile(ctx context.Context, k rtKey, a addr.Addr, image []by
 		return urt, uc, uerr
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: wasm: compile: %w", job.ErrNotExecutable, err)
+		return nil, nil, fmt.Errorf("%w: wasm: compile: %w", executor.ErrNotExecutable, err)
 	}
 	if err := checkImports(c); err != nil {
 		c.Close(ctx)
-		return nil, nil, fmt.Errorf("%w: %w", job.ErrNotExecutable, err)
+		return nil, nil, fmt.Errorf("%w: %w", executor.ErrNotExecutable, err)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -370,7 +379,7 @@ func (e *Executor) runtime(ctx context.Context, withCache bool, pages uint32) wa
 
 // Run executes the job's module to completion, a deadline, cancellation or
 // the end of its fuel.
-func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
+func (e *Executor) Run(ctx context.Context, j *executor.Job) (*executor.Result, error) {
 	if len(j.Grants.Net) > 0 {
 		return nil, fmt.Errorf("S2 cannot honour network grants (%s): WASI preview 1 has no way to open a connection; run the program natively (S1) for network access", j.Grants.Net[0])
 	}
@@ -395,7 +404,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	}
 	rt, compiled, err := e.compile(ctx, rtKey{pages: pages}, ia, j.Image)
 	if err != nil {
-		if errors.Is(err, job.ErrNotExecutable) {
+		if errors.Is(err, executor.ErrNotExecutable) {
 			return nil, fmt.Errorf("%s (%s) %w", j.Unit.Entry, ia, err)
 		}
 		return nil, err
@@ -444,6 +453,9 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		WithOsyield(func() {}).
 		WithRandSource(b).
 		WithStartFunctions() // _start is called below, after the fuel is set
+	if j.Stdin != nil {
+		mc = mc.WithStdin(j.Stdin)
+	}
 	keys := make([]string, 0, len(j.Unit.Env))
 	for k := range j.Unit.Env {
 		keys = append(keys, k)
@@ -453,7 +465,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 		mc = mc.WithEnv(k, j.Unit.Env[k])
 	}
 
-	res := &job.Result{Executor: e.Name(), Start: time.Now()}
+	res := &executor.Result{Executor: e.Name(), Start: time.Now()}
 	mod, err := rt.InstantiateModule(runCtx, compiled, mc)
 	if err != nil {
 		return nil, fmt.Errorf("wasm: instantiate: %w", err)
@@ -463,13 +475,13 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 	fuelG.Set(fuelBudget)
 	start := mod.ExportedFunction("_start")
 	if start == nil {
-		return nil, fmt.Errorf("%w: wasm: the module exports no _start function (a WASI command is required)", job.ErrNotExecutable)
+		return nil, fmt.Errorf("%w: wasm: the module exports no _start function (a WASI command is required)", executor.ErrNotExecutable)
 	}
 	b.mu.Lock()
 	b.mod, b.fuel = mod, fuelG
 	b.mu.Unlock()
 	if j.OnStart != nil && (j.Replay == nil || j.Continue != nil) {
-		j.OnStart(job.Control{Park: b.requestPark})
+		j.OnStart(executor.Control{Park: b.requestPark})
 	}
 	crash.At(crash.Started)
 	callErr := e.call(runCtx, start, j, res)
@@ -513,7 +525,7 @@ func (e *Executor) Run(ctx context.Context, j *job.Job) (*job.Result, error) {
 // call runs _start on a locked OS thread, so that the guest's CPU time can
 // be attributed: the thread is placed in the run's cgroup when the host
 // can, and its own CPU clock is read around the call either way.
-func (e *Executor) call(ctx context.Context, start api.Function, j *job.Job, res *job.Result) error {
+func (e *Executor) call(ctx context.Context, start api.Function, j *executor.Job, res *executor.Result) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	tid := gettid()

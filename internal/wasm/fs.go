@@ -13,8 +13,8 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/job"
 )
 
 // Journal records of file system results.
@@ -625,16 +625,16 @@ func (x *file) listed(n int64) {
 
 // handles are the guest's open files, live, as a park keeps them: where
 // each regular file's position is, how far each directory was listed.
-func (f *brokerFS) handles() ([]job.Handle, uint64, error) {
+func (f *brokerFS) handles() ([]executor.Handle, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	hs := make([]job.Handle, 0, len(f.opened))
+	hs := make([]executor.Handle, 0, len(f.opened))
 	for h, o := range f.opened {
 		hf := f.files[h]
 		if hf == nil {
 			return nil, 0, fmt.Errorf("open file %d (%s) has no host file", h, o.path)
 		}
-		x := job.Handle{H: h, Path: o.path, Flag: o.flag}
+		x := executor.Handle{H: h, Path: o.path, Flag: o.flag}
 		dir, e := hf.IsDir()
 		if e != 0 {
 			return nil, 0, fmt.Errorf("open file %d (%s): %w", h, o.path, e)
@@ -653,7 +653,7 @@ func (f *brokerFS) handles() ([]job.Handle, uint64, error) {
 // reattach opens on the host, again, the files a continuation's guest
 // holds at its park point (the replay served them from the journal), at
 // the positions the park kept. They must be the ones the park kept.
-func (f *brokerFS) reattach(hs []job.Handle, next uint64) error {
+func (f *brokerFS) reattach(hs []executor.Handle, next uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(hs) != len(f.opened) {

@@ -16,16 +16,16 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
 // parkJob is a ticker run's job in dir, as a unit that names dir.
-func parkJob(t *testing.T, img []byte, dir string, extra []string, lines string) (*job.Job, *grant.Enforcer) {
+func parkJob(t *testing.T, img []byte, dir string, extra []string, lines string) (*executor.Job, *grant.Enforcer) {
 	t.Helper()
 	g, err := grant.ParseArgs(append([]string{"cpu:50J", "fs:" + dir + ":rw"}, extra...), "/")
 	if err != nil {
@@ -38,7 +38,7 @@ func parkJob(t *testing.T, img []byte, dir string, extra []string, lines string)
 		t.Fatal(err)
 	}
 	enf := grant.NewEnforcer(g)
-	return &job.Job{Unit: u, UnitAddr: ua, Image: img, Grants: g, Enforcer: enf, Deadline: time.Minute}, enf
+	return &executor.Job{Unit: u, UnitAddr: ua, Image: img, Grants: g, Enforcer: enf, Deadline: time.Minute}, enf
 }
 
 // parkAfter is a stdout that asks the run to park once it has seen n
@@ -64,13 +64,13 @@ func (p *parkAfter) Write(b []byte) (int, error) {
 
 // parkTicker runs ticker LINES in dir and parks it after n lines (0: as
 // it starts); it returns the park, its journal and what it printed.
-func parkTicker(t *testing.T, img []byte, dir string, extra []string, lines string, n int) (*job.Parked, []byte, string) {
+func parkTicker(t *testing.T, img []byte, dir string, extra []string, lines string, n int) (*executor.Parked, []byte, string) {
 	t.Helper()
 	var jb bytes.Buffer
 	out := &parkAfter{n: n}
 	j, _ := parkJob(t, img, dir, extra, lines)
 	j.Record, j.Stdout = journal.NewWriter(&jb), out
-	j.OnStart = func(c job.Control) {
+	j.OnStart = func(c executor.Control) {
 		out.park = c.Park
 		if n == 0 {
 			c.Park()
@@ -100,7 +100,7 @@ func (l *liveSplit) Write(b []byte) (int, error) {
 
 // continueRun continues a parked ticker run from its journal, with its
 // workspace now at moved.
-func continueRun(t *testing.T, img []byte, dir, moved string, extra []string, lines string, parked *job.Parked, parkedJournal []byte) (*job.Result, error, *liveSplit, []byte, *grant.Enforcer) {
+func continueRun(t *testing.T, img []byte, dir, moved string, extra []string, lines string, parked *executor.Parked, parkedJournal []byte) (*executor.Result, error, *liveSplit, []byte, *grant.Enforcer) {
 	t.Helper()
 	entries, _, err := journal.Parse(parkedJournal)
 	if err != nil {
@@ -242,19 +242,19 @@ func TestContinueDivergence(t *testing.T) {
 	img := goGuest(t, "ticker")
 	dir := t.TempDir()
 	parked, jb1, _ := parkTicker(t, img, dir, nil, "200", 50)
-	cases := map[string]func(p *job.Parked){
-		"other memory":       func(p *job.Parked) { p.MemoryAddr = addr.Of([]byte("other")) },
-		"a later park point": func(p *job.Parked) { p.Boundary += 3 },
-		"an earlier point":   func(p *job.Parked) { p.Boundary -= 3 },
-		"a file it never held": func(p *job.Parked) {
-			p.Handles = append(p.Handles, job.Handle{H: 99, Path: filepath.Join(dir, "x")})
+	cases := map[string]func(p *executor.Parked){
+		"other memory":       func(p *executor.Parked) { p.MemoryAddr = addr.Of([]byte("other")) },
+		"a later park point": func(p *executor.Parked) { p.Boundary += 3 },
+		"an earlier point":   func(p *executor.Parked) { p.Boundary -= 3 },
+		"a file it never held": func(p *executor.Parked) {
+			p.Handles = append(p.Handles, executor.Handle{H: 99, Path: filepath.Join(dir, "x")})
 		},
-		"after the run's end": func(p *job.Parked) { p.Boundary += 1 << 40 },
+		"after the run's end": func(p *executor.Parked) { p.Boundary += 1 << 40 },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
 			p := *parked
-			p.Handles = append([]job.Handle(nil), p.Handles...)
+			p.Handles = append([]executor.Handle(nil), p.Handles...)
 			mutate(&p)
 			res, err, out, _, _ := continueRun(t, img, dir, dir, nil, "200", &p, jb1)
 			var d *ParkDivergence
@@ -276,16 +276,16 @@ func TestContinueDivergence(t *testing.T) {
 func BenchmarkParkContinue(b *testing.B) {
 	img := guestbuild.Read(b, guestbuild.Go, "ticker")
 	dir := b.TempDir()
-	run := func(park int) (*job.Parked, []byte) {
+	run := func(park int) (*executor.Parked, []byte) {
 		var jb bytes.Buffer
 		out := &parkAfter{n: park}
 		g, _ := grant.ParseArgs([]string{"cpu:50J", "fs:" + dir + ":rw"}, "/")
 		u := unit.Unit{Kind: tier.Wasm, Image: addr.Of(img), Entry: "ticker.wasm", Args: []string{"ticker.wasm", "2000", filepath.Join(dir, "ticks.txt")}}
 		_, u.Grants, _ = g.Canonical()
 		_, ua, _ := u.Canonical()
-		j := &job.Job{Unit: u, UnitAddr: ua, Image: img, Grants: g, Enforcer: grant.NewEnforcer(g), Deadline: time.Minute, Record: journal.NewWriter(&jb), Stdout: out}
+		j := &executor.Job{Unit: u, UnitAddr: ua, Image: img, Grants: g, Enforcer: grant.NewEnforcer(g), Deadline: time.Minute, Record: journal.NewWriter(&jb), Stdout: out}
 		if park > 0 {
-			j.OnStart = func(c job.Control) { out.park = c.Park }
+			j.OnStart = func(c executor.Control) { out.park = c.Park }
 		}
 		res, err := testExec.Run(context.Background(), j)
 		if err != nil {
@@ -321,7 +321,7 @@ func BenchmarkParkContinue(b *testing.B) {
 			for _, e := range entries {
 				rec.AppendEntry(e)
 			}
-			j := &job.Job{Unit: u, UnitAddr: ua, Image: img, Grants: g, Enforcer: grant.NewEnforcer(g), Deadline: time.Minute,
+			j := &executor.Job{Unit: u, UnitAddr: ua, Image: img, Grants: g, Enforcer: grant.NewEnforcer(g), Deadline: time.Minute,
 				Record: rec, Replay: journal.NewReader(entries), Continue: p, Stdout: io.Discard}
 			if _, err := testExec.Run(context.Background(), j); err != nil {
 				b.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/fuel"
 )
 
@@ -27,3 +28,6 @@ func (e *Executor) ProbeKey() (string, error) {
 	return fmt.Sprintf("%s %d:%d %d %d.%d %d.%d wazero %s %s pages %d", exe, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec,
 		e.version, fuel.Version, e.cfg.MemoryLimitPages), nil
 }
+
+// On Linux, S2's probe is kept.
+var _ executor.ProbeKeyer = (*Executor)(nil)

@@ -12,9 +12,9 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
-	"github.com/opensubstrate/sandbox/internal/job"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/kv"
 	"github.com/opensubstrate/sandbox/internal/unit"
@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 }
 
 type run struct {
-	res     *job.Result
+	res     *executor.Result
 	err     error
 	stdout  string
 	stderr  string
@@ -77,7 +77,7 @@ func executeWith(t testing.TB, image []byte, grants []string, store *kv.Store, d
 	var jb, out, errb bytes.Buffer
 	rec := journal.NewWriter(&jb)
 	enf := grant.NewEnforcer(g)
-	res, err := testExec.Run(context.Background(), &job.Job{
+	res, err := testExec.Run(context.Background(), &executor.Job{
 		Unit: u, UnitAddr: ua, Image: image, Grants: g, Enforcer: enf, Record: rec,
 		KV: store, Stdout: &out, Stderr: &errb, Deadline: deadline,
 	})
@@ -308,7 +308,7 @@ func replay(t *testing.T, image []byte, grants []string, journalBytes []byte, ar
 	rd := journal.NewReader(entries)
 	var out, errb bytes.Buffer
 	enf := grant.NewEnforcer(g)
-	res, err := testExec.Run(context.Background(), &job.Job{
+	res, err := testExec.Run(context.Background(), &executor.Job{
 		Unit: u, UnitAddr: ua, Image: image, Grants: g, Enforcer: enf, Replay: rd,
 		Stdout: &out, Stderr: &errb, Deadline: time.Minute,
 	})

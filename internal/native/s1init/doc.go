@@ -1,6 +1,7 @@
 // Package s1init is the inside of an S1 run: the program that is pid 1
-// of the run's namespaces. It is deliberately small (it imports nothing
-// of the rest of the module) so that the helper binary built from it,
+// of the run's namespaces. It is deliberately small (of the rest of the
+// module it imports only internal/hostpath and internal/confine, which
+// import nothing heavy) so that the helper binary built from it,
 // cmd/sandbox-s1, starts in a few milliseconds.
 //
 // Init reads a Base on fd 3 and builds the shared part of the run's root
@@ -24,5 +25,6 @@
 // The same helper starts an S5 VM's monitor (QEMU) confined: in a mount
 // namespace where every mount but the VM's directory and its read-write
 // grants is read-only, with a bounding set of three capabilities and
-// no_new_privs (runVMJail).
+// no_new_privs (confine.RunMonitorJail, which Main runs for
+// confine.MonitorJailArg).
 package s1init

@@ -15,10 +15,10 @@ import (
 	"sort"
 	"strings"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/opensubstrate/sandbox/internal/confine"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 )
 
@@ -35,8 +35,8 @@ func Main() (code int, ok bool) {
 		return runInit(), true
 	case ProbeArg:
 		return runProbe(), true
-	case VMJailArg:
-		return runVMJail(), true
+	case confine.MonitorJailArg:
+		return confine.RunMonitorJail(), true
 	case LaunchArg:
 		return runLaunch(), true
 	case UsernsArg:
@@ -295,7 +295,7 @@ func confineThreadAndStart(ex *Exec, xc *execCtl, files []uintptr, cgroups []int
 	if _, _, e := unix.RawSyscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ll), restrictFlags(ABI(), ex.Probe), 0); e != 0 {
 		return 0, fmt.Errorf("landlock: %w", e)
 	}
-	if err := loadFilter(ex.Seccomp); err != nil {
+	if err := confine.LoadFilter(ex.Seccomp); err != nil {
 		return 0, err
 	}
 	if xc != nil && !ex.KernelExecOnly {
@@ -340,23 +340,6 @@ type execError struct {
 
 func (e execError) Error() string { return fmt.Sprintf("exec %s: %v", e.path, e.err) }
 func (e execError) Unwrap() error { return e.err }
-
-// loadFilter installs a seccomp filter on the calling thread.
-func loadFilter(insns []Insn) error {
-	if len(insns) == 0 {
-		return errors.New("no seccomp filter in the spec")
-	}
-	f := make([]unix.SockFilter, len(insns))
-	for i, in := range insns {
-		f[i] = unix.SockFilter{Code: in.Code, Jt: in.Jt, Jf: in.Jf, K: in.K}
-	}
-	prog := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
-	if err := unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&prog)), 0, 0); err != nil {
-		return fmt.Errorf("seccomp: install filter: %w", err)
-	}
-	runtime.KeepAlive(f)
-	return nil
-}
 
 // mount flags that a read-only or remounted bind keeps from its source:
 // in a user namespace a remount may not clear them.

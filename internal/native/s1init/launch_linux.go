@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/opensubstrate/sandbox/internal/confine"
 	"golang.org/x/sys/unix"
 )
 
@@ -278,7 +279,7 @@ func runLaunch() int {
 		return fail(fmt.Errorf("landlock: %w", e))
 	}
 	unix.Close(rulesetFD)
-	if err := loadFilter(ex.Seccomp); err != nil {
+	if err := confine.LoadFilter(ex.Seccomp); err != nil {
 		return fail(err)
 	}
 	if ex.ExecControl && !ex.KernelExecOnly {

@@ -1,9 +1,9 @@
 package s1init
 
 import (
-	"fmt"
 	"strings"
 
+	"github.com/opensubstrate/sandbox/internal/confine"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 )
 
@@ -13,7 +13,6 @@ const (
 	ProbeArg  = "__sandbox-s1-probe"
 	UsernsArg = "__sandbox-s1-userns" // holds a user namespace open for an idmapped mount
 	LaunchArg = "__sandbox-s1-launch" // confines itself and executes a program with a host identity of its own
-	VMJailArg = "__sandbox-vm-jail"   // starts an S5 VM's monitor confined (vmjail_linux.go)
 )
 
 // Nobody is the user a run becomes when the host is root.
@@ -172,44 +171,10 @@ type Exec struct {
 	// show what the fanotify layer alone refuses.
 	KernelExecOnly bool `json:"kernel_exec_only,omitempty"`
 	// Seccomp is the filter program, assembled by the host.
-	Seccomp []Insn `json:"seccomp"`
+	Seccomp []confine.Insn `json:"seccomp"`
 	// Probe marks the tier probe, whose denials are its purpose: the
 	// kernel is not asked to report them (Landlock ABI 7 audit).
 	Probe bool `json:"probe,omitempty"`
-}
-
-// Insn is one classic BPF instruction of the seccomp filter.
-type Insn struct {
-	Code uint16 `json:"c"`
-	Jt   uint8  `json:"t"`
-	Jf   uint8  `json:"f"`
-	K    uint32 `json:"k"`
-}
-
-// InsnsText is a filter as the VM jail takes it on its command line:
-// each instruction as 16 hex digits (code, jt, jf, k).
-func InsnsText(p []Insn) string {
-	var b strings.Builder
-	for _, in := range p {
-		fmt.Fprintf(&b, "%04x%02x%02x%08x", in.Code, in.Jt, in.Jf, in.K)
-	}
-	return b.String()
-}
-
-// ParseInsns reads InsnsText's form back.
-func ParseInsns(s string) ([]Insn, error) {
-	if len(s) == 0 || len(s)%16 != 0 {
-		return nil, fmt.Errorf("a filter of %d hex digits: want a multiple of 16", len(s))
-	}
-	out := make([]Insn, 0, len(s)/16)
-	for i := 0; i < len(s); i += 16 {
-		var in Insn
-		if _, err := fmt.Sscanf(s[i:i+16], "%04x%02x%02x%08x", &in.Code, &in.Jt, &in.Jf, &in.K); err != nil {
-			return nil, fmt.Errorf("filter instruction %d: %w", i/16, err)
-		}
-		out = append(out, in)
-	}
-	return out, nil
 }
 
 // Status is what init reports to the host, as JSON on fd 4.

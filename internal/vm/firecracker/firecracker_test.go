@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/opensubstrate/sandbox/internal/vm/firecracker/apischema"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/opensubstrate/sandbox/internal/vm/firecracker/apischema"
 )
 
 func loadAPI(t *testing.T) *apischema.API {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package s1init
+package confine
 
 import (
 	"fmt"
@@ -15,28 +15,26 @@ import (
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 )
 
-// VMJailKeeps are the capabilities an S5 VM's monitor keeps: those its
+// MonitorKeeps are the capabilities an S5 VM's monitor keeps: those its
 // 9p server needs on the files of the grants (whoever owns them: read
 // them, write them, set the extended attributes a guest's owners and
 // modes are kept in). Every other is out of its bounding set, so QEMU,
 // though it runs as root, cannot mount, load a module, trace or signal
 // a process of higher privilege, change its user or open raw devices.
-var VMJailKeeps = []uintptr{unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH, unix.CAP_FOWNER}
+var MonitorKeeps = []uintptr{unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH, unix.CAP_FOWNER}
 
-// runVMJail starts an S5 VM's monitor confined:
-//
-//	HELPER __sandbox-vm-jail FILTER WRITABLE... -- PROGRAM ARG...
-//
-// In a mount namespace of its own every mount is made read-only, then
+// RunMonitorJail starts an S5 VM's monitor confined, as the helper's
+// arguments (MonitorJailArg) say; it returns only on failure, with the
+// exit code. In a mount namespace of its own every mount is made read-only, then
 // each WRITABLE directory (the VM's own: its shares come to QEMU by
 // descriptor) is walked without following a link and bound on itself
-// read-write; the capabilities but VMJailKeeps leave the
+// read-write; the capabilities but MonitorKeeps leave the
 // bounding set, no_new_privs is set, the seccomp FILTER (InsnsText) is
 // installed, and PROGRAM is executed. A monitor that escapes its guest
 // then cannot write the host's files outside those directories (not
 // /etc, not /proc/sys), act as root on the kernel, nor trace another
 // sandbox's monitor.
-func runVMJail() int {
+func RunMonitorJail() int {
 	args := os.Args[2:]
 	i := slices.Index(args, "--")
 	if i < 1 || i == len(args)-1 {
@@ -48,14 +46,14 @@ func runVMJail() int {
 		fmt.Fprintf(os.Stderr, "sandbox VM jail: %v\n", err)
 		return 2
 	}
-	if err := vmJail(filter, args[1:i], args[i+1:]); err != nil {
+	if err := monitorJail(filter, args[1:i], args[i+1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "sandbox VM jail: %v\n", err)
 		return 126
 	}
-	return 0 // not reached: vmJail executes the program
+	return 0 // not reached: monitorJail executes the program
 }
 
-func vmJail(filter []Insn, writable, argv []string) error {
+func monitorJail(filter []Insn, writable, argv []string) error {
 	// Namespaces, capabilities and no_new_privs are the calling
 	// thread's; the program is executed from this one.
 	runtime.LockOSThread()
@@ -85,7 +83,7 @@ func vmJail(filter []Insn, writable, argv []string) error {
 		last = c
 	}
 	for c := 0; c <= last; c++ {
-		if slices.Contains(VMJailKeeps, uintptr(c)) {
+		if slices.Contains(MonitorKeeps, uintptr(c)) {
 			continue
 		}
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
@@ -95,7 +93,7 @@ func vmJail(filter []Insn, writable, argv []string) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
-	if err := loadFilter(filter); err != nil {
+	if err := LoadFilter(filter); err != nil {
 		return err
 	}
 	return syscall.Exec(path, argv, os.Environ())

@@ -1,6 +1,6 @@
 //go:build linux
 
-package native
+package confine_test
 
 import (
 	"os"
@@ -10,22 +10,32 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opensubstrate/sandbox/internal/native/s1init"
+	"github.com/opensubstrate/sandbox/internal/confine"
+	"github.com/opensubstrate/sandbox/internal/confine/syscalls"
 )
 
-// TestVMJail runs a shell in the VM jail QEMU starts through: its
+// TestMain makes the test binary the helper the jail runs in, when its
+// arguments say so.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == confine.MonitorJailArg {
+		os.Exit(confine.RunMonitorJail())
+	}
+	os.Exit(m.Run())
+}
+
+// TestMonitorJail runs a shell in the monitor jail QEMU starts through: its
 // bounding set is the jail's three capabilities, no_new_privs is set, one
 // seccomp filter (QEMU adds its own) refuses ptrace even of its own
 // child, the host's files and /proc/sys are read-only, and only the
 // directory it was given is writable.
-func TestVMJail(t *testing.T) {
+func TestMonitorJail(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the VM jail is for a monitor started as root")
 	}
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the ptrace attempt calls system call 101 (amd64)")
 	}
-	filter, err := MonitorFilter()
+	filter, err := syscalls.MonitorFilter()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +47,7 @@ func TestVMJail(t *testing.T) {
 		"echo x > " + dir + "/ok && echo dir written",
 		"sleep 5 & perl -e 'if (syscall(101, 16, $ARGV[0]+0, 0, 0) == -1) { print \"ptrace: $!\\n\" } else { print \"ptrace: attached\\n\" }' $!; kill $!",
 	}, "; ")
-	out, err := exec.Command(os.Args[0], s1init.VMJailArg, s1init.InsnsText(filter), dir, "--", "/bin/sh", "-c", script).CombinedOutput()
+	out, err := exec.Command(os.Args[0], confine.MonitorJailArg, confine.InsnsText(filter), dir, "--", "/bin/sh", "-c", script).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -56,11 +66,11 @@ func TestVMJail(t *testing.T) {
 	// before anything is executed.
 	link := filepath.Join(t.TempDir(), "link")
 	os.Symlink(dir, link)
-	if out, err := exec.Command(os.Args[0], s1init.VMJailArg, s1init.InsnsText(filter), link, "--", "/bin/true").CombinedOutput(); err == nil || !strings.Contains(string(out), link+" is a symbolic link") {
+	if out, err := exec.Command(os.Args[0], confine.MonitorJailArg, confine.InsnsText(filter), link, "--", "/bin/true").CombinedOutput(); err == nil || !strings.Contains(string(out), link+" is a symbolic link") {
 		t.Fatalf("a writable directory through a link: %v %s", err, out)
 	}
 	// A bad filter argument is refused before anything is executed.
-	if out, err := exec.Command(os.Args[0], s1init.VMJailArg, "xyz", dir, "--", "/bin/true").CombinedOutput(); err == nil || !strings.Contains(string(out), "hex digits") {
+	if out, err := exec.Command(os.Args[0], confine.MonitorJailArg, "xyz", dir, "--", "/bin/true").CombinedOutput(); err == nil || !strings.Contains(string(out), "hex digits") {
 		t.Fatalf("a bad filter: %v %s", err, out)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package native
+package syscalls
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/opensubstrate/sandbox/internal/native/s1init"
+	"github.com/opensubstrate/sandbox/internal/confine"
 )
 
 // Denied lists the system calls the S1 filter refuses with EPERM, each
@@ -114,13 +114,13 @@ func errnoAction(e unix.Errno) seccomp.Action {
 
 var (
 	filterOnce [2]sync.Once
-	filterInsn [2][]s1init.Insn
+	filterInsn [2][]confine.Insn
 	filterErr  [2]error
 )
 
-// filterProgram returns the S1 filter, for a run as root or rootless,
-// assembled once per process.
-func filterProgram(rootless bool) ([]s1init.Insn, error) {
+// S1Filter is the S1 filter, for a run as root or rootless, assembled
+// once per process.
+func S1Filter(rootless bool) ([]confine.Insn, error) {
 	i := 0
 	if rootless {
 		i = 1
@@ -132,7 +132,7 @@ func filterProgram(rootless bool) ([]s1init.Insn, error) {
 // assembleFilter assembles the S1 filter: a deny list with an allow
 // default, refusing every system call made through another architecture's
 // ABI (i386 int 0x80, x32) first, so the deny list cannot be bypassed.
-func assembleFilter(rootless bool) ([]s1init.Insn, error) {
+func assembleFilter(rootless bool) ([]confine.Insn, error) {
 	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
 		return nil, fmt.Errorf("the S1 seccomp filter supports amd64 and arm64, not %s", runtime.GOARCH)
 	}
@@ -171,7 +171,7 @@ var MonitorDenied = []string{"mount", "unshare", "ptrace", "init_module", "bpf",
 
 var (
 	monitorOnce sync.Once
-	monitorInsn []s1init.Insn
+	monitorInsn []confine.Insn
 	monitorErr  error
 )
 
@@ -179,7 +179,7 @@ var (
 // executes QEMU: MonitorDenied's groups refused with EPERM, every other
 // architecture's ABI refused, the rest allowed (QEMU's own -sandbox
 // filter stacks on it).
-func MonitorFilter() ([]s1init.Insn, error) {
+func MonitorFilter() ([]confine.Insn, error) {
 	monitorOnce.Do(func() {
 		var groups []seccomp.SyscallGroup
 		for _, d := range Denied {
@@ -199,7 +199,7 @@ func MonitorFilter() ([]s1init.Insn, error) {
 // denyFilter assembles groups with an allow default, refusing every
 // system call made through another architecture's ABI (i386 int 0x80,
 // x32) first, so the groups cannot be bypassed.
-func denyFilter(groups []seccomp.SyscallGroup) ([]s1init.Insn, error) {
+func denyFilter(groups []seccomp.SyscallGroup) ([]confine.Insn, error) {
 	policy := seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: groups}
 	insts, err := policy.Assemble()
 	if err != nil {
@@ -220,9 +220,9 @@ func denyFilter(groups []seccomp.SyscallGroup) ([]s1init.Insn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seccomp: %w", err)
 	}
-	out := make([]s1init.Insn, len(raw))
+	out := make([]confine.Insn, len(raw))
 	for i, r := range raw {
-		out[i] = s1init.Insn{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+		out[i] = confine.Insn{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
 	return out, nil
 }

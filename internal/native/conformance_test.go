@@ -1,0 +1,47 @@
+//go:build linux
+
+package native
+
+import (
+	"testing"
+
+	"github.com/opensubstrate/sandbox/internal/executor"
+	"github.com/opensubstrate/sandbox/internal/executor/executortest"
+	"github.com/opensubstrate/sandbox/internal/grant"
+)
+
+// S1 passes the executor conformance suite, its live sessions included:
+// a refusal is the egress proxy's (a net grant to one destination, a
+// connection to another), in a run's log and in an exec's.
+func TestConformance(t *testing.T) {
+	sh := executortest.Shell{}
+	const net = "net:127.0.0.1:9" // a destination the programs never reach: it gives them the proxy
+	deny := executortest.Program{
+		Job:    sh.Job("curl -sS -o /dev/null -w '%{http_code}\\n' http://127.0.0.1:1/", net),
+		Denied: &executortest.Denial{Kind: grant.KindNet, Target: "127.0.0.1:1"},
+	}
+	s := sh.Subject(testExecutor(t))
+	s.Deny = deny
+	s.Unavailable = func(t *testing.T) (executor.Executor, string) {
+		e, err := New(Config{StateDir: t.TempDir(), Self: "/nonexistent/sandbox-s1", NoWarm: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return e, "cannot find the S1 helper"
+	}
+	s.Session = &executortest.SessionPrograms{
+		Spec: func(t *testing.T) executor.SessionSpec {
+			g, err := grant.ParseArgs([]string{"fs:" + t.TempDir() + ":rw", net}, "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return executor.SessionSpec{Grants: g}
+		},
+		Start: executortest.Program{Job: sh.Job(executortest.StartScript, net)},
+		Check: executortest.Program{Job: sh.Job(executortest.CheckScript, net), Stdout: executortest.CheckOutput},
+		Hang:  executortest.Program{Job: sh.Job("echo ready; exec sleep 1000", net), Ready: "ready"},
+		Deny:  deny,
+	}
+	executortest.Run(t, s)
+}
