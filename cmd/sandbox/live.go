@@ -477,10 +477,9 @@ func (f *grantFlags) strings() ([]string, error) {
 	}
 	out := make([]string, len(f.args))
 	for i, a := range f.args {
-		if p, ok := strings.CutPrefix(a, "fs:"); ok && !strings.HasPrefix(p, "/") {
-			a = "fs:" + cwd + "/" + p
+		if out[i], err = grant.ResolveArg(a, cwd); err != nil {
+			return nil, err
 		}
-		out[i] = a
 	}
 	return out, nil
 }

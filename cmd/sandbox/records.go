@@ -306,31 +306,12 @@ func (f *grantFlags) add(c *cobra.Command) {
 	c.Flags().StringArrayVar(&f.inject, "inject", nil, "add a credential to requests to a granted host: HOST:HEADER=env:NAME or HOST:HEADER=file:/PATH (repeatable; the value never enters the unit)")
 }
 
+// parse reads the grant flags as the service reads a caller's grants
+// (grant.Input), relative paths against this directory.
 func (f *grantFlags) parse() (grant.Set, error) {
 	cwd, err := os.Getwd()
 	if err != nil {
 		return grant.Set{}, err
 	}
-	s, err := grant.ParseArgs(f.args, cwd)
-	if err != nil {
-		return grant.Set{}, err
-	}
-	if f.file != "" {
-		g, err := grant.ParseFile(f.file, cwd)
-		if err != nil {
-			return grant.Set{}, err
-		}
-		if err := s.Merge(g); err != nil {
-			return grant.Set{}, err
-		}
-	}
-	for _, in := range f.inject {
-		if err := s.Inject(in); err != nil {
-			return grant.Set{}, err
-		}
-	}
-	if err := s.Normalize(); err != nil {
-		return grant.Set{}, err
-	}
-	return s, nil
+	return grant.Input{Args: f.args, File: f.file, Inject: f.inject, Dir: cwd}.Set()
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/server"
 	"github.com/opensubstrate/sandbox/internal/store"
+	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -279,35 +280,43 @@ func limitFlags(c *cobra.Command, g *globals, whose string) {
 	c.Flags().Float64Var(&g.cpus, "cpus", 0, "CPU limit of "+whose+" cgroup, in CPUs (0: none)")
 }
 
-// minMemory is the least --memory a native run can start with: its init
-// (a Go program) and the program need this much to run at all.
-const minMemory = 16 << 20
-
-// checkLimitFlags refuses limits no run can have, naming the flag.
+// checkLimitFlags refuses limits no run can have, naming the flag: the
+// checks are the API's (unit.CheckLimit), each flag's value taken as
+// given (--pids 0 is no limit any run can have).
 func checkLimitFlags(g *globals, deadline time.Duration) error {
-	bad := func(flag, format string, a ...any) error {
-		return errs.Usage{Err: fmt.Errorf("%s: %s", flag, fmt.Sprintf(format, a...))}
+	cpus := int64(-1) // not a number of CPUs: refused below
+	if g.cpus >= 0 && !math.IsInf(g.cpus, 0) {
+		cpus = int64(g.cpus*1000 + 0.5)
 	}
+	ms := deadline.Milliseconds()
+	if deadline < 0 {
+		ms = min(ms, -1)
+	}
+	type limitFlag struct {
+		field, flag string
+		v           int64
+	}
+	var flags []limitFlag
 	if g.memory != "" {
 		m, err := grant.ParseSize(g.memory)
 		if err != nil {
-			return bad("--memory "+g.memory, "%v", err)
+			return errs.Usage{Err: fmt.Errorf("--memory %s: %w", g.memory, err)}
 		}
-		if m < minMemory {
-			return bad("--memory "+g.memory, "below %d MiB, the least a native run (its init and its program) needs", minMemory>>20)
+		flags = append(flags, limitFlag{"memory_bytes", "--memory " + g.memory, m})
+	}
+	flags = append(flags,
+		limitFlag{"pids", fmt.Sprintf("--pids %d", g.pids), g.pids},
+		limitFlag{"cpu_millis", fmt.Sprintf("--cpus %v", g.cpus), cpus},
+		limitFlag{"deadline_ms", "--deadline " + deadline.String(), ms},
+		limitFlag{"memory_pages", fmt.Sprintf("--memory-pages %d", g.memoryPages), int64(g.memoryPages)})
+	for _, f := range flags {
+		if err := unit.CheckLimit(f.field, f.v); err != nil {
+			var le *unit.LimitError
+			if errors.As(err, &le) {
+				err = errors.New(le.Why)
+			}
+			return errs.Usage{Err: fmt.Errorf("%s: %w", f.flag, err)}
 		}
-	}
-	if g.pids < 2 {
-		return bad(fmt.Sprintf("--pids %d", g.pids), "want at least 2 (the run's init and its program)")
-	}
-	if g.cpus < 0 || math.IsNaN(g.cpus) || math.IsInf(g.cpus, 0) {
-		return bad(fmt.Sprintf("--cpus %v", g.cpus), "want a number of CPUs above zero, or 0 for no limit")
-	}
-	if deadline < 0 {
-		return bad("--deadline "+deadline.String(), "want a duration, or 0 for none")
-	}
-	if g.memoryPages == 0 || g.memoryPages > 65536 {
-		return bad(fmt.Sprintf("--memory-pages %d", g.memoryPages), "want 1 to 65536 pages of 64 KiB")
 	}
 	return nil
 }
