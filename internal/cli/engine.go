@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -66,11 +67,21 @@ func (g *Globals) stub(use, short string) *cobra.Command {
 // request within a stub's command (its flags and arguments are the
 // engine's to complete); nil when args are no such request.
 func (g *Globals) forwardCompletion(root *cobra.Command, args []string) error {
-	if len(args) == 0 || args[0] != cobra.ShellCompRequestCmd && args[0] != cobra.ShellCompNoDescRequestCmd {
-		return nil
-	}
-	if c, _, err := root.Find(args[1:]); err == nil && g.stubs.is(c) {
-		return g.execEngine(context.Background())
+	// cobra adds its completion command as it executes: find it by name
+	// past the root's flags (--home DIR).
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--home":
+			i++
+		case strings.HasPrefix(a, "-"):
+		case a == cobra.ShellCompRequestCmd || a == cobra.ShellCompNoDescRequestCmd:
+			if c, _, err := root.Find(args[i+1:]); err == nil && g.stubs.is(c) {
+				return g.execEngine(context.Background())
+			}
+			return nil
+		default:
+			return nil
+		}
 	}
 	return nil
 }
