@@ -20,7 +20,8 @@ import (
 
 // Globals are the flags and state every command shares.
 type Globals struct {
-	Home        string
+	Home string // --home: the state directory
+	// MemoryPages, Memory, Pids and CPUs are the limit flags (LimitFlags).
 	MemoryPages uint32
 	Memory      string
 	Pids        int64
