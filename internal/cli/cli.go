@@ -98,6 +98,11 @@ type ExitError struct{ Code int }
 
 func (e ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
 
+func init() {
+	// Commands are listed in each group as written there, not sorted.
+	cobra.EnableCommandSorting = false
+}
+
 // The groups of `sandbox --help`, in its order.
 var groups = []*cobra.Group{
 	{ID: "runs", Title: "Sealed runs:"},
@@ -153,8 +158,6 @@ $XDG_STATE_HOME/sandbox, else ~/.local/state/sandbox.`,
 			full[c.Name()] = c
 		}
 	}
-	// Listed in each group as written there, not sorted.
-	cobra.EnableCommandSorting = false
 	byGroup := commands(g)
 	for _, grp := range groups {
 		for _, c := range byGroup[grp.ID] {
