@@ -264,7 +264,7 @@ exit status 4. Output is shown only as the run wrote it.`,
 			}
 			damage := damageOf(a, dir)
 			if asJSON {
-				err = cli.PrintJSON(cmd.OutOrStdout(), ShowJSONOf(a, dir, damage))
+				err = cli.PrintJSON(cmd.OutOrStdout(), showJSONOf(a, dir, damage))
 			} else {
 				err = show(cmd.OutOrStdout(), a, dir, damage)
 			}
@@ -521,7 +521,7 @@ type journalJSON struct {
 	Entries int    `json:"entries"`
 }
 
-func ShowJSONOf(a *attest.Attestation, dir string, damage []damageJSON) ShowJSON {
+func showJSONOf(a *attest.Attestation, dir string, damage []damageJSON) ShowJSON {
 	read := func(name string) []byte {
 		b, _ := os.ReadFile(filepath.Join(dir, name))
 		return b

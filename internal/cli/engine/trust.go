@@ -90,7 +90,7 @@ failures are untrusted keys, 3 when a PATH or run was not found.`,
 				}
 				for _, r := range results {
 					if asJSON {
-						all = append(all, VerifyJSONOf(r))
+						all = append(all, verifyJSONOf(r))
 					} else {
 						printResult(out, r)
 					}
@@ -146,7 +146,7 @@ type VerifyJSON struct {
 	Error   string `json:"error,omitempty"`
 }
 
-func VerifyJSONOf(r verify.Result) VerifyJSON {
+func verifyJSONOf(r verify.Result) VerifyJSON {
 	j := VerifyJSON{Path: r.Path, Kind: r.Kind, OK: r.Err == nil, Note: r.Note}
 	if !r.Addr.IsZero() {
 		j.Address = r.Addr.String()
