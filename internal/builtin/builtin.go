@@ -82,3 +82,8 @@ func (c Config) Executors(site executor.Site) ([]executor.Executor, error) {
 	}
 	return append(made, vm.NewFirecracker(vc, "")), nil
 }
+
+// KernelDenials says whether S1 runs on this host log the denials the
+// kernel reports (Landlock's, through audit), and why not where they do
+// not: a fact of the machine the doctor shows.
+func KernelDenials() (bool, string) { return native.DenialReports() }

@@ -36,8 +36,8 @@ const Syntax = `  net:HOST:PORT              connect to HOST:PORT (IPv6 as [addr
   locality:NAME              locality pinning and a durable audit trail (S7)`
 
 // Parse adds one command-line grant to s. Relative storage paths are
-// resolved against cwd. The result is not normalized; call Normalize after
-// the last grant.
+// resolved against cwd (Resolve: refused when cwd is ""). The result is
+// not normalized; call Normalize after the last grant.
 func (s *Set) Parse(g, cwd string) error {
 	kind, rest, _ := strings.Cut(g, ":")
 	fail := func(field, format string, args ...any) error {
@@ -80,10 +80,11 @@ func (s *Set) Parse(g, cwd string) error {
 		if p == "" {
 			return fail("path", "empty")
 		}
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(cwd, p)
+		p, err := Resolve(p, cwd)
+		if err != nil {
+			return fail("path", "%v", err)
 		}
-		s.Storage = append(s.Storage, Storage{Path: filepath.Clean(p), Mode: mode, Quota: quota})
+		s.Storage = append(s.Storage, Storage{Path: p, Mode: mode, Quota: quota})
 	case "kv":
 		ns, mode, ok := strings.Cut(rest, ":")
 		if !ok {
@@ -239,7 +240,7 @@ func (s *Set) Inject(arg string) error {
 
 // ParseJSON reads a grants file: the Set's JSON form, by hand or canonical.
 // "type" may be omitted; unknown fields are refused; relative storage paths
-// are resolved against cwd. The result is normalized.
+// are resolved against cwd (Resolve). The result is normalized.
 func ParseJSON(b []byte, cwd string) (Set, error) {
 	var s Set
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -266,7 +267,11 @@ func ParseJSON(b []byte, cwd string) (Set, error) {
 	}
 	for i := range s.Storage {
 		if p := s.Storage[i].Path; p != "" && !filepath.IsAbs(p) {
-			s.Storage[i].Path = filepath.Join(cwd, p)
+			r, err := Resolve(p, cwd)
+			if err != nil {
+				return Set{}, &Error{Grant: "fs:" + p, Field: "path", Why: err.Error()}
+			}
+			s.Storage[i].Path = r
 		}
 	}
 	if err := s.Normalize(); err != nil {

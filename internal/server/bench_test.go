@@ -78,6 +78,11 @@ func BenchmarkFastPath(b *testing.B) {
 	if out, err := exec.Command("go", "build", "-o", sbx, "github.com/opensubstrate/sandbox/cmd/sandbox").CombinedOutput(); err != nil {
 		b.Fatalf("build sandbox: %v %s", err, out)
 	}
+	// The engine beside the thin sandbox: a one-shot run with no service
+	// is made in it.
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(tmp, "sandbox-engine"), "github.com/opensubstrate/sandbox/cmd/sandbox-engine").CombinedOutput(); err != nil {
+		b.Fatalf("build sandbox-engine: %v %s", err, out)
+	}
 	if out, err := exec.Command("go", "build", "-o", filepath.Join(tmp, "sandbox-s1"), "github.com/opensubstrate/sandbox/cmd/sandbox-s1").CombinedOutput(); err != nil {
 		b.Fatalf("build sandbox-s1: %v %s", err, out)
 	}

@@ -327,17 +327,26 @@ func writeErr(w http.ResponseWriter, err error) {
 	writeJSON(w, e.Status, e)
 }
 
+// parseGrants reads a sandbox's command-line grants (grant.Input: the
+// service has no directory of its caller's, so a relative path is
+// refused).
 func parseGrants(args []string) (grant.Set, error) {
-	for _, a := range args {
-		if p, ok := strings.CutPrefix(a, "fs:"); ok && !strings.HasPrefix(p, "/") {
-			return grant.Set{}, badRequest(fmt.Sprintf("field \"grants\": %s: a relative path, and the service has no directory of yours to resolve it in: give an absolute path", a))
-		}
-	}
-	g, err := grant.ParseArgs(args, "/")
+	g, err := grant.Input{Args: args}.Set()
 	if err != nil {
-		return grant.Set{}, badRequest("field \"grants\": " + err.Error())
+		return grant.Set{}, grantsError(err)
 	}
 	return g, nil
+}
+
+// grantsError names the field of a grant.Input's error: "grants_json"
+// for its JSON set, else "grants".
+func grantsError(err error) error {
+	field := "grants"
+	var ie *grant.InputError
+	if errors.As(err, &ie) && ie.Part == grant.PartJSON {
+		field = "grants_json"
+	}
+	return badRequest(fmt.Sprintf("field %q: %v", field, err))
 }
 
 func parseTier(t string, def tier.Tier) (tier.Tier, error) {

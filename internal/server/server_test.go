@@ -375,7 +375,12 @@ func TestServiceBadInput(t *testing.T) {
 		{"POST", "/v1/runs", `{"args": ["true"], "limits": {"memory_pages": 70000}}`, 400, `field \"limits.memory_pages\"`},
 		{"POST", "/v1/runs", `{"args": ["true"], "limits": {"cpus": 1}}`, 400, `unknown field \"cpus\"`},
 		{"POST", "/v1/runs", `{"args": ["true"], "interrupt_key": "short"}`, 400, `field \"interrupt_key\"`},
+		{"POST", "/v1/runs", `{"args": ["true"], "limits": {"cpu_millis": -1}}`, 400, `field \"limits.cpu_millis\"`},
 		{"POST", "/v1/runs", `{"args": ["true"], "grants_json": {"colour": 1}}`, 400, `field \"grants_json\"`},
+		// One relative-path rule (grant.Input), for grants and sets alike.
+		{"POST", "/v1/runs", `{"args": ["true"], "grants": ["fs:work:rw"]}`, 400, `field \"grants\": grant \"fs:work:rw\": field path: a relative path, and there is no directory of yours`},
+		{"POST", "/v1/runs", `{"args": ["true"], "grants_json": {"storage": [{"path": "work", "mode": "rw"}]}}`, 400, `field \"grants_json\": grant \"fs:work\": field path: a relative path`},
+		{"POST", "/v1/sandboxes", `{"grants": ["fs:rel:ro"]}`, 400, "no directory of yours"},
 		{"POST", "/v1/runs", `{"args": ["true"], "grants_json": ` + injected + `}`, 400, "injected credentials"},
 		{"POST", "/v1/interrupts/no-such-call-in-flight", ``, 404, "no call of yours"},
 	} {

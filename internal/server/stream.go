@@ -336,51 +336,37 @@ func runRequest(ctx context.Context, h *host.Host, c call, owner string) (host.R
 	return req, nil
 }
 
-// runGrants are a run's grants: its command-line ones and its set.
+// runGrants are a run's grants: its command-line ones and its set in
+// grants.json's form, read as one grant.Input (the service has no
+// directory of its caller's: a relative path is refused).
 func runGrants(x client.ExecSpec) (grant.Set, error) {
-	g, err := parseGrants(x.Grants)
-	if err != nil || x.GrantsJSON == nil {
-		return g, err
-	}
-	set, err := grant.Decode(x.GrantsJSON)
+	g, err := grant.Input{Args: x.Grants, JSON: x.GrantsJSON}.Set()
 	if err != nil {
-		return g, badRequest("field \"grants_json\": " + err.Error())
+		return grant.Set{}, grantsError(err)
 	}
-	for _, n := range set.Net {
+	for _, n := range g.Net {
 		if len(n.Inject) > 0 {
-			return g, badRequest("field \"grants_json\": net grant " + n.Host + ": injected credentials are read by the process that runs the egress proxy; run with them in-process")
+			return grant.Set{}, badRequest("field \"grants_json\": net grant " + n.Host + ": injected credentials are read by the process that runs the egress proxy; run with them in-process")
 		}
-	}
-	if err := g.Merge(set); err != nil {
-		return g, badRequest("field \"grants_json\": " + err.Error())
-	}
-	if err := g.Normalize(); err != nil {
-		return g, badRequest("field \"grants_json\": " + err.Error())
 	}
 	return g, nil
 }
 
-// MinMemory is the least memory a native run can start with: its init
-// (a Go program) and the program need this much to run at all.
-const MinMemory = 16 << 20
-
-// limitsOf checks a run's limits, naming the field.
+// limitsOf checks a run's limits (unit.Limits.Validate, as the command
+// line's flags are checked), naming the field.
 func limitsOf(l *client.Limits) (unit.Limits, error) {
 	if l == nil {
 		return unit.Limits{}, nil
 	}
-	bad := func(f, why string) error { return badRequest("field \"limits." + f + "\": " + why) }
-	switch {
-	case l.MemoryBytes != 0 && l.MemoryBytes < MinMemory:
-		return unit.Limits{}, bad("memory_bytes", fmt.Sprintf("below %d MiB, the least a native run needs", MinMemory>>20))
-	case l.Pids != 0 && l.Pids < 2:
-		return unit.Limits{}, bad("pids", "want at least 2 (the run's init and its program)")
-	case l.CPUMillis < 0:
-		return unit.Limits{}, bad("cpu_millis", "want thousandths of a CPU above zero, or 0 for none")
-	case l.MemoryPages < 0 || l.MemoryPages > 65536:
-		return unit.Limits{}, bad("memory_pages", "want 1 to 65536 pages of 64 KiB, or 0 for the service's")
+	out := unit.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUMillis: l.CPUMillis, MemoryPages: l.MemoryPages}
+	if err := out.Validate(); err != nil {
+		var le *unit.LimitError
+		if errors.As(err, &le) {
+			return unit.Limits{}, badRequest("field \"limits." + le.Field + "\": " + le.Why)
+		}
+		return unit.Limits{}, badRequest("field \"limits\": " + err.Error())
 	}
-	return unit.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUMillis: l.CPUMillis, MemoryPages: l.MemoryPages}, nil
+	return out, nil
 }
 
 // stream runs do with the caller's output streamed as frames; the last

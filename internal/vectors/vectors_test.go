@@ -65,11 +65,11 @@ func TestRegenerationIsByteIdentical(t *testing.T) {
 	for n, x := range a {
 		got, err := os.ReadFile(filepath.Join(committed, filepath.FromSlash(n)))
 		if err != nil {
-			t.Errorf("%s: %v (run: go run ./cmd/sandbox vectors gen conformance/v1)", n, err)
+			t.Errorf("%s: %v (run: go run ./cmd/sandbox-engine vectors gen conformance/v1)", n, err)
 			continue
 		}
 		if !bytes.Equal(got, x) {
-			t.Errorf("%s: committed bytes differ from a fresh generation (run: go run ./cmd/sandbox vectors gen conformance/v1)", n)
+			t.Errorf("%s: committed bytes differ from a fresh generation (run: go run ./cmd/sandbox-engine vectors gen conformance/v1)", n)
 		}
 	}
 	// And nothing committed that generation does not make.

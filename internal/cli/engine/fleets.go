@@ -1,4 +1,4 @@
-package main
+package engine
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opensubstrate/sandbox/client"
-
+	"github.com/opensubstrate/sandbox/internal/cli"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/fleet"
 	"github.com/opensubstrate/sandbox/internal/host"
@@ -22,7 +22,10 @@ import (
 	"github.com/opensubstrate/sandbox/reject"
 )
 
-func fleetCmd(g *globals) *cobra.Command {
+// Fleets: many items run as one fleet, each sealed, in the service when
+// one runs or here, and any one of them proved.
+
+func fleetCmd(g *cli.Globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "fleet",
 		Short: "Run many items as one fleet, each sealed, and prove any one of them",
@@ -37,14 +40,14 @@ checkpoint and one item's proof checks that item alone.`,
 	return c
 }
 
-func fleetRunCmd(g *globals) *cobra.Command {
+func fleetRunCmd(g *cli.Globals) *cobra.Command {
 	var (
 		inputs  string
 		units   string
 		workers int
 		every   int
 		local   bool
-		gf      grantFlags
+		gf      cli.GrantFlags
 	)
 	c := &cobra.Command{
 		Use:   "run --inputs FILE [--workers N] [--grant G]... -- COMMAND [ARGS] | run --units FILE",
@@ -64,10 +67,10 @@ whose input (as its leaf names it) is that array's canonical JSON.
 With a service running ('sandbox serve'), the fleet runs there, across
 its workers, and its directory is in the service's state; --local runs
 it in this process. A progress bar is drawn on a terminal.`,
-		Args: usageArgs(cobra.ArbitraryArgs),
+		Args: cli.UsageArgs(cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if workers < 1 {
-				return refusedInput{fmt.Sprintf("--workers %d: at least 1", workers)}
+				return cli.RefusedInput{Msg: fmt.Sprintf("--workers %d: at least 1", workers)}
 			}
 			if (units != "") == (len(args) > 0) || units != "" && cmd.Flags().Changed("inputs") {
 				return errs.Usage{Err: fmt.Errorf("give a COMMAND (its inputs from --inputs) or --units FILE, not both")}
@@ -96,17 +99,17 @@ it in this process. A progress bar is drawn on a terminal.`,
 				}
 				var u []string
 				if err := json.Unmarshal(sc.Bytes(), &u); err != nil || len(u) == 0 {
-					return refusedInput{fmt.Sprintf("%s line %d: want a JSON array of strings, a command line", src, n)}
+					return cli.RefusedInput{Msg: fmt.Sprintf("%s line %d: want a JSON array of strings, a command line", src, n)}
 				}
 				us = append(us, u)
 			}
 			if err := sc.Err(); err != nil {
 				return err
 			}
-			if len(gf.inject) > 0 {
-				return refusedInput{"--inject: a fleet does not take injected credentials yet"}
+			if gf.Injects() {
+				return cli.RefusedInput{Msg: "--inject: a fleet does not take injected credentials yet"}
 			}
-			gs, err := gf.parse()
+			gs, err := gf.Parse()
 			if err != nil {
 				return err
 			}
@@ -114,7 +117,7 @@ it in this process. A progress bar is drawn on a terminal.`,
 			errw := cmd.ErrOrStderr()
 			tty := false
 			if f, ok := errw.(*os.File); ok {
-				tty = isTerminal(f)
+				tty = cli.IsTerminal(f)
 			}
 			progress := func(done, total int) {
 				if tty && (done == total || done%max(1, total/50) == 0) {
@@ -125,7 +128,7 @@ it in this process. A progress bar is drawn on a terminal.`,
 				}
 			}
 			if !local {
-				cl, forced, err := g.service()
+				cl, forced, err := g.Service()
 				if err != nil {
 					return err
 				}
@@ -139,14 +142,14 @@ it in this process. A progress bar is drawn on a terminal.`,
 					switch {
 					case err == nil:
 						return printFleet(cmd, res.ID, res.Items, res.Failed, res.Dir, res.Checkpoint)
-					case !forced && errors.As(apiErr(err), new(noService)):
+					case !forced && errors.As(cli.APIErr(err), new(cli.NoService)):
 						// A socket nothing serves on: the fleet runs here.
 					default:
-						return apiErr(err)
+						return cli.APIErr(err)
 					}
 				}
 			}
-			h, err := g.host()
+			h, err := hostOf(g)
 			if err != nil {
 				return err
 			}
@@ -166,17 +169,17 @@ it in this process. A progress bar is drawn on a terminal.`,
 	c.Flags().IntVar(&workers, "workers", 2, "items run at once")
 	c.Flags().IntVar(&every, "checkpoint-every", 0, "publish the done prefix's checkpoint each time it grows by N items (0: a tenth of the fleet; -1: none)")
 	c.Flags().BoolVar(&local, "local", false, "run the fleet in this process even when a service is running")
-	gf.add(c)
+	gf.Add(c)
 	return c
 }
 
 // fleetDir is a fleet's directory: an id in this state directory, or a
 // path.
-func fleetDir(g *globals, ref string) (string, error) {
+func fleetDir(g *cli.Globals, ref string) (string, error) {
 	if fi, err := os.Stat(ref); err == nil && fi.IsDir() {
 		return ref, nil
 	}
-	d, err := g.stateDir()
+	d, err := g.StateDir()
 	if err != nil {
 		return "", err
 	}
@@ -189,7 +192,7 @@ func fleetDir(g *globals, ref string) (string, error) {
 
 // loadFleet is a fleet (an id here, or a directory): its directory,
 // items and checkpoint's bytes.
-func loadFleet(g *globals, ref string) (string, *fleet.Fleet, []byte, error) {
+func loadFleet(g *cli.Globals, ref string) (string, *fleet.Fleet, []byte, error) {
 	dir, err := fleetDir(g, ref)
 	if err != nil {
 		return "", nil, nil, err
@@ -200,9 +203,9 @@ func loadFleet(g *globals, ref string) (string, *fleet.Fleet, []byte, error) {
 
 // verifiers are the keys checkpoints are checked under: --trust ones,
 // else this host's.
-func fleetVerifiers(g *globals, trust []string) ([]note.Verifier, error) {
+func fleetVerifiers(g *cli.Globals, trust []string) ([]note.Verifier, error) {
 	if len(trust) == 0 {
-		_, k, err := g.hostKey()
+		_, k, err := g.HostKey()
 		if err != nil {
 			return nil, err
 		}
@@ -216,14 +219,14 @@ func fleetVerifiers(g *globals, trust []string) ([]note.Verifier, error) {
 	for _, t := range trust {
 		v, err := note.ParseVerifierKey(t)
 		if err != nil {
-			return nil, refusedInput{fmt.Sprintf("--trust %q: %v", t, err)}
+			return nil, cli.RefusedInput{Msg: fmt.Sprintf("--trust %q: %v", t, err)}
 		}
 		vs = append(vs, v)
 	}
 	return vs, nil
 }
 
-func fleetVerifyCmd(g *globals) *cobra.Command {
+func fleetVerifyCmd(g *cli.Globals) *cobra.Command {
 	var (
 		trust       []string
 		consistency string
@@ -242,7 +245,7 @@ when anything does not hold.
 --consistency FILE checks a proof 'sandbox fleet prove FLEET --from M'
 wrote, alone (no fleet directory needed): both checkpoints open under
 the trusted keys, name one fleet, and the new one extends the old.`,
-		Args: usageArgs(cobra.RangeArgs(0, 1)),
+		Args: cli.UsageArgs(cobra.RangeArgs(0, 1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (consistency == "") == (len(args) == 0) {
 				return errs.Usage{Err: fmt.Errorf("give a FLEET or --consistency FILE")}
@@ -254,7 +257,7 @@ the trusted keys, name one fleet, and the new one extends the old.`,
 				}
 				var doc fleet.ConsistencyProof
 				if err := json.Unmarshal(b, &doc); err != nil {
-					return refusedInput{fmt.Sprintf("%s: %v", consistency, err)}
+					return cli.RefusedInput{Msg: fmt.Sprintf("%s: %v", consistency, err)}
 				}
 				vs, err := fleetVerifiers(g, trust)
 				if err != nil {
@@ -322,7 +325,7 @@ the trusted keys, name one fleet, and the new one extends the old.`,
 	return c
 }
 
-func fleetProveCmd(g *globals) *cobra.Command {
+func fleetProveCmd(g *cli.Globals) *cobra.Command {
 	var from int
 	c := &cobra.Command{
 		Use:   "prove FLEET ITEM | prove FLEET --from M",
@@ -335,7 +338,7 @@ checkpoint, it is all anyone needs to check that one item.
 checkpoint of M items (checkpoints/M, published while it ran) to its
 final one: both checkpoints, as signed, and the log-size proof; 'sandbox
 fleet verify --consistency FILE' checks it alone.`,
-		Args: usageArgs(cobra.RangeArgs(1, 2)),
+		Args: cli.UsageArgs(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, f, cp, err := loadFleet(g, args[0])
 			if err != nil {
@@ -348,26 +351,26 @@ fleet verify --consistency FILE' checks it alone.`,
 				old, err := os.ReadFile(filepath.Join(dir, "checkpoints", strconv.Itoa(from)))
 				if err != nil {
 					sizes, _ := host.FleetCheckpoints(dir)
-					return refusedInput{fmt.Sprintf("--from %d: the fleet published no checkpoint of %d items (it has: %v)", from, from, sizes)}
+					return cli.RefusedInput{Msg: fmt.Sprintf("--from %d: the fleet published no checkpoint of %d items (it has: %v)", from, from, sizes)}
 				}
 				doc, err := f.ProveConsistency(string(old), string(cp), from, len(f.Items))
 				if err != nil {
 					return err
 				}
-				return printJSON(cmd.OutOrStdout(), doc)
+				return cli.PrintJSON(cmd.OutOrStdout(), doc)
 			}
 			if len(args) != 2 {
 				return errs.Usage{Err: fmt.Errorf("give ITEM (an index) or --from M")}
 			}
 			i, err := strconv.Atoi(args[1])
 			if err != nil || i < 0 || i >= len(f.Items) {
-				return refusedInput{fmt.Sprintf("item %q: an index from 0 to %d", args[1], len(f.Items)-1)}
+				return cli.RefusedInput{Msg: fmt.Sprintf("item %q: an index from 0 to %d", args[1], len(f.Items)-1)}
 			}
 			p, err := f.Prove(i, len(f.Items))
 			if err != nil {
 				return err
 			}
-			return printJSON(cmd.OutOrStdout(), p)
+			return cli.PrintJSON(cmd.OutOrStdout(), p)
 		},
 	}
 	c.Flags().IntVar(&from, "from", 0, "prove the final checkpoint extends the intermediate one of M items")

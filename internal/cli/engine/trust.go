@@ -1,110 +1,31 @@
-package main
+package engine
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
-	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/authority"
+	"github.com/opensubstrate/sandbox/internal/cli"
 	"github.com/opensubstrate/sandbox/internal/errs"
-	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/live"
-	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/vectors"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/verify"
 )
 
-func hashCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "hash FILE...",
-		Short: "Print the content address (b3:<hex>) of each file ('-' reads standard input)",
-		Args:  usageArgs(cobra.MinimumNArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			out := cmd.OutOrStdout()
-			failed := false
-			for _, p := range args {
-				var a addr.Addr
-				var err error
-				if p == "-" {
-					a, err = addr.OfReader(os.Stdin)
-				} else {
-					a, err = addr.OfFile(p)
-				}
-				if err != nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: %v\n", err)
-					failed = true
-					continue
-				}
-				fmt.Fprintf(out, "%s  %s\n", a, p)
-			}
-			if failed {
-				return exitError{errs.ExitCode(errs.NotFound)}
-			}
-			return nil
-		},
-	}
-}
+// Verification, policies and the conformance pack: what sealed records
+// prove, under which keys; what a principal may grant; the vectors any
+// other implementation checks itself against.
 
-// hostKey is the state directory and its host key (made on first use).
-func (g *globals) hostKey() (*state.Dir, key.Private, error) {
-	d, err := g.stateDir()
-	if err != nil {
-		return nil, key.Private{}, err
-	}
-	k, err := d.HostKey(randReader())
-	return d, k, err
-}
-
-func keyCmd(g *globals) *cobra.Command {
-	var public bool
-	c := &cobra.Command{
-		Use:   "key",
-		Short: "Print this host's public key and its id (the key is made on first use)",
-		Long: `Print this host's public signing key and its id. The key is an Ed25519 key
-made on first use and kept, mode 0600, as host.key in the state directory;
-its id is the content address of the 32 public-key bytes.
-
-Give the public key to whoever verifies this host's records:
-  sandbox verify --trust "$(sandbox key --public)" RUN`,
-		Args: usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, k, err := g.hostKey()
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if public {
-				fmt.Fprintln(out, k.Public())
-				return nil
-			}
-			fmt.Fprintf(out, "public  %s\nid      %s\nfile    %s\n", k.Public(), k.Public().ID(), d.Path("host.pub"))
-			return nil
-		},
-	}
-	c.Flags().BoolVar(&public, "public", false, "print only the public key, for --trust")
-	return c
-}
-
-func trustFrom(args []string) (key.Trust, error) {
-	var t key.Trust
-	for _, a := range args {
-		ks, err := key.ParseTrustArg(a)
-		if err != nil {
-			return key.Trust{}, errs.Usage{Err: err}
-		}
-		for _, k := range ks {
-			t.Add(k)
-		}
-	}
-	return t, nil
-}
-
-func verifyCmd(g *globals) *cobra.Command {
+func verifyCmd(g *cli.Globals) *cobra.Command {
 	var trustArgs []string
 	var trustHost, asJSON bool
 	c := &cobra.Command{
@@ -132,18 +53,18 @@ in docs/spec/conformance.md.
 
 Exit status: 0 when everything verified, 4 on any failure, 5 when the only
 failures are untrusted keys, 3 when a PATH or run was not found.`,
-		Args: usageArgs(cobra.MinimumNArgs(1)),
+		Args: cli.UsageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			trust, err := trustFrom(trustArgs)
 			if err != nil {
 				return err
 			}
 			if trustHost {
-				d, err := g.stateDir()
+				d, err := g.StateDir()
 				if err != nil {
 					return err
 				}
-				k, err := d.HostKey(randReader())
+				k, err := d.HostKey(rand.Reader)
 				if err != nil {
 					return err
 				}
@@ -152,12 +73,12 @@ failures are untrusted keys, 3 when a PATH or run was not found.`,
 			v := &verify.Verifier{Trust: trust}
 			out := cmd.OutOrStdout()
 			worst := 0
-			all := []verifyJSON{}
+			all := []VerifyJSON{}
 			for _, p := range args {
 				var results []verify.Result
 				if _, err := os.Stat(p); err != nil {
 					// Not a path: a stored run's id, a prefix, or "last".
-					d, err := g.stateDir()
+					d, err := g.StateDir()
 					if err == nil {
 						p, err = live.Light(d).Resolve(p)
 					}
@@ -184,7 +105,7 @@ failures are untrusted keys, 3 when a PATH or run was not found.`,
 				}
 			}
 			if asJSON {
-				if err := printJSON(out, all); err != nil {
+				if err := cli.PrintJSON(out, all); err != nil {
 					return err
 				}
 			}
@@ -192,7 +113,7 @@ failures are untrusted keys, 3 when a PATH or run was not found.`,
 				fmt.Fprintln(cmd.ErrOrStderr(), "sandbox: note: no --trust given, so no signature can be trusted")
 			}
 			if worst != 0 {
-				return exitError{worst}
+				return cli.ExitError{Code: worst}
 			}
 			return nil
 		},
@@ -215,6 +136,126 @@ func printResult(w io.Writer, r verify.Result) {
 	fmt.Fprintf(w, "OK    %-11s  %s  %s  %s\n", r.Kind, r.Path, a, r.Note)
 }
 
+// VerifyJSON is one artifact's verdict in `sandbox verify --json`.
+type VerifyJSON struct {
+	Path    string `json:"path"`
+	Kind    string `json:"kind"`
+	OK      bool   `json:"ok"`
+	Address string `json:"address,omitempty"`
+	Note    string `json:"note,omitempty"`
+	Code    string `json:"code,omitempty"` // docs/spec/conformance.md, on failure
+	Error   string `json:"error,omitempty"`
+}
+
+func verifyJSONOf(r verify.Result) VerifyJSON {
+	j := VerifyJSON{Path: r.Path, Kind: r.Kind, OK: r.Err == nil, Note: r.Note}
+	if !r.Addr.IsZero() {
+		j.Address = r.Addr.String()
+	}
+	if r.Err != nil {
+		j.Error = r.Err.Error()
+		if c := reject.CodeOf(r.Err); c != "" {
+			j.Code = string(c)
+		}
+	}
+	return j
+}
+
+func trustFrom(args []string) (key.Trust, error) {
+	var t key.Trust
+	for _, a := range args {
+		ks, err := key.ParseTrustArg(a)
+		if err != nil {
+			return key.Trust{}, errs.Usage{Err: err}
+		}
+		for _, k := range ks {
+			t.Add(k)
+		}
+	}
+	return t, nil
+}
+
+func policyCmd(g *cli.Globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "policy",
+		Short: "What a principal may grant: policy documents and the decision log",
+		Long: `Every grant is checked, before anything runs, against the policy of the
+principal that asks for it (docs/spec/policy.md): the local user at the
+service's socket may grant anything; a bearer token may grant what the
+policy written beside it in the token file allows ('serve --token-file':
+a token, then its policy file), and without one nothing on the host
+beyond its own sandboxes' workspaces (no host directory, no network, no
+secret, no key-value namespace; S1, S2 and S5; the CPU at any budget;
+any imported image); an MCP connection is held to its own ('mcp
+--policy'), which its model's tool arguments cannot widen. A refusal is
+denied (exit 6, HTTP 403), names the grant and the rule, and is kept in
+the decision log.`,
+	}
+	var asJSON bool
+	def := &cobra.Command{
+		Use:   "default",
+		Short: "Print the policy of a principal the operator wrote none for",
+		Args:  cli.UsageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return printPolicy(cmd, authority.Default())
+		},
+	}
+	check := &cobra.Command{
+		Use:   "check FILE",
+		Short: "Read a policy document and print it whole (every member given), or say what is wrong and where",
+		Args:  cli.UsageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := os.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			p, err := authority.Parse(b)
+			if err != nil {
+				return errs.Usage{Err: fmt.Errorf("%s: %w", args[0], err)}
+			}
+			return printPolicy(cmd, p)
+		},
+	}
+	log := &cobra.Command{
+		Use:   "log",
+		Short: "Print the decision log: every grant refused, oldest first, verified from its genesis",
+		Args:  cli.UsageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := g.StateDir()
+			if err != nil {
+				return err
+			}
+			ds, head, err := authority.ReadLog(d.Path(host.AuthorityLog))
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return cli.PrintJSON(cmd.OutOrStdout(), map[string]any{"head": head, "decisions": append([]authority.Decision{}, ds...)})
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TIME\tPRINCIPAL\tACTION\tGRANT\tRULE\tWHY")
+			for _, x := range ds {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", x.Time, x.Principal, x.Action, x.Grant, x.Rule, x.Why)
+			}
+			tw.Flush()
+			fmt.Fprintf(cmd.OutOrStdout(), "%d refusals; head %s\n", len(ds), head)
+			return nil
+		},
+	}
+	log.Flags().BoolVar(&asJSON, "json", false, "one JSON object: the head and the decisions")
+	c.AddCommand(def, check, log)
+	return c
+}
+
+func printPolicy(cmd *cobra.Command, p authority.Policy) error {
+	b, err := p.Marshal()
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
+	return err
+}
+
 func vectorsCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "vectors",
@@ -223,7 +264,7 @@ func vectorsCmd() *cobra.Command {
 	c.AddCommand(&cobra.Command{
 		Use:   "gen DIR",
 		Short: "Write the conformance pack into DIR, deterministically, from the published test key",
-		Args:  usageArgs(cobra.ExactArgs(1)),
+		Args:  cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := vectors.Write(args[0])
 			if err != nil {
@@ -236,7 +277,7 @@ func vectorsCmd() *cobra.Command {
 	c.AddCommand(&cobra.Command{
 		Use:   "verify DIR",
 		Short: "Check the pack in DIR: every file the one its manifest pins, positives verify, negatives fail with their named code",
-		Args:  usageArgs(cobra.ExactArgs(1)),
+		Args:  cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			outs, err := vectors.Verify(args[0])
 			out := cmd.OutOrStdout()
@@ -244,7 +285,7 @@ func vectorsCmd() *cobra.Command {
 			if errors.As(err, &re) {
 				// A pack whose files are not the pinned ones is refused whole.
 				fmt.Fprintf(out, "FAIL  pack  %s: %v\n", args[0], err)
-				return exitError{errs.ExitCode(errs.Integrity)}
+				return cli.ExitError{Code: errs.ExitCode(errs.Integrity)}
 			}
 			if err != nil {
 				return err
@@ -260,77 +301,10 @@ func vectorsCmd() *cobra.Command {
 			}
 			fmt.Fprintf(out, "%d vectors, %d failed\n", len(outs), bad)
 			if bad > 0 {
-				return exitError{errs.ExitCode(errs.Integrity)}
+				return cli.ExitError{Code: errs.ExitCode(errs.Integrity)}
 			}
 			return nil
 		},
 	})
 	return c
-}
-
-func grantsCmd() *cobra.Command {
-	var gf grantFlags
-	c := &cobra.Command{
-		Use:   "grants [--grant G]... [--grants FILE] [--inject I]...",
-		Short: "Check grants and print their canonical form and content address",
-		Long:  "Parse grants as 'sandbox run' would, and print the canonical JSON and its\ncontent address. Grant syntax:\n\n" + grant.Syntax + "\n\nInjected credentials (--inject):\n\n" + grant.InjectSyntax,
-		Args:  usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := gf.parse()
-			if err != nil {
-				return err
-			}
-			b, a, err := s.Canonical()
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s\n%s\n", b, a)
-			return nil
-		},
-	}
-	gf.add(c)
-	return c
-}
-
-// grantFlags are the flags that make a grant set.
-type grantFlags struct {
-	args   []string
-	file   string
-	inject []string
-}
-
-func (f *grantFlags) add(c *cobra.Command) {
-	c.Flags().StringArrayVar(&f.args, "grant", nil, "grant a capability (repeatable); see 'sandbox grants --help'")
-	c.RegisterFlagCompletionFunc("grant", completeGrants)
-	c.Flags().StringVar(&f.file, "grants", "", "read grants from a JSON file")
-	c.Flags().StringArrayVar(&f.inject, "inject", nil, "add a credential to requests to a granted host: HOST:HEADER=env:NAME or HOST:HEADER=file:/PATH (repeatable; the value never enters the unit)")
-}
-
-func (f *grantFlags) parse() (grant.Set, error) {
-	cwd, err := os.Getwd()
-	if err != nil {
-		return grant.Set{}, err
-	}
-	s, err := grant.ParseArgs(f.args, cwd)
-	if err != nil {
-		return grant.Set{}, err
-	}
-	if f.file != "" {
-		g, err := grant.ParseFile(f.file, cwd)
-		if err != nil {
-			return grant.Set{}, err
-		}
-		if err := s.Merge(g); err != nil {
-			return grant.Set{}, err
-		}
-	}
-	for _, in := range f.inject {
-		if err := s.Inject(in); err != nil {
-			return grant.Set{}, err
-		}
-	}
-	if err := s.Normalize(); err != nil {
-		return grant.Set{}, err
-	}
-	return s, nil
 }

@@ -1,12 +1,12 @@
-package main
+package engine
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +14,7 @@ import (
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/energy"
 	"github.com/opensubstrate/sandbox/internal/chain"
+	"github.com/opensubstrate/sandbox/internal/cli"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/live"
@@ -25,178 +26,29 @@ import (
 	"github.com/opensubstrate/sandbox/verify"
 )
 
-// The durable-run commands: a live sandbox is a durable run (seed 000)
-// whose run record survives it.
+// The durable run records read and written in this process: listed
+// from the state directory (with no service to ask), verified, exported
+// and imported.
 
-func suspendCmd(g *globals) *cobra.Command {
-	var asJSON bool
-	c := &cobra.Command{
-		Use:   "suspend SANDBOX",
-		Short: "Park a live sandbox: keep its workspace by address, then tear it down",
-		Long: `Suspend a live sandbox: everything in it is frozen (nothing writes after
-that, background processes included), its workspace is stored in the
-state directory as a content-addressed tree (a second suspension stores
-only what changed), a Suspended segment naming the tree and this host's
-environment is appended to its run record, and only then is it torn
-down. S1 processes do not survive: S1 keeps no memory image, and the
-record says so by naming none; an exec in flight in an S1 sandbox
-refuses the suspension. An S2 sandbox's execs in flight are parked at
-their next host call (their journal, memory and open files kept, the
-snapshot's memory image naming them; their callers are told), and
-'sandbox resume' continues them where they stopped; one that makes no
-host call within 10 s is interrupted and sealed instead.
-'sandbox resume' starts it again; 'sandbox close' abandons it.`,
-		Args: usageArgs(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return callService(cmd, g, asJSON, func(cl *client.Client) (*client.Snapshot, error) { return cl.Suspend(cmd.Context(), args[0]) },
-				func(s *client.Snapshot) string {
-					return fmt.Sprintf("%s suspended: workspace %s, environment %s", args[0], s.Root, s.Manifest)
-				})
-		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the snapshot as JSON")
-	return c
-}
-
-func resumeCmd(g *globals) *cobra.Command {
-	var asJSON bool
-	c := &cobra.Command{
-		Use:   "resume SANDBOX",
-		Short: "Start a suspended sandbox again from its run record",
-		Long: `Resume a suspended sandbox: its run record is verified from its genesis,
-this host's environment must be the one recorded (manifest-mismatch
-otherwise), its workspace is restored from the recorded tree (every
-chunk checked against its address), it starts again under its id, unit
-and grants, and a Resumed segment is appended with the idle energy its
-retained state drew while parked (estimated, and labelled so). Its
-workspace has a new path on this host.
-
-An S2 sandbox suspended while execs ran had them parked at a host call;
-resume continues each where it stopped (its journal replayed to the
-park point, its memory and open files checked there), seals it as one
-run, and prints what it wrote after the park point, then a line on
-stderr naming its run. It answers when they have ended.`,
-		Args: usageArgs(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			sb, err := cl.Resume(cmd.Context(), args[0])
-			if err != nil {
-				return apiErr(err)
-			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), sb)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s resumed: workspace %s\n", sb.ID, sb.Workspace)
-			var failed error
-			for _, c := range sb.Continued {
-				cmd.OutOrStdout().Write(c.Stdout)
-				cmd.ErrOrStderr().Write(c.Stderr)
-				switch {
-				case c.Error != "":
-					fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: exec #%d was not continued: %s\n", c.N, c.Error)
-					failed = fmt.Errorf("exec #%d of %s was not continued: %s", c.N, sb.ID, c.Error)
-				case c.Result != nil:
-					fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: exec #%d continued and sealed: run %s, %s\n", c.N, c.Result.Run, describeOutcome(c.Result.Outcome))
-				}
-			}
-			return failed
-		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
-	return c
-}
-
-// callService makes one call of the running service and says what it
-// answered: as JSON, or as one line.
-func callService[T any](cmd *cobra.Command, g *globals, asJSON bool, call func(*client.Client) (T, error), line func(T) string) error {
-	cl, err := g.client()
+// recordsHere lists the state directory's run records, read here: what
+// records does with no service running.
+func recordsHere(g *cli.Globals, cmd *cobra.Command, asJSON bool) error {
+	d, err := g.StateDir()
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	v, err := call(cl)
+	l, err := live.Light(d).Records(host.LocalOwner)
 	if err != nil {
-		return apiErr(err)
+		return err
 	}
-	if asJSON {
-		return printJSON(cmd.OutOrStdout(), v)
+	var out []client.Record
+	for _, ri := range l {
+		out = append(out, server.RecordOf(ri))
 	}
-	fmt.Fprintln(cmd.OutOrStdout(), line(v))
-	return nil
+	return cli.PrintRecords(cmd, asJSON, out)
 }
 
-func closeCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "close SANDBOX",
-		Short: "End a sandbox's durable run, live or suspended",
-		Long: `Close a sandbox's run record: a live sandbox is removed as 'sandbox rm'
-does, a suspended one is abandoned (its record gets a Closed segment and
-can no longer be resumed). The record, and what it names, stay.`,
-		Args: usageArgs(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			return apiErr0(cl.CloseRecord(cmd.Context(), args[0]))
-		},
-	}
-}
-
-func recordsCmd(g *globals) *cobra.Command {
-	var asJSON bool
-	c := &cobra.Command{
-		Use:   "records",
-		Short: "List the run records of this state directory's sandboxes",
-		Long: `List the run records kept in the state directory (records/ID.jsonl), each
-verified from its genesis: the sandbox, its phase (active, parked,
-closed), its head, its segments and executions, and the idle energy of
-its parked intervals, and what it cost: its executions' energy (the sum
-of their receipts, measured and estimated, every class) plus its idle
-energy. No service is needed.`,
-		Args: usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := g.stateDir()
-			if err != nil {
-				return err
-			}
-			l, err := live.Light(d).Records(host.LocalOwner)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				out := []client.Record{}
-				for _, ri := range l {
-					out = append(out, server.RecordOf(ri))
-				}
-				return printJSON(cmd.OutOrStdout(), out)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SANDBOX\tPHASE\tSEGMENTS\tEXECS\tACTIVE\tIDLE\tTOTAL\tHEAD")
-			for _, r := range l {
-				if r.Err != "" {
-					fmt.Fprintf(tw, "%s\tFAILS\t\t\t\t\t\t%s\n", r.ID, r.Err)
-					continue
-				}
-				total := energy.Microjoules(r.TotalUJ).String()
-				if r.RunsMissing > 0 {
-					total += fmt.Sprintf(" (%d runs not here)", r.RunsMissing)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.ID, r.Phase, r.Segments, r.Executed, energy.Microjoules(r.ActiveUJ), energy.Microjoules(r.IdleUJ), total, r.Head.Short())
-			}
-			return tw.Flush()
-		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
-	return c
-}
-
-func recordCmd(g *globals) *cobra.Command {
+func recordCmd(g *cli.Globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "record",
 		Short: "Work with run records (the durable runs of sandboxes)",
@@ -228,11 +80,11 @@ kept beside the record, FILE.seals; docs/spec/run-record.md).
 
 Exit status: 0 when it verifies, 4 when it does not, 5 when the only
 failures are keys not trusted, 3 when there is no such record.`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p := args[0]
 			if _, err := os.Stat(p); err != nil {
-				d, err := g.stateDir()
+				d, err := g.StateDir()
 				if err != nil {
 					return err
 				}
@@ -248,18 +100,18 @@ failures are keys not trusted, 3 when there is no such record.`,
 				return terr
 			}
 			if trustHost {
-				d, derr := g.stateDir()
+				d, derr := g.StateDir()
 				if derr != nil {
 					return derr
 				}
-				k, kerr := d.HostKey(randReader())
+				k, kerr := d.HostKey(rand.Reader)
 				if kerr != nil {
 					return kerr
 				}
 				trust.Add(k.Public())
 			}
 			if runs {
-				d, derr := g.stateDir()
+				d, derr := g.StateDir()
 				if derr != nil {
 					return derr
 				}
@@ -296,7 +148,7 @@ failures are keys not trusted, 3 when there is no such record.`,
 			}
 			switch {
 			case asJSON:
-				printJSON(cmd.OutOrStdout(), out)
+				cli.PrintJSON(cmd.OutOrStdout(), out)
 			case err != nil:
 				fmt.Fprintf(cmd.OutOrStdout(), "FAIL  record  %s  %v\n", p, err)
 			default:
@@ -306,9 +158,9 @@ failures are keys not trusted, 3 when there is no such record.`,
 				var re *reject.Error
 				switch {
 				case errors.Is(err, reject.UntrustedKey):
-					return exitError{5}
+					return cli.ExitError{Code: 5}
 				case errors.As(err, &re):
-					return exitError{errs.ExitCode(errs.Integrity)}
+					return cli.ExitError{Code: errs.ExitCode(errs.Integrity)}
 				}
 				return err
 			}
@@ -337,7 +189,7 @@ type recordJSON struct {
 	IdleUJ   uint64 `json:"idle_uj"`
 }
 
-func exportCmd(g *globals) *cobra.Command {
+func exportCmd(g *cli.Globals) *cobra.Command {
 	var out string
 	c := &cobra.Command{
 		Use:   "export SANDBOX [-o FILE]",
@@ -348,9 +200,9 @@ grants, each snapshot's workspace tree and chunks and environment
 manifest) and every run it names, whole. 'sandbox import' on another host
 takes it, and 'sandbox resume' continues it there. A live sandbox is
 suspended first. No service is needed.`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, k, err := g.hostKey()
+			d, k, err := g.HostKey()
 			if err != nil {
 				return err
 			}
@@ -381,7 +233,7 @@ suspended first. No service is needed.`,
 	return c
 }
 
-func importCmd(g *globals) *cobra.Command {
+func importCmd(g *cli.Globals) *cobra.Command {
 	var trustArgs []string
 	c := &cobra.Command{
 		Use:   "import BUNDLE|-",
@@ -403,9 +255,9 @@ extends it and carries this host's seals of what it had. The parked
 interval here starts at the import, priced by what this host retains. A
 suspended sandbox imported is then resumed with 'sandbox resume' (its
 environment must be this host's).`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := g.stateDir()
+			d, err := g.StateDir()
 			if err != nil {
 				return err
 			}
@@ -423,7 +275,7 @@ environment must be this host's).`,
 				return err
 			}
 			h := live.Light(d)
-			if h.Key, err = d.HostKey(randReader()); err != nil {
+			if h.Key, err = d.HostKey(rand.Reader); err != nil {
 				return err
 			}
 			im, err := h.Import(cmd.Context(), r, host.LocalOwner, trust)

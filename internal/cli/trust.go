@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/errs"
+	"github.com/opensubstrate/sandbox/internal/grant"
+)
+
+// Grants, keys, policies and verification: checking grants, this
+// host's key and content addresses here; verifying records, policies and
+// the conformance pack in sandbox-engine.
+
+func trustCommands(g *Globals) []*cobra.Command {
+	return []*cobra.Command{
+		grantsCmd(),
+		keyCmd(g),
+		hashCmd(),
+		g.stub("verify [--trust KEY|FILE]... PATH...", "Verify sealed artifacts: attestations, receipts, units, grants, decision logs, run directories"),
+		g.stub("policy", "What a principal may grant: policy documents and the decision log"),
+		g.stub("vectors", "Generate or check the conformance pack (conformance/v1)"),
+	}
+}
+
+func grantsCmd() *cobra.Command {
+	var gf GrantFlags
+	c := &cobra.Command{
+		Use:   "grants [--grant G]... [--grants FILE] [--inject I]...",
+		Short: "Check grants and print their canonical form and content address",
+		Long:  "Parse grants as 'sandbox run' would, and print the canonical JSON and its\ncontent address. Grant syntax:\n\n" + grant.Syntax + "\n\nInjected credentials (--inject):\n\n" + grant.InjectSyntax,
+		Args:  UsageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := gf.Parse()
+			if err != nil {
+				return err
+			}
+			b, a, err := s.Canonical()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\n%s\n", b, a)
+			return nil
+		},
+	}
+	gf.Add(c)
+	return c
+}
+
+func keyCmd(g *Globals) *cobra.Command {
+	var public bool
+	c := &cobra.Command{
+		Use:   "key",
+		Short: "Print this host's public key and its id (the key is made on first use)",
+		Long: `Print this host's public signing key and its id. The key is an Ed25519 key
+made on first use and kept, mode 0600, as host.key in the state directory;
+its id is the content address of the 32 public-key bytes.
+
+Give the public key to whoever verifies this host's records:
+  sandbox verify --trust "$(sandbox key --public)" RUN`,
+		Args: UsageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, k, err := g.HostKey()
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if public {
+				fmt.Fprintln(out, k.Public())
+				return nil
+			}
+			fmt.Fprintf(out, "public  %s\nid      %s\nfile    %s\n", k.Public(), k.Public().ID(), d.Path("host.pub"))
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&public, "public", false, "print only the public key, for --trust")
+	return c
+}
+
+func hashCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "hash FILE...",
+		Short: "Print the content address (b3:<hex>) of each file ('-' reads standard input)",
+		Args:  UsageArgs(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			failed := false
+			for _, p := range args {
+				var a addr.Addr
+				var err error
+				if p == "-" {
+					a, err = addr.OfReader(os.Stdin)
+				} else {
+					a, err = addr.OfFile(p)
+				}
+				if err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: %v\n", err)
+					failed = true
+					continue
+				}
+				fmt.Fprintf(out, "%s  %s\n", a, p)
+			}
+			if failed {
+				return ExitError{errs.ExitCode(errs.NotFound)}
+			}
+			return nil
+		},
+	}
+}
