@@ -119,12 +119,15 @@ func TestWritesSurviveTheEnd(t *testing.T) {
 		code  int
 		ended string // the outcome show gives: 124 alone is a deadline or a budget
 	}{
-		{"deadline", []string{"--deadline", "1s"}, "sleep 30", false, 124, "outcome    deadline"},
+		// The deadline leaves the guest time to make its writes on a
+		// busy machine; the subtests wait for it side by side.
+		{"deadline", []string{"--deadline", "10s"}, "sleep 60", false, 124, "outcome    deadline"},
 		{"budget", []string{"--grant", "cpu:3J"}, "while :; do :; done", false, 124, "outcome    budget-exhausted"},
-		{"interrupt", nil, "sleep 30", false, 130, "outcome    killed"},
-		{"full", []string{"--deadline", "1s"}, "sleep 30", true, 124, "outcome    deadline"},
+		{"interrupt", nil, "sleep 60", false, 130, "outcome    killed"},
+		{"full", []string{"--deadline", "10s"}, "sleep 60", true, 124, "outcome    deadline"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			home, dir := t.TempDir(), t.TempDir()
 			if tc.full {
 				dir = smallStateDir(t, 64<<10)

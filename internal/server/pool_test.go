@@ -31,7 +31,7 @@ func TestPoolClaimAndEvict(t *testing.T) {
 	if err := h.StartPool(live.PoolSpec{Name: "dev", Size: 2, MaxAge: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute) // a bound on a busy machine, not a measure
 	defer cancel()
 	if err := h.WaitPool(wctx, "dev", 2); err != nil {
 		t.Fatal(err)
