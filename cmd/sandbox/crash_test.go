@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -38,10 +39,22 @@ func processesWith(s string) []string {
 	return out
 }
 
-// waitGone waits up to d for every process whose command line starts with s to
-// end, and returns those still there.
-func waitGone(s string, d time.Duration) []string {
-	deadline := time.Now().Add(d)
+// killLeft kills the processes whose command line starts with s: what a
+// failed test left running.
+func killLeft(s string) {
+	for _, p := range processesWith(s) {
+		if pid, err := strconv.Atoi(p[:strings.IndexByte(p, ':')]); err == nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// waitGone waits for every process whose command line starts with s to
+// end, and returns those still there after 30 s: a bound on a busy
+// machine, not a measure, and shorter than any sleep the tests leave
+// behind (61 s and more), so that one not killed is found.
+func waitGone(s string) []string {
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ps := processesWith(s)
 		if len(ps) == 0 || time.Now().After(deadline) {
@@ -78,7 +91,10 @@ func TestKilledAtEveryStep(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.tier+"/"+c.point+"/"+c.sig, func(t *testing.T) {
 			home := t.TempDir()
-			marker := fmt.Sprintf("1.%d%d", os.Getpid(), i) // a sleep no other process has
+			// A sleep no other process has, long enough that one the kill
+			// left running is found by waitGone (a test that fails kills it).
+			marker := fmt.Sprintf("600.%d%d", os.Getpid(), i)
+			t.Cleanup(func() { killLeft("sleep " + marker) })
 			args := []string{"run", "-q", "--deadline", "30s", "--", "/bin/sh", "-c", "sleep " + marker}
 			if c.tier == "S2" {
 				args = []string{"run", "-q", "--", hello}
@@ -92,7 +108,7 @@ func TestKilledAtEveryStep(t *testing.T) {
 				t.Fatalf("not killed at %s: %v\n%s", c.point, cmd.ProcessState, out.String())
 			}
 			if c.tier == "S1" {
-				if left := waitGone("sleep "+marker, 3*time.Second); len(left) > 0 {
+				if left := waitGone("sleep " + marker); len(left) > 0 {
 					t.Fatalf("the run outlived sandbox: %v", left)
 				}
 			}
@@ -141,7 +157,7 @@ func killWhenRunning(t *testing.T, cmd *exec.Cmd, point, marker string) {
 		t.Fatal(err)
 	}
 	if point == "running" {
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(2 * time.Minute) // a bound on a busy machine, not a measure
 		for len(processesWith(marker)) == 0 {
 			if time.Now().After(deadline) {
 				cmd.Process.Kill()
@@ -212,11 +228,11 @@ func TestClosedPipeEndsTheRun(t *testing.T) {
 			go func() { done <- cmd.Wait() }()
 			select {
 			case <-done:
-			case <-time.After(10 * time.Second):
+			case <-time.After(2 * time.Minute): // a bound on a busy machine, not a measure
 				cmd.Process.Kill()
 				t.Fatal("sandbox did not end when its output was closed")
 			}
-			if left := waitGone(marker, 3*time.Second); len(left) > 0 {
+			if left := waitGone(marker); len(left) > 0 {
 				t.Fatalf("the run outlived sandbox: %v", left)
 			}
 			if code := cmd.ProcessState.ExitCode(); code != 141 {
@@ -240,7 +256,8 @@ func TestClosedPipeEndsTheRun(t *testing.T) {
 func TestRootlessKilledRunEnds(t *testing.T) {
 	r := newRootless(t)
 	for i, point := range []string{crash.Init, crash.Started, "running"} {
-		marker := fmt.Sprintf("1.%d%d7", os.Getpid(), i)
+		marker := fmt.Sprintf("600.%d%d7", os.Getpid(), i)
+		t.Cleanup(func() { killLeft("sleep " + marker) })
 		id := fmt.Sprint(rootlessUID)
 		cmd := exec.Command("setpriv", "--reuid="+id, "--regid="+id, "--clear-groups", r.bin, "--home", r.home,
 			"run", "-q", "--deadline", "30s", "--", "/bin/sh", "-c", "sleep "+marker)
@@ -250,7 +267,7 @@ func TestRootlessKilledRunEnds(t *testing.T) {
 		if ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() {
 			t.Fatalf("%s: not killed: %v", point, cmd.ProcessState)
 		}
-		if left := waitGone("sleep "+marker, 3*time.Second); len(left) > 0 {
+		if left := waitGone("sleep " + marker); len(left) > 0 {
 			t.Fatalf("%s: the run outlived sandbox: %v", point, left)
 		}
 		if o, e, code := r.run(t, nil, "gc"); code != 0 || !strings.Contains(o, "removed") {

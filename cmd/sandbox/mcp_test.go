@@ -243,7 +243,7 @@ func TestMCPClientGoneMidExec(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if l := waitGone("sleep 307", 5*time.Second); len(l) > 0 {
+	if l := waitGone("sleep 307"); len(l) > 0 {
 		t.Fatalf("left running: %v", l)
 	}
 	out, _, _ := runCLI(t, home, "", "records", "--json")
@@ -284,7 +284,7 @@ func TestMCPClientCancelsMidExec(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the cancelled call did not return")
 	}
-	if l := waitGone("sleep 308", 10*time.Second); len(l) > 0 {
+	if l := waitGone("sleep 308"); len(l) > 0 {
 		t.Fatalf("left running: %v", l)
 	}
 	// Sealed into the sandbox's record, as interrupted.

@@ -189,7 +189,7 @@ func TestServeShutdownSealsWhatRuns(t *testing.T) {
 	if !strings.Contains(out, "killed") {
 		t.Fatalf("the exec was not sealed:\n%s", out)
 	}
-	if left := waitGone("sleep 61", 5*time.Second); len(left) > 0 {
+	if left := waitGone("sleep 61"); len(left) > 0 {
 		t.Fatalf("left running: %v", left)
 	}
 	if out, _, _ := runCLI(t, home, "", "gc", "-n"); !strings.Contains(out, "nothing left behind") {
@@ -237,7 +237,7 @@ func TestServeKilledLeavesNothing(t *testing.T) {
 	}
 	srv.Process.Signal(syscall.SIGKILL)
 	srv.Wait()
-	if left := waitGone("sleep 3600", 5*time.Second); len(left) > 0 {
+	if left := waitGone("sleep 3600"); len(left) > 0 {
 		t.Fatalf("the sandbox's processes outlived the service: %v", left)
 	}
 	t.Cleanup(func() { os.RemoveAll(filepath.Join(os.TempDir(), "sandbox-parked-"+id)) })
@@ -425,7 +425,7 @@ func TestRunThroughService(t *testing.T) {
 	if err := cmd.Wait(); exitCode(err) != 130 || !strings.Contains(e.String(), "sandbox: ended  killed (interrupted)") || !strings.Contains(e.String(), "sandbox: records ") {
 		t.Fatalf("Ctrl-C: %v\n%s", err, e.String())
 	}
-	if l := waitGone("sleep 62", 5*time.Second); len(l) > 0 {
+	if l := waitGone("sleep 62"); len(l) > 0 {
 		t.Fatalf("left running: %v", l)
 	}
 
@@ -633,7 +633,7 @@ func TestDurableKilledAtEveryStep(t *testing.T) {
 			// The next service collects what this one left first: a
 			// frozen sandbox's processes too.
 			startServe(t, home)
-			if l := waitGone("sleep 301", 5*time.Second); len(l) > 0 {
+			if l := waitGone("sleep 301"); len(l) > 0 {
 				t.Fatalf("the dead service's sandbox runs on: %v", l)
 			}
 			if out, _, _ := runCLI(t, home, "", "records"); !strings.Contains(out, id+"  parked") {

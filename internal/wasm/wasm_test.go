@@ -349,7 +349,7 @@ func TestReplayServesTheJournal(t *testing.T) {
 // TestCGuests runs the C guests, built with clang and wasi-libc.
 func TestCGuests(t *testing.T) {
 	r := execute(t, cGuest(t, "hello"), nil, nil, time.Minute, "clang")
-	if r.err != nil || r.stdout != "hello from C, clang\n" {
+	if r.err != nil || r.stdout != "hello, clang\n" || r.stderr != "goodbye\n" {
 		t.Fatalf("c hello: %v %q %q", r.err, r.stdout, r.stderr)
 	}
 	dir := t.TempDir()
