@@ -131,7 +131,8 @@ func TestJSONContract(t *testing.T) {
 // command takes a run, grant kinds after --grant and tiers after --tier.
 func TestCompletion(t *testing.T) {
 	home := t.TempDir()
-	_, errOut, code := sandbox(t, home, "run", "--json", "--", guestPath(t, "hello"))
+	hello := guestPath(t, "hello")
+	_, errOut, code := sandbox(t, home, "run", "--json", "--", hello)
 	var r runJSON
 	if err := json.Unmarshal([]byte(lastLine(errOut)), &r); err != nil || code != 0 {
 		t.Fatal(err, errOut)
@@ -141,7 +142,7 @@ func TestCompletion(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"__complete", "show", ""}, []string{"last\t", id + "\texited go-hello"}},
+		{[]string{"__complete", "show", ""}, []string{"last\t", id + "\texited " + filepath.Base(hello)}},
 		{[]string{"__complete", "replay", id[:6]}, []string{id + "\t"}},
 		{[]string{"__complete", "verify", ""}, []string{id + "\t"}},
 		{[]string{"__complete", "run", "--grant", ""}, []string{"fs:\t", "net:\t", "kv:\t", "cpu:\t", "gpu:\t", "clock\t", "exec:allow:\t"}},

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -91,9 +92,15 @@ func TestKilledAtEveryStep(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.tier+"/"+c.point+"/"+c.sig, func(t *testing.T) {
 			home := t.TempDir()
-			// A sleep no other process has, long enough that one the kill
-			// left running is found by waitGone (a test that fails kills it).
-			marker := fmt.Sprintf("600.%d%d", os.Getpid(), i)
+			// A sleep no other process has. Where sandbox is stopped while
+			// the guest runs (or before it starts), long enough that one
+			// left running is found by waitGone (a test that fails kills
+			// it); where it is stopped after the guest ended, short.
+			secs := 600
+			if !slices.Contains([]string{crash.Probed, crash.Partial, crash.Init, crash.Started, "running"}, c.point) {
+				secs = 1
+			}
+			marker := fmt.Sprintf("%d.%d%d", secs, os.Getpid(), i)
 			t.Cleanup(func() { killLeft("sleep " + marker) })
 			args := []string{"run", "-q", "--deadline", "30s", "--", "/bin/sh", "-c", "sleep " + marker}
 			if c.tier == "S2" {

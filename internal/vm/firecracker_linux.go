@@ -222,6 +222,14 @@ func (f *Firecracker) Run(ctx context.Context, j *executor.Job) (*executor.Resul
 		res.Outcome = failure(err, ctx)
 		return res, nil
 	}
-	defer func() { m.Kill(); os.RemoveAll(m.spec.Dir) }()
+	defer func() {
+		m.Kill()
+		// The VMM may have started others (a jailer's children): a
+		// run that returns leaves nothing running in its group.
+		if j.Cgroup != nil {
+			j.Cgroup.Kill(KillGrace)
+		}
+		os.RemoveAll(m.spec.Dir)
+	}()
 	return execute(ctx, m, j, j.Unit.Env, res, deadline, false)
 }
