@@ -129,12 +129,23 @@ func TestGrantsCommand(t *testing.T) {
 // under the race detector). The others are Go programs.
 func guestPath(t *testing.T, name string) string {
 	t.Helper()
-	build := guestbuild.Go
 	switch name {
 	case "hello", "cat", "spin":
-		build = guestbuild.C
+	default:
+		return goGuestPath(t, name)
 	}
-	p, err := build(name)
+	p, err := guestbuild.C(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// goGuestPath is the Go build of test guest name, where a test needs
+// its size.
+func goGuestPath(t *testing.T, name string) string {
+	t.Helper()
+	p, err := guestbuild.Go(name)
 	if err != nil {
 		t.Fatal(err)
 	}
