@@ -347,10 +347,19 @@ func lsCmd(g *Globals) *cobra.Command {
 }
 
 func psCmd(g *Globals) *cobra.Command {
+	return serviceList(g, "ps", "List the sandboxes of the running service: live and suspended",
+		(*client.Client).List, "ID\tTIER\tSTATE\tCREATED\tEXECS\tRUNNING\tWORKSPACE", func(s client.Sandbox) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%s", s.ID, s.Tier, s.State, s.Created.Local().Format("2006-01-02 15:04:05"), s.Execs, s.Running, s.Workspace)
+		})
+}
+
+// serviceList is a command that lists what the running service's list
+// call returns: a table with header and a row of each, or a JSON array.
+func serviceList[T any](g *Globals, use, short string, list func(*client.Client, context.Context) ([]T, error), header string, row func(T) string) *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
-		Use:   "ps",
-		Short: "List the sandboxes of the running service: live and suspended",
+		Use:   use,
+		Short: short,
 		Args:  UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := g.Client()
@@ -358,13 +367,11 @@ func psCmd(g *Globals) *cobra.Command {
 				return err
 			}
 			defer cl.Close()
-			l, err := cl.List(cmd.Context())
+			l, err := list(cl, cmd.Context())
 			if err != nil {
 				return APIErr(err)
 			}
-			return PrintList(cmd, asJSON, l, "ID\tTIER\tSTATE\tCREATED\tEXECS\tRUNNING\tWORKSPACE", func(s client.Sandbox) string {
-				return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%s", s.ID, s.Tier, s.State, s.Created.Local().Format("2006-01-02 15:04:05"), s.Execs, s.Running, s.Workspace)
-			})
+			return PrintList(cmd, asJSON, l, header, row)
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
@@ -644,32 +651,14 @@ A receipt is never a permit to retire the sandbox.`,
 }
 
 func poolsCmd(g *Globals) *cobra.Command {
-	var asJSON bool
-	c := &cobra.Command{
-		Use:   "pools",
-		Short: "List the service's warm pools: ready sandboxes, claims, misses, evictions, idle energy",
-		Args:  UsageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := g.Client()
-			if err != nil {
-				return err
+	return serviceList(g, "pools", "List the service's warm pools: ready sandboxes, claims, misses, evictions, idle energy",
+		(*client.Client).Pools, "POOL\tREADY\tSIZE\tCLAIMS\tMISSES\tEVICTIONS\tCLAIMED IDLE\tEVICTED IDLE", func(p client.Pool) string {
+			ready := fmt.Sprint(p.Ready)
+			if p.Draining {
+				ready += " (draining)"
 			}
-			defer cl.Close()
-			l, err := cl.Pools(cmd.Context())
-			if err != nil {
-				return APIErr(err)
-			}
-			return PrintList(cmd, asJSON, l, "POOL\tREADY\tSIZE\tCLAIMS\tMISSES\tEVICTIONS\tCLAIMED IDLE\tEVICTED IDLE", func(p client.Pool) string {
-				ready := fmt.Sprint(p.Ready)
-				if p.Draining {
-					ready += " (draining)"
-				}
-				return fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%d\t%.3f J\t%.3f J", p.Name, ready, p.Size, p.Claims, p.Misses, p.Evictions, float64(p.ClaimedUJ)/1e6, float64(p.EvictedUJ)/1e6)
-			})
-		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
-	return c
+			return fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%d\t%.3f J\t%.3f J", p.Name, ready, p.Size, p.Claims, p.Misses, p.Evictions, float64(p.ClaimedUJ)/1e6, float64(p.EvictedUJ)/1e6)
+		})
 }
 
 // strings are the grant flags as the service takes them: checked here

@@ -15,6 +15,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
+	"github.com/opensubstrate/sandbox/internal/host/hosttest"
 	"github.com/opensubstrate/sandbox/internal/meter"
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/receipt"
@@ -144,7 +145,7 @@ func TestGpuBudgetByGpuMeasures(t *testing.T) {
 	if f := g.Measured + g.Estimated; f < budget || f > budget+watts*energy.Microjoules((20*BudgetSample).Microseconds()) {
 		t.Errorf("Gpu figure %s for a %s budget", f, budget)
 	}
-	if err := firstErr(verifyRun(t, h, run.Dir)); err != nil {
+	if err := hosttest.Verify(t, h.Key.Public(), run.Dir); err != nil {
 		t.Fatalf("the run does not verify: %v", err)
 	}
 }

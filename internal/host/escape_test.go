@@ -11,6 +11,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/executor"
+	"github.com/opensubstrate/sandbox/internal/host/hosttest"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/wasm"
 	"github.com/opensubstrate/sandbox/tier"
@@ -28,7 +29,7 @@ func runFS(t *testing.T, h *Host, grantArgs []string, ops ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := firstErr(verifyRun(t, h, r.Dir)); err != nil {
+	if err := hosttest.Verify(t, h.Key.Public(), r.Dir); err != nil {
 		t.Fatalf("the run does not verify: %v", err)
 	}
 	rep, err := h.Replay(context.Background(), r.Dir, nil, nil)
@@ -175,7 +176,7 @@ func TestCacheRewriteSealedRun(t *testing.T) {
 	if len(warned) != 1 || !strings.Contains(warned[0], "discarded the cached instrumentation") {
 		t.Fatalf("warnings: %q", warned)
 	}
-	if err := firstErr(verifyRun(t, h, r.Dir)); err != nil {
+	if err := hosttest.Verify(t, h.Key.Public(), r.Dir); err != nil {
 		t.Fatalf("the run does not verify: %v", err)
 	}
 }

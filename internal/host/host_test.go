@@ -52,15 +52,6 @@ func verifyRun(t *testing.T, h *Host, dir string) []verify.Result {
 	return v.Path(dir)
 }
 
-func firstErr(rs []verify.Result) error {
-	for _, r := range rs {
-		if r.Err != nil {
-			return r.Err
-		}
-	}
-	return nil
-}
-
 // TestHostileGuestsAreContainedAndSealed runs every hostile guest: each is
 // stopped, and each run is still sealed, stored and verifiable.
 func TestHostileGuestsAreContainedAndSealed(t *testing.T) {
@@ -92,7 +83,7 @@ func TestHostileGuestsAreContainedAndSealed(t *testing.T) {
 		if r.Result.Outcome.Status != tc.want {
 			t.Errorf("%s: outcome %+v, want %s", tc.guest, r.Result.Outcome, tc.want)
 		}
-		if err := firstErr(verifyRun(t, h, r.Dir)); err != nil {
+		if err := hosttest.Verify(t, h.Key.Public(), r.Dir); err != nil {
 			t.Errorf("%s: sealed run does not verify: %v", tc.guest, err)
 		}
 		if filepath.Base(r.Dir) != r.ID.Hex() {
@@ -163,7 +154,7 @@ func TestReplayMatchesAndTamperingIsCaught(t *testing.T) {
 		t.Fatalf("tampered journal replays: %v", err)
 	}
 	os.WriteFile(jp, orig[:len(orig)-3], 0o644)
-	if err := firstErr(verifyRun(t, h, r.Dir)); reject.CodeOf(err) != reject.Truncated {
+	if err := hosttest.Verify(t, h.Key.Public(), r.Dir); reject.CodeOf(err) != reject.Truncated {
 		t.Fatalf("truncated journal: %v", err)
 	}
 }
@@ -237,7 +228,7 @@ func TestThirdPartyWASIProgram(t *testing.T) {
 		if r.Result.Outcome.Status != attest.Exited || *r.Result.Outcome.ExitCode != 0 {
 			t.Fatalf("flite: %+v", r.Result.Outcome)
 		}
-		if err := firstErr(verifyRun(t, h, r.Dir)); err != nil {
+		if err := hosttest.Verify(t, h.Key.Public(), r.Dir); err != nil {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(wav)
@@ -363,7 +354,7 @@ func TestMeteredRunOnAFakePowercapTree(t *testing.T) {
 	if h.Cgroups != nil && !strings.Contains(run.Basis, "cgroup") {
 		t.Errorf("CPU time not from the run's cgroup: %s", run.Basis)
 	}
-	if err := firstErr(verifyRun(t, h, r.Dir)); err != nil {
+	if err := hosttest.Verify(t, h.Key.Public(), r.Dir); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -375,13 +366,7 @@ func newS1Host(t *testing.T) *Host {
 		t.Skip("S1 with its own cgroups needs root")
 	}
 	h := newHost(t)
-	lease, err := h.Store.Dir.Lease()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lease.Close() })
-	h.Store.Lease = lease
-	addS1(t, h, lease.Name)
+	addS1(t, h, hosttest.Lease(t, h.Store))
 	t.Cleanup(func() { h.Close() })
 	return h
 }

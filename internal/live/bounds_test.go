@@ -15,6 +15,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/host/hosttest"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/internal/volume"
@@ -88,7 +89,7 @@ func TestExecOutputIsBoundedInTheRecord(t *testing.T) {
 		t.Fatalf("the caller was not told: %q", errb.String())
 	}
 	rs := verifyRun(t, h, r.Dir)
-	if err := firstErr(rs); err != nil {
+	if err := hosttest.Verify(t, h.Key.Public(), r.Dir); err != nil {
 		t.Fatalf("a bounded run does not verify: %v", err)
 	}
 	noted := false
@@ -108,7 +109,7 @@ func TestExecOutputIsBoundedInTheRecord(t *testing.T) {
 		"other bytes":      {append([]byte{blob[0] ^ 1}, blob[1:bound]...), reject.Address},
 	} {
 		os.WriteFile(filepath.Join(r.Dir, host.FileStdout), c.b, 0o644)
-		if err := firstErr(verifyRun(t, h, r.Dir)); !errors.Is(err, c.code) {
+		if err := hosttest.Verify(t, h.Key.Public(), r.Dir); !errors.Is(err, c.code) {
 			t.Errorf("%s: %v, want %s", name, err, c.code)
 		}
 	}
@@ -245,7 +246,7 @@ func TestWorkspaceBoundHoldsWhileItIsWritten(t *testing.T) {
 	if ub, err := os.ReadFile(filepath.Join(r.Dir, "unit.json")); err != nil || !strings.Contains(string(ub), `"workspace_bytes":33554432`) {
 		t.Fatalf("the unit does not record the bound: %s %v", ub, err)
 	}
-	if err := firstErr(verifyRun(t, h, r.Dir)); err != nil {
+	if err := hosttest.Verify(t, h.Key.Public(), r.Dir); err != nil {
 		t.Fatal(err)
 	}
 	// Freed, it takes writes again; a note only when it is at its bound.

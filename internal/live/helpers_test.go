@@ -36,15 +36,6 @@ func verifyRun(t *testing.T, h *Manager, dir string) []verify.Result {
 	return v.Path(dir)
 }
 
-func firstErr(rs []verify.Result) error {
-	for _, r := range rs {
-		if r.Err != nil {
-			return r.Err
-		}
-	}
-	return nil
-}
-
 func processesWith(t *testing.T, s string) []string { return hosttest.ProcessesWith(t, s) }
 
 // addS1 gives h an S1 executor (its probe passed) and the machine's

@@ -16,6 +16,7 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/host/hosttest"
 	images "github.com/opensubstrate/sandbox/internal/image"
 	"github.com/opensubstrate/sandbox/internal/image/imagetest"
 	"github.com/opensubstrate/sandbox/internal/jcs"
@@ -74,7 +75,7 @@ func TestRunInImageRoot(t *testing.T) {
 	if u.Root != img.Root {
 		t.Fatalf("the unit's root is %s, want %s", u.Root, img.Root)
 	}
-	if err := firstErr(verifyRun(t, h, r.Dir)); err != nil {
+	if err := hosttest.Verify(t, h.Key.Public(), r.Dir); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
 	var n *native.Executor

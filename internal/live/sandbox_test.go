@@ -17,6 +17,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/host/hosttest"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -27,13 +28,7 @@ func newS1Host(t *testing.T) *Manager {
 		t.Skip("live S1 sandboxes with their own cgroups need root")
 	}
 	h := newHost(t)
-	lease, err := h.Store.Dir.Lease()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lease.Close() })
-	h.Store.Lease = lease
-	addS1(t, h, lease.Name)
+	addS1(t, h, hosttest.Lease(t, h.Store))
 	t.Cleanup(func() {
 		h.Close() // suspends what is live
 		for _, id := range h.recordIDs() {
@@ -97,7 +92,7 @@ func TestLiveS1Sandbox(t *testing.T) {
 		t.Fatalf("exec 3: %+v", r3.Result.Outcome)
 	}
 	for _, r := range []*host.Run{r1, r3} {
-		if err := firstErr(verifyRun(t, h, r.Dir)); err != nil {
+		if err := hosttest.Verify(t, h.Key.Public(), r.Dir); err != nil {
 			t.Fatalf("an exec's run does not verify: %v", err)
 		}
 		named := false

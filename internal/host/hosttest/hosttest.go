@@ -18,8 +18,10 @@ import (
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/state"
+	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/wasm"
 	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/verify"
 )
 
 // State is a new state directory of the test's, and its host key.
@@ -95,4 +97,29 @@ func ProcessesWith(t testing.TB, s string) []string {
 		}
 	}
 	return out
+}
+
+// Verify verifies the run directory dir trusting pub, and returns the
+// first failure of any of its files (nil: every file verified).
+func Verify(t testing.TB, pub key.Public, dir string) error {
+	t.Helper()
+	for _, r := range (&verify.Verifier{Trust: key.NewTrust(pub)}).Path(dir) {
+		if r.Err != nil {
+			return r.Err
+		}
+	}
+	return nil
+}
+
+// Lease takes a lease on s's state directory for the test (released at
+// its end) and gives it to s; it returns the lease's namer.
+func Lease(t testing.TB, s *store.Store) func(string) string {
+	t.Helper()
+	lease, err := s.Dir.Lease()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lease.Close() })
+	s.Lease = lease
+	return lease.Name
 }
