@@ -63,7 +63,9 @@ func runOn(t *testing.T, e *Executor, image []byte, args ...string) string {
 // entry with a warning, and compiles again.
 func TestCacheRewriteIsDiscarded(t *testing.T) {
 	dir, key := t.TempDir(), [32]byte{7}
-	hello, cat := goGuest(t, "hello"), goGuest(t, "cat")
+	// The C programs: the caches are under test, and their modules compile
+	// in a moment each time a process starts with an empty cache.
+	hello, cat := cGuest(t, "hello"), cGuest(t, "cat")
 	var w warnings
 	first := process(t, dir, key, &w)
 	if out := runOn(t, first, hello, "cache"); out != "hello, cache\n" {
