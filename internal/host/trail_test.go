@@ -37,7 +37,7 @@ func (e teeExecutor) Run(ctx context.Context, j *executor.Job) (*executor.Result
 
 func TestConformanceTEEStandIn(t *testing.T) {
 	d, k := hosttest.State(t)
-	w := executortest.Wasm{Image: guestbuild.Read(t, guestbuild.Go, "conform")}
+	w := executortest.Wasm{Image: guestbuild.Read(t, guestbuild.C, "conform")}
 	executortest.Run(t, w.Subject(teeExecutor{hosttest.S2(t, d, k)}, t.TempDir()))
 }
 

@@ -11,11 +11,11 @@ import (
 )
 
 // Wasm makes the jobs of an executor of WebAssembly units, with
-// guests/conform as the program: "print" copies its stdin to stdout,
+// guests/c/conform.c as the program: "print" copies its stdin to stdout,
 // writes "err" to stderr and exits 3; "hang" says "ready" and spins;
 // "open PATH" tries to read PATH.
 type Wasm struct {
-	// Image is guests/conform, built (guestbuild.Go("conform")).
+	// Image is guests/c/conform.c, built (guestbuild.C("conform")).
 	Image []byte
 }
 
