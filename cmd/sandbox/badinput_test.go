@@ -22,6 +22,7 @@ import (
 // status docs/cli.md gives, never an internal error or a silent
 // acceptance.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	dir := t.TempDir()
 	hello := guestPath(t, "hello")
@@ -112,6 +113,7 @@ func TestBadInput(t *testing.T) {
 // reject code and the exit status of the one category map: a record
 // naming a run that is not here, a devcontainer.json over its bound.
 func TestBadRecordsAndManifests(t *testing.T) {
+	t.Parallel()
 	home, dir := t.TempDir(), t.TempDir()
 	hb, _ := jcs.Marshal(record.Header{Record: record.Domain, Unit: addr.Of([]byte("u")), Grants: addr.Of([]byte("g"))})
 	run := addr.Of([]byte("a run not here"))
@@ -144,6 +146,7 @@ func TestBadRecordsAndManifests(t *testing.T) {
 // TestAmbiguousPrefixListsCandidates: a run prefix that matches several
 // runs is refused with every candidate named.
 func TestAmbiguousPrefixListsCandidates(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	runs := filepath.Join(home, "runs")
 	os.MkdirAll(runs, 0o700)
@@ -162,6 +165,7 @@ func TestAmbiguousPrefixListsCandidates(t *testing.T) {
 // TestReadOnlyStateDir: a state directory that cannot be written is
 // said to be one, with how to choose another.
 func TestReadOnlyStateDir(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("a read-only bind mount needs root")
 	}

@@ -19,6 +19,7 @@ func lastLine(s string) string {
 // fields (docs/cli-json.md); --id-file names the run; a damaged run is
 // listed as damaged and shown with what is damaged.
 func TestJSONContract(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	hello := guestPath(t, "hello")
 	idFile := filepath.Join(t.TempDir(), "id")
@@ -130,6 +131,7 @@ func TestJSONContract(t *testing.T) {
 // TestCompletion: the shell completes run ids (with "last") where a
 // command takes a run, grant kinds after --grant and tiers after --tier.
 func TestCompletion(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	hello := guestPath(t, "hello")
 	_, errOut, code := sandbox(t, home, "run", "--json", "--", hello)

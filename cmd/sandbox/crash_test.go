@@ -71,6 +71,7 @@ func waitGone(s string) []string {
 // dead lease, listed by doctor and gc -n, removed by gc (and by the next
 // run), and no half-written run is ever listed as a run.
 func TestKilledAtEveryStep(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 runs with cgroups, which this checks, need root")
 	}
@@ -179,6 +180,7 @@ func killWhenRunning(t *testing.T, cmd *exec.Cmd, point, marker string) {
 
 // TestNextRunCollects: the run after a killed one removes what it left.
 func TestNextRunCollects(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 runs with cgroups need root")
 	}
@@ -201,6 +203,7 @@ func TestNextRunCollects(t *testing.T) {
 // is gone, the whole run ends, at S1 and S2; the run is sealed (its
 // outcome says why it ended) and sandbox exits 141 (128+SIGPIPE).
 func TestClosedPipeEndsTheRun(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 runs with cgroups need root")
 	}
@@ -261,6 +264,7 @@ func TestClosedPipeEndsTheRun(t *testing.T) {
 // while its init builds the root takes the whole run with it, and gc
 // removes what it left.
 func TestRootlessKilledRunEnds(t *testing.T) {
+	t.Parallel()
 	r := newRootless(t)
 	for i, point := range []string{crash.Init, crash.Started, "running"} {
 		marker := fmt.Sprintf("600.%d%d7", os.Getpid(), i)
@@ -290,6 +294,7 @@ func TestRootlessKilledRunEnds(t *testing.T) {
 // touches what a sandbox using another one has running (its cgroup is
 // named with a lease this state directory does not hold).
 func TestGCLeavesOtherStateDirsAlone(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 runs with cgroups need root")
 	}

@@ -17,6 +17,7 @@ import (
 // on the host's loopback that only the egress proxy can reach, with
 // nothing but the proxy settings the run is given.
 func TestEgressRealTools(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 as tested here runs as root (the CI machines' user)")
 	}

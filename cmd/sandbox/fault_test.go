@@ -51,6 +51,7 @@ func fill(t *testing.T, dir string) {
 // with exit 125 and a message saying so; nothing half-written is stored
 // or listed; a compile cache that cannot be written is only a warning.
 func TestFullStateDiskKeepsCallerOutput(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a small tmpfs as the state directory needs root")
 	}
@@ -108,6 +109,7 @@ func TestFullStateDiskKeepsCallerOutput(t *testing.T) {
 // the commit cannot be done (the grant's disk is full), every write is
 // kept aside in the state directory and sandbox says where.
 func TestWritesSurviveTheEnd(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 quota'd grants and cgroups need root")
 	}

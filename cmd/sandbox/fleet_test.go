@@ -21,6 +21,7 @@ import (
 // checkpoint verifies; one item's proof checks alone against it; a
 // changed item breaks the fleet's verification.
 func TestFleetCommands(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	in := filepath.Join(t.TempDir(), "inputs")
 	os.WriteFile(in, []byte(strings.Repeat("x\n", 11)+"last\n"), 0o600)
@@ -131,6 +132,7 @@ func TestFleetCommands(t *testing.T) {
 // fleet there (its directory in the service's state) and says so; the
 // fleet verifies; --local runs it here.
 func TestFleetViaTheService(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("the service needs root here")
 	}
@@ -162,6 +164,7 @@ func TestFleetViaTheService(t *testing.T) {
 // item's input is its command line's canonical JSON; a line that is not
 // one is refused naming it.
 func TestFleetOfUnits(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	hello := guestPath(t, "hello")
 	units := filepath.Join(t.TempDir(), "units")

@@ -25,6 +25,7 @@ import (
 // root and see the resumption refused; remove the image and see a run
 // in it refused by name.
 func TestImageAsAUserRunsIt(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 runs in an image root need root here")
 	}
@@ -107,6 +108,7 @@ func TestImageAsAUserRunsIt(t *testing.T) {
 // test image hands a ready sandbox to 'create --pool'; its record
 // begins with the claim and its idle energy; a bad --pool is refused.
 func TestPoolAsAUserClaimsOne(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 sandboxes need root here")
 	}
@@ -146,6 +148,7 @@ func TestPoolAsAUserClaimsOne(t *testing.T) {
 // listed and no half-written root; the next import of the same source
 // finishes, and its root verifies.
 func TestImageImportKilledAtEveryStep(t *testing.T) {
+	t.Parallel()
 	arch := imagetest.DockerArchive(t, imagetest.Image(t), filepath.Join(t.TempDir(), "image.tar"))
 	for _, p := range crash.ImagePoints {
 		t.Run(p, func(t *testing.T) {
@@ -180,6 +183,7 @@ func TestImageImportKilledAtEveryStep(t *testing.T) {
 // saying so, keeps nothing, and the store takes the next import once
 // there is room.
 func TestImageImportOnAFullDisk(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a small tmpfs as the state directory needs root")
 	}
@@ -210,6 +214,7 @@ func TestImageImportOnAFullDisk(t *testing.T) {
 // they were never claimed; none of them is suspended under anyone's
 // name, and a claimed one is suspended for its claimer as any sandbox.
 func TestPoolAfterAKilledService(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 sandboxes need root here")
 	}
@@ -253,6 +258,7 @@ func TestPoolAfterAKilledService(t *testing.T) {
 // unknown) without anything having run in it, and does not suspend it
 // for the pool.
 func TestPoolClaimKilledBeforeItsOwnerIsWritten(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 sandboxes need root here")
 	}

@@ -23,6 +23,10 @@ import (
 	"github.com/opensubstrate/sandbox/internal/native"
 )
 
+// The tests run in parallel (each has its own state directories, and
+// the processes it waits for are named by markers of its own), except
+// those that set the environment. Much of their time is spent waiting on
+// the programs they start.
 func TestMain(m *testing.M) {
 	if code, ok := native.Helper(); ok {
 		os.Exit(code)
@@ -42,6 +46,7 @@ func sandbox(t *testing.T, home string, args ...string) (stdout, stderr string, 
 }
 
 func TestVectorsGenAndVerify(t *testing.T) {
+	t.Parallel()
 	home, dir := t.TempDir(), t.TempDir()
 	out, errOut, code := sandbox(t, home, "vectors", "gen", dir)
 	if code != 0 || !strings.Contains(out, "wrote") {
@@ -62,6 +67,7 @@ func TestVectorsGenAndVerify(t *testing.T) {
 }
 
 func TestVerifyExitCodes(t *testing.T) {
+	t.Parallel()
 	home, dir := t.TempDir(), t.TempDir()
 	sandbox(t, home, "vectors", "gen", dir)
 	trust := filepath.Join(dir, "keys", "test-key.pub")
@@ -90,6 +96,7 @@ func TestVerifyExitCodes(t *testing.T) {
 }
 
 func TestKeyAndHash(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	out, _, code := sandbox(t, home, "key")
 	if code != 0 || !strings.HasPrefix(out, "public  ed25519:") || !strings.Contains(out, "id      b3:") {
@@ -112,6 +119,7 @@ func TestKeyAndHash(t *testing.T) {
 }
 
 func TestGrantsCommand(t *testing.T) {
+	t.Parallel()
 	out, _, code := sandbox(t, t.TempDir(), "grants", "--grant", "cpu:5J", "--grant", "kv:cache:rw")
 	if code != 0 || !strings.Contains(out, `"budget_uj":5000000`) || !strings.Contains(out, "\nb3:") {
 		t.Fatalf("grants: %d %s", code, out)
@@ -153,6 +161,7 @@ func goGuestPath(t *testing.T, name string) string {
 }
 
 func TestRunEndToEnd(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	work := t.TempDir()
 	os.WriteFile(filepath.Join(work, "in.txt"), []byte("granted\n"), 0o644)
@@ -218,6 +227,7 @@ func TestRunEndToEnd(t *testing.T) {
 }
 
 func TestRunRefusals(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	tests := []struct {
 		args []string
@@ -245,6 +255,7 @@ func TestRunRefusals(t *testing.T) {
 // checks that each run is sealed, verifies, and has its energy
 // attributed through its own cgroup.
 func TestNativeRealPrograms(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 as tested here runs as root (the CI machines' user)")
 	}
@@ -299,6 +310,7 @@ func TestNativeRealPrograms(t *testing.T) {
 // TestForgedOutputRefused: a run's stdout.log changed after sealing does
 // not verify, is not shown as the run's own, and replay says so.
 func TestForgedOutputRefused(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	out, errOut, code := sandbox(t, home, "run", "-q", "--", guestPath(t, "hello"), "sealed")
 	if code != 0 || out != "hello, sealed\n" {
@@ -342,6 +354,7 @@ func TestForgedOutputRefused(t *testing.T) {
 // the receipt's figure; a gpu:… grant alone puts Gpu on the unit, which
 // is refused where no executor gives a GPU.
 func TestBudgetsAsTheReceiptStates(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	shown := func() string { s, _, _ := sandbox(t, home, "show", "last"); return s }
 	receiptCpu := func() (energy.Microjoules, string) {
@@ -407,6 +420,7 @@ func TestBudgetsAsTheReceiptStates(t *testing.T) {
 // the attestation binds them), show prints them, and replay applies the
 // recorded ones, not its own host's defaults.
 func TestLimitsAreSealed(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	_, _, code := sandbox(t, home, "run", "--memory-pages", "64", "-q", "--deadline", "20s", "--", guestPath(t, "membomb"))
 	if code != 137 {

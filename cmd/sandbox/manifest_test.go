@@ -14,6 +14,7 @@ import (
 // sandbox manifest as a user runs it: a real devcontainer.json taken and
 // signed, one refused with every field named and exit 2.
 func TestManifestCommand(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	corpus := filepath.Join("..", "..", "internal", "manifest", "testdata", "corpus")
 	signed := filepath.Join(t.TempDir(), "m.json")

@@ -73,6 +73,7 @@ func rpcCode(err error) int64 {
 // closes the sandbox; bad arguments and failures come back as JSON-RPC
 // errors with the category's code.
 func TestMCPAsAnAgentUsesIt(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 sandboxes need root here")
 	}
@@ -185,6 +186,7 @@ func mustJSON(v any) string {
 // TestMCPClientGoneMidExec: a client that disconnects while its exec
 // runs leaves nothing running: the exec is interrupted and sealed.
 func TestMCPClientGoneMidExec(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 sandboxes need root here")
 	}
@@ -256,6 +258,7 @@ func TestMCPClientGoneMidExec(t *testing.T) {
 // notifications/cancelled) while the exec runs gets its answer at once,
 // and the exec is interrupted and sealed, not left to its deadline.
 func TestMCPClientCancelsMidExec(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 sandboxes need root here")
 	}
@@ -304,6 +307,7 @@ func TestMCPClientCancelsMidExec(t *testing.T) {
 // TestMCPOverStreamableHTTP: `sandbox mcp --http` serves the same tools
 // on a loopback address to clients with a token, and to no others.
 func TestMCPOverStreamableHTTP(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 sandboxes need root here")
 	}
@@ -371,6 +375,7 @@ func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 // (from the npm registry) drives `sandbox mcp` over stdio: it lists the
 // tools, makes a sandbox, runs a command, and a bad argument is an error.
 func TestMCPWithAnIndependentClient(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 sandboxes need root here")
 	}
@@ -427,6 +432,7 @@ func npmPackage(t *testing.T, spec string) string {
 // the tools' arguments cannot widen; nor can it act in a sandbox whose
 // grants it could not have given.
 func TestMCPModelCannotGrantTheHost(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 sandboxes need root here")
 	}

@@ -43,6 +43,7 @@ func (b *notifyBuffer) String() string {
 // (main turns SIGINT into the canceled context run gets): the guest's trap
 // runs, its exit status passes through, and the run is sealed.
 func TestNativeInterrupt(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 as tested here runs as root (the CI machines' user)")
 	}
@@ -81,6 +82,7 @@ func TestNativeInterrupt(t *testing.T) {
 // TestNativeEscapeSealed runs the escape battery through sandbox run: every
 // attempt fails, and the run is sealed and verifies.
 func TestNativeEscapeSealed(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("the battery runs as root, where the guest becomes nobody")
 	}
@@ -110,6 +112,7 @@ func TestNativeEscapeSealed(t *testing.T) {
 // copy under another name fails with EACCES, the allowed program around
 // it runs, and the sealed run verifies with the denial in its log.
 func TestNativeExecDeny(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("exec control needs root (fanotify permission events)")
 	}
@@ -138,6 +141,7 @@ func TestNativeExecDeny(t *testing.T) {
 // with the link named, before anything runs, and the host's /etc is never
 // mounted. As root and rootless.
 func TestSymlinkPlantedForALaterGrant(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 as tested here runs as root (the CI machines' user)")
 	}
@@ -179,6 +183,7 @@ func sum(t *testing.T, p string) string {
 // and the in-place swap race, through sandbox run: refused, and the run
 // is sealed, verifies, and shows the refusals.
 func TestNativeExecBypassesSealed(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("exec control needs root (fanotify permission events)")
 	}
@@ -208,6 +213,7 @@ i=0; while [ $i -lt 50 ]; do /tmp/x 2>/dev/null; i=$((i+1)); done; wait; echo ra
 // replay says plainly that S1 runs are not replayable, and the decision
 // log has each grant as it was mounted.
 func TestS1RecordsSayWhatS1Is(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 as tested here runs as root (the CI machines' user)")
 	}
@@ -230,6 +236,7 @@ func TestS1RecordsSayWhatS1Is(t *testing.T) {
 // bare (its status passes through, the record says S0 and that nothing
 // confined it, it verifies); without --tier it is S1; doctor lists S0.
 func TestS0AsAUserAsksForIt(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1, the comparison, needs root here")
 	}

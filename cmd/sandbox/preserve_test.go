@@ -17,6 +17,7 @@ import (
 // one whose exec still runs, counts both in /metrics, and a resumption
 // finds the work.
 func TestIdleServiceParksAndNeverErases(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 sandboxes need root here")
 	}
@@ -74,6 +75,7 @@ func TestIdleServiceParksAndNeverErases(t *testing.T) {
 // checkpointed, present once the idle fence parked it, and refused for
 // another owner; bad flags are usage errors.
 func TestSeedAndReceiptAsAUserRunsThem(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 sandboxes need root here")
 	}
@@ -153,6 +155,7 @@ func TestSeedAndReceiptAsAUserRunsThem(t *testing.T) {
 // stored (the state directory is full) never licenses anything: the
 // idle sandbox is retained live, thawed, its files as they were.
 func TestIdleRetainsWhenItsCheckpointFails(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 sandboxes need root here")
 	}
@@ -189,6 +192,7 @@ func TestIdleRetainsWhenItsCheckpointFails(t *testing.T) {
 // unknown), a retry of the seed is refused, the idle fence retains it,
 // and nothing of the workspace was touched.
 func TestSeedKilledAfterItsMark(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 sandboxes need root here")
 	}

@@ -72,6 +72,7 @@ func runCLI(t *testing.T, home string, stdin string, args ...string) (string, st
 
 // The live-sandbox commands as a user runs them, through a service.
 func TestServeAndLiveCommands(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("live S1 sandboxes need root here")
 	}
@@ -151,6 +152,7 @@ func TestServeAndLiveCommands(t *testing.T) {
 // On SIGTERM the service lets an exec finish for its grace, then ends
 // it and seals it, ends its sandboxes, removes its socket and exits 0.
 func TestServeShutdownSealsWhatRuns(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("live S1 sandboxes need root here")
 	}
@@ -220,6 +222,7 @@ func (s *syncBuffer) String() string {
 // suspends its sandboxes from their workspaces, and removes the rest of
 // what it left (run directories made ahead, cgroups, its lease).
 func TestServeKilledLeavesNothing(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("live S1 sandboxes need root here")
 	}
@@ -232,12 +235,13 @@ func TestServeKilledLeavesNothing(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &sbs); err != nil || len(sbs) != 1 {
 		t.Fatalf("ps: %v %s", err, out)
 	}
-	if _, e, code := runCLI(t, home, "", "exec", "-q", id, "--", "sh", "-c", "sleep 3600 >/dev/null 2>&1 & echo x > left.txt"); code != 0 {
+	marker := fmt.Sprintf("sleep 3600.%d", os.Getpid()) // no other test's
+	if _, e, code := runCLI(t, home, "", "exec", "-q", id, "--", "sh", "-c", marker+" >/dev/null 2>&1 & echo x > left.txt"); code != 0 {
 		t.Fatalf("exec: %d %s", code, e)
 	}
 	srv.Process.Signal(syscall.SIGKILL)
 	srv.Wait()
-	if left := waitGone("sleep 3600"); len(left) > 0 {
+	if left := waitGone(marker); len(left) > 0 {
 		t.Fatalf("the sandbox's processes outlived the service: %v", left)
 	}
 	t.Cleanup(func() { os.RemoveAll(filepath.Join(os.TempDir(), "sandbox-parked-"+id)) })
@@ -346,6 +350,7 @@ func servedMetric(t *testing.T, home, prefix string) int {
 // closed pipe handled alike; --local, --inject and a socket nothing
 // serves on run in-process.
 func TestRunThroughService(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 runs need root here")
 	}
@@ -476,6 +481,7 @@ func exitCode(err error) int {
 // A live sandbox is a durable run: suspended, it outlives the service
 // that ran it (kill -9), and a new service resumes it from its record.
 func TestSuspendResumeThroughTheService(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("live S1 sandboxes need root here")
 	}
@@ -531,6 +537,7 @@ func TestSuspendResumeThroughTheService(t *testing.T) {
 // directory resumes in another, whose record then verifies only with
 // both hosts' keys trusted.
 func TestExportImportAcrossStateDirs(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("live S1 sandboxes need root here")
 	}
@@ -599,6 +606,7 @@ func startServeEnv(t *testing.T, home string, env []string) *exec.Cmd {
 // makes its record whole (suspended from the workspace as it was left),
 // and a resumption finds every write an exec acknowledged.
 func TestDurableKilledAtEveryStep(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("live S1 sandboxes need root here")
 	}
@@ -655,6 +663,7 @@ func TestDurableKilledAtEveryStep(t *testing.T) {
 // A service that stops (SIGTERM) suspends its live sandboxes instead of
 // ending them: the next one resumes them with their workspaces.
 func TestServeStopSuspendsSandboxes(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("live S1 sandboxes need root here")
 	}
@@ -694,6 +703,7 @@ func cleanHome(t *testing.T, home string) {
 
 // ps shows a suspended sandbox as such, and rm closes its record.
 func TestPsAndRmOfASuspendedSandbox(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("live S1 sandboxes need root here")
 	}
@@ -752,6 +762,7 @@ func startTicker(t *testing.T, home string, n string, extra ...string) (string, 
 // one run, whose output is what the exec printed before it was parked
 // and what resume printed after.
 func TestServeStopParksS2Execs(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	srv := startServe(t, home, "--grace", "100ms")
 	id, ex, exOut, exErr := startTicker(t, home, "15000", "--grant", "clock")
@@ -791,6 +802,7 @@ func TestServeStopParksS2Execs(t *testing.T) {
 // before Suspended was appended: the next service suspends the sandbox
 // with the park, and resume continues the exec.
 func TestS2ParkSurvivesAKilledService(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	srv := startServeEnv(t, home, []string{crash.Env + "=" + crash.SuspendCaptured})
 	id, ex, exOut, _ := startTicker(t, home, "15000")

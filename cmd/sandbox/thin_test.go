@@ -50,6 +50,7 @@ func isEngineOnly(pkg string) bool {
 // TestThinLinksNoEngine: the thin program's packages, as the build
 // lists them, hold none of the engine's.
 func TestThinLinksNoEngine(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "github.com/opensubstrate/sandbox/cmd/sandbox").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
@@ -124,6 +125,7 @@ func thin(t *testing.T, bin, home string, env []string, args ...string) (stdout,
 // build one when there is none, while everything it does itself works
 // without one.
 func TestThinProgram(t *testing.T) {
+	t.Parallel()
 	built := thinProgram(t)
 	bin := installed(t, built, true)
 	home := t.TempDir()
@@ -210,6 +212,7 @@ func TestThinProgram(t *testing.T) {
 // program alone (no sandbox-engine beside it) makes a one-shot run, its
 // output, summary and exit status as ever, and lists the records.
 func TestThinProgramThroughAService(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	startServe(t, home)
 	alone := installed(t, thinProgram(t), false)
