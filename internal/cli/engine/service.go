@@ -36,19 +36,8 @@ import (
 // The service: the host API for live sandboxes, execs, files and
 // one-shot runs (serve), and its tools for MCP clients (mcp).
 
-func serveCmd(g *cli.Globals) *cobra.Command {
-	var (
-		socket, listen, certFile, keyFile, tokenFile, logFormat string
-		grace                                                   time.Duration
-		maxLive                                                 int
-		idleAfter                                               time.Duration
-		poolArgs                                                []string
-		workspaceMax, outputMax                                 string
-	)
-	c := &cobra.Command{
-		Use:   "serve",
-		Short: "Serve the host API: live sandboxes, execs, files, one-shot runs (HTTP/JSON)",
-		Long: `Serve the host API (docs/api.md; the OpenAPI document is served at
+// serveHelp is serve's --help.
+const serveHelp = `Serve the host API (docs/api.md; the OpenAPI document is served at
 /v1/openapi.json) on a unix socket in the state directory (serve.sock,
 mode 0600: only this user, or root, is served, checked by the peer's
 credentials), and with --listen on TCP with TLS (--tls-cert, --tls-key)
@@ -120,154 +109,204 @@ replaced; default none). A claimed sandbox's record begins with a
 claimed segment carrying the energy spent keeping it ready (its cgroup's
 CPU time since it was made, priced by the Estimator); an evicted one is
 closed with that overhead. /metrics has each pool's statistics
-(sandbox_pool_*). Ready sandboxes are evicted when the service stops.`,
-		Args: cli.UsageArgs(cobra.NoArgs),
+(sandbox_pool_*). Ready sandboxes are evicted when the service stops.`
+
+// serveOptions are serve's flags.
+type serveOptions struct {
+	socket, listen, certFile, keyFile, tokenFile, logFormat string
+	grace, idleAfter                                        time.Duration
+	maxLive                                                 int
+	poolArgs                                                []string
+	workspaceMax, outputMax                                 string
+}
+
+func serveCmd(g *cli.Globals) *cobra.Command {
+	var o serveOptions
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the host API: live sandboxes, execs, files, one-shot runs (HTTP/JSON)",
+		Long:  serveHelp,
+		Args:  cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
-			if logFormat == "json" {
-				h = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
-			} else if logFormat != "text" {
-				return errs.Usage{Err: fmt.Errorf("--log-format %q: want text or json", logFormat)}
-			}
-			log := slog.New(h)
-			if err := g.CheckLimitFlags(0); err != nil {
+			log, tokens, err := o.check(cmd, g)
+			if err != nil {
 				return err
-			}
-			if (certFile == "") != (keyFile == "") || listen != "" && (certFile == "" || tokenFile == "") {
-				return errs.Usage{Err: errors.New("--listen needs --tls-cert, --tls-key and --token-file: the API is never served in clear or without tokens")}
-			}
-			var tokens []authority.Token
-			if tokenFile != "" {
-				var err error
-				if tokens, err = readTokens(tokenFile); err != nil {
-					return err
-				}
 			}
 			g.Warm, g.Log = true, log
 			ho, err := hostOf(g)
 			if err != nil {
 				return err
 			}
-			if maxLive > 0 {
-				ho.MaxLive(maxLive)
-			}
-			// Unset, the host's default bound applies (and gives way where
-			// it cannot be enforced); set, it is the operator's, never dropped.
-			if cmd.Flags().Changed("workspace-max") {
-				if ho.WorkspaceMax, err = sizeFlag("--workspace-max", workspaceMax, volume.MinSize); err != nil {
-					return err
-				}
-			}
-			if ho.OutputMax, err = sizeFlag("--output-max", outputMax, 0); err != nil {
+			if err := o.configure(cmd, ho, log); err != nil {
 				return err
 			}
-			if idleAfter < 0 {
-				return errs.Usage{Err: fmt.Errorf("--idle %s: a duration of zero (never) or more", idleAfter)}
-			}
-			for _, a := range poolArgs {
-				ps, err := parsePool(a, ho)
-				if err != nil {
-					return err
-				}
-				if err := ho.StartPool(ps); err != nil {
-					return errs.Usage{Err: fmt.Errorf("--pool %s: %w", a, err)}
-				}
-			}
-			// What ended services left: their live sandboxes' records are
-			// made whole (suspended, resumable) before anything is served.
-			if ls, err := ho.Collect(); err != nil {
-				log.Warn("collecting what ended processes left", "err", err)
-			} else {
-				for _, l := range ls {
-					log.Info("collected", "what", l.Kind, "path", l.Path, "err", l.Err)
-				}
-			}
-			ho.StartIdle(idleAfter)
-			if socket == "" {
-				socket = ho.Store.Path(client.SocketName)
-			}
-			ln, err := listenUnix(socket)
-			if err != nil {
-				return err
-			}
-			defer os.Remove(socket)
-			// Each token is a principal with the policy written beside
-			// it (authority.Default where none is).
-			ho.Policies = map[string]authority.Policy{}
-			for _, t := range tokens {
-				ho.Policies[server.OwnerOf(t.Secret)] = t.Policy
-			}
-			s := &server.Server{Live: ho, Log: log, Tokens: secrets(tokens)}
-			var servers []*http.Server
-			us := s.UnixServer()
-			servers = append(servers, us)
-			errc := make(chan error, 2)
-			go func() { errc <- us.Serve(ln) }()
-			log.Info("serving", "socket", socket, "state", ho.Store.Root())
-			if listen != "" {
-				cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-				if err != nil {
-					return errs.Usage{Err: fmt.Errorf("--tls-cert/--tls-key: %w", err)}
-				}
-				tl, err := tls.Listen("tcp", listen, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-				if err != nil {
-					return err
-				}
-				ts := &http.Server{Handler: s.TCP(s.Handler()), BaseContext: s.BaseContext, ReadHeaderTimeout: 10 * time.Second}
-				servers = append(servers, ts)
-				go func() { errc <- ts.Serve(tl) }()
-				log.Info("serving", "tcp", tl.Addr().String(), "tokens", len(tokens))
-			}
-			select {
-			case err := <-errc:
-				return err
-			case <-cmd.Context().Done():
-			}
-			log.Info("shutting down: taking no more requests; execs in flight may finish", "grace", grace)
-			ctx, cancel := context.WithTimeout(context.Background(), grace)
-			defer cancel()
-			done := make(chan struct{})
-			go func() {
-				for _, srv := range servers {
-					srv.Shutdown(ctx)
-				}
-				close(done)
-			}()
-			select {
-			case <-done:
-			case <-ctx.Done():
-				log.Warn("grace over: interrupting the execs still running; each is sealed")
-				s.Shutdown(errors.New("the service is shutting down"))
-				<-done
-				// Shutdown returned at the deadline; the handlers now end
-				// as their runs are sealed.
-				wait, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				for _, srv := range servers {
-					srv.Shutdown(wait)
-				}
-				cancel()
-			}
-			if err := ho.Close(); err != nil {
-				log.Error("ending live sandboxes", "err", err)
-			}
-			log.Info("stopped")
-			return nil
+			return o.serve(cmd.Context(), ho, log, tokens)
 		},
 	}
-	c.Flags().StringVar(&socket, "socket", "", "unix socket to serve on (default: serve.sock in the state directory)")
-	c.Flags().StringVar(&listen, "listen", "", "also serve on this TCP address (HOST:PORT), with TLS and tokens")
-	c.Flags().StringVar(&certFile, "tls-cert", "", "TLS certificate (PEM) for --listen")
-	c.Flags().StringVar(&keyFile, "tls-key", "", "TLS key (PEM) for --listen")
-	c.Flags().StringVar(&tokenFile, "token-file", "", "bearer tokens for --listen, one per line, each optionally followed by its policy file")
-	c.Flags().DurationVar(&grace, "grace", 30*time.Second, "on shutdown, how long execs in flight may finish before they are interrupted (and sealed)")
-	c.Flags().DurationVar(&idleAfter, "idle", 0, "park a live sandbox that no request touched for this long, through the preservation fence (see above; default: never)")
-	c.Flags().IntVar(&maxLive, "max-sandboxes", 0, "live sandboxes kept at once (default 1024); more are refused with 429")
-	c.Flags().StringVar(&workspaceMax, "workspace-max", "10GiB", "size bound of each live sandbox's workspace, enforced as it is written (see above; 0: none)")
-	c.Flags().StringVar(&outputMax, "output-max", "64MiB", "bytes of each of a run's streams its record keeps; the caller receives all (see above)")
-	c.Flags().StringArrayVar(&poolArgs, "pool", nil, "keep a warm pool of ready sandboxes: NAME:size=N,image=REF|manifest=FILE,max-idle=D,max-age=D (see above; repeatable)")
-	c.Flags().StringVar(&logFormat, "log-format", "text", "log lines as text or json")
+	c.Flags().StringVar(&o.socket, "socket", "", "unix socket to serve on (default: serve.sock in the state directory)")
+	c.Flags().StringVar(&o.listen, "listen", "", "also serve on this TCP address (HOST:PORT), with TLS and tokens")
+	c.Flags().StringVar(&o.certFile, "tls-cert", "", "TLS certificate (PEM) for --listen")
+	c.Flags().StringVar(&o.keyFile, "tls-key", "", "TLS key (PEM) for --listen")
+	c.Flags().StringVar(&o.tokenFile, "token-file", "", "bearer tokens for --listen, one per line, each optionally followed by its policy file")
+	c.Flags().DurationVar(&o.grace, "grace", 30*time.Second, "on shutdown, how long execs in flight may finish before they are interrupted (and sealed)")
+	c.Flags().DurationVar(&o.idleAfter, "idle", 0, "park a live sandbox that no request touched for this long, through the preservation fence (see above; default: never)")
+	c.Flags().IntVar(&o.maxLive, "max-sandboxes", 0, "live sandboxes kept at once (default 1024); more are refused with 429")
+	c.Flags().StringVar(&o.workspaceMax, "workspace-max", "10GiB", "size bound of each live sandbox's workspace, enforced as it is written (see above; 0: none)")
+	c.Flags().StringVar(&o.outputMax, "output-max", "64MiB", "bytes of each of a run's streams its record keeps; the caller receives all (see above)")
+	c.Flags().StringArrayVar(&o.poolArgs, "pool", nil, "keep a warm pool of ready sandboxes: NAME:size=N,image=REF|manifest=FILE,max-idle=D,max-age=D (see above; repeatable)")
+	c.Flags().StringVar(&o.logFormat, "log-format", "text", "log lines as text or json")
 	g.LimitFlags(c, "a native run's or a live S1 sandbox's")
 	return c
+}
+
+// check checks the flags that need no engine, and makes the log and
+// reads the tokens they name.
+func (o *serveOptions) check(cmd *cobra.Command, g *cli.Globals) (*slog.Logger, []authority.Token, error) {
+	var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
+	if o.logFormat == "json" {
+		h = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
+	} else if o.logFormat != "text" {
+		return nil, nil, errs.Usage{Err: fmt.Errorf("--log-format %q: want text or json", o.logFormat)}
+	}
+	if err := g.CheckLimitFlags(0); err != nil {
+		return nil, nil, err
+	}
+	if (o.certFile == "") != (o.keyFile == "") || o.listen != "" && (o.certFile == "" || o.tokenFile == "") {
+		return nil, nil, errs.Usage{Err: errors.New("--listen needs --tls-cert, --tls-key and --token-file: the API is never served in clear or without tokens")}
+	}
+	if o.idleAfter < 0 {
+		return nil, nil, errs.Usage{Err: fmt.Errorf("--idle %s: a duration of zero (never) or more", o.idleAfter)}
+	}
+	var tokens []authority.Token
+	if o.tokenFile != "" {
+		var err error
+		if tokens, err = readTokens(o.tokenFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	return slog.New(h), tokens, nil
+}
+
+// configure sets the manager's bounds and pools from the flags, makes
+// whole what ended services left, and starts the idle fence.
+func (o *serveOptions) configure(cmd *cobra.Command, ho *live.Manager, log *slog.Logger) error {
+	var err error
+	if o.maxLive > 0 {
+		ho.MaxLive(o.maxLive)
+	}
+	// Unset, the host's default bound applies (and gives way where
+	// it cannot be enforced); set, it is the operator's, never dropped.
+	if cmd.Flags().Changed("workspace-max") {
+		if ho.WorkspaceMax, err = sizeFlag("--workspace-max", o.workspaceMax, volume.MinSize); err != nil {
+			return err
+		}
+	}
+	if ho.OutputMax, err = sizeFlag("--output-max", o.outputMax, 0); err != nil {
+		return err
+	}
+	for _, a := range o.poolArgs {
+		ps, err := parsePool(a, ho)
+		if err != nil {
+			return err
+		}
+		if err := ho.StartPool(ps); err != nil {
+			return errs.Usage{Err: fmt.Errorf("--pool %s: %w", a, err)}
+		}
+	}
+	// What ended services left: their live sandboxes' records are
+	// made whole (suspended, resumable) before anything is served.
+	if ls, err := ho.Collect(); err != nil {
+		log.Warn("collecting what ended processes left", "err", err)
+	} else {
+		for _, l := range ls {
+			log.Info("collected", "what", l.Kind, "path", l.Path, "err", l.Err)
+		}
+	}
+	ho.StartIdle(o.idleAfter)
+	return nil
+}
+
+// serve serves the API until ctx ends, then shuts down: no more
+// requests, execs in flight given the grace, then interrupted and
+// sealed, live sandboxes suspended.
+func (o *serveOptions) serve(ctx context.Context, ho *live.Manager, log *slog.Logger, tokens []authority.Token) error {
+	socket := o.socket
+	if socket == "" {
+		socket = ho.Store.Path(client.SocketName)
+	}
+	ln, err := listenUnix(socket)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(socket)
+	// Each token is a principal with the policy written beside
+	// it (authority.Default where none is).
+	ho.Policies = map[string]authority.Policy{}
+	for _, t := range tokens {
+		ho.Policies[server.OwnerOf(t.Secret)] = t.Policy
+	}
+	s := &server.Server{Live: ho, Log: log, Tokens: secrets(tokens)}
+	var servers []*http.Server
+	us := s.UnixServer()
+	servers = append(servers, us)
+	errc := make(chan error, 2)
+	go func() { errc <- us.Serve(ln) }()
+	log.Info("serving", "socket", socket, "state", ho.Store.Root())
+	if o.listen != "" {
+		cert, err := tls.LoadX509KeyPair(o.certFile, o.keyFile)
+		if err != nil {
+			return errs.Usage{Err: fmt.Errorf("--tls-cert/--tls-key: %w", err)}
+		}
+		tl, err := tls.Listen("tcp", o.listen, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		if err != nil {
+			return err
+		}
+		ts := &http.Server{Handler: s.TCP(s.Handler()), BaseContext: s.BaseContext, ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, ts)
+		go func() { errc <- ts.Serve(tl) }()
+		log.Info("serving", "tcp", tl.Addr().String(), "tokens", len(tokens))
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	o.shutdown(s, servers, log)
+	if err := ho.Close(); err != nil {
+		log.Error("ending live sandboxes", "err", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// shutdown stops the servers taking requests, lets execs in flight
+// finish for the grace, then interrupts those still running (each is
+// sealed) and waits for their handlers.
+func (o *serveOptions) shutdown(s *server.Server, servers []*http.Server, log *slog.Logger) {
+	log.Info("shutting down: taking no more requests; execs in flight may finish", "grace", o.grace)
+	ctx, cancel := context.WithTimeout(context.Background(), o.grace)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		for _, srv := range servers {
+			srv.Shutdown(ctx)
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		log.Warn("grace over: interrupting the execs still running; each is sealed")
+		s.Shutdown(errors.New("the service is shutting down"))
+		<-done
+		// Shutdown returned at the deadline; the handlers now end
+		// as their runs are sealed.
+		wait, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		for _, srv := range servers {
+			srv.Shutdown(wait)
+		}
+		cancel()
+	}
 }
 
 // listenUnix listens on a unix socket only this user may use. The socket
