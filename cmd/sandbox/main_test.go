@@ -25,8 +25,9 @@ import (
 
 // The tests run in parallel (each has its own state directories, and
 // the processes it waits for are named by markers of its own), except
-// those that set the environment. Much of their time is spent waiting on
-// the programs they start.
+// those that set the environment (the S5 ones, which name the guest
+// image so). Much of their time is spent waiting on the programs they
+// start.
 func TestMain(m *testing.M) {
 	if code, ok := native.Helper(); ok {
 		os.Exit(code)

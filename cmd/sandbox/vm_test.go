@@ -36,7 +36,6 @@ func vmImage(t *testing.T) {
 // the host, read-only refuses), sealed, verified, and the accelerator
 // said — TCG here, never shown as KVM.
 func TestS5RunSealed(t *testing.T) {
-	t.Parallel()
 	vmImage(t)
 	home, ro, rw := t.TempDir(), t.TempDir(), t.TempDir()
 	os.Chmod(rw, 0o777)
@@ -76,7 +75,6 @@ func TestS5RunSealed(t *testing.T) {
 // every attempt on the host fails, the guest's own kernel facts are all
 // it sees, and the host is intact afterwards.
 func TestS5EscapeBattery(t *testing.T) {
-	t.Parallel()
 	vmImage(t)
 	b := guestbuild.Read(t, guestbuild.Native, "escape")
 	home, g, rw := t.TempDir(), t.TempDir(), t.TempDir()
@@ -168,7 +166,6 @@ func TestS5Doctor(t *testing.T) {
 // reachable from the guest's network at all. Without a net grant the
 // guest has no network device.
 func TestS5Egress(t *testing.T) {
-	t.Parallel()
 	vmImage(t)
 	granted := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "granted\n") }))
 	defer granted.Close()
@@ -200,7 +197,6 @@ func TestS5Egress(t *testing.T) {
 // of the host's /usr; sealed at S5 and verified. A manifest naming a
 // kernel this host does not have is refused before any boot.
 func TestS5VMImageUnit(t *testing.T) {
-	t.Parallel()
 	vmImage(t)
 	home := t.TempDir()
 	manifest := filepath.Join(os.Getenv("SANDBOX_VM_IMAGE"), "manifest.json")
@@ -227,7 +223,6 @@ func TestS5VMImageUnit(t *testing.T) {
 // exec left running and what it kept in the guest's memory are there,
 // and the record verifies.
 func TestS5LiveSandboxThroughTheService(t *testing.T) {
-	t.Parallel()
 	vmImage(t)
 	home := t.TempDir()
 	startServe(t, home)
@@ -297,7 +292,6 @@ func TestVMBuildAndCheck(t *testing.T) {
 // memory image: resident state is gone, and said so), and resume boots
 // a fresh VM on that workspace; the record verifies.
 func TestS5LiveSandboxAfterAKilledService(t *testing.T) {
-	t.Parallel()
 	vmImage(t)
 	home := t.TempDir()
 	sv := startServe(t, home)
@@ -319,7 +313,6 @@ func TestS5LiveSandboxAfterAKilledService(t *testing.T) {
 // TestS5KilledRunEnds: sandbox killed (-9) while its S5 guest runs takes
 // the VM with it, and the next gc leaves nothing behind.
 func TestS5KilledRunEnds(t *testing.T) {
-	t.Parallel()
 	vmImage(t)
 	home, shared := t.TempDir(), t.TempDir()
 	os.Chmod(shared, 0o777)
