@@ -37,10 +37,7 @@ func newBenchHost(t testing.TB) *Host {
 	return &Host{Store: store.Of(d), Key: k, Executors: []executor.Executor{hosttest.S2(t, d, k)}}
 }
 
-func image(t *testing.T, name string) []byte {
-	t.Helper()
-	return guestbuild.Read(t, guestbuild.Go, name)
-}
+func image(t *testing.T, name string) []byte { return hosttest.Guest(t, name) }
 
 func benchGrants(t testing.TB) grant.Set { return grants(t) }
 

@@ -5,7 +5,6 @@ import (
 
 	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
-	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/host/hosttest"
 	"github.com/opensubstrate/sandbox/internal/native"
@@ -25,10 +24,7 @@ func newBenchHost(t testing.TB) *Manager {
 
 func grants(t testing.TB, gs ...string) grant.Set { return hosttest.Grants(t, gs...) }
 
-func image(t *testing.T, name string) []byte {
-	t.Helper()
-	return guestbuild.Read(t, guestbuild.Go, name)
-}
+func image(t *testing.T, name string) []byte { return hosttest.Guest(t, name) }
 
 func verifyRun(t *testing.T, h *Manager, dir string) []verify.Result {
 	t.Helper()

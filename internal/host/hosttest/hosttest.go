@@ -123,3 +123,16 @@ func Lease(t testing.TB, s *store.Store) func(string) string {
 	s.Lease = lease
 	return lease.Name
 }
+
+// Guest is test guest name, built: hello, cat and spin are their C
+// builds, which behave as the Go ones and compile in a moment in each
+// test's fresh state directory (the Go builds' megabytes take seconds,
+// tens of them under the race detector); the others are Go programs.
+func Guest(t testing.TB, name string) []byte {
+	t.Helper()
+	switch name {
+	case "hello", "cat", "spin":
+		return guestbuild.Read(t, guestbuild.C, name)
+	}
+	return guestbuild.Read(t, guestbuild.Go, name)
+}
