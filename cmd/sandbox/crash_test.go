@@ -92,6 +92,7 @@ func TestKilledAtEveryStep(t *testing.T) {
 	hello := guestPath(t, "hello")
 	for i, c := range cases {
 		t.Run(c.tier+"/"+c.point+"/"+c.sig, func(t *testing.T) {
+			t.Parallel() // each case has its own state directory and marker
 			home := t.TempDir()
 			// A sleep no other process has. Where sandbox is stopped while
 			// the guest runs (or before it starts), long enough that one
@@ -101,7 +102,7 @@ func TestKilledAtEveryStep(t *testing.T) {
 			if !slices.Contains([]string{crash.Probed, crash.Partial, crash.Init, crash.Started, "running"}, c.point) {
 				secs = 1
 			}
-			marker := fmt.Sprintf("%d.%d%d", secs, os.Getpid(), i)
+			marker := fmt.Sprintf("%d.%d%02d9", secs, os.Getpid(), i) // of one length: none a prefix of another
 			t.Cleanup(func() { killLeft("sleep " + marker) })
 			args := []string{"run", "-q", "--deadline", "30s", "--", "/bin/sh", "-c", "sleep " + marker}
 			if c.tier == "S2" {
