@@ -31,6 +31,7 @@ import (
 // attestation's notes say what was dropped, the run verifies, and a file
 // that is not the kept prefix does not.
 func TestExecOutputIsBoundedInTheRecord(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	const bound = 256 << 10
 	h.OutputMax = bound
@@ -153,6 +154,7 @@ func diskUse(t *testing.T, paths ...string) int64 {
 // resumption, adds nothing. Measured as du measures, over the state
 // directory and everything the host keeps beside it for the sandbox.
 func TestSuspensionDoesNotDoubleTheWorkspace(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	ctx := context.Background()
 	info, err := h.Create(ctx, SandboxSpec{Grants: grants(t)})
@@ -212,6 +214,7 @@ func TestSuspensionDoesNotDoubleTheWorkspace(t *testing.T) {
 // A bound under the least a workspace is made with is refused, and the
 // host's default bound applies where the spec sets none.
 func TestWorkspaceBoundHoldsWhileItIsWritten(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	if err := volume.Probe(); err != nil {
 		t.Skipf("this host cannot make a bounded workspace: %v", err)

@@ -177,6 +177,7 @@ func FuzzCheckNamed(f *testing.F) {
 // The fuzz seed is whole, and the same bundle without its chunk is not:
 // FuzzCheckNamed starts from a bundle checkNamed takes.
 func TestSeedBundleIsWhole(t *testing.T) {
+	t.Parallel()
 	check := func(raw []byte) error {
 		bd, err := readBundle(bytes.NewReader(raw), t.TempDir())
 		if err != nil {

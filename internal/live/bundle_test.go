@@ -62,6 +62,7 @@ func tarOf(t *testing.T, names []string, files map[string][]byte) []byte {
 // price the parked interval, and grants the importer may not give are
 // each refused, and nothing is placed.
 func TestBundleCarriesEvidenceNotAuthority(t *testing.T) {
+	t.Parallel()
 	a, b := newS1Host(t), newS1Host(t)
 	ctx := context.Background()
 	hostDir := t.TempDir()
@@ -267,6 +268,7 @@ func TestBundleCarriesEvidenceNotAuthority(t *testing.T) {
 // The seals of a live sandbox's record are written as it goes, by this
 // host, and a record kept before seals were is sealed when opened.
 func TestRecordsAreSealedAsAppended(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	ctx := context.Background()
 	info, err := h.Create(ctx, SandboxSpec{Grants: grants(t)})

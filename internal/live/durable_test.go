@@ -29,6 +29,7 @@ import (
 // resumption restores the workspace, starts it again and appends
 // Resumed with the idle energy of the parked interval; rm closes it.
 func TestSuspendResumeS1(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	h.Clock = func() time.Time { return now }
@@ -128,6 +129,7 @@ func TestSuspendResumeS1(t *testing.T) {
 // changed; a resumption elsewhere than the recorded environment, or of a
 // snapshot that is not the recorded one, is refused by its code.
 func TestResumePreconditionsOnTheHost(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	ctx := context.Background()
 	info, err := h.Create(ctx, SandboxSpec{Tier: tier.S2})
@@ -203,6 +205,7 @@ func TestResumePreconditionsOnTheHost(t *testing.T) {
 // closed. B's exec cites the record; the whole record verifies with both
 // keys trusted and fails with either one missing.
 func TestResumeOnAnotherHost(t *testing.T) {
+	t.Parallel()
 	a, b := newS1Host(t), newS1Host(t)
 	if a.Key.Public() == b.Key.Public() {
 		t.Fatal("the two hosts share a key")

@@ -15,6 +15,7 @@ import (
 // reach the host's file; a file without the attribute, and a link, are
 // left as they are.
 func TestFoldGuestModes(t *testing.T) {
+	t.Parallel()
 	ws := t.TempDir()
 	mode := func(p string, m uint32) {
 		var b [4]byte

@@ -43,6 +43,7 @@ func hostIDOf(t *testing.T, h *Manager, id string) int {
 // suspension, whose resumption may run it as another id: they belong to
 // the workspace's owner, never to an id.
 func TestNoHostUserReachesASandboxWorkspace(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	ctx := context.Background()
 	a, err := h.Create(ctx, SandboxSpec{Grants: grants(t)})

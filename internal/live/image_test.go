@@ -57,6 +57,7 @@ func runIn(t *testing.T, h *Manager, ref, script string) (*host.Run, string, str
 // the image's files, not the host's, cannot write them, and its sealed
 // unit binds the root by address; the probe held inside that root.
 func TestRunInImageRoot(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	img := withImages(t, h)
 	r, out, errb := runIn(t, h, imagetest.Name, `cat /etc/os-release; echo "$IMAGE"; test -e /etc/debian_version && echo HOST; touch /usr/x 2>/dev/null && echo WROTE; ls /usr/local/bin`)
@@ -112,6 +113,7 @@ func TestRunInImageRoot(t *testing.T) {
 // symlinks in the run's own root, resolved there: the host's files are
 // not bound, and the run sees nothing of them.
 func TestImageLinksResolveInTheRun(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	base := withImages(t, h)
 	secret := filepath.Join(t.TempDir(), "secret")
@@ -157,6 +159,7 @@ func TestImageLinksResolveInTheRun(t *testing.T) {
 // image's shell, allowed by address, runs (with the image's loader as
 // its interpreter); the image's ls, not allowed, is refused.
 func TestExecControlInImageRoot(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	img := withImages(t, h)
 	d, _ := h.Images.RootDir(img.Root)

@@ -26,6 +26,7 @@ func runHello(t *testing.T, h *Manager, who string) *host.Run {
 // died before it said so; one whose directory is not is never listed;
 // an index that is lost, stale or unreadable is rebuilt from the runs.
 func TestIndexListsTheCommittedRuns(t *testing.T) {
+	t.Parallel()
 	h := newHost(t)
 	if err := host.OpenIndex(h.Store); err != nil {
 		t.Fatal(err)
@@ -118,6 +119,7 @@ func TestIndexListsTheCommittedRuns(t *testing.T) {
 // as each segment is appended; without them, every record is read once
 // and the rows rebuilt.
 func TestIndexKeepsRecordPhases(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	if err := host.OpenIndex(h.Store); err != nil {
 		t.Fatal(err)

@@ -57,6 +57,7 @@ func (s *suspendAfter) String() string {
 // journal that replays to it, an attestation that cites the head it began
 // at, in a record that verifies with both keys trusted.
 func TestS2ExecParksAcrossHosts(t *testing.T) {
+	t.Parallel()
 	a, b := newS1Host(t), newS1Host(t)
 	ctx := context.Background()
 	info, err := a.Create(ctx, SandboxSpec{Tier: tier.S2, Grants: grants(t, "clock", "random")})
@@ -157,6 +158,7 @@ func TestS2ExecParksAcrossHosts(t *testing.T) {
 // An exec that makes no host call cannot be parked: after ParkWait it is
 // interrupted and sealed, and the suspension goes through without it.
 func TestS2SuspendInterruptsWhatDoesNotPark(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	h.ParkWait = 300 * time.Millisecond
 	ctx := context.Background()
@@ -205,6 +207,7 @@ func TestS2SuspendInterruptsWhatDoesNotPark(t *testing.T) {
 // them only if they are the sandbox's (its workspace where the park
 // says it was): a park from a bundle cannot widen them.
 func TestParkCannotBringGrants(t *testing.T) {
+	t.Parallel()
 	h := newHost(t)
 	now, then := t.TempDir(), "/tmp/sandbox-ws-then"
 	sb := &Sandbox{ID: "sb-000000000001", Grants: grants(t, "fs:"+now+":rw"), Workspace: now}
@@ -256,6 +259,7 @@ func TestParkCannotBringGrants(t *testing.T) {
 // Two execs in flight park together, in one park, and resume continues
 // both; each is sealed as the whole run it is.
 func TestS2TwoExecsParkTogether(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	ctx := context.Background()
 	info, err := h.Create(ctx, SandboxSpec{Tier: tier.S2, Grants: grants(t)})

@@ -13,6 +13,7 @@ import (
 // waited is never handed over: a claim takes a live one (or makes one),
 // and the dead one's record is closed saying why.
 func TestPoolSkipsADeadSandbox(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	ctx := context.Background()
 	if err := h.StartPool(PoolSpec{Name: "p", Size: 1}); err != nil {

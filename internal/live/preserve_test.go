@@ -81,6 +81,7 @@ func waitIdle(t *testing.T, h *Manager, n, r int) {
 // into its lifecycle record for its owner and incarnation, and parked:
 // never destroyed. A resumption finds every file.
 func TestIdleParksAQuiescentSandboxThroughTheFence(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	ctx := context.Background()
 	info, err := h.Create(ctx, SandboxSpec{Grants: grants(t)})
@@ -124,6 +125,7 @@ func TestIdleParksAQuiescentSandboxThroughTheFence(t *testing.T) {
 // deadline is a stuck run: the sandbox is retained, live, its exec
 // untouched.
 func TestIdleRetainsAStuckInFlightWriter(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	ctx := context.Background()
 	info, err := h.Create(ctx, SandboxSpec{Grants: grants(t)})
@@ -166,6 +168,7 @@ func TestIdleRetainsAStuckInFlightWriter(t *testing.T) {
 // thawed; an unsupported one also refuses a resumption, after a restart
 // too, and is never rewritten.
 func TestIdleRetainsWhenTheLifecycleRecordCannotBeRead(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	ctx := context.Background()
 	var ids []string
@@ -213,6 +216,7 @@ func TestIdleRetainsWhenTheLifecycleRecordCannotBeRead(t *testing.T) {
 // the idle clock was sampled (in the same tick, the clock not moving)
 // retains the sandbox, thawed, and the request is served.
 func TestIdleRetainsOnARequestDuringPreservation(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	h.Clock = func() time.Time { return frozen }
@@ -244,6 +248,7 @@ func TestIdleRetainsOnARequestDuringPreservation(t *testing.T) {
 // runs does not close the sandbox: its workspace and record stay, and
 // the next host's recovery parks it with its files.
 func TestShutdownRetainsWhatItCannotPark(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	ctx := context.Background()
 	info, err := h.Create(ctx, SandboxSpec{Grants: grants(t)})
@@ -289,6 +294,7 @@ func TestShutdownRetainsWhatItCannotPark(t *testing.T) {
 // before anything of it runs or is recorded, and a slot is free again
 // once an exec ends.
 func TestExecWindowRefusesTheSeventeenthBeforeEffects(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	ctx := context.Background()
 	info, err := h.Create(ctx, SandboxSpec{Grants: grants(t)})

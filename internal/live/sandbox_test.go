@@ -58,6 +58,7 @@ func execIn(t *testing.T, h *Manager, id string, args ...string) (*host.Run, str
 // each exec is sealed as a run of its own that names the sandbox, and
 // removing the sandbox leaves nothing: no process, cgroup, workspace.
 func TestLiveS1Sandbox(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	ctx := context.Background()
 	info, err := h.Create(ctx, SandboxSpec{Grants: grants(t), Listen: []int{8765}})
@@ -140,6 +141,7 @@ func TestLiveS1Sandbox(t *testing.T) {
 
 // An exec past its deadline is ended and sealed; the sandbox lives on.
 func TestLiveS1ExecDeadline(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	info, err := h.Create(context.Background(), SandboxSpec{Grants: grants(t)})
 	if err != nil {
@@ -168,6 +170,7 @@ func TestLiveS1ExecDeadline(t *testing.T) {
 
 // At S2 a sandbox is a workspace and grants each module run shares.
 func TestLiveS2Sandbox(t *testing.T) {
+	t.Parallel()
 	h := newHost(t)
 	info, err := h.Create(context.Background(), SandboxSpec{Tier: tier.S2, Grants: grants(t)})
 	if err != nil {
@@ -192,6 +195,7 @@ func TestLiveS2Sandbox(t *testing.T) {
 // its egress proxy, from every exec, and nothing else; each exec's
 // decision log holds the connections made while it ran.
 func TestLiveS1SandboxEgress(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "from the granted host\n") }))
 	defer srv.Close()

@@ -84,6 +84,7 @@ func ownerClaim(ref, head string) *lifecycle.Claim {
 // the owner; a repeated seed with the same identity answers as the
 // original did and leaves a checkout whose HEAD moved untouched.
 func TestSeedBindsTheExactCheckout(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	ctx := context.Background()
 	src, head := gitRepo(t, "feature/a+b")
@@ -207,6 +208,7 @@ func TestSeedAttemptsStayProtected(t *testing.T) {
 // incarnation is refused alike, disclosing nothing; it never wakes,
 // resumes or touches a sandbox, live or parked.
 func TestPassiveReceiptReadsOnlyDurableFacts(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	ctx := context.Background()
 	src, head := gitRepo(t, "main")
@@ -304,6 +306,7 @@ func TestPassiveReceiptReadsOnlyDurableFacts(t *testing.T) {
 // itself cannot read or change its lifecycle record; and an update never
 // changes a bound owner or origin.
 func TestSeedRefusesRecordsItCannotActOn(t *testing.T) {
+	t.Parallel()
 	h, src, head, mk := seedHost(t)
 	ctx := context.Background()
 	req := SeedRequest{Source: src, Ref: "main", Claim: ownerClaim("main", head), Origin: "https://git.example.com/a.git"}
@@ -397,6 +400,7 @@ func httpsSource(t *testing.T, bearer string) (string, string, []string, string,
 // saw the bearer, the checkout is there, and the bearer is nowhere in
 // the state directory (records, runs, units, lifecycle) or the checkout.
 func TestSeedOverHTTPSNeverStoresTheBearer(t *testing.T) {
+	t.Parallel()
 	h, _, _, _ := seedHost(t)
 	ctx := context.Background()
 	const bearer = "tok-7f3a9c2e51d84b6f"
@@ -466,6 +470,7 @@ const trapListener = `use IO::Socket::INET; my $s = IO::Socket::INET->new(LocalA
 // and the guest's listener (which works: it logged the guest's own
 // probe) saw no request of the seed's and no bearer.
 func TestSeedGuestTamperingGitConfigGetsNoBearer(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("perl"); err != nil {
 		t.Skip("perl is not installed: the guest's listener is a perl program")
 	}
@@ -525,6 +530,7 @@ perl -MIO::Socket::INET -e '$c = IO::Socket::INET->new("127.0.0.1:%d") or die "c
 // and the same guest at work, the seed verifies, and its head is the
 // source's.
 func TestSeedHeadIsReadFromTheFetchedObjects(t *testing.T) {
+	t.Parallel()
 	h, src, first, mk := seedHost(t)
 	ctx := context.Background()
 	cmd := exec.Command("git", "-C", src, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "second")

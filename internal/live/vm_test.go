@@ -49,6 +49,7 @@ func addS5(t testing.TB, h *Manager) {
 // share is refused, naming it, and the sandbox runs on; one that fails
 // after storing the memory image removes it; the idle fence parks it.
 func TestLiveS5SandboxKeepsResidentStateAcrossSuspend(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	addS5(t, h)
 	ctx := context.Background()
@@ -194,6 +195,7 @@ func BenchmarkLiveS5(b *testing.B) {
 // guest address), and nothing else; each exec's decision log holds the
 // connections made while it ran.
 func TestLiveS5SandboxEgress(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	addS5(t, h)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "from the granted host\n") }))
@@ -246,6 +248,7 @@ func TestLiveS5SandboxEgress(t *testing.T) {
 // host's disk holds no more than the bound, and the exec's attestation
 // says the workspace is at its bound.
 func TestS5WorkspaceBoundHoldsOverItsShare(t *testing.T) {
+	t.Parallel()
 	h := newS1Host(t)
 	if err := volume.Probe(); err != nil {
 		t.Skipf("this host cannot make a bounded workspace: %v", err)
