@@ -105,14 +105,7 @@ Grants:
 				}
 				defer cl.Close()
 				sb, err := cl.Claim(cmd.Context(), poolArg)
-				if err != nil {
-					return APIErr(err)
-				}
-				if asJSON {
-					return PrintJSON(cmd.OutOrStdout(), sb)
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
-				return nil
+				return printSandbox(cmd, asJSON, sb, err)
 			}
 			spec := client.SandboxSpec{Tier: tierArg, Grants: args, Listen: listen, Pids: pids, CPUs: cpus, Image: imgRef}
 			if manFile != "" {
@@ -134,14 +127,7 @@ Grants:
 			}
 			defer cl.Close()
 			sb, err := cl.Create(cmd.Context(), spec)
-			if err != nil {
-				return APIErr(err)
-			}
-			if asJSON {
-				return PrintJSON(cmd.OutOrStdout(), sb)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
-			return nil
+			return printSandbox(cmd, asJSON, sb, err)
 		},
 	}
 	gf.Add(c)
@@ -344,6 +330,19 @@ func lsCmd(g *Globals) *cobra.Command {
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
 	return c
+}
+
+// printSandbox prints what the service answered a create or a claim
+// with: the sandbox's ID, or it as JSON.
+func printSandbox(cmd *cobra.Command, asJSON bool, sb *client.Sandbox, err error) error {
+	if err != nil {
+		return APIErr(err)
+	}
+	if asJSON {
+		return PrintJSON(cmd.OutOrStdout(), sb)
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
+	return nil
 }
 
 func psCmd(g *Globals) *cobra.Command {
