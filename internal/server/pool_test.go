@@ -21,8 +21,8 @@ import (
 )
 
 // TestPoolClaimAndEvict: a pool keeps its size ready; a claim hands one
-// over whose record begins with a claimed segment carrying a non-zero
-// idle energy (its cgroup's CPU time since it was made), the pool makes
+// over whose record begins with a claimed segment carrying its idle
+// energy (its cgroup's CPU time since it was made, read), the pool makes
 // another, an aged one is evicted with its overhead recorded on the
 // close, and /metrics says all of it.
 func TestPoolClaimAndEvict(t *testing.T) {
@@ -49,7 +49,11 @@ func TestPoolClaimAndEvict(t *testing.T) {
 		t.Fatal(err)
 	}
 	seg, err := record.ParseSegment(entries[1])
-	if err != nil || seg.Kind != record.Claimed || seg.Pool != "dev" || seg.IdleUJ == 0 || !strings.HasPrefix(seg.IdleProvenance, live.PoolProvenance) {
+	// Its idle energy is its cgroup's CPU time priced: a reading of the
+	// group (which may be 0 µs for one claimed as soon as it was ready,
+	// its init asleep), never an unknown counted as 0.
+	measured := strings.Contains(seg.IdleProvenance, "cpu.stat usage_usec") || strings.Contains(seg.IdleProvenance, "cpuacct.usage")
+	if err != nil || seg.Kind != record.Claimed || seg.Pool != "dev" || !measured || !strings.HasPrefix(seg.IdleProvenance, live.PoolProvenance) {
 		t.Fatalf("the first segment: %+v %v", seg, err)
 	}
 	st, err := record.Verify(entries)
@@ -79,7 +83,7 @@ func TestPoolClaimAndEvict(t *testing.T) {
 	if err := h.StartPool(live.PoolSpec{Name: "short", Size: 1, MaxAge: 50 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(5 * time.Minute) // a bound on a busy machine, not a measure
 	for {
 		var ev live.PoolStats
 		for _, p := range h.Pools() {
@@ -88,9 +92,6 @@ func TestPoolClaimAndEvict(t *testing.T) {
 			}
 		}
 		if ev.Evictions > 0 {
-			if ev.EvictedUJ == 0 {
-				t.Fatalf("an eviction with no overhead: %+v", ev)
-			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -110,7 +111,9 @@ func TestPoolClaimAndEvict(t *testing.T) {
 		}
 		last, err := record.ParseSegment(es[len(es)-1])
 		if err == nil && last.Kind == record.Closed && strings.Contains(last.Reason, "older than its maximum age") {
-			if last.IdleUJ == 0 || !strings.HasPrefix(last.IdleProvenance, live.PoolProvenance) {
+			// Its overhead is its group's CPU time, read (0 µs is a reading).
+			measured := strings.Contains(last.IdleProvenance, "cpu.stat usage_usec") || strings.Contains(last.IdleProvenance, "cpuacct.usage")
+			if !measured || !strings.HasPrefix(last.IdleProvenance, live.PoolProvenance) {
 				t.Fatalf("an eviction's close: %+v", last)
 			}
 			closed++
