@@ -95,7 +95,7 @@ func (d *DeadLease) Owns(name string) bool {
 // Release removes the dead lease's file, once what it named is gone.
 func (d *DeadLease) Release() error {
 	err := os.Remove(d.path)
-	d.f.Close()
+	unlockClose(d.f)
 	if errors.Is(err, os.ErrNotExist) {
 		err = nil
 	}
@@ -103,7 +103,17 @@ func (d *DeadLease) Release() error {
 }
 
 // Unlock lets the dead lease go without removing it.
-func (d *DeadLease) Unlock() { d.f.Close() }
+func (d *DeadLease) Unlock() { unlockClose(d.f) }
+
+// unlockClose releases f's lock, then closes it. Closing alone is not
+// enough: a child this process forks meanwhile holds a copy of the
+// descriptor until it executes its program, and the lock with it, so
+// that another collector (or this one, a moment later) would take the
+// dead lease for a live one.
+func unlockClose(f *os.File) {
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	f.Close()
+}
 
 // DeadLeases locks and returns the leases whose makers have ended. A lease
 // file that another collector removed meanwhile is skipped; temporary
@@ -132,7 +142,7 @@ func (d *Dir) DeadLeases() ([]*DeadLease, error) {
 		if id, ok := strings.CutSuffix(name, ".lock"); ok && !strings.HasPrefix(name, ".") {
 			// Still there under its name after the lock: dead.
 			if _, err := os.Stat(p); err != nil {
-				f.Close()
+				unlockClose(f)
 				continue
 			}
 			out = append(out, &DeadLease{ID: id, path: p, f: f})
@@ -140,7 +150,7 @@ func (d *Dir) DeadLeases() ([]*DeadLease, error) {
 		}
 		// A lease that died before it was named: it named nothing.
 		os.Remove(p)
-		f.Close()
+		unlockClose(f)
 	}
 	return out, nil
 }
