@@ -265,7 +265,6 @@ func TestClosedPipeEndsTheRun(t *testing.T) {
 // while its init builds the root takes the whole run with it, and gc
 // removes what it left.
 func TestRootlessKilledRunEnds(t *testing.T) {
-	t.Parallel()
 	r := newRootless(t)
 	for i, point := range []string{crash.Init, crash.Started, "running"} {
 		marker := fmt.Sprintf("600.%d%d7", os.Getpid(), i)

@@ -26,8 +26,8 @@ import (
 // The tests run in parallel (each has its own state directories, and
 // the processes it waits for are named by markers of its own), except
 // those that set the environment (the S5 ones, which name the guest
-// image so). Much of their time is spent waiting on the programs they
-// start.
+// image so) and the rootless ones, which run as one shared unprivileged
+// user. Much of their time is spent waiting on the programs they start.
 func TestMain(m *testing.M) {
 	if code, ok := native.Helper(); ok {
 		os.Exit(code)

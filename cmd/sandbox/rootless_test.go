@@ -130,7 +130,6 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 // neither signal, renice nor limit init, nor read its environment or
 // descriptors, nor forge its report; and the run verifies.
 func TestRootlessInitOutOfReach(t *testing.T) {
-	t.Parallel()
 	r := newRootless(t)
 	g := r.mkdir(t, filepath.Join(r.dir, "g"))
 	rw := r.mkdir(t, filepath.Join(r.dir, "rw"))
@@ -175,7 +174,6 @@ func mustGuest(t *testing.T, name string) string {
 // earlier run to /proc is refused, and so is any grant that contains the
 // state directory (which holds the host key and the compiled-code cache).
 func TestRootlessGrantsReachNoHostState(t *testing.T) {
-	t.Parallel()
 	r := newRootless(t)
 	a := r.mkdir(t, filepath.Join(r.dir, "a"))
 	out, errOut, code := r.run(t, nil, "run", "-q", "--grant", "fs:"+a+":rw", "--", "sh", "-c", "ln -s /proc "+a+"/p")
