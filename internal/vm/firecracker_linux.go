@@ -79,7 +79,7 @@ func (f *Firecracker) check(ctx context.Context) tier.Probe {
 	if err != nil {
 		return tier.Probe{Reason: "a probe guest: " + err.Error()}
 	}
-	defer m.Kill()
+	defer func() { m.Kill(); os.RemoveAll(m.spec.Dir) }()
 	layers := isolation(ctx, m, im, boot.ToolDir+"/ls")
 	for _, l := range layers {
 		if !l.OK {
