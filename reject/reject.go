@@ -83,13 +83,86 @@ const (
 	// HeadMismatch: a hash-chained log does not reach the head something
 	// cites for it.
 	HeadMismatch Code = "head-mismatch"
+
+	// The codes of JCP/1 (docs/spec/jcp.md §9).
+	// ChainDepth: a JCP chain of no elements or more than 64.
+	ChainDepth Code = "chain-depth"
+	// BrokenChain: a JCP parent, policy or grant id that does not name what it must.
+	BrokenChain Code = "broken-chain"
+	// UntrustedRoot: a JCP chain whose root issuer is not a trusted root key.
+	UntrustedRoot Code = "untrusted-root"
+	// WrongIssuer: a JCP token signed by someone not entitled to sign it.
+	WrongIssuer Code = "wrong-issuer"
+	// WrongAudience: a JCP grant presented, minted or checkpointed by someone it is not for.
+	WrongAudience Code = "wrong-audience"
+	// DepthExhausted: a JCP delegation below a grant of depth 0.
+	DepthExhausted Code = "depth-exhausted"
+	// WidenDepth: a JCP child grant that may delegate deeper than its parent allows.
+	WidenDepth Code = "widen-depth"
+	// WidenImages: a JCP child grant naming an image its parent does not.
+	WidenImages Code = "widen-images"
+	// WidenCeiling: a JCP child grant with a class or a ceiling its parent does not give.
+	WidenCeiling Code = "widen-ceiling"
+	// WidenExpiry: a JCP child grant expiring after its parent.
+	WidenExpiry Code = "widen-expiry"
+	// WidenModels: a JCP child grant wider than its parent's models.
+	WidenModels Code = "widen-models"
+	// WidenTiers: a JCP child grant wider than its parent's tiers.
+	WidenTiers Code = "widen-tiers"
+	// WidenHosts: a JCP child grant wider than its parent's hosts.
+	WidenHosts Code = "widen-hosts"
+	// WidenPaths: a JCP child grant wider than its parent's paths.
+	WidenPaths Code = "widen-paths"
+	// WidenRuns: a JCP child grant allowing more runs than its parent.
+	WidenRuns Code = "widen-runs"
+	// WidenRate: a JCP child grant allowing a faster rate than its parent.
+	WidenRate Code = "widen-rate"
+	// Expired: a JCP token past its expiry.
+	Expired Code = "expired"
+	// NotYet: a JCP token issued in the future.
+	NotYet Code = "not-yet"
+	// StaleInvocation: a JCP invocation more than 300 s from now.
+	StaleInvocation Code = "stale-invocation"
+	// Replay: a JCP invocation seen before.
+	Replay Code = "replay"
+	// Revoked: a JCP grant revoked, or one of its ancestors.
+	Revoked Code = "revoked"
+	// ImageNotGranted: a run of an image a JCP grant does not name.
+	ImageNotGranted Code = "image-not-granted"
+	// ModelNotGranted: a run of a model a JCP grant's models caveat does not name.
+	ModelNotGranted Code = "model-not-granted"
+	// TierNotGranted: a run at a tier a JCP grant's tiers caveat does not name.
+	TierNotGranted Code = "tier-not-granted"
+	// HostNotGranted: a run granted a network destination a JCP grant's hosts do not cover.
+	HostNotGranted Code = "host-not-granted"
+	// PathNotGranted: a run granted a host path a JCP grant's paths do not cover.
+	PathNotGranted Code = "path-not-granted"
+	// ClassNotGranted: a run using a device class a JCP grant has no ceiling for.
+	ClassNotGranted Code = "class-not-granted"
+	// CeilingUndeclared: a JCP-gated run using a class without declaring its budget.
+	CeilingUndeclared Code = "ceiling-undeclared"
+	// OverCeiling: a reservation that would exceed a JCP grant's ceiling.
+	OverCeiling Code = "over-ceiling"
+	// RunsExhausted: a JCP grant's run count (or a mint policy's) is spent.
+	RunsExhausted Code = "runs-exhausted"
+	// RateExceeded: a JCP grant's rate (or a mint policy's) is spent.
+	RateExceeded Code = "rate-exceeded"
+	// DoubleSpend: a JCP reservation posted or released twice.
+	DoubleSpend Code = "double-spend"
+	// AmendNotIssuer: a JCP amendment not by the grant's issuer, or by its audience.
+	AmendNotIssuer Code = "amend-not-issuer"
+	// AmendWidens: a JCP amendment that widens a term.
+	AmendWidens Code = "amend-widens"
+	// AmendStale: a JCP amendment out of order.
+	AmendStale Code = "amend-stale"
 )
 
 // Codes lists every code, in the order docs/spec/conformance.md tables them.
 var Codes = []Code{Malformed, Truncated, NonCanonical, Float, IntRange, NonShortest, Indefinite, UnsortedKeys,
 	DuplicateKey, UnknownField, MissingField, Invalid, Alg, UnknownCritical, Header, Signature, WeakKey,
 	UntrustedKey, Address, TotalMismatch, Extended, Missing, Unrecognised,
-	Phase, Closed, SnapshotMismatch, ManifestMismatch, Splice, HeadMismatch}
+	Phase, Closed, SnapshotMismatch, ManifestMismatch, Splice, HeadMismatch,
+	ChainDepth, BrokenChain, UntrustedRoot, WrongIssuer, WrongAudience, DepthExhausted, WidenDepth, WidenImages, WidenCeiling, WidenExpiry, WidenModels, WidenTiers, WidenHosts, WidenPaths, WidenRuns, WidenRate, Expired, NotYet, StaleInvocation, Replay, Revoked, ImageNotGranted, ModelNotGranted, TierNotGranted, HostNotGranted, PathNotGranted, ClassNotGranted, CeilingUndeclared, OverCeiling, RunsExhausted, RateExceeded, DoubleSpend, AmendNotIssuer, AmendWidens, AmendStale}
 
 // Known reports whether c is one of Codes.
 func Known(c Code) bool {

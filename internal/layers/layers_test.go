@@ -97,7 +97,7 @@ var (
 	// Who may import a backend: the built-in list, the tests' helpers,
 	// the commands, the backends' own parts.
 	backendUsers = []string{"internal/builtin", "internal/host/hosttest", "cmd"}
-	public       = []string{"addr", "attest", "client", "device", "energy", "key", "receipt", "record", "reject", "tier", "verify"}
+	public       = []string{"addr", "attest", "client", "device", "energy", "jcp", "key", "receipt", "record", "reject", "tier", "verify"}
 	// The formats a public package may be written in.
 	formats = []string{"internal/jcs", "internal/detcbor", "internal/chain", "internal/safefile", "internal/grant", "internal/journal", "internal/unit", "internal/hostpath", "internal/crash"}
 )
