@@ -60,26 +60,26 @@ type Caveats struct {
 
 // Terms are what attenuation narrows and an amendment replaces.
 type Terms struct {
-	Exp      uint64                                   `cbor:"exp"`
-	Images   []addr.Addr                              `cbor:"images"`
+	Exp      uint64                              `cbor:"exp"`
+	Images   []addr.Addr                         `cbor:"images"`
 	Ceilings map[device.Class]energy.Microjoules `cbor:"ceilings"`
-	Caveats  Caveats                                  `cbor:"caveats"`
+	Caveats  Caveats                             `cbor:"caveats"`
 }
 
 // Grant is a grant's payload (§3).
 type Grant struct {
-	V      uint64     `cbor:"v"`
-	Iss    key.Public `cbor:"iss"`
-	Aud    key.Public `cbor:"aud"`
-	Parent *addr.Addr `cbor:"parent,omitempty"`
-	Policy *addr.Addr `cbor:"policy,omitempty"`
-	Iat    uint64     `cbor:"iat"`
-	Exp    uint64     `cbor:"exp"`
-	Nonce  []byte     `cbor:"nonce"`
-	Depth  uint64     `cbor:"depth"`
-	Images []addr.Addr                              `cbor:"images"`
+	V        uint64                              `cbor:"v"`
+	Iss      key.Public                          `cbor:"iss"`
+	Aud      key.Public                          `cbor:"aud"`
+	Parent   *addr.Addr                          `cbor:"parent,omitempty"`
+	Policy   *addr.Addr                          `cbor:"policy,omitempty"`
+	Iat      uint64                              `cbor:"iat"`
+	Exp      uint64                              `cbor:"exp"`
+	Nonce    []byte                              `cbor:"nonce"`
+	Depth    uint64                              `cbor:"depth"`
+	Images   []addr.Addr                         `cbor:"images"`
 	Ceilings map[device.Class]energy.Microjoules `cbor:"ceilings"`
-	Caveats  Caveats                                  `cbor:"caveats"`
+	Caveats  Caveats                             `cbor:"caveats"`
 }
 
 // Terms are the grant's own terms.
@@ -89,11 +89,11 @@ func (g *Grant) Terms() Terms {
 
 // Template bounds the children a mint policy mints (§6).
 type Template struct {
-	TTL      uint64                                   `cbor:"ttl"`
-	Depth    uint64                                   `cbor:"depth"`
-	Images   []addr.Addr                              `cbor:"images"`
+	TTL      uint64                              `cbor:"ttl"`
+	Depth    uint64                              `cbor:"depth"`
+	Images   []addr.Addr                         `cbor:"images"`
 	Ceilings map[device.Class]energy.Microjoules `cbor:"ceilings"`
-	Caveats  Caveats                                  `cbor:"caveats"`
+	Caveats  Caveats                             `cbor:"caveats"`
 }
 
 // Policy is a mint policy's payload (§6): a standing grant.
@@ -125,15 +125,15 @@ type Invocation struct {
 
 // Amendment tightens a live grant (§8).
 type Amendment struct {
-	V        uint64                                   `cbor:"v"`
-	Iss      key.Public                               `cbor:"iss"`
-	Grant    addr.Addr                                `cbor:"grant"`
-	Seq      uint64                                   `cbor:"seq"`
-	Iat      uint64                                   `cbor:"iat"`
-	Exp      uint64                                   `cbor:"exp"`
-	Images   []addr.Addr                              `cbor:"images"`
+	V        uint64                              `cbor:"v"`
+	Iss      key.Public                          `cbor:"iss"`
+	Grant    addr.Addr                           `cbor:"grant"`
+	Seq      uint64                              `cbor:"seq"`
+	Iat      uint64                              `cbor:"iat"`
+	Exp      uint64                              `cbor:"exp"`
+	Images   []addr.Addr                         `cbor:"images"`
 	Ceilings map[device.Class]energy.Microjoules `cbor:"ceilings"`
-	Caveats  Caveats                                  `cbor:"caveats"`
+	Caveats  Caveats                             `cbor:"caveats"`
 }
 
 // Terms are the amendment's new terms.
@@ -162,19 +162,19 @@ type Checkpoint struct {
 
 // Decision is the gate's sealed verdict on one run (§5.1).
 type Decision struct {
-	V           uint64                                   `cbor:"v"`
-	Iss         key.Public                               `cbor:"iss"`
-	Allow       bool                                     `cbor:"allow"`
-	Code        string                                   `cbor:"code,omitempty"`
-	Where       string                                   `cbor:"where,omitempty"`
-	Detail      string                                   `cbor:"detail,omitempty"`
-	Chain       []addr.Addr                              `cbor:"chain"`
-	Invocation  *addr.Addr                               `cbor:"invocation,omitempty"`
-	Image       addr.Addr                                `cbor:"image"`
-	Tier        string                                   `cbor:"tier"`
+	V           uint64                              `cbor:"v"`
+	Iss         key.Public                          `cbor:"iss"`
+	Allow       bool                                `cbor:"allow"`
+	Code        string                              `cbor:"code,omitempty"`
+	Where       string                              `cbor:"where,omitempty"`
+	Detail      string                              `cbor:"detail,omitempty"`
+	Chain       []addr.Addr                         `cbor:"chain"`
+	Invocation  *addr.Addr                          `cbor:"invocation,omitempty"`
+	Image       addr.Addr                           `cbor:"image"`
+	Tier        string                              `cbor:"tier"`
 	Reserve     map[device.Class]energy.Microjoules `cbor:"reserve,omitempty"`
-	Reservation uint64                                   `cbor:"reservation,omitempty"`
-	At          uint64                                   `cbor:"at"`
+	Reservation uint64                              `cbor:"reservation,omitempty"`
+	At          uint64                              `cbor:"at"`
 }
 
 // Token is one opened JCP object: exactly one of its payloads is set.
