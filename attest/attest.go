@@ -28,6 +28,12 @@ const Type = "sandbox.attestation/1"
 // type (unrecognised) rather than by a member it does not know.
 const TypeV2 = "sandbox.attestation/2"
 
+// TypeV3 is /2 with one more member: jcp, the address of the JCP gate's
+// decision that allowed the run (docs/spec/jcp.md §5.1). A claim with jcp
+// is /3 (record and audit_prev may be there too), one without it is /1
+// or /2 as before.
+const TypeV3 = "sandbox.attestation/3"
+
 // TimeLayout is the claim's time format: RFC 3339, UTC, nanoseconds.
 const TimeLayout = "2006-01-02T15:04:05.000000000Z"
 
@@ -60,6 +66,9 @@ type Claim struct {
 	// AuditPrev is the host's S7 audit log head before this run (/2
 	// only).
 	AuditPrev *addr.Addr `json:"audit_prev,omitempty"`
+	// JCP is the JCP decision that allowed the run (/3 only): its file
+	// is jcp-decision.cose in the run directory.
+	JCP *addr.Addr `json:"jcp,omitempty"`
 }
 
 // RecordCite names a run record and the head a run continues from.
@@ -141,6 +150,13 @@ func Time(t time.Time) string { return t.UTC().Format(TimeLayout) }
 func (c *Claim) Validate() error {
 	v2 := c.Record != nil || c.AuditPrev != nil
 	switch {
+	case c.JCP != nil && c.Type != TypeV3:
+		return reject.New(reject.UnknownField, "claim.jcp", "a member of %s, not of %s", TypeV3, c.Type)
+	case c.Type == TypeV3 && c.JCP == nil:
+		return reject.New(reject.NonCanonical, "claim.type", "a claim without jcp is %s or %s", Type, TypeV2)
+	case c.Type == TypeV3 && c.JCP.IsZero():
+		return reject.New(reject.MissingField, "claim.jcp", "the zero address names no decision")
+	case c.Type == TypeV3:
 	case c.Type == Type && c.Record != nil:
 		return reject.New(reject.UnknownField, "claim.record", "a member of %s, not of %s", TypeV2, Type)
 	case c.Type == Type && c.AuditPrev != nil:
@@ -148,7 +164,7 @@ func (c *Claim) Validate() error {
 	case c.Type == TypeV2 && !v2:
 		return reject.New(reject.NonCanonical, "claim.type", "a claim with neither record nor audit_prev is %s", Type)
 	case c.Type != Type && c.Type != TypeV2:
-		return reject.New(reject.Unrecognised, "claim.type", "%q, want %q or %q", c.Type, Type, TypeV2)
+		return reject.New(reject.Unrecognised, "claim.type", "%q, want %q, %q or %q", c.Type, Type, TypeV2, TypeV3)
 	}
 	if c.Record != nil && (c.Record.Genesis.IsZero() || c.Record.Head.IsZero()) {
 		return reject.New(reject.MissingField, "claim.record", "a record is cited by its genesis and a head, neither the zero address")
@@ -244,6 +260,9 @@ func Seal(c Claim, k key.Private) (*Attestation, error) {
 	c.Type = Type
 	if c.Record != nil || c.AuditPrev != nil {
 		c.Type = TypeV2
+	}
+	if c.JCP != nil {
+		c.Type = TypeV3
 	}
 	c.Signer = k.Public()
 	if c.Hardware.Devices == nil {

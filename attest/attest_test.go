@@ -88,7 +88,11 @@ func TestValidate(t *testing.T) {
 		{"/1 citing a record", func(c *Claim) { c.Record = &RecordCite{Genesis: addr.Of([]byte("g")), Head: addr.Of([]byte("h"))} }, reject.UnknownField},
 		{"/1 with audit_prev", func(c *Claim) { a := addr.Of([]byte("a")); c.AuditPrev = &a }, reject.UnknownField},
 		{"/2 with neither", func(c *Claim) { c.Type = TypeV2 }, reject.NonCanonical},
-		{"/3", func(c *Claim) { c.Type = "sandbox.attestation/3" }, reject.Unrecognised},
+		{"/4", func(c *Claim) { c.Type = "sandbox.attestation/4" }, reject.Unrecognised},
+		{"/3 without jcp", func(c *Claim) { c.Type = TypeV3 }, reject.NonCanonical},
+		{"/3 with a zero jcp", func(c *Claim) { c.Type = TypeV3; c.JCP = &addr.Addr{} }, reject.MissingField},
+		{"/2 with jcp", func(c *Claim) { j := addr.Of([]byte("d")); c.Type = TypeV2; c.JCP = &j }, reject.UnknownField},
+		{"/1 with jcp", func(c *Claim) { j := addr.Of([]byte("d")); c.JCP = &j }, reject.UnknownField},
 		{"/2 with a zero head", func(c *Claim) { c.Type = TypeV2; c.Record = &RecordCite{Genesis: addr.Of([]byte("g"))} }, reject.MissingField},
 	}
 	for _, tc := range tests {

@@ -15,6 +15,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/jcp"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
 	"github.com/opensubstrate/sandbox/reject"
@@ -31,10 +32,13 @@ const (
 	FileJournal     = "journal.cbor"
 	FileStdout      = "stdout.log"
 	FileStderr      = "stderr.log"
+	// FileJCPDecision is the JCP gate's decision that allowed the run
+	// (sandbox.attestation/3's jcp member).
+	FileJCPDecision = "jcp-decision.cose"
 )
 
 // RunFiles are every name a run directory may hold.
-var RunFiles = []string{FileAttestation, FileReceipt, FileUnit, FileGrants, FileDecisions, FileJournal, FileStdout, FileStderr}
+var RunFiles = []string{FileAttestation, FileReceipt, FileUnit, FileGrants, FileDecisions, FileJournal, FileStdout, FileStderr, FileJCPDecision}
 
 // Kinds of sealed file.
 const (
@@ -43,6 +47,7 @@ const (
 	KindUnit        = "unit"
 	KindGrants      = "grants"
 	KindDecisions   = "decisions"
+	KindJCPDecision = "jcp-decision"
 	KindJournal     = "journal"
 	KindOutput      = "output"
 	KindClaim       = "claim" // what the verifier re-derived, against the claim
@@ -262,6 +267,12 @@ func (v *Verifier) Attestation(p string) []Result {
 		}
 		return receiptNote(r) + ", bound", nil
 	})
+	if c.JCP != nil {
+		bound(FileJCPDecision, KindJCPDecision, *c.JCP, func(raw []byte) (string, error) { return jcpDecision(raw, &c) })
+	} else if _, err := v.read(filepath.Join(dir, FileJCPDecision)); !errors.Is(err, fs.ErrNotExist) {
+		out = append(out, Result{Path: filepath.Join(dir, FileJCPDecision), Kind: KindJCPDecision,
+			Err: reject.New(reject.Unrecognised, "", "the attestation cites no JCP decision, so nothing binds %s", FileJCPDecision)})
+	}
 	if u != nil && gs != nil && rc != nil {
 		r := Result{Path: p, Kind: KindClaim, Addr: a.Addr, Note: "tier, devices and times re-derived from the unit, grants and receipt"}
 		r.Err = Rederive(&c, u, gs, rc)
@@ -277,6 +288,29 @@ func (v *Verifier) Attestation(p string) []Result {
 	}
 	out = append(out, v.outputs(dir, c.Journal != nil, outcome)...)
 	return append(out, v.strays(dir)...)
+}
+
+// jcpDecision checks the JCP decision an attestation cites: a decision,
+// by the attestation's signer, that allowed this image at this tier.
+func jcpDecision(raw []byte, c *attest.Claim) (string, error) {
+	t, err := jcp.Open(raw)
+	if err != nil {
+		return "", err
+	}
+	d := t.Decision
+	switch {
+	case d == nil:
+		return "", reject.New(reject.Invalid, "", "a %s, not a JCP decision", t.Type)
+	case d.Iss != c.Signer:
+		return "", reject.New(reject.Invalid, "jcp-decision.iss", "decided by %s, the attestation is signed by %s", d.Iss.ID(), c.Signer.ID())
+	case !d.Allow:
+		return "", reject.New(reject.Invalid, "jcp-decision.allow", "the decision refused the run (%s)", d.Code)
+	case d.Image != c.Image:
+		return "", reject.New(reject.Invalid, "jcp-decision.image", "the decision is for image %s, the run ran %s", d.Image, c.Image)
+	case d.Tier != c.Tier.Chosen.String():
+		return "", reject.New(reject.Invalid, "jcp-decision.tier", "the decision is for %s, the run ran at %s", d.Tier, c.Tier.Chosen)
+	}
+	return fmt.Sprintf("JCP decision: allowed under a chain of %d grant(s), reservation %d, bound", len(d.Chain), d.Reservation), nil
 }
 
 // outputs checks stdout.log and stderr.log against the addresses and
