@@ -117,6 +117,16 @@ type ExecSpec struct {
 	// own).
 	Image  string  `json:"image,omitempty"`
 	Limits *Limits `json:"limits,omitempty"`
+	// JCP presents the run (or exec) with a JCP chain: the gate decides
+	// it before anything runs and reserves its budget (docs/spec/jcp.md).
+	JCP *JCP `json:"jcp,omitempty"`
+}
+
+// JCP is a JCP chain and the invocation its last grant's audience signed,
+// each a COSE_Sign1 envelope (base64 in JSON).
+type JCP struct {
+	Chain      [][]byte `json:"chain"`
+	Invocation []byte   `json:"invocation"`
 }
 
 // Limits are a one-shot run's own limits; zero fields take the

@@ -102,7 +102,7 @@ func TestChainVerifies(t *testing.T) {
 	if c.Leaf().ID != g2.ID || len(c.Path()) != 3 || c.Path()[2] != g0.ID {
 		t.Fatalf("chain %v", c.IDs())
 	}
-	inv := seal(t, &Invocation{Grant: g2.ID, Image: img1, Model: "qwen-7b", Iat: uint64(now.Unix())}, k4)
+	inv := seal(t, &Invocation{Grant: g2.ID, Image: &img1, Model: "qwen-7b", Iat: uint64(now.Unix())}, k4)
 	if err := Present(c, inv, now); err != nil {
 		t.Fatal(err)
 	}
@@ -319,11 +319,11 @@ func TestPresent(t *testing.T) {
 		inv  *Invocation
 		by   key.Private
 	}{
-		{"", &Invocation{Grant: g0.ID, Image: img1, Iat: uint64(now.Unix())}, k2},
-		{reject.WrongAudience, &Invocation{Grant: g0.ID, Image: img1, Iat: uint64(now.Unix())}, k3},
-		{reject.BrokenChain, &Invocation{Grant: img1, Image: img1, Iat: uint64(now.Unix())}, k2},
-		{reject.StaleInvocation, &Invocation{Grant: g0.ID, Image: img1, Iat: uint64(now.Unix()) - 301}, k2},
-		{reject.StaleInvocation, &Invocation{Grant: g0.ID, Image: img1, Iat: uint64(now.Unix()) + 301}, k2},
+		{"", &Invocation{Grant: g0.ID, Image: &img1, Iat: uint64(now.Unix())}, k2},
+		{reject.WrongAudience, &Invocation{Grant: g0.ID, Image: &img1, Iat: uint64(now.Unix())}, k3},
+		{reject.BrokenChain, &Invocation{Grant: img1, Image: &img1, Iat: uint64(now.Unix())}, k2},
+		{reject.StaleInvocation, &Invocation{Grant: g0.ID, Image: &img1, Iat: uint64(now.Unix()) - 301}, k2},
+		{reject.StaleInvocation, &Invocation{Grant: g0.ID, Image: &img1, Iat: uint64(now.Unix()) + 301}, k2},
 	} {
 		if err := Present(c, seal(t, tc.inv, tc.by), now); codeOf(err) != tc.code {
 			t.Errorf("%s: got %v", tc.code, err)

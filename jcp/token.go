@@ -117,7 +117,7 @@ type Invocation struct {
 	V     uint64     `cbor:"v"`
 	Iss   key.Public `cbor:"iss"`
 	Grant addr.Addr  `cbor:"grant"`
-	Image addr.Addr  `cbor:"image"`
+	Image *addr.Addr `cbor:"image,omitempty"` // the image, where the presenter knows it
 	Model string     `cbor:"model,omitempty"`
 	Iat   uint64     `cbor:"iat"`
 	Nonce []byte     `cbor:"nonce"`
@@ -217,7 +217,7 @@ func (t *Token) Signer() key.Public {
 var fields = map[string][2][]string{
 	TypeGrant:      {{"v", "iss", "aud", "iat", "exp", "nonce", "depth", "images", "ceilings", "caveats"}, {"parent", "policy"}},
 	TypePolicy:     {{"v", "iss", "grant", "minter", "to", "template", "max", "rate", "events", "iat", "exp", "nonce"}, nil},
-	TypeInvocation: {{"v", "iss", "grant", "image", "iat", "nonce"}, {"model"}},
+	TypeInvocation: {{"v", "iss", "grant", "iat", "nonce"}, {"image", "model"}},
 	TypeAmendment:  {{"v", "iss", "grant", "seq", "iat", "exp", "images", "ceilings", "caveats"}, nil},
 	TypeRevocation: {{"v", "iss", "grant", "iat"}, nil},
 	TypeCheckpoint: {{"v", "iss", "grant", "run", "seq", "iat"}, {"state"}},

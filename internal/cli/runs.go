@@ -124,6 +124,8 @@ type RunRequest struct {
 	Image    string
 	Quiet    bool
 	Out      RunOutput
+	// JCP is the chain the run is presented with, and its invocation.
+	JCP *client.JCP
 }
 
 func runCmd(g *Globals) *cobra.Command {
@@ -138,6 +140,8 @@ func runCmd(g *Globals) *cobra.Command {
 		jsonDest string
 		idFile   string
 		local    bool
+		jcpFile  string
+		jcpAs    string
 	)
 	c := &cobra.Command{
 		Use:   "run [flags] -- (MODULE.wasm | COMMAND) [ARGS...]",
@@ -222,6 +226,10 @@ Injected credentials (--inject):
 				want = &t
 			}
 			out := RunOutput{quiet: quiet, json: jsonDest, idFile: idFile}
+			pres, err := g.Presentation(jcpFile, jcpAs)
+			if err != nil {
+				return err
+			}
 			if !local {
 				cl, forced, err := g.Service()
 				if err != nil {
@@ -240,7 +248,7 @@ Injected credentials (--inject):
 					if err != nil {
 						return err
 					}
-					x.Image = imageRef
+					x.Image, x.JCP = imageRef, pres
 					if !IsTerminal(os.Stdin) {
 						x.StdinStream = cmd.InOrStdin()
 					}
@@ -259,7 +267,7 @@ Injected credentials (--inject):
 			if g.engine == nil {
 				return g.execEngine(cmd.Context())
 			}
-			return g.engine.Run(g, cmd, &RunRequest{Args: args, Env: env, Grants: s, Tier: want, Escalate: escalate, Deadline: deadline, Image: imageRef, Quiet: quiet, Out: out})
+			return g.engine.Run(g, cmd, &RunRequest{Args: args, Env: env, Grants: s, Tier: want, Escalate: escalate, Deadline: deadline, Image: imageRef, Quiet: quiet, Out: out, JCP: pres})
 		},
 	}
 	gf.Add(c)
@@ -274,6 +282,8 @@ Injected credentials (--inject):
 	c.Flags().Lookup("json").NoOptDefVal = "-"
 	c.Flags().StringVar(&idFile, "id-file", "", "write the sealed run's id (b3:…) to this file")
 	c.Flags().BoolVar(&local, "local", false, "run in this process even when a service is running (see above)")
+	c.Flags().StringVar(&jcpFile, "jcp", "", "present the run with this JCP chain file ('sandbox jcp'): the gate decides it before anything runs and reserves its --grant budgets at every grant of the chain")
+	c.Flags().StringVar(&jcpAs, "as", "", "with --jcp: the principal presenting it (the audience of its last grant), a key kept in the state directory")
 	g.LimitFlags(c, "a native run's")
 	return c
 }

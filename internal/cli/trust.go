@@ -23,6 +23,7 @@ func trustCommands(g *Globals) []*cobra.Command {
 		g.stub("verify [--trust KEY|FILE]... PATH...", "Verify sealed artifacts: attestations, receipts, units, grants, decision logs, run directories"),
 		g.stub("policy", "What a principal may grant: policy documents and the decision log"),
 		g.stub("vectors", "Generate or check the conformance pack (conformance/v1)"),
+		g.stub("jcp", "JCP: principals, grants and delegation chains, budgets, the ledger"),
 	}
 }
 

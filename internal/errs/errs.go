@@ -52,14 +52,18 @@ func Of(err error) Category {
 	switch {
 	case err == nil:
 		return Internal
+	case errors.As(err, &named):
+		// An error that names its category is what it says, even around
+		// a refusal of bytes (a JCP gate's denial wraps the reject).
+		if c, ok := Parse(named.Category()); ok {
+			return c
+		}
+	}
+	switch {
 	case errors.Is(err, reject.UntrustedKey):
 		return Untrusted
 	case errors.As(err, &re):
 		return Integrity
-	case errors.As(err, &named):
-		if c, ok := Parse(named.Category()); ok {
-			return c
-		}
 	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

@@ -19,6 +19,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/executor"
+	"github.com/opensubstrate/sandbox/internal/gate"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/hw"
@@ -130,6 +131,8 @@ type Host struct {
 	guardOnce sync.Once
 	guardVal  hostpath.Guard
 	guardErr  error
+	// jcp is the JCP gate, opened at the first presented run (jcp.go).
+	jcp jcpState
 }
 
 // Request is one unit to run.
@@ -167,6 +170,9 @@ type Request struct {
 	// Record is the run record the run is a segment of, and the head it
 	// continues from: cited by its attestation (sandbox.attestation/2).
 	Record *attest.RecordCite
+	// JCP is the chain the run is presented with, and its invocation:
+	// the gate decides it before anything runs (docs/spec/jcp.md §5).
+	JCP *gate.Presentation
 }
 
 // Run is a sealed run.
@@ -244,6 +250,9 @@ func (h *Host) Close() error {
 	}()
 	if h.trail != nil {
 		h.trail.Close()
+	}
+	if err := h.closeJCP(); err != nil {
+		first = err
 	}
 	for _, e := range h.Executors {
 		if c, ok := e.(io.Closer); ok {
@@ -346,6 +355,9 @@ type Plan struct {
 	Continue *Continuation
 	// rootDir is the image root filesystem's directory ("": the host's).
 	rootDir string
+	// decided is the JCP gate's allow, where the run was presented with
+	// a chain: sealed beside the run and cited by its attestation.
+	decided *gate.Decided
 }
 
 // Executor is the executor the plan runs on.
@@ -475,6 +487,30 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 			return nil, err
 		}
 	}
+	// The gate decides before any executor is invoked. Its reservation is
+	// posted with what the sealed run spent, or released if no run was
+	// sealed; a post that fails here is made when the ledger is next
+	// opened, from the sealed receipt (Gate.Recover).
+	d, err := h.decide(p)
+	if err != nil {
+		return nil, err
+	}
+	p.decided = d
+	var sealed *Run
+	if d != nil {
+		defer func() {
+			g := h.jcp.gate
+			if sealed == nil {
+				if err := g.Release(d.Reservation, "failed"); err != nil {
+					h.Logger().Error("JCP reservation not released", "reservation", d.Reservation, "err", err)
+				}
+				return
+			}
+			if err := g.Settle(d.Reservation, sealed.Receipt, sealed.ID); err != nil {
+				h.Logger().Error("JCP spending not posted (the next opening of the ledger posts it)", "reservation", d.Reservation, "run", sealed.ID, "err", err)
+			}
+		}()
+	}
 	kvs, err := h.Store.KV()
 	if err != nil {
 		return nil, err
@@ -544,7 +580,7 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 	span := m.Start()
 	var spent budgetWatch
 	if req.Kind == tier.Native { // S2's budget is its fuel, bought with it
-		spent.watch(runCtx, stopRun, span, g, u.Devices, cg, h.budgetInterval())
+		spent.watch(runCtx, stopRun, span, g, u.Devices, cg, h.budgetInterval(), h.allowance(d))
 	}
 	res, err := run(runCtx, j)
 	spent.stop()
@@ -600,6 +636,7 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 	if err != nil {
 		return nil, err
 	}
+	sealed = r
 	r.OutputClosed = errors.Is(context.Cause(runCtx), ErrOutputClosed)
 	return r, nil
 }
@@ -681,7 +718,7 @@ func (h *budgetHit) detail(rs []receipt.Reading) string {
 		h.class, h.budget, h.figure, h.interval, m+e)
 }
 
-func (w *budgetWatch) watch(ctx context.Context, stop context.CancelCauseFunc, span *meter.Span, g grant.Set, classes []device.Class, cg *cgroup.Group, every time.Duration) {
+func (w *budgetWatch) watch(ctx context.Context, stop context.CancelCauseFunc, span *meter.Span, g grant.Set, classes []device.Class, cg *cgroup.Group, every time.Duration, allow func(device.Class) energy.Microjoules) {
 	type limit struct {
 		c device.Class
 		b energy.Microjoules
@@ -715,9 +752,13 @@ func (w *budgetWatch) watch(ctx context.Context, stop context.CancelCauseFunc, s
 				}
 			}
 			for _, l := range limits {
-				if f := span.Figure(l.c, cpu, time.Time{}); f >= l.b {
+				b := l.b
+				if allow != nil {
+					b = min(b, allow(l.c)) // an amendment may have tightened it
+				}
+				if f := span.Figure(l.c, cpu, time.Time{}); f >= b {
 					w.mu.Lock()
-					w.at = &budgetHit{class: l.c, budget: l.b, figure: f, interval: every}
+					w.at = &budgetHit{class: l.c, budget: b, figure: f, interval: every}
 					w.mu.Unlock()
 					stop(executor.ErrBudget)
 					return

@@ -109,6 +109,13 @@ func (h *Host) seal(p *Plan, rec *store.Partial, f *records, enf *grant.Enforcer
 		Started: attest.Time(res.Start), Ended: attest.Time(res.End),
 		Record: p.req.Record,
 	}
+	if p.decided != nil {
+		id := p.decided.Decision.ID
+		claim.JCP = &id
+		if err := rec.Write(verify.FileJCPDecision, p.decided.Decision.Bytes); err != nil {
+			return nil, notSealed(err)
+		}
+	}
 	// An S7 run cites the audit trail's head before it, and is appended
 	// to the trail once sealed, the trail held between (internal/trail).
 	var tl *trail.Log

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"github.com/opensubstrate/sandbox/internal/gate"
 	"github.com/opensubstrate/sandbox/internal/host"
 
 	"context"
@@ -491,6 +492,9 @@ type ExecRequest struct {
 	Stdin    io.Reader
 	Stdout   io.Writer
 	Stderr   io.Writer
+	// JCP presents the exec with a JCP chain: the gate decides it before
+	// it starts and reserves its budget (docs/spec/jcp.md).
+	JCP *gate.Presentation
 }
 
 // Exec runs a command in a live sandbox and seals it as a run of its own:
@@ -537,6 +541,7 @@ func (h *Manager) Exec(ctx context.Context, id, owner string, x ExecRequest) (*h
 	req.Limits = sb.Limits
 	req.Deadline = x.Deadline
 	req.Stdin, req.Stdout, req.Stderr = x.Stdin, x.Stdout, x.Stderr
+	req.JCP = x.JCP
 	return h.execIn(ctx, sb, req, 0, nil)
 }
 

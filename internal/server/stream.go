@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/internal/gate"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/live"
@@ -268,9 +269,13 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, badRequest("fields \"grants\", \"grants_json\", \"tier\", \"escalate\", \"limits\" and \"image\" are a sandbox's, given when it is created, not an exec's"))
 		return
 	}
+	var pres *gate.Presentation
+	if c.JCP != nil {
+		pres = &gate.Presentation{Chain: c.JCP.Chain, Invocation: c.JCP.Invocation}
+	}
 	s.stream(w, r, c, func(ctx context.Context, stdout, stderr io.Writer) (*host.Run, error) {
 		return s.Live.Exec(ctx, r.PathValue("id"), owner(r), live.ExecRequest{Args: c.Args, Env: c.Env, Dir: c.Dir,
-			Deadline: deadline(c.DeadlineMS), Stdin: c.stdin, Stdout: stdout, Stderr: stderr})
+			Deadline: deadline(c.DeadlineMS), Stdin: c.stdin, Stdout: stdout, Stderr: stderr, JCP: pres})
 	})
 }
 
@@ -333,6 +338,9 @@ func runRequest(ctx context.Context, h *host.Host, c call, owner string) (host.R
 	}
 	req.Owner = owner
 	req.Tier, req.Escalate, req.Deadline, req.Limits, req.Stdin = want, c.Escalate, deadline(c.DeadlineMS), lim, c.stdin
+	if c.JCP != nil {
+		req.JCP = &gate.Presentation{Chain: c.JCP.Chain, Invocation: c.JCP.Invocation}
+	}
 	return req, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/cli"
 	"github.com/opensubstrate/sandbox/internal/errs"
+	"github.com/opensubstrate/sandbox/internal/gate"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/journal"
@@ -53,6 +54,9 @@ func runHere(g *cli.Globals, cmd *cobra.Command, r *cli.RunRequest) error {
 		reportGC(cmd.ErrOrStderr(), ls)
 	}
 	req.Tier, req.Escalate, req.Deadline = r.Tier, r.Escalate, r.Deadline
+	if r.JCP != nil {
+		req.JCP = &gate.Presentation{Chain: r.JCP.Chain, Invocation: r.JCP.Invocation}
+	}
 	req.Stdout, req.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
 	if tty := os.Stdin; cli.IsTerminal(tty) {
 		req.Stdin = nil // an interactive terminal stays with sandbox

@@ -1,0 +1,32 @@
+package budget
+
+import (
+	"bytes"
+	"sort"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/jcp"
+)
+
+// Policies are the admitted mint policies, by id: what an event may mint
+// under.
+func (l *Ledger) Policies() []*jcp.Token {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]*jcp.Token, 0, len(l.st.policies))
+	for _, p := range l.st.policies {
+		out = append(out, p.tok)
+	}
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].ID[:], out[j].ID[:]) < 0 })
+	return out
+}
+
+// Checkpoints is the seq of an admitted grant's last checkpoint (0: none).
+func (l *Ledger) Checkpoints(id addr.Addr) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if g, ok := l.st.grants[id]; ok {
+		return g.checkpoint
+	}
+	return 0
+}
