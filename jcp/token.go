@@ -3,6 +3,7 @@ package jcp
 import (
 	"bytes"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
@@ -248,10 +249,49 @@ func Open(b []byte) (*Token, error) {
 	if err := t.decode(env.Payload); err != nil {
 		return nil, err
 	}
+	if verified.has(t.ID) {
+		return t, nil
+	}
 	if err := env.Verify(t.Signer(), "payload.iss"); err != nil {
 		return nil, err
 	}
+	verified.add(t.ID)
 	return t, nil
+}
+
+// verified remembers the envelopes whose signature verified, by the
+// address of their whole bytes: the same bytes always verify the same
+// way, and a gate sees the same chain's tokens decision after decision.
+// Every other check runs on every Open.
+var verified = &idSet{max: 1 << 16}
+
+type idSet struct {
+	mu   sync.Mutex
+	max  int
+	cur  map[addr.Addr]struct{}
+	prev map[addr.Addr]struct{} // the generation before: cur's size bounded, the recent kept
+}
+
+func (s *idSet) has(a addr.Addr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.cur[a]; ok {
+		return true
+	}
+	_, ok := s.prev[a]
+	return ok
+}
+
+func (s *idSet) add(a addr.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.cur) >= s.max/2 {
+		s.prev, s.cur = s.cur, nil
+	}
+	if s.cur == nil {
+		s.cur = map[addr.Addr]struct{}{}
+	}
+	s.cur[a] = struct{}{}
 }
 
 func (t *Token) decode(p []byte) error {
