@@ -53,6 +53,19 @@ const ClaimAppended = "claim-appended" // Claimed is in the record, the claimer 
 // The point of a seed (internal/host).
 const SeedMarked = "seed-marked" // the seed is marked pending, its operation reserved; the workspace not yet touched
 
+// The points of a budget ledger entry (internal/budget).
+const (
+	BudgetDecided  = "budget-decided"  // the entry is decided in memory; not yet written
+	BudgetAppended = "budget-appended" // the entry is written and fsynced; its caller not yet answered
+)
+
+// The point of a gated run (internal/host): its budget is reserved in the
+// ledger, no executor invoked yet.
+const JCPReserved = "jcp-reserved"
+
+// BudgetPoints lists them in order.
+var BudgetPoints = []string{BudgetDecided, BudgetAppended}
+
 // ImagePoints lists them in order.
 var ImagePoints = []string{ImageUnpacked, ImageRenamed}
 

@@ -281,3 +281,47 @@ func TestStandingGrantMintsOnItsEvent(t *testing.T) {
 		t.Fatal("an event the policy does not name minted")
 	}
 }
+
+// A host killed between the reservation and the post: on the next
+// opening, a run that was sealed is posted from its receipt, one that
+// was not stays reserved until its until, then is released as expired;
+// nothing is posted twice.
+func TestRecoverSettlesWhatAKilledHostLeftOpen(t *testing.T) {
+	w := newWorld(t)
+	sealedRun, lost := addr.Of([]byte("sealed run")), addr.Addr{}
+	d1, err := w.gate.Decide(w.present(t, w.bob, w.g1, w.g0, w.g1), ask(10e6), w.now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := w.gate.Decide(w.present(t, w.bob, w.g1, w.g0, w.g1), ask(5e6), w.now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &receipt.Receipt{Devices: []receipt.Device{{Class: device.CPU, Estimated: 3e6}}}
+	find := func(n uint64, since time.Time) (*receipt.Receipt, addr.Addr, bool, error) {
+		if n == d1.Reservation {
+			return rc, sealedRun, true, nil
+		}
+		return nil, lost, false, nil
+	}
+	posted, expired, err := w.gate.Recover(find)
+	if err != nil || posted != 1 || expired != 0 {
+		t.Fatalf("recover: posted %d expired %d %v", posted, expired, err)
+	}
+	b, _ := w.gate.Ledger.Budget(w.g1.ID)
+	if c := b.Classes[0]; c.Spent != 3e6 || c.Reserved != 5e6 {
+		t.Fatalf("after recovery: %+v", c)
+	}
+	w.now = w.now.Add(2 * time.Hour) // past d2's until
+	posted, expired, err = w.gate.Recover(find)
+	if err != nil || posted != 0 || expired != 1 {
+		t.Fatalf("second recover: posted %d expired %d %v", posted, expired, err)
+	}
+	b, _ = w.gate.Ledger.Budget(w.g1.ID)
+	if c := b.Classes[0]; c.Spent != 3e6 || c.Reserved != 0 || len(w.gate.Ledger.Outstanding()) != 0 {
+		t.Fatalf("after expiry: %+v", c)
+	}
+	if err := w.gate.Settle(d2.Reservation, rc, lost); codeOf(err) != reject.DoubleSpend {
+		t.Fatalf("a post after the expiry: %v", err)
+	}
+}

@@ -496,6 +496,9 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 		return nil, err
 	}
 	p.decided = d
+	if d != nil {
+		crash.At(crash.JCPReserved)
+	}
 	var sealed *Run
 	if d != nil {
 		defer func() {
