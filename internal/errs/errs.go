@@ -122,3 +122,14 @@ func (u Usage) Unwrap() error { return u.Err }
 
 // Invalid reports true: a usage error is invalid input.
 func (u Usage) Invalid() bool { return true }
+
+// Refused marks an error as a refusal of the caller's request by a rule
+// (a JCP ledger refusing an amendment that widens): denied, whatever
+// the refusal's own code.
+type Refused struct{ Err error }
+
+func (r Refused) Error() string { return r.Err.Error() }
+func (r Refused) Unwrap() error { return r.Err }
+
+// Category is denied.
+func (r Refused) Category() string { return "denied" }

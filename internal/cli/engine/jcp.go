@@ -671,7 +671,7 @@ func jcpRevokeCmd(g *cli.Globals) *cobra.Command {
 					return err
 				}
 				if err := l.Revoke(rev); err != nil {
-					return err
+					return errs.Refused{Err: err}
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "revoked %s (revocation %s)\n", leaf.ID, rev.ID)
 				return nil
@@ -727,7 +727,7 @@ spent). -o also writes the signed amendment to a file.`,
 					return errs.Usage{Err: err}
 				}
 				if err := l.Amend(am); err != nil {
-					return err
+					return errs.Refused{Err: err}
 				}
 				if out != "" {
 					if err := safefile.Write(out, am.Bytes, 0o644); err != nil {
@@ -900,7 +900,7 @@ func jcpCheckpointCmd(g *cli.Globals) *cobra.Command {
 					return err
 				}
 				if err := l.Checkpoint(tok); err != nil {
-					return err
+					return errs.Refused{Err: err}
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "checkpoint %s of %s (seq %d) at %s\n", tok.ID, leaf.ID, cp.Seq, ra)
 				return nil
