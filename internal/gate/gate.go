@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
@@ -344,4 +346,34 @@ func (g *Gate) ChainOf(id addr.Addr) ([][]byte, error) {
 	}
 	slices.Reverse(rev)
 	return rev, nil
+}
+
+// Tick mints under every standing grant with a schedule (every:SECONDS)
+// whose period turned between prev and now: one child per policy and
+// period boundary crossed (at most one per tick, however long it was).
+func (g *Gate) Tick(prev, now time.Time) ([]Minted, []NotMinted) {
+	var minted []Minted
+	var refused []NotMinted
+	for _, p := range g.Ledger.Policies() {
+		if p.Policy.Minter != g.Key.Public() {
+			continue
+		}
+		for _, e := range p.Policy.Events {
+			s, ok := strings.CutPrefix(e, "every:")
+			if !ok {
+				continue
+			}
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || n <= 0 || prev.Unix()/n == now.Unix()/n {
+				continue
+			}
+			m, err := g.mint(p, e, now)
+			if err != nil {
+				refused = append(refused, NotMinted{Policy: p.ID, Err: err})
+				continue
+			}
+			minted = append(minted, m)
+		}
+	}
+	return minted, refused
 }

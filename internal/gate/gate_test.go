@@ -325,3 +325,27 @@ func TestRecoverSettlesWhatAKilledHostLeftOpen(t *testing.T) {
 		t.Fatalf("a post after the expiry: %v", err)
 	}
 }
+
+// A scheduled standing grant mints once per period boundary crossed.
+func TestScheduledStandingGrant(t *testing.T) {
+	w := newWorld(t)
+	s := uint64(w.now.Unix())
+	pol := seal(t, &jcp.Policy{Grant: w.g0.ID, Minter: w.gate.Key.Public(), To: w.bob.Public(), Max: 10, Rate: jcp.Rate{N: 10, Per: 60},
+		Events: []string{"every:60"}, Iat: s, Exp: s + 3600,
+		Template: jcp.Template{TTL: 60, Images: []addr.Addr{img}, Ceilings: map[device.Class]energy.Microjoules{device.CPU: 1e6}, Caveats: jcp.Caveats{Tiers: []string{"S1"}}}}, w.alice)
+	if err := w.gate.Ledger.Admit(w.g0, pol); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Unix(int64(s/60*60), 0) // a period boundary
+	total := 0
+	for sec := 1; sec <= 180; sec++ { // three minutes, a tick a second
+		m, r := w.gate.Tick(start.Add(time.Duration(sec-1)*time.Second), start.Add(time.Duration(sec)*time.Second))
+		if len(r) > 0 {
+			t.Fatal(r[0].Err)
+		}
+		total += len(m)
+	}
+	if total != 3 {
+		t.Fatalf("%d mints in three minutes of an every:60 policy", total)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/opensubstrate/sandbox/energy"
 	"github.com/opensubstrate/sandbox/internal/budget"
 	"github.com/opensubstrate/sandbox/internal/gate"
+	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/jcp"
 	"github.com/opensubstrate/sandbox/key"
@@ -175,4 +176,49 @@ func (h *Host) allowance(d *gate.Decided) func(device.Class) energy.Microjoules 
 	}
 	g := h.jcp.gate
 	return func(c device.Class) energy.Microjoules { return g.Allowance(d, c) }
+}
+
+// JCPMinted is where the children minted by the service's events are
+// kept, one chain file each (STATE/jcp/minted/ID.jcp).
+const JCPMinted = "minted"
+
+// JCPEvent posts an event to the gate (docs/spec/jcp.md §6): a child is
+// minted under every standing grant that names it, and kept under
+// STATE/jcp/minted. A host that never used JCP has no ledger and mints
+// nothing (it is not made for an event).
+func (h *Host) JCPEvent(event string) ([]gate.Minted, []gate.NotMinted, error) {
+	return h.jcpMint(func(g *gate.Gate) ([]gate.Minted, []gate.NotMinted) { return g.Event(event, h.Now()) })
+}
+
+// JCPTick mints under every scheduled standing grant whose period turned
+// in (prev, now].
+func (h *Host) JCPTick(prev, now time.Time) ([]gate.Minted, []gate.NotMinted, error) {
+	return h.jcpMint(func(g *gate.Gate) ([]gate.Minted, []gate.NotMinted) { return g.Tick(prev, now) })
+}
+
+func (h *Host) jcpMint(mint func(*gate.Gate) ([]gate.Minted, []gate.NotMinted)) ([]gate.Minted, []gate.NotMinted, error) {
+	if _, err := os.Stat(h.JCPPath(JCPLedger)); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil
+	}
+	g, err := h.Gate()
+	if err != nil {
+		return nil, nil, err
+	}
+	minted, refused := mint(g)
+	if len(minted) > 0 {
+		if err := os.MkdirAll(h.JCPPath(JCPMinted), 0o700); err != nil {
+			return minted, refused, err
+		}
+	}
+	for _, m := range minted {
+		p := h.JCPPath(JCPMinted, m.Child.ID.Hex()+".jcp")
+		if err := safefile.Write(p, jcp.EncodeChain(m.Elements), 0o600); err != nil {
+			return minted, refused, err
+		}
+		h.Logger().Info("JCP child minted", "grant", m.Child.ID, "for", m.Child.Grant.Aud, "file", p)
+	}
+	for _, r := range refused {
+		h.Logger().Info("JCP mint refused", "policy", r.Policy, "err", r.Err)
+	}
+	return minted, refused, nil
 }

@@ -232,7 +232,16 @@ func (h *Manager) Claim(ctx context.Context, name, owner string) (SandboxInfo, e
 	p.stats.ClaimedUJ += uj
 	p.mu.Unlock()
 	h.Logger().Info("sandbox claimed", "pool", name, "sandbox", sb.ID, "idle_uj", uj)
+	go h.claimEvent(name)
 	return sb.info(), nil
+}
+
+// claimEvent mints under every standing JCP grant that names a claim
+// from the pool (pool-claim:NAME), after the claimer is answered.
+func (h *Manager) claimEvent(pool string) {
+	if _, _, err := h.JCPEvent("pool-claim:" + pool); err != nil {
+		h.Logger().Warn("JCP pool-claim event", "pool", pool, "err", err)
+	}
 }
 
 // readyEnergy is what sb spent while it was kept ready: its cgroup's CPU

@@ -251,6 +251,7 @@ func (o *serveOptions) serve(ctx context.Context, ho *live.Manager, log *slog.Lo
 	servers = append(servers, us)
 	errc := make(chan error, 2)
 	go func() { errc <- us.Serve(ln) }()
+	go jcpSchedule(ctx, ho, log)
 	log.Info("serving", "socket", socket, "state", ho.Store.Root())
 	if o.listen != "" {
 		cert, err := tls.LoadX509KeyPair(o.certFile, o.keyFile)
@@ -282,6 +283,26 @@ func (o *serveOptions) serve(ctx context.Context, ho *live.Manager, log *slog.Lo
 // shutdown stops the servers taking requests, lets execs in flight
 // finish for the grace, then interrupts those still running (each is
 // sealed) and waits for their handlers.
+// jcpSchedule mints under the scheduled standing JCP grants (every:N)
+// each second while the service serves.
+func jcpSchedule(ctx context.Context, ho *live.Manager, log *slog.Logger) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	prev := ho.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := ho.Now()
+		if _, _, err := ho.JCPTick(prev, now); err != nil {
+			log.Warn("JCP schedule", "err", err)
+		}
+		prev = now
+	}
+}
+
 func (o *serveOptions) shutdown(s *server.Server, servers []*http.Server, log *slog.Logger) {
 	log.Info("shutting down: taking no more requests; execs in flight may finish", "grace", o.grace)
 	ctx, cancel := context.WithTimeout(context.Background(), o.grace)
