@@ -213,7 +213,7 @@ func (f *Firecracker) Run(ctx context.Context, j *executor.Job) (*executor.Resul
 	res := &executor.Result{Executor: "firecracker+kvm", Notes: []string{
 		"S5 on Firecracker (KVM), driven over its API socket; the guest agent over vsock",
 		guestNote(im)}}
-	bctx, deadline, stop := bootContext(ctx, j.Deadline)
+	bctx, deadline, stop := bootContext(ctx, j.Deadline, BootTimeout)
 	defer stop()
 	res.Start = time.Now()
 	m, err := f.start(bctx, im, mem, cpus, j.Cgroup)

@@ -81,7 +81,7 @@ func (e *Executor) probe(ctx context.Context) tier.Probe {
 		return tier.Probe{Reason: err.Error()}
 	}
 	accel, _ := e.accelerator(ctx, im)
-	pctx, cancel := context.WithTimeout(ctx, BootTimeout)
+	pctx, cancel := context.WithTimeout(ctx, bootTimeout(accel))
 	defer cancel()
 	layers, err := e.check(pctx, im, accel)
 	if err != nil {

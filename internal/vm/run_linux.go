@@ -26,6 +26,20 @@ import (
 // a guest whose agent has not said hello by then is ended.
 var BootTimeout = 60 * time.Second
 
+// TCGBootTimeout is BootTimeout for a guest QEMU emulates (no KVM): a
+// TCG boot takes tens of seconds on an idle machine and several times
+// that on a busy one, and a bound hit there would call a working tier
+// unavailable.
+var TCGBootTimeout = 5 * time.Minute
+
+// bootTimeout is the bound of a boot under accel.
+func bootTimeout(accel string) time.Duration {
+	if accel == "kvm" {
+		return BootTimeout
+	}
+	return TCGBootTimeout
+}
+
 // KVMProbeTimeout bounds the boot that proves KVM works here (on a PVM
 // host, stock kernels hang under it).
 var KVMProbeTimeout = 15 * time.Second
@@ -115,7 +129,7 @@ func (e *Executor) Run(ctx context.Context, j *executor.Job) (*executor.Result, 
 		env = withDefaults(env, vars)
 		files = ca
 	}
-	bootCtx, deadline, cancelBoot := bootContext(ctx, j.Deadline)
+	bootCtx, deadline, cancelBoot := bootContext(ctx, j.Deadline, bootTimeout(accel))
 	defer cancelBoot()
 	res.Start = time.Now()
 	m, err := Start(bootCtx, spec)
@@ -217,9 +231,9 @@ var errDeadline = errors.New("the wall-clock deadline passed")
 
 // bootContext is the context a boot runs under and the run's deadline:
 // the deadline covers the boot, so a guest that never answers is ended
-// by it (or by BootTimeout, when the run has none). stop releases both.
-func bootContext(ctx context.Context, d time.Duration) (context.Context, <-chan time.Time, func()) {
-	bctx, cancel := context.WithTimeout(ctx, BootTimeout)
+// by it (or by bound, when the run has none). stop releases both.
+func bootContext(ctx context.Context, d, bound time.Duration) (context.Context, <-chan time.Time, func()) {
+	bctx, cancel := context.WithTimeout(ctx, bound)
 	if d <= 0 {
 		return bctx, nil, cancel
 	}

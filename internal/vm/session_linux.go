@@ -97,7 +97,7 @@ func (e *Executor) open(ctx context.Context, g grant.Set, lim unit.Limits, cg *c
 		}
 		s.spec.Egress, s.spec.Refused = s.proxy, refusedNote(s.enf)
 	}
-	bctx, cancel := context.WithTimeout(ctx, BootTimeout)
+	bctx, cancel := context.WithTimeout(ctx, bootTimeout(s.spec.Accel))
 	defer cancel()
 	if s.m, err = Start(bctx, s.spec); err != nil {
 		return nil, err
