@@ -137,3 +137,32 @@ func TestAppendOnAFullDisk(t *testing.T) {
 		t.Fatalf("after ENOSPC: %d entries (acknowledged %d), torn %d, %v", len(e), n, torn, err)
 	}
 }
+
+// A batch is one write and one fsync: all its entries, or (a bad entry
+// among them) none.
+func TestAppendBatch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log.jsonl")
+	l, _, err := OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, tc := range []struct {
+		batch [][]byte
+		code  reject.Code
+	}{
+		{nil, ""},
+		{[][]byte{[]byte(`{"n":0}`)}, ""},
+		{[][]byte{[]byte(`{"n":1}`), []byte(`{"n":2}`), []byte(`{"n":3}`)}, ""},
+		{[][]byte{[]byte(`{"n":4}`), nil}, reject.Invalid},
+		{[][]byte{[]byte(`{"n":4}`), []byte("a\nb")}, reject.Invalid},
+	} {
+		if err := l.AppendBatch(tc.batch); tc.code == "" && err != nil || tc.code != "" && !errors.Is(err, tc.code) {
+			t.Errorf("%q: %v, want %q", tc.batch, err, tc.code)
+		}
+	}
+	b, _ := os.ReadFile(path)
+	if string(b) != "{\"n\":0}\n{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n" {
+		t.Fatalf("%q", b)
+	}
+}

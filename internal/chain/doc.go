@@ -12,7 +12,8 @@
 //   - An entry is acknowledged only once its line, newline included, is
 //     written and fsynced; the caller advances its in-memory head after
 //     that, never before. A crash therefore leaves the file at or ahead
-//     of what was acknowledged, never behind.
+//     of what was acknowledged, never behind. A batch (AppendBatch, a
+//     group commit) is one write and one fsync, acknowledged as a whole.
 //   - A missing file is the genesis. A final fragment without its newline
 //     is an append that was never acknowledged: it is not an entry (Read
 //     says how many bytes it holds) and the next append cuts it first.
