@@ -1,7 +1,9 @@
 package budget
 
 import (
+	"fmt"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -9,10 +11,18 @@ import (
 	"github.com/opensubstrate/sandbox/jcp"
 )
 
-// BenchmarkReserve reserves from many callers at once, each reservation
-// fsynced before Reserve returns (group commit), on a file in the
-// benchmark's temporary directory.
+// BenchmarkReserve reserves from many callers at once (GOMAXPROCS times
+// the parallelism), each reservation fsynced before Reserve returns
+// (group commit), on a file in the benchmark's temporary directory.
 func BenchmarkReserve(b *testing.B) {
+	for _, par := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("callers=%d", par*runtime.GOMAXPROCS(0)), func(b *testing.B) {
+			benchReserve(b, par)
+		})
+	}
+}
+
+func benchReserve(b *testing.B, par int) {
 	path := filepath.Join(b.TempDir(), "ledger.jsonl")
 	l, err := Open(path, trust(b), host(b), time.Now)
 	if err != nil {
@@ -24,7 +34,7 @@ func BenchmarkReserve(b *testing.B) {
 		b.Fatal(err)
 	}
 	p := path3(tr)
-	b.SetParallelism(64)
+	b.SetParallelism(par)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -365,6 +365,9 @@ func TestCheckpoint(t *testing.T) {
 		{"the same seq", cp(3, 1), reject.Invalid, "token.seq"},
 		{"the next", cp(3, 2), "", ""},
 	})
+	if n := l.Checkpoints(tr.c.ID); n != 2 {
+		t.Fatalf("the last checkpoint is %d", n)
+	}
 }
 
 // mintSetup is a root (k1 → k2) held by a policy of k2's that lets the
@@ -535,6 +538,9 @@ func TestRevokePolicy(t *testing.T) {
 		{"reserve at the one minted", reserve(res(J, kids[0], root)), reject.Revoked, "path[0]"},
 		{"reserve at the root", reserve(res(J, root)), "", ""},
 	})
+	if ps := l.Policies(); len(ps) != 1 || ps[0].ID != pol.ID {
+		t.Fatalf("policies: %v", ps)
+	}
 	if !l.Revoked(pol.ID) || !l.Revoked(kids[0].ID) || l.Revoked(root.ID) {
 		t.Fatal("revoked: the policy and its child, not the grant it holds")
 	}
