@@ -101,6 +101,22 @@ func Verify(els [][]byte, roots key.Trust, now time.Time) (*Chain, error) {
 	return c, nil
 }
 
+// Timely checks every grant's and policy's times at now (§4 step 5): a
+// chain verified before, checked again at another time.
+func (c *Chain) Timely(now time.Time) error {
+	for i, g := range c.Grants {
+		if err := timely(g, now, fmt.Sprintf("chain.grants[%d]", i)); err != nil {
+			return err
+		}
+		if p := c.Policies[i]; p != nil {
+			if err := timely(p, now, fmt.Sprintf("chain.grants[%d].policy", i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // timely checks a token's times at now (§4 step 5).
 func timely(t *Token, now time.Time, where string) error {
 	var iat, exp uint64

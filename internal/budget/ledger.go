@@ -267,6 +267,9 @@ func reopen(t *jcp.Token) (*jcp.Token, error) {
 func (l *Ledger) Admit(ts ...*jcp.Token) error {
 	es := make([]*entry, len(ts))
 	for i, t := range ts {
+		if t != nil && l.Admitted(t.ID) {
+			continue // a gate admits the same chain decision after decision
+		}
 		o, err := reopen(t)
 		if err != nil {
 			return fmt.Errorf("token %d: %w", i, err)
@@ -276,7 +279,7 @@ func (l *Ledger) Admit(ts ...*jcp.Token) error {
 	var last *batch
 	l.mu.Lock()
 	for i, e := range es {
-		if l.st.admitted(e.tok.ID) {
+		if e == nil || l.st.admitted(e.tok.ID) {
 			continue
 		}
 		b, err := l.decide(e)

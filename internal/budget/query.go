@@ -30,3 +30,10 @@ func (l *Ledger) Checkpoints(id addr.Addr) uint64 {
 	}
 	return 0
 }
+
+// Admitted says whether the grant or policy id was admitted.
+func (l *Ledger) Admitted(id addr.Addr) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.st.admitted(id)
+}

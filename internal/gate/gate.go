@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
@@ -29,6 +30,9 @@ type Gate struct {
 	// Denied is where denied decisions are kept (STATE/jcp/decisions).
 	Denied string
 	Clock  func() time.Time // nil: time.Now
+
+	chainsMu sync.Mutex
+	chains   map[addr.Addr]*jcp.Chain // verified, by their elements' addresses
 }
 
 // Presentation is what a run is presented with: the chain, root first,
@@ -100,7 +104,7 @@ func (g *Gate) Decide(p Presentation, a jcp.Ask, until time.Time) (*Decided, err
 // them, and admits the chain's tokens to the ledger.
 func (g *Gate) check(p Presentation, a jcp.Ask, d *jcp.Decision) (*jcp.Chain, *jcp.Token, error) {
 	now := g.now()
-	c, err := jcp.Verify(p.Chain, g.Roots, now)
+	c, err := g.verify(p.Chain, now)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -144,6 +148,38 @@ func (g *Gate) check(p Presentation, a jcp.Ask, d *jcp.Decision) (*jcp.Chain, *j
 	}
 	return c, inv, nil
 }
+
+// verify is jcp.Verify, remembering chains that verified (by the
+// addresses of their elements, under this gate's roots): what the bytes
+// say is checked once, the times at every decision.
+func (g *Gate) verify(els [][]byte, now time.Time) (*jcp.Chain, error) {
+	h := addr.NewHasher()
+	for _, e := range els {
+		a := addr.Of(e)
+		h.Write(a[:])
+	}
+	k := h.Sum()
+	g.chainsMu.Lock()
+	c, ok := g.chains[k]
+	g.chainsMu.Unlock()
+	if ok {
+		return c, c.Timely(now)
+	}
+	c, err := jcp.Verify(els, g.Roots, now)
+	if err != nil {
+		return nil, err
+	}
+	g.chainsMu.Lock()
+	if g.chains == nil || len(g.chains) >= maxChains {
+		g.chains = map[addr.Addr]*jcp.Chain{}
+	}
+	g.chains[k] = c
+	g.chainsMu.Unlock()
+	return c, nil
+}
+
+// maxChains bounds the chains a gate remembers.
+const maxChains = 4096
 
 func isRefusal(err error) bool {
 	var re *reject.Error
