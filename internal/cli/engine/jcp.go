@@ -564,6 +564,25 @@ func termsLine(t jcp.Terms) string {
 	return strings.Join(parts, "  ")
 }
 
+// signedOn runs f with the ledger (the chain in file admitted to it),
+// the key of the principal who, and the chain's last grant.
+func signedOn(g *cli.Globals, file, who string, f func(h *host.Host, l *budget.Ledger, k key.Private, leaf *jcp.Token) error) error {
+	_, ts, err := readChain(file)
+	if err != nil {
+		return err
+	}
+	return withLedger(g, func(h *host.Host, l *budget.Ledger) error {
+		k, err := h.Store.Dir.Principal(who)
+		if err != nil {
+			return errs.Usage{Err: err}
+		}
+		if err := l.Admit(ts...); err != nil {
+			return err
+		}
+		return f(h, l, k, ts[len(ts)-1])
+	})
+}
+
 // withLedger runs f with this host's gate (its ledger open; the ledger
 // is held by one process: a running service holds it).
 func withLedger(g *cli.Globals, f func(h *host.Host, l *budget.Ledger) error) error {
@@ -653,19 +672,7 @@ func jcpRevokeCmd(g *cli.Globals) *cobra.Command {
 		Short: "Revoke the last grant of a chain (and all its descendants), from the next decision on",
 		Args:  cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, ts, err := readChain(args[0])
-			if err != nil {
-				return err
-			}
-			return withLedger(g, func(h *host.Host, l *budget.Ledger) error {
-				k, err := h.Store.Dir.Principal(from)
-				if err != nil {
-					return errs.Usage{Err: err}
-				}
-				if err := l.Admit(ts...); err != nil {
-					return err
-				}
-				leaf := ts[len(ts)-1]
+			return signedOn(g, args[0], from, func(_ *host.Host, l *budget.Ledger, k key.Private, leaf *jcp.Token) error {
 				rev, err := jcp.Seal(&jcp.Revocation{Grant: leaf.ID, Iat: uint64(time.Now().Unix())}, k)
 				if err != nil {
 					return err
@@ -697,19 +704,7 @@ running run (a running S1 or S5 run is stopped when its tightened budget is
 spent). -o also writes the signed amendment to a file.`,
 		Args: cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, ts, err := readChain(args[0])
-			if err != nil {
-				return err
-			}
-			return withLedger(g, func(h *host.Host, l *budget.Ledger) error {
-				k, err := h.Store.Dir.Principal(from)
-				if err != nil {
-					return errs.Usage{Err: err}
-				}
-				if err := l.Admit(ts...); err != nil {
-					return err
-				}
-				leaf := ts[len(ts)-1]
+			return signedOn(g, args[0], from, func(_ *host.Host, l *budget.Ledger, k key.Private, leaf *jcp.Token) error {
 				cur, ok := l.Effective(leaf.ID)
 				if !ok {
 					cur = leaf.Grant.Terms()
@@ -870,23 +865,11 @@ func jcpCheckpointCmd(g *cli.Globals) *cobra.Command {
 		Short: "Checkpoint a run under a grant: a signed statement, by the grant's audience, of where its run is",
 		Args:  cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, ts, err := readChain(args[0])
-			if err != nil {
-				return err
-			}
 			ra, err := addr.Parse(run)
 			if err != nil {
 				return errs.Usage{Err: fmt.Errorf("--run: %w", err)}
 			}
-			return withLedger(g, func(h *host.Host, l *budget.Ledger) error {
-				k, err := h.Store.Dir.Principal(as)
-				if err != nil {
-					return errs.Usage{Err: err}
-				}
-				if err := l.Admit(ts...); err != nil {
-					return err
-				}
-				leaf := ts[len(ts)-1]
+			return signedOn(g, args[0], as, func(_ *host.Host, l *budget.Ledger, k key.Private, leaf *jcp.Token) error {
 				cp := &jcp.Checkpoint{Grant: leaf.ID, Run: ra, Seq: l.Checkpoints(leaf.ID) + 1, Iat: uint64(time.Now().Unix())}
 				if st != "" {
 					sa, err := addr.Parse(st)
