@@ -62,6 +62,10 @@ func TestJCPCommands(t *testing.T) {
 	if !strings.Contains(show, "runs 1") || !strings.Contains(show, "reserved 0 J") {
 		t.Fatalf("show:\n%s", show)
 	}
+	run := "b3:" + strings.Repeat("ab", 32)
+	expect(0, "checkpoint", "jcp", "checkpoint", bob, "--as", "bob", "--run", run)
+	expect(0, "(seq 2)", "jcp", "checkpoint", bob, "--as", "bob", "--run", run)
+	expect(6, "wrong-audience", "jcp", "checkpoint", bob, "--as", "alice", "--run", run)
 	expect(6, "amend-not-issuer", "jcp", "amend", bob, "--from", "bob", "--ceiling", "cpu:1J")
 	expect(6, "amend-widens", "jcp", "amend", bob, "--from", "alice", "--ceiling", "cpu:4J")
 	expect(0, "amended", "jcp", "amend", bob, "--from", "alice", "--ceiling", "cpu:2J")
