@@ -210,6 +210,10 @@ type APIError struct {
 	// ExitStatus, for a program that cannot be run, is what `sandbox
 	// run` exits with for it: 127 not found, 126 not executable.
 	ExitStatus int `json:"exit_status,omitempty"`
+	// Code, for a refusal of bytes (a JCP chain or token, a record), is
+	// its refusal code (docs/conformance.md, docs/spec/jcp.md §9):
+	// "widen-ceiling", "amend-not-issuer", "over-ceiling", …
+	Code string `json:"code,omitempty"`
 }
 
 func (e *APIError) Error() string { return e.Message }
