@@ -7,5 +7,9 @@
 // It calls the host and nothing else: every run it starts is assembled,
 // metered and sealed by package host exactly as the CLI's are. Errors
 // become HTTP statuses through the one category map (package errs).
+// JCP's operations (/v1/jcp/…) verify and record tokens the caller
+// signed through the host's gate and its ledger; the service never
+// holds a principal's key, and a caller acts on the chains it presents
+// (the whole ledger and events are the operator's).
 // Logs are structured (slog), one line per request and per sealed run.
 package server

@@ -30,6 +30,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
+	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -85,7 +86,24 @@ func (s *Server) init() {
 // Handler is the API.
 func (s *Server) Handler() http.Handler {
 	s.init()
-	mux := http.NewServeMux()
+	return s.logged(narrowed(s.routes()))
+}
+
+// routes is the API's mux, and the patterns it serves: a test holds
+// docs/openapi.json to them.
+type routes struct {
+	*http.ServeMux
+	patterns []string
+}
+
+// HandleFunc serves pattern with h, and records it.
+func (m *routes) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.HandleFunc(pattern, h)
+}
+
+func (s *Server) routes() *routes {
+	mux := &routes{ServeMux: http.NewServeMux()}
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, map[string]any{"ok": true, "sandboxes": s.metrics.live()})
 	})
@@ -113,7 +131,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/runs", s.run)
 	mux.HandleFunc("POST /v1/fleets", s.fleet)
 	mux.HandleFunc("POST /v1/interrupts/{key}", s.interrupt)
-	return s.logged(narrowed(mux))
+	s.jcpRoutes(mux)
+	return mux
 }
 
 // narrowed holds a request that carries authority.Header to that policy
@@ -311,7 +330,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 func apiError(err error) client.APIError {
 	c := errs.Of(err)
-	e := client.APIError{Status: errs.HTTPStatus(c), Category: c.String(), Message: err.Error()}
+	e := client.APIError{Status: errs.HTTPStatus(c), Category: c.String(), Message: err.Error(), Code: string(reject.CodeOf(err))}
 	var pe *host.ProgramError
 	if errors.As(err, &pe) {
 		e.ExitStatus = host.ExitCannotExec
