@@ -163,6 +163,6 @@ func fleetsCommands(g *Globals) []*cobra.Command {
 func serviceCommands(g *Globals) []*cobra.Command {
 	return []*cobra.Command{
 		g.stub("serve", "Serve the host API: live sandboxes, execs, files, one-shot runs (HTTP/JSON)"),
-		g.stub("mcp [--policy FILE] [--http ADDR --token-file FILE]", "Serve the sandbox's tools to an MCP client (stdio, or streamable HTTP)"),
+		g.stub("mcp [--policy FILE] [--jcp FILE --as NAME] [--http ADDR --token-file FILE]", "Serve the sandbox's tools to an MCP client (stdio, or streamable HTTP)"),
 	}
 }

@@ -9,11 +9,21 @@ import (
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/jcp"
+	"github.com/opensubstrate/sandbox/key"
 )
 
-// Presentation reads a chain file and signs its invocation as the
-// principal as (a key kept in the state directory); nil without a file.
-func (g *Globals) Presentation(file, as string) (*client.JCP, error) {
+// Presenter is a JCP chain and the principal that presents it: the
+// audience of its last grant, whose key is kept in the state directory.
+type Presenter struct {
+	Elements [][]byte   // the chain, root first
+	Leaf     *jcp.Token // its last grant
+	Key      key.Private
+}
+
+// Presenter reads a chain file and the key of the principal as (kept in
+// the state directory), which must be the audience of the chain's last
+// grant; nil without a file.
+func (g *Globals) Presenter(file, as string) (*Presenter, error) {
 	switch {
 	case file == "" && as == "":
 		return nil, nil
@@ -43,9 +53,24 @@ func (g *Globals) Presentation(file, as string) (*client.JCP, error) {
 	if k.Public() != leaf.Grant.Aud {
 		return nil, errs.Usage{Err: fmt.Errorf("--as %s: %s is not the audience of the chain's last grant (%s)", as, k.Public(), leaf.Grant.Aud)}
 	}
-	inv, err := jcp.Seal(&jcp.Invocation{Grant: leaf.ID, Iat: uint64(time.Now().Unix())}, k)
+	return &Presenter{Elements: els, Leaf: leaf, Key: k}, nil
+}
+
+// Present signs a fresh invocation of the chain: each call its own.
+func (p *Presenter) Present() (*client.JCP, error) {
+	inv, err := jcp.Seal(&jcp.Invocation{Grant: p.Leaf.ID, Iat: uint64(time.Now().Unix())}, p.Key)
 	if err != nil {
 		return nil, err
 	}
-	return &client.JCP{Chain: els, Invocation: inv.Bytes}, nil
+	return &client.JCP{Chain: p.Elements, Invocation: inv.Bytes}, nil
+}
+
+// Presentation reads a chain file and signs its invocation as the
+// principal as (a key kept in the state directory); nil without a file.
+func (g *Globals) Presentation(file, as string) (*client.JCP, error) {
+	p, err := g.Presenter(file, as)
+	if p == nil || err != nil {
+		return nil, err
+	}
+	return p.Present()
 }

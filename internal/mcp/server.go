@@ -21,16 +21,31 @@ const (
 	MaxFile   = 4 << 20 // bytes of a file read or written
 )
 
+// Options configure the MCP server.
+type Options struct {
+	// JCP, when set, is the agent's JCP principal: every exec is
+	// presented with its chain (a fresh invocation each), and the tools
+	// jcp_budget, jcp_delegate and jcp_checkpoint are added. No tool
+	// amends or revokes a grant.
+	JCP Principal
+}
+
 // New is the MCP server whose tools call api. A call the client
 // cancels, or whose client goes away, is cancelled: an exec is
 // interrupted and sealed.
-func New(api *client.Client, version string) *sdk.Server {
+func New(api *client.Client, version string, o Options) *sdk.Server {
+	instr := "Each sandbox is isolated (S1: native programs under namespaces, Landlock and seccomp; S2: WebAssembly) " +
+		"and touches only what it was granted. Every exec is sealed as a run with a signed receipt of its energy: " +
+		"verify_run checks one. Idle sandboxes are parked, never erased."
+	if o.JCP != nil {
+		instr += " Every exec spends from your JCP grant: the service decides it before it runs and refuses it (denied, with its code) " +
+			"when your grant does not allow it or its budget is spent. jcp_budget shows what is left; jcp_delegate passes a narrower part " +
+			"of your grant to another principal; jcp_checkpoint records where a run is. Your grant's issuer, not you, may amend or revoke it."
+	}
 	s := sdk.NewServer(&sdk.Implementation{Name: "sandbox", Title: "sandbox: isolated, metered, attested runs", Version: version}, &sdk.ServerOptions{
-		Instructions: "Each sandbox is isolated (S1: native programs under namespaces, Landlock and seccomp; S2: WebAssembly) " +
-			"and touches only what it was granted. Every exec is sealed as a run with a signed receipt of its energy: " +
-			"verify_run checks one. Idle sandboxes are parked, never erased.",
+		Instructions: instr,
 	})
-	t := &tools{api: api}
+	t := &tools{api: api, jcp: o.JCP}
 	sdk.AddTool(s, &sdk.Tool{Name: "create_sandbox", Description: "Create a live sandbox with a fresh workspace (its working directory). Grants use the CLI's syntax: fs:/path:ro, net:host:443, cpu:5J, …; nothing else is reachable."}, t.create)
 	sdk.AddTool(s, &sdk.Tool{Name: "list_sandboxes", Description: "List your sandboxes, live and suspended."}, t.list)
 	sdk.AddTool(s, &sdk.Tool{Name: "exec", Description: fmt.Sprintf("Run a command in a live sandbox and return its exit status and output (each stream cut at %d bytes, said when cut). The run is sealed: its id verifies with verify_run.", MaxOutput)}, t.exec)
@@ -42,10 +57,16 @@ func New(api *client.Client, version string) *sdk.Server {
 	sdk.AddTool(s, &sdk.Tool{Name: "close_sandbox", Description: "Close a sandbox (live or suspended): its run record ends; the record and what it names stay."}, t.close)
 	sdk.AddTool(s, &sdk.Tool{Name: "verify_run", Description: "Verify a sealed run (b3:…) against the service's key: every record it signed, and whether any failed."}, t.verify)
 	sdk.AddTool(s, &sdk.Tool{Name: "show_receipt", Description: "Show a sealed run's energy receipt: joules per device class, measured and estimated, with each figure's provenance."}, t.receipt)
+	if o.JCP != nil {
+		addJCP(s, t)
+	}
 	return s
 }
 
-type tools struct{ api *client.Client }
+type tools struct {
+	api *client.Client
+	jcp Principal // nil: no JCP grant
+}
 
 // toolErr is err as a JSON-RPC error with its category's code.
 func toolErr(err error) error {
@@ -59,7 +80,11 @@ func toolErr(err error) error {
 	default:
 		cat = errs.Of(err)
 	}
-	data, _ := json.Marshal(map[string]string{"category": cat.String()})
+	d := map[string]string{"category": cat.String()}
+	if ae != nil && ae.Code != "" {
+		d["code"] = ae.Code
+	}
+	data, _ := json.Marshal(d)
 	return &jsonrpc.Error{Code: int64(errs.MCPCode(cat)), Message: err.Error(), Data: data}
 }
 
@@ -164,6 +189,13 @@ func (t *tools) exec(ctx context.Context, _ *sdk.CallToolRequest, in ExecIn) (*s
 	x := client.ExecSpec{Args: in.Command, Env: in.Env, Dir: in.Dir, DeadlineMS: in.TimeoutMS}
 	if in.Stdin != "" {
 		x.Stdin = []byte(in.Stdin)
+	}
+	if t.jcp != nil {
+		p, err := t.jcp.Present()
+		if err != nil {
+			return nil, ExecOut{}, toolErr(err)
+		}
+		x.JCP = p
 	}
 	r, err := t.api.Exec(ctx, in.Sandbox, x, stdout, stderr)
 	if err != nil && r == nil {

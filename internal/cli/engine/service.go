@@ -461,9 +461,9 @@ func sizeFlag(flag, v string, least int64) (int64, error) {
 }
 
 func mcpCmd(g *cli.Globals) *cobra.Command {
-	var httpAddr, tokenFile, policyFile string
+	var httpAddr, tokenFile, policyFile, jcpFile, jcpAs string
 	c := &cobra.Command{
-		Use:   "mcp [--policy FILE] [--http ADDR --token-file FILE]",
+		Use:   "mcp [--policy FILE] [--jcp FILE --as NAME] [--http ADDR --token-file FILE]",
 		Short: "Serve the sandbox's tools to an MCP client (stdio, or streamable HTTP)",
 		Long: `Serve the Model Context Protocol: an agent's MCP client gets tools to
 create a sandbox (create_sandbox), run a command in it with its output
@@ -497,7 +497,17 @@ FILE gives the connections another (sandbox.policy/1); over --http, a
 token-file line may name its token's own policy after it. A tool's
 arguments are the model's: they can only narrow the connection's
 policy, never widen it. The service checks every grant against it and
-refuses the rest as denied (-32013), naming the grant and the rule.`,
+refuses the rest as denied (-32013), naming the grant and the rule.
+
+--jcp FILE --as NAME spends from a JCP grant (docs/mcp.md): every exec
+is presented with the chain in FILE, with a fresh invocation signed by
+the principal NAME (the audience of its last grant, a key kept in the
+state directory, as 'sandbox run --jcp' reads it: it never leaves this
+process), so the service's gate decides each one before it runs. The
+agent gets jcp_budget (its chain's budgets), jcp_delegate (a narrower
+child of its grant for another key, signed here and admitted by the
+service; one that widens is refused with its code) and jcp_checkpoint.
+No tool amends or revokes a grant: an agent never amends its own.`,
 		Args: cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var tokens []authority.Token
@@ -528,6 +538,10 @@ refuses the rest as denied (-32013), naming the grant and the rule.`,
 			} else if tokenFile != "" {
 				return errs.Usage{Err: errors.New("--token-file is for --http")}
 			}
+			principal, err := mcpPrincipal(g, jcpFile, jcpAs)
+			if err != nil {
+				return err
+			}
 			cl, err := g.Client()
 			if err != nil {
 				return err
@@ -542,7 +556,7 @@ refuses the rest as denied (-32013), naming the grant and the rule.`,
 				if err != nil {
 					return nil, err
 				}
-				return mcp.New(cl.Narrowed(doc), cli.ModuleVersion()), nil
+				return mcp.New(cl.Narrowed(doc), cli.ModuleVersion(), mcp.Options{JCP: principal}), nil
 			}
 			if httpAddr == "" {
 				srv, err := narrowed(policy)
@@ -587,6 +601,8 @@ refuses the rest as denied (-32013), naming the grant and the rule.`,
 	c.Flags().StringVar(&httpAddr, "http", "", "serve streamable HTTP on this loopback address (host:port) instead of stdio")
 	c.Flags().StringVar(&tokenFile, "token-file", "", "bearer tokens for --http, one per line, each optionally followed by its policy file")
 	c.Flags().StringVar(&policyFile, "policy", "", "the policy every connection is held to (default: a token's default: nothing on the host beyond its own sandboxes' workspaces)")
+	c.Flags().StringVar(&jcpFile, "jcp", "", "a JCP chain file: every exec is presented with it, and the JCP tools are served")
+	c.Flags().StringVar(&jcpAs, "as", "", "with --jcp: the principal presenting the chain (its last grant's audience), a key kept in the state directory")
 	return c
 }
 
