@@ -29,7 +29,7 @@ type Ask struct {
 	Paths   []string
 }
 
-// Admit checks an ask against one grant's effective terms (§5 steps 2–6;
+// Admit checks an ask against one grant's effective terms (§5 step 5.3–5.7;
 // counts, rates and budgets are the ledger's), at where.
 func Admit(t Terms, a Ask, where string) error {
 	if !t.HasImage(a.Image) {

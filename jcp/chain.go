@@ -101,7 +101,7 @@ func Verify(els [][]byte, roots key.Trust, now time.Time) (*Chain, error) {
 	return c, nil
 }
 
-// Timely checks every grant's and policy's times at now (§4 step 5): a
+// Timely checks every grant's and policy's times at now (§4 step 2): a
 // chain verified before, checked again at another time.
 func (c *Chain) Timely(now time.Time) error {
 	for i, g := range c.Grants {
@@ -117,7 +117,7 @@ func (c *Chain) Timely(now time.Time) error {
 	return nil
 }
 
-// timely checks a token's times at now (§4 step 5).
+// timely checks a token's times at now (§4 step 2).
 func timely(t *Token, now time.Time, where string) error {
 	var iat, exp uint64
 	switch {
@@ -145,7 +145,7 @@ func unix(t time.Time) uint64 {
 	return 0
 }
 
-// Link checks that child follows parent (§4 steps 3–4), through policy
+// Link checks that child follows parent (§4 step 5), through policy
 // when child was minted under one (nil otherwise). Time is not checked.
 func Link(parent, policy, child *Token, where string) error {
 	g, p := child.Grant, parent.Grant

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fxamacker/cbor/v2"
+
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/energy"
@@ -238,11 +240,32 @@ func TestHostileTokens(t *testing.T) {
 		}), k1), reject.UnknownCritical},
 		{"unknown member", resign(t, payload(func(m map[string]any) { m["admin"] = true }), k1), reject.UnknownField},
 		{"missing exp", resign(t, payload(func(m map[string]any) { delete(m, "exp") }), k1), reject.MissingField},
-		{"empty models", resign(t, payload(func(m map[string]any) { m["caveats"].(map[any]any)["models"] = []any{} }), k1), reject.Invalid},
+		{"empty models", resign(t, payload(func(m map[string]any) { m["caveats"].(map[any]any)["models"] = []any{} }), k1), reject.NonCanonical},
+		{"runs 0", resign(t, payload(func(m map[string]any) { m["caveats"].(map[any]any)["runs"] = uint64(0) }), k1), reject.NonCanonical},
+		{"rate without n", resign(t, payload(func(m map[string]any) {
+			m["caveats"].(map[any]any)["rate"] = map[string]any{"per": uint64(60)}
+		}), k1), reject.MissingField},
 		{"images unsorted", resign(t, payload(func(m map[string]any) {
 			im := m["images"].([]any)
 			im[0], im[1] = im[1], im[0]
-		}), k1), reject.Invalid},
+		}), k1), reject.NonCanonical},
+		{"tiers repeated", resign(t, payload(func(m map[string]any) {
+			m["caveats"].(map[any]any)["tiers"] = []any{"S1", "S1"}
+		}), k1), reject.NonCanonical},
+		{"an all-zero parent", resign(t, payload(func(m map[string]any) { m["parent"] = make([]byte, 32) }), k1), reject.NonCanonical},
+		{"an all-zero image", resign(t, payload(func(m map[string]any) { m["images"].([]any)[0] = make([]byte, 32) }), k1), reject.MissingField},
+		{"a 15-byte nonce", resign(t, payload(func(m map[string]any) { m["nonce"] = make([]byte, 15) }), k1), reject.Invalid},
+		{"a 31-byte aud", resign(t, payload(func(m map[string]any) { m["aud"] = make([]byte, 31) }), k1), reject.Invalid},
+		{"depth written null", resign(t, payload(func(m map[string]any) { m["depth"] = nil }), k1), reject.Invalid},
+		{"parent written null", resign(t, payload(func(m map[string]any) { m["parent"] = nil }), k1), reject.NonCanonical},
+		{"models written null", resign(t, payload(func(m map[string]any) { m["caveats"].(map[any]any)["models"] = nil }), k1), reject.NonCanonical},
+		{"depth as text", resign(t, payload(func(m map[string]any) { m["depth"] = "3" }), k1), reject.Invalid},
+		{"a tagged iat", resign(t, payload(func(m map[string]any) { m["iat"] = cbor.Tag{Number: 1, Content: m["iat"]} }), k1), reject.NonCanonical},
+		{"a value rule broken under a bad signature: the signature first", func() []byte {
+			b := resign(t, payload(func(m map[string]any) { m["v"] = uint64(2) }), k1)
+			b[len(b)-1] ^= 1
+			return b
+		}(), reject.Signature},
 		{"unknown class", resign(t, payload(func(m map[string]any) { m["ceilings"].(map[any]any)["Fpga"] = uint64(1) }), k1), reject.Invalid},
 		{"exp before iat", resign(t, payload(func(m map[string]any) { m["exp"] = uint64(1) }), k1), reject.Invalid},
 		{"flipped signature", flipped, reject.Signature},
@@ -424,4 +447,63 @@ func FuzzVerify(f *testing.F) {
 			t.Fatal("a verified chain of no grants")
 		}
 	})
+}
+
+// TestHostPatterns: a pattern has one spelling (§3.1), and an address is
+// the prefix of its full length when one pattern covers another.
+func TestHostPatterns(t *testing.T) {
+	for _, s := range []string{
+		"api.example.com", "*.example.com:443", "10.0.0.0/8", "10.1.2.3", "10.1.2.3:80",
+		"2001:db8::1", "2001:db8::/32", "[2001:db8::1]:443", "[2001:db8::/32]:443", "xn--bcher-kva.example",
+	} {
+		if _, err := parsePattern(s); err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+	for _, s := range []string{
+		"API.example.com", "example.com.", "*.", "10.0.0.1/8", "010.0.0.1", "10.0.0.0/08",
+		"2001:DB8::1", "2001:db8:0:0::1", "[2001:db8::1]", "[10.0.0.1]:443", "::ffff:10.0.0.1",
+		"fe80::1%eth0", "api.example.com:0443", "api.example.com:65536", "bücher.example",
+	} {
+		if _, err := parsePattern(s); err == nil {
+			t.Errorf("%s: accepted", s)
+		}
+	}
+	covers := func(p, c string) bool {
+		pp, err := parsePattern(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, err := parsePattern(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pp.coversPattern(cp)
+	}
+	for _, tc := range []struct {
+		parent, child string
+		want          bool
+	}{
+		{"10.1.2.3", "10.1.2.3/32", true},
+		{"10.1.2.3/32", "10.1.2.3", true},
+		{"10.0.0.0/8", "10.1.2.3:443", true},
+		{"10.0.0.0/8:443", "10.1.2.3", false},
+		{"10.0.0.0/16", "10.0.0.0/8", false},
+		{"2001:db8::/32", "10.0.0.1", false},
+		{"*.example.com", "*.eu.example.com:443", true},
+		{"*.example.com", "example.com", false},
+		{"api.example.com", "*.api.example.com", false},
+	} {
+		if got := covers(tc.parent, tc.child); got != tc.want {
+			t.Errorf("%s covers %s: %v, want %v", tc.parent, tc.child, got, tc.want)
+		}
+	}
+	if !HostAllowed([]string{"10.0.0.0/8"}, "::ffff:10.1.2.3", 443) {
+		t.Error("an IPv4-mapped destination is its IPv4 address")
+	}
+	for _, p := range []string{"/data/../etc", "/data/", "data/x", "/data/a\x00b"} {
+		if PathAllowed([]string{"/data"}, p) {
+			t.Errorf("%q: a path that is not absolute and clean is below nothing", p)
+		}
+	}
 }

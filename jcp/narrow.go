@@ -104,10 +104,14 @@ func subset(child, parent []string) error {
 }
 
 // PathAllowed says whether the paths caveat ps (nil: no caveat) allows
-// path p: equal to one, or below it.
+// path p: absolute and clean (a path with ".." is never below anything),
+// and equal to one, or below it.
 func PathAllowed(ps []string, p string) bool {
 	if ps == nil {
 		return true
+	}
+	if checkPath(p) != nil {
+		return false
 	}
 	for _, r := range ps {
 		if p == r || r == "/" || len(p) > len(r) && p[:len(r)] == r && p[len(r)] == '/' {

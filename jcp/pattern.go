@@ -15,24 +15,28 @@ type pattern struct {
 	port   int          // 0: any
 }
 
+// parsePattern reads a host pattern in its one spelling (§3.1): a
+// lower-case DNS name, "*." and one, an IP address or prefix in its
+// canonical text (host bits clear, no zone, no IPv4-mapped IPv6), each
+// optionally with ":PORT"; an IPv6 address or prefix with a port is
+// bracketed ("[2001:db8::/32]:443"), and only then.
 func parsePattern(s string) (pattern, error) {
 	var p pattern
 	host := s
+	bracketed := strings.HasPrefix(s, "[")
 	switch {
-	case strings.HasPrefix(s, "["):
+	case bracketed:
 		end := strings.Index(s, "]")
 		if end < 0 {
 			return p, fmt.Errorf("an unclosed [")
 		}
 		host = s[1:end]
-		if rest := s[end+1:]; rest != "" {
-			port, ok := strings.CutPrefix(rest, ":")
-			if !ok {
-				return p, fmt.Errorf("after ] comes :PORT or nothing")
-			}
-			if err := p.setPort(port); err != nil {
-				return p, err
-			}
+		port, ok := strings.CutPrefix(s[end+1:], ":")
+		if !ok {
+			return p, fmt.Errorf("brackets hold an IPv6 address with a port: [ADDR]:PORT")
+		}
+		if err := p.setPort(port); err != nil {
+			return p, err
 		}
 	case strings.Count(s, ":") == 1:
 		h, port, _ := strings.Cut(s, ":")
@@ -41,19 +45,39 @@ func parsePattern(s string) (pattern, error) {
 		}
 		host = h
 	}
-	if pf, err := netip.ParsePrefix(host); err == nil {
-		if pf != pf.Masked() {
+	if strings.Contains(host, "/") {
+		pf, err := netip.ParsePrefix(host)
+		switch {
+		case err != nil:
+			return p, fmt.Errorf("not an IP prefix")
+		case pf != pf.Masked():
 			return p, fmt.Errorf("prefix %s has bits set past its length (write %s)", pf, pf.Masked())
 		}
 		p.prefix = pf
+	} else if ip, err := netip.ParseAddr(host); err == nil {
+		p.prefix = netip.PrefixFrom(ip, ip.BitLen())
+	}
+	if p.isIP() {
+		a := p.prefix.Addr()
+		switch {
+		case a.Zone() != "":
+			return p, fmt.Errorf("an address with a zone")
+		case a.Is4In6():
+			return p, fmt.Errorf("an IPv4-mapped IPv6 address: write the IPv4 address")
+		case bracketed && !a.Is6():
+			return p, fmt.Errorf("only an IPv6 address is bracketed")
+		}
+		canon := a.String()
+		if strings.Contains(host, "/") {
+			canon = p.prefix.String()
+		}
+		if canon != host {
+			return p, fmt.Errorf("not the canonical text of its address (write %s)", canon)
+		}
 		return p, nil
 	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		if ip.Zone() != "" {
-			return p, fmt.Errorf("an address with a zone")
-		}
-		p.prefix = netip.PrefixFrom(ip, ip.BitLen())
-		return p, nil
+	if bracketed {
+		return p, fmt.Errorf("only an IPv6 address is bracketed")
 	}
 	name, wild := strings.CutPrefix(host, "*.")
 	if !dnsName(name) {
@@ -72,11 +96,16 @@ func (p *pattern) setPort(s string) error {
 	return nil
 }
 
+// dnsName: lower-case LDH labels (A-labels for international names) of
+// 1 to 63 bytes, not starting or ending with '-', 253 bytes in all, no
+// trailing dot, and a last label not all digits (so that no name reads as
+// an IPv4 address).
 func dnsName(s string) bool {
 	if s == "" || len(s) > 253 {
 		return false
 	}
-	for _, l := range strings.Split(s, ".") {
+	labels := strings.Split(s, ".")
+	for _, l := range labels {
 		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
 			return false
 		}
@@ -86,7 +115,7 @@ func dnsName(s string) bool {
 			}
 		}
 	}
-	return true
+	return strings.Trim(labels[len(labels)-1], "0123456789") != ""
 }
 
 func (p pattern) isIP() bool { return p.prefix.IsValid() }

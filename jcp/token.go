@@ -2,6 +2,7 @@ package jcp
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -233,10 +234,12 @@ var caveatNames = []string{"models", "tiers", "hosts", "paths", "runs", "rate"}
 // MaxToken bounds one envelope's bytes.
 const MaxToken = 64 << 10
 
-// Open reads one JCP object from untrusted bytes: the envelope (the JCR-1
-// profile), its payload's members (unknown, missing, non-canonical), the
-// payload's own rules, and the signature under the payload's iss. It
-// trusts nobody: which keys may sign what is Verify's and the ledger's.
+// Open reads one JCP object from untrusted bytes, in the order of
+// docs/spec/jcp.md §2 (receipt.md's steps): the envelope (the JCR-1
+// profile), the payload's form (its bytes, members, types and canonical
+// form), the signature under the payload's iss, then the payload's own
+// value rules. It trusts nobody: which keys may sign what is Verify's and
+// the ledger's.
 func Open(b []byte) (*Token, error) {
 	if len(b) > MaxToken {
 		return nil, reject.New(reject.Invalid, "envelope", "%d bytes; a token is at most %d", len(b), MaxToken)
@@ -249,13 +252,15 @@ func Open(b []byte) (*Token, error) {
 	if err := t.decode(env.Payload); err != nil {
 		return nil, err
 	}
-	if verified.has(t.ID) {
-		return t, nil
+	if !verified.has(t.ID) {
+		if err := env.Verify(t.Signer(), "payload.iss"); err != nil {
+			return nil, err
+		}
+		verified.add(t.ID)
 	}
-	if err := env.Verify(t.Signer(), "payload.iss"); err != nil {
+	if err := t.validate(); err != nil {
 		return nil, err
 	}
-	verified.add(t.ID)
 	return t, nil
 }
 
@@ -294,6 +299,12 @@ func (s *idSet) add(a addr.Addr) {
 	s.cur[a] = struct{}{}
 }
 
+// decode reads a payload's form (§2 step 10), refusing in this order:
+// the members of the payload, then of its template (a policy); the
+// caveats (an unknown one, then one written empty) and every rate's
+// members; the lengths of byte strings; the types, and a value that does
+// not re-encode to its bytes; then the canonical form a re-encoding does
+// not show (an all-zero address, a set out of order).
 func (t *Token) decode(p []byte) error {
 	f, ok := fields[t.Type]
 	if !ok {
@@ -301,6 +312,33 @@ func (t *Token) decode(p []byte) error {
 	}
 	raw, err := members(p, "payload", f)
 	if err != nil {
+		return err
+	}
+	var tmpl map[string]cbor.RawMessage
+	if t.Type == TypePolicy {
+		if tmpl, err = members(raw["template"], "payload.template", templateFields); err != nil {
+			return err
+		}
+	}
+	for _, c := range []struct {
+		b     []byte
+		where string
+	}{{raw["caveats"], "payload.caveats"}, {tmpl["caveats"], "payload.template.caveats"}} {
+		if c.b != nil {
+			if err := checkCaveats(c.b, c.where); err != nil {
+				return err
+			}
+		}
+	}
+	if t.Type == TypePolicy {
+		if _, err := members(raw["rate"], "payload.rate", rateFields); err != nil {
+			return err
+		}
+	}
+	if err := lengths(raw, "payload"); err != nil {
+		return err
+	}
+	if err := lengths(tmpl, "payload.template"); err != nil {
 		return err
 	}
 	var v any
@@ -311,9 +349,6 @@ func (t *Token) decode(p []byte) error {
 	case TypePolicy:
 		t.Policy = &Policy{}
 		v = t.Policy
-		if _, err := members(raw["template"], "payload.template", templateFields); err != nil {
-			return err
-		}
 	case TypeInvocation:
 		t.Invocation = &Invocation{}
 		v = t.Invocation
@@ -330,25 +365,15 @@ func (t *Token) decode(p []byte) error {
 		t.Decision = &Decision{}
 		v = t.Decision
 	}
-	for _, c := range []string{"caveats", "template"} {
-		rc := raw[c]
-		if c == "template" && rc != nil {
-			tm, _ := members(rc, "payload.template", templateFields)
-			rc = tm["caveats"]
-		}
-		if rc != nil {
-			if err := checkCaveats(rc, "payload."+c); err != nil {
-				return err
-			}
-		}
-	}
 	if err := detcbor.Unmarshal(p, v); err != nil {
 		return reject.In("payload", err)
 	}
-	return t.validate()
+	return t.canonical()
 }
 
-// members decodes a map's members, refusing an unknown or a missing one.
+// members decodes a map's members, refusing an unknown or a missing one,
+// then one written null (canonical.md: a required member's null is not a
+// value of its type, an optional member's is a second form of absent).
 func members(b []byte, where string, f [2][]string) (map[string]cbor.RawMessage, error) {
 	if err := detcbor.Check(b); err != nil {
 		return nil, reject.In(where, err)
@@ -357,7 +382,7 @@ func members(b []byte, where string, f [2][]string) (map[string]cbor.RawMessage,
 	if err := cbor.Unmarshal(b, &m); err != nil {
 		return nil, reject.New(reject.Invalid, where, "must be a map with text keys: %v", err)
 	}
-	for k := range m {
+	for _, k := range sortedKeys(m) {
 		if !slices.Contains(f[0], k) && !slices.Contains(f[1], k) {
 			return nil, reject.New(reject.UnknownField, where+"."+k, "not a member of this object")
 		}
@@ -367,25 +392,110 @@ func members(b []byte, where string, f [2][]string) (map[string]cbor.RawMessage,
 			return nil, reject.New(reject.MissingField, where+"."+k, "required")
 		}
 	}
+	for _, k := range sortedKeys(m) {
+		if bytes.Equal(m[k], null) {
+			if slices.Contains(f[0], k) {
+				return nil, reject.New(reject.Invalid, where+"."+k, "null is not a value of this member")
+			}
+			return nil, reject.New(reject.NonCanonical, where+"."+k, "an absent member is left out, not written null")
+		}
+	}
 	return m, nil
 }
 
-// checkCaveats refuses an unknown caveat (critical: unknown-critical) and
-// a present but empty set.
+var null = []byte{0xf6}
+
+func sortedKeys(m map[string]cbor.RawMessage) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// rateFields are a rate's members.
+var rateFields = [2][]string{{"n", "per"}, nil}
+
+// empty is how an optional caveat is written out empty: [], 0, {}, null.
+var empty = [][]byte{{0x80}, {0x00}, {0xa0}, {0xf6}}
+
+// checkCaveats refuses, in this order, an unknown caveat (every caveat is
+// critical: unknown-critical), a caveat written out empty or null (an
+// absent caveat is left out: non-canonical), and a rate's unknown,
+// missing or null member.
 func checkCaveats(b []byte, where string) error {
 	var m map[string]cbor.RawMessage
 	if err := cbor.Unmarshal(b, &m); err != nil {
 		return reject.New(reject.Invalid, where, "must be a map with text keys: %v", err)
 	}
-	for k, v := range m {
+	ks := sortedKeys(m)
+	for _, k := range ks {
 		if !slices.Contains(caveatNames, k) {
 			return reject.New(reject.UnknownCritical, where+"."+k, "not a JCP/1 caveat: every caveat is critical, and an unknown one refuses the token")
 		}
-		if k == "runs" && bytes.Equal(v, []byte{0x00}) {
-			return reject.New(reject.Invalid, where+".runs", "0 runs; a grant that may run nothing need not exist")
+	}
+	for _, k := range ks {
+		for _, e := range empty {
+			if bytes.Equal(m[k], e) {
+				return reject.New(reject.NonCanonical, where+"."+k, "written out empty (%x); a caveat that restricts nothing is left out", e)
+			}
 		}
-		if bytes.Equal(v, []byte{0x80}) {
-			return reject.New(reject.Invalid, where+"."+k, "an empty set; leave the caveat out to restrict nothing")
+	}
+	if r, ok := m["rate"]; ok {
+		if _, err := members(r, where+".rate", rateFields); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The byte strings of a fixed length (§2): ids, keys and nonces, alone or
+// in a list.
+var (
+	bstr32     = []string{"iss", "aud", "parent", "policy", "grant", "minter", "to", "image", "run", "state", "invocation"}
+	bstr32List = []string{"images", "chain"}
+)
+
+// lengths refuses a byte string of another length than its member's
+// (invalid: not a value of its type). A value that is no byte string is
+// left to the type check.
+func lengths(m map[string]cbor.RawMessage, where string) error {
+	want := func(k string, i int, b []byte, n int) error {
+		if len(b) == n {
+			return nil
+		}
+		at := where + "." + k
+		if i >= 0 {
+			at = fmt.Sprintf("%s[%d]", at, i)
+		}
+		return reject.New(reject.Invalid, at, "%d bytes; a bstr(%d)", len(b), n)
+	}
+	for _, k := range sortedKeys(m) {
+		switch {
+		case slices.Contains(bstr32, k):
+			var b []byte
+			if cbor.Unmarshal(m[k], &b) == nil {
+				if err := want(k, -1, b, addr.Size); err != nil {
+					return err
+				}
+			}
+		case k == "nonce":
+			var b []byte
+			if cbor.Unmarshal(m[k], &b) == nil {
+				if err := want(k, -1, b, 16); err != nil {
+					return err
+				}
+			}
+		case slices.Contains(bstr32List, k):
+			var bs [][]byte
+			if cbor.Unmarshal(m[k], &bs) == nil {
+				for i, b := range bs {
+					if err := want(k, i, b, addr.Size); err != nil {
+						return err
+					}
+				}
+			}
 		}
 	}
 	return nil

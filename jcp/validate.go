@@ -14,12 +14,103 @@ import (
 	"github.com/opensubstrate/sandbox/tier"
 )
 
+// canonical refuses the forms of a decoded payload that re-encoding does
+// not show (§2, canonical.md): an all-zero address names nothing, so in a
+// required member or a list it is missing-field and in an optional member
+// (written out for "absent") non-canonical; a set out of order or with a
+// repeat is a second form of the same content (non-canonical).
+func (t *Token) canonical() error {
+	var req, opt []named
+	var addrSets, textSets []namedSet
+	terms := func(where string, im []addr.Addr, cv Caveats) {
+		addrSets = append(addrSets, namedSet{where + ".images", im})
+		for _, c := range []struct {
+			n string
+			s []string
+		}{{"models", cv.Models}, {"tiers", cv.Tiers}, {"hosts", cv.Hosts}, {"paths", cv.Paths}} {
+			textSets = append(textSets, namedSet{where + ".caveats." + c.n, c.s})
+		}
+	}
+	switch {
+	case t.Grant != nil:
+		g := t.Grant
+		opt = []named{{"parent", g.Parent}, {"policy", g.Policy}}
+		terms("payload", g.Images, g.Caveats)
+	case t.Policy != nil:
+		p := t.Policy
+		req = []named{{"grant", &p.Grant}}
+		terms("payload.template", p.Template.Images, p.Template.Caveats)
+		textSets = append(textSets, namedSet{"payload.events", p.Events})
+	case t.Invocation != nil:
+		req = []named{{"grant", &t.Invocation.Grant}}
+		opt = []named{{"image", t.Invocation.Image}}
+	case t.Amendment != nil:
+		req = []named{{"grant", &t.Amendment.Grant}}
+		terms("payload", t.Amendment.Images, t.Amendment.Caveats)
+	case t.Revocation != nil:
+		req = []named{{"grant", &t.Revocation.Grant}}
+	case t.Checkpoint != nil:
+		c := t.Checkpoint
+		req = []named{{"grant", &c.Grant}, {"run", &c.Run}}
+		opt = []named{{"state", c.State}}
+	case t.Decision != nil:
+		d := t.Decision
+		req = []named{{"image", &d.Image}}
+		opt = []named{{"invocation", d.Invocation}}
+		for i := range d.Chain {
+			req = append(req, named{fmt.Sprintf("chain[%d]", i), &d.Chain[i]})
+		}
+	}
+	for _, s := range addrSets {
+		for i, a := range s.v.([]addr.Addr) {
+			req = append(req, named{fmt.Sprintf("%s[%d]", s.where[len("payload."):], i), &a})
+		}
+	}
+	for _, n := range req {
+		if n.a.IsZero() {
+			return reject.New(reject.MissingField, "payload."+n.where, "the all-zero address names nothing")
+		}
+	}
+	for _, n := range opt {
+		if n.a != nil && n.a.IsZero() {
+			return reject.New(reject.NonCanonical, "payload."+n.where, "the all-zero address means absent: an absent member is left out")
+		}
+	}
+	for _, s := range addrSets {
+		im := s.v.([]addr.Addr)
+		for i := 1; i < len(im); i++ {
+			if bytes.Compare(im[i-1][:], im[i][:]) >= 0 {
+				return reject.New(reject.NonCanonical, s.where, "not a set: sorted ascending (bytewise) with no repeat")
+			}
+		}
+	}
+	for _, s := range textSets {
+		ts := s.v.([]string)
+		for i := 1; i < len(ts); i++ {
+			if ts[i-1] >= ts[i] {
+				return reject.New(reject.NonCanonical, s.where, "not a set: sorted ascending (by UTF-8 bytes) with no repeat")
+			}
+		}
+	}
+	return nil
+}
+
+type named struct {
+	where string
+	a     *addr.Addr
+}
+
+type namedSet struct {
+	where string
+	v     any
+}
+
 // validate checks a decoded payload's own rules (§3–§8).
 func (t *Token) validate() error {
 	switch {
 	case t.Grant != nil:
 		g := t.Grant
-		if err := common(g.V, g.Iat, g.Exp, g.Nonce, true); err != nil {
+		if err := common(g.V, g.Iat, g.Exp, true); err != nil {
 			return err
 		}
 		if g.Policy != nil && g.Parent == nil {
@@ -31,7 +122,7 @@ func (t *Token) validate() error {
 		return checkTerms(g.Terms(), "payload")
 	case t.Policy != nil:
 		p := t.Policy
-		if err := common(p.V, p.Iat, p.Exp, p.Nonce, true); err != nil {
+		if err := common(p.V, p.Iat, p.Exp, true); err != nil {
 			return err
 		}
 		tm := p.Template
@@ -50,16 +141,19 @@ func (t *Token) validate() error {
 		if err := checkRate(p.Rate, "payload.rate"); err != nil {
 			return err
 		}
+		if len(p.Events) == 0 {
+			return reject.New(reject.Invalid, "payload.events", "no events: a policy mints on at least one")
+		}
 		if err := set(p.Events, "payload.events", checkEvent); err != nil {
 			return err
 		}
 		return nil
 	case t.Invocation != nil:
 		i := t.Invocation
-		return common(i.V, i.Iat, 0, i.Nonce, false)
+		return common(i.V, i.Iat, 0, false)
 	case t.Amendment != nil:
 		a := t.Amendment
-		if err := common(a.V, a.Iat, 0, nil, false); err != nil {
+		if err := common(a.V, a.Iat, 0, false); err != nil {
 			return err
 		}
 		if a.Seq == 0 {
@@ -67,10 +161,10 @@ func (t *Token) validate() error {
 		}
 		return checkTerms(a.Terms(), "payload")
 	case t.Revocation != nil:
-		return common(t.Revocation.V, 0, 0, nil, false)
+		return common(t.Revocation.V, 0, 0, false)
 	case t.Checkpoint != nil:
 		c := t.Checkpoint
-		if err := common(c.V, 0, 0, nil, false); err != nil {
+		if err := common(c.V, 0, 0, false); err != nil {
 			return err
 		}
 		if c.Seq == 0 {
@@ -90,15 +184,12 @@ func (t *Token) validate() error {
 	return reject.New(reject.Invalid, "payload", "no payload")
 }
 
-func common(v, iat, exp uint64, nonce []byte, hasExp bool) error {
+func common(v, iat, exp uint64, hasExp bool) error {
 	if v != Version {
 		return reject.New(reject.Invalid, "payload.v", "%d, want %d", v, Version)
 	}
 	if hasExp && exp <= iat {
 		return reject.New(reject.Invalid, "payload.exp", "%d is not after iat %d", exp, iat)
-	}
-	if nonce != nil && len(nonce) != 16 {
-		return reject.New(reject.Invalid, "payload.nonce", "%d bytes, want 16", len(nonce))
 	}
 	return nil
 }
@@ -108,11 +199,6 @@ func common(v, iat, exp uint64, nonce []byte, hasExp bool) error {
 func checkTerms(t Terms, where string) error {
 	if len(t.Images) == 0 || len(t.Images) > MaxImages {
 		return reject.New(reject.Invalid, where+".images", "%d images; 1 to %d", len(t.Images), MaxImages)
-	}
-	for i := 1; i < len(t.Images); i++ {
-		if bytes.Compare(t.Images[i-1][:], t.Images[i][:]) >= 0 {
-			return reject.New(reject.Invalid, where+".images", "not a set: sorted ascending with no duplicates")
-		}
 	}
 	if len(t.Ceilings) == 0 || len(t.Ceilings) > MaxClasses {
 		return reject.New(reject.Invalid, where+".ceilings", "%d classes; 1 to %d", len(t.Ceilings), MaxClasses)
@@ -156,15 +242,13 @@ func checkRate(r Rate, where string) error {
 	return nil
 }
 
-// set checks a text set: sorted, unique, bounded, each member by each.
+// set checks a text set's members: bounded, none empty, each by each
+// (its order is the canonical form's).
 func set(s []string, where string, each func(string) error) error {
 	if len(s) > MaxSet {
 		return reject.New(reject.Invalid, where, "%d members; at most %d", len(s), MaxSet)
 	}
 	for i, m := range s {
-		if i > 0 && s[i-1] >= m {
-			return reject.New(reject.Invalid, where, "not a set: sorted ascending with no duplicates")
-		}
 		if m == "" {
 			return reject.New(reject.Invalid, where, "an empty member")
 		}
@@ -178,7 +262,7 @@ func set(s []string, where string, each func(string) error) error {
 }
 
 func checkPath(p string) error {
-	if !path.IsAbs(p) || path.Clean(p) != p {
+	if !path.IsAbs(p) || path.Clean(p) != p || strings.IndexByte(p, 0) >= 0 {
 		return fmt.Errorf("not an absolute, clean path")
 	}
 	return nil

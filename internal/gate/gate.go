@@ -100,7 +100,7 @@ func (g *Gate) Decide(p Presentation, a jcp.Ask, until time.Time) (*Decided, err
 }
 
 // check verifies the chain and the invocation and admits the ask at every
-// grant (§4, §5 steps 1–6), filling d's chain and invocation as it learns
+// grant (§4, §5 steps 1–5), filling d's chain and invocation as it learns
 // them, and admits the chain's tokens to the ledger.
 func (g *Gate) check(p Presentation, a jcp.Ask, d *jcp.Decision) (*jcp.Chain, *jcp.Token, error) {
 	now := g.now()
