@@ -20,8 +20,10 @@ first refusal with its line. Before anything else the Ed25519 here checks
 itself against RFC 8032 §7.1 tests 1-3, and BLAKE3 against the addresses of
 addresses.md (and, given the file, the official test vectors).
 
-Where the spec leaves a choice open, the reading taken is marked
-`AMBIGUITY:` in a comment at the rule; README.md lists them.
+Where this verifier's author found jcp.md open to more than one reading,
+jcp.md now says which; every rule that depends on such a choice, or that
+changed when jcp.md settled it, is marked `SPEC (jcp.md §N ...)` in a
+comment at the rule.
 """
 import base64
 import hashlib
@@ -134,9 +136,8 @@ BASE = point_decode(bytes.fromhex("586666666666666666666666666666666666666666666
 def check_key(pub, where):
     """keys.md: a signer's key is the canonical encoding of a curve point, not
     of small order ([8]A is not the identity); `weak-key` otherwise.
-    AMBIGUITY (keys.md, jcp.md §1): 32 bytes that decode to no curve point at
-    all are read as `weak-key` too ("must be the canonical encoding of a curve
-    point"), not `signature`."""
+    SPEC (jcp.md §1, keys.md): 32 bytes that decode to no curve point at all
+    are `weak-key` too, not `signature` (this verifier's first reading)."""
     a = point_decode(pub)
     if a is None:
         raise Reject("weak-key", where, "not the canonical encoding of a curve point")
@@ -427,8 +428,8 @@ POLICY = {
     "max": ("uint", True), "rate": ("rate", True), "events": ("textset", True),
     "iat": ("uint", True), "exp": ("uint", True), "nonce": ("nonce", True),
 }
-# AMBIGUITY (§6): the template's members are listed without saying which are
-# required; read as all required, "each as in a grant" (where all are).
+# SPEC (jcp.md §6): every member of a template is required (this verifier's
+# first reading).
 TEMPLATE = {
     "ttl": ("uint", True), "depth": ("uint", True), "images": ("addrset", True),
     "ceilings": ("ceilings", True), "caveats": ("caveats", True),
@@ -443,9 +444,8 @@ AMENDMENT = {
     "seq": ("uint", True), "iat": ("uint", True), "exp": ("uint", True),
     "images": ("addrset", True), "ceilings": ("ceilings", True), "caveats": ("caveats", True),
 }
-# AMBIGUITY (§2, §7): jcp.md gives no table for a revocation's payload. Read
-# from §7 ("the revocation's `grant`", "its `iss`") and the other tables as
-# {v, iss, grant, iat}, all required.
+# SPEC (jcp.md §7, the revocation's table): {v, iss, grant, iat}, all
+# required (this verifier's first reading).
 REVOCATION = {
     "v": ("uint", True), "iss": ("key", True), "grant": ("addr", True), "iat": ("uint", True),
 }
@@ -481,14 +481,88 @@ def _is_uint(v):
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
+def _strip_tags(v):
+    """SPEC (jcp.md §2, "no tags"): a tag in a payload is refused
+    `non-canonical`: the payload is read as its members' types, which carry
+    no tags, and would re-encode without it (step 10e). The value is checked as if the
+    tag were not there; the re-encoding then differs."""
+    if isinstance(v, Tag):
+        return _strip_tags(v.value)
+    if isinstance(v, list):
+        return [_strip_tags(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _strip_tags(x) for k, x in v.items()}
+    return v
+
+
+def _text_keys(m, where):
+    """SPEC (jcp.md §2 step 10b): a map with text keys, else `invalid`."""
+    if not isinstance(m, dict) or not all(isinstance(k, str) for k in m):
+        raise Reject("invalid", where or "payload", "not a map with text keys")
+
+
+def _members(m, table, where):
+    """SPEC (jcp.md §2 step 10b): a map with text keys (`invalid`), no
+    member but its type's (`unknown-field`, the first in key order), every
+    required member (`missing-field`, in the order of the type's table)."""
+    _text_keys(m, where)
+    for k in sorted(m, key=lambda x: x.encode("utf-8")):
+        if k not in table:
+            raise Reject("unknown-field", at(where, k), "not a member of this type")
+    for k, (kind, req) in table.items():
+        if req and k not in m:
+            raise Reject("missing-field", at(where, k), "required")
+    # SPEC (jcp.md §2 step 10b; canonical.md on null): a member written null:
+    # required, `invalid` (not a value of its type); optional, `non-canonical`.
+    for k in sorted(m, key=lambda x: x.encode("utf-8")):
+        if m[k] is None:
+            raise Reject("invalid" if table[k][1] else "non-canonical", at(where, k), "written null")
+
+
+CAVEAT_EMPTY = ([], 0, {}, None)
+
+
+def _caveats_form(c, where):
+    """SPEC (jcp.md §2 step 10c, §3.1): a map with text keys (`invalid`); a
+    caveat outside the closed set (`unknown-critical`); a caveat written out
+    empty, [] or 0 or {} or null (`non-canonical`: an absent caveat is left out,
+    canonical.md); a rate's members (`unknown-field`, `missing-field`)."""
+    _text_keys(c, where)
+    keys = sorted(c, key=lambda x: x.encode("utf-8"))
+    for k in keys:
+        if k not in CAVEATS:
+            raise Reject("unknown-critical", at(where, k), "a caveat this version does not know")
+    for k in keys:
+        v = c[k]
+        if v is None or not isinstance(v, bool) and any(type(v) is type(e) and v == e for e in CAVEAT_EMPTY):
+            raise Reject("non-canonical", at(where, k), "a caveat written out empty")
+    if "rate" in c:
+        _members(c["rate"], RATE, at(where, "rate"))
+
+
+LENGTHS = {"key": 32, "addr": 32, "nonce": 16}
+
+
+def _lengths(m, table, where):
+    """SPEC (jcp.md §2 step 10d): a byte string of another length than its
+    member's, alone or in a list of ids (`invalid`: not a value of its
+    type). A value that is not a byte string is left to the type check."""
+    for k in sorted(m, key=lambda x: x.encode("utf-8")):
+        kind = table[k][0]
+        if kind in LENGTHS and isinstance(m[k], bytes) and len(m[k]) != LENGTHS[kind]:
+            raise Reject("invalid", at(where, k), "%d bytes, not %d" % (len(m[k]), LENGTHS[kind]))
+        if kind in ("addrset", "addrlist") and isinstance(m[k], list):
+            for i, x in enumerate(m[k]):
+                if isinstance(x, bytes) and len(x) != 32:
+                    raise Reject("invalid", "%s[%d]" % (at(where, k), i), "%d bytes, not 32" % len(x))
+
+
 def _typecheck(kind, v, where):
-    """§2: a value not of its member's type is `malformed`. AMBIGUITY (§2 vs
-    canonical.md "a value of the wrong type ... invalid", and the receipt
-    vector receipt-wrong-type.cose): jcp.md's own word, `malformed`, is
-    followed. The size of bstr(32) and bstr(16) is read as part of the type.
-    A tag inside a payload (§2 "no tags") is a value of no type: `malformed`."""
+    """SPEC (jcp.md §2 step 10e; canonical.md "a value of the wrong type"):
+    a value not of its member's type is `invalid` (this verifier first read
+    §2's old "malformed")."""
     def bad(what):
-        raise Reject("malformed", where, "not %s" % what)
+        raise Reject("invalid", where, "not %s" % what)
     if kind == "uint":
         if not _is_uint(v):
             bad("an unsigned integer")
@@ -498,12 +572,9 @@ def _typecheck(kind, v, where):
     elif kind == "text":
         if not isinstance(v, str):
             bad("a text string")
-    elif kind in ("key", "addr"):
-        if not isinstance(v, bytes) or len(v) != 32:
-            bad("a 32-byte string")
-    elif kind == "nonce":
-        if not isinstance(v, bytes) or len(v) != 16:
-            bad("a 16-byte string")
+    elif kind in ("key", "addr", "nonce"):
+        if not isinstance(v, bytes):
+            bad("a byte string")
     elif kind in ("addrset", "addrlist"):
         if not isinstance(v, list):
             bad("an array")
@@ -522,59 +593,32 @@ def _typecheck(kind, v, where):
                 bad("a map with text keys")
             _typecheck("uint", x, "%s.%s" % (where, k))
     elif kind == "rate":
-        _fields(v, RATE, where)
+        _types(v, RATE, where)
     elif kind == "template":
-        _fields(v, TEMPLATE, where)
+        _types(v, TEMPLATE, where)
     elif kind == "caveats":
-        if not isinstance(v, dict):
-            bad("a map")
-        for k in v:
-            if not isinstance(k, str):
-                bad("a map with text keys")
-        # §3.1: a caveat name outside the closed set is critical and unknown.
-        for k in v:
-            if k not in CAVEATS:
-                raise Reject("unknown-critical", "%s.%s" % (where, k), "a caveat this version does not know")
-        _fields(v, CAVEATS, where)
+        _types(v, CAVEATS, where)
 
 
-def _fields(m, table, where):
-    """§2 in the order of receipt.md step 10: a map with text keys
-    (`malformed`), every key listed (`unknown-field`), every required key
-    present (`missing-field`), every value of its type (`malformed`); a
-    required content address that is all zero names nothing
-    (`missing-field`, canonical.md)."""
+def _types(m, table, where):
+    """Each member's value of its type, in key order."""
     if not isinstance(m, dict):
-        raise Reject("malformed", where or "payload", "not a map")
-    for k in m:
-        if not isinstance(k, str):
-            raise Reject("malformed", where or "payload", "a key that is not a text string")
-    for k in m:
-        if k not in table:
-            raise Reject("unknown-field", at(where, k), "not a member of this type")
-    for k, (kind, req) in table.items():
-        if req and k not in m:
-            raise Reject("missing-field", at(where, k), "required")
-    for k, v in m.items():
-        kind, req = table[k]
-        _typecheck(kind, v, at(where, k))
-        if req and kind == "addr" and v == bytes(32):
-            raise Reject("missing-field", at(where, k), "the all-zero address names nothing")
+        raise Reject("invalid", where or "payload", "not a map")
+    for k in sorted(m, key=lambda x: x.encode("utf-8")):
+        _typecheck(table[k][0], m[k], at(where, k))
 
 
 def _empty_optional(m, table, where):
     """canonical.md: an optional member is left out, never written in its
-    empty form (0, "", h'', [], {}, false, the all-zero address):
-    `non-canonical` (the payload would not re-encode to its bytes).
-    AMBIGUITY (§3.1 "set ..., ≥ 1", "uint ≥ 1" vs canonical.md): an empty
-    optional caveat (`models: []`, `runs: 0`) is read as this, `non-canonical`,
-    not `invalid`."""
+    empty form (0, "", h'', [], {}, false): `non-canonical` (the payload
+    would not re-encode to its bytes; jcp.md §2 step 10e). The all-zero
+    address is step 10f's."""
     for k, v in m.items():
         kind, req = table[k]
-        if kind == "addr":
-            empty = v == bytes(32)
-        elif kind == "bool":
+        if kind == "bool":
             empty = v is False
+        elif kind == "addr":
+            empty = False
         else:
             empty = v in (0, "", b"") or v == [] or v == {}
         if not req and empty:
@@ -585,15 +629,54 @@ def _empty_optional(m, table, where):
             _empty_optional(v, TEMPLATE, at(where, k))
 
 
+def _canonical_form(kind, p, table, where):
+    """SPEC (jcp.md §2 step 10f; canonical.md's corner cases): the all-zero
+    address names nothing: in a required member or a list of ids
+    `missing-field`, in an optional member `non-canonical`; then a set out
+    of order or with a repeat is `non-canonical` (a second form of the same
+    content; this verifier first read §2's old "invalid"). Sets: images,
+    then models, tiers, hosts, paths; a policy's template's, then events."""
+    zero = bytes(32)
+    opt = []
+    for k, (fk, req) in table.items():
+        if k in p and fk == "addr":
+            if req and p[k] == zero:
+                raise Reject("missing-field", at(where, k), "the all-zero address names nothing")
+            if not req:
+                opt.append(k)
+        if k in p and fk == "addrlist":
+            for i, x in enumerate(p[k]):
+                if x == zero:
+                    raise Reject("missing-field", "%s[%d]" % (at(where, k), i), "the all-zero address names nothing")
+    terms = p["template"] if kind == "policy" else p
+    tw = at(where, "template") if kind == "policy" else where
+    if "images" in terms:
+        for i, x in enumerate(terms["images"]):
+            if x == zero:
+                raise Reject("missing-field", "%s.images[%d]" % (tw, i), "the all-zero address names nothing")
+    for k in opt:
+        if p[k] == zero:
+            raise Reject("non-canonical", at(where, k), "the all-zero address means absent: left out")
+    sets = []
+    if "images" in terms:
+        sets.append((terms["images"], at(tw, "images")))
+        for name in ("models", "tiers", "hosts", "paths"):
+            if name in terms["caveats"]:
+                sets.append((terms["caveats"][name], at(tw, "caveats." + name)))
+    if kind == "policy":
+        sets.append((p["events"], at(where, "events")))
+    for v, w in sets:
+        _check_set(v, w)
+
+
 def _check_set(v, where):
     """§2: a set is sorted ascending (bytewise for bstr, by UTF-8 bytes for
-    text), no duplicates, else `invalid`. AMBIGUITY (§2 vs canonical.md "a
-    list out of its order ... or with a repeat: non-canonical"): jcp.md's
-    `invalid` is followed."""
+    text), no duplicates. SPEC (jcp.md §2, canonical.md "a list out of its
+    order ... or with a repeat"): `non-canonical`."""
     keys = [x.encode("utf-8") if isinstance(x, str) else x for x in v]
     for i in range(1, len(keys)):
         if keys[i] <= keys[i - 1]:
-            raise Reject("invalid", where, "a set out of order or with a repeat at [%d]" % i)
+            raise Reject("non-canonical", where, "a set out of order or with a repeat at [%d]" % i)
 
 
 def _check_ceilings(c, where):
@@ -611,10 +694,6 @@ def _check_images(v, where):
     """§3: a set of 1-256 content addresses."""
     if not 1 <= len(v) <= 256:
         raise Reject("invalid", where, "%d images, not 1-256" % len(v))
-    _check_set(v, where)
-    for i, x in enumerate(v):
-        if x == bytes(32):
-            raise Reject("missing-field", "%s[%d]" % (where, i), "the all-zero address names nothing")
 
 
 def _check_caveats(c, where):
@@ -622,7 +701,9 @@ def _check_caveats(c, where):
     for name in ("models", "tiers", "hosts", "paths"):
         if name in c:
             w = at(where, name)
-            _check_set(c[name], w)
+            # SPEC (jcp.md §3.1): 1 to 256 members (the order is step 10f's).
+            if len(c[name]) > 256:
+                raise Reject("invalid", w, "more than 256 members")
             for i, x in enumerate(c[name]):
                 wi = "%s[%d]" % (w, i)
                 if name == "models" and x == "":
@@ -656,14 +737,15 @@ def _check_terms(p, where):
 
 def _check_events(ev, where):
     """§6: `event:NAME`, `pool-claim:POOL`, `every:SECONDS`, at least one."""
-    if not ev:
-        raise Reject("invalid", where, "no events")
-    _check_set(ev, where)
+    # SPEC (jcp.md §6): 1 to 256 events.
+    if not 1 <= len(ev) <= 256:
+        raise Reject("invalid", where, "%d events, not 1-256" % len(ev))
     for i, e in enumerate(ev):
         kind, _, rest = e.partition(":")
         ok = rest != "" and kind in ("event", "pool-claim", "every")
         if kind == "every":
-            ok = rest.isdigit() and rest.isascii() and rest[0] != "0"
+            # SPEC (jcp.md §6): SECONDS is 1 to 9 decimal digits, no leading zero.
+            ok = rest.isdigit() and rest.isascii() and rest[0] != "0" and len(rest) <= 9
         if not ok:
             raise Reject("invalid", "%s[%d]" % (where, i), "not event:NAME, pool-claim:POOL or every:SECONDS")
 
@@ -675,8 +757,8 @@ def _validate(kind, p, where):
     if kind == "grant":
         if p["exp"] <= p["iat"]:
             raise Reject("invalid", at(where, "exp"), "exp is not after iat")
-        # AMBIGUITY (§3 "`policy` ... only with `parent`"): no code is given;
-        # read as `invalid` when the grant opens.
+        # SPEC (jcp.md §3): `policy` without `parent` is `invalid` (this
+        # verifier's first reading).
         if "policy" in p and "parent" not in p:
             raise Reject("invalid", at(where, "policy"), "a policy without a parent")
         _check_terms(p, where)
@@ -694,9 +776,9 @@ def _validate(kind, p, where):
     elif kind == "amendment":
         if p["seq"] < 1:
             raise Reject("invalid", at(where, "seq"), "below 1")
-        # AMBIGUITY (§8 "as in a grant"): read as the types and value rules of
-        # images, ceilings and caveats; `exp > iat` is not required of an
-        # amendment (its iat is when it was made, not a grant's issue time).
+        # SPEC (jcp.md §8): the types and value rules of a grant's images,
+        # ceilings and caveats; `exp > iat` is not required of an amendment
+        # (this verifier's first reading).
         _check_terms(p, where)
     elif kind == "checkpoint":
         if p["seq"] < 1:
@@ -744,6 +826,10 @@ class Token:
 def open_token(raw, where):
     """Open one COSE_Sign1 JCP object, in receipt.md's order (steps 1-15) with
     jcp.md §2's content types and payload codes, refusing the first failure."""
+    # SPEC (jcp.md §2): an envelope of more than 65536 bytes is refused
+    # `invalid` before anything else.
+    if len(raw) > 65536:
+        raise Reject("invalid", where, "%d bytes; a token is at most 65536" % len(raw))
     # 1. the envelope is core-deterministic CBOR
     env = cbor_decode(raw, where)
     # 2. tag 18 around an array of four: [bstr, map, bstr, bstr]
@@ -784,24 +870,30 @@ def open_token(raw, where):
     kid = prot.get(4)
     if not isinstance(kid, bytes) or len(kid) != 32:
         raise Reject("header", at(where, "protected.kid"), "not a 32-byte string")
-    # 10. the payload: deterministic bytes (canonical.md codes), then its type
-    # (§2: unknown-field, missing-field, malformed; §3.1 unknown-critical),
-    # then re-encoding (non-canonical: an optional member written empty).
-    # AMBIGUITY (§2): "core-deterministic (shortest integers, map keys
-    # sorted ...): a payload that re-encodes to different bytes is
-    # non-canonical" could be read as giving every byte-level fault of a
-    # payload the code `non-canonical`; read instead as receipt.md step 10
-    # and canonical.md do (and the pack's receipt-non-shortest-int.cose,
-    # receipt-unsorted-keys.cose, receipt-duplicate-key.cose pin): the
-    # cbor-* codes for the bytes, `non-canonical` for a decoded payload that
-    # would re-encode otherwise. Also read from receipt.md's order: all of
-    # step 10, unknown caveats included, comes before the signature, and
-    # the value rules (`invalid`) after it.
-    p = cbor_decode(payload_raw, at(where, "payload"))
-    _fields(p, table, where)
+    # 10. the payload's form. SPEC (jcp.md §2 step 10, written out when the
+    # spec was settled), a-f in this order; the byte-level faults have the
+    # codes of canonical.md (this verifier's first reading, as receipt.md
+    # step 10 and the pack's receipt-*.cose pin), `non-canonical` is for a
+    # decoded payload in a second form; all of step 10 comes before the
+    # signature, the value rules (`invalid`) after it.
+    p = _strip_tags(cbor_decode(payload_raw, at(where, "payload")))   # a
+    _members(p, table, where)                                          # b
+    if kind == "policy":
+        _members(p["template"], TEMPLATE, at(where, "template"))
+    for c, w in ((p.get("caveats"), at(where, "caveats")),             # c
+                 (p["template"].get("caveats") if kind == "policy" else None, at(where, "template.caveats"))):
+        if c is not None:
+            _caveats_form(c, w)
+    if kind == "policy":
+        _members(p["rate"], RATE, at(where, "rate"))
+    _lengths(p, table, where)                                          # d
+    if kind == "policy":
+        _lengths(p["template"], TEMPLATE, at(where, "template"))
+    _types(p, table, where)                                            # e
     _empty_optional(p, table, where)
-    if cbor_encode(p) != payload_raw:  # cannot differ after the byte checks; kept as the rule reads
+    if cbor_encode(p) != payload_raw:  # a tag: the value without it re-encodes otherwise
         raise Reject("non-canonical", where, "the payload does not re-encode to its bytes")
+    _canonical_form(kind, p, table, where)                             # f
     # 11. kid is the id of the payload's iss
     if kid != blake3(p["iss"]):
         raise Reject("header", at(where, "protected.kid"), "not the id of the payload's iss")
@@ -819,47 +911,51 @@ def open_token(raw, where):
 # =============================================================================
 def _dns_name(s):
     """A lower-case DNS name: labels of a-z, 0-9 and '-', 1-63 bytes, not
-    starting or ending with '-', 253 bytes in all, no trailing dot."""
+    starting or ending with '-', 253 bytes in all, no trailing dot.
+    SPEC (jcp.md §3.1): and a last label not all digits (no name reads as
+    an IPv4 address: `010.0.0.1` is neither)."""
     if not s or len(s) > 253:
         return False
-    for label in s.split("."):
+    labels = s.split(".")
+    for label in labels:
         if not 1 <= len(label) <= 63 or label[0] == "-" or label[-1] == "-":
             return False
         if any(c not in "abcdefghijklmnopqrstuvwxyz0123456789-" for c in label):
             return False
-    return True
+    return not labels[-1].isdigit()
+
+
+def _port(port):
+    if not (port.isascii() and port.isdigit()) or port[0] == "0" or not 1 <= int(port) <= 65535:
+        return None
+    return int(port)
 
 
 def _split_port(s):
-    """HOST[:PORT] -> (host, port or None), or None if the port is bad.
-    IPv6 takes a port only in brackets (`[2001:db8::1]:443`), as grants.md's
-    net grants write it; a bare IPv6 address has no port.
-    AMBIGUITY (§3.1): the spec does not say how an IPv6 pattern carries a
-    port; this reading is grants.md's `[addr]:PORT`."""
+    """HOST[:PORT] -> (host, port or None, bracketed), or None if malformed.
+    SPEC (jcp.md §3.1): an IPv6 address or prefix takes a port only in
+    brackets (`[2001:db8::1]:443`), and brackets come only with a port."""
     if s.startswith("["):
         close = s.find("]")
         if close < 0 or not s[close + 1:].startswith(":"):
             return None
-        host, port = s[1:close], s[close + 2:]
-        if ":" not in host:
-            return None
-    elif s.count(":") == 1:
+        port = _port(s[close + 2:])
+        return None if port is None else (s[1:close], port, True)
+    if s.count(":") == 1:
         host, port = s.split(":")
-    else:
-        return s, None
-    if not (port.isascii() and port.isdigit()) or port[0] == "0" or not 1 <= int(port) <= 65535:
-        return None
-    return host, int(port)
+        port = _port(port)
+        return None if port is None else (host, port, False)
+    return s, None, False
 
 
 def parse_pattern(s, where=None):
     """§3.1 host pattern -> (kind, value, port): kind `dns` (a name), `wild`
-    (`*.` + name: any name strictly below it), `ip` (an address), `net` (a
-    prefix). AMBIGUITY (§3.1): IP addresses and prefixes are accepted only in
-    their canonical text (Python's ipaddress spelling, e.g. `10.0.0.0/8`,
-    not `10.1.0.0/8` or `010.0.0.1`; IPv6 compressed lower case), and DNS
-    names only in lower case. Returns None for a bad pattern, or refuses
-    `invalid` at `where` when given."""
+    (`*.` + name: any name strictly below it), `net` (an address or a
+    prefix: SPEC (jcp.md §3.1) an address is read as the prefix of its full
+    length, /32 or /128). SPEC (jcp.md §3.1): addresses and prefixes only in
+    their canonical text (host bits clear, IPv6 as RFC 5952 writes it),
+    never with a zone, never IPv4-mapped IPv6. Returns None for a bad
+    pattern, or refuses `invalid` at `where` when given."""
     def bad():
         if where is not None:
             raise Reject("invalid", where, "%r is not a host pattern" % s)
@@ -867,7 +963,8 @@ def parse_pattern(s, where=None):
     hp = _split_port(s) if isinstance(s, str) else None
     if hp is None:
         return bad()
-    host, port = hp
+    host, port, bracketed = hp
+    net = None
     if "/" in host:
         try:
             net = ipaddress.ip_network(host, strict=True)
@@ -875,15 +972,22 @@ def parse_pattern(s, where=None):
             return bad()
         if str(net) != host:
             return bad()
-        return ("net", net, port)
-    try:
-        ip = ipaddress.ip_address(host)
-        if str(ip) != host:
+    else:
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:
+            ip = None
+        if ip is not None:
+            if str(ip) != host:
+                return bad()
+            net = ipaddress.ip_network(host)
+    if net is not None:
+        if "%" in host or (net.version == 6 and net.network_address.ipv4_mapped is not None):
             return bad()
-        return ("ip", ip, port)
-    except ValueError:
-        pass
-    if ":" in host:
+        if bracketed and net.version != 6:
+            return bad()
+        return ("net", net, port)
+    if bracketed or ":" in host:
         return bad()
     if host.startswith("*."):
         return ("wild", host[2:], port) if _dns_name(host[2:]) else bad()
@@ -895,9 +999,10 @@ def _below(name, parent):
 
 
 def covers_destination(pat, dest):
-    """§3.1: a pattern covers a destination (a `dns` or `ip` with its port)
-    when the names match as stated and the pattern has no port or the same
-    port. A DNS pattern never covers an IP address."""
+    """§3.1: a pattern covers a destination (a `dns` name or an `ip` address
+    with its port) when the names match as stated and the pattern has no
+    port or the same port. A DNS pattern never covers an IP address.
+    SPEC (jcp.md §3.1): an IPv4-mapped IPv6 destination is its IPv4 address."""
     pk, pv, pport = pat
     dk, dv, dport = dest
     if pport is not None and pport != dport:
@@ -905,19 +1010,19 @@ def covers_destination(pat, dest):
     if dk == "dns":
         return (pk == "dns" and pv == dv) or (pk == "wild" and _below(dv, pv))
     if dk == "ip":
-        return (pk == "ip" and pv == dv) or (pk == "net" and dv.version == pv.version and dv in pv)
+        if dv.version == 6 and dv.ipv4_mapped is not None:
+            dv = dv.ipv4_mapped
+        return pk == "net" and dv.version == pv.version and dv in pv
     return False
 
 
 def covers_pattern(parent, child):
     """§3.2 hosts: a child pattern is covered by a parent pattern: a name by
     the same name or a `*.` above it; a `*.` by an equal or wider `*.`; an
-    address by the same address or a prefix containing it; a prefix by an
-    equal or shorter containing prefix; a port-less child only by a port-less
-    parent, a child with a port by a parent with that port or none.
-    AMBIGUITY (§3.2): whether an address covers the prefix of one address
-    (`10.0.0.1` vs `10.0.0.1/32`) is not said; read as no (prefixes only
-    by prefixes)."""
+    address or prefix by an equal or shorter prefix containing it (SPEC
+    (jcp.md §3.2): an address is its /32 or /128, so `10.0.0.1` and
+    `10.0.0.1/32` cover each other); a port-less child only by a port-less
+    parent, a child with a port by a parent with that port or none."""
     pk, pv, pport = parent
     ck, cv, cport = child
     if cport is None and pport is not None:
@@ -928,8 +1033,6 @@ def covers_pattern(parent, child):
         return (pk == "dns" and pv == cv) or (pk == "wild" and _below(cv, pv))
     if ck == "wild":
         return pk == "wild" and (cv == pv or _below(cv, pv))
-    if ck == "ip":
-        return (pk == "ip" and pv == cv) or (pk == "net" and cv.version == pv.version and cv in pv)
     if ck == "net":
         return pk == "net" and cv.version == pv.version and pv.prefixlen <= cv.prefixlen and cv.subnet_of(pv)
     return False
@@ -946,7 +1049,11 @@ def clean_path(s):
 
 
 def path_below(child, parent):
-    """equal to or below: `/data/x` is below `/data`, `/database` is not."""
+    """equal to or below: `/data/x` is below `/data`, `/database` is not.
+    SPEC (jcp.md §3.1, §5): a path that is not absolute and clean is below
+    nothing (`/data/../etc` is not below `/data`)."""
+    if not clean_path(child):
+        return False
     return child == parent or parent == "/" or child.startswith(parent + "/")
 
 
@@ -970,9 +1077,8 @@ def attenuation(child, parent, depth="grant", exp_bound=None):
         if child["depth"] > parent["depth"] - 1:
             return "widen-depth", "depth"
     elif depth == "template":
-        # AMBIGUITY (§6): "⊑ the template term by term (§3.2)" read for depth
-        # as child depth ≤ template depth (the template is the child's bound,
-        # itself already ≤ the held grant's depth − 1), not ≤ template − 1.
+        # SPEC (jcp.md §6): a minted child's depth is at most the template's
+        # (not the template's − 1; this verifier's first reading).
         if child["depth"] > parent["depth"]:
             return "widen-depth", "depth"
     if not set(child["images"]) <= set(parent["images"]):
@@ -1020,9 +1126,8 @@ def check_policy_bounds(pol, held, where):
 
 def check_minted(child, pol, held, where):
     """§6: a child minted under `pol`: exp ≤ min(iat + ttl, parent exp,
-    policy exp) (`widen-expiry`), then ⊑ the template term by term.
-    AMBIGUITY (§6): the order of the two is not fixed; read as written (exp
-    first)."""
+    policy exp) (`widen-expiry`), then ⊑ the template term by term, its
+    depth at most the template's. SPEC (jcp.md §6): in that order."""
     t = pol["template"]
     bound = min(child["iat"] + t["ttl"], held["exp"], pol["exp"])
     if child["exp"] > bound:
@@ -1030,6 +1135,42 @@ def check_minted(child, pol, held, where):
     w = attenuation(terms_of(child.p), terms_of(t, exp=bound), depth="template")
     if w:
         raise Reject(w[0], at(where, w[1]), "wider than the policy's template")
+
+
+def link(parent, pol, g, where):
+    """SPEC (jcp.md §4 step 3-4, and §7 admit): grant g follows grant
+    `parent`, through the mint policy `pol` standing before it (None if
+    none), in this order: g's parent is `parent` (`broken-chain`); without
+    `policy`: no policy before it (`broken-chain`), g's iss is the parent's
+    aud (`wrong-issuer`); with `policy`: it is the policy before it
+    (`broken-chain`), the policy holds `parent` (`broken-chain`), the
+    policy's iss is the parent's aud (`wrong-issuer`), the policy within
+    the parent (§6), g's iss the minter (`wrong-issuer`), g's aud the
+    policy's `to` (`wrong-audience`), g within the template (§6); then
+    g ⊑ parent (§3.2)."""
+    if g.get("parent") != parent.id:
+        raise Reject("broken-chain", at(where, "parent"), "not the id of the grant before it")
+    if "policy" not in g:
+        if pol is not None:
+            raise Reject("broken-chain", at(where, "policy"), "a mint policy precedes a grant not minted under it")
+        if g["iss"] != parent["aud"]:
+            raise Reject("wrong-issuer", at(where, "iss"), "not the previous grant's aud")
+    else:
+        if pol is None or pol.id != g["policy"]:
+            raise Reject("broken-chain", at(where, "policy"), "not the mint policy just before it")
+        if pol["grant"] != parent.id:
+            raise Reject("broken-chain", at(where, "policy.grant"), "the policy holds another grant")
+        if pol["iss"] != parent["aud"]:
+            raise Reject("wrong-issuer", at(where, "policy.iss"), "not the previous grant's aud")
+        check_policy_bounds(pol, parent, at(where, "policy"))
+        if g["iss"] != pol["minter"]:
+            raise Reject("wrong-issuer", at(where, "iss"), "not the policy's minter")
+        if g["aud"] != pol["to"]:
+            raise Reject("wrong-audience", at(where, "aud"), "not the policy's to")
+        check_minted(g, pol, parent, where)
+    w = attenuation(terms_of(g.p), terms_of(parent.p))
+    if w:
+        raise Reject(w[0], at(where, w[1]), "wider than its parent")
 
 
 # =============================================================================
@@ -1041,76 +1182,43 @@ TIME_SKEW = 300
 def verify_chain(elems, roots, now):
     """§4: open and check a chain [G0, (P,) G1, ...] of envelope bytes under
     the trusted root keys `roots` at time `now` (None: no time checks).
-    Returns the opened tokens. AMBIGUITY (§4): "checks, in order" is read
-    step by step: every element for step 1, then step 2, then every grant for
-    step 3, then every grant for step 4, then step 5."""
-    # 1. 1-64 elements, each opens, each a grant or a policy, a policy followed by a grant
+    Returns the opened tokens. SPEC (jcp.md §4, now written out; this
+    verifier first read it step by step): 1-64 elements (`chain-depth`),
+    then element by element, refusing at the first failure: it opens (§2);
+    a grant's or policy's times (`expired`, `not-yet`); a policy first or
+    after a policy is `invalid`, an element neither grant nor policy
+    `invalid`; the first grant has no parent (`broken-chain`) and a trusted
+    issuer (`untrusted-root`); every other grant follows the grant before
+    it (`link`). A chain that ends with a policy is `broken-chain`."""
     if not 1 <= len(elems) <= 64:
         raise Reject("chain-depth", "chain", "%d elements, not 1-64" % len(elems))
-    toks = [open_token(b, "chain[%d]" % i) for i, b in enumerate(elems)]
-    for i, t in enumerate(toks):
-        if t.kind not in ("grant", "policy"):
-            raise Reject("invalid", t.where, "an object of kind %s, not a grant or mint policy" % t.kind)
-    for i, t in enumerate(toks):
-        # AMBIGUITY (§4 step 1): "a mint policy must be followed by a grant"
-        # gives no code; read as the sentence's `invalid`.
-        if t.kind == "policy" and (i + 1 == len(toks) or toks[i + 1].kind != "grant"):
-            raise Reject("invalid", t.where, "a mint policy not followed by a grant")
-    # 2. the root
-    g0 = toks[0]
-    if g0.kind != "grant":
-        # AMBIGUITY (§4 step 2): a chain whose first element is a mint policy;
-        # its held grant is not in the chain: read as `broken-chain`.
-        raise Reject("broken-chain", g0.where, "a chain starts with its root grant")
-    if "parent" in g0:
-        raise Reject("broken-chain", at(g0.where, "parent"), "the root has a parent")
-    if g0["iss"] not in roots:
-        raise Reject("untrusted-root", at(g0.where, "iss"), "ed25519:%s is not a trusted root" % g0["iss"].hex())
-    # 3. each following grant's links
-    grants = [g0]
-    for i in range(1, len(toks)):
-        g = toks[i]
-        if g.kind != "grant":
-            continue
-        prev = grants[-1]
-        if g.get("parent") != prev.id:
-            raise Reject("broken-chain", at(g.where, "parent"), "not the id of the previous grant")
-        before = toks[i - 1] if toks[i - 1].kind == "policy" else None
-        if "policy" in g:
-            if before is None or before.id != g["policy"]:
-                raise Reject("broken-chain", at(g.where, "policy"), "not the id of the element before it")
-            if before["grant"] != prev.id:
-                raise Reject("broken-chain", at(before.where, "grant"), "not the id of the previous grant")
-            if before["iss"] != prev["aud"]:
-                raise Reject("wrong-issuer", at(before.where, "iss"), "not the previous grant's aud")
-            if g["iss"] != before["minter"]:
-                raise Reject("wrong-issuer", at(g.where, "iss"), "not the policy's minter")
-            if g["aud"] != before["to"]:
-                raise Reject("wrong-audience", at(g.where, "aud"), "not the policy's to")
-            # AMBIGUITY (§4 step 3, §6): the policy's own bounds against the
-            # held grant are checked here, before the child's.
-            check_policy_bounds(before, prev, before.where)
-            check_minted(g, before, prev, g.where)
-        else:
-            if before is not None:
-                # AMBIGUITY (§4): a policy element before a grant that does
-                # not cite it; read as `broken-chain`.
-                raise Reject("broken-chain", at(g.where, "policy"), "a mint policy precedes a grant not minted under it")
-            if g["iss"] != prev["aud"]:
-                raise Reject("wrong-issuer", at(g.where, "iss"), "not the previous grant's aud")
-        grants.append(g)
-    # 4. attenuation
-    for parent, child in zip(grants, grants[1:]):
-        w = attenuation(terms_of(child.p), terms_of(parent.p))
-        if w:
-            raise Reject(w[0], at(child.where, w[1]), "wider than its parent")
-    # 5. time
-    if now is not None:
-        for t in toks:
+    toks, grants, pol = [], [], None
+    for i, b in enumerate(elems):
+        t = open_token(b, "chain[%d]" % i)
+        toks.append(t)
+        if now is not None and t.kind in ("grant", "policy"):
             if not t["exp"] > now:
                 raise Reject("expired", at(t.where, "exp"), "exp %d ≤ now %d" % (t["exp"], now))
             if not t["iat"] <= now + TIME_SKEW:
                 raise Reject("not-yet", at(t.where, "iat"), "iat %d > now + %d" % (t["iat"], TIME_SKEW))
+        if t.kind == "policy":
+            if pol is not None or i == 0:
+                raise Reject("invalid", t.where, "a mint policy stands after a grant, just before the grant minted under it")
+            pol = t
+            continue
+        if t.kind != "grant":
+            raise Reject("invalid", t.where, "an object of kind %s, not a grant or mint policy" % t.kind)
+        if i == 0:
+            if "parent" in t:
+                raise Reject("broken-chain", at(t.where, "parent"), "the root has a parent")
+            if t["iss"] not in roots:
+                raise Reject("untrusted-root", at(t.where, "iss"), "ed25519:%s is not a trusted root" % t["iss"].hex())
+        else:
+            link(grants[-1], pol, t, t.where)
+        grants.append(t)
+        pol = None
+    if pol is not None:
+        raise Reject("broken-chain", "chain", "ends with a mint policy; a chain ends with the grant presented")
     return toks
 
 
@@ -1220,13 +1328,16 @@ def b64url(s, where):
     return b
 
 
-def b3(s, where):
-    """addresses.md text form: `b3:` + 64 lower-case hex; all-zero names nothing."""
+def b3(s, where, zero_ok=False):
+    """addresses.md text form: `b3:` + 64 lower-case hex; all-zero names
+    nothing (`missing-field`, canonical.md). SPEC (jcp.md §7): in a ledger
+    line the all-zero id is an id like any other (in a path it names no
+    admitted grant; as `inv` or `run` it is not refused)."""
     if not isinstance(s, str) or len(s) != 67 or not s.startswith("b3:") or \
             any(c not in "0123456789abcdef" for c in s[3:]):
         raise Reject("invalid", where, "not b3: + 64 lower-case hex digits")
     b = bytes.fromhex(s[3:])
-    if b == bytes(32):
+    if b == bytes(32) and not zero_ok:
         raise Reject("missing-field", where, "the all-zero address names nothing")
     return b
 
@@ -1262,18 +1373,17 @@ LEDGER_OPS = {
 
 def _ns(v, where):
     """A time in ns. canonical.md: counters that can reach 2^53 (nanosecond
-    times) are carried as strings in JSON records. AMBIGUITY (§7): jcp.md does
-    not say how `at`/`until` are written; read as decimal strings
-    (`"1700000000000000000"`), canonical (no sign, no leading zero)."""
+    times) are carried as strings in JSON records. SPEC (jcp.md §7): `at`
+    and `until` are decimal strings (`"1700000000000000000"`), no sign, no
+    leading zero (this verifier's first reading)."""
     if not isinstance(v, str) or not v.isascii() or not v.isdigit() or (v[0] == "0" and v != "0"):
         raise Reject("invalid", where, "not a time in ns as a decimal string")
     return int(v)
 
 
 def _uj(v, where):
-    """An energy map class -> µJ. AMBIGUITY (§7 vs canonical.md): µJ could
-    reach 2^53 "over long runs", yet jcp.md says only "maps class → µJ";
-    read as JSON integers (canonical.md's int-range applies)."""
+    """An energy map class -> µJ. SPEC (jcp.md §7): µJ are JSON integers,
+    below 2^53 (canonical.md's int-range; this verifier's first reading)."""
     if not isinstance(v, dict):
         raise Reject("invalid", where, "not a map class → µJ")
     out = {}
@@ -1300,7 +1410,8 @@ class Ledger:
         self.checkpoints = {}   # grant id -> last seq
         self.resv = {}          # n -> dict(path, uj, at, inv, state, post, why)
         self.invs = set()
-        self.mints = {}         # policy id -> [at, ...]
+        self.mints = {}         # policy id -> [at, ...] of its mints (rate)
+        self.children = {}      # policy id -> grants admitted or minted under it (max)
 
     # ---- what replay consults ------------------------------------------------
     def effective(self, g):
@@ -1320,10 +1431,13 @@ class Ledger:
         return out
 
     def is_revoked(self, g):
-        """§7 revoke: the grant and its descendants are refused. AMBIGUITY (§7):
-        a revoked mint policy is read as revoking the grants minted under it."""
-        return g.id in self.revoked or g.get("policy") in self.revoked or \
-            any(a.id in self.revoked for a in self.ancestors(g))
+        """§7 revoke: the grant and its descendants are refused. SPEC (jcp.md
+        §7): a revoked mint policy revokes the grants minted under it and
+        their descendants (so a grant is revoked when it, an ancestor, or the
+        policy one of them was minted under is)."""
+        if g.kind == "policy":
+            return g.id in self.revoked or self.is_revoked(self.tokens[g["grant"]])
+        return any(x.id in self.revoked or x.get("policy") in self.revoked for x in [g] + self.ancestors(g))
 
     def counted(self, gid):
         """The reservations under grant gid and its descendants that count for
@@ -1341,8 +1455,9 @@ class Ledger:
 
     def check_counts(self, g, at_ns, where):
         """`runs` and `rate` of grant g for one more reservation at `at_ns`.
-        AMBIGUITY (§3.1, §7): "in the last `per` seconds" read as the window
-        (at − per s, at]; `runs` counts every earlier counted reservation."""
+        SPEC (jcp.md §3.1, §7): "in the last `per` seconds" is the window
+        (at − per s, at]; `runs` counts every earlier counted reservation
+        (this verifier's first reading)."""
         cav = self.effective(g)["caveats"]
         rs = self.counted(g.id)
         if "runs" in cav and not len(rs) < cav["runs"]:
@@ -1361,8 +1476,8 @@ class Ledger:
         ending with a newline. Refuses the first entry that breaks a rule,
         naming its line."""
         if data and not data.endswith(b"\n"):
-            # AMBIGUITY (§7): a final fragment without its newline is read as
-            # `truncated` (as runrecord.py does), not cut silently.
+            # SPEC (jcp.md §7): a final fragment without its newline is
+            # `truncated` (this verifier's first reading).
             raise Reject("truncated", "line[%d]" % (data.count(b"\n") + 1), "the last line has no newline")
         for n, line in enumerate(data.split(b"\n")[:-1], 1):
             self.apply(line, n)
@@ -1397,8 +1512,11 @@ class Ledger:
         return t
 
     def _admit_grant(self, g, where):
-        """§7 admit of a grant: §4 step 3-4 against its admitted parent (no
-        time checks), or a trusted root issuer."""
+        """§7 admit of a grant: a trusted root issuer, or §4 step 3-4 against
+        its admitted parent (no time checks). SPEC (jcp.md §7): a grant
+        minted under a policy may be admitted too, checked like a chain
+        [.., parent, policy, g] with the admitted policy, and it counts
+        toward the policy's `max` (`runs-exhausted`), not its rate."""
         if "parent" not in g:
             if g["iss"] not in self.roots:
                 raise Reject("untrusted-root", at(where, "iss"), "ed25519:%s is not a trusted root" % g["iss"].hex())
@@ -1406,39 +1524,45 @@ class Ledger:
         parent = self.tokens.get(g["parent"])
         if parent is None or parent.kind != "grant":
             raise Reject("broken-chain", at(where, "parent"), "not an admitted grant")
+        pol = None
         if "policy" in g:
-            # AMBIGUITY (§7): a minted grant arriving by `admit` rather than
-            # `mint` is read as checked like a chain [.., parent, policy, g]
-            # (§4 step 3 with the admitted policy), without counting `max`.
             pol = self.tokens.get(g["policy"])
             if pol is None or pol.kind != "policy":
                 raise Reject("broken-chain", at(where, "policy"), "not an admitted mint policy")
-            self._check_mint(g, pol, where)
-        elif g["iss"] != parent["aud"]:
-            raise Reject("wrong-issuer", at(where, "iss"), "not the parent's aud")
-        w = attenuation(terms_of(g.p), terms_of(parent.p))
-        if w:
-            raise Reject(w[0], at(where, w[1]), "wider than its parent")
+        link(parent, pol, g, where)
+        if pol is not None:
+            self._check_max(pol, where)
 
-    def _check_mint(self, g, pol, where):
-        """§4 step 3 and §6 for a grant minted under the admitted policy pol."""
-        if g["parent"] != pol["grant"]:
-            raise Reject("broken-chain", at(where, "parent"), "not the policy's grant")
-        held = self.tokens[pol["grant"]]
-        if g["iss"] != pol["minter"]:
-            raise Reject("wrong-issuer", at(where, "iss"), "not the policy's minter")
-        if g["aud"] != pol["to"]:
-            raise Reject("wrong-audience", at(where, "aud"), "not the policy's to")
-        check_minted(g, pol, held, where)
+    def _check_max(self, pol, where):
+        if not self.children.get(pol.id, 0) < pol["max"]:
+            raise Reject("runs-exhausted", at(where, "policy"), "the policy's max of %d children is spent" % pol["max"])
+
+    def admit_token(self, t, where):
+        """The gate admits a chain's tokens it has not seen (§5)."""
+        if t.id in self.tokens:
+            return
+        if t.kind == "grant":
+            self._admit_grant(t, where)
+            if "policy" in t:
+                self.children[t["policy"]] = self.children.get(t["policy"], 0) + 1
+        else:
+            held = self.tokens.get(t["grant"])
+            if held is None or held.kind != "grant":
+                raise Reject("broken-chain", at(where, "grant"), "not an admitted grant")
+            if t["iss"] != held["aud"]:
+                raise Reject("wrong-issuer", at(where, "iss"), "not the held grant's aud")
+            check_policy_bounds(t, held, where)
+        self.tokens[t.id] = t
 
     def op_admit(self, e, where):
         t = self._open(e, where, ("grant", "policy"))
         if t.id in self.tokens:
-            # AMBIGUITY (§7): "first seen" — a second admit of a token is read
-            # as `invalid`.
+            # SPEC (jcp.md §7): a token admitted twice is `invalid`.
             raise Reject("invalid", at(where, "token"), "admitted before")
         if t.kind == "grant":
             self._admit_grant(t, at(where, "token"))
+            if "policy" in t:
+                self.children[t["policy"]] = self.children.get(t["policy"], 0) + 1
         else:
             held = self.tokens.get(t["grant"])
             if held is None or held.kind != "grant":
@@ -1449,15 +1573,29 @@ class Ledger:
         self.tokens[t.id] = t
 
     def op_reserve(self, e, where):
+        """SPEC (jcp.md §7 reserve), in this order: the members' syntax; `n`
+        the next number (`invalid`); `uj` at least one class, none 0
+        (`invalid`); the path: at least one grant, each admitted, each the
+        parent of the one before, the last a root (`broken-chain`); no grant
+        of it revoked (`revoked`); `inv` not seen before (`replay`); then
+        over the path, leaf first, one rule over the whole path before the
+        next: every class of `uj` has a ceiling (`class-not-granted`), runs
+        and rate (`runs-exhausted`, `rate-exceeded`), the ceilings
+        (`over-ceiling`)."""
+        if not isinstance(e["path"], list):
+            raise Reject("invalid", at(where, "path"), "not an array")
+        path = [b3(x, "%s.path[%d]" % (where, i), zero_ok=True) for i, x in enumerate(e["path"])]
+        uj = _uj(e["uj"], at(where, "uj"))
+        inv = b3(e["inv"], at(where, "inv"), zero_ok=True)
+        at_ns, until = _ns(e["at"], at(where, "at")), _ns(e["until"], at(where, "until"))
         n = e["n"]
         if not isinstance(n, int) or isinstance(n, bool) or n != len(self.resv) + 1:
             raise Reject("invalid", at(where, "n"), "not the next reservation number %d" % (len(self.resv) + 1))
-        if not isinstance(e["path"], list):
-            raise Reject("invalid", at(where, "path"), "not an array")
-        path = [b3(x, "%s.path[%d]" % (where, i)) for i, x in enumerate(e["path"])]
-        uj = _uj(e["uj"], at(where, "uj"))
-        inv = b3(e["inv"], at(where, "inv"))
-        at_ns, until = _ns(e["at"], at(where, "at")), _ns(e["until"], at(where, "until"))
+        if not uj:
+            raise Reject("invalid", at(where, "uj"), "a reservation reserves at least one class")
+        for c in CLASSES:
+            if c in uj and uj[c] == 0:
+                raise Reject("invalid", at(where, "uj." + c), "a reservation of 0 µJ: leave the class out")
         if not path:
             raise Reject("broken-chain", at(where, "path"), "no grant")
         grants = []
@@ -1475,29 +1613,35 @@ class Ledger:
                 raise Reject("revoked", "%s.path[%d]" % (where, i), "%s is revoked" % hexid(g.id))
         if inv in self.invs:
             raise Reject("replay", at(where, "inv"), "an invocation seen before")
-        for g in grants:
-            eff = self.effective(g)
-            for c in CLASSES:
-                if c not in uj:
-                    continue
-                if c not in eff["ceilings"]:
-                    raise Reject("class-not-granted", "%s.%s.ceilings.%s" % (where, hexid(g.id), c), "no ceiling")
-                ceiling, reserved, spent, _ = self.budget(g, c)
-                if reserved + spent + uj[c] > ceiling:
-                    raise Reject("over-ceiling", "%s.%s.ceilings.%s" % (where, hexid(g.id), c),
-                                 "reserved %d + spent %d + %d > ceiling %d" % (reserved, spent, uj[c], ceiling))
-        for g in grants:
-            self.check_counts(g, at_ns, where)
+        self.check_reserve(grants, uj, at_ns, where)
         self.invs.add(inv)
         self.resv[n] = {"path": path, "uj": uj, "at": at_ns, "until": until, "inv": inv,
                         "state": "open", "post": {}, "why": None}
+
+    def check_reserve(self, grants, uj, at_ns, where):
+        """The rules of a reservation over its path (leaf first): classes,
+        then counts, then ceilings, each over the whole path first."""
+        for g in grants:
+            eff = self.effective(g)
+            for c in CLASSES:
+                if c in uj and c not in eff["ceilings"]:
+                    raise Reject("class-not-granted", "%s.%s.ceilings.%s" % (where, hexid(g.id), c), "no ceiling")
+        for g in grants:
+            self.check_counts(g, at_ns, where)
+        for g in grants:
+            for c in CLASSES:
+                if c in uj:
+                    ceiling, reserved, spent, _ = self.budget(g, c)
+                    if reserved + spent + uj[c] > ceiling:
+                        raise Reject("over-ceiling", "%s.%s.ceilings.%s" % (where, hexid(g.id), c),
+                                     "reserved %d + spent %d + %d > ceiling %d" % (reserved, spent, uj[c], ceiling))
 
     def _open_resv(self, e, where):
         if not isinstance(e["n"], int) or isinstance(e["n"], bool):
             raise Reject("invalid", at(where, "n"), "not a reservation number")
         r = self.resv.get(e["n"])
-        # AMBIGUITY (§7): a number that was never reserved is not an open
-        # reservation: read as `double-spend` too, as the sentence says.
+        # SPEC (jcp.md §7): a number never reserved is no open reservation:
+        # `double-spend` (this verifier's first reading).
         if r is None or r["state"] != "open":
             raise Reject("double-spend", at(where, "n"), "reservation %r is not open" % (e["n"],))
         return r
@@ -1505,7 +1649,7 @@ class Ledger:
     def op_post(self, e, where):
         r = self._open_resv(e, where)
         uj = _uj(e["uj"], at(where, "uj"))
-        b3(e["run"], at(where, "run"))
+        b3(e["run"], at(where, "run"), zero_ok=True)
         r["state"], r["post"] = "posted", uj
 
     def op_release(self, e, where):
@@ -1518,8 +1662,8 @@ class Ledger:
         t = self._open(e, where, ("revocation",))
         g = self.tokens.get(t["grant"])
         if g is None:
-            # AMBIGUITY (§7): "the revocation's grant was admitted" has no code;
-            # read as `broken-chain` (a grant id that does not name what it must).
+            # SPEC (jcp.md §7): revoking what was not admitted is
+            # `broken-chain` (this verifier's first reading).
             raise Reject("broken-chain", at(where, "token.grant"), "not an admitted grant")
         issuers = [g["iss"]]
         if g.kind == "policy":
@@ -1554,11 +1698,16 @@ class Ledger:
         self.amended[g.id] = (a["seq"], a)
 
     def op_mint(self, e, where):
+        """SPEC (jcp.md §7 mint), in this order: the child names a policy
+        (`broken-chain`) that was admitted (`broken-chain`); the child was
+        not admitted before (`invalid`); neither the policy nor the grant it
+        holds is revoked (`revoked`); the child follows the held grant
+        through the policy (§4 step 3-4); `event` is one of the policy's
+        `events` (`invalid`); `max` (`runs-exhausted`: children admitted or
+        minted); `rate` (`rate-exceeded`: mints by `at`, in (at − per, at])."""
         g = self._open(e, where, ("grant",))
-        if not isinstance(e["event"], str) or not e["event"]:
+        if not isinstance(e["event"], str):
             raise Reject("invalid", at(where, "event"), "not a text")
-        # AMBIGUITY (§7 mint): whether `event` must be one of the policy's
-        # `events`, and in which spelling, is not said; not checked.
         at_ns = _ns(e["at"], at(where, "at"))
         w = at(where, "token")
         if "policy" not in g:
@@ -1568,22 +1717,18 @@ class Ledger:
             raise Reject("broken-chain", at(w, "policy"), "not an admitted mint policy")
         if g.id in self.tokens:
             raise Reject("invalid", w, "admitted before")
-        if pol.id in self.revoked or self.is_revoked(self.tokens[pol["grant"]]):
-            # AMBIGUITY (§7): a mint under a revoked policy or grant is not
-            # addressed; read as `revoked`.
-            raise Reject("revoked", at(w, "policy"), "the policy or its grant is revoked")
-        self._check_mint(g, pol, w)
-        held = self.tokens[pol["grant"]]
-        wa = attenuation(terms_of(g.p), terms_of(held.p))
-        if wa:
-            raise Reject(wa[0], at(w, wa[1]), "wider than its parent")
+        if self.is_revoked(pol):
+            raise Reject("revoked", at(w, "policy"), "the policy or the grant it holds is revoked")
+        link(self.tokens[pol["grant"]], pol, g, w)
+        if e["event"] not in pol["events"]:
+            raise Reject("invalid", at(where, "event"), "%r is not one of the policy's events" % e["event"])
+        self._check_max(pol, w)
         done = self.mints.get(pol.id, [])
-        if not len(done) < pol["max"]:
-            raise Reject("runs-exhausted", at(w, "policy"), "the policy's max of %d mints is spent" % pol["max"])
         n, per = pol["rate"]["n"], pol["rate"]["per"]
         if not len([x for x in done if at_ns - per * 10 ** 9 < x <= at_ns]) < n:
             raise Reject("rate-exceeded", at(w, "policy"), "%d mints in %d s" % (n, per))
         self.mints.setdefault(pol.id, []).append(at_ns)
+        self.children[pol.id] = self.children.get(pol.id, 0) + 1
         self.tokens[g.id] = g
 
     def op_checkpoint(self, e, where):
@@ -1599,38 +1744,43 @@ class Ledger:
 
 
 def parse_destination(s, where):
-    """A run's network grant `HOST:PORT` (grants.md): a name or an address."""
-    p = parse_pattern(s)
-    if p is None or p[0] not in ("dns", "ip"):
+    """A run's network grant `HOST:PORT` or `[IPv6]:PORT` (grants.md): a
+    name or an address, with its port. SPEC (jcp.md § Vectors)."""
+    hp = _split_port(s) if isinstance(s, str) else None
+    if hp is None or hp[1] is None:
         raise Reject("invalid", where, "%r is not a destination HOST:PORT" % (s,))
-    return p
+    host, port, _ = hp
+    try:
+        return ("ip", ipaddress.ip_address(host), port)
+    except ValueError:
+        pass
+    if not _dns_name(host):
+        raise Reject("invalid", where, "%r is not a destination HOST:PORT" % (s,))
+    return ("dns", host, port)
 
 
 def gate(toks, inv_raw, ask, now, ledger):
     """§5: decide a run presented with an opened, verified chain `toks`, an
-    invocation and an ask {tier, classes, hosts, paths, model}, against a
-    ledger. Returns the budget to reserve. AMBIGUITY (§5): "for every grant
-    of the chain ... 1.-8." is read step by step (every grant for step 1,
-    then every grant for step 2, ...), grants root first, so that a run is
-    refused at the lowest-numbered step any grant fails."""
+    invocation and an ask {image, tier, classes, hosts, paths, model},
+    against a ledger. Returns the budget to reserve. SPEC (jcp.md §5, now
+    written out; this verifier first read it step by step across grants):
+    the invocation (opened after the chain; its grant, then its issuer,
+    then its time), the invocation's image against the run's, then grant
+    by grant, root first, every check of §5 steps 1-6 on one grant before
+    the next; then the reservation (§7: revoked, replay by the
+    invocation's id, then classes, counts and ceilings over the path, leaf
+    first)."""
     grants = [t for t in toks if t.kind == "grant"]
     gn = grants[-1]
-    # AMBIGUITY (§5): the invocation is opened and checked after the chain
-    # ("With the chain verified (§4)"), in the order of its table: iss,
-    # grant, iat, nonce.
     inv = open_token(inv_raw, "invocation")
     if inv.kind != "invocation":
         raise Reject("invalid", "invocation", "a %s, not an invocation" % inv.kind)
-    if inv["iss"] != gn["aud"]:
-        raise Reject("wrong-audience", "invocation.iss", "not the last grant's aud")
     if inv["grant"] != gn.id:
         raise Reject("broken-chain", "invocation.grant", "not the id of the last grant")
+    if inv["iss"] != gn["aud"]:
+        raise Reject("wrong-audience", "invocation.iss", "not the last grant's aud")
     if abs(inv["iat"] - now) > TIME_SKEW:
         raise Reject("stale-invocation", "invocation.iat", "iat %d is not within %d s of %d" % (inv["iat"], TIME_SKEW, now))
-    if inv.id in ledger.invs:
-        # AMBIGUITY (§5): replay is by the invocation's id (the nonce makes
-        # ids differ), as the ledger's `inv` records it.
-        raise Reject("replay", "invocation", "an invocation the ledger has seen")
     tier = ask.get("tier")
     classes = ask.get("classes", {})
     for c, v in classes.items():
@@ -1638,59 +1788,58 @@ def gate(toks, inv_raw, ask, now, ledger):
             raise Reject("invalid", "ask.classes." + c, "not a device class with a budget in µJ")
     dests = [parse_destination(h, "ask.hosts") for h in ask.get("hosts", [])]
     paths = ask.get("paths", [])
-    # AMBIGUITY (§5 step 3): the model is the invocation's `model`; the ask's
-    # `model` is used only when the invocation names none.
-    model = inv.get("model", ask.get("model"))
-    eff = [(g, ledger.effective(g)) for g in grants]
-    for g, _ in eff:                                      # 1
-        if ledger.is_revoked(g):
-            raise Reject("revoked", hexid(g.id), "revoked, or an ancestor is")
-    # 2. the run's image: the ask's `image` (b3:HEX) where the case gives
-    # one, else the invocation's. AMBIGUITY (§5 step 2, after the invocation's
-    # `image` became optional): the vectors' `ask` has no image member in the
-    # shape fixed so far, so the invocation's stands for the unit's; a run
-    # whose image is known from neither is refused `image-not-granted`.
-    image = b3(ask["image"], "ask.image") if ask.get("image") is not None else inv.get("image")
+    # SPEC (jcp.md §5): the run's image is the ask's (the unit's); the
+    # invocation's, when it names one, must be it.
+    image = b3(ask["image"], "ask.image")
     if "image" in inv and image != inv["image"]:
         raise Reject("image-not-granted", "invocation.image", "the run's image is not the invocation's")
-    for g, t in eff:
-        if image is None or image not in t["images"]:
-            raise Reject("image-not-granted", hexid(g.id) + ".images", "the image is not granted")
-    for g, t in eff:                                      # 3
-        if "models" in t["caveats"] and model not in t["caveats"]["models"]:
-            raise Reject("model-not-granted", hexid(g.id) + ".caveats.models", "model %r" % (model,))
-    for g, t in eff:                                      # 4
-        if "tiers" in t["caveats"] and tier not in t["caveats"]["tiers"]:
-            raise Reject("tier-not-granted", hexid(g.id) + ".caveats.tiers", "tier %r" % (tier,))
-    for g, t in eff:                                      # 5
-        if "hosts" in t["caveats"]:
-            pats = [parse_pattern(h) for h in t["caveats"]["hosts"]]
+    # SPEC (jcp.md §5 step 3): the model is the invocation's `model` alone
+    # (absent: the run names none); the ask's repeats it and is not read.
+    model = inv.get("model")
+    for t in toks:
+        ledger.admit_token(t, "admit")
+    for g in grants:
+        eff = ledger.effective(g)
+        gid = hexid(g.id)
+        if ledger.is_revoked(g):
+            raise Reject("revoked", gid, "revoked, or an ancestor is")
+        if not eff["exp"] > now:
+            raise Reject("expired", at(g.where, "exp"), "expired (an amendment brought its expiry forward)")
+        if image not in eff["images"]:
+            raise Reject("image-not-granted", gid + ".images", "the image is not granted")
+        cav = eff["caveats"]
+        if "models" in cav and model not in cav["models"]:
+            raise Reject("model-not-granted", gid + ".caveats.models", "model %r" % (model,))
+        if "tiers" in cav and tier not in cav["tiers"]:
+            raise Reject("tier-not-granted", gid + ".caveats.tiers", "tier %r" % (tier,))
+        if "hosts" in cav:
+            pats = [parse_pattern(h) for h in cav["hosts"]]
             for h, d in zip(ask.get("hosts", []), dests):
                 if not any(covers_destination(p, d) for p in pats):
-                    raise Reject("host-not-granted", hexid(g.id) + ".caveats.hosts", h)
-    for g, t in eff:
-        if "paths" in t["caveats"]:
+                    raise Reject("host-not-granted", gid + ".caveats.hosts", h)
+        if "paths" in cav:
             for p in paths:
-                if not any(path_below(p, q) for q in t["caveats"]["paths"]):
-                    raise Reject("path-not-granted", hexid(g.id) + ".caveats.paths", p)
-    for g, t in eff:                                      # 6
+                if not any(path_below(p, q) for q in cav["paths"]):
+                    raise Reject("path-not-granted", gid + ".caveats.paths", p)
         for c in CLASSES:
-            if c in classes and c not in t["ceilings"]:
-                raise Reject("class-not-granted", "%s.ceilings.%s" % (hexid(g.id), c), "no ceiling")
-    for c in CLASSES:
-        # AMBIGUITY (§5 step 6): a declared budget of 0 is read as undeclared.
-        if c in classes and not classes[c]:
-            raise Reject("ceiling-undeclared", "run.classes." + c, "no budget declared")
-    for g, _ in eff:                                      # 7
-        ledger.check_counts(g, now * 10 ** 9, "")
-    for g, t in eff:                                      # 8
-        for c in CLASSES:
-            if c in classes:
-                ceiling, reserved, spent, _ = ledger.budget(g, c)
-                if reserved + spent + classes[c] > ceiling:
-                    raise Reject("over-ceiling", "%s.ceilings.%s" % (hexid(g.id), c),
-                                 "reserved %d + spent %d + %d > %d" % (reserved, spent, classes[c], ceiling))
-    return {c: classes[c] for c in CLASSES if c in classes}
+            if c not in classes:
+                continue
+            if c not in eff["ceilings"]:
+                raise Reject("class-not-granted", "%s.ceilings.%s" % (gid, c), "no ceiling")
+            # SPEC (jcp.md §5 step 6): a declared budget of 0 is no budget.
+            if not classes[c]:
+                raise Reject("ceiling-undeclared", "run.grants.compute." + c, "no budget declared")
+    uj = {c: classes[c] for c in CLASSES if c in classes}
+    if not uj:
+        raise Reject("invalid", "uj", "a reservation reserves at least one class")
+    path = list(reversed(grants))
+    for i, g in enumerate(path):
+        if ledger.is_revoked(g):
+            raise Reject("revoked", "path[%d]" % i, "%s is revoked" % hexid(g.id))
+    if inv.id in ledger.invs:
+        raise Reject("replay", "inv", "an invocation the ledger has seen")
+    ledger.check_reserve(path, uj, now * 10 ** 9, "")
+    return uj
 
 
 # =============================================================================

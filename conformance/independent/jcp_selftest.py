@@ -358,8 +358,9 @@ def chain_cases():
          [G0, child_of(G0, A, B, iat=NOW + 301, exp=NOW + 1000)], "not-yet")
     case("not-yet-skew-ok", "G1 issued 300 s after now: within the skew",
          [G0, child_of(G0, A, B, iat=NOW + 300, exp=NOW + 1000)], "ok")
-    case("step-order", "a broken link at G2 and a widening at G1: step 3 before step 4",
-         [G0, child_of(G0, A, B, images=[I1, I3]), G2], "broken-chain")
+    # jcp.md §4: element by element (this suite first read it step by step).
+    case("element-order", "a widening at G1 and a broken link at G2: G1's widening first",
+         [G0, child_of(G0, A, B, images=[I1, I3]), G2], "widen-images")
     # §3.1 / §2 payload
     case("unknown-critical", "a caveat name outside the closed set",
          [G0, child_of(G0, A, B, caveats=narrow(ROOT_CAVEATS, zzz=1))], "unknown-critical")
@@ -384,14 +385,16 @@ def chain_cases():
     gp = grant_payload(ROOT, A, label="no nonce")
     del gp["nonce"]
     case("missing-field", "a grant without its nonce", [envelope("grant", gp, ROOT)], "missing-field")
-    case("malformed-type", "depth as a text string",
-         [envelope("grant", grant_payload(ROOT, A, depth="3", label="depth text"), ROOT)], "malformed")
-    case("malformed-nonce-size", "a 15-byte nonce",
-         [envelope("grant", dict(grant_payload(ROOT, A, label="n15"), nonce=bytes(15)), ROOT)], "malformed")
+    # jcp.md §2 step 10 (canonical.md): a value of the wrong type or length is invalid.
+    case("invalid-type", "depth as a text string",
+         [envelope("grant", grant_payload(ROOT, A, depth="3", label="depth text"), ROOT)], "invalid")
+    case("invalid-nonce-size", "a 15-byte nonce",
+         [envelope("grant", dict(grant_payload(ROOT, A, label="n15"), nonce=bytes(15)), ROOT)], "invalid")
     case("invalid-version", "v 2", [envelope("grant", dict(grant_payload(ROOT, A, label="v2"), v=2), ROOT)], "invalid")
-    case("invalid-images-order", "images out of order",
-         [grant(ROOT, A, images=[I2, I1], label="unsorted")], "invalid")
-    case("invalid-images-repeat", "an image twice", [grant(ROOT, A, images=[I1, I1], label="repeat")], "invalid")
+    # jcp.md §2 step 10g (canonical.md): a set out of order or repeated is non-canonical.
+    case("non-canonical-images-order", "images out of order",
+         [grant(ROOT, A, images=[I2, I1], label="unsorted")], "non-canonical")
+    case("non-canonical-images-repeat", "an image twice", [grant(ROOT, A, images=[I1, I1], label="repeat")], "non-canonical")
     case("invalid-exp", "exp not after iat", [grant(ROOT, A, iat=NOW, exp=NOW, label="exp=iat")], "invalid")
     case("invalid-class", "a ceiling for class Fpga", [grant(ROOT, A, ceilings={"Fpga": 1}, label="fpga")], "invalid")
     case("invalid-ceiling-zero", "a ceiling of 0", [grant(ROOT, A, ceilings={"Cpu": 0}, label="c0")], "invalid")
@@ -479,7 +482,7 @@ def s_plus_l(env):
     return env[:-32] + s.to_bytes(32, "little")
 
 
-ASK = {"tier": "S1", "classes": {"Cpu": 10 ** 6}, "hosts": ["api.example.com:443"], "paths": ["/data/in/x"],
+ASK = {"image": "b3:" + I1.hex(), "tier": "S1", "classes": {"Cpu": 10 ** 6}, "hosts": ["api.example.com:443"], "paths": ["/data/in/x"],
        "model": "llama-3"}
 
 
@@ -510,8 +513,8 @@ def decision_cases():
          inv=invocation(C, G2, image=None, label=10), ask={"image": "b3:" + I1.hex()})
     case("decide-image-mismatch", "the invocation names one image, the run runs another", "image-not-granted",
          inv=invocation(C, G2, label=11), ask={"image": "b3:" + I2.hex()})
-    case("decide-image-unknown", "no image known from the invocation nor the run", "image-not-granted",
-         inv=invocation(C, G2, image=None, label=12))
+    case("decide-image-ungranted", "no image in the invocation; the run's (image 3) no grant names", "image-not-granted",
+         inv=invocation(C, G2, image=None, label=12), ask={"image": "b3:" + I3.hex()})
     case("decide-stale", "an invocation 301 s old", "stale-invocation", inv=invocation(C, G2, iat=NOW - 301, label=5))
     case("decide-future", "an invocation 301 s ahead", "stale-invocation", inv=invocation(C, G2, iat=NOW + 301, label=6))
     case("decide-wrong-audience", "an invocation by G2's issuer, not its audience", "wrong-audience",
@@ -601,7 +604,7 @@ def mint_cases():
     p_g1 = policy(B, G1, M, C, label="of g1")
     case("mint-policy-grant", "a policy for G1 standing after G0", [G0, p_g1, minted(p_g1, G0, to=C)], "broken-chain")
     case("mint-policy-unused", "a policy before a grant not minted under it", [G0, P0, G1], "broken-chain")
-    case("mint-policy-last", "a policy as the last element", [G0, P0], "invalid")
+    case("mint-policy-last", "a policy as the last element (jcp.md §4)", [G0, P0], "broken-chain")
     case("mint-policy-expired", "a policy that expired", [G0, policy(A, G0, M, B, iat=NOW - 100, exp=NOW, label="exp")]
          + [minted(policy(A, G0, M, B, iat=NOW - 100, exp=NOW, label="exp"), G0, iat=NOW - 100, ttl=100)], "expired")
     p_bad_event = policy(A, G0, M, B, events=["cron:5"], label="ev")

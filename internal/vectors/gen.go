@@ -357,6 +357,17 @@ func Generate() (map[string][]byte, error) {
 		About: "a fleet of 13 items: each leaf (SHA-256 of 0x00 and the item's canonical JSON), the root of every prefix, the signed checkpoint of all 13 under the pack's key (its C2SP verifier key given), inclusion and consistency proofs that verify and some that must not, and lists of items a fleet is made of or not (in index order from 0, each with its run and input) with the code of each refusal (internal/fleet)"},
 		map[string][]byte{"positive/fleet.json": fv})
 
+	jv, sv, err := jcpVectors()
+	if err != nil {
+		return nil, err
+	}
+	p.add(Entry{Name: "jcp", Path: "positive/jcp.json", Kind: KindJCP, Expect: ExpectOK,
+		About: "JCP/1 grants, chains, decisions, amendments and budget ledgers, each with ok or the code of its first refusal, under the pack's key as the trusted root at a fixed now (docs/spec/jcp.md § Vectors)"},
+		map[string][]byte{"positive/jcp.json": jv})
+	p.add(Entry{Name: "standing", Path: "positive/standing.json", Kind: KindJCP, Expect: ExpectOK,
+		About: "JCP/1 standing grants: mint policies and the children minted under them, in chains and in the budget ledger (max, rate, events), each with ok or the code of its first refusal (docs/spec/jcp.md § Vectors)"},
+		map[string][]byte{"positive/standing.json": sv})
+
 	if err := recordRunsVectors(p, k); err != nil {
 		return nil, err
 	}
@@ -680,8 +691,8 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 			`"signer":`, `"record":{"genesis":"` + addr.Of([]byte("genesis")).String() + `","head":"` + addr.Of([]byte("head")).String() + `"},"signer":`},
 		{"attestation-v2-without-its-members.json", `typed sandbox.attestation/2 with neither "record" nor "audit_prev": such a claim is /1`, reject.NonCanonical,
 			`"type":"sandbox.attestation/1"`, `"type":"sandbox.attestation/2"`},
-		{"attestation-type-unknown.json", `typed sandbox.attestation/3, which this version does not know`, reject.Unrecognised,
-			`"type":"sandbox.attestation/1"`, `"type":"sandbox.attestation/3"`},
+		{"attestation-type-unknown.json", `typed sandbox.attestation/4, which this version does not know`, reject.Unrecognised,
+			`"type":"sandbox.attestation/1"`, `"type":"sandbox.attestation/4"`},
 	} {
 		c := bytes.Replace(claimJSON, []byte(d.old), []byte(d.new), 1)
 		if bytes.Equal(c, claimJSON) {
