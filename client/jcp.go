@@ -100,6 +100,8 @@ type JCPBudget struct {
 	// Checkpoint is the seq of its audience's last checkpoint (0: none),
 	// as the live ledger answers it (a replay's report leaves it out).
 	Checkpoint uint64 `json:"checkpoint,omitempty"`
+	// Terms are its effective terms: its own, or its last amendment's.
+	Terms *JCPTerms `json:"terms,omitempty"`
 }
 
 // JCPLedger is the service's budget ledger: every admitted grant's

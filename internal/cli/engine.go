@@ -36,6 +36,11 @@ type Engine struct {
 	// Failed adds to run --json's object what the engine knows of a run
 	// that failed: one that ended but could not be sealed.
 	Failed func(err error, j *client.Result)
+	// Present reads a JCP chain file and signs a fresh invocation of it
+	// as a principal kept in the state directory (run --jcp FILE --as
+	// NAME). The thin program hands a presented run to sandbox-engine:
+	// it links no COSE or CBOR.
+	Present func(g *Globals, file, as string) (*client.JCP, error)
 }
 
 // stubIndex is the set of stubs made.

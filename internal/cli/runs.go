@@ -226,9 +226,14 @@ Injected credentials (--inject):
 				want = &t
 			}
 			out := RunOutput{quiet: quiet, json: jsonDest, idFile: idFile}
-			pres, err := g.Presentation(jcpFile, jcpAs)
-			if err != nil {
-				return err
+			var pres *client.JCP
+			if jcpFile != "" || jcpAs != "" {
+				if g.engine == nil {
+					return g.execEngine(cmd.Context())
+				}
+				if pres, err = g.engine.Present(g, jcpFile, jcpAs); err != nil {
+					return err
+				}
 			}
 			if !local {
 				cl, forced, err := g.Service()

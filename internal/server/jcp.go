@@ -14,6 +14,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/budget"
@@ -243,12 +244,29 @@ func (s *Server) jcpLedger(_ http.ResponseWriter, r *http.Request) (any, error) 
 	if err != nil {
 		return nil, err
 	}
-	n, head := g.Ledger.Head()
+	return JCPLedger(g.Ledger), nil
+}
+
+// JCPLedger is a ledger's every grant's budget, parents before
+// children, and its head: GET /v1/jcp/ledger, and `sandbox jcp ledger`
+// without a service.
+func JCPLedger(l *budget.Ledger) client.JCPLedger {
+	n, head := l.Head()
 	out := client.JCPLedger{Entries: n, Head: head.String(), Grants: []client.JCPBudget{}}
-	for _, b := range g.Ledger.Tree() {
-		out.Grants = append(out.Grants, budgetOf(b, true, g.Ledger.Checkpoints(b.Grant)))
+	for _, b := range l.Tree() {
+		out.Grants = append(out.Grants, budgetOf(b, true, l.Checkpoints(b.Grant), effective(l, b.Grant)))
 	}
-	return out, nil
+	return out
+}
+
+// effective is an admitted grant's effective terms, for people.
+func effective(l *budget.Ledger, id addr.Addr) *client.JCPTerms {
+	t, ok := l.Effective(id)
+	if !ok {
+		return nil
+	}
+	tm := termsOf(t)
+	return &tm
 }
 
 // jcpVerifyLedger replays the ledger's files as `sandbox jcp ledger
@@ -263,33 +281,43 @@ func (s *Server) jcpVerifyLedger(w http.ResponseWriter, r *http.Request) (any, e
 	if err := decodeEmpty(w, r); err != nil {
 		return nil, err
 	}
-	p := s.Live.JCPPath(host.JCPLedger)
-	heads, err := os.ReadFile(p + ".heads")
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	log, err := os.ReadFile(p)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	log = log[:bytes.LastIndexByte(log, '\n')+1]
 	trust, err := s.roots()
 	if err != nil {
 		return nil, err
 	}
-	pub := s.Live.Key.Public()
-	st, err := budget.Verify(log, heads, trust, &pub)
+	return VerifyJCPLedger(s.Live.JCPPath(host.JCPLedger), trust, s.Live.Key.Public())
+}
+
+// VerifyJCPLedger replays the ledger at path and its signed heads from
+// their files, a final line a write in flight left without its newline
+// cut: POST /v1/jcp/ledger/verify, and `sandbox jcp ledger verify`.
+func VerifyJCPLedger(path string, trust key.Trust, signer key.Public) (client.JCPLedgerReport, error) {
+	heads, err := os.ReadFile(path + ".heads")
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return client.JCPLedgerReport{}, err
+	}
+	log, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return client.JCPLedgerReport{}, err
+	}
+	log = log[:bytes.LastIndexByte(log, '\n')+1]
+	st, err := budget.Verify(log, heads, trust, &signer)
 	if err != nil {
 		ref := refusalOf(err)
 		if ref == nil {
-			return nil, err
+			return client.JCPLedgerReport{}, err
 		}
 		return client.JCPLedgerReport{Refusal: ref}, nil
 	}
 	n, head := st.Head()
 	out := client.JCPLedgerReport{OK: true, Entries: n, Head: head.String(), Grants: []client.JCPBudget{}}
 	for _, b := range st.Tree() {
-		out.Grants = append(out.Grants, budgetOf(b, true, 0))
+		var terms *client.JCPTerms
+		if t, ok := st.Effective(b.Grant); ok {
+			tm := termsOf(t)
+			terms = &tm
+		}
+		out.Grants = append(out.Grants, budgetOf(b, true, 0, terms))
 	}
 	return out, nil
 }
@@ -401,24 +429,26 @@ func (s *Server) jcpBudgets(w http.ResponseWriter, r *http.Request) (any, error)
 	out := []client.JCPBudget{}
 	for _, t := range ts {
 		if t.Grant != nil {
-			out = append(out, s.budget(g, t))
+			out = append(out, JCPBudget(g.Ledger, t))
 		}
 	}
 	return out, nil
 }
 
-// budget is a grant's budget in the ledger; an unseen grant's is its own
-// ceilings, nothing reserved or spent.
-func (s *Server) budget(g *gate.Gate, t *jcp.Token) client.JCPBudget {
-	if b, ok := g.Ledger.Budget(t.ID); ok {
-		return budgetOf(b, true, g.Ledger.Checkpoints(t.ID))
+// JCPBudget is a grant's budget in the ledger, with its effective
+// terms; an unseen grant's is its own ceilings and terms, nothing
+// reserved or spent: POST /v1/jcp/chains/budget, and `sandbox jcp show`.
+func JCPBudget(l *budget.Ledger, t *jcp.Token) client.JCPBudget {
+	if b, ok := l.Budget(t.ID); ok {
+		return budgetOf(b, true, l.Checkpoints(t.ID), effective(l, t.ID))
 	}
 	b := budget.Budget{Grant: t.ID, Parent: t.Grant.Parent}
 	tm := t.Grant.Terms()
 	for _, c := range tm.Classes() {
 		b.Classes = append(b.Classes, budget.ClassBudget{Class: c, Ceiling: tm.Ceilings[c], Remaining: tm.Ceilings[c]})
 	}
-	return budgetOf(b, false, 0)
+	terms := termsOf(tm)
+	return budgetOf(b, false, 0, &terms)
 }
 
 // record admits a chain's tokens (time is not checked: a revocation of
@@ -460,7 +490,7 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request, chain []string, 
 		out.Seq = tok.Checkpoint.Seq
 	}
 	if grant != nil && grant.Grant != nil {
-		out.Grant, out.Budget = grant.ID.String(), s.budget(g, grant)
+		out.Grant, out.Budget = grant.ID.String(), JCPBudget(g.Ledger, grant)
 	}
 	return out, nil
 }
@@ -598,9 +628,9 @@ func termsOf(t jcp.Terms) client.JCPTerms {
 	return out
 }
 
-func budgetOf(b budget.Budget, admitted bool, checkpoint uint64) client.JCPBudget {
+func budgetOf(b budget.Budget, admitted bool, checkpoint uint64, terms *client.JCPTerms) client.JCPBudget {
 	out := client.JCPBudget{Grant: b.Grant.String(), Admitted: admitted, Classes: []client.JCPClassBudget{},
-		Runs: b.Runs, Revoked: b.Revoked, Amended: b.Amended, Checkpoint: checkpoint}
+		Runs: b.Runs, Revoked: b.Revoked, Amended: b.Amended, Checkpoint: checkpoint, Terms: terms}
 	if b.Parent != nil {
 		out.Parent = b.Parent.String()
 	}

@@ -39,6 +39,7 @@ func New() *cli.Engine {
 		Records:  recordsHere,
 		ExitOf:   exitOf,
 		Failed:   failed,
+		Present:  presentHere,
 	}
 }
 

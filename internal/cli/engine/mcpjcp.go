@@ -26,11 +26,11 @@ import (
 // signs invocations, children of its grant and checkpoints; nothing
 // else (no amendment, no revocation).
 type mcpAgent struct {
-	p   *cli.Presenter
+	p   *presenter
 	now func() time.Time
 }
 
-func newMCPAgent(p *cli.Presenter) *mcpAgent { return &mcpAgent{p: p, now: time.Now} }
+func newMCPAgent(p *presenter) *mcpAgent { return &mcpAgent{p: p, now: time.Now} }
 
 func (a *mcpAgent) Chain() [][]byte { return slices.Clone(a.p.Elements) }
 
@@ -153,7 +153,7 @@ func (a *mcpAgent) Checkpoint(run, state string, seq uint64) ([]byte, error) {
 
 // mcpPrincipal is the agent of --jcp and --as: nil without them.
 func mcpPrincipal(g *cli.Globals, file, as string) (mcp.Principal, error) {
-	p, err := g.Presenter(file, as)
+	p, err := newPresenter(g, file, as)
 	if err != nil {
 		return nil, err
 	}

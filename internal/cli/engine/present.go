@@ -1,4 +1,4 @@
-package cli
+package engine
 
 import (
 	"errors"
@@ -7,23 +7,24 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/internal/cli"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/jcp"
 	"github.com/opensubstrate/sandbox/key"
 )
 
-// Presenter is a JCP chain and the principal that presents it: the
+// presenter is a JCP chain and the principal that presents it: the
 // audience of its last grant, whose key is kept in the state directory.
-type Presenter struct {
+type presenter struct {
 	Elements [][]byte   // the chain, root first
 	Leaf     *jcp.Token // its last grant
 	Key      key.Private
 }
 
-// Presenter reads a chain file and the key of the principal as (kept in
-// the state directory), which must be the audience of the chain's last
-// grant; nil without a file.
-func (g *Globals) Presenter(file, as string) (*Presenter, error) {
+// newPresenter reads a chain file and the key of the principal as (kept
+// in the state directory), which must be the audience of the chain's
+// last grant; nil without a file.
+func newPresenter(g *cli.Globals, file, as string) (*presenter, error) {
 	switch {
 	case file == "" && as == "":
 		return nil, nil
@@ -53,11 +54,11 @@ func (g *Globals) Presenter(file, as string) (*Presenter, error) {
 	if k.Public() != leaf.Grant.Aud {
 		return nil, errs.Usage{Err: fmt.Errorf("--as %s: %s is not the audience of the chain's last grant (%s)", as, k.Public(), leaf.Grant.Aud)}
 	}
-	return &Presenter{Elements: els, Leaf: leaf, Key: k}, nil
+	return &presenter{Elements: els, Leaf: leaf, Key: k}, nil
 }
 
 // Present signs a fresh invocation of the chain: each call its own.
-func (p *Presenter) Present() (*client.JCP, error) {
+func (p *presenter) Present() (*client.JCP, error) {
 	inv, err := jcp.Seal(&jcp.Invocation{Grant: p.Leaf.ID, Iat: uint64(time.Now().Unix())}, p.Key)
 	if err != nil {
 		return nil, err
@@ -65,10 +66,10 @@ func (p *Presenter) Present() (*client.JCP, error) {
 	return &client.JCP{Chain: p.Elements, Invocation: inv.Bytes}, nil
 }
 
-// Presentation reads a chain file and signs its invocation as the
+// presentHere reads a chain file and signs its invocation as the
 // principal as (a key kept in the state directory); nil without a file.
-func (g *Globals) Presentation(file, as string) (*client.JCP, error) {
-	p, err := g.Presenter(file, as)
+func presentHere(g *cli.Globals, file, as string) (*client.JCP, error) {
+	p, err := newPresenter(g, file, as)
 	if p == nil || err != nil {
 		return nil, err
 	}
