@@ -6,6 +6,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/jcp"
+	"github.com/opensubstrate/sandbox/key"
 )
 
 // Policies are the admitted mint policies, by id: what an event may mint
@@ -36,4 +37,13 @@ func (l *Ledger) Admitted(id addr.Addr) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.st.admitted(id)
+}
+
+// SetRoots changes the root keys a root grant's issuer must be one of,
+// for what is admitted from now on (what was admitted stays: a removed
+// root's grants are refused by the gate's chain check, not unadmitted).
+func (l *Ledger) SetRoots(t key.Trust) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.st.trust = t
 }

@@ -31,8 +31,9 @@ type Gate struct {
 	Denied string
 	Clock  func() time.Time // nil: time.Now
 
-	chainsMu sync.Mutex
+	chainsMu sync.Mutex               // guards Roots once deciding, and:
 	chains   map[addr.Addr]*jcp.Chain // verified, by their elements' addresses
+	gen      uint64                   // how many times the roots were replaced
 }
 
 // Presentation is what a run is presented with: the chain, root first,
@@ -161,11 +162,12 @@ func (g *Gate) verify(els [][]byte, now time.Time) (*jcp.Chain, error) {
 	k := h.Sum()
 	g.chainsMu.Lock()
 	c, ok := g.chains[k]
+	gen := g.gen
 	g.chainsMu.Unlock()
 	if ok {
 		return c, c.Timely(now)
 	}
-	c, err := jcp.Verify(els, g.Roots, now)
+	c, err := jcp.Verify(els, g.RootKeys(), now)
 	if err != nil {
 		return nil, err
 	}
@@ -173,9 +175,28 @@ func (g *Gate) verify(els [][]byte, now time.Time) (*jcp.Chain, error) {
 	if g.chains == nil || len(g.chains) >= maxChains {
 		g.chains = map[addr.Addr]*jcp.Chain{}
 	}
-	g.chains[k] = c
+	if g.gen == gen { // not verified under roots since replaced
+		g.chains[k] = c
+	}
 	g.chainsMu.Unlock()
 	return c, nil
+}
+
+// RootKeys are the roots a chain may start from now.
+func (g *Gate) RootKeys() key.Trust {
+	g.chainsMu.Lock()
+	defer g.chainsMu.Unlock()
+	return g.Roots
+}
+
+// SetRoots replaces the roots, for the gate and its ledger: every chain
+// is verified again at its next decision.
+func (g *Gate) SetRoots(t key.Trust) {
+	g.chainsMu.Lock()
+	g.Roots, g.chains = t, nil
+	g.gen++
+	g.chainsMu.Unlock()
+	g.Ledger.SetRoots(t)
 }
 
 // maxChains bounds the chains a gate remembers.

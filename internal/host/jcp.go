@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,8 +38,9 @@ var ErrNoJCPRoots = errors.New("this host trusts no JCP root key: add one with '
 
 // jcpState is the host's gate, opened at the first JCP call.
 type jcpState struct {
-	mu   sync.Mutex
-	gate *gate.Gate
+	mu    sync.Mutex
+	gate  *gate.Gate
+	roots string // the roots file's stamp when the gate last read it
 }
 
 // JCPPath is a path under STATE/jcp.
@@ -47,12 +49,32 @@ func (h *Host) JCPPath(name ...string) string {
 }
 
 // JCPRootKeys are the root keys this host trusts (STATE/jcp/roots).
-func (h *Host) JCPRootKeys() ([]key.Public, error) {
-	ks, err := key.ParseTrustArg(h.JCPPath(JCPRoots))
+// One key (ed25519:HEX) per line; blank lines and lines starting with '#'
+// are ignored; no file, or none in it, trusts no root.
+func (h *Host) JCPRootKeys() ([]key.Public, error) { return ReadJCPRoots(h.JCPPath(JCPRoots)) }
+
+// ReadJCPRoots reads a roots file (STATE/jcp/roots).
+func ReadJCPRoots(p string) ([]key.Public, error) {
+	b, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	return ks, err
+	if err != nil {
+		return nil, err
+	}
+	var ks []key.Public
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, err := key.ParsePublic(line)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", p, i+1, err)
+		}
+		ks = append(ks, k)
+	}
+	return ks, nil
 }
 
 // Gate is the host's JCP gate, its ledger opened (replayed, verified,
@@ -61,8 +83,19 @@ func (h *Host) Gate() (*gate.Gate, error) {
 	h.jcp.mu.Lock()
 	defer h.jcp.mu.Unlock()
 	if h.jcp.gate != nil {
+		// The roots file may have changed since (sandbox jcp roots add
+		// while a service runs): the gate follows it.
+		if st := h.rootsStamp(); st != h.jcp.roots {
+			ks, err := h.JCPRootKeys()
+			if err != nil {
+				return nil, fmt.Errorf("JCP roots: %w", err)
+			}
+			h.jcp.gate.SetRoots(key.NewTrust(ks...))
+			h.jcp.roots = st
+		}
 		return h.jcp.gate, nil
 	}
+	stamp := h.rootsStamp()
 	roots, err := h.JCPRootKeys()
 	if err != nil {
 		return nil, fmt.Errorf("JCP roots: %w", err)
@@ -80,8 +113,18 @@ func (h *Host) Gate() (*gate.Gate, error) {
 		l.Close()
 		return nil, fmt.Errorf("settling the JCP reservations left open: %w", err)
 	}
-	h.jcp.gate = g
+	h.jcp.gate, h.jcp.roots = g, stamp
 	return g, nil
+}
+
+// rootsStamp says when the roots file last changed, and its size ("" when
+// there is none).
+func (h *Host) rootsStamp() string {
+	fi, err := os.Stat(h.JCPPath(JCPRoots))
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%d.%d", fi.ModTime().UnixNano(), fi.Size())
 }
 
 // findGated finds the sealed run of reservation n among the runs begun

@@ -185,3 +185,33 @@ func TestJCPAmendmentStopsARunningRun(t *testing.T) {
 		t.Fatalf("outcome %+v", o)
 	}
 }
+
+// The gate follows the roots file: a root added or removed while the
+// host runs (a service) counts from the next decision, without a restart,
+// and a chain verified under a removed root is not remembered past it.
+func TestJCPRootsFollowTheFile(t *testing.T) {
+	h := newHost(t)
+	t.Cleanup(func() { h.Close() })
+	hello := image(t, "hello")
+	w := newJCPWorld(t, h, 100e6, addr.Of(hello))
+	run := func() error {
+		_, err := h.Run(context.Background(), Request{Kind: tier.Wasm, Image: hello, Entry: "hello", Args: []string{"hello"}, Grants: cpuGrant(t, "cpu:1J"), JCP: w.present(t)})
+		return err
+	}
+	if err := run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(h.JCPPath(JCPRoots), []byte("# none\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var re *reject.Error
+	if err := run(); !errors.As(err, &re) || re.Code != reject.UntrustedRoot {
+		t.Fatalf("after the root was removed: %v", err)
+	}
+	if err := os.WriteFile(h.JCPPath(JCPRoots), []byte(w.root.Public().String()+"\n# back\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(); err != nil {
+		t.Fatalf("after the root was added back: %v", err)
+	}
+}

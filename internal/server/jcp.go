@@ -370,7 +370,7 @@ func (s *Server) jcpVerifyChain(w http.ResponseWriter, r *http.Request) (any, er
 // verified verifies a chain against the gate's roots at the host's time:
 // a refusal is denied.
 func (s *Server) verified(g *gate.Gate, els [][]byte) (*jcp.Chain, error) {
-	ch, err := jcp.Verify(els, g.Roots, s.Live.Now())
+	ch, err := jcp.Verify(els, g.RootKeys(), s.Live.Now())
 	if err != nil {
 		return nil, jcpDenied(err)
 	}

@@ -127,13 +127,7 @@ func jcpPrincipalCmd(g *cli.Globals) *cobra.Command {
 
 func rootsPath(d *state.Dir) string { return d.Path(host.JCPDir, host.JCPRoots) }
 
-func rootKeys(d *state.Dir) ([]key.Public, error) {
-	ks, err := key.ParseTrustArg(rootsPath(d))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	return ks, err
-}
+func rootKeys(d *state.Dir) ([]key.Public, error) { return host.ReadJCPRoots(rootsPath(d)) }
 
 func addRoot(d *state.Dir, k key.Public) error {
 	ks, err := rootKeys(d)
