@@ -369,15 +369,7 @@ func jcpMintCmd(g *cli.Globals) *cobra.Command {
 		Short: "Issue a root grant from a principal kept here",
 		Args:  cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := g.StateDir()
-			if err != nil {
-				return err
-			}
-			k, err := d.Principal(from)
-			if err != nil {
-				return errs.Usage{Err: err}
-			}
-			aud, err := principalKey(d, to)
+			k, aud, err := fromTo(g, from, to)
 			if err != nil {
 				return err
 			}
@@ -404,13 +396,33 @@ func jcpMintCmd(g *cli.Globals) *cobra.Command {
 			return writeChain(cmd.OutOrStdout(), out, [][]byte{tok.Bytes}, tok)
 		},
 	}
+	issueFlags(c, &f, &from, &to, &out, "the issuer: a principal kept here")
+	return c
+}
+
+// fromTo are the key of the principal from, kept here, and the public
+// key of to (a principal kept here, or ed25519:HEX).
+func fromTo(g *cli.Globals, from, to string) (key.Private, key.Public, error) {
+	d, err := g.StateDir()
+	if err != nil {
+		return key.Private{}, key.Public{}, err
+	}
+	k, err := d.Principal(from)
+	if err != nil {
+		return key.Private{}, key.Public{}, errs.Usage{Err: err}
+	}
+	aud, err := principalKey(d, to)
+	return k, aud, err
+}
+
+// issueFlags are the flags of a command that issues a grant.
+func issueFlags(c *cobra.Command, f *termFlags, from, to, out *string, fromUsage string) {
 	f.add(c, true)
-	c.Flags().StringVar(&from, "from", "", "the issuer: a principal kept here")
-	c.Flags().StringVar(&to, "to", "", "the audience: a principal kept here, or ed25519:HEX")
-	c.Flags().StringVarP(&out, "output", "o", "", "the chain file to write")
+	c.Flags().StringVar(from, "from", "", fromUsage)
+	c.Flags().StringVar(to, "to", "", "the audience: a principal kept here, or ed25519:HEX")
+	c.Flags().StringVarP(out, "output", "o", "", "the chain file to write")
 	c.MarkFlagRequired("from")
 	c.MarkFlagRequired("to")
-	return c
 }
 
 func jcpDelegateCmd(g *cli.Globals) *cobra.Command {
@@ -421,19 +433,11 @@ func jcpDelegateCmd(g *cli.Globals) *cobra.Command {
 		Short: "Delegate the last grant of a chain: a narrower child, from its audience",
 		Args:  cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := g.StateDir()
-			if err != nil {
-				return err
-			}
 			els, ts, err := readChain(args[0])
 			if err != nil {
 				return err
 			}
-			k, err := d.Principal(from)
-			if err != nil {
-				return errs.Usage{Err: err}
-			}
-			aud, err := principalKey(d, to)
+			k, aud, err := fromTo(g, from, to)
 			if err != nil {
 				return err
 			}
@@ -465,12 +469,7 @@ func jcpDelegateCmd(g *cli.Globals) *cobra.Command {
 			return writeChain(cmd.OutOrStdout(), out, append(els, tok.Bytes), tok)
 		},
 	}
-	f.add(c, true)
-	c.Flags().StringVar(&from, "from", "", "the delegator: the parent's audience, a principal kept here")
-	c.Flags().StringVar(&to, "to", "", "the audience: a principal kept here, or ed25519:HEX")
-	c.Flags().StringVarP(&out, "output", "o", "", "the chain file to write")
-	c.MarkFlagRequired("from")
-	c.MarkFlagRequired("to")
+	issueFlags(c, &f, &from, &to, &out, "the delegator: the parent's audience, a principal kept here")
 	return c
 }
 
