@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -153,7 +154,7 @@ func (e Executor) Run(ctx context.Context, j *executor.Job) (*executor.Result, e
 		// left (a background job ignores an interrupt) ends with it.
 		killGroup(cmd)
 		if j.Cgroup != nil {
-			j.Cgroup.Kill(KillGrace)
+			j.Cgroup.Kill(cgroup.EmptyWait)
 		}
 	}
 	res.End = time.Now()

@@ -509,6 +509,13 @@ func isDir(p string) bool {
 	return err == nil && fi.IsDir()
 }
 
+// EmptyWait bounds how long a run that was ended waits for its group to
+// empty once every process in it was sent SIGKILL: a bound, not a
+// measure (a killed process leaves its group when the kernel has torn it
+// down, which on a busy machine took longer than the 2 s grace a program
+// is given to end by itself).
+const EmptyWait = 30 * time.Second
+
 // Kill ends every process in the group (cgroup.kill where the unified
 // hierarchy has it, SIGKILL to each listed process otherwise, a frozen v1
 // group thawed first) and waits up to timeout for the group to empty.

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
@@ -104,7 +105,9 @@ func netRunOn(t *testing.T, roots *x509.CertPool, kernelExecOnly bool, g grant.S
 	u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte(args[0])), Entry: args[0], Args: args, Env: env}
 	enf := grant.NewEnforcer(g)
 	var out, errb bytes.Buffer
-	res, err := e.Run(context.Background(), &executor.Job{Unit: u, Grants: g, Enforcer: enf, Stdout: &out, Stderr: &errb, Deadline: time.Minute})
+	// A bound, not a measure: the seeker reads every process's memory,
+	// which on a busy machine took over a minute.
+	res, err := e.Run(context.Background(), &executor.Job{Unit: u, Grants: g, Enforcer: enf, Stdout: &out, Stderr: &errb, Deadline: 10 * time.Minute})
 	return result{res, err, out.String(), errb.String()}, enf.Log()
 }
 
@@ -236,6 +239,9 @@ func TestSecretNeverEntersTheUnit(t *testing.T) {
 	}
 	if h := a.headers(); len(h) != 1 || h[0].Get("Authorization") != secret {
 		t.Fatalf("the secret did not reach the server: %v", h)
+	}
+	if o := r.res.Outcome; o.Status != attest.Exited {
+		t.Fatalf("the seeker did not finish its search: %+v\n%s\n%s", o, r.stdout, r.stderr)
 	}
 	if !strings.Contains(r.stdout, "found 0\n") || !strings.Contains(r.stdout, "searched:") {
 		t.Fatalf("the guest found the secret:\n%s\n%s", r.stdout, r.stderr)

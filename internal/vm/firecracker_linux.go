@@ -227,7 +227,7 @@ func (f *Firecracker) Run(ctx context.Context, j *executor.Job) (*executor.Resul
 		// The VMM may have started others (a jailer's children): a
 		// run that returns leaves nothing running in its group.
 		if j.Cgroup != nil {
-			j.Cgroup.Kill(KillGrace)
+			j.Cgroup.Kill(cgroup.EmptyWait)
 		}
 		os.RemoveAll(m.spec.Dir)
 	}()
