@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -527,7 +528,7 @@ func (g *Group) Kill(timeout time.Duration) error {
 			os.WriteFile(filepath.Join(g.V2, "cgroup.kill"), []byte("1"), 0o644)
 		}
 		pids := g.procs()
-		if len(pids) == 0 {
+		if len(pids) == 0 && !g.populated() {
 			return nil
 		}
 		for _, pid := range pids {
@@ -538,6 +539,17 @@ func (g *Group) Kill(timeout time.Duration) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// populated says whether the unified hierarchy still counts a process in
+// the group: one killed but not yet reaped is no longer listed in
+// cgroup.procs, and the group cannot be removed until it is gone.
+func (g *Group) populated() bool {
+	if g.V2 == "" {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(g.V2, "cgroup.events"))
+	return err == nil && bytes.Contains(b, []byte("populated 1"))
 }
 
 // procs lists the processes in the group, in any of its hierarchies.

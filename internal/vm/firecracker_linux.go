@@ -216,6 +216,12 @@ func (f *Firecracker) Run(ctx context.Context, j *executor.Job) (*executor.Resul
 	bctx, deadline, stop := bootContext(ctx, j.Deadline, BootTimeout)
 	defer stop()
 	res.Start = time.Now()
+	// The VMM may have started others (a jailer's children), before its
+	// boot ended or failed: a run that returns, however it ends, leaves
+	// nothing running in its group.
+	if j.Cgroup != nil {
+		defer j.Cgroup.Kill(cgroup.EmptyWait)
+	}
 	m, err := f.start(bctx, im, mem, cpus, j.Cgroup)
 	if err != nil {
 		res.End = time.Now()
@@ -224,11 +230,6 @@ func (f *Firecracker) Run(ctx context.Context, j *executor.Job) (*executor.Resul
 	}
 	defer func() {
 		m.Kill()
-		// The VMM may have started others (a jailer's children): a
-		// run that returns leaves nothing running in its group.
-		if j.Cgroup != nil {
-			j.Cgroup.Kill(cgroup.EmptyWait)
-		}
 		os.RemoveAll(m.spec.Dir)
 	}()
 	return execute(ctx, m, j, j.Unit.Env, res, deadline, false)
