@@ -16,7 +16,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/image"
@@ -148,11 +147,7 @@ func layerImage(t *testing.T, ents ...tar.Header) v1.Image {
 		tw.Write(data)
 	}
 	tw.Close()
-	b := buf.Bytes()
-	l, err := tarball.LayerFromReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := imagetest.Layer(t, buf.Bytes())
 	img, err := mutate.AppendLayers(empty.Image, l)
 	if err != nil {
 		t.Fatal(err)
@@ -355,15 +350,12 @@ func TestImportLimits(t *testing.T) {
 	tw.WriteHeader(&tar.Header{Name: "zeros", Typeflag: tar.TypeReg, Mode: 0o644, Size: 4 << 20})
 	tw.Write(make([]byte, 4<<20))
 	tw.Close()
-	l, err := tarball.LayerFromReader(bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := imagetest.Layer(t, buf.Bytes())
 	img, _ := mutate.AppendLayers(empty.Image, l)
 	dir := t.TempDir()
 	lay := imagetest.Layout(t, img, filepath.Join(dir, "layout"))
 	s := image.Store{Dir: filepath.Join(dir, "store")}
-	_, err = s.Import(lay)
+	_, err := s.Import(lay)
 	if errs.Of(err) != errs.Limit || !strings.Contains(err.Error(), "over the limit") {
 		t.Fatalf("a bomb: %v (%v)", err, errs.Of(err))
 	}

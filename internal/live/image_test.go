@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/errs"
@@ -129,10 +128,7 @@ func TestImageLinksResolveInTheRun(t *testing.T) {
 		tw.WriteHeader(&h)
 	}
 	tw.Close()
-	top, err := tarball.LayerFromReader(bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	top := imagetest.Layer(t, buf.Bytes())
 	layers, _ := imagetest.Image(t).Layers()
 	img, err := mutate.AppendLayers(empty.Image, append(layers, top)...)
 	if err != nil {

@@ -137,7 +137,14 @@ func tarLayer(t testing.TB, ents []entry) v1.Layer {
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b := buf.Bytes()
+	return Layer(t, buf.Bytes())
+}
+
+// Layer is a layer of the tar stream b, read from memory.
+// (tarball.LayerFromReader would copy b to a temporary file it never
+// removes.)
+func Layer(t testing.TB, b []byte) v1.Layer {
+	t.Helper()
 	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
 	if err != nil {
 		t.Fatal(err)
