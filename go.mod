@@ -9,6 +9,8 @@ require (
 	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/fxamacker/cbor/v2 v2.10.0
 	github.com/google/go-containerregistry v0.22.1
+	github.com/google/go-sev-guest v0.15.0
+	github.com/google/go-tdx-guest v0.3.1
 	github.com/gowebpki/jcs v1.0.2
 	github.com/klauspost/compress v1.19.2
 	github.com/modelcontextprotocol/go-sdk v1.8.0
@@ -24,7 +26,9 @@ require (
 )
 
 require (
+	github.com/google/go-configfs-tsm v0.3.3 // indirect
 	github.com/google/jsonschema-go v0.4.3 // indirect
+	github.com/google/logger v1.1.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/klauspost/cpuid/v2 v2.0.12 // indirect
@@ -37,9 +41,12 @@ require (
 	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
+	go.uber.org/multierr v1.11.0 // indirect
+	golang.org/x/crypto v0.39.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
+	google.golang.org/protobuf v1.33.0 // indirect
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect

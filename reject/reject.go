@@ -155,6 +155,38 @@ const (
 	AmendWidens Code = "amend-widens"
 	// AmendStale: a JCP amendment out of order.
 	AmendStale Code = "amend-stale"
+	// EvidenceMalformed: hardware evidence that is not the structure it claims to be: wrong length, truncated, a field out of range.
+	EvidenceMalformed Code = "evidence-malformed"
+	// EvidenceTooLarge: hardware evidence over the size limit, refused before it is read whole.
+	EvidenceTooLarge Code = "evidence-too-large"
+	// EvidenceUnsupported: hardware evidence of a kind or version this verifier does not verify (it says which).
+	EvidenceUnsupported Code = "evidence-unsupported"
+	// EvidenceCert: an endorsement certificate that is missing, unparseable, or not the kind the evidence names (a VCEK for a VLEK-signed report).
+	EvidenceCert Code = "evidence-cert"
+	// EvidenceChain: an endorsement key that does not chain to the vendor root bundled for its product.
+	EvidenceChain Code = "evidence-chain"
+	// EvidenceExpired: a certificate of the chain not valid at the time of verification.
+	EvidenceExpired Code = "evidence-expired"
+	// EvidenceSignature: hardware evidence whose signature does not verify under its endorsement key.
+	EvidenceSignature Code = "evidence-signature"
+	// EvidenceBinding: an endorsement certificate whose chip id or TCB is not the report's.
+	EvidenceBinding Code = "evidence-binding"
+	// EvidenceTCB: a TCB or security version below the policy's minimum.
+	EvidenceTCB Code = "evidence-tcb"
+	// EvidenceVersion: a report version below the policy's minimum.
+	EvidenceVersion Code = "evidence-version"
+	// EvidenceDebug: a guest that allows debugging, under a policy that forbids it.
+	EvidenceDebug Code = "evidence-debug"
+	// EvidenceVMPL: a report from a VMPL other than the policy's.
+	EvidenceVMPL Code = "evidence-vmpl"
+	// EvidenceMeasurement: a measurement the policy does not allow.
+	EvidenceMeasurement Code = "evidence-measurement"
+	// EvidenceReportData: report_data (or a nonce) that is not the expected binding.
+	EvidenceReportData Code = "evidence-report-data"
+	// EvidenceHostData: host_data that is not the policy's.
+	EvidenceHostData Code = "evidence-host-data"
+	// EvidenceSoftware: software-grounded evidence where hardware evidence is required.
+	EvidenceSoftware Code = "evidence-software"
 )
 
 // Codes lists every code, in the order docs/spec/conformance.md tables them.
@@ -162,7 +194,8 @@ var Codes = []Code{Malformed, Truncated, NonCanonical, Float, IntRange, NonShort
 	DuplicateKey, UnknownField, MissingField, Invalid, Alg, UnknownCritical, Header, Signature, WeakKey,
 	UntrustedKey, Address, TotalMismatch, Extended, Missing, Unrecognised,
 	Phase, Closed, SnapshotMismatch, ManifestMismatch, Splice, HeadMismatch,
-	ChainDepth, BrokenChain, UntrustedRoot, WrongIssuer, WrongAudience, DepthExhausted, WidenDepth, WidenImages, WidenCeiling, WidenExpiry, WidenModels, WidenTiers, WidenHosts, WidenPaths, WidenRuns, WidenRate, Expired, NotYet, StaleInvocation, Replay, Revoked, ImageNotGranted, ModelNotGranted, TierNotGranted, HostNotGranted, PathNotGranted, ClassNotGranted, CeilingUndeclared, OverCeiling, RunsExhausted, RateExceeded, DoubleSpend, AmendNotIssuer, AmendWidens, AmendStale}
+	ChainDepth, BrokenChain, UntrustedRoot, WrongIssuer, WrongAudience, DepthExhausted, WidenDepth, WidenImages, WidenCeiling, WidenExpiry, WidenModels, WidenTiers, WidenHosts, WidenPaths, WidenRuns, WidenRate, Expired, NotYet, StaleInvocation, Replay, Revoked, ImageNotGranted, ModelNotGranted, TierNotGranted, HostNotGranted, PathNotGranted, ClassNotGranted, CeilingUndeclared, OverCeiling, RunsExhausted, RateExceeded, DoubleSpend, AmendNotIssuer, AmendWidens, AmendStale,
+	EvidenceMalformed, EvidenceTooLarge, EvidenceUnsupported, EvidenceCert, EvidenceChain, EvidenceExpired, EvidenceSignature, EvidenceBinding, EvidenceTCB, EvidenceVersion, EvidenceDebug, EvidenceVMPL, EvidenceMeasurement, EvidenceReportData, EvidenceHostData, EvidenceSoftware}
 
 // Known reports whether c is one of Codes.
 func Known(c Code) bool {
