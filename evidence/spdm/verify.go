@@ -91,8 +91,11 @@ func Verify(r *Report, chain []*x509.Certificate, roots *x509.CertPool, opts Opt
 	}
 	leaf := chain[0]
 	pub, ok := leaf.PublicKey.(*ecdsa.PublicKey)
-	if !ok || pub.Curve != elliptic.P384() {
+	switch {
+	case !ok:
 		return nil, errorf(ErrKey, "certificate 0", "the key is %s, not ECDSA P-384", leaf.PublicKeyAlgorithm)
+	case pub.Curve != elliptic.P384():
+		return nil, errorf(ErrKey, "certificate 0", "the key is ECDSA on %s, not P-384", pub.Curve.Params().Name)
 	}
 	if leaf.KeyUsage != 0 && leaf.KeyUsage&x509.KeyUsageDigitalSignature == 0 {
 		return nil, errorf(ErrKey, "certificate 0", "the key is not for digital signatures")
