@@ -1,6 +1,7 @@
 package spdm
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/sha512"
@@ -144,9 +145,14 @@ func verifyChain(chain []*x509.Certificate, roots *x509.CertPool, t time.Time) (
 				c.Subject.CommonName, c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339), t.UTC().Format(time.RFC3339))
 		}
 	}
+	// A self-signed certificate (the chain's copy of its root) is no
+	// intermediate: only a trusted root anchors a chain, and offering it
+	// again costs crypto/x509 two more signature checks.
 	inter := x509.NewCertPool()
 	for _, c := range chain[1:] {
-		inter.AddCert(c)
+		if !bytes.Equal(c.RawSubject, c.RawIssuer) {
+			inter.AddCert(c)
+		}
 	}
 	chains, err := chain[0].Verify(x509.VerifyOptions{
 		Roots:         roots,
