@@ -524,3 +524,55 @@ func TestRootsIsolated(t *testing.T) {
 		t.Fatal("a root added to one pool is trusted by the next")
 	}
 }
+
+// Parse copies what it keeps: bytes changed after it do not change the
+// report, which still verifies.
+func TestParseCopies(t *testing.T) {
+	req, resp := sample(t)
+	req, resp = bytes.Clone(req), bytes.Clone(resp)
+	r, err := spdm.Parse(req, resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range resp {
+		resp[i] = 0
+	}
+	for i := range req {
+		req[i] = 0
+	}
+	if _, err := spdm.Verify(r, sampleChain(t), spdm.Roots(), spdm.Options{At: at}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Each code names the category the module's error map (internal/errs)
+// reads from it.
+func TestCategory(t *testing.T) {
+	for c, want := range map[spdm.Code]string{
+		spdm.ErrTooLarge: "limit", spdm.ErrOptions: "invalid", spdm.ErrMeasurement: "denied", spdm.ErrChain: "untrusted",
+		spdm.ErrMalformed: "integrity", spdm.ErrVersion: "integrity", spdm.ErrExpired: "integrity", spdm.ErrKey: "integrity",
+		spdm.ErrSignature: "integrity", spdm.ErrFWID: "integrity", spdm.ErrNonce: "integrity",
+	} {
+		if got := (&spdm.Error{Code: c}).Category(); got != want {
+			t.Errorf("%s: category %s, want %s", c, got, want)
+		}
+	}
+}
+
+// A refusal keeps the error beneath it and names its code.
+func TestErrorWraps(t *testing.T) {
+	req, resp := sample(t)
+	r, err := spdm.Parse(req, resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPKI(t, at.AddDate(-1, 0, 0), at.AddDate(1, 0, 0))
+	_, err = spdm.Verify(r, sampleChain(t), p.pool(), spdm.Options{At: at})
+	var ua x509.UnknownAuthorityError
+	if !errors.As(err, &ua) || !errors.Is(err, spdm.ErrChain) || errors.Is(err, spdm.ErrSignature) {
+		t.Fatalf("%v does not wrap x509's refusal under its code", err)
+	}
+	if spdm.ErrChain.Error() != "spdm-chain" || spdm.MutableFirmware.String() != "mutable-firmware" || spdm.ValueType(9).String() != "type-9" {
+		t.Error("names")
+	}
+}
