@@ -35,10 +35,12 @@
 //   - reference values: which measurements are good is the caller's
 //     policy (NVIDIA publishes them as signed RIMs; this package does
 //     not read RIMs);
-//   - the SPDM session: the messages before GET_MEASUREMENTS (versions,
-//     algorithms, the certificate exchange) are not part of the signed
-//     transcript in SPDM 1.1's measurement signature and are not read;
-//     only ECDSA P-384 signatures and DMTF measurement blocks are.
+//   - the rest of the SPDM session: in SPDM 1.1 the measurement
+//     signature covers the GET_MEASUREMENTS exchanges alone, not the
+//     version, capability and algorithm negotiation; this package reads
+//     one exchange (a signature that also covers earlier unsigned
+//     exchanges fails to verify, it is not passed), and only ECDSA
+//     P-384 signatures and DMTF measurement blocks.
 //
 // Every refusal is an *Error with a Code (ErrMalformed, ErrSignature,
 // ...; errors.Is matches a Code) naming what was wrong and where: a byte

@@ -64,7 +64,8 @@ type Result struct {
 //   - every certificate of chain is valid at opts.At (ErrExpired);
 //   - the chain leads from its first certificate to one of roots at
 //     opts.At, through the others, under crypto/x509's rules, for any
-//     extended key usage (ErrChain, or ErrExpired);
+//     extended key usage (ErrChain, or ErrExpired; a trusted root that
+//     is not in chain and not valid at opts.At is ErrChain);
 //   - the first certificate's key is ECDSA P-384, allowed to sign (ErrKey);
 //   - the response's signature verifies under that key over SHA-384 of
 //     the request and the response up to the signature (ErrSignature);
