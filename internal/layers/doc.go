@@ -15,6 +15,8 @@
 //     server, mcp; live imports none of server, mcp;
 //   - the client and the MCP server are thin: the client imports nothing
 //     of the module, mcp only the client and errs;
+//   - the SPDM verifier (evidence/spdm) imports nothing of the module
+//     but the reject codes;
 //   - the public packages import internal packages only from the
 //     formats they are written in;
 //   - no package that is not a test imports a test helper package.

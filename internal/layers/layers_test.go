@@ -97,7 +97,7 @@ var (
 	// Who may import a backend: the built-in list, the tests' helpers,
 	// the commands, the backends' own parts.
 	backendUsers = []string{"internal/builtin", "internal/host/hosttest", "cmd"}
-	public       = []string{"addr", "attest", "client", "device", "energy", "jcp", "key", "receipt", "record", "reject", "tier", "verify"}
+	public       = []string{"addr", "attest", "client", "device", "energy", "evidence/spdm", "jcp", "key", "receipt", "record", "reject", "tier", "verify"}
 	// The formats a public package may be written in.
 	formats = []string{"internal/jcs", "internal/detcbor", "internal/chain", "internal/safefile", "internal/grant", "internal/journal", "internal/unit", "internal/hostpath", "internal/crash"}
 )
@@ -119,6 +119,8 @@ func rule(p, i string) string {
 		return "live knows nothing above it"
 	case p == "client":
 		return "the client imports nothing of the module"
+	case p == "evidence/spdm" && i != "reject":
+		return "the SPDM verifier imports nothing of the module but the reject codes"
 	case p == "internal/mcp" && i != "client" && i != "internal/errs":
 		return "the MCP server is a thin caller of the client"
 	case slices.Contains(public, p) && strings.HasPrefix(i, "internal/") && !slices.Contains(formats, i):
@@ -162,6 +164,9 @@ func TestRulesCatchBreaks(t *testing.T) {
 		{"internal/mcp", "internal/host", true},
 		{"record", "internal/host", true},
 		{"record", "internal/jcs", false},
+		{"evidence/spdm", "internal/jcs", true},
+		{"evidence/spdm", "key", true},
+		{"evidence/spdm", "reject", false},
 		{"internal/host", "internal/executor/executortest", true},
 	} {
 		if got := rule(tc.p, tc.i) != ""; got != tc.broke {
