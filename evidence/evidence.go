@@ -49,11 +49,16 @@ type Policy struct {
 	// admitted.
 	MinVersion uint32 `json:"min_version,omitempty"`
 	// ReportData is the 64 bytes (hex) the report must carry: a run's
-	// binding. Empty: not checked.
+	// binding; for an NVIDIA GPU, the 32-byte nonce of its request.
+	// Empty: not checked.
 	ReportData string `json:"report_data,omitempty"`
 	// HostData is SEV-SNP's HOST_DATA (32 bytes) or TDX's MRCONFIGID
 	// (48 bytes), hex. Empty: not checked.
 	HostData string `json:"host_data,omitempty"`
+	// GPUMeasurements are an NVIDIA GPU's allowed measurements: for each
+	// index named (decimal), the digests (hex) allowed. Indices not
+	// named are not checked.
+	GPUMeasurements map[string][]string `json:"gpu_measurements,omitempty"`
 }
 
 // TCB is an SEV-SNP TCB version's security patch levels.
@@ -100,7 +105,7 @@ func ParsePolicy(b []byte) (Policy, error) {
 			return Policy{}, err
 		}
 	}
-	if err := errors.Join(check("report_data", p.ReportData, 64), check("host_data", p.HostData, 32, 48),
+	if err := errors.Join(check("report_data", p.ReportData, 64, 32), check("host_data", p.HostData, 32, 48),
 		check("min_tee_tcb_svn", p.MinTeeTCBSVN, 16)); err != nil {
 		return Policy{}, err
 	}
@@ -144,14 +149,22 @@ type Result struct {
 	TCB         string `json:"tcb"` // hex: REPORTED_TCB, TEE_TCB_SVN
 	Debug       bool   `json:"debug"`
 	VMPL        *int   `json:"vmpl,omitempty"`
+	// Measurements are an NVIDIA GPU's, "index:digest" in hex.
+	Measurements []string `json:"measurements,omitempty"`
+	// Firmware is what an NVIDIA GPU states of its firmware.
+	Firmware string `json:"firmware,omitempty"`
 	// Chain is the subjects from the endorsement key to the root.
 	Chain []string `json:"chain"`
 	// NotChecked names what an offline verification could not check.
 	NotChecked []string `json:"not_checked"`
 }
 
-// Detect tells an SEV-SNP report from a TDX quote by their headers.
+// Detect tells an SEV-SNP report, a TDX quote and an NVIDIA GPU's SPDM
+// report (binary or hex) apart by their headers.
 func Detect(b []byte) (Kind, error) {
+	if isSPDM(b) {
+		return SPDM, nil
+	}
 	if len(b) >= 8 {
 		version := binary.LittleEndian.Uint16(b)
 		keyType := binary.LittleEndian.Uint16(b[2:])
@@ -167,7 +180,7 @@ func Detect(b []byte) (Kind, error) {
 			return SNP, nil
 		}
 	}
-	return "", reject.New(reject.EvidenceUnsupported, "offset 0", "neither an SEV-SNP report (version 2-5, ECDSA P-384) nor a TDX quote (version 4-5, TEE type 0x81)")
+	return "", reject.New(reject.EvidenceUnsupported, "offset 0", "not an SEV-SNP report (version 2-5, ECDSA P-384), a TDX quote (version 4-5, TEE type 0x81) or an SPDM measurement request and response")
 }
 
 // Verify checks evidence of the kind Detect finds in b.
@@ -193,6 +206,8 @@ func Verify(b []byte, o Options) (r *Result, err error) {
 	switch k {
 	case SNP:
 		return verifySNP(b, o)
+	case SPDM:
+		return verifySPDM(b, o)
 	default:
 		return verifyTDX(b, o)
 	}

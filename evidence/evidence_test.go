@@ -60,6 +60,7 @@ var samples = []sample{
 	{"tdx-v4 (trustee)", "tdx_quote_4.dat", nil, at("2023-06-01T00:00:00Z"), evidence.TDX, "PCK", true},
 	{"tdx-v4 SPR E4 (go-tdx-guest)", "tdx_prod_quote_SPR_E4.dat", nil, at("2024-06-01T00:00:00Z"), evidence.TDX, "PCK", false},
 	{"tdx-v4 cos-113 (go-tdx-guest)", "cos-113-tdx-quote.dat", nil, at("2025-01-01T00:00:00Z"), evidence.TDX, "PCK", false},
+	{"nvidia-hopper-spdm (trustee)", "../spdm/testdata/hopperAttestationReport.txt", []string{"../spdm/testdata/hopper_cert_chain_case1.txt"}, at("2024-06-01T00:00:00Z"), evidence.SPDM, "device", false},
 }
 
 func (s sample) options(t testing.TB) evidence.Options {
@@ -79,11 +80,24 @@ func TestSamplesVerify(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Kind != s.kind || r.Signer != s.signer || r.Debug != s.debug || len(r.Measurement) != 96 || len(r.ReportData) != 128 || len(r.Chain) != 3 || len(r.NotChecked) == 0 {
+			ok := r.Kind == s.kind && r.Signer == s.signer && r.Debug == s.debug && len(r.NotChecked) > 0
+			if s.kind == evidence.SPDM {
+				ok = ok && len(r.Measurements) == 64 && len(r.ReportData) == 64 && len(r.Chain) == 5 && r.Firmware != ""
+			} else {
+				ok = ok && len(r.Measurement) == 96 && len(r.ReportData) == 128 && len(r.Chain) == 3
+			}
+			if !ok {
 				t.Fatalf("%+v", *r)
 			}
 		})
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // flip returns b with bit 0 of byte off inverted.
@@ -117,6 +131,7 @@ func TestMutationsRefused(t *testing.T) {
 	milan := samples[1]
 	vlek := samples[2]
 	tdx := samples[3]
+	gpu := samples[6]
 	bigPolicy := func(p evidence.Policy) func(*evidence.Options) {
 		return func(o *evidence.Options) { p.AllowDebug = o.Policy.AllowDebug; o.Policy = p }
 	}
@@ -171,6 +186,16 @@ func TestMutationsRefused(t *testing.T) {
 		{"tdx policy mr_config_id", tdx, nil, bigPolicy(evidence.Policy{HostData: strings.Repeat("ab", 48)}), reject.EvidenceHostData},
 		{"tdx policy tcb svn", tdx, nil, bigPolicy(evidence.Policy{MinTeeTCBSVN: strings.Repeat("ff", 16)}), reject.EvidenceTCB},
 		{"tdx policy version", tdx, nil, bigPolicy(evidence.Policy{MinVersion: 5}), reject.EvidenceVersion},
+		{"gpu signature", gpu, func(b []byte) []byte { c := bytes.Clone(b); c[len(c)-10] ^= 1; return c }, nil, reject.EvidenceSignature},
+		{"gpu measurement", gpu, func(b []byte) []byte { c := bytes.Clone(b); c[110] = "01"[b2i(c[110] == '0')]; return c }, nil, reject.EvidenceSignature},
+		{"gpu truncated", gpu, func(b []byte) []byte { return b[:len(b)/2] }, nil, reject.EvidenceMalformed},
+		{"gpu not hex", gpu, func(b []byte) []byte { c := bytes.Clone(b); c[100] = 'x'; return c }, nil, reject.EvidenceMalformed},
+		{"gpu no chain", gpu, nil, func(o *evidence.Options) { o.Certs = nil }, reject.EvidenceCert},
+		{"gpu a cpu's chain", gpu, nil, func(o *evidence.Options) { o.Certs = [][]byte{read(t, "ask_ark_milan.pem")} }, reject.EvidenceChain},
+		{"gpu expired", gpu, nil, func(o *evidence.Options) { o.At = at("2019-01-01T00:00:00Z") }, reject.EvidenceExpired},
+		{"gpu nonce", gpu, nil, bigPolicy(evidence.Policy{ReportData: strings.Repeat("00", 32)}), reject.EvidenceReportData},
+		{"gpu measurement policy", gpu, nil, bigPolicy(evidence.Policy{GPUMeasurements: map[string][]string{"1": {strings.Repeat("ff", 48)}}}), reject.EvidenceMeasurement},
+		{"gpu measurement policy index", gpu, nil, bigPolicy(evidence.Policy{GPUMeasurements: map[string][]string{"x": {strings.Repeat("00", 48)}}}), reject.Invalid},
 		{"neither kind", tdx, func(b []byte) []byte { return make([]byte, 2000) }, nil, reject.EvidenceUnsupported},
 		{"too large", tdx, func(b []byte) []byte { return make([]byte, 10<<20) }, nil, reject.EvidenceTooLarge},
 		{"no time", tdx, nil, func(o *evidence.Options) { o.At = time.Time{} }, reject.Invalid},
@@ -207,10 +232,14 @@ func TestPolicyAdmits(t *testing.T) {
 			t.Fatal(err)
 		}
 		o.Policy = evidence.Policy{AllowDebug: s.debug, Measurements: []string{strings.Repeat("00", 48), r.Measurement}, ReportData: r.ReportData, HostData: r.HostData, MinVersion: r.Version}
-		if s.kind == evidence.SNP {
+		switch s.kind {
+		case evidence.SPDM:
+			first := strings.SplitN(r.Measurements[0], ":", 2)
+			o.Policy = evidence.Policy{ReportData: r.ReportData, GPUMeasurements: map[string][]string{first[0]: {strings.Repeat("00", 48), first[1]}}}
+		case evidence.SNP:
 			o.Policy.VMPL = r.VMPL
 			o.Policy.MinTCB = &evidence.TCB{Bootloader: 1}
-		} else {
+		default:
 			o.Policy.MinTeeTCBSVN = strings.Repeat("00", 16)
 		}
 		if _, err := evidence.Verify(read(t, s.file), o); err != nil {
@@ -303,7 +332,10 @@ func FuzzParsePolicy(f *testing.F) {
 // BenchmarkVerify: one verification of each sample kind, chains and
 // roots cached (the goal: at most 5 ms each on one core).
 func BenchmarkVerify(b *testing.B) {
-	for _, s := range samples[1:5] {
+	for _, s := range samples[1:] {
+		if s.name == samples[5].name {
+			continue
+		}
 		raw, o := read(b, s.file), s.options(b)
 		b.Run(s.name, func(b *testing.B) {
 			for b.Loop() {
