@@ -155,6 +155,18 @@ const (
 	AmendWidens Code = "amend-widens"
 	// AmendStale: a JCP amendment out of order.
 	AmendStale Code = "amend-stale"
+
+	// The codes of locality claims (docs/spec/locality.md §7).
+	// LocalityUnknownAnchor: a measurement signed by a key that is not among the published anchors.
+	LocalityUnknownAnchor Code = "locality-unknown-anchor"
+	// LocalityAnchorPosition: a measurement whose anchor position is not the one published for its key.
+	LocalityAnchorPosition Code = "locality-anchor-position"
+	// LocalityHost: a locality claim or measurement for another host key, or a host answer that does not verify.
+	LocalityHost Code = "locality-host"
+	// LocalityBinding: a locality claim or measurement for another run binding.
+	LocalityBinding Code = "locality-binding"
+	// LocalityTooFar: no measurement's bound places the host inside the claimed region.
+	LocalityTooFar Code = "locality-too-far"
 )
 
 // Codes lists every code, in the order docs/spec/conformance.md tables them.
@@ -162,7 +174,8 @@ var Codes = []Code{Malformed, Truncated, NonCanonical, Float, IntRange, NonShort
 	DuplicateKey, UnknownField, MissingField, Invalid, Alg, UnknownCritical, Header, Signature, WeakKey,
 	UntrustedKey, Address, TotalMismatch, Extended, Missing, Unrecognised,
 	Phase, Closed, SnapshotMismatch, ManifestMismatch, Splice, HeadMismatch,
-	ChainDepth, BrokenChain, UntrustedRoot, WrongIssuer, WrongAudience, DepthExhausted, WidenDepth, WidenImages, WidenCeiling, WidenExpiry, WidenModels, WidenTiers, WidenHosts, WidenPaths, WidenRuns, WidenRate, Expired, NotYet, StaleInvocation, Replay, Revoked, ImageNotGranted, ModelNotGranted, TierNotGranted, HostNotGranted, PathNotGranted, ClassNotGranted, CeilingUndeclared, OverCeiling, RunsExhausted, RateExceeded, DoubleSpend, AmendNotIssuer, AmendWidens, AmendStale}
+	ChainDepth, BrokenChain, UntrustedRoot, WrongIssuer, WrongAudience, DepthExhausted, WidenDepth, WidenImages, WidenCeiling, WidenExpiry, WidenModels, WidenTiers, WidenHosts, WidenPaths, WidenRuns, WidenRate, Expired, NotYet, StaleInvocation, Replay, Revoked, ImageNotGranted, ModelNotGranted, TierNotGranted, HostNotGranted, PathNotGranted, ClassNotGranted, CeilingUndeclared, OverCeiling, RunsExhausted, RateExceeded, DoubleSpend, AmendNotIssuer, AmendWidens, AmendStale,
+	LocalityUnknownAnchor, LocalityAnchorPosition, LocalityHost, LocalityBinding, LocalityTooFar}
 
 // Known reports whether c is one of Codes.
 func Known(c Code) bool {
