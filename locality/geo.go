@@ -65,9 +65,16 @@ func (r Region) check(where string) error {
 	return nil
 }
 
+// pi is π rounded to binary64, a variable so that the division below is
+// done in binary64 as the spec says, not folded from the exact constant.
+var pi = math.Pi
+
+// radPerMicrodegree is binary64(π) / 180 000 000, rounded once.
+var radPerMicrodegree = pi / 180_000_000
+
 // radians converts micro-degrees to radians, rounded once.
 func radians(udeg int64) float64 {
-	return float64(float64(udeg) * (math.Pi / 180_000_000))
+	return float64(float64(udeg) * radPerMicrodegree)
 }
 
 // GreatCircleM is the haversine distance between a and b on the sphere of
