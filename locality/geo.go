@@ -17,7 +17,7 @@ const (
 	SpeedOfLightMPS = 299792458
 	// ShapeMarginPercent widens every great-circle distance to cover the
 	// difference between the sphere and the Earth's ellipsoid (at most
-	// about 0.56 %).
+	// about 0.5 %).
 	ShapeMarginPercent = 1
 	// MaxRTT is the largest round trip a measurement may record, in
 	// microseconds (60 s): beyond it a bound says nothing on Earth.
