@@ -366,3 +366,60 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// post sends v as JSON to the anchor and returns the status and body.
+func postJSON(t *testing.T, srv *httptest.Server, path string, v any) (int, []byte) {
+	t.Helper()
+	b, _ := json.Marshal(v)
+	resp, err := srv.Client().Post(srv.URL+path, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out bytes.Buffer
+	out.ReadFrom(resp.Body)
+	return resp.StatusCode, out.Bytes()
+}
+
+// A nonce answered after AnswerWindow is refused, and an anchor keeps
+// no more than MaxPending nonces waiting: old ones are swept, and while
+// all are fresh a new challenge is refused.
+func TestAnchorForgets(t *testing.T) {
+	f := newFixture(t)
+	clock := &fakeClock{t: time.Unix(1_767_225_600, 0), step: time.Microsecond}
+	a, _ := NewAnchor(f.anchorA, paris, WithClock(clock.now))
+	srv := httptest.NewServer(a)
+	t.Cleanup(srv.Close)
+	req := ChallengeRequest{Host: f.host.Public(), Binding: f.binding}
+
+	_, body := postJSON(t, srv, ChallengePath, req)
+	var ch Challenge
+	if err := json.Unmarshal(body, &ch); err != nil {
+		t.Fatal(err)
+	}
+	clock.mu.Lock()
+	clock.t = clock.t.Add(AnswerWindow + time.Second)
+	clock.mu.Unlock()
+	sig := f.host.Sign(AnswerBytes(ch.Nonce, ch.Anchor, f.binding))
+	if code, _ := postJSON(t, srv, AnswerPath, Answer{Nonce: ch.Nonce, HostSig: sig}); code != 410 {
+		t.Errorf("a late answer: %d, want 410", code)
+	}
+
+	for i := 0; i < MaxPending; i++ {
+		if code, body := postJSON(t, srv, ChallengePath, req); code != 200 {
+			t.Fatalf("challenge %d: %d %s", i, code, body)
+		}
+	}
+	if code, _ := postJSON(t, srv, ChallengePath, req); code != 503 {
+		t.Errorf("a challenge past MaxPending: %d, want 503", code)
+	}
+	clock.mu.Lock()
+	clock.t = clock.t.Add(AnswerWindow + time.Second)
+	clock.mu.Unlock()
+	if code, _ := postJSON(t, srv, ChallengePath, req); code != 200 {
+		t.Errorf("a challenge after the old nonces expired: %d, want 200", code)
+	}
+	if code, _ := postJSON(t, srv, AnswerPath, map[string]any{"nonce": "00", "extra": 1}); code != 400 {
+		t.Errorf("an answer with an unknown member: %d, want 400", code)
+	}
+}
