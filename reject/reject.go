@@ -187,6 +187,18 @@ const (
 	EvidenceHostData Code = "evidence-host-data"
 	// EvidenceSoftware: software-grounded evidence where hardware evidence is required.
 	EvidenceSoftware Code = "evidence-software"
+
+	// The codes of locality claims (docs/spec/locality.md §7).
+	// LocalityUnknownAnchor: a measurement signed by a key that is not among the published anchors.
+	LocalityUnknownAnchor Code = "locality-unknown-anchor"
+	// LocalityAnchorPosition: a measurement whose anchor position is not the one published for its key.
+	LocalityAnchorPosition Code = "locality-anchor-position"
+	// LocalityHost: a locality claim or measurement for another host key, or a host answer that does not verify.
+	LocalityHost Code = "locality-host"
+	// LocalityBinding: a locality claim or measurement for another run binding.
+	LocalityBinding Code = "locality-binding"
+	// LocalityTooFar: no measurement's bound places the host inside the claimed region.
+	LocalityTooFar Code = "locality-too-far"
 )
 
 // Codes lists every code, in the order docs/spec/conformance.md tables them.
@@ -195,7 +207,8 @@ var Codes = []Code{Malformed, Truncated, NonCanonical, Float, IntRange, NonShort
 	UntrustedKey, Address, TotalMismatch, Extended, Missing, Unrecognised,
 	Phase, Closed, SnapshotMismatch, ManifestMismatch, Splice, HeadMismatch,
 	ChainDepth, BrokenChain, UntrustedRoot, WrongIssuer, WrongAudience, DepthExhausted, WidenDepth, WidenImages, WidenCeiling, WidenExpiry, WidenModels, WidenTiers, WidenHosts, WidenPaths, WidenRuns, WidenRate, Expired, NotYet, StaleInvocation, Replay, Revoked, ImageNotGranted, ModelNotGranted, TierNotGranted, HostNotGranted, PathNotGranted, ClassNotGranted, CeilingUndeclared, OverCeiling, RunsExhausted, RateExceeded, DoubleSpend, AmendNotIssuer, AmendWidens, AmendStale,
-	EvidenceMalformed, EvidenceTooLarge, EvidenceUnsupported, EvidenceCert, EvidenceChain, EvidenceExpired, EvidenceSignature, EvidenceBinding, EvidenceTCB, EvidenceVersion, EvidenceDebug, EvidenceVMPL, EvidenceMeasurement, EvidenceReportData, EvidenceHostData, EvidenceSoftware}
+	EvidenceMalformed, EvidenceTooLarge, EvidenceUnsupported, EvidenceCert, EvidenceChain, EvidenceExpired, EvidenceSignature, EvidenceBinding, EvidenceTCB, EvidenceVersion, EvidenceDebug, EvidenceVMPL, EvidenceMeasurement, EvidenceReportData, EvidenceHostData, EvidenceSoftware,
+	LocalityUnknownAnchor, LocalityAnchorPosition, LocalityHost, LocalityBinding, LocalityTooFar}
 
 // Known reports whether c is one of Codes.
 func Known(c Code) bool {

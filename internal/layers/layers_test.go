@@ -97,7 +97,9 @@ var (
 	// Who may import a backend: the built-in list, the tests' helpers,
 	// the commands, the backends' own parts.
 	backendUsers = []string{"internal/builtin", "internal/host/hosttest", "cmd"}
-	public       = []string{"addr", "attest", "client", "device", "energy", "evidence/spdm", "jcp", "key", "receipt", "record", "reject", "tier", "verify"}
+	public       = []string{"addr", "attest", "client", "device", "energy", "evidence", "evidence/spdm", "jcp", "key", "locality", "receipt", "record", "reject", "tier", "verify"}
+	// What the locality records package may import of the module.
+	localityImports = []string{"key", "addr", "reject", "internal/jcs"}
 	// The formats a public package may be written in.
 	formats = []string{"internal/jcs", "internal/detcbor", "internal/chain", "internal/safefile", "internal/grant", "internal/journal", "internal/unit", "internal/hostpath", "internal/crash"}
 )
@@ -117,10 +119,14 @@ func rule(p, i string) string {
 		return "the engine knows nothing above it"
 	case under(p, "internal/live") && under(i, "internal/server", "internal/mcp"):
 		return "live knows nothing above it"
+	case under(p, "locality") && !under(i, "locality") && !slices.Contains(localityImports, i):
+		return "a locality claim is made of keys, addresses, reject codes and JCS only"
 	case p == "client":
 		return "the client imports nothing of the module"
 	case p == "evidence/spdm" && i != "reject":
 		return "the SPDM verifier imports nothing of the module but the reject codes"
+	case p == "evidence" && i != "reject" && i != "evidence/spdm":
+		return "the evidence verifier imports nothing of the module but the reject codes and the SPDM verifier"
 	case p == "internal/mcp" && i != "client" && i != "internal/errs":
 		return "the MCP server is a thin caller of the client"
 	case slices.Contains(public, p) && strings.HasPrefix(i, "internal/") && !slices.Contains(formats, i):
@@ -167,7 +173,12 @@ func TestRulesCatchBreaks(t *testing.T) {
 		{"evidence/spdm", "internal/jcs", true},
 		{"evidence/spdm", "key", true},
 		{"evidence/spdm", "reject", false},
+		{"evidence", "evidence/spdm", false},
+		{"evidence", "key", true},
 		{"internal/host", "internal/executor/executortest", true},
+		{"locality", "internal/jcs", false},
+		{"locality", "attest", true},
+		{"locality", "internal/errs", true},
 	} {
 		if got := rule(tc.p, tc.i) != ""; got != tc.broke {
 			t.Errorf("%s importing %s: broke a rule %v, want %v (%q)", tc.p, tc.i, got, tc.broke, rule(tc.p, tc.i))

@@ -368,6 +368,14 @@ func Generate() (map[string][]byte, error) {
 		About: "JCP/1 standing grants: mint policies and the children minted under them, in chains and in the budget ledger (max, rate, events), each with ok or the code of its first refusal (docs/spec/jcp.md § Vectors)"},
 		map[string][]byte{"positive/standing.json": sv})
 
+	lv, err := localityVectors()
+	if err != nil {
+		return nil, err
+	}
+	p.add(Entry{Name: "locality", Path: "locality/locality.json", Kind: KindLocality, Expect: ExpectOK,
+		About: "sandbox.locality/1 claims, each with the host key and binding it is checked against and ok or the code of its first refusal, under two published anchors: claims that hold (one on the region's very edge) and claims falsified by distance, by a forged rtt or time, by an unknown or moved anchor, by another host or run (docs/spec/locality.md § Vectors)"},
+		map[string][]byte{"locality/locality.json": lv})
+
 	if err := recordRunsVectors(p, k); err != nil {
 		return nil, err
 	}
