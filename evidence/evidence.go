@@ -140,13 +140,13 @@ type Options struct {
 type Result struct {
 	Kind        Kind   `json:"kind"`
 	Version     uint32 `json:"version"`
-	Product     string `json:"product,omitempty"` // Milan, Genoa, Turin; TDX
-	Signer      string `json:"signer"`            // VCEK, VLEK, PCK
-	Measurement string `json:"measurement"`       // hex: MEASUREMENT, MRTD
-	ReportData  string `json:"report_data"`       // hex
+	Product     string `json:"product,omitempty"`     // Milan, Genoa, Turin; TDX
+	Signer      string `json:"signer"`                // VCEK, VLEK, PCK
+	Measurement string `json:"measurement,omitempty"` // hex: MEASUREMENT, MRTD
+	ReportData  string `json:"report_data"`           // hex
 	HostData    string `json:"host_data,omitempty"`
 	ChipID      string `json:"chip_id,omitempty"`
-	TCB         string `json:"tcb"` // hex: REPORTED_TCB, TEE_TCB_SVN
+	TCB         string `json:"tcb,omitempty"` // hex: REPORTED_TCB, TEE_TCB_SVN
 	Debug       bool   `json:"debug"`
 	VMPL        *int   `json:"vmpl,omitempty"`
 	// Measurements are an NVIDIA GPU's, "index:digest" in hex.

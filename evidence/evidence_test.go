@@ -5,10 +5,12 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -344,5 +346,21 @@ func BenchmarkVerify(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestIntelRootPinned: the bundled Intel root is the one the spec names
+// by its fingerprint.
+func TestIntelRootPinned(t *testing.T) {
+	c, err := evidence.IntelRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprintf("%x", sha256.Sum256(c.Raw)); got != "44a0196b2b99f889b8e149e95b807a350e7424964399e885a7cbb8ccfab674d3" {
+		t.Fatalf("the bundled Intel root is %s", got)
+	}
+	spec, err := os.ReadFile("../docs/spec/evidence.md")
+	if err != nil || !bytes.Contains(spec, []byte("44a0196b2b99f889b8e149e95b807a350e7424964399e885a7cbb8ccfab674d3")) {
+		t.Fatalf("docs/spec/evidence.md does not name the root's fingerprint: %v", err)
 	}
 }

@@ -24,6 +24,7 @@ func trustCommands(g *Globals) []*cobra.Command {
 		g.stub("policy", "What a principal may grant: policy documents and the decision log"),
 		g.stub("vectors", "Generate or check the conformance pack (conformance/v1)"),
 		g.stub("jcp", "JCP: principals, grants and delegation chains, budgets, the ledger"),
+		g.stub("tee", "Hardware evidence: verify SEV-SNP reports, TDX quotes and NVIDIA GPU reports offline"),
 	}
 }
 

@@ -50,7 +50,7 @@ func commands(g *cli.Globals) []*cobra.Command {
 		recordCmd(g), exportCmd(g), importCmd(g),
 		imageCmd(g), manifestCmd(g), vmCmd(g),
 		fleetCmd(g),
-		verifyCmd(g), policyCmd(g), vectorsCmd(), jcpCmd(g),
+		verifyCmd(g), policyCmd(g), vectorsCmd(), jcpCmd(g), teeCmd(g),
 		serveCmd(g), mcpCmd(g),
 		doctorCmd(g), gcCmd(g),
 	}
