@@ -1,0 +1,37 @@
+package tee
+
+import (
+	"context"
+
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+// ReportDataSize is the size of the binding a report carries.
+const ReportDataSize = 64
+
+// Evidence is what a provider returns for one binding.
+type Evidence struct {
+	// Provider names the provider: "configfs-tsm", "software".
+	Provider string
+	// Platform is what made the report, as the provider says it:
+	// configfs-tsm's provider attribute ("sev_guest", "tdx_guest"), or
+	// "software".
+	Platform string
+	// Report is the report (an SEV-SNP report, a TDX quote, a software
+	// report), as evidence.Verify reads it; for SEV-SNP with a
+	// certificate table, the table follows the report.
+	Report []byte
+	// Software is true for evidence no hardware vouches for.
+	Software bool
+}
+
+// Provider obtains evidence bound to 64 bytes of report data.
+type Provider interface {
+	// Name is the provider's name ("configfs-tsm", "software").
+	Name() string
+	// Probe says whether the provider can give evidence here, and why
+	// not.
+	Probe() tier.Probe
+	// Evidence returns a report whose report_data is data.
+	Evidence(ctx context.Context, data [ReportDataSize]byte) (Evidence, error)
+}
