@@ -2,6 +2,7 @@ package attest
 
 import (
 	"bytes"
+	"crypto/sha512"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -33,6 +34,14 @@ const TypeV2 = "sandbox.attestation/2"
 // is /3 (record and audit_prev may be there too), one without it is /1
 // or /2 as before.
 const TypeV3 = "sandbox.attestation/3"
+
+// TypeV4 is /3 with one more member: evidence, the hardware evidence
+// that the run's host is what it says (an S6 or S7 run): which provider
+// gave it, of what kind, and the address of the report in the run
+// directory (evidence.bin), whose report_data is Binding of this claim
+// (docs/spec/attestation.md). A claim with evidence is /4 (record,
+// audit_prev and jcp may be there too).
+const TypeV4 = "sandbox.attestation/4"
 
 // TimeLayout is the claim's time format: RFC 3339, UTC, nanoseconds.
 const TimeLayout = "2006-01-02T15:04:05.000000000Z"
@@ -69,6 +78,44 @@ type Claim struct {
 	// JCP is the JCP decision that allowed the run (/3 only): its file
 	// is jcp-decision.cose in the run directory.
 	JCP *addr.Addr `json:"jcp,omitempty"`
+	// Evidence is the hardware evidence bound to the run (/4 only).
+	Evidence *Evidence `json:"evidence,omitempty"`
+}
+
+// Evidence cites a run's hardware evidence.
+type Evidence struct {
+	// Provider is the provider that obtained it: configfs-tsm, software.
+	Provider string `json:"provider"`
+	// Kind is what the report is: sev-snp, tdx, software.
+	Kind string `json:"kind"`
+	// Report is the address of the report (evidence.bin).
+	Report addr.Addr `json:"report"`
+	// Software is true for evidence no hardware vouches for (the
+	// software provider's, for tests and wiring): a verifier refuses it
+	// unless told to allow it, and shows it as software-grounded.
+	Software bool `json:"software,omitempty"`
+}
+
+// BindingDomain separates the binding's hash from every other use of
+// SHA-512 over a claim.
+const BindingDomain = "sandbox.evidence-binding/1\n"
+
+// Binding is the report_data a claim's evidence must carry: SHA-512 of
+// BindingDomain followed by the canonical JSON (JCS) of the claim as it
+// is signed, type /4 and signer set, without its evidence member. The
+// evidence is obtained after everything else in the claim is fixed, and
+// the signature then covers the evidence's address: the report vouches
+// for the claim, the claim for the report.
+func Binding(c Claim, signer key.Public) ([64]byte, error) {
+	c.Type, c.Signer, c.Evidence = TypeV4, signer, nil
+	if c.Hardware.Devices == nil {
+		c.Hardware.Devices = []Device{}
+	}
+	b, err := jcs.Marshal(c)
+	if err != nil {
+		return [64]byte{}, err
+	}
+	return sha512.Sum512(append([]byte(BindingDomain), b...)), nil
 }
 
 // RecordCite names a run record and the head a run continues from.
@@ -149,6 +196,9 @@ func Time(t time.Time) string { return t.UTC().Format(TimeLayout) }
 // Validate checks the claim's fields. Errors are *reject.Error.
 func (c *Claim) Validate() error {
 	v2 := c.Record != nil || c.AuditPrev != nil
+	if c.Evidence != nil || c.Type == TypeV4 {
+		return c.validateV4()
+	}
 	switch {
 	case c.JCP != nil && c.Type != TypeV3:
 		return reject.New(reject.UnknownField, "claim.jcp", "a member of %s, not of %s", TypeV3, c.Type)
@@ -164,8 +214,34 @@ func (c *Claim) Validate() error {
 	case c.Type == TypeV2 && !v2:
 		return reject.New(reject.NonCanonical, "claim.type", "a claim with neither record nor audit_prev is %s", Type)
 	case c.Type != Type && c.Type != TypeV2:
-		return reject.New(reject.Unrecognised, "claim.type", "%q, want %q, %q or %q", c.Type, Type, TypeV2, TypeV3)
+		return reject.New(reject.Unrecognised, "claim.type", "%q, want %q, %q, %q or %q", c.Type, Type, TypeV2, TypeV3, TypeV4)
 	}
+	return c.validateRest()
+}
+
+// validateV4 checks what /4 adds, then the rest.
+func (c *Claim) validateV4() error {
+	switch e := c.Evidence; {
+	case c.Type != TypeV4:
+		return reject.New(reject.UnknownField, "claim.evidence", "a member of %s, not of %s", TypeV4, c.Type)
+	case e == nil:
+		return reject.New(reject.NonCanonical, "claim.type", "a claim without evidence is %s, %s or %s", Type, TypeV2, TypeV3)
+	case e.Provider == "" || e.Kind == "":
+		return reject.New(reject.MissingField, "claim.evidence", "evidence names its provider and its kind")
+	case e.Report.IsZero():
+		return reject.New(reject.MissingField, "claim.evidence.report", "the zero address names no report")
+	case e.Software != (e.Kind == "software"):
+		return reject.New(reject.Invalid, "claim.evidence.software", "software is true exactly for evidence of kind software")
+	case c.JCP != nil && c.JCP.IsZero():
+		return reject.New(reject.MissingField, "claim.jcp", "the zero address names no decision")
+	case c.Tier.Chosen < tier.S6:
+		return reject.New(reject.Invalid, "claim.evidence", "evidence is sealed into S6 and S7 runs, not %s", c.Tier.Chosen)
+	}
+	return c.validateRest()
+}
+
+// validateRest checks the members every version has.
+func (c *Claim) validateRest() error {
 	if c.Record != nil && (c.Record.Genesis.IsZero() || c.Record.Head.IsZero()) {
 		return reject.New(reject.MissingField, "claim.record", "a record is cited by its genesis and a head, neither the zero address")
 	}
@@ -263,6 +339,9 @@ func Seal(c Claim, k key.Private) (*Attestation, error) {
 	}
 	if c.JCP != nil {
 		c.Type = TypeV3
+	}
+	if c.Evidence != nil {
+		c.Type = TypeV4
 	}
 	c.Signer = k.Public()
 	if c.Hardware.Devices == nil {

@@ -65,6 +65,48 @@ func TestSealVerify(t *testing.T) {
 	}
 }
 
+// s6Evidence makes c an S6 run with an SEV-SNP report cited.
+func s6Evidence(c *Claim) *Evidence {
+	c.Tier = Tier{Required: tier.S6, Chosen: tier.S6, Reason: "grant confidential"}
+	return &Evidence{Provider: "configfs-tsm", Kind: "sev-snp", Report: addr.Of([]byte("report"))}
+}
+
+// TestEvidenceSealsV4: a claim with evidence is sealed as /4 and
+// verifies; its binding leaves the evidence out, so sealing the evidence
+// does not change the binding it carries, and any other member does.
+func TestEvidenceSealsV4(t *testing.T) {
+	k := testKey(t, 1)
+	c := sample()
+	e := s6Evidence(&c)
+	b1, err := Binding(c, k.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Evidence = e
+	a, err := Seal(c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Claim.Type != TypeV4 {
+		t.Fatalf("type %s", a.Claim.Type)
+	}
+	got, err := Verify(a.Envelope, key.NewTrust(k.Public()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := Binding(got.Claim, k.Public())
+	if b1 != b2 {
+		t.Fatal("the binding changed when the evidence was sealed in")
+	}
+	got.Claim.Notes = []string{"changed"}
+	if b3, _ := Binding(got.Claim, k.Public()); b3 == b1 {
+		t.Fatal("the binding does not cover the notes")
+	}
+	if b4, _ := Binding(c, key.Public{}); b4 == b1 {
+		t.Fatal("the binding does not cover the signer")
+	}
+}
+
 func TestValidate(t *testing.T) {
 	one := 1
 	tests := []struct {
@@ -88,7 +130,14 @@ func TestValidate(t *testing.T) {
 		{"/1 citing a record", func(c *Claim) { c.Record = &RecordCite{Genesis: addr.Of([]byte("g")), Head: addr.Of([]byte("h"))} }, reject.UnknownField},
 		{"/1 with audit_prev", func(c *Claim) { a := addr.Of([]byte("a")); c.AuditPrev = &a }, reject.UnknownField},
 		{"/2 with neither", func(c *Claim) { c.Type = TypeV2 }, reject.NonCanonical},
-		{"/4", func(c *Claim) { c.Type = "sandbox.attestation/4" }, reject.Unrecognised},
+		{"/5", func(c *Claim) { c.Type = "sandbox.attestation/5" }, reject.Unrecognised},
+		{"/4 without evidence", func(c *Claim) { c.Type = TypeV4 }, reject.NonCanonical},
+		{"/3 with evidence", func(c *Claim) { c.Type = TypeV3; c.Evidence = s6Evidence(c) }, reject.UnknownField},
+		{"/4 evidence without provider", func(c *Claim) { c.Type = TypeV4; c.Evidence = s6Evidence(c); c.Evidence.Provider = "" }, reject.MissingField},
+		{"/4 evidence with a zero report", func(c *Claim) { c.Type = TypeV4; c.Evidence = s6Evidence(c); c.Evidence.Report = addr.Addr{} }, reject.MissingField},
+		{"/4 software not said", func(c *Claim) { c.Type = TypeV4; c.Evidence = s6Evidence(c); c.Evidence.Kind = "software" }, reject.Invalid},
+		{"/4 hardware said software", func(c *Claim) { c.Type = TypeV4; c.Evidence = s6Evidence(c); c.Evidence.Software = true }, reject.Invalid},
+		{"/4 at S5", func(c *Claim) { c.Type = TypeV4; c.Evidence = s6Evidence(c); c.Tier.Chosen = tier.S5 }, reject.Invalid},
 		{"/3 without jcp", func(c *Claim) { c.Type = TypeV3 }, reject.NonCanonical},
 		{"/3 with a zero jcp", func(c *Claim) { c.Type = TypeV3; c.JCP = &addr.Addr{} }, reject.MissingField},
 		{"/2 with jcp", func(c *Claim) { j := addr.Of([]byte("d")); c.Type = TypeV2; c.JCP = &j }, reject.UnknownField},

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,9 +10,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/evidence"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/unit"
@@ -35,10 +38,14 @@ const (
 	// FileJCPDecision is the JCP gate's decision that allowed the run
 	// (sandbox.attestation/3's jcp member).
 	FileJCPDecision = "jcp-decision.cose"
+	// FileEvidence is the hardware evidence of an S6 or S7 run
+	// (sandbox.attestation/4's evidence member): an SEV-SNP report (with
+	// its certificate table), a TDX quote, or a software report.
+	FileEvidence = "evidence.bin"
 )
 
 // RunFiles are every name a run directory may hold.
-var RunFiles = []string{FileAttestation, FileReceipt, FileUnit, FileGrants, FileDecisions, FileJournal, FileStdout, FileStderr, FileJCPDecision}
+var RunFiles = []string{FileAttestation, FileReceipt, FileUnit, FileGrants, FileDecisions, FileJournal, FileStdout, FileStderr, FileJCPDecision, FileEvidence}
 
 // Kinds of sealed file.
 const (
@@ -48,6 +55,7 @@ const (
 	KindGrants      = "grants"
 	KindDecisions   = "decisions"
 	KindJCPDecision = "jcp-decision"
+	KindEvidence    = "evidence"
 	KindJournal     = "journal"
 	KindOutput      = "output"
 	KindClaim       = "claim" // what the verifier re-derived, against the claim
@@ -66,9 +74,14 @@ type Result struct {
 
 // Verifier verifies sealed files against a trust set.
 type Verifier struct {
-	Trust    key.Trust
-	ReadFile func(string) ([]byte, error) // os.ReadFile in production
-	ReadDir  func(string) ([]string, error)
+	Trust key.Trust
+	// AllowSoftware accepts an S6 run's software-grounded evidence (the
+	// software provider's, for tests and wiring): still checked, and
+	// shown as software-grounded; without it, such evidence is refused
+	// (evidence-software).
+	AllowSoftware bool
+	ReadFile      func(string) ([]byte, error) // os.ReadFile in production
+	ReadDir       func(string) ([]string, error)
 }
 
 func (v *Verifier) read(p string) ([]byte, error) {
@@ -273,6 +286,12 @@ func (v *Verifier) Attestation(p string) []Result {
 		out = append(out, Result{Path: filepath.Join(dir, FileJCPDecision), Kind: KindJCPDecision,
 			Err: reject.New(reject.Unrecognised, "", "the attestation cites no JCP decision, so nothing binds %s", FileJCPDecision)})
 	}
+	if c.Evidence != nil {
+		bound(FileEvidence, KindEvidence, c.Evidence.Report, func(raw []byte) (string, error) { return v.evidence(raw, &c) })
+	} else if _, err := v.read(filepath.Join(dir, FileEvidence)); !errors.Is(err, fs.ErrNotExist) {
+		out = append(out, Result{Path: filepath.Join(dir, FileEvidence), Kind: KindEvidence,
+			Err: reject.New(reject.Unrecognised, "", "the attestation cites no evidence, so nothing binds %s", FileEvidence)})
+	}
 	if u != nil && gs != nil && rc != nil {
 		r := Result{Path: p, Kind: KindClaim, Addr: a.Addr, Note: "tier, devices and times re-derived from the unit, grants and receipt"}
 		r.Err = Rederive(&c, u, gs, rc)
@@ -288,6 +307,37 @@ func (v *Verifier) Attestation(p string) []Result {
 	}
 	out = append(out, v.outputs(dir, c.Journal != nil, outcome)...)
 	return append(out, v.strays(dir)...)
+}
+
+// evidence checks the hardware evidence an attestation cites, offline:
+// its chain to the vendor's root at the time the run ended, its
+// signature, and that its report_data is the claim's binding
+// (attest.Binding): the report vouches for this claim and no other.
+func (v *Verifier) evidence(raw []byte, c *attest.Claim) (string, error) {
+	binding, err := attest.Binding(*c, c.Signer)
+	if err != nil {
+		return "", err
+	}
+	ended, err := time.Parse(attest.TimeLayout, c.Ended)
+	if err != nil {
+		return "", reject.New(reject.Invalid, "claim.ended", "%v", err)
+	}
+	r, err := evidence.Verify(raw, evidence.Options{At: ended, AllowSoftware: v.AllowSoftware,
+		Policy: evidence.Policy{ReportData: hex.EncodeToString(binding[:]), AllowDebug: true}})
+	if err != nil {
+		return "", err
+	}
+	if string(r.Kind) != c.Evidence.Kind || r.Software != c.Evidence.Software {
+		return "", reject.New(reject.Invalid, "claim.evidence.kind", "the claim says %s evidence, the report is %s", c.Evidence.Kind, r.Kind)
+	}
+	if r.Software {
+		return fmt.Sprintf("SOFTWARE-GROUNDED evidence (%s, no hardware vouches for it), bound to the claim", c.Evidence.Provider), nil
+	}
+	debug := ""
+	if r.Debug {
+		debug = ", a DEBUG guest (its memory is readable by its host)"
+	}
+	return fmt.Sprintf("%s evidence from %s, %s chain to the vendor root at the run's end, bound to the claim%s", r.Kind, c.Evidence.Provider, r.Product, debug), nil
 }
 
 // jcpDecision checks the JCP decision an attestation cites: a decision,

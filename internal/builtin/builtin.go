@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"crypto/ed25519"
 	"crypto/x509"
 	"errors"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/bare"
 	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/native"
+	"github.com/opensubstrate/sandbox/internal/tee"
 	"github.com/opensubstrate/sandbox/internal/vm"
 	"github.com/opensubstrate/sandbox/internal/wasm"
 )
@@ -37,6 +39,13 @@ type Config struct {
 	// makes it). VMAccel forces S5's accelerator ("kvm", "tcg").
 	VMImage string
 	VMAccel string
+	// TEEProvider names the provider of S6's hardware evidence:
+	// "configfs-tsm" (the default, "": real evidence on a confidential
+	// VM, unavailable elsewhere) or "software" (for tests and wiring
+	// only, never chosen unless named). TEERoot is the root the
+	// configfs-tsm provider finds /sys/kernel/config under (default /).
+	TEEProvider string
+	TEERoot     string
 }
 
 // Executors makes the built-in executors for the host at site, in the
@@ -68,6 +77,14 @@ func (c Config) Executors(site executor.Site) ([]executor.Executor, error) {
 		return fail(err)
 	}
 	made = append(made, n, bare.Executor{})
+	// The software provider signs with a key of this host's, derived
+	// from its host key, so its reports say which host made them.
+	seed := site.Derive(teeSoftwareKeyContext)
+	p, err := tee.Select(c.TEEProvider, c.TEERoot, ed25519.NewKeyFromSeed(seed[:]))
+	if err != nil {
+		return fail(err)
+	}
+	made = append(made, confidential{in: n, provider: p})
 	if c.VMImage == "" {
 		c.VMImage = filepath.Join(site.StateDir, "vm")
 	}
@@ -82,6 +99,9 @@ func (c Config) Executors(site executor.Site) ([]executor.Executor, error) {
 	}
 	return append(made, vm.NewFirecracker(vc, "")), nil
 }
+
+// teeSoftwareKeyContext derives the software evidence provider's key.
+const teeSoftwareKeyContext = "sandbox tee software provider v1"
 
 // KernelDenials says whether S1 runs on this host log the denials the
 // kernel reports (Landlock's, through audit), and why not where they do

@@ -3,6 +3,8 @@ package executor
 import (
 	"context"
 
+	"github.com/opensubstrate/sandbox/internal/tee"
+
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/unit"
@@ -89,3 +91,11 @@ type Helpers interface {
 // An Executor that holds something between runs (a warm init, a
 // compilation cache) is an io.Closer too: the engine closes it when it
 // closes.
+
+// Evidencer is an Executor whose runs hardware vouches for (S6, S7):
+// after a run, the engine asks it for evidence whose report_data is the
+// run's binding (attest.Binding), and seals the evidence into the
+// attestation. An Evidencer that cannot give evidence fails the seal.
+type Evidencer interface {
+	Evidence(ctx context.Context, data [tee.ReportDataSize]byte) (tee.Evidence, error)
+}

@@ -1,9 +1,11 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
@@ -14,6 +16,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/hw"
 	"github.com/opensubstrate/sandbox/internal/journal"
 	"github.com/opensubstrate/sandbox/internal/store"
+	"github.com/opensubstrate/sandbox/internal/tee"
 	"github.com/opensubstrate/sandbox/internal/trail"
 	"github.com/opensubstrate/sandbox/receipt"
 	"github.com/opensubstrate/sandbox/tier"
@@ -133,6 +136,18 @@ func (h *Host) seal(p *Plan, rec *store.Partial, f *records, enf *grant.Enforcer
 			claim.Notes = append(claim.Notes, n)
 		}
 	}
+	// An S6 or S7 run's evidence is obtained last, bound to the claim as
+	// it now stands, and cited by the claim the host signs.
+	if ev, ok := p.ex.(executor.Evidencer); ok {
+		e, err := h.evidence(ev, claim)
+		if err != nil {
+			return nil, notSealed(err)
+		}
+		if err := rec.Write(verify.FileEvidence, e.Report); err != nil {
+			return nil, notSealed(err)
+		}
+		claim.Evidence = &attest.Evidence{Provider: e.Provider, Kind: e.Kind(), Report: addr.Of(e.Report), Software: e.Software}
+	}
 	a, err := attest.Seal(claim, h.Key)
 	if err != nil {
 		return nil, notSealed(err)
@@ -168,6 +183,28 @@ func (h *Host) seal(p *Plan, rec *store.Partial, f *records, enf *grant.Enforcer
 	h.Logger().Info("run sealed", "run", a.Addr, "status", res.Outcome.Status, "dir", final)
 	return r, nil
 }
+
+// evidence asks an S6 or S7 executor for evidence bound to claim.
+func (h *Host) evidence(ev executor.Evidencer, claim attest.Claim) (tee.Evidence, error) {
+	data, err := attest.Binding(claim, h.Key.Public())
+	if err != nil {
+		return tee.Evidence{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), evidenceTimeout)
+	defer cancel()
+	e, err := ev.Evidence(ctx, data)
+	if err != nil {
+		return tee.Evidence{}, fmt.Errorf("the run's hardware evidence: %w", err)
+	}
+	if len(e.Report) == 0 || e.Kind() == "" {
+		return tee.Evidence{}, fmt.Errorf("the run's hardware evidence: the provider %q gave no report of a known kind (platform %q)", e.Provider, e.Platform)
+	}
+	return e, nil
+}
+
+// evidenceTimeout bounds how long a provider may take to report (the
+// kernel's configfs-tsm asks the platform's firmware: milliseconds).
+const evidenceTimeout = 30 * time.Second
 
 // auditTrail is the host's S7 audit trail (STATE/audit.jsonl), opened
 // (replayed) once.

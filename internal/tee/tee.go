@@ -35,3 +35,18 @@ type Provider interface {
 	// Evidence returns a report whose report_data is data.
 	Evidence(ctx context.Context, data [ReportDataSize]byte) (Evidence, error)
 }
+
+// Kind is the evidence kind of e's report, as package evidence names
+// it: sev-snp, tdx, software; "" for a platform this package does not
+// know.
+func (e Evidence) Kind() string {
+	switch {
+	case e.Software:
+		return "software"
+	case e.Platform == "sev_guest":
+		return "sev-snp"
+	case e.Platform == "tdx_guest":
+		return "tdx"
+	}
+	return ""
+}

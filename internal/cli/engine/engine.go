@@ -77,6 +77,7 @@ func hostOf(g *cli.Globals) (*live.Manager, error) {
 	executors := builtin.Config{
 		MemoryPages: g.MemoryPages, Memory: mem, Pids: g.Pids, CPUs: g.CPUs, EgressRoots: roots,
 		VMImage: os.Getenv("SANDBOX_VM_IMAGE"), VMAccel: os.Getenv("SANDBOX_VM_ACCEL"),
+		TEEProvider: os.Getenv("SANDBOX_TEE_PROVIDER"), TEERoot: os.Getenv("SANDBOX_TEE_ROOT"),
 	}
 	h, err := host.New(host.Config{
 		Home: d.Root, Rand: rand.Reader, Warm: g.Warm, CgroupRoot: os.Getenv("SANDBOX_CGROUP_ROOT"), SysfsRoot: os.Getenv("SANDBOX_SYSFS_ROOT"),

@@ -323,6 +323,13 @@ func show(w io.Writer, a *attest.Attestation, dir string, damage []damageJSON) e
 	fmt.Fprintf(w, "outcome    %s\n", o)
 	fmt.Fprintf(w, "tier       %s %s, required %s: %s\n", c.Tier.Chosen, c.Tier.Chosen.Name(), c.Tier.Required, c.Tier.Reason)
 	fmt.Fprintf(w, "executor   %s\n", c.Executor)
+	if e := c.Evidence; e != nil {
+		grounded := "hardware"
+		if e.Software {
+			grounded = "SOFTWARE-GROUNDED: no hardware vouches for it (a test provider's)"
+		}
+		fmt.Fprintf(w, "evidence   %s from %s, %s (%s, %s)\n", e.Kind, e.Provider, grounded, verify.FileEvidence, e.Report)
+	}
 	for _, n := range c.Notes {
 		fmt.Fprintf(w, "note       %s\n", n)
 	}
@@ -505,6 +512,7 @@ type ShowJSON struct {
 	Outcome   client.Outcome   `json:"outcome"`
 	Tier      tierJSON         `json:"tier"`
 	Executor  string           `json:"executor"`
+	Evidence  *attest.Evidence `json:"evidence,omitempty"`
 	Notes     []string         `json:"notes,omitempty"`
 	Unit      json.RawMessage  `json:"unit,omitempty"`
 	Grants    json.RawMessage  `json:"grants,omitempty"`
@@ -535,7 +543,7 @@ func showJSONOf(a *attest.Attestation, dir string, damage []damageJSON) ShowJSON
 	j := ShowJSON{Schema: cli.JSONSchema, Run: a.Addr.String(), Records: dir, Signer: c.Signer.String(), Started: c.Started, Ended: c.Ended,
 		Outcome:  client.Outcome{Status: string(c.Outcome.Status), ExitCode: c.Outcome.ExitCode, Detail: c.Outcome.Detail},
 		Tier:     tierJSON{Chosen: c.Tier.Chosen.String(), Required: c.Tier.Required.String(), Reason: c.Tier.Reason},
-		Executor: c.Executor, Notes: c.Notes, Damaged: damage}
+		Executor: c.Executor, Evidence: c.Evidence, Notes: c.Notes, Damaged: damage}
 	if b := read(verify.FileUnit); json.Valid(b) {
 		j.Unit = b
 	}

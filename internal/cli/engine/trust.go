@@ -27,7 +27,7 @@ import (
 
 func verifyCmd(g *cli.Globals) *cobra.Command {
 	var trustArgs []string
-	var trustHost, asJSON bool
+	var trustHost, asJSON, allowSoftware bool
 	c := &cobra.Command{
 		Use: "verify [--trust KEY|FILE]... PATH...",
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, tc string) ([]string, cobra.ShellCompDirective) {
@@ -47,7 +47,11 @@ hex digits) or "last".
 An attestation (or a run directory) is checked completely: canonical form,
 signature, trusted signer, and every object it binds (unit, grants, decision
 log, receipt, replay journal) present beside it, at its address, valid, and
-consistent with the claim. Only keys given with --trust are trusted: a valid
+consistent with the claim. An S6 or S7 run's hardware evidence (evidence.bin)
+is checked offline against the vendor's root at the run's end time and
+must carry the claim's binding (docs/spec/attestation.md); software-grounded
+evidence is refused unless --allow-software-evidence is given. Only keys
+given with --trust are trusted: a valid
 signature by any other key fails with code untrusted-key. Codes are listed
 in docs/spec/conformance.md.
 
@@ -70,7 +74,7 @@ failures are untrusted keys, 3 when a PATH or run was not found.`,
 				}
 				trust.Add(k.Public())
 			}
-			v := &verify.Verifier{Trust: trust}
+			v := &verify.Verifier{Trust: trust, AllowSoftware: allowSoftware}
 			out := cmd.OutOrStdout()
 			worst := 0
 			all := []VerifyJSON{}
@@ -121,6 +125,7 @@ failures are untrusted keys, 3 when a PATH or run was not found.`,
 	c.Flags().StringArrayVar(&trustArgs, "trust", nil, "trust this public key (ed25519:<hex>) or the keys in this file, one per line; repeatable")
 	c.Flags().BoolVar(&trustHost, "trust-host", false, "also trust this host's own key (host.pub in the state directory)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array, one object per artifact (docs/cli-json.md)")
+	c.Flags().BoolVar(&allowSoftware, "allow-software-evidence", false, "accept an S6 run's software-grounded evidence (a test provider's: no hardware vouches for it), shown as such")
 	return c
 }
 
