@@ -8,6 +8,7 @@ require (
 	github.com/dustin/go-humanize v1.1.0
 	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/fxamacker/cbor/v2 v2.10.0
+	github.com/google/go-configfs-tsm v0.3.3
 	github.com/google/go-containerregistry v0.22.1
 	github.com/google/go-sev-guest v0.15.0
 	github.com/google/go-tdx-guest v0.3.1
@@ -26,7 +27,6 @@ require (
 )
 
 require (
-	github.com/google/go-configfs-tsm v0.3.3 // indirect
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/google/logger v1.1.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect

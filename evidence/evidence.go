@@ -134,6 +134,10 @@ type Options struct {
 	// whose bundled roots are used, instead of the one the report or
 	// its certificate names.
 	Product string
+	// AllowSoftware admits software-grounded evidence (KindSoftware),
+	// for tests and wiring. Refused by default: no hardware vouches
+	// for it.
+	AllowSoftware bool
 }
 
 // Result is what verified evidence says.
@@ -157,11 +161,18 @@ type Result struct {
 	Chain []string `json:"chain"`
 	// NotChecked names what an offline verification could not check.
 	NotChecked []string `json:"not_checked"`
+	// Software is true for software-grounded evidence: no hardware
+	// vouches for it.
+	Software bool `json:"software,omitempty"`
 }
 
 // Detect tells an SEV-SNP report, a TDX quote and an NVIDIA GPU's SPDM
-// report (binary or hex) apart by their headers.
+// report (binary or hex) apart by their headers, and a software report
+// (KindSoftware) by its magic.
 func Detect(b []byte) (Kind, error) {
+	if len(b) >= len(SoftwareMagic) && string(b[:len(SoftwareMagic)]) == SoftwareMagic {
+		return KindSoftware, nil
+	}
 	if isSPDM(b) {
 		return SPDM, nil
 	}
@@ -208,6 +219,8 @@ func Verify(b []byte, o Options) (r *Result, err error) {
 		return verifySNP(b, o)
 	case SPDM:
 		return verifySPDM(b, o)
+	case KindSoftware:
+		return verifySoftware(b, o)
 	default:
 		return verifyTDX(b, o)
 	}

@@ -12,5 +12,12 @@
 //     evidence-software unless the verifier explicitly allows it), and
 //     the provider is never chosen unless asked for by name.
 //
+// Select chooses one by name; configfs-tsm is the default, software
+// never is. The kernel's files are read under an injected root
+// (ConfigFS.Root), so tests run on a tree laid out as configfs lays it
+// out. That the kernel's report carries the binding in report_data is
+// the verifier's to check (evidence.Policy.ReportData), not this
+// package's.
+//
 // Verification is package evidence's; this package only obtains.
 package tee
