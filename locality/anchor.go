@@ -1,8 +1,10 @@
 package locality
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -99,9 +101,6 @@ func (a *Anchor) Published() PublishedAnchor {
 
 // ServeHTTP serves ChallengePath and AnswerPath.
 func (a *Anchor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// The answer's arrival is read before anything else is done with it,
-	// so that the anchor's own work after it never counts.
-	arrived := a.now()
 	if r.Method != http.MethodPost {
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
 		return
@@ -110,7 +109,7 @@ func (a *Anchor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case ChallengePath:
 		a.challenge(w, r)
 	case AnswerPath:
-		a.answer(w, r, arrived)
+		a.answer(w, r)
 	default:
 		http.NotFound(w, r)
 	}
@@ -118,8 +117,19 @@ func (a *Anchor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (a *Anchor) challenge(w http.ResponseWriter, r *http.Request) {
 	var req ChallengeRequest
-	if err := readJSON(r, &req); err != nil {
-		http.Error(w, "challenge: "+err.Error(), http.StatusBadRequest)
+	if code, err := readJSON(w, r, &req); err != nil {
+		http.Error(w, "challenge: "+err.Error(), code)
+		return
+	}
+	// A host key that names no one, or one under which signatures can be
+	// forged, and a binding that binds nothing, make measurements no
+	// verifier may accept (docs/spec/locality.md §3.1, §6 step 5f).
+	if err := req.Host.Check(); err != nil {
+		http.Error(w, "challenge: host: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if req.Binding.IsZero() {
+		http.Error(w, "challenge: binding: the all-zero address binds nothing", http.StatusBadRequest)
 		return
 	}
 	nonce := make([]byte, NonceSize)
@@ -141,6 +151,13 @@ func (a *Anchor) challenge(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "challenge: too many nonces waiting", http.StatusServiceUnavailable)
 		return
 	}
+	if _, dup := a.pending[string(nonce)]; dup {
+		// Only a broken random source repeats a nonce; handing it out
+		// again would move the waiting one's send time.
+		a.mu.Unlock()
+		http.Error(w, "challenge: the random source repeated a nonce", http.StatusInternalServerError)
+		return
+	}
 	// Sent is read before the reply is written: writing it only adds to
 	// the round trip.
 	a.pending[string(nonce)] = pending{host: req.Host, binding: req.Binding, sent: a.now()}
@@ -159,9 +176,19 @@ func (a *Anchor) sweep() {
 	}
 }
 
-func (a *Anchor) answer(w http.ResponseWriter, r *http.Request, arrived time.Time) {
+func (a *Anchor) answer(w http.ResponseWriter, r *http.Request) {
+	body, code, err := readBody(w, r)
+	// The answer has arrived when its last byte has: the clock is read
+	// then, before anything else is done with it. (Read when the headers
+	// came in, it let a host send them before it had the nonce and the
+	// body after, and be measured as nearer than it is.)
+	arrived := a.now()
+	if err != nil {
+		http.Error(w, "answer: "+err.Error(), code)
+		return
+	}
 	var ans Answer
-	if err := readJSON(r, &ans); err != nil {
+	if err := decodeJSON(body, &ans); err != nil {
 		http.Error(w, "answer: "+err.Error(), http.StatusBadRequest)
 		return
 	}
@@ -173,6 +200,10 @@ func (a *Anchor) answer(w http.ResponseWriter, r *http.Request, arrived time.Tim
 	switch {
 	case !ok:
 		http.Error(w, "answer: no such nonce waiting", http.StatusNotFound)
+		return
+	case rtt < 0:
+		// A monotonic clock never does this: no bound is signed from it.
+		http.Error(w, "answer: the anchor's clock went backwards; no round trip measured", http.StatusInternalServerError)
 		return
 	case rtt > AnswerWindow:
 		http.Error(w, "answer: the nonce expired", http.StatusGone)
@@ -191,19 +222,51 @@ func (a *Anchor) answer(w http.ResponseWriter, r *http.Request, arrived time.Tim
 		http.Error(w, "answer: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	body, err := json.Marshal(m)
+	out, err := json.Marshal(m)
 	if err != nil {
 		http.Error(w, "answer: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(body)
+	w.Write(out)
 }
 
 // readJSON reads one small JSON body into v, refusing members v does not
-// have.
-func readJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxRequest))
+// have; the status code goes with the error.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) (int, error) {
+	body, code, err := readBody(w, r)
+	if err != nil {
+		return code, err
+	}
+	if err := decodeJSON(body, v); err != nil {
+		return http.StatusBadRequest, err
+	}
+	return http.StatusOK, nil
+}
+
+// readBody reads a request's whole body, at most maxRequest bytes.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequest))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("the body is over %d bytes", maxRequest)
+	case err != nil:
+		return nil, http.StatusBadRequest, fmt.Errorf("reading the body: %w", err)
+	}
+	return b, http.StatusOK, nil
+}
+
+// decodeJSON reads b as one JSON object into v, refusing members v does
+// not have and anything after the object.
+func decodeJSON(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	return dec.Decode(v)
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("data after the JSON object at offset %d", dec.InputOffset())
+	}
+	return nil
 }

@@ -22,8 +22,9 @@
 //   - the request's nonce, which the signature covers, is the one the
 //     verifier chose (Options.ExpectedNonce): the report is fresh, not
 //     replayed; the responder's own nonce is exposed, not checked;
-//   - where NVIDIA's opaque data names the firmware (FWID), the device
-//     certificate was issued to that firmware;
+//   - the device's certificate is not a CA, and where it or NVIDIA's
+//     opaque data names the firmware (FWID), both do and name the same:
+//     the certificate was issued to that firmware;
 //   - the measurements meet a policy of allowed digests, if one is given.
 //
 // What it does not:

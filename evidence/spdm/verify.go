@@ -69,8 +69,9 @@ type Result struct {
 //   - the first certificate's key is ECDSA P-384, allowed to sign (ErrKey);
 //   - the response's signature verifies under that key over SHA-384 of
 //     the request and the response up to the signature (ErrSignature);
-//   - where the opaque data names the firmware (NVIDIA's FWID), the
-//     first certificate names the same (ErrFWID);
+//   - the first certificate is not a CA (ErrKey);
+//   - where the first certificate or the opaque data names the firmware
+//     (NVIDIA's FWID), both do, and name the same (ErrFWID);
 //   - the request's nonce is opts.ExpectedNonce, if given (ErrNonce);
 //   - the measurements meet opts.AllowedMeasurements, if given
 //     (ErrMeasurement).
@@ -87,6 +88,11 @@ func Verify(r *Report, chain []*x509.Certificate, roots *x509.CertPool, opts Opt
 	case len(chain) == 0:
 		return nil, errorf(ErrChain, "chain", "no certificate")
 	}
+	for i, c := range chain {
+		if c == nil {
+			return nil, errorf(ErrChain, fmt.Sprintf("certificate %d", i), "absent (nil)")
+		}
+	}
 	verified, err := verifyChain(chain, roots, opts.At)
 	if err != nil {
 		return nil, err
@@ -102,6 +108,11 @@ func Verify(r *Report, chain []*x509.Certificate, roots *x509.CertPool, opts Opt
 	if leaf.KeyUsage != 0 && leaf.KeyUsage&x509.KeyUsageDigitalSignature == 0 {
 		return nil, errorf(ErrKey, "certificate 0", "the key is not for digital signatures")
 	}
+	// A CA's key certifies other keys; the device's attestation key is a
+	// leaf's (NVIDIA's "GSP FMC LF" has no basic constraints).
+	if leaf.IsCA {
+		return nil, errorf(ErrKey, "certificate 0", "%q is a CA, not the device's attestation key", leaf.Subject.CommonName)
+	}
 	req, resp := r.Signed()
 	h := sha512.New384()
 	h.Write(req)
@@ -111,9 +122,17 @@ func Verify(r *Report, chain []*x509.Certificate, roots *x509.CertPool, opts Opt
 	if !ecdsa.Verify(pub, h.Sum(nil), rr, ss) {
 		return nil, errorf(ErrSignature, respAt(len(resp)), "the signature does not verify under the key of %q", leaf.Subject.CommonName)
 	}
-	if n := r.Response.NVIDIA; n != nil && slices.ContainsFunc(n.Items, func(i OpaqueItem) bool { return i.Type == OpaqueFWID }) {
-		want := certFWID(leaf)
+	// The firmware binding: where the certificate names the firmware that
+	// holds its key, the report must name the same; where only the report
+	// names one, the certificate does not vouch for it. A report that
+	// leaves the item out (or whose opaque data is not NVIDIA's list) is
+	// not let past the check.
+	n := r.Response.NVIDIA
+	named := n != nil && slices.ContainsFunc(n.Items, func(i OpaqueItem) bool { return i.Type == OpaqueFWID })
+	if want := certFWID(leaf); want != nil || named {
 		switch {
+		case !named:
+			return nil, errorf(ErrFWID, "opaque data", "no firmware id (NVIDIA item %d); the certificate was issued to %x", OpaqueFWID, want)
 		case n.FWID == nil:
 			return nil, errorf(ErrFWID, "opaque data", "a FWID item that is not 48 bytes")
 		case want == nil:
