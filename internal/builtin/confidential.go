@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/tee"
 	"github.com/opensubstrate/sandbox/internal/unit"
@@ -17,7 +16,6 @@ type s1Like interface {
 	executor.Executor
 	executor.Helpers
 	executor.Limiter
-	executor.DeviceGiver
 	executor.Prewarmer
 	executor.ProbeKeyer
 }
@@ -65,7 +63,6 @@ func (c confidential) Evidence(ctx context.Context, data [tee.ReportDataSize]byt
 
 func (c confidential) Helpers() []string          { return c.in.Helpers() }
 func (c confidential) DefaultLimits() unit.Limits { return c.in.DefaultLimits() }
-func (c confidential) Gives(d device.Class) bool  { return c.in.Gives(d) }
 func (c confidential) Prewarm()                   { c.in.Prewarm() }
 
 // ProbeKey is S1's, the provider named: the provider's answer holds for

@@ -532,8 +532,8 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 	enf := grant.NewEnforcer(g)
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
-	outT := &tee{caller: orDiscard(req.Stdout), record: files.out, hash: files.outH, kept: files.outK, limit: h.outputMax(), gone: func() { stopRun(ErrOutputClosed) }}
-	errT := &tee{caller: orDiscard(req.Stderr), record: files.err, hash: files.errH, kept: files.errK, limit: h.outputMax()}
+	outT := &splitter{caller: orDiscard(req.Stdout), record: files.out, hash: files.outH, kept: files.outK, limit: h.outputMax(), gone: func() { stopRun(ErrOutputClosed) }}
+	errT := &splitter{caller: orDiscard(req.Stderr), record: files.err, hash: files.errH, kept: files.errK, limit: h.outputMax()}
 	j := &executor.Job{
 		Unit: u, UnitAddr: p.ua, Image: req.Image, ImageAddr: u.Image, Grants: g, Enforcer: enf, Record: files.journal, KV: kvs,
 		Stdout:   outT,

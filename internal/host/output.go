@@ -29,13 +29,13 @@ func (h *Host) outputMax() int64 {
 	return DefaultOutputMax
 }
 
-// tee carries one of the guest's streams to the caller and into the
+// splitter carries one of the guest's streams to the caller and into the
 // record. The caller comes first and the guest never sees an error:
 // a record that cannot be written (a full disk) is noted, the run goes
 // on, and it is not sealed; a caller that went away (a closed pipe) is
 // written to no more, and gone is called. The record takes the first
 // limit bytes (kept hashes them); hash takes all.
-type tee struct {
+type splitter struct {
 	caller io.Writer
 	record io.Writer
 	hash   io.Writer
@@ -50,13 +50,13 @@ type tee struct {
 }
 
 // mute stops (or resumes) writing to the caller.
-func (t *tee) mute(on bool) {
+func (t *splitter) mute(on bool) {
 	t.mu.Lock()
 	t.muted = on
 	t.mu.Unlock()
 }
 
-func (t *tee) Write(p []byte) (int, error) {
+func (t *splitter) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.callerErr == nil && !t.muted {
@@ -108,7 +108,7 @@ func cutNotes(o journal.Outcome, limit int64) []string {
 }
 
 // failed returns the error the record met, if any.
-func (t *tee) failed() error {
+func (t *splitter) failed() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.recordErr
