@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -112,7 +113,54 @@ func ParsePolicy(b []byte) (Policy, error) {
 	if p.VMPL != nil && (*p.VMPL < 0 || *p.VMPL > 3) {
 		return Policy{}, reject.New(reject.Invalid, "policy.vmpl", "%d; want 0 to 3", *p.VMPL)
 	}
+	if err := gpuIndices(b); err != nil {
+		return Policy{}, err
+	}
+	for k, ds := range p.GPUMeasurements {
+		if i, err := strconv.Atoi(k); err != nil || strconv.Itoa(i) != k || i < 1 || i > 254 {
+			return Policy{}, reject.New(reject.Invalid, "policy.gpu_measurements", "index %q: want a decimal 1 to 254, without leading zeros", k)
+		}
+		for j, d := range ds {
+			if err := check(fmt.Sprintf("gpu_measurements[%s][%d]", k, j), d, 32, 48, 64); err != nil || d == "" {
+				return Policy{}, reject.New(reject.Invalid, fmt.Sprintf("policy.gpu_measurements[%s][%d]", k, j), "a digest in hex, 32, 48 or 64 bytes")
+			}
+		}
+	}
 	return p, nil
+}
+
+// gpuIndices refuses a gpu_measurements object naming an index twice
+// (encoding/json keeps the last, silently).
+func gpuIndices(b []byte) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return reject.Wrap(reject.Malformed, "policy", err)
+	}
+	raw, ok := top["gpu_measurements"]
+	if !ok {
+		return nil
+	}
+	d := json.NewDecoder(strings.NewReader(string(raw)))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return reject.New(reject.Invalid, "policy.gpu_measurements", "not an object")
+	}
+	seen := map[string]bool{}
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return reject.Wrap(reject.Malformed, "policy.gpu_measurements", err)
+		}
+		k, _ := t.(string)
+		if seen[k] {
+			return reject.New(reject.DuplicateKey, "policy.gpu_measurements", "index %q twice", k)
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if err := d.Decode(&skip); err != nil {
+			return reject.Wrap(reject.Malformed, "policy.gpu_measurements", err)
+		}
+	}
+	return nil
 }
 
 // Options are what one verification is given besides the evidence.
@@ -216,14 +264,53 @@ func Verify(b []byte, o Options) (r *Result, err error) {
 	}()
 	switch k {
 	case SNP:
-		return verifySNP(b, o)
+		r, err = verifySNP(b, o)
 	case SPDM:
-		return verifySPDM(b, o)
+		r, err = verifySPDM(b, o)
 	case KindSoftware:
 		return verifySoftware(b, o)
 	default:
-		return verifyTDX(b, o)
+		r, err = verifyTDX(b, o)
 	}
+	if err != nil {
+		return nil, err
+	}
+	if err := unmet(k, o.Policy); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// unmet refuses a policy member evidence of kind k states nothing of
+// (a VMPL for a TDX quote, a CPU measurement for a GPU): a policy written
+// for another kind is not met by silence.
+func unmet(k Kind, p Policy) error {
+	var states map[string]bool
+	switch k {
+	case SNP:
+		states = map[string]bool{"min_tee_tcb_svn": false, "gpu_measurements": false}
+	case TDX:
+		states = map[string]bool{"min_tcb": false, "vmpl": false, "gpu_measurements": false}
+	case SPDM:
+		states = map[string]bool{"measurements": false, "min_tcb": false, "min_tee_tcb_svn": false, "vmpl": false, "host_data": false}
+	}
+	for _, m := range []struct {
+		name string
+		set  bool
+		code reject.Code
+	}{
+		{"measurements", len(p.Measurements) > 0, reject.EvidenceMeasurement},
+		{"min_tcb", p.MinTCB != nil, reject.EvidenceTCB},
+		{"min_tee_tcb_svn", p.MinTeeTCBSVN != "", reject.EvidenceTCB},
+		{"vmpl", p.VMPL != nil, reject.EvidenceVMPL},
+		{"host_data", p.HostData != "", reject.EvidenceHostData},
+		{"gpu_measurements", len(p.GPUMeasurements) > 0, reject.EvidenceMeasurement},
+	} {
+		if ok, listed := states[m.name]; m.set && listed && !ok {
+			return reject.New(m.code, "policy."+m.name, "%s evidence states nothing of it: a policy for another kind is not met here", k)
+		}
+	}
+	return nil
 }
 
 // validAt refuses a certificate of a chain outside its validity at t.

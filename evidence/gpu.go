@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"bytes"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -72,17 +73,19 @@ func verifySPDM(b []byte, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fromSPDM(err)
 	}
-	var chainPEM []byte
-	for _, c := range o.Certs {
-		chainPEM = append(chainPEM, c...)
-		chainPEM = append(chainPEM, '\n')
+	if rep.Request.Version < uint8(min(o.Policy.MinVersion, 255)) || o.Policy.MinVersion > 255 {
+		return nil, reject.New(reject.EvidenceVersion, "nvidia-spdm request.version", "SPDM %#x; the policy's minimum is %#x", rep.Request.Version, o.Policy.MinVersion)
 	}
-	if len(chainPEM) == 0 {
+	if len(o.Certs) == 0 {
 		return nil, reject.New(reject.EvidenceCert, "nvidia-spdm", "no device certificate chain: give it (--cert)")
 	}
-	chain, err := spdm.ParseChain(chainPEM)
-	if err != nil {
-		return nil, fromSPDM(err)
+	var chain []*x509.Certificate
+	for _, c := range o.Certs {
+		cs, err := spdm.ParseChain(c)
+		if err != nil {
+			return nil, fromSPDM(err)
+		}
+		chain = append(chain, cs...)
 	}
 	so := spdm.Options{At: o.At}
 	if p := o.Policy.ReportData; p != "" {

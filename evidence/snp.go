@@ -121,16 +121,24 @@ func verifySNP(b []byte, o Options) (*Result, error) {
 		chain = table.Proto()
 	}
 	for i, c := range o.Certs {
+		where := fmt.Sprintf("certificate %d", i+1)
+		if p, rest := pem.Decode(c); p != nil {
+			if next, _ := pem.Decode(rest); next != nil {
+				return nil, reject.New(reject.EvidenceCert, where, "more than one PEM block: give the VCEK or VLEK alone (the ASK and ARK are bundled)")
+			}
+		}
 		der := certDER(c)
 		cert, err := x509.ParseCertificate(der)
 		if err != nil {
-			return nil, reject.New(reject.EvidenceCert, fmt.Sprintf("certificate %d", i+1), "%v", err)
+			return nil, reject.New(reject.EvidenceCert, where, "%v", err)
 		}
-		switch cn := cert.Subject.CommonName; {
-		case cn == "SEV-VCEK":
+		switch cn := cert.Subject.CommonName; cn {
+		case "SEV-VCEK":
 			chain.VcekCert = der
-		case cn == "SEV-VLEK":
+		case "SEV-VLEK":
 			chain.VlekCert = der
+		default:
+			return nil, reject.New(reject.EvidenceCert, where, "%q is not an endorsement key (SEV-VCEK, SEV-VLEK); the ASK, ASVK and ARK are the bundled ones", cn)
 		}
 	}
 	var signer string

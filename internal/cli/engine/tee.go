@@ -40,7 +40,7 @@ type TEEVerifyJSON struct {
 func teeVerifyCmd() *cobra.Command {
 	var certs []string
 	var policyFile, atFlag, kdsDir, product string
-	var asJSON bool
+	var asJSON, allowSoftware bool
 	c := &cobra.Command{
 		Use:   "verify FILE [--cert FILE]... [--policy FILE] [--at RFC3339-TIME] [--json]",
 		Short: "Verify an SEV-SNP report, a TDX quote or an NVIDIA GPU SPDM report offline",
@@ -57,7 +57,10 @@ FILE is detected by its header:
   an Intel TDX quote v4 with its PCK chain (v5 is refused as unsupported:
     the verifier used, go-tdx-guest v0.3.1, reads v4 only);
   an NVIDIA GPU's SPDM 1.1 GET_MEASUREMENTS request and signed response,
-    binary or hex; its device certificate chain is given with --cert.
+    binary or hex; its device certificate chain is given with --cert;
+  a software report (sandbox.software-evidence/1, the software provider's,
+    for tests and wiring): refused unless --allow-software is given, and
+    then shown as SOFTWARE-GROUNDED: no hardware vouches for it.
 
 --cert gives a certificate the evidence does not carry (DER or PEM): an
 SEV-SNP report's VCEK or VLEK, a GPU's chain. Intermediates and roots are
@@ -79,7 +82,7 @@ evidence-expired, evidence-signature, ...; docs/spec/conformance.md);
 2 on bad flags or a malformed policy; 3 when FILE does not exist.`,
 		Args: cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o := evidence.Options{At: time.Now().UTC().Truncate(time.Second), KDS: kdsDir, Product: product}
+			o := evidence.Options{At: time.Now().UTC().Truncate(time.Second), KDS: kdsDir, Product: product, AllowSoftware: allowSoftware}
 			if atFlag != "" {
 				t, err := time.Parse(time.RFC3339, atFlag)
 				if err != nil {
@@ -136,6 +139,7 @@ evidence-expired, evidence-signature, ...; docs/spec/conformance.md);
 	c.Flags().StringVar(&kdsDir, "kds", "", "a directory laid out as AMD's KDS, for a VCEK neither the evidence nor --cert holds")
 	c.Flags().StringVar(&product, "product", "", "SEV-SNP: the product line whose bundled roots to use (Milan, Genoa, Turin) instead of the report's")
 	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object: ok, code, where, error, evidence")
+	c.Flags().BoolVar(&allowSoftware, "allow-software", false, "accept software-grounded evidence (a test provider's: no hardware vouches for it), shown as such")
 	return c
 }
 
@@ -162,7 +166,11 @@ func printEvidence(w io.Writer, v TEEVerifyJSON) {
 		return
 	}
 	r := v.Evidence
-	fmt.Fprintf(w, "OK    %s  %s v%d, %s, signed by its %s, at %s\n", v.Path, r.Kind, r.Version, r.Product, r.Signer, v.At)
+	if r.Software {
+		fmt.Fprintf(w, "OK    %s  SOFTWARE-GROUNDED evidence (no hardware vouches for it), signed by %s, at %s\n", v.Path, r.Signer, v.At)
+	} else {
+		fmt.Fprintf(w, "OK    %s  %s v%d, %s, signed by its %s, at %s\n", v.Path, r.Kind, r.Version, r.Product, r.Signer, v.At)
+	}
 	if r.Measurement != "" {
 		fmt.Fprintf(w, "  measurement  %s\n", r.Measurement)
 	}

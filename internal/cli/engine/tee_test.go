@@ -3,12 +3,16 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/opensubstrate/sandbox/evidence"
 	"github.com/opensubstrate/sandbox/internal/cli"
 )
 
@@ -20,6 +24,13 @@ import (
 func TestTEEVerify(t *testing.T) {
 	td := filepath.Join("..", "..", "..", "evidence", "testdata")
 	report, vcek := filepath.Join(td, "test-report.bin"), filepath.Join(td, "test-vcek.der")
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	sw, err := evidence.SignSoftware(priv, [64]byte{1}, [48]byte{2}, time.Unix(1700000000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	soft := filepath.Join(t.TempDir(), "software.bin")
+	os.WriteFile(soft, sw, 0o644)
 	bad := filepath.Join(t.TempDir(), "policy.json")
 	os.WriteFile(bad, []byte(`{"vmpl": 9}`), 0o644)
 	for _, c := range []struct {
@@ -34,6 +45,8 @@ func TestTEEVerify(t *testing.T) {
 		{"genoa roots", []string{report, "--cert", vcek, "--at", "2024-06-01T00:00:00Z", "--product", "Genoa", "--json"}, 4, `"code": "evidence-chain"`},
 		{"tdx v5", []string{filepath.Join(td, "tdx_quote_5.dat"), "--json"}, 4, `"code": "evidence-unsupported"`},
 		{"gpu", []string{filepath.Join(td, "..", "spdm", "testdata", "hopperAttestationReport.txt"), "--cert", filepath.Join(td, "..", "spdm", "testdata", "hopper_cert_chain_case1.txt"), "--at", "2024-06-01T00:00:00Z"}, 0, "nvidia-spdm v17, NVIDIA GPU"},
+		{"software refused", []string{soft, "--json"}, 4, `"code": "evidence-software"`},
+		{"software allowed", []string{soft, "--allow-software"}, 0, "SOFTWARE-GROUNDED"},
 		{"bad policy", []string{report, "--cert", vcek, "--policy", bad}, 2, "policy.vmpl"},
 		{"bad time", []string{report, "--at", "yesterday"}, 2, "--at"},
 		{"no file", []string{filepath.Join(td, "nope")}, 3, "no such file"},
