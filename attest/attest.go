@@ -80,6 +80,16 @@ type Claim struct {
 	JCP *addr.Addr `json:"jcp,omitempty"`
 	// Evidence is the hardware evidence bound to the run (/4 only).
 	Evidence *Evidence `json:"evidence,omitempty"`
+	// Locality is an S7 run's locality claim (/4 only, with evidence).
+	Locality *LocalityCite `json:"locality,omitempty"`
+}
+
+// LocalityCite names an S7 run's locality claim (locality.json, a
+// sandbox.locality/1 claim bound to LocalityBinding of this claim) and
+// the region its grant named.
+type LocalityCite struct {
+	Claim  addr.Addr `json:"claim"`
+	Region string    `json:"region"`
 }
 
 // Evidence cites a run's hardware evidence.
@@ -99,6 +109,23 @@ type Evidence struct {
 // BindingDomain separates the binding's hash from every other use of
 // SHA-512 over a claim.
 const BindingDomain = "sandbox.evidence-binding/1\n"
+
+// LocalityBinding is the binding an S7 run's locality claim carries:
+// the address of the canonical JSON (JCS) of the claim as it is signed
+// (type /4, signer set) without its evidence and locality members. The
+// locality claim is made first, then cited, then the evidence is
+// obtained over a claim that cites it.
+func LocalityBinding(c Claim, signer key.Public) (addr.Addr, error) {
+	c.Type, c.Signer, c.Evidence, c.Locality = TypeV4, signer, nil, nil
+	if c.Hardware.Devices == nil {
+		c.Hardware.Devices = []Device{}
+	}
+	b, err := jcs.Marshal(c)
+	if err != nil {
+		return addr.Addr{}, err
+	}
+	return addr.Of(b), nil
+}
 
 // Binding is the report_data a claim's evidence must carry: SHA-512 of
 // BindingDomain followed by the canonical JSON (JCS) of the claim as it
@@ -196,7 +223,7 @@ func Time(t time.Time) string { return t.UTC().Format(TimeLayout) }
 // Validate checks the claim's fields. Errors are *reject.Error.
 func (c *Claim) Validate() error {
 	v2 := c.Record != nil || c.AuditPrev != nil
-	if c.Evidence != nil || c.Type == TypeV4 {
+	if c.Evidence != nil || c.Locality != nil || c.Type == TypeV4 {
 		return c.validateV4()
 	}
 	switch {
@@ -221,9 +248,15 @@ func (c *Claim) Validate() error {
 
 // validateV4 checks what /4 adds, then the rest.
 func (c *Claim) validateV4() error {
+	member := "claim.evidence"
+	if c.Evidence == nil {
+		member = "claim.locality"
+	}
 	switch e := c.Evidence; {
 	case c.Type != TypeV4:
-		return reject.New(reject.UnknownField, "claim.evidence", "a member of %s, not of %s", TypeV4, c.Type)
+		return reject.New(reject.UnknownField, member, "a member of %s, not of %s", TypeV4, c.Type)
+	case e == nil && c.Locality != nil:
+		return reject.New(reject.MissingField, "claim.evidence", "a locality claim is sealed with the evidence that binds its host key")
 	case e == nil:
 		return reject.New(reject.NonCanonical, "claim.type", "a claim without evidence is %s, %s or %s", Type, TypeV2, TypeV3)
 	case e.Provider == "" || e.Kind == "":
@@ -236,6 +269,16 @@ func (c *Claim) validateV4() error {
 		return reject.New(reject.MissingField, "claim.jcp", "the zero address names no decision")
 	case c.Tier.Chosen < tier.S6:
 		return reject.New(reject.Invalid, "claim.evidence", "evidence is sealed into S6 and S7 runs, not %s", c.Tier.Chosen)
+	}
+	if l := c.Locality; l != nil {
+		switch {
+		case l.Claim.IsZero():
+			return reject.New(reject.MissingField, "claim.locality.claim", "the zero address names no locality claim")
+		case l.Region == "":
+			return reject.New(reject.MissingField, "claim.locality.region", "a locality claim is for a named region")
+		case c.Tier.Chosen != tier.S7:
+			return reject.New(reject.Invalid, "claim.locality", "a locality claim is sealed into S7 runs, not %s", c.Tier.Chosen)
+		}
 	}
 	return c.validateRest()
 }
@@ -340,7 +383,7 @@ func Seal(c Claim, k key.Private) (*Attestation, error) {
 	if c.JCP != nil {
 		c.Type = TypeV3
 	}
-	if c.Evidence != nil {
+	if c.Evidence != nil || c.Locality != nil {
 		c.Type = TypeV4
 	}
 	c.Signer = k.Public()

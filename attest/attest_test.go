@@ -137,6 +137,18 @@ func TestValidate(t *testing.T) {
 		{"/4 evidence with a zero report", func(c *Claim) { c.Type = TypeV4; c.Evidence = s6Evidence(c); c.Evidence.Report = addr.Addr{} }, reject.MissingField},
 		{"/4 software not said", func(c *Claim) { c.Type = TypeV4; c.Evidence = s6Evidence(c); c.Evidence.Kind = "software" }, reject.Invalid},
 		{"/4 hardware said software", func(c *Claim) { c.Type = TypeV4; c.Evidence = s6Evidence(c); c.Evidence.Software = true }, reject.Invalid},
+		{"/4 locality at S6", func(c *Claim) {
+			c.Type = TypeV4
+			c.Evidence = s6Evidence(c)
+			c.Locality = &LocalityCite{Claim: addr.Of([]byte("l")), Region: "eu"}
+		}, reject.Invalid},
+		{"/4 locality without region", func(c *Claim) {
+			c.Type = TypeV4
+			c.Evidence = s6Evidence(c)
+			c.Tier.Chosen, c.Tier.Required = tier.S7, tier.S7
+			c.Locality = &LocalityCite{Claim: addr.Of([]byte("l"))}
+		}, reject.MissingField},
+		{"/3 with locality", func(c *Claim) { c.Type = TypeV3; c.Locality = &LocalityCite{Claim: addr.Of([]byte("l")), Region: "eu"} }, reject.UnknownField},
 		{"/4 at S5", func(c *Claim) { c.Type = TypeV4; c.Evidence = s6Evidence(c); c.Tier.Chosen = tier.S5 }, reject.Invalid},
 		{"/3 without jcp", func(c *Claim) { c.Type = TypeV3 }, reject.NonCanonical},
 		{"/3 with a zero jcp", func(c *Claim) { c.Type = TypeV3; c.JCP = &addr.Addr{} }, reject.MissingField},

@@ -20,6 +20,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/jcp"
 	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/locality"
 	"github.com/opensubstrate/sandbox/receipt"
 	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/tier"
@@ -42,10 +43,13 @@ const (
 	// (sandbox.attestation/4's evidence member): an SEV-SNP report (with
 	// its certificate table), a TDX quote, or a software report.
 	FileEvidence = "evidence.bin"
+	// FileLocality is an S7 run's locality claim (sandbox.locality/1;
+	// sandbox.attestation/4's locality member).
+	FileLocality = "locality.json"
 )
 
 // RunFiles are every name a run directory may hold.
-var RunFiles = []string{FileAttestation, FileReceipt, FileUnit, FileGrants, FileDecisions, FileJournal, FileStdout, FileStderr, FileJCPDecision, FileEvidence}
+var RunFiles = []string{FileAttestation, FileReceipt, FileUnit, FileGrants, FileDecisions, FileJournal, FileStdout, FileStderr, FileJCPDecision, FileEvidence, FileLocality}
 
 // Kinds of sealed file.
 const (
@@ -56,6 +60,7 @@ const (
 	KindDecisions   = "decisions"
 	KindJCPDecision = "jcp-decision"
 	KindEvidence    = "evidence"
+	KindLocality    = "locality"
 	KindJournal     = "journal"
 	KindOutput      = "output"
 	KindClaim       = "claim" // what the verifier re-derived, against the claim
@@ -80,8 +85,13 @@ type Verifier struct {
 	// shown as software-grounded; without it, such evidence is refused
 	// (evidence-software).
 	AllowSoftware bool
-	ReadFile      func(string) ([]byte, error) // os.ReadFile in production
-	ReadDir       func(string) ([]string, error)
+	// Locality is what an S7 run's locality claim is checked against:
+	// the anchors trusted and the regions by name. Without it, a
+	// locality claim is refused (locality-unknown-anchor): no anchor is
+	// trusted.
+	Locality *locality.Config
+	ReadFile func(string) ([]byte, error) // os.ReadFile in production
+	ReadDir  func(string) ([]string, error)
 }
 
 func (v *Verifier) read(p string) ([]byte, error) {
@@ -292,6 +302,12 @@ func (v *Verifier) Attestation(p string) []Result {
 		out = append(out, Result{Path: filepath.Join(dir, FileEvidence), Kind: KindEvidence,
 			Err: reject.New(reject.Unrecognised, "", "the attestation cites no evidence, so nothing binds %s", FileEvidence)})
 	}
+	if c.Locality != nil {
+		bound(FileLocality, KindLocality, c.Locality.Claim, func(raw []byte) (string, error) { return v.locality(raw, &c) })
+	} else if _, err := v.read(filepath.Join(dir, FileLocality)); !errors.Is(err, fs.ErrNotExist) {
+		out = append(out, Result{Path: filepath.Join(dir, FileLocality), Kind: KindLocality,
+			Err: reject.New(reject.Unrecognised, "", "the attestation cites no locality claim, so nothing binds %s", FileLocality)})
+	}
 	if u != nil && gs != nil && rc != nil {
 		r := Result{Path: p, Kind: KindClaim, Addr: a.Addr, Note: "tier, devices and times re-derived from the unit, grants and receipt"}
 		r.Err = Rederive(&c, u, gs, rc)
@@ -338,6 +354,38 @@ func (v *Verifier) evidence(raw []byte, c *attest.Claim) (string, error) {
 		debug = ", a DEBUG guest (its memory is readable by its host)"
 	}
 	return fmt.Sprintf("%s evidence from %s, %s chain to the vendor root at the run's end, bound to the claim%s", r.Kind, c.Evidence.Provider, r.Product, debug), nil
+}
+
+// locality checks an S7 run's locality claim: bound to this claim
+// (attest.LocalityBinding) and its signer, every measurement signed by
+// a trusted anchor, and its region the one the verifier knows by the
+// name the claim cites, held by some measurement's bound.
+func (v *Verifier) locality(raw []byte, c *attest.Claim) (string, error) {
+	binding, err := attest.LocalityBinding(*c, c.Signer)
+	if err != nil {
+		return "", err
+	}
+	lc, err := locality.Parse(raw)
+	if err != nil {
+		return "", err
+	}
+	if v.Locality == nil {
+		return "", reject.New(reject.LocalityUnknownAnchor, "", "no locality anchors are trusted: give the verifier a locality configuration (--locality FILE)")
+	}
+	want, ok := v.Locality.Regions[c.Locality.Region]
+	if !ok {
+		return "", reject.New(reject.Invalid, "claim.locality.region", "%q is not a region the verifier knows (it knows %v)", c.Locality.Region, v.Locality.RegionNames())
+	}
+	if lc.Region != want {
+		return "", reject.New(reject.Invalid, "locality.region", "the claim is for %+v, and %q is %+v", lc.Region, c.Locality.Region, want)
+	}
+	r, err := lc.Verify(v.Locality.Published(), binding, c.Signer)
+	if err != nil {
+		return "", err
+	}
+	w := r.Bounds[r.Witness]
+	return fmt.Sprintf("within %s: %d measurement(s), the host within %d km of anchor %s, %d km inside the region, bound to the claim",
+		c.Locality.Region, len(r.Bounds), w.BoundM/1000, w.Anchor.ID(), w.MarginM/1000), nil
 }
 
 // jcpDecision checks the JCP decision an attestation cites: a decision,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"net/http"
 	"path/filepath"
 
 	"github.com/opensubstrate/sandbox/internal/bare"
@@ -14,6 +15,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/tee"
 	"github.com/opensubstrate/sandbox/internal/vm"
 	"github.com/opensubstrate/sandbox/internal/wasm"
+	"github.com/opensubstrate/sandbox/locality"
 )
 
 // Config is what the built-in executors are made with, beyond what the
@@ -46,6 +48,10 @@ type Config struct {
 	// configfs-tsm provider finds /sys/kernel/config under (default /).
 	TEEProvider string
 	TEERoot     string
+	// Locality is S7's configuration (locality.ParseConfig): the anchors
+	// a run's locality is measured against and the regions grants name.
+	// Nil: S7 is unavailable, and says why.
+	Locality *locality.Config
 }
 
 // Executors makes the built-in executors for the host at site, in the
@@ -84,7 +90,8 @@ func (c Config) Executors(site executor.Site) ([]executor.Executor, error) {
 	if err != nil {
 		return fail(err)
 	}
-	made = append(made, confidential{in: n, provider: p})
+	s6 := confidential{in: n, provider: p}
+	made = append(made, s6, sovereign{confidential: s6, cfg: c.Locality, client: &http.Client{}})
 	if c.VMImage == "" {
 		c.VMImage = filepath.Join(site.StateDir, "vm")
 	}

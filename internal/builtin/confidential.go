@@ -2,11 +2,18 @@ package builtin
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"sync"
+	"time"
 
+	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/tee"
 	"github.com/opensubstrate/sandbox/internal/unit"
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/locality"
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -73,4 +80,105 @@ func (c confidential) ProbeKey() (string, error) {
 		return "", err
 	}
 	return k + "|s6|" + c.provider.Name(), nil
+}
+
+// sovereign is the S7 executor: S6 (its confinement and evidence) plus
+// a locality claim per run, measured against the configured anchors
+// (package locality), and the host's audit trail (the engine's, for
+// every S7 run).
+type sovereign struct {
+	confidential
+	cfg    *locality.Config
+	client *http.Client
+}
+
+func (s sovereign) Name() string    { return s.confidential.Name() + "+locality" }
+func (s sovereign) Tier() tier.Tier { return tier.S7 }
+
+// Probe is available when S6 is and a locality configuration names
+// anchors and regions.
+func (s sovereign) Probe(ctx context.Context) tier.Probe {
+	if s.cfg == nil || len(s.cfg.Regions) == 0 {
+		return tier.Probe{Reason: "no locality configuration: S7 needs anchors and named regions (SANDBOX_LOCALITY=FILE, docs/spec/locality.md)"}
+	}
+	p := s.confidential.Probe(ctx)
+	if !p.Available {
+		return tier.Probe{Reason: "S7 is S6 with a locality claim, and S6 is unavailable here: " + p.Reason, Layers: p.Layers}
+	}
+	p.Reason += fmt.Sprintf("; locality against %d anchor(s), regions %v", len(s.cfg.Anchors), s.cfg.RegionNames())
+	return p
+}
+
+func (s sovereign) Run(ctx context.Context, j *executor.Job) (*executor.Result, error) {
+	r, err := s.confidential.Run(ctx, j)
+	if r != nil {
+		r.Executor = s.Name()
+	}
+	return r, err
+}
+
+// ProbeKey is S6's, the configuration's anchors and regions named.
+func (s sovereign) ProbeKey() (string, error) {
+	k, err := s.confidential.ProbeKey()
+	if err != nil || s.cfg == nil {
+		return k + "|s7|none", err
+	}
+	return fmt.Sprintf("%s|s7|%d|%v", k, len(s.cfg.Anchors), s.cfg.RegionNames()), nil
+}
+
+// Region refuses a region the configuration does not name.
+func (s sovereign) Region(name string) error {
+	if _, ok := s.cfg.Regions[name]; !ok {
+		return fmt.Errorf("%w: the grant locality:%s names no region of this host's locality configuration (it has %v)", tier.ErrUnavailable, name, s.cfg.RegionNames())
+	}
+	return nil
+}
+
+// anchorTimeout bounds one round trip's exchange with an anchor: a
+// claim is made of the anchors that answered within it.
+const anchorTimeout = 10 * time.Second
+
+// Locality measures the round trip to every configured anchor at once,
+// bound to binding and answered with the host key, and returns the
+// claim that the host was within region, refusing one its measurements
+// do not support (the host checks its claim as a verifier would).
+func (s sovereign) Locality(ctx context.Context, region string, host key.Private, binding addr.Addr) ([]byte, error) {
+	r, ok := s.cfg.Regions[region]
+	if !ok {
+		return nil, fmt.Errorf("%w: no region %q in the locality configuration (it has %v)", tier.ErrUnavailable, region, s.cfg.RegionNames())
+	}
+	type answer struct {
+		m   locality.Measurement
+		err error
+	}
+	answers := make([]answer, len(s.cfg.Anchors))
+	var wg sync.WaitGroup
+	for i, a := range s.cfg.Anchors {
+		wg.Go(func() {
+			actx, cancel := context.WithTimeout(ctx, anchorTimeout)
+			defer cancel()
+			answers[i].m, answers[i].err = locality.MeasureWith(actx, s.client, a.URL, host, binding)
+		})
+	}
+	wg.Wait()
+	var ms []locality.Measurement
+	var failed []error
+	for i, a := range answers {
+		if a.err != nil {
+			failed = append(failed, fmt.Errorf("anchor %s: %w", s.cfg.Anchors[i].URL, a.err))
+			continue
+		}
+		ms = append(ms, a.m)
+	}
+	if len(ms) == 0 {
+		return nil, fmt.Errorf("no anchor answered: %w", errors.Join(failed...))
+	}
+	claim, err := locality.NewClaim(host.Public(), binding, r, ms)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := locality.Verify(claim, s.cfg.Published(), binding, host.Public()); err != nil {
+		return nil, fmt.Errorf("the measurements do not place this host within %s: %w", region, err)
+	}
+	return claim, nil
 }

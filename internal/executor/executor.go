@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/opensubstrate/sandbox/internal/tee"
+	"github.com/opensubstrate/sandbox/key"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/device"
@@ -98,4 +99,14 @@ type Helpers interface {
 // attestation. An Evidencer that cannot give evidence fails the seal.
 type Evidencer interface {
 	Evidence(ctx context.Context, data [tee.ReportDataSize]byte) (tee.Evidence, error)
+}
+
+// Localizer is an Executor whose runs carry a locality claim (S7):
+// after a run, the engine asks it for a claim (sandbox.locality/1) that
+// the holder of the host key was within the region named, bound to the
+// run (attest.LocalityBinding), and seals it into the attestation.
+type Localizer interface {
+	// Region refuses, before a run, a region it cannot claim.
+	Region(name string) error
+	Locality(ctx context.Context, region string, host key.Private, binding addr.Addr) ([]byte, error)
 }

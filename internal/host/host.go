@@ -421,6 +421,13 @@ func (h *Host) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err := admitDevices(ex, u.Devices); err != nil {
 		return nil, err
 	}
+	if lz, ok := ex.(executor.Localizer); ok && choice.Chosen == tier.S7 {
+		// A region the host cannot claim is refused before the run, not
+		// found when it is sealed.
+		if err := lz.Region(g.Locality); err != nil {
+			return nil, err
+		}
+	}
 	rootDir, err := h.RootDir(ctx, ex, u.Root)
 	if err != nil {
 		return nil, err

@@ -136,6 +136,19 @@ func (h *Host) seal(p *Plan, rec *store.Partial, f *records, enf *grant.Enforcer
 			claim.Notes = append(claim.Notes, n)
 		}
 	}
+	// An S7 run's locality claim is made over the claim as it now
+	// stands, and cited; then the evidence is obtained over the claim
+	// that cites it (attest.LocalityBinding, attest.Binding).
+	if lz, ok := p.ex.(executor.Localizer); ok && p.choice.Chosen == tier.S7 {
+		cite, b, err := h.locality(lz, claim, p.grants.Locality)
+		if err != nil {
+			return nil, notSealed(err)
+		}
+		if err := rec.Write(verify.FileLocality, b); err != nil {
+			return nil, notSealed(err)
+		}
+		claim.Locality = cite
+	}
 	// An S6 or S7 run's evidence is obtained last, bound to the claim as
 	// it now stands, and cited by the claim the host signs.
 	if ev, ok := p.ex.(executor.Evidencer); ok {
@@ -200,6 +213,24 @@ func (h *Host) evidence(ev executor.Evidencer, claim attest.Claim) (tee.Evidence
 		return tee.Evidence{}, fmt.Errorf("the run's hardware evidence: the provider %q gave no report of a known kind (platform %q)", e.Provider, e.Platform)
 	}
 	return e, nil
+}
+
+// locality asks an S7 executor for a locality claim bound to claim.
+func (h *Host) locality(lz executor.Localizer, claim attest.Claim, region string) (*attest.LocalityCite, []byte, error) {
+	if region == "" {
+		return nil, nil, errors.New("an S7 run without a locality grant names no region")
+	}
+	binding, err := attest.LocalityBinding(claim, h.Key.Public())
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), evidenceTimeout)
+	defer cancel()
+	b, err := lz.Locality(ctx, region, h.Key, binding)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the run's locality claim (region %s): %w", region, err)
+	}
+	return &attest.LocalityCite{Claim: addr.Of(b), Region: region}, b, nil
 }
 
 // evidenceTimeout bounds how long a provider may take to report (the

@@ -29,6 +29,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/internal/server"
+	"github.com/opensubstrate/sandbox/locality"
 )
 
 // New is the engine the command line runs in sandbox-engine.
@@ -74,10 +75,14 @@ func hostOf(g *cli.Globals) (*live.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	loc, err := localityConfig(os.Getenv("SANDBOX_LOCALITY"))
+	if err != nil {
+		return nil, errs.Usage{Err: fmt.Errorf("SANDBOX_LOCALITY: %w", err)}
+	}
 	executors := builtin.Config{
 		MemoryPages: g.MemoryPages, Memory: mem, Pids: g.Pids, CPUs: g.CPUs, EgressRoots: roots,
 		VMImage: os.Getenv("SANDBOX_VM_IMAGE"), VMAccel: os.Getenv("SANDBOX_VM_ACCEL"),
-		TEEProvider: os.Getenv("SANDBOX_TEE_PROVIDER"), TEERoot: os.Getenv("SANDBOX_TEE_ROOT"),
+		TEEProvider: os.Getenv("SANDBOX_TEE_PROVIDER"), TEERoot: os.Getenv("SANDBOX_TEE_ROOT"), Locality: loc,
 	}
 	h, err := host.New(host.Config{
 		Home: d.Root, Rand: rand.Reader, Warm: g.Warm, CgroupRoot: os.Getenv("SANDBOX_CGROUP_ROOT"), SysfsRoot: os.Getenv("SANDBOX_SYSFS_ROOT"),
@@ -96,6 +101,18 @@ func hostOf(g *cli.Globals) (*live.Manager, error) {
 	m := live.New(h)
 	g.AtEnd(func() { m.Close() })
 	return m, nil
+}
+
+// localityConfig reads S7's locality configuration from path ("": none).
+func localityConfig(path string) (*locality.Config, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := readLimited(path, locality.MaxConfigSize)
+	if err != nil {
+		return nil, err
+	}
+	return locality.ParseConfig(b)
 }
 
 // egressRoots are the roots the egress proxy verifies credential-injected

@@ -28,6 +28,7 @@ import (
 func verifyCmd(g *cli.Globals) *cobra.Command {
 	var trustArgs []string
 	var trustHost, asJSON, allowSoftware bool
+	var localityFile string
 	c := &cobra.Command{
 		Use: "verify [--trust KEY|FILE]... PATH...",
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, tc string) ([]string, cobra.ShellCompDirective) {
@@ -50,7 +51,9 @@ log, receipt, replay journal) present beside it, at its address, valid, and
 consistent with the claim. An S6 or S7 run's hardware evidence (evidence.bin)
 is checked offline against the vendor's root at the run's end time and
 must carry the claim's binding (docs/spec/attestation.md); software-grounded
-evidence is refused unless --allow-software-evidence is given. Only keys
+evidence is refused unless --allow-software-evidence is given. An S7 run's
+locality claim (locality.json) is checked against the anchors and regions
+of --locality FILE, and refused without it. Only keys
 given with --trust are trusted: a valid
 signature by any other key fails with code untrusted-key. Codes are listed
 in docs/spec/conformance.md.
@@ -74,7 +77,11 @@ failures are untrusted keys, 3 when a PATH or run was not found.`,
 				}
 				trust.Add(k.Public())
 			}
-			v := &verify.Verifier{Trust: trust, AllowSoftware: allowSoftware}
+			loc, err := localityConfig(localityFile)
+			if err != nil {
+				return errs.Usage{Err: fmt.Errorf("--locality: %w", err)}
+			}
+			v := &verify.Verifier{Trust: trust, AllowSoftware: allowSoftware, Locality: loc}
 			out := cmd.OutOrStdout()
 			worst := 0
 			all := []VerifyJSON{}
@@ -125,6 +132,7 @@ failures are untrusted keys, 3 when a PATH or run was not found.`,
 	c.Flags().StringArrayVar(&trustArgs, "trust", nil, "trust this public key (ed25519:<hex>) or the keys in this file, one per line; repeatable")
 	c.Flags().BoolVar(&trustHost, "trust-host", false, "also trust this host's own key (host.pub in the state directory)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array, one object per artifact (docs/cli-json.md)")
+	c.Flags().StringVar(&localityFile, "locality", "", "check S7 runs' locality claims against this configuration's anchors and regions (docs/spec/locality.md)")
 	c.Flags().BoolVar(&allowSoftware, "allow-software-evidence", false, "accept an S6 run's software-grounded evidence (a test provider's: no hardware vouches for it), shown as such")
 	return c
 }
