@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	sevabi "github.com/google/go-sev-guest/abi"
+	"github.com/google/go-sev-guest/kds"
+
 	"github.com/google/go-tdx-guest/abi"
 	pb "github.com/google/go-tdx-guest/proto/tdx"
 
@@ -362,5 +365,37 @@ func TestIntelRootPinned(t *testing.T) {
 	spec, err := os.ReadFile("../docs/spec/evidence.md")
 	if err != nil || !bytes.Contains(spec, []byte("44a0196b2b99f889b8e149e95b807a350e7424964399e885a7cbb8ccfab674d3")) {
 		t.Fatalf("docs/spec/evidence.md does not name the root's fingerprint: %v", err)
+	}
+}
+
+// TestOfflineKDS: a VCEK that neither the report nor --cert carries is
+// read from a directory laid out as AMD's KDS (the path of the URL that
+// names the chip and its TCB), and only the VCEK: the chain is still the
+// bundled one.
+func TestOfflineKDS(t *testing.T) {
+	s := samples[1]
+	raw := read(t, s.file)
+	rep, err := sevabi.ReportToProto(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := kds.VCEKCertURL("Milan", rep.GetChipId(), kds.TCBVersion(rep.GetReportedTcb()))
+	rel, ok := strings.CutPrefix(url, "https://kdsintf.amd.com/")
+	if !ok {
+		t.Fatalf("a KDS URL %s", url)
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, read(t, "test-vcek.der"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := evidence.Verify(raw, evidence.Options{At: s.at, KDS: dir}); err != nil {
+		t.Fatalf("from the offline KDS store: %v", err)
+	}
+	if _, err := evidence.Verify(raw, evidence.Options{At: s.at, KDS: t.TempDir()}); reject.CodeOf(err) != reject.EvidenceCert {
+		t.Fatalf("an empty store: %v", err)
 	}
 }
