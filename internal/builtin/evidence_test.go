@@ -131,3 +131,50 @@ func TestConformanceS6(t *testing.T) {
 	}
 	executortest.Run(t, s)
 }
+
+// BenchmarkVerifyS6Run: `sandbox verify` of a whole S6 run directory
+// (its attestation, records, output and its evidence, here the software
+// provider's), and of one carrying a real SEV-SNP report (refused at its
+// binding, after its chain and signature were checked).
+func BenchmarkVerifyS6Run(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("S6 runs in S1's confinement, which needs root here")
+	}
+	helper, err := guestbuild.S1Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+	td := filepath.Join("..", "..", "evidence", "testdata")
+	rep, _ := os.ReadFile(filepath.Join(td, "test-report.bin"))
+	vcek, _ := os.ReadFile(filepath.Join(td, "test-vcek.der"))
+	snp := append(rep, abi.CertsFromProto(&spb.CertificateChain{VcekCert: vcek}).Marshal()...)
+	soft, err := tee.Select("software", "", ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range []tee.Provider{soft, recorded{snp}} {
+		h, err := host.New(host.Config{Home: b.TempDir(), Executors: func(site executor.Site) ([]executor.Executor, error) {
+			n, err := native.New(native.Config{StateDir: site.StateDir, NoWarm: true, TempName: site.TempName, Self: helper})
+			if err != nil {
+				return nil, err
+			}
+			return []executor.Executor{n, confidential{in: n, provider: p}}, nil
+		}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sh, _ := os.ReadFile("/bin/sh")
+		r, err := h.Run(context.Background(), host.Request{Kind: tier.Native, Image: sh, Entry: "/bin/sh", Args: []string{"sh", "-c", "true"},
+			Grants: hosttest.Grants(b, "confidential")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		v := &verify.Verifier{Trust: key.NewTrust(h.Key.Public()), AllowSoftware: true}
+		b.Run(p.Name(), func(b *testing.B) {
+			for b.Loop() {
+				v.Path(r.Dir)
+			}
+		})
+		h.Close()
+	}
+}
