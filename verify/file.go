@@ -325,11 +325,28 @@ func (v *Verifier) Attestation(p string) []Result {
 	return append(out, v.strays(dir)...)
 }
 
-// evidence checks the hardware evidence an attestation cites, offline:
-// its chain to the vendor's root at the time the run ended, its
-// signature, and that its report_data is the claim's binding
-// (attest.Binding): the report vouches for this claim and no other.
+// evidence checks the hardware evidence an attestation cites (Evidence,
+// with the certificates the report carries and none given).
 func (v *Verifier) evidence(raw []byte, c *attest.Claim) (string, error) {
+	return Evidence(raw, c, v.AllowSoftware)
+}
+
+// Evidence checks raw, the hardware evidence claim c cites (a run
+// directory's evidence.bin), offline, as the run verifier does: software
+// evidence refused unless allowSoftware (evidence-software); the report's
+// chain to the vendor's root with every certificate valid at the claim's
+// ended time, and its signature (package evidence); its report_data
+// equal to the claim's binding (attest.Binding: evidence-report-data), so
+// that the report vouches for this claim and no other; and its kind the
+// one the claim states (invalid). A debug guest is admitted and named in
+// the note. certs are endorsement certificates the report does not carry
+// (an SEV-SNP report's VCEK, DER or PEM), as evidence.Options.Certs; the
+// run verifier gives none. It does not check that raw is the report the
+// claim cites by address: the caller does.
+func Evidence(raw []byte, c *attest.Claim, allowSoftware bool, certs ...[]byte) (string, error) {
+	if c.Evidence == nil {
+		return "", reject.New(reject.Unrecognised, "claim.evidence", "the claim cites no evidence")
+	}
 	binding, err := attest.Binding(*c, c.Signer)
 	if err != nil {
 		return "", err
@@ -338,7 +355,7 @@ func (v *Verifier) evidence(raw []byte, c *attest.Claim) (string, error) {
 	if err != nil {
 		return "", reject.New(reject.Invalid, "claim.ended", "%v", err)
 	}
-	r, err := evidence.Verify(raw, evidence.Options{At: ended, AllowSoftware: v.AllowSoftware,
+	r, err := evidence.Verify(raw, evidence.Options{At: ended, AllowSoftware: allowSoftware, Certs: certs,
 		Policy: evidence.Policy{ReportData: hex.EncodeToString(binding[:]), AllowDebug: true}})
 	if err != nil {
 		return "", err

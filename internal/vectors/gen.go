@@ -376,6 +376,14 @@ func Generate() (map[string][]byte, error) {
 		About: "sandbox.locality/1 claims, each with the host key and binding it is checked against and ok or the code of its first refusal, under two published anchors: claims that hold (one on the region's very edge) and claims falsified by distance, by a forged rtt or time, by an unknown or moved anchor, by another host or run (docs/spec/locality.md § Vectors)"},
 		map[string][]byte{"locality/locality.json": lv})
 
+	ev, err := evidenceVectors()
+	if err != nil {
+		return nil, err
+	}
+	p.add(Entry{Name: "evidence", Path: "evidence/evidence.json", Kind: KindEvidence, Expect: ExpectOK,
+		About: "sandbox.attestation/4 claims, each with the evidence it cites (base64), the certificates it needs, the time it is checked at, whether software evidence is allowed, its binding and ok or the code of the first refusal, as a run directory's evidence.bin is checked: software evidence bound, refused, made for another claim or signer, with a flipped signature; a claim of the wrong kind; real SEV-SNP and TDX reports, which verify and are not bound (docs/spec/evidence.md § Vectors)"},
+		map[string][]byte{"evidence/evidence.json": ev})
+
 	if err := recordRunsVectors(p, k); err != nil {
 		return nil, err
 	}
@@ -699,8 +707,8 @@ func negatives(p *pack, good *run, k, other key.Private) error {
 			`"signer":`, `"record":{"genesis":"` + addr.Of([]byte("genesis")).String() + `","head":"` + addr.Of([]byte("head")).String() + `"},"signer":`},
 		{"attestation-v2-without-its-members.json", `typed sandbox.attestation/2 with neither "record" nor "audit_prev": such a claim is /1`, reject.NonCanonical,
 			`"type":"sandbox.attestation/1"`, `"type":"sandbox.attestation/2"`},
-		{"attestation-type-unknown.json", `typed sandbox.attestation/4, which this version does not know`, reject.Unrecognised,
-			`"type":"sandbox.attestation/1"`, `"type":"sandbox.attestation/4"`},
+		{"attestation-type-unknown.json", `typed sandbox.attestation/5, which this version does not know`, reject.Unrecognised,
+			`"type":"sandbox.attestation/1"`, `"type":"sandbox.attestation/5"`},
 	} {
 		c := bytes.Replace(claimJSON, []byte(d.old), []byte(d.new), 1)
 		if bytes.Equal(c, claimJSON) {

@@ -197,6 +197,14 @@ func check(v *verify.Verifier, dir string, e Entry) Outcome {
 			r.Err = reject.Wrap(reject.Invalid, "", err)
 		}
 		results = []verify.Result{r}
+	case KindEvidence:
+		r := verify.Result{Path: p, Kind: KindEvidence}
+		if b, err := os.ReadFile(p); err != nil {
+			r.Err = err
+		} else if err := CheckEvidence(b); err != nil {
+			r.Err = reject.Wrap(reject.Invalid, "", err)
+		}
+		results = []verify.Result{r}
 	case KindEncoding:
 		r := verify.Result{Path: p, Kind: KindEncoding}
 		if b, err := os.ReadFile(p); err != nil {
@@ -223,7 +231,7 @@ func check(v *verify.Verifier, dir string, e Entry) Outcome {
 		o.Why = fmt.Sprintf("got %s, want %s", o.Got, e.Expect)
 	case e.Addr != nil && len(results) > 0 && results[0].Addr != *e.Addr:
 		o.Why = fmt.Sprintf("address %s, manifest says %s", results[0].Addr, *e.Addr)
-	case e.Kind != "run" && e.Kind != "addresses" && e.Kind != KindEd25519JCS && e.Kind != KindEncoding && e.Kind != KindDurable && e.Kind != KindEnvironment && e.Kind != KindFleet && e.Kind != KindRecordRuns && e.Kind != KindJCP && e.Kind != KindLocality && len(results) > 0 && results[0].Kind != e.Kind:
+	case e.Kind != "run" && e.Kind != "addresses" && e.Kind != KindEd25519JCS && e.Kind != KindEncoding && e.Kind != KindDurable && e.Kind != KindEnvironment && e.Kind != KindFleet && e.Kind != KindRecordRuns && e.Kind != KindJCP && e.Kind != KindLocality && e.Kind != KindEvidence && len(results) > 0 && results[0].Kind != e.Kind:
 		o.Why = fmt.Sprintf("recognised as %s, manifest says %s", results[0].Kind, e.Kind)
 	default:
 		o.Pass = true
