@@ -104,6 +104,10 @@ type Evidence struct {
 	// software provider's, for tests and wiring): a verifier refuses it
 	// unless told to allow it, and shows it as software-grounded.
 	Software bool `json:"software,omitempty"`
+	// Devices is the address of the device evidence file
+	// (evidence-devices.json, Devices): a line per device the run was
+	// given besides the CPU. Absent when it was given none.
+	Devices *addr.Addr `json:"devices,omitempty"`
 }
 
 // BindingDomain separates the binding's hash from every other use of
@@ -263,6 +267,8 @@ func (c *Claim) validateV4() error {
 		return reject.New(reject.MissingField, "claim.evidence", "evidence names its provider and its kind")
 	case e.Report.IsZero():
 		return reject.New(reject.MissingField, "claim.evidence.report", "the zero address names no report")
+	case e.Devices != nil && e.Devices.IsZero():
+		return reject.New(reject.MissingField, "claim.evidence.devices", "the zero address names no device evidence")
 	case e.Software != (e.Kind == "software"):
 		return reject.New(reject.Invalid, "claim.evidence.software", "software is true exactly for evidence of kind software")
 	case c.JCP != nil && c.JCP.IsZero():

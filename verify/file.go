@@ -46,10 +46,14 @@ const (
 	// FileLocality is an S7 run's locality claim (sandbox.locality/1;
 	// sandbox.attestation/4's locality member).
 	FileLocality = "locality.json"
+	// FileDeviceEvidence is an S6 or S7 run's device evidence: a line per
+	// device besides the CPU (sandbox.device-evidence/1; the attestation's
+	// evidence.devices).
+	FileDeviceEvidence = "evidence-devices.json"
 )
 
 // RunFiles are every name a run directory may hold.
-var RunFiles = []string{FileAttestation, FileReceipt, FileUnit, FileGrants, FileDecisions, FileJournal, FileStdout, FileStderr, FileJCPDecision, FileEvidence, FileLocality}
+var RunFiles = []string{FileAttestation, FileReceipt, FileUnit, FileGrants, FileDecisions, FileJournal, FileStdout, FileStderr, FileJCPDecision, FileEvidence, FileLocality, FileDeviceEvidence}
 
 // Kinds of sealed file.
 const (
@@ -61,6 +65,7 @@ const (
 	KindJCPDecision = "jcp-decision"
 	KindEvidence    = "evidence"
 	KindLocality    = "locality"
+	KindDevices     = "device-evidence"
 	KindJournal     = "journal"
 	KindOutput      = "output"
 	KindClaim       = "claim" // what the verifier re-derived, against the claim
@@ -302,6 +307,12 @@ func (v *Verifier) Attestation(p string) []Result {
 		out = append(out, Result{Path: filepath.Join(dir, FileEvidence), Kind: KindEvidence,
 			Err: reject.New(reject.Unrecognised, "", "the attestation cites no evidence, so nothing binds %s", FileEvidence)})
 	}
+	if c.Evidence != nil && c.Evidence.Devices != nil {
+		bound(FileDeviceEvidence, KindDevices, *c.Evidence.Devices, func(raw []byte) (string, error) { return DeviceEvidence(raw, &c, time.Time{}) })
+	} else if _, err := v.read(filepath.Join(dir, FileDeviceEvidence)); !errors.Is(err, fs.ErrNotExist) {
+		out = append(out, Result{Path: filepath.Join(dir, FileDeviceEvidence), Kind: KindDevices,
+			Err: reject.New(reject.Unrecognised, "", "the attestation cites no device evidence, so nothing binds %s", FileDeviceEvidence)})
+	}
 	if c.Locality != nil {
 		bound(FileLocality, KindLocality, c.Locality.Claim, func(raw []byte) (string, error) { return v.locality(raw, &c) })
 	} else if _, err := v.read(filepath.Join(dir, FileLocality)); !errors.Is(err, fs.ErrNotExist) {
@@ -371,6 +382,50 @@ func Evidence(raw []byte, c *attest.Claim, allowSoftware bool, certs ...[]byte) 
 		debug = ", a DEBUG guest (its memory is readable by its host)"
 	}
 	return fmt.Sprintf("%s evidence from %s, %s chain to the vendor root at the run's end, bound to the claim%s", r.Kind, c.Evidence.Provider, r.Product, debug), nil
+}
+
+// DeviceEvidence checks an S6 or S7 run's device evidence file: each
+// line names a device of the claim's hardware, and its report verifies offline under its chain to the vendor's
+// root (an NVIDIA GPU's: evidence/spdm) at the run's end (or at, when
+// not zero) and carries the claim's device nonce (attest.DeviceNonce):
+// the GPU vouches for this claim, on its own line, not folded into the
+// CPU's.
+func DeviceEvidence(raw []byte, c *attest.Claim, at time.Time) (string, error) {
+	d, err := attest.DecodeDevices(raw)
+	if err != nil {
+		return "", err
+	}
+	binding, err := attest.Binding(*c, c.Signer)
+	if err != nil {
+		return "", err
+	}
+	if at.IsZero() {
+		if at, err = time.Parse(attest.TimeLayout, c.Ended); err != nil {
+			return "", reject.New(reject.Invalid, "claim.ended", "%v", err)
+		}
+	}
+	nonce := attest.DeviceNonce(binding)
+	var notes []string
+	for i, r := range d.Devices {
+		where := fmt.Sprintf("devices[%d]", i)
+		if !slices.ContainsFunc(c.Hardware.Devices, func(h attest.Device) bool { return h.Class == r.Class && h.ID == r.ID }) {
+			return "", reject.New(reject.Invalid, where, "%s %q is not a device the claim's hardware names", r.Class, r.ID)
+		}
+		rep, err := hex.DecodeString(r.Report)
+		if err != nil {
+			return "", reject.New(reject.Malformed, where+".report", "%v", err)
+		}
+		res, err := evidence.Verify(rep, evidence.Options{At: at, Certs: [][]byte{[]byte(r.Chain)},
+			Policy: evidence.Policy{ReportData: hex.EncodeToString(nonce[:])}})
+		if err != nil {
+			return "", reject.In(where, err)
+		}
+		if string(res.Kind) != r.Kind {
+			return "", reject.New(reject.Invalid, where+".kind", "the line says %s, the report is %s", r.Kind, res.Kind)
+		}
+		notes = append(notes, fmt.Sprintf("%s %s (%s, %d measurements)", r.Class, r.ID, res.Firmware, len(res.Measurements)))
+	}
+	return "device evidence, each bound to the claim: " + strings.Join(notes, "; "), nil
 }
 
 // locality checks an S7 run's locality claim: bound to this claim

@@ -22,7 +22,7 @@ func conformanceRun(tb testing.TB) map[string][]byte {
 	files := map[string][]byte{}
 	for _, n := range verify.RunFiles {
 		b, err := os.ReadFile(filepath.Join(dir, n))
-		if errors.Is(err, fs.ErrNotExist) && (n == verify.FileJCPDecision || n == verify.FileEvidence || n == verify.FileLocality) {
+		if errors.Is(err, fs.ErrNotExist) && (n == verify.FileJCPDecision || n == verify.FileEvidence || n == verify.FileLocality || n == verify.FileDeviceEvidence) {
 			continue // the pack's run was not gated, and ran below S6
 		}
 		if err != nil {

@@ -110,3 +110,13 @@ type Localizer interface {
 	Region(name string) error
 	Locality(ctx context.Context, region string, host key.Private, binding addr.Addr) ([]byte, error)
 }
+
+// DeviceEvidencer is an S6 or S7 Executor that gives runs devices besides
+// the CPU and can have each vouch for itself: after a run granted
+// devices of classes, the engine asks it for each device's evidence over
+// nonce (attest.DeviceNonce of the run's binding), and seals them as
+// their own lines beside the CPU's evidence. An S6 executor that gives a
+// device and is not one cannot run a unit granted that device.
+type DeviceEvidencer interface {
+	DeviceEvidence(ctx context.Context, classes []device.Class, nonce [32]byte) ([]tee.DeviceEvidence, error)
+}

@@ -421,6 +421,13 @@ func (h *Host) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err := admitDevices(ex, u.Devices); err != nil {
 		return nil, err
 	}
+	if _, ok := ex.(executor.Evidencer); ok && len(devicesBesidesCPU(u.Devices)) > 0 {
+		// At S6 and S7 every device vouches for itself, or the run does
+		// not start: a GPU no evidence binds is not confidential.
+		if _, ok := ex.(executor.DeviceEvidencer); !ok {
+			return nil, &DeviceError{Class: devicesBesidesCPU(u.Devices)[0], Executor: ex.Name(), Tier: ex.Tier()}
+		}
+	}
 	if lz, ok := ex.(executor.Localizer); ok && choice.Chosen == tier.S7 {
 		// A region the host cannot claim is refused before the run, not
 		// found when it is sealed.

@@ -2,9 +2,11 @@ package host
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
@@ -152,14 +154,26 @@ func (h *Host) seal(p *Plan, rec *store.Partial, f *records, enf *grant.Enforcer
 	// An S6 or S7 run's evidence is obtained last, bound to the claim as
 	// it now stands, and cited by the claim the host signs.
 	if ev, ok := p.ex.(executor.Evidencer); ok {
-		e, err := h.evidence(ev, claim)
+		binding, e, err := h.evidence(ev, claim)
 		if err != nil {
 			return nil, notSealed(err)
 		}
 		if err := rec.Write(verify.FileEvidence, e.Report); err != nil {
 			return nil, notSealed(err)
 		}
-		claim.Evidence = &attest.Evidence{Provider: e.Provider, Kind: e.Kind(), Report: addr.Of(e.Report), Software: e.Software}
+		cite := &attest.Evidence{Provider: e.Provider, Kind: e.Kind(), Report: addr.Of(e.Report), Software: e.Software}
+		if classes := devicesBesidesCPU(p.unit.Devices); len(classes) > 0 {
+			b, err := h.deviceEvidence(p.ex, classes, binding)
+			if err != nil {
+				return nil, notSealed(err)
+			}
+			if err := rec.Write(verify.FileDeviceEvidence, b); err != nil {
+				return nil, notSealed(err)
+			}
+			a := addr.Of(b)
+			cite.Devices = &a
+		}
+		claim.Evidence = cite
 	}
 	a, err := attest.Seal(claim, h.Key)
 	if err != nil {
@@ -197,22 +211,60 @@ func (h *Host) seal(p *Plan, rec *store.Partial, f *records, enf *grant.Enforcer
 	return r, nil
 }
 
-// evidence asks an S6 or S7 executor for evidence bound to claim.
-func (h *Host) evidence(ev executor.Evidencer, claim attest.Claim) (tee.Evidence, error) {
+// evidence asks an S6 or S7 executor for evidence bound to claim, and
+// returns the binding with it.
+func (h *Host) evidence(ev executor.Evidencer, claim attest.Claim) ([64]byte, tee.Evidence, error) {
 	data, err := attest.Binding(claim, h.Key.Public())
 	if err != nil {
-		return tee.Evidence{}, err
+		return data, tee.Evidence{}, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), evidenceTimeout)
 	defer cancel()
 	e, err := ev.Evidence(ctx, data)
 	if err != nil {
-		return tee.Evidence{}, fmt.Errorf("the run's hardware evidence: %w", err)
+		return data, tee.Evidence{}, fmt.Errorf("the run's hardware evidence: %w", err)
 	}
 	if len(e.Report) == 0 || e.Kind() == "" {
-		return tee.Evidence{}, fmt.Errorf("the run's hardware evidence: the provider %q gave no report of a known kind (platform %q)", e.Provider, e.Platform)
+		return data, tee.Evidence{}, fmt.Errorf("the run's hardware evidence: the provider %q gave no report of a known kind (platform %q)", e.Provider, e.Platform)
 	}
-	return e, nil
+	return data, e, nil
+}
+
+// deviceEvidence asks an S6 or S7 executor for the evidence of each
+// device of classes it gave the run, over the binding's device nonce,
+// and returns the device evidence file.
+func (h *Host) deviceEvidence(ex executor.Executor, classes []device.Class, binding [64]byte) ([]byte, error) {
+	de, ok := ex.(executor.DeviceEvidencer)
+	if !ok {
+		return nil, fmt.Errorf("%s gave the run %v and cannot have them vouch for themselves", ex.Name(), classes)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), evidenceTimeout)
+	defer cancel()
+	es, err := de.DeviceEvidence(ctx, classes, attest.DeviceNonce(binding))
+	if err != nil {
+		return nil, fmt.Errorf("the run's device evidence: %w", err)
+	}
+	var d attest.Devices
+	for _, e := range es {
+		d.Devices = append(d.Devices, attest.DeviceReport{Class: e.Class, ID: e.ID, Kind: e.Kind, Report: hex.EncodeToString(e.Report), Chain: string(e.Chain)})
+	}
+	for _, c := range classes {
+		if !slices.ContainsFunc(es, func(e tee.DeviceEvidence) bool { return e.Class == c }) {
+			return nil, fmt.Errorf("the run's device evidence: no %s vouched for itself", c)
+		}
+	}
+	return d.Encode()
+}
+
+// devicesBesidesCPU are the device classes of a unit other than the CPU.
+func devicesBesidesCPU(cs []device.Class) []device.Class {
+	var out []device.Class
+	for _, c := range cs {
+		if c != device.CPU {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // locality asks an S7 executor for a locality claim bound to claim.

@@ -3,6 +3,8 @@ package tee
 import (
 	"context"
 
+	"github.com/opensubstrate/sandbox/device"
+
 	"github.com/opensubstrate/sandbox/tier"
 )
 
@@ -49,4 +51,15 @@ func (e Evidence) Kind() string {
 		return "tdx"
 	}
 	return ""
+}
+
+// DeviceEvidence is one device's evidence for a run (an NVIDIA GPU's
+// SPDM measurement report): its class and identity, the kind of report,
+// the report and the certificate chain that verifies it.
+type DeviceEvidence struct {
+	Class  device.Class
+	ID     string
+	Kind   string // "nvidia-spdm"
+	Report []byte
+	Chain  []byte // PEM
 }
