@@ -95,8 +95,13 @@ type Verifier struct {
 	// locality claim is refused (locality-unknown-anchor): no anchor is
 	// trusted.
 	Locality *locality.Config
-	ReadFile func(string) ([]byte, error) // os.ReadFile in production
-	ReadDir  func(string) ([]string, error)
+	// EvidencePolicy, when set, is a policy an S6 or S7 run's hardware
+	// evidence must meet besides its binding (measurements allowed, a
+	// minimum TCB, debug forbidden unless it allows it); without it,
+	// any measurement is admitted and a debug guest is named in the note.
+	EvidencePolicy *evidence.Policy
+	ReadFile       func(string) ([]byte, error) // os.ReadFile in production
+	ReadDir        func(string) ([]string, error)
 }
 
 func (v *Verifier) read(p string) ([]byte, error) {
@@ -339,6 +344,9 @@ func (v *Verifier) Attestation(p string) []Result {
 // evidence checks the hardware evidence an attestation cites (Evidence,
 // with the certificates the report carries and none given).
 func (v *Verifier) evidence(raw []byte, c *attest.Claim) (string, error) {
+	if v.EvidencePolicy != nil {
+		return EvidenceUnder(raw, c, *v.EvidencePolicy, v.AllowSoftware)
+	}
 	return Evidence(raw, c, v.AllowSoftware)
 }
 
@@ -355,6 +363,13 @@ func (v *Verifier) evidence(raw []byte, c *attest.Claim) (string, error) {
 // run verifier gives none. It does not check that raw is the report the
 // claim cites by address: the caller does.
 func Evidence(raw []byte, c *attest.Claim, allowSoftware bool, certs ...[]byte) (string, error) {
+	return EvidenceUnder(raw, c, evidence.Policy{AllowDebug: true}, allowSoftware, certs...)
+}
+
+// EvidenceUnder is Evidence under a policy the evidence must meet too
+// (measurements, a minimum TCB, debug forbidden: docs/spec/evidence.md
+// §4); its report_data is always the claim's binding, whatever p says.
+func EvidenceUnder(raw []byte, c *attest.Claim, p evidence.Policy, allowSoftware bool, certs ...[]byte) (string, error) {
 	if c.Evidence == nil {
 		return "", reject.New(reject.Unrecognised, "claim.evidence", "the claim cites no evidence")
 	}
@@ -366,8 +381,8 @@ func Evidence(raw []byte, c *attest.Claim, allowSoftware bool, certs ...[]byte) 
 	if err != nil {
 		return "", reject.New(reject.Invalid, "claim.ended", "%v", err)
 	}
-	r, err := evidence.Verify(raw, evidence.Options{At: ended, AllowSoftware: allowSoftware, Certs: certs,
-		Policy: evidence.Policy{ReportData: hex.EncodeToString(binding[:]), AllowDebug: true}})
+	p.ReportData = hex.EncodeToString(binding[:])
+	r, err := evidence.Verify(raw, evidence.Options{At: ended, AllowSoftware: allowSoftware, Certs: certs, Policy: p})
 	if err != nil {
 		return "", err
 	}

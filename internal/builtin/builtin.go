@@ -90,8 +90,10 @@ func (c Config) Executors(site executor.Site) ([]executor.Executor, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s6 := confidential{in: n, provider: p}
-	made = append(made, s6, sovereign{confidential: s6, cfg: c.Locality, client: &http.Client{}})
+	if in, ok := any(n).(s1Like); ok { // S1's capabilities: Linux only
+		s6 := confidential{in: in, provider: p}
+		made = append(made, s6, sovereign{confidential: s6, cfg: c.Locality, client: &http.Client{}})
+	}
 	if c.VMImage == "" {
 		c.VMImage = filepath.Join(site.StateDir, "vm")
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/evidence"
 	"github.com/opensubstrate/sandbox/internal/builtin"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/host"
@@ -81,6 +82,14 @@ func TestS6SoftwareEvidence(t *testing.T) {
 	}
 	if ev == nil || !strings.Contains(ev.Note, "SOFTWARE-GROUNDED") {
 		t.Fatalf("the evidence is not shown as software-grounded: %+v", ev)
+	}
+	// Under a policy of measurements allowed: refused unless the
+	// report's is among them.
+	strict := &verify.Verifier{Trust: key.NewTrust(pub), AllowSoftware: true, EvidencePolicy: &evidence.Policy{Measurements: []string{strings.Repeat("00", 48)}}}
+	for _, res := range strict.Path(r.Dir) {
+		if res.Kind == verify.KindEvidence && !errors.Is(res.Err, reject.EvidenceMeasurement) {
+			t.Fatalf("a measurement the policy does not allow: %v", res.Err)
+		}
 	}
 	refused := false
 	for _, res := range results(r.Dir, pub, false) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opensubstrate/sandbox/evidence"
 	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/cli"
 	"github.com/opensubstrate/sandbox/internal/errs"
@@ -28,7 +29,7 @@ import (
 func verifyCmd(g *cli.Globals) *cobra.Command {
 	var trustArgs []string
 	var trustHost, asJSON, allowSoftware bool
-	var localityFile string
+	var localityFile, evidencePolicy string
 	c := &cobra.Command{
 		Use: "verify [--trust KEY|FILE]... PATH...",
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, tc string) ([]string, cobra.ShellCompDirective) {
@@ -82,6 +83,17 @@ failures are untrusted keys, 3 when a PATH or run was not found.`,
 				return errs.Usage{Err: fmt.Errorf("--locality: %w", err)}
 			}
 			v := &verify.Verifier{Trust: trust, AllowSoftware: allowSoftware, Locality: loc}
+			if evidencePolicy != "" {
+				b, err := readLimited(evidencePolicy, 1<<20)
+				if err != nil {
+					return err
+				}
+				p, err := evidence.ParsePolicy(b)
+				if err != nil {
+					return errs.Usage{Err: fmt.Errorf("--evidence-policy %s: %w", evidencePolicy, err)}
+				}
+				v.EvidencePolicy = &p
+			}
 			out := cmd.OutOrStdout()
 			worst := 0
 			all := []VerifyJSON{}
@@ -132,6 +144,7 @@ failures are untrusted keys, 3 when a PATH or run was not found.`,
 	c.Flags().StringArrayVar(&trustArgs, "trust", nil, "trust this public key (ed25519:<hex>) or the keys in this file, one per line; repeatable")
 	c.Flags().BoolVar(&trustHost, "trust-host", false, "also trust this host's own key (host.pub in the state directory)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array, one object per artifact (docs/cli-json.md)")
+	c.Flags().StringVar(&evidencePolicy, "evidence-policy", "", "a policy S6 and S7 runs' hardware evidence must meet besides its binding (JSON, docs/spec/evidence.md §4: measurements, min_tcb, allow_debug, ...)")
 	c.Flags().StringVar(&localityFile, "locality", "", "check S7 runs' locality claims against this configuration's anchors and regions (docs/spec/locality.md)")
 	c.Flags().BoolVar(&allowSoftware, "allow-software-evidence", false, "accept an S6 run's software-grounded evidence (a test provider's: no hardware vouches for it), shown as such")
 	return c
