@@ -9,16 +9,26 @@ import (
 	"testing"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/jcs"
+	"github.com/opensubstrate/sandbox/internal/vectors"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/tier"
 	"github.com/opensubstrate/sandbox/verify"
 )
 
-// testCell is a cell of a machine where S1 and S2 are green, S3 and S4
-// are unavailable and S0 is red, with its evidence.
-func testCell() (Cell, Evidence) {
+// packRuns are two real run directories, sealed by the conformance
+// pack's published test key.
+var packRuns = []string{
+	"../conformance/v1/positive/run",
+	"../conformance/v1/positive/record-runs/runs/98245819520266d3451c3074bb115b92542253c3dc06388f097b066f2738d1cd",
+}
+
+// testCell is a cell of a machine where S1 and S2 are green (the pack's
+// runs), S0 is red and the rest unavailable, with its evidence; its
+// host's key is the pack's test key.
+func testCell(t testing.TB) (Cell, Evidence) {
 	ev := Evidence{Binary: []byte("the engine"), Pack: []byte(`{"pack":1}`), Runs: map[addr.Addr][]byte{}}
 	c := Cell{
 		Substrate: Substrate{Version: "(devel)", Binary: addr.Of(ev.Binary).String()},
@@ -26,15 +36,24 @@ func testCell() (Cell, Evidence) {
 		Pack:      PackCounts{Address: addr.Of(ev.Pack).String(), Vectors: 10, Passed: 10},
 		Started:   "2026-01-02T03:04:05Z", Ended: "2026-01-02T03:04:35Z",
 	}
-	for _, t := range tier.All {
-		r := TierResult{Tier: t, State: Unavailable, Reason: "no executor"}
-		switch t {
+	runs := packRuns
+	for _, tr := range tier.All {
+		r := TierResult{Tier: tr, State: Unavailable, Reason: "no executor"}
+		switch tr {
 		case tier.S0:
-			r = TierResult{Tier: t, State: Red, Executor: "bare", Error: "it failed"}
+			r = TierResult{Tier: tr, State: Red, Executor: "bare", Error: "it failed"}
 		case tier.S1, tier.S2:
-			att := []byte("attestation of " + t.String())
-			ev.Runs[addr.Of(att)] = att
-			r = TierResult{Tier: t, State: Green, Executor: "x", Run: addr.Of(att).String()}
+			b, err := os.ReadFile(filepath.Join(runs[0], verify.FileAttestation))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := attest.Verify(b, key.NewTrust(vectors.TestKey().Public()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs = runs[1:]
+			ev.Runs[a.Addr] = b
+			r = TierResult{Tier: tr, State: Green, Executor: "x", Run: a.Addr.String()}
 		}
 		c.Tiers = append(c.Tiers, r)
 	}
@@ -56,17 +75,30 @@ func resign(t *testing.T, k key.Private, st Statement) []byte {
 	return b
 }
 
-// runsDir writes a directory of run directories holding the evidence's
-// attestations.
+// runsDir copies the pack's run directories into a directory, each
+// named by its address.
 func runsDir(t *testing.T, ev Evidence) string {
 	dir := t.TempDir()
-	for a, b := range ev.Runs {
-		d := filepath.Join(dir, a.Hex())
-		if err := os.MkdirAll(d, 0o755); err != nil {
+	for _, src := range packRuns {
+		b, err := os.ReadFile(filepath.Join(src, verify.FileAttestation))
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(d, verify.FileAttestation), b, 0o644); err != nil {
-			t.Fatal(err)
+		for a, att := range ev.Runs {
+			if string(att) != string(b) {
+				continue
+			}
+			d := filepath.Join(dir, a.Hex())
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			es, _ := os.ReadDir(src)
+			for _, e := range es {
+				f, _ := os.ReadFile(filepath.Join(src, e.Name()))
+				if err := os.WriteFile(filepath.Join(d, e.Name()), f, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
 	}
 	return dir
@@ -76,8 +108,8 @@ func runsDir(t *testing.T, ev Evidence) string {
 // re-verified where their directories are given; standard in-toto
 // fields are where a DSSE/in-toto verifier looks for them.
 func TestSealVerify(t *testing.T) {
-	k := testKey(t, 1)
-	c, ev := testCell()
+	k := vectors.TestKey()
+	c, ev := testCell(t)
 	b, err := Seal(k, c, ev)
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +149,10 @@ func TestSealVerify(t *testing.T) {
 	if !got.Trusted || len(got.Runs) != 2 || len(called) != 2 || got.Runs[0].Tier != tier.S1 || got.Runs[0].Dir == "" {
 		t.Errorf("verified %+v, runs checked %v", got, called)
 	}
+	// Package verify's check of the runs, for real.
+	if got, err := (Verifier{Trust: key.NewTrust(k.Public()), Runs: v.Runs}).Verify(b); err != nil || len(got.Runs) != 2 {
+		t.Errorf("the runs re-verified by package verify: %v", err)
+	}
 	// Untrusted: the same verdict, refused as untrusted-key.
 	if got, err := (Verifier{}).Verify(b); !errors.Is(err, reject.UntrustedKey) || got == nil || got.Trusted {
 		t.Errorf("with no trusted key: %v", err)
@@ -130,8 +166,8 @@ func TestSealVerify(t *testing.T) {
 
 // TestVerifyRefuses: each way a cell can be wrong, with its code.
 func TestVerifyRefuses(t *testing.T) {
-	k := testKey(t, 1)
-	c, ev := testCell()
+	k := vectors.TestKey()
+	c, ev := testCell(t)
 	good, err := Seal(k, c, ev)
 	if err != nil {
 		t.Fatal(err)
@@ -159,11 +195,21 @@ func TestVerifyRefuses(t *testing.T) {
 		return b
 	}()
 	otherKey := statement(func(st *Statement) { st.Predicate.Host = testKey(t, 2).Public() })
+	goodRuns := runsDir(t, ev)
 	badRuns := runsDir(t, ev)
 	for a := range ev.Runs {
 		os.WriteFile(filepath.Join(badRuns, a.Hex(), verify.FileAttestation), []byte("another attestation"), 0o644)
 		break
 	}
+	// Each run's directory holds the other's files.
+	swapped := t.TempDir()
+	var names []string
+	for a := range ev.Runs {
+		names = append(names, a.Hex())
+	}
+	os.Rename(filepath.Join(goodRuns, names[0]), filepath.Join(swapped, names[1]))
+	os.Rename(filepath.Join(goodRuns, names[1]), filepath.Join(swapped, names[0]))
+	goodRuns = runsDir(t, ev)
 	for _, c := range []struct {
 		name string
 		cell []byte
@@ -191,11 +237,15 @@ func TestVerifyRefuses(t *testing.T) {
 		{"unavailable with no reason", statement(func(st *Statement) { st.Predicate.Tiers[5].Reason = "" }), "", reject.ProofState},
 		{"pack counts that do not add up", statement(func(st *Statement) { st.Predicate.Pack.Failed = 1 }), "", reject.ProofPack},
 		{"a green run without its subject", statement(func(st *Statement) { st.Subject = st.Subject[:3] }), "", reject.ProofSubject},
-		{"a subject of another run", statement(func(st *Statement) {
+		{"a run's subject digests another attestation", statement(func(st *Statement) {
 			s := st.Subject[2]
 			s.Digest = Digests([]byte("other"))
 			st.Subject[2] = s
+		}), goodRuns, reject.ProofSubject},
+		{"the substrate's subject is not its address", statement(func(st *Statement) {
+			st.Subject[0] = Subject{Name: SubjectSubstrate, Digest: Digests([]byte("another engine"))}
 		}), "", reject.ProofSubject},
+		{"a run's directory holds another run", good, swapped, reject.ProofSubject},
 		{"a subject with only sha256", statement(func(st *Statement) {
 			st.Subject[0] = Subject{Name: SubjectSubstrate, Digest: map[string]string{"sha256": st.Subject[0].Digest["sha256"]}}
 		}), "", reject.ProofSubject},
@@ -226,13 +276,13 @@ func resignRaw(t *testing.T, k key.Private, body []byte) []byte {
 // TestSealRefuses: Seal signs no cell that Check refuses, nor one
 // without a green run's attestation.
 func TestSealRefuses(t *testing.T) {
-	k := testKey(t, 1)
-	c, ev := testCell()
+	k := vectors.TestKey()
+	c, ev := testCell(t)
 	c.Tiers = c.Tiers[1:]
 	if _, err := Seal(k, c, ev); !errors.Is(err, reject.ProofTier) {
 		t.Errorf("a missing tier: %v", err)
 	}
-	c, ev = testCell()
+	c, ev = testCell(t)
 	ev.Runs = nil
 	if _, err := Seal(k, c, ev); err == nil {
 		t.Error("sealed without a run's attestation")
@@ -242,8 +292,8 @@ func TestSealRefuses(t *testing.T) {
 // FuzzOpen: reading untrusted cells never panics; whatever Open accepts
 // verifies or is refused with a code, never both.
 func FuzzOpen(f *testing.F) {
-	k := testKey(f, 1)
-	c, ev := testCell()
+	k := vectors.TestKey()
+	c, ev := testCell(f)
 	good, err := Seal(k, c, ev)
 	if err != nil {
 		f.Fatal(err)

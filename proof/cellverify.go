@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/tier"
@@ -122,6 +123,11 @@ func (v Verifier) checkRun(dir string, subs []Subject, run addr.Addr, host key.P
 	got := Digests(b)
 	if got["sha256"] != want["sha256"] || got["blake3"] != want["blake3"] {
 		return reject.New(ProofSubject, RunSubject(run), "the attestation in %s hashes to sha256 %s, blake3 %s; the subject says sha256 %s, blake3 %s", dir, got["sha256"], got["blake3"], want["sha256"], want["blake3"])
+	}
+	if a, err := attest.Verify(b, key.NewTrust(host)); err != nil {
+		return reject.Wrap(ProofRun, RunSubject(run), err)
+	} else if a.Addr != run {
+		return reject.New(ProofSubject, RunSubject(run), "the attestation in %s is the run %s's, not %s's", dir, a.Addr, run)
 	}
 	check := v.Run
 	if check == nil {
