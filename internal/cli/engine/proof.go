@@ -19,6 +19,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/internal/builtin"
 	"github.com/opensubstrate/sandbox/internal/cli"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
@@ -136,7 +137,7 @@ func proofRun(cmd *cobra.Command, g *cli.Globals, out, runsDir, pack string, asJ
 		accel = append(accel, strings.TrimSpace(d.Model+" ("+string(d.Class)+", "+d.Driver+")"))
 	}
 	_, qemuErr := exec.LookPath(qemuSystem())
-	c.Target = proof.DetectTarget(proof.Machine{Root: "/", Landlock: landlockABI(), Accelerators: accel, QEMU: qemuErr == nil})
+	c.Target = proof.DetectTarget(proof.Machine{Root: "/", Landlock: builtin.LandlockABI(), Accelerators: accel, QEMU: qemuErr == nil})
 	tg := c.Target
 	say("target %s/%s, kernel %s, %s; virtualisation %s, cloud %q; cgroup %s, Landlock ABI %d, VMs %s; %d accelerators",
 		tg.OS, tg.Arch, tg.Kernel, tg.CPU, tg.Virtualisation, tg.Cloud, tg.Cgroup, tg.Landlock, tg.VM, len(tg.Accelerators))
