@@ -1,6 +1,9 @@
 package proof
 
-import "github.com/opensubstrate/sandbox/tier"
+import (
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/tier"
+)
 
 // PredicateType is the in-toto predicate type of a proof cell.
 const PredicateType = "https://opensubstrate.dev/sandbox/proof-cell/1"
@@ -24,6 +27,9 @@ type Cell struct {
 	Tiers     []TierResult `json:"tiers"`
 	Started   string       `json:"started"` // RFC 3339 UTC
 	Ended     string       `json:"ended"`
+	// Host is the public key of the host that ran the cell: it signs the
+	// envelope and every sealed run the cell names.
+	Host key.Public `json:"host"`
 }
 
 // Substrate is the program that made the cell.

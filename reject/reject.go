@@ -199,6 +199,20 @@ const (
 	LocalityBinding Code = "locality-binding"
 	// LocalityTooFar: no measurement's bound places the host inside the claimed region.
 	LocalityTooFar Code = "locality-too-far"
+
+	// The codes of proof cells (docs/spec/proof.md §4).
+	// ProofSignature: a cell's DSSE envelope has no signature that verifies under the key.
+	ProofSignature Code = "proof-signature"
+	// ProofSubject: a cell's subjects are not its predicate's (the substrate, the pack, each green run, by sha256 and blake3), or a run's attestation does not hash to its subject.
+	ProofSubject Code = "proof-subject"
+	// ProofTier: a cell's tiers are not S0 to S7, each once, in order.
+	ProofTier Code = "proof-tier"
+	// ProofState: a tier's state is not green, red or unavailable, or lacks what it needs (green a run, red an error, unavailable a reason).
+	ProofState Code = "proof-state"
+	// ProofPack: a cell's pack counts do not add up (passed and failed are the vectors).
+	ProofPack Code = "proof-pack"
+	// ProofRun: a green run the cell names does not verify in its run directory.
+	ProofRun Code = "proof-run"
 )
 
 // Codes lists every code, in the order docs/spec/conformance.md tables them.
@@ -208,7 +222,8 @@ var Codes = []Code{Malformed, Truncated, NonCanonical, Float, IntRange, NonShort
 	Phase, Closed, SnapshotMismatch, ManifestMismatch, Splice, HeadMismatch,
 	ChainDepth, BrokenChain, UntrustedRoot, WrongIssuer, WrongAudience, DepthExhausted, WidenDepth, WidenImages, WidenCeiling, WidenExpiry, WidenModels, WidenTiers, WidenHosts, WidenPaths, WidenRuns, WidenRate, Expired, NotYet, StaleInvocation, Replay, Revoked, ImageNotGranted, ModelNotGranted, TierNotGranted, HostNotGranted, PathNotGranted, ClassNotGranted, CeilingUndeclared, OverCeiling, RunsExhausted, RateExceeded, DoubleSpend, AmendNotIssuer, AmendWidens, AmendStale,
 	EvidenceMalformed, EvidenceTooLarge, EvidenceUnsupported, EvidenceCert, EvidenceChain, EvidenceExpired, EvidenceSignature, EvidenceBinding, EvidenceTCB, EvidenceVersion, EvidenceDebug, EvidenceVMPL, EvidenceMeasurement, EvidenceReportData, EvidenceHostData, EvidenceSoftware,
-	LocalityUnknownAnchor, LocalityAnchorPosition, LocalityHost, LocalityBinding, LocalityTooFar}
+	LocalityUnknownAnchor, LocalityAnchorPosition, LocalityHost, LocalityBinding, LocalityTooFar,
+	ProofSignature, ProofSubject, ProofTier, ProofState, ProofPack, ProofRun}
 
 // Known reports whether c is one of Codes.
 func Known(c Code) bool {

@@ -23,6 +23,7 @@ func trustCommands(g *Globals) []*cobra.Command {
 		g.stub("verify [--trust KEY|FILE]... PATH...", "Verify sealed artifacts: attestations, receipts, units, grants, decision logs, run directories"),
 		g.stub("policy", "What a principal may grant: policy documents and the decision log"),
 		g.stub("vectors", "Generate or check the conformance pack (conformance/v1)"),
+		g.stub("proof", "Proof cells: run the pack and every tier here, sealed and signed; verify a cell"),
 		g.stub("jcp", "JCP: principals, grants and delegation chains, budgets, the ledger"),
 		g.stub("tee", "Hardware evidence: verify SEV-SNP reports, TDX quotes and NVIDIA GPU reports offline"),
 	}

@@ -51,7 +51,7 @@ func commands(g *cli.Globals) []*cobra.Command {
 		recordCmd(g), exportCmd(g), importCmd(g),
 		imageCmd(g), manifestCmd(g), vmCmd(g),
 		fleetCmd(g),
-		verifyCmd(g), policyCmd(g), vectorsCmd(), jcpCmd(g), teeCmd(g),
+		verifyCmd(g), policyCmd(g), vectorsCmd(), proofCmd(g), jcpCmd(g), teeCmd(g),
 		serveCmd(g), mcpCmd(g),
 		doctorCmd(g), gcCmd(g),
 	}

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package builtin
+
+// LandlockABI is 0: Landlock is Linux's.
+func LandlockABI() int { return 0 }
