@@ -1,6 +1,7 @@
 package proof
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -32,12 +33,24 @@ type Matrix struct {
 	Entries int // the log's size
 }
 
-// TargetKey is what makes two cells the same target's: OS, kernel,
-// arch, CPU, virtualisation and accelerators.
-func TargetKey(t Target) string {
+// targetParts are what make two cells the same target's: OS, kernel,
+// arch, CPU, virtualisation and accelerators (in any order).
+func targetParts(t Target) []string {
 	acc := slices.Clone(t.Accelerators)
 	slices.Sort(acc)
-	return strings.Join([]string{t.OS, t.Kernel, t.Arch, t.CPU, t.Virtualisation, strings.Join(acc, ", ")}, " · ")
+	return []string{t.OS, t.Kernel, t.Arch, t.CPU, t.Virtualisation, strings.Join(acc, ", ")}
+}
+
+// TargetKey is a target's name in the matrix: its OS, kernel, arch, CPU,
+// virtualisation and accelerators, those it gives, joined by " · ".
+func TargetKey(t Target) string {
+	var ps []string
+	for _, p := range targetParts(t) {
+		if p != "" {
+			ps = append(ps, p)
+		}
+	}
+	return strings.Join(ps, " · ")
 }
 
 // NewMatrix makes the matrix of a log's cells: for each target its
@@ -50,10 +63,10 @@ func NewMatrix(l *Log) Matrix {
 		if c == nil {
 			continue
 		}
-		k := TargetKey(c.Target)
+		k := fmt.Sprintf("%q", targetParts(c.Target)) // unambiguous, unlike the name
 		r := byKey[k]
 		if r == nil {
-			r = &Row{Key: k}
+			r = &Row{Key: TargetKey(c.Target)}
 			byKey[k] = r
 		}
 		r.Cells++
@@ -74,7 +87,9 @@ func NewMatrix(l *Log) Matrix {
 		}
 		m.Rows = append(m.Rows, *r)
 	}
-	slices.SortFunc(m.Rows, func(a, b Row) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(m.Rows, func(a, b Row) int {
+		return cmp.Or(strings.Compare(a.Key, b.Key), a.Entry-b.Entry)
+	})
 	return m
 }
 
@@ -168,7 +183,11 @@ func (m Matrix) Text(w io.Writer) error {
 			fmt.Fprintf(&b, "  %s %s: %s\n", tr.Tier, Label(tr.State), Clean(Why(tr), 160))
 		}
 	}
-	_, err := io.WriteString(w, b.String())
+	out := strings.ReplaceAll(b.String(), " \n", "\n")
+	for strings.Contains(out, " \n") {
+		out = strings.ReplaceAll(out, " \n", "\n")
+	}
+	_, err := io.WriteString(w, out)
 	return err
 }
 
@@ -185,7 +204,7 @@ func mdEscape(s string) string {
 			b.WriteString("&gt;")
 		case '&':
 			b.WriteString("&amp;")
-		case '\\', '`', '*', '_', '[', ']', '|', '#', '!', '~', '(', ')', '{', '}':
+		case '\\', '`', '*', '_', '[', ']', '|', '#', '!', '~':
 			b.WriteRune('\\')
 			b.WriteRune(r)
 		default:
