@@ -213,6 +213,13 @@ const (
 	ProofPack Code = "proof-pack"
 	// ProofRun: a green run the cell names does not verify in its run directory.
 	ProofRun Code = "proof-run"
+	// The codes of the proof log (docs/spec/proof.md §5).
+	// ProofLogInconsistent: a proof log that does not extend a checkpoint of it: an entry removed or reordered (or the log cut short) since the checkpoint was signed.
+	ProofLogInconsistent Code = "proof-log-inconsistent"
+	// ProofLogForged: a proof log checkpoint whose signature does not verify under the key it names.
+	ProofLogForged Code = "proof-log-forged"
+	// ProofLogEdited: a proof log entry that is not the cell that was logged: its envelope does not open, or its bytes are not the leaf a proof names.
+	ProofLogEdited Code = "proof-log-edited"
 )
 
 // Codes lists every code, in the order docs/spec/conformance.md tables them.
@@ -223,7 +230,8 @@ var Codes = []Code{Malformed, Truncated, NonCanonical, Float, IntRange, NonShort
 	ChainDepth, BrokenChain, UntrustedRoot, WrongIssuer, WrongAudience, DepthExhausted, WidenDepth, WidenImages, WidenCeiling, WidenExpiry, WidenModels, WidenTiers, WidenHosts, WidenPaths, WidenRuns, WidenRate, Expired, NotYet, StaleInvocation, Replay, Revoked, ImageNotGranted, ModelNotGranted, TierNotGranted, HostNotGranted, PathNotGranted, ClassNotGranted, CeilingUndeclared, OverCeiling, RunsExhausted, RateExceeded, DoubleSpend, AmendNotIssuer, AmendWidens, AmendStale,
 	EvidenceMalformed, EvidenceTooLarge, EvidenceUnsupported, EvidenceCert, EvidenceChain, EvidenceExpired, EvidenceSignature, EvidenceBinding, EvidenceTCB, EvidenceVersion, EvidenceDebug, EvidenceVMPL, EvidenceMeasurement, EvidenceReportData, EvidenceHostData, EvidenceSoftware,
 	LocalityUnknownAnchor, LocalityAnchorPosition, LocalityHost, LocalityBinding, LocalityTooFar,
-	ProofSignature, ProofSubject, ProofTier, ProofState, ProofPack, ProofRun}
+	ProofSignature, ProofSubject, ProofTier, ProofState, ProofPack, ProofRun,
+	ProofLogInconsistent, ProofLogForged, ProofLogEdited}
 
 // Known reports whether c is one of Codes.
 func Known(c Code) bool {

@@ -101,7 +101,7 @@ var (
 	// What the locality records package may import of the module.
 	localityImports = []string{"key", "addr", "reject", "internal/jcs"}
 	// The formats a public package may be written in.
-	formats = []string{"internal/jcs", "internal/detcbor", "internal/chain", "internal/safefile", "internal/grant", "internal/journal", "internal/unit", "internal/hostpath", "internal/crash"}
+	formats = []string{"internal/jcs", "internal/detcbor", "internal/chain", "internal/merkle", "internal/note", "internal/safefile", "internal/grant", "internal/journal", "internal/unit", "internal/hostpath", "internal/crash"}
 )
 
 // rule is the rule p importing i breaks, or "".

@@ -54,6 +54,7 @@ reason it cannot work here (unavailable). It is an in-toto Statement in
 a DSSE envelope (docs/spec/proof.md).`,
 	}
 	c.AddCommand(proofRunCmd(g), proofVerifyCmd(g))
+	c.AddCommand(proofLogCmds(g)...)
 	return c
 }
 
