@@ -93,31 +93,16 @@ func attachDeviceProgram(dir string, allow []Device) error {
 	for _, i := range deviceProgram(allow) {
 		code = append(code, i.bytes()...)
 	}
-	license := []byte("GPL\x00")
-	logBuf := make([]byte, 4096)
-	load := struct {
-		progType, insnCnt uint32
-		insns, license    uint64
-		logLevel, logSize uint32
-		logBuf            uint64
-		kernVersion       uint32
-		progFlags         uint32
-		progName          [16]byte
-		progIfindex       uint32
-		expectedAttach    uint32
-	}{
-		progType: unix.BPF_PROG_TYPE_CGROUP_DEVICE, insnCnt: uint32(len(code) / 8),
-		insns: uint64(uintptr(unsafe.Pointer(&code[0]))), license: uint64(uintptr(unsafe.Pointer(&license[0]))),
-		logLevel: 1, logSize: uint32(len(logBuf)), logBuf: uint64(uintptr(unsafe.Pointer(&logBuf[0]))),
-		expectedAttach: unix.BPF_CGROUP_DEVICE,
-	}
-	copy(load.progName[:], "sandbox_devices")
-	prog, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_LOAD, uintptr(unsafe.Pointer(&load)), unsafe.Sizeof(load))
-	runtime.KeepAlive(code)
-	runtime.KeepAlive(license)
-	runtime.KeepAlive(logBuf)
-	if errno != 0 {
-		return fmt.Errorf("cgroup: loading the device program for %s: %w (verifier: %s)", dir, errno, cstr(logBuf))
+	prog, err := loadDeviceProgram(code, false)
+	if err != nil {
+		// Again with the verifier's log, for the error (a log too small
+		// for what the verifier writes fails a load that would pass).
+		if p2, err2 := loadDeviceProgram(code, true); err2 != nil {
+			err = err2
+		} else {
+			unix.Close(int(p2))
+		}
+		return fmt.Errorf("cgroup: loading the device program for %s: %w", dir, err)
 	}
 	defer unix.Close(int(prog))
 	cg, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -132,6 +117,44 @@ func attachDeviceProgram(dir string, allow []Device) error {
 		return fmt.Errorf("cgroup: attaching the device program to %s: %w", dir, errno)
 	}
 	return nil
+}
+
+// loadDeviceProgram loads code as a BPF_PROG_TYPE_CGROUP_DEVICE program,
+// with the verifier's log in the error when withLog.
+func loadDeviceProgram(code []byte, withLog bool) (uintptr, error) {
+	license := []byte("GPL\x00")
+	var logBuf []byte
+	load := struct {
+		progType, insnCnt uint32
+		insns, license    uint64
+		logLevel, logSize uint32
+		logBuf            uint64
+		kernVersion       uint32
+		progFlags         uint32
+		progName          [16]byte
+		progIfindex       uint32
+		expectedAttach    uint32
+	}{
+		progType: unix.BPF_PROG_TYPE_CGROUP_DEVICE, insnCnt: uint32(len(code) / 8),
+		insns: uint64(uintptr(unsafe.Pointer(&code[0]))), license: uint64(uintptr(unsafe.Pointer(&license[0]))),
+		expectedAttach: unix.BPF_CGROUP_DEVICE,
+	}
+	if withLog {
+		logBuf = make([]byte, 1<<20)
+		load.logLevel, load.logSize, load.logBuf = 1, uint32(len(logBuf)), uint64(uintptr(unsafe.Pointer(&logBuf[0])))
+	}
+	copy(load.progName[:], "sandbox_devices")
+	prog, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_LOAD, uintptr(unsafe.Pointer(&load)), unsafe.Sizeof(load))
+	runtime.KeepAlive(code)
+	runtime.KeepAlive(license)
+	runtime.KeepAlive(logBuf)
+	if errno != 0 {
+		if withLog {
+			return 0, fmt.Errorf("%w (verifier: %s)", errno, cstr(logBuf))
+		}
+		return 0, errno
+	}
+	return prog, nil
 }
 
 func cstr(b []byte) string {
