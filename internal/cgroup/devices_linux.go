@@ -86,8 +86,11 @@ func deviceProgram(allow []Device) []bpfInsn {
 }
 
 // attachDeviceProgram loads the device program for allow and attaches it
-// to the unified hierarchy's group at dir. The attachment holds the
-// program for as long as the group exists.
+// to the unified hierarchy's group at dir, beside any an ancestor has
+// (BPF_F_ALLOW_MULTI: a device is allowed only where every program on
+// the way allows it, so a service manager's or a container runtime's
+// rules still hold). The attachment holds the program for as long as the
+// group exists.
 func attachDeviceProgram(dir string, allow []Device) error {
 	var code []byte
 	for _, i := range deviceProgram(allow) {
@@ -112,7 +115,7 @@ func attachDeviceProgram(dir string, allow []Device) error {
 	defer unix.Close(cg)
 	attach := struct {
 		targetFD, attachBPFFD, attachType, attachFlags, replaceBPFFD uint32
-	}{targetFD: uint32(cg), attachBPFFD: uint32(prog), attachType: unix.BPF_CGROUP_DEVICE}
+	}{targetFD: uint32(cg), attachBPFFD: uint32(prog), attachType: unix.BPF_CGROUP_DEVICE, attachFlags: unix.BPF_F_ALLOW_MULTI}
 	if _, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_ATTACH, uintptr(unsafe.Pointer(&attach)), unsafe.Sizeof(attach)); errno != 0 {
 		return fmt.Errorf("cgroup: attaching the device program to %s: %w", dir, errno)
 	}

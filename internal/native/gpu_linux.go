@@ -72,12 +72,16 @@ func (e *Executor) giveDevices(sp *s1init.Spec, j *executor.Job, o launchOpts) e
 		return nil
 	}
 	if err := j.Cgroup.SetDevices(allow); err != nil {
-		if !gpu && errors.Is(err, cgroup.ErrNoDeviceControl) {
-			// No node but /dev's own is in its root.
-			o.note("S1: the run's cgroup does not control devices here; its root holds no device node but null, zero, full, random and urandom")
-			return nil
+		if gpu {
+			return fmt.Errorf("%w: the run's cgroup cannot be made to refuse the GPU to others: %v", device.ErrUnavailable, err)
 		}
-		return err
+		// Said, in the attestation's notes; no node but /dev's own is in
+		// its root all the same.
+		why := err.Error()
+		if errors.Is(err, cgroup.ErrNoDeviceControl) {
+			why = "the run's cgroup does not control devices here"
+		}
+		o.note("S1: %s; its root holds no device node but null, zero, full, random and urandom", why)
 	}
 	return nil
 }
