@@ -15,4 +15,9 @@
 // allows per thread and v2 only in threaded subtrees, which this package
 // does not set up: there AddThread reports ErrThreadsUnsupported and the
 // caller uses the thread's own CPU clock instead.
+//
+// SetDevices makes a group refuse every device but those listed: v1's
+// devices controller (devices.deny a, then devices.allow), or on the
+// unified hierarchy a BPF_PROG_TYPE_CGROUP_DEVICE program assembled from
+// raw instructions and attached beside any an ancestor has.
 package cgroup

@@ -45,6 +45,13 @@ type DeviceGiver interface {
 	Gives(device.Class) bool
 }
 
+// DeviceProber is a DeviceGiver that can say why it cannot give a class
+// here (no such device on this host, its driver missing): the engine
+// refuses a unit with that reason.
+type DeviceProber interface {
+	DeviceProbe(device.Class) tier.Probe
+}
+
 // Limiter is an Executor with limits of its own (set when it was made):
 // a unit records them as the limits it runs under where its request sets
 // none. They never hold a deadline (that is the request's).

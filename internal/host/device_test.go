@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,8 +16,10 @@ import (
 	"github.com/opensubstrate/sandbox/energy"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/errs"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/host/hosttest"
+	"github.com/opensubstrate/sandbox/internal/hw/nvidia/nvidiatest"
 	"github.com/opensubstrate/sandbox/internal/meter"
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/receipt"
@@ -44,13 +48,6 @@ func TestDeviceTheExecutorCannotGiveIsRefused(t *testing.T) {
 	}
 }
 
-// gpuS1 is the S1 executor on a host that gives each run a GPU (the
-// passthrough itself is not built; the test stands in for it so that the
-// metering of a run that holds a GPU can be tried with real runs).
-type gpuS1 struct{ *native.Executor }
-
-func (gpuS1) Gives(c device.Class) bool { return c == device.GPU }
-
 // fakeGPU is an energy counter at the hardware edge: it advances at a
 // fixed power with real time, like a GPU's NVML counter under load.
 type fakeGPU struct {
@@ -77,10 +74,13 @@ func (g *fakeGPU) Delta(prev, cur []uint64) ([]uint64, error) {
 }
 func (g *fakeGPU) RatedPower() (uint64, string, bool) { return 700_000, "the fake's power limit", true }
 
-// TestGpuBudgetByGpuMeasures: a run that holds a GPU alone has its Gpu
+// TestGpuBudgetByGpuMeasures: a run that S1 gives a GPU (a fake NVIDIA
+// tree: real character nodes of NVIDIA's numbers, the driver's /proc
+// files; no driver behind them) and that holds it alone has its Gpu
 // energy from the GPU's counter (the whole delta), never from CPU time;
-// its gpu budget is enforced against that figure while it runs, and the
-// sealed run verifies.
+// its gpu budget is enforced against that figure while it runs; the
+// attestation names the GPU (model, driver, UUID) and its decision log
+// what the run was given; the sealed run verifies.
 func TestGpuBudgetByGpuMeasures(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skipf("S1 runs in the host's tests need root (euid %d)", os.Geteuid())
@@ -90,12 +90,14 @@ func TestGpuBudgetByGpuMeasures(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHost(t)
-	ex, err := native.New(native.Config{StateDir: h.Store.Dir.Root, Memory: 256 << 20, Pids: 64, Self: helper, NoWarm: true})
+	root := nvidiatest.FakeRoot(t)
+	ex, err := native.New(native.Config{StateDir: h.Store.Dir.Root, Memory: 256 << 20, Pids: 64, Self: helper, NoWarm: true, DevRoot: root})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ex.Close()
-	h.Executors = append(h.Executors, gpuS1{ex})
+	h.Executors = append(h.Executors, ex)
+	h.Devices = gpuIdentities(root)
 	if p := ex.Probe(context.Background()); !p.Available {
 		t.Skipf("S1 is unavailable here: %s", p.Reason)
 	}
@@ -151,4 +153,67 @@ func TestGpuBudgetByGpuMeasures(t *testing.T) {
 	if err := hosttest.Verify(t, h.Key.Public(), run.Dir); err != nil {
 		t.Fatalf("the run does not verify: %v", err)
 	}
+	want := attest.Device{Class: device.GPU, Model: "NVIDIA H200", Driver: "nvidia 550.54.15", ID: "GPU-8f6a2b1c-0000-1111-2222-333344445555"}
+	if !slices.Contains(run.Attestation.Claim.Hardware.Devices, want) {
+		t.Errorf("the attestation's devices %+v do not name the GPU the run was given", run.Attestation.Claim.Hardware.Devices)
+	}
+	if !dirHas(t, run.Dir, "given: NVIDIA H200 GPU-8f6a2b1c-0000-1111-2222-333344445555") {
+		t.Errorf("the run's decision log does not say what it was given")
+	}
+}
+
+// TestGpuRefusedWithoutOne: on a host without an NVIDIA GPU, S1 refuses
+// a gpu: grant, unavailable, with its probe's reason; nothing is sealed.
+func TestGpuRefusedWithoutOne(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skipf("S1 runs in the host's tests need root (euid %d)", os.Geteuid())
+	}
+	helper, err := guestbuild.S1Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHost(t)
+	ex, err := native.New(native.Config{StateDir: h.Store.Dir.Root, Self: helper, NoWarm: true, DevRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Close()
+	if p := ex.Probe(context.Background()); !p.Available {
+		t.Skipf("S1 is unavailable here: %s", p.Reason)
+	}
+	h.Executors = []executor.Executor{ex}
+	_, err = h.Run(context.Background(), Request{Kind: tier.Native, Image: []byte("x"), Entry: "/bin/true",
+		Grants: grants(t, "gpu:5J")})
+	var de *DeviceError
+	if !errors.As(err, &de) || errs.Of(err) != errs.Unavailable || !strings.Contains(err.Error(), "no /dev/nvidiactl: no NVIDIA driver on this host") {
+		t.Fatalf("%v, want a DeviceError with the probe's reason", err)
+	}
+	if runs, _ := os.ReadDir(h.Store.Dir.Path("runs")); len(runs) != 0 {
+		t.Errorf("a refused unit left %d entries in runs/", len(runs))
+	}
+}
+
+// TestGpuIdentitiesFromTheDriver: without NVML, the host names its GPUs
+// from the driver's /proc files; none where there is no driver.
+func TestGpuIdentitiesFromTheDriver(t *testing.T) {
+	root := nvidiatest.FakeRoot(t)
+	got := gpuIdentities(root)
+	if len(got) != 1 || got[0] != (attest.Device{Class: device.GPU, Model: "NVIDIA H200", Driver: "nvidia 550.54.15", ID: "GPU-8f6a2b1c-0000-1111-2222-333344445555"}) {
+		t.Fatalf("%+v", got)
+	}
+	if got := gpuIdentities(t.TempDir()); got != nil {
+		t.Fatalf("no driver: %+v", got)
+	}
+}
+
+// dirHas says whether a file of dir holds s.
+func dirHas(t *testing.T, dir, s string) bool {
+	t.Helper()
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if b, err := os.ReadFile(filepath.Join(dir, e.Name())); err == nil && strings.Contains(string(b), s) {
+			return true
+		}
+	}
+	return false
 }

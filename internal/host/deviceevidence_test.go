@@ -11,7 +11,9 @@ import (
 
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
+	"github.com/opensubstrate/sandbox/internal/hw/nvidia/nvidiatest"
 	"github.com/opensubstrate/sandbox/internal/meter"
 	"github.com/opensubstrate/sandbox/internal/native"
 	"github.com/opensubstrate/sandbox/internal/tee"
@@ -26,7 +28,7 @@ import (
 // and for the GPU a real NVIDIA Hopper SPDM report recorded in 2024
 // (whatever nonce it is asked for: only the GPU can sign over ours).
 type gpuS6 struct {
-	gpuS1
+	*native.Executor
 	cpu    tee.Provider
 	report []byte
 	chain  []byte
@@ -62,7 +64,8 @@ func TestS6GPUEvidenceIsItsOwnLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHost(t)
-	ex, err := native.New(native.Config{StateDir: h.Store.Dir.Root, Memory: 256 << 20, Pids: 64, Self: helper, NoWarm: true})
+	// S1's own GPU passthrough, on a fake NVIDIA tree.
+	ex, err := native.New(native.Config{StateDir: h.Store.Dir.Root, Memory: 256 << 20, Pids: 64, Self: helper, NoWarm: true, DevRoot: nvidiatest.FakeRoot(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +83,14 @@ func TestS6GPUEvidenceIsItsOwnLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := gpuS6{gpuS1: gpuS1{ex}, cpu: cpu, report: report, chain: chain}
+	g := gpuS6{Executor: ex, cpu: cpu, report: report, chain: chain}
 	h.Executors = append(h.Executors, g)
+	// S1 gives a GPU only to a run whose cgroup refuses it to others.
+	if cg, err := cgroup.Detect("/sys/fs/cgroup"); err == nil && os.Geteuid() == 0 {
+		h.Cgroups = cg
+	} else {
+		t.Skipf("S1 gives a GPU only to a run in a cgroup of its own: %v (euid %d)", err, os.Geteuid())
+	}
 	h.Devices = append(h.Devices, attest.Device{Class: device.GPU, Model: "NVIDIA H100 (recorded)", Driver: "nvidia 550.90.07", ID: "GPU-0"})
 	h.Meter = &meter.Meter{
 		Sources:   []meter.Source{&fakeGPU{watts: 10}},

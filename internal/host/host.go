@@ -42,6 +42,9 @@ type DeviceError struct {
 	Class    device.Class
 	Executor string
 	Tier     tier.Tier
+	// Reason is the executor's own probe's, where it has one (no such
+	// device on this host, its driver missing).
+	Reason string
 }
 
 func (e *DeviceError) Error() string {
@@ -51,8 +54,10 @@ func (e *DeviceError) Error() string {
 		why = "a WebAssembly module reaches no device but the CPU"
 	case e.Class == device.SIMD:
 		why = "SIMD units are the CPU's, metered with it: ask for cpu"
+	case e.Reason != "":
+		why = e.Reason
 	case e.Tier == tier.S1:
-		why = "S1 gives a run no device nodes (device passthrough is not built)"
+		why = "S1 gives a run no " + string(e.Class) + " device"
 	}
 	return fmt.Sprintf("%v: the unit asks for %s (a %s:… grant puts it on the unit), and %s at %s cannot give it: %s",
 		device.ErrUnavailable, e.Class, strings.ToLower(string(e.Class)), e.Executor, e.Tier, why)
@@ -70,7 +75,11 @@ func admitDevices(ex executor.Executor, classes []device.Class) error {
 		if g, ok := ex.(executor.DeviceGiver); ok && g.Gives(c) {
 			continue
 		}
-		return &DeviceError{Class: c, Executor: ex.Name(), Tier: ex.Tier()}
+		de := &DeviceError{Class: c, Executor: ex.Name(), Tier: ex.Tier()}
+		if p, ok := ex.(executor.DeviceProber); ok {
+			de.Reason = p.DeviceProbe(c).Reason
+		}
+		return de
 	}
 	return nil
 }
@@ -578,7 +587,7 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 	if h.Cgroups != nil {
 		ctls := p.CgroupControllers
 		if ctls == nil {
-			ctls = []string{"cpuacct", "cpu", "memory", "pids", "freezer"}
+			ctls = []string{"cpuacct", "cpu", "memory", "pids", "freezer", "devices"}
 		}
 		if cg, err = h.Cgroups.Create(rec.Name(), ctls...); err != nil {
 			h.Logger().Warn("no cgroup for the run", "err", err)

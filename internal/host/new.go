@@ -11,10 +11,12 @@ import (
 	"runtime"
 	"syscall"
 
+	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/hw"
+	"github.com/opensubstrate/sandbox/internal/hw/nvidia"
 	images "github.com/opensubstrate/sandbox/internal/image"
 	"github.com/opensubstrate/sandbox/internal/meter"
 	"github.com/opensubstrate/sandbox/internal/meter/nvml"
@@ -37,6 +39,9 @@ type Config struct {
 	CgroupRoot string
 	// SysfsRoot is where powercap is read; default /sys.
 	SysfsRoot string
+	// DevRoot is where the NVIDIA driver's nodes and /proc files are
+	// read for the GPUs' identities where NVML gives none; default /.
+	DevRoot string
 	// TDP overrides the Estimator's rated powers ("cpu=225W,gpu=700W").
 	TDP string
 	// Warn receives warnings meant for people (a cache that cannot be
@@ -111,7 +116,38 @@ func New(cfg Config) (*Host, error) {
 			}
 		}
 	}
+	if !hasClass(h.Devices, device.GPU) {
+		h.Devices = append(h.Devices, gpuIdentities(cfg.DevRoot)...)
+	}
 	return h, nil
+}
+
+// gpuIdentities are the host's NVIDIA GPUs as the attestation records
+// them (model, driver, UUID), from the driver's /proc files beneath root
+// (default /): where NVML is not built in or not loadable, a GPU that S1
+// gives a run is still named. None where the driver is absent.
+func gpuIdentities(root string) []attest.Device {
+	if root == "" {
+		root = "/"
+	}
+	nh, err := nvidia.Discover(root)
+	if err != nil {
+		return nil
+	}
+	var out []attest.Device
+	for _, g := range nh.GPUs {
+		out = append(out, attest.Device{Class: device.GPU, Model: g.Model, Driver: "nvidia " + nh.Driver, ID: g.UUID})
+	}
+	return out
+}
+
+func hasClass(ds []attest.Device, c device.Class) bool {
+	for _, d := range ds {
+		if d.Class == c {
+			return true
+		}
+	}
+	return false
 }
 
 // newMeter builds the meter of this machine: powercap under sysfs

@@ -23,6 +23,12 @@
 // it. An id is given back only once init, and with it every process of
 // the run, has been reaped.
 //
+// A unit granted a Gpu (gpu.go) is given the host's NVIDIA GPUs where
+// the nvidia probe finds them beneath Config.DevRoot: their nodes bound
+// into its /dev, the driver's libraries read-only, its cgroup allowing
+// exactly those devices and /dev's own; every other run's cgroup allows
+// /dev's own alone.
+//
 // The rung is earned by probe: a confined child checks from inside that
 // each layer applies (Probe), and S1 is available only when all do.
 package native

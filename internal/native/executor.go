@@ -12,6 +12,7 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
+	"github.com/opensubstrate/sandbox/internal/hw/nvidia"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
 	"github.com/opensubstrate/sandbox/internal/unit"
 
@@ -48,6 +49,9 @@ type Config struct {
 	// probe directories) so that a collector can tell whose they are
 	// (state.Lease.Name); nil gives random names, which nothing collects.
 	TempName func(prefix string) string
+	// DevRoot is where the host's devices and the driver's /proc files
+	// and libraries are found ("/" by default; tests give a fake tree).
+	DevRoot string
 }
 
 // mkTemp makes a temporary directory under parent, named by TempName.
@@ -75,6 +79,14 @@ type Executor struct {
 	// hostIDs leases runs' host identities (Linux, root); nil: the
 	// host's range (tests set their own).
 	hostIDs *hostIDs
+	// gpuProbe keeps the GPU probe's available answer, gpuHost what it
+	// found.
+	gpuProbe tier.Kept
+	gpuMu    sync.Mutex
+	gpuHost  *nvidia.Host
+	// plant (tests) puts device nodes in every run's root without
+	// allowing them in its cgroup: what the cgroup alone refuses.
+	plant []nvidia.Node
 }
 
 // New returns an S1 executor.

@@ -190,6 +190,9 @@ func (e *Executor) Run(ctx context.Context, j *executor.Job) (*executor.Result, 
 		return nil, err
 	}
 	sp.Exec.KernelExecOnly = e.kernelExecOnly
+	if err := e.giveDevices(sp, j, o); err != nil {
+		return nil, err
+	}
 	if j.Cgroup == nil && j.Enforcer != nil {
 		// Said, and recorded in the attestation's notes: the unit's
 		// limits are recorded, and a reader must not take them as held.

@@ -10,6 +10,7 @@ import (
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/builtin"
 	"github.com/opensubstrate/sandbox/internal/cli"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/internal/meter/powercap"
 	"github.com/opensubstrate/sandbox/tier"
@@ -70,6 +71,16 @@ type DoctorJSON struct {
 	TDP            []tdpJSON    `json:"tdp,omitempty"`
 	KernelDenials  denialsJSON  `json:"kernel_denials"`
 	Cgroups        *cgroupsJSON `json:"cgroups"` // null: none (not root, or none mounted)
+	// Devices is, for each executor that can give devices besides the
+	// CPU, whether it can give a GPU here, and why not.
+	Devices []deviceJSON `json:"devices"`
+}
+
+type deviceJSON struct {
+	Executor  string `json:"executor"`
+	Class     string `json:"class"`
+	Available bool   `json:"available"`
+	Reason    string `json:"reason"`
 }
 
 type tierProbe struct {
@@ -116,7 +127,7 @@ type cgroupsJSON struct {
 }
 
 func doctorOf(ctx context.Context, h *live.Manager) DoctorJSON {
-	d := DoctorJSON{Schema: cli.JSONSchema, Leftovers: []leftoverJSON{}, Energy: []sourceJSON{}}
+	d := DoctorJSON{Schema: cli.JSONSchema, Leftovers: []leftoverJSON{}, Energy: []sourceJSON{}, Devices: []deviceJSON{}}
 	avail := h.Availability(ctx)
 	for _, t := range tier.All {
 		p := avail[t]
@@ -154,6 +165,12 @@ func doctorOf(ctx context.Context, h *live.Manager) DoctorJSON {
 	d.KernelDenials.Logged, d.KernelDenials.Why = builtin.KernelDenials()
 	if h.Cgroups != nil {
 		d.Cgroups = &cgroupsJSON{string(h.Cgroups.Kind()), h.Cgroups.Root}
+	}
+	for _, ex := range h.Executors {
+		if p, ok := ex.(executor.DeviceProber); ok {
+			gp := p.DeviceProbe(device.GPU)
+			d.Devices = append(d.Devices, deviceJSON{ex.Name(), string(device.GPU), gp.Available, gp.Reason})
+		}
 	}
 	return d
 }
@@ -211,6 +228,14 @@ func printDoctor(out io.Writer, d DoctorJSON) {
 		fmt.Fprintf(out, "  S1 logs them  %s\n", d.KernelDenials.Why)
 	} else {
 		fmt.Fprintf(out, "  S1 cannot log them: %s\n", d.KernelDenials.Why)
+	}
+	fmt.Fprintln(out, "devices")
+	for _, dv := range d.Devices {
+		mark := "no "
+		if dv.Available {
+			mark = "yes"
+		}
+		fmt.Fprintf(out, "  %-18s %-4s %s  %s\n", dv.Executor, dv.Class, mark, dv.Reason)
 	}
 	fmt.Fprintln(out, "attribution")
 	if d.Cgroups != nil {

@@ -563,6 +563,9 @@ func buildRun(sp *Spec) error {
 			return fmt.Errorf("/tmp noexec: %w", err)
 		}
 	}
+	if err := bindDevices(sp, root); err != nil {
+		return err
+	}
 	for _, p := range []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"} {
 		fd, err := unix.Openat2(rfd, strings.TrimPrefix(p, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: beneath})
 		if err != nil {
@@ -746,6 +749,62 @@ func buildDev(root string) error {
 	}
 	if err := unix.Mount("tmpfs", dev+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=64m,mode=1777"); err != nil {
 		return fmt.Errorf("/dev/shm: %w", err)
+	}
+	return nil
+}
+
+// bindDevices binds the run's device nodes into its /dev, each checked,
+// once mounted, to be the character device the host named (what the
+// run opens is what the cgroup allows), and shows the run the
+// /proc/driver entries of its device's driver.
+func bindDevices(sp *Spec, root string) error {
+	for _, d := range sp.Devices {
+		if filepath.Dir(d.Path) != "/dev" || strings.HasPrefix(filepath.Base(d.Path), ".") {
+			return fmt.Errorf("device %s: a run's device nodes are directly beneath /dev", d.Path)
+		}
+		dst := root + d.Path
+		if err := mkTarget(dst, true); err != nil {
+			return fmt.Errorf("device %s: %w", d.Path, err)
+		}
+		if err := unix.Mount(d.Host, dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("device %s: bind %s: %w", d.Path, d.Host, err)
+		}
+		if err := unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NOEXEC, ""); err != nil {
+			return fmt.Errorf("device %s: remount: %w", d.Path, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(dst, &st); err != nil {
+			return fmt.Errorf("device %s: %w", d.Path, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Major(st.Rdev) != d.Major || unix.Minor(st.Rdev) != d.Minor {
+			return fmt.Errorf("device %s: %s is not the character device %d:%d the host named", d.Path, d.Host, d.Major, d.Minor)
+		}
+	}
+	if sp.ProcDriver == "" {
+		return nil
+	}
+	dir := root + "/proc/driver"
+	if _, err := os.Lstat(dir); err != nil {
+		return nil
+	}
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("/proc/driver: %w", err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("/proc/driver: %w", err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), sp.ProcDriver) {
+			continue
+		}
+		src := root + private + "/empty"
+		if e.IsDir() {
+			src += ".d"
+		}
+		if err := unix.Mount(src, filepath.Join(dir, e.Name()), "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("mask /proc/driver/%s: %w", e.Name(), err)
+		}
 	}
 	return nil
 }

@@ -53,6 +53,21 @@ type Spec struct {
 	// sandbox's binaries, kernel interfaces); init checks each grant's
 	// object against it before it mounts that object.
 	Guard hostpath.Guard `json:"guard"`
+	// Devices are device nodes of the host bound into the run's /dev (a
+	// granted GPU's): init checks each is the character device named
+	// before the run starts.
+	Devices []DevNode `json:"devices,omitempty"`
+	// ProcDriver is the prefix of the /proc/driver entries the run sees
+	// ("nvidia" for a GPU run); every other entry stays masked. "" keeps
+	// the whole directory masked.
+	ProcDriver string `json:"proc_driver,omitempty"`
+}
+
+// DevNode is one device node a run is given.
+type DevNode struct {
+	Host         string `json:"host"` // the node on the host
+	Path         string `json:"path"` // where the run sees it, beneath /dev
+	Major, Minor uint32
 }
 
 // Ctl is a message on the control socket between init and the host
