@@ -9,6 +9,7 @@ import (
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/note"
 )
 
 // Grants, keys, policies and verification: checking grants, this
@@ -63,7 +64,9 @@ made on first use and kept, mode 0600, as host.key in the state directory;
 its id is the content address of the 32 public-key bytes.
 
 Give the public key to whoever verifies this host's records:
-  sandbox verify --trust "$(sandbox key --public)" RUN`,
+  sandbox verify --trust "$(sandbox key --public)" RUN
+The note line is the key as a C2SP verifier key, for the checkpoints this
+host signs (fleets, the proof log): --trust of fleet verify and proof log.`,
 		Args: UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, k, err := g.HostKey()
@@ -75,7 +78,11 @@ Give the public key to whoever verifies this host's records:
 				fmt.Fprintln(out, k.Public())
 				return nil
 			}
-			fmt.Fprintf(out, "public  %s\nid      %s\nfile    %s\n", k.Public(), k.Public().ID(), d.Path("host.pub"))
+			vkey, err := note.VerifierKey("sandbox/"+k.Public().ID().Short(), k.Public())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "public  %s\nid      %s\nnote    %s\nfile    %s\n", k.Public(), k.Public().ID(), vkey, d.Path("host.pub"))
 			return nil
 		},
 	}
