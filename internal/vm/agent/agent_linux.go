@@ -105,7 +105,11 @@ func openTransport(wait time.Duration) (io.ReadWriteCloser, error) {
 		for _, p := range ports {
 			b, _ := os.ReadFile(p)
 			if strings.TrimSpace(string(b)) == wire.PortName {
-				return os.OpenFile("/dev/"+filepath.Base(filepath.Dir(p)), os.O_RDWR, 0)
+				f, err := os.OpenFile("/dev/"+filepath.Base(filepath.Dir(p)), os.O_RDWR, 0)
+				if err != nil {
+					return nil, err
+				}
+				return serialPort{f}, nil
 			}
 		}
 		if devs, _ := filepath.Glob("/sys/bus/virtio/drivers/vmw_vsock_virtio_transport/virtio*"); len(devs) > 0 {
@@ -115,6 +119,27 @@ func openTransport(wait time.Duration) (io.ReadWriteCloser, error) {
 			return nil, fmt.Errorf("no virtio-serial port named %s and no vsock device", wire.PortName)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// serialPort is the agent's virtio-serial port. A read of a port whose
+// host side is not connected returns end of file: that is the host
+// between two connections (a VM resumed from a memory image runs before
+// the new host connects, and the kernel may see the old connection's
+// end first), not the end of the agent's work, so a read waits for the
+// host to connect again instead. The host ends a VM by ending QEMU.
+type serialPort struct{ *os.File }
+
+// reconnectPoll is how often a read looks for the host again.
+const reconnectPoll = 20 * time.Millisecond
+
+func (p serialPort) Read(b []byte) (int, error) {
+	for {
+		n, err := p.File.Read(b)
+		if n > 0 || err != io.EOF {
+			return n, err
+		}
+		time.Sleep(reconnectPoll)
 	}
 }
 
