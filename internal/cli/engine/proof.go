@@ -3,7 +3,6 @@ package engine
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -409,24 +408,9 @@ Exit status: 0 when it verified, 4 on any failure, 5 when the only
 failure is an untrusted key.`,
 		Args: cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			trust, err := trustFrom(trustArgs)
+			trust, loc, err := verifierInputs(g, trustArgs, trustHost, localityFile)
 			if err != nil {
 				return err
-			}
-			if trustHost {
-				d, err := g.StateDir()
-				if err != nil {
-					return err
-				}
-				k, err := d.HostKey(rand.Reader)
-				if err != nil {
-					return err
-				}
-				trust.Add(k.Public())
-			}
-			loc, err := localityConfig(localityFile)
-			if err != nil {
-				return errs.Usage{Err: fmt.Errorf("--locality: %w", err)}
 			}
 			b, err := readLimited(args[0], proof.MaxCellSize)
 			if err != nil {

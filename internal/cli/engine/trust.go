@@ -18,6 +18,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/internal/vectors"
 	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/locality"
 	"github.com/opensubstrate/sandbox/reject"
 	"github.com/opensubstrate/sandbox/verify"
 )
@@ -63,24 +64,9 @@ Exit status: 0 when everything verified, 4 on any failure, 5 when the only
 failures are untrusted keys, 3 when a PATH or run was not found.`,
 		Args: cli.UsageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			trust, err := trustFrom(trustArgs)
+			trust, loc, err := verifierInputs(g, trustArgs, trustHost, localityFile)
 			if err != nil {
 				return err
-			}
-			if trustHost {
-				d, err := g.StateDir()
-				if err != nil {
-					return err
-				}
-				k, err := d.HostKey(rand.Reader)
-				if err != nil {
-					return err
-				}
-				trust.Add(k.Public())
-			}
-			loc, err := localityConfig(localityFile)
-			if err != nil {
-				return errs.Usage{Err: fmt.Errorf("--locality: %w", err)}
 			}
 			v := &verify.Verifier{Trust: trust, AllowSoftware: allowSoftware, Locality: loc}
 			if evidencePolicy != "" {
@@ -333,4 +319,30 @@ func vectorsCmd() *cobra.Command {
 		},
 	})
 	return c
+}
+
+// verifierInputs are what verify and proof verify are given: the keys
+// trusted (--trust, and this host's with --trust-host) and the locality
+// configuration S7 runs are checked against (--locality).
+func verifierInputs(g *cli.Globals, trustArgs []string, trustHost bool, localityFile string) (key.Trust, *locality.Config, error) {
+	trust, err := trustFrom(trustArgs)
+	if err != nil {
+		return trust, nil, err
+	}
+	if trustHost {
+		d, err := g.StateDir()
+		if err != nil {
+			return trust, nil, err
+		}
+		k, err := d.HostKey(rand.Reader)
+		if err != nil {
+			return trust, nil, err
+		}
+		trust.Add(k.Public())
+	}
+	loc, err := localityConfig(localityFile)
+	if err != nil {
+		return trust, nil, errs.Usage{Err: fmt.Errorf("--locality: %w", err)}
+	}
+	return trust, loc, nil
 }
