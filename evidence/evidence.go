@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -285,15 +286,12 @@ func Verify(b []byte, o Options) (r *Result, err error) {
 // (a VMPL for a TDX quote, a CPU measurement for a GPU): a policy written
 // for another kind is not met by silence.
 func unmet(k Kind, p Policy) error {
-	var states map[string]bool
-	switch k {
-	case SNP:
-		states = map[string]bool{"min_tee_tcb_svn": false, "gpu_measurements": false}
-	case TDX:
-		states = map[string]bool{"min_tcb": false, "vmpl": false, "gpu_measurements": false}
-	case SPDM:
-		states = map[string]bool{"measurements": false, "min_tcb": false, "min_tee_tcb_svn": false, "vmpl": false, "host_data": false}
-	}
+	// What each kind states nothing of.
+	silent := map[Kind][]string{
+		SNP:  {"min_tee_tcb_svn", "gpu_measurements"},
+		TDX:  {"min_tcb", "vmpl", "gpu_measurements"},
+		SPDM: {"measurements", "min_tcb", "min_tee_tcb_svn", "vmpl", "host_data"},
+	}[k]
 	for _, m := range []struct {
 		name string
 		set  bool
@@ -306,7 +304,7 @@ func unmet(k Kind, p Policy) error {
 		{"host_data", p.HostData != "", reject.EvidenceHostData},
 		{"gpu_measurements", len(p.GPUMeasurements) > 0, reject.EvidenceMeasurement},
 	} {
-		if ok, listed := states[m.name]; m.set && listed && !ok {
+		if m.set && slices.Contains(silent, m.name) {
 			return reject.New(m.code, "policy."+m.name, "%s evidence states nothing of it: a policy for another kind is not met here", k)
 		}
 	}
