@@ -161,7 +161,8 @@ A run with no Cpu grant gets ` + DefaultCPU + ` (a WASM unit) or ` + DefaultNati
 one); say so with --grant cpu:ENERGY to choose. Each compute grant puts
 its device class on the unit (gpu:5J: the unit uses a GPU, and its
 receipt accounts Gpu); a unit is refused (exit 125) when the executor
-chosen for it cannot give it a class: today S1 and S2 give the CPU only.
+chosen for it cannot give it a class: S1 gives an NVIDIA GPU where the
+host has one and its driver (docs/s1.md), S2 gives the CPU only.
 The budget is enforced against the figure the receipt states: a WASM unit's fuel is bought with it; a native run is
 stopped when the meter's figure for its cgroup reaches it (outcome
 budget-exhausted, the receipt at most one sampling interval over).

@@ -104,6 +104,9 @@ func TestGpuBudgetByGpuMeasures(t *testing.T) {
 	if cg, err := cgroup.Detect("/sys/fs/cgroup"); err == nil {
 		h.Cgroups = cg
 	}
+	if !h.Gives(context.Background(), tier.S1, device.GPU) || h.Gives(context.Background(), tier.S2, device.GPU) {
+		t.Errorf("Gives: S1 %v, S2 %v; want S1 alone to give the GPU", h.Gives(context.Background(), tier.S1, device.GPU), h.Gives(context.Background(), tier.S2, device.GPU))
+	}
 	const watts = 10
 	h.Meter = &meter.Meter{
 		Sources:   []meter.Source{&fakeGPU{watts: watts}},
@@ -182,6 +185,9 @@ func TestGpuRefusedWithoutOne(t *testing.T) {
 		t.Skipf("S1 is unavailable here: %s", p.Reason)
 	}
 	h.Executors = []executor.Executor{ex}
+	if h.Gives(context.Background(), tier.S1, device.GPU) {
+		t.Error("Gives says S1 gives a GPU on a host without one")
+	}
 	_, err = h.Run(context.Background(), Request{Kind: tier.Native, Image: []byte("x"), Entry: "/bin/true",
 		Grants: grants(t, "gpu:5J")})
 	var de *DeviceError

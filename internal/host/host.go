@@ -326,6 +326,20 @@ func (h *Host) Probe(ctx context.Context, t tier.Tier) tier.Probe {
 	}
 }
 
+// Gives says an available executor at tier t gives a run a device of
+// class c here (the CPU always).
+func (h *Host) Gives(ctx context.Context, t tier.Tier, c device.Class) bool {
+	for _, e := range h.Executors {
+		if e.Tier() != t || !h.ProbeOf(ctx, e).Available {
+			continue
+		}
+		if admitDevices(e, []device.Class{c}) == nil {
+			return true
+		}
+	}
+	return false
+}
+
 func (h *Host) executor(ctx context.Context, t tier.Tier, k tier.Kind) (executor.Executor, error) {
 	for _, e := range h.Executors {
 		if e.Tier() == t && e.Kind() == k && h.ProbeOf(ctx, e).Available {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
+	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/builtin"
 	"github.com/opensubstrate/sandbox/internal/cli"
 	"github.com/opensubstrate/sandbox/internal/errs"
@@ -176,7 +177,11 @@ func proofRun(cmd *cobra.Command, g *cli.Globals, out, runsDir, pack string, asJ
 					return fmt.Errorf("--runs %s: %w", runsDir, err)
 				}
 			}
-			say("%s green  %s  %s (%.1fs)", t, r.Run, r.Executor, time.Since(ts).Seconds())
+			given := ""
+			if t == tier.S1 && h.Gives(ctx, t, device.GPU) {
+				given = ", granted " + proofGPUBudget
+			}
+			say("%s green  %s  %s%s (%.1fs)", t, r.Run, r.Executor, given, time.Since(ts).Seconds())
 		case proof.Red:
 			red++
 			say("%s RED    %s (%.1fs)", t, r.Error, time.Since(ts).Seconds())
@@ -241,7 +246,7 @@ func proofTier(ctx context.Context, h *host.Host, t tier.Tier, tg proof.Target, 
 		r.State, r.Error = proof.Red, fmt.Sprintf(format, args...)
 		return r, nil, ""
 	}
-	req, cleanup, err := proofRequest(t, loc)
+	req, cleanup, err := proofRequest(t, loc, t == tier.S1 && h.Gives(ctx, t, device.GPU))
 	defer cleanup()
 	if err != nil {
 		return fail("making the unit: %v", err)
@@ -272,9 +277,16 @@ func proofTier(ctx context.Context, h *host.Host, t tier.Tier, tg proof.Target, 
 	return r, att, run.Dir
 }
 
+// proofGPUBudget is the GPU joules S1's unit is granted where S1 gives a
+// GPU here: far above an idle GPU's draw over a shell's lifetime.
+const proofGPUBudget = "gpu:1000J"
+
 // proofRequest is tier t's unit: the WebAssembly module at S2, else the
-// native 'sh -c "echo proof"' with the grants that ask for the tier.
-func proofRequest(t tier.Tier, loc *locality.Config) (host.Request, func(), error) {
+// native 'sh -c "echo proof"' with the grants that ask for the tier, and
+// a GPU granted where gpu says the tier gives one (so the cell's run
+// shows the device given: its identity in the attestation, its joules on
+// the receipt).
+func proofRequest(t tier.Tier, loc *locality.Config, gpu bool) (host.Request, func(), error) {
 	nothing := func() {}
 	var gs grant.Set
 	var grants []string
@@ -300,6 +312,9 @@ func proofRequest(t tier.Tier, loc *locality.Config) (host.Request, func(), erro
 			return host.Request{}, nothing, errors.New("no locality configuration names a region ($SANDBOX_LOCALITY)")
 		}
 		grants = []string{"locality:" + loc.RegionNames()[0]}
+	}
+	if gpu {
+		grants = append(grants, proofGPUBudget)
 	}
 	for _, s := range grants {
 		if err := gs.Parse(s, "/"); err != nil {
