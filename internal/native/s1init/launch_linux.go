@@ -89,6 +89,21 @@ func hasLoader(f *os.File) bool {
 	return false
 }
 
+// launcherHint says why the launcher could not be executed where the
+// cause is plain: the helper is not executable by other users (a copy
+// made under umask 077, say), and the launcher runs as an unprivileged
+// user.
+func launcherHint(err error) string {
+	if !errors.Is(err, syscall.EACCES) || selfExe == nil {
+		return ""
+	}
+	fi, serr := selfExe.Stat()
+	if serr != nil || fi.Mode().Perm()&0o001 != 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (the S1 helper's mode is %04o: the launcher runs as an unprivileged user and needs it executable by others; chmod 755 it)", fi.Mode().Perm())
+}
+
 // startInUserns starts ex's program through the launcher, from the
 // calling (locked, root) thread, in a user namespace of its own; ll is
 // the run's Landlock ruleset. It returns once the program was executed
@@ -152,7 +167,7 @@ func startInUserns(ex *Exec, xc *execCtl, files []uintptr, ll int) (int, error) 
 	if err != nil {
 		specW.Close()
 		unix.Close(pair[0])
-		return 0, fmt.Errorf("start the program's launcher: %w", err)
+		return 0, fmt.Errorf("start the program's launcher: %w%s", err, launcherHint(err))
 	}
 	defer unix.Close(pair[0])
 	go func() {
