@@ -76,7 +76,9 @@ func runInit() int {
 	// it, and never ends init by Go's default action.
 	// Its own program, for the launcher (launch_linux.go), before the
 	// host's root is pivoted away.
-	selfExe, _ = os.Open("/proc/self/exe")
+	if f, err := os.Open("/proc/self/exe"); err == nil {
+		selfExe, _ = aboveLaunchFDs(f)
+	}
 	sigs := make(chan os.Signal, 8)
 	notified := make(chan struct{})
 	go func() {
@@ -413,7 +415,9 @@ func buildBase(b *Base) error {
 		if err != nil {
 			return fmt.Errorf("a copy of the host's mounts for the launcher: %w", err)
 		}
-		hostRoot = os.NewFile(uintptr(fd), "host-root")
+		if hostRoot, err = aboveLaunchFDs(os.NewFile(uintptr(fd), "host-root")); err != nil {
+			return err
+		}
 	}
 	root := b.Root
 	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=16m,mode=755"); err != nil {

@@ -58,7 +58,33 @@ type LaunchMsg struct {
 // image's, which would otherwise run before anything confines it), and
 // on no mount of the run's. Either way the launcher's first act is to
 // take the run's root.
+//
+// Both are reached in the launcher's child by their numbers
+// (/proc/self/fd/N) after the child has put the launcher's descriptors
+// at 0..6 (and moved any in the way just above them), so each is kept at
+// launcherFDFloor or higher (aboveLaunchFDs): a low number would by then
+// name another file, the run's root or a socket, and its exec fail
+// (EACCES) on a host where init was handed fewer descriptors.
 var selfExe, hostRoot *os.File
+
+// launcherFDFloor is the lowest descriptor selfExe and hostRoot may have:
+// above the launcher's seven and the seven places the child may move
+// them to.
+const launcherFDFloor = 64
+
+// aboveLaunchFDs returns f moved to a descriptor at launcherFDFloor or
+// above (close-on-exec), closing the one it had; nil for nil.
+func aboveLaunchFDs(f *os.File) (*os.File, error) {
+	if f == nil {
+		return nil, nil
+	}
+	defer f.Close()
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, launcherFDFloor)
+	if err != nil {
+		return nil, fmt.Errorf("move %s above the launcher's descriptors: %w", f.Name(), err)
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
 
 // hasLoader says whether the ELF program open at f names a program
 // interpreter (PT_INTERP): whether it is linked dynamically. It reads
@@ -142,6 +168,13 @@ func startInUserns(ex *Exec, xc *execCtl, files []uintptr, ll int) (int, error) 
 	}
 	defer unix.Close(runRoot)
 	fds := append(append([]uintptr{}, files[:3]...), specR.Fd(), uintptr(pair[1]), uintptr(ll), uintptr(runRoot))
+	if selfExe.Fd() < uintptr(2*len(fds)) || hostRoot != nil && hostRoot.Fd() < uintptr(2*len(fds)) {
+		specR.Close()
+		specW.Close()
+		unix.Close(pair[0])
+		unix.Close(pair[1])
+		return 0, fmt.Errorf("init's own program (descriptor %d) is where the launcher's descriptors go: it would execute another file", selfExe.Fd())
+	}
 	attr := &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{"GOMAXPROCS=1", "GOGC=off"},

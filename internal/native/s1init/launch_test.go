@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestHasLoader: a program with a PT_INTERP header is linked dynamically,
@@ -63,5 +65,49 @@ func TestHasLoader(t *testing.T) {
 	}
 	if hasLoader(nil) {
 		t.Error("no program at all reads as linked dynamically")
+	}
+}
+
+// TestAboveLaunchFDs: init's own program and the host's mounts are kept
+// above every descriptor the launcher's child places (its seven, and
+// the seven places it may move them to on the way), so that
+// /proc/self/fd/N still names them when the child executes or chroots:
+// the same file, close-on-exec, its old descriptor closed. On a GPU host
+// whose init was handed fewer descriptors, the helper opened at 5 or 6,
+// became the run's root or a socket in the child, and every S1 run failed
+// "start the program's launcher: permission denied".
+func TestAboveLaunchFDs(t *testing.T) {
+	if launcherFDFloor < 2*7 {
+		t.Fatalf("launcherFDFloor %d is within the child's reach (14)", launcherFDFloor)
+	}
+	f, err := os.Open("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	low := f.Fd()
+	var before unix.Stat_t
+	if err := unix.Fstat(int(low), &before); err != nil {
+		t.Fatal(err)
+	}
+	g, err := aboveLaunchFDs(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if g.Fd() < launcherFDFloor {
+		t.Fatalf("moved to %d, below %d", g.Fd(), launcherFDFloor)
+	}
+	var after unix.Stat_t
+	if err := unix.Fstat(int(g.Fd()), &after); err != nil || after.Ino != before.Ino || after.Dev != before.Dev {
+		t.Fatalf("the moved descriptor is another file (%v)", err)
+	}
+	if flags, err := unix.FcntlInt(g.Fd(), unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC == 0 {
+		t.Errorf("the moved descriptor is not close-on-exec (flags %d, %v)", flags, err)
+	}
+	if err := unix.Fstat(int(low), &after); err == nil && after.Ino == before.Ino {
+		t.Errorf("descriptor %d still holds the file", low)
+	}
+	if g, err := aboveLaunchFDs(nil); g != nil || err != nil {
+		t.Errorf("nil: %v, %v", g, err)
 	}
 }
