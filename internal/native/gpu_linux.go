@@ -48,6 +48,13 @@ func (e *Executor) giveDevices(sp *s1init.Spec, j *executor.Job, o launchOpts) e
 			nodes = append(nodes, fmt.Sprintf("%s (%d:%d)", n.Path, n.Major, n.Minor))
 		}
 		sp.ProcDriver = "nvidia"
+		// The CUDA driver opens a file of /proc for writing, truncating
+		// it (fopen "w"), as it initialises, and fails with
+		// CUDA_ERROR_OPERATING_SYSTEM (304) when Landlock refuses: shown
+		// on an H200 (scripts/gpu-proof). The run's /proc is its own pid
+		// namespace's; /proc/sys, /proc/irq, /proc/bus and the masks are
+		// read-only mounts whatever Landlock allows.
+		sp.Exec.WriteBeneath = append(sp.Exec.WriteBeneath, "/proc")
 		bound, err := e.driverLibs(sp, h.Libs)
 		if err != nil {
 			return err

@@ -115,6 +115,7 @@ func landlockRuleset(ex *Exec) (int, error) {
 		{ex.RWPaths, rw, false},
 		{ex.RWFiles, unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_TRUNCATE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV, true},
 		{ex.ROFiles, unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_READ_FILE, true},
+		{ex.WriteBeneath, unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_TRUNCATE, false},
 		{[]string{"/"}, unix.LANDLOCK_ACCESS_FS_READ_DIR, false},
 	} {
 		if err := add(r.paths, r.access, r.file); err != nil {

@@ -164,6 +164,10 @@ type Exec struct {
 	ROPaths []string `json:"ro_paths"` // Landlock: read and execute beneath
 	RWPaths []string `json:"rw_paths"` // Landlock: read, write, execute beneath
 	RWFiles []string `json:"rw_files"` // Landlock: read and write these files (device nodes)
+	// WriteBeneath are directories whose existing files may be written
+	// and truncated (fopen "w"), nothing made or removed: a GPU run's
+	// /proc, where the CUDA driver writes at initialisation.
+	WriteBeneath []string `json:"write_beneath,omitempty"`
 	ROFiles []string `json:"ro_files"` // Landlock: read and execute these files
 	NoFile  uint64   `json:"nofile"`
 	// ConnectPorts are the TCP ports Landlock lets the program connect
