@@ -55,6 +55,7 @@ ls /dev | tr '\n' ' '; echo
 cat /nvidia/lib/libcuda.so.1 2>&1; echo
 ( echo x > /nvidia/lib/libcuda.so.1 ) 2>&1 | sed 's/.*: //'
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+if ( printf gpu > /proc/self/comm ) 2>/dev/null; then echo "proc write: ok"; else echo "proc write: refused"; fi
 `
 
 func runGPU(t *testing.T, e *Executor, devices []device.Class, grants ...string) (string, *executor.Result, error) {
@@ -114,6 +115,7 @@ func TestGPUGivenAtS1(t *testing.T) {
 		"/dev/nvidiactl char c3:ff", "/dev/nvidiactl open: No such device or address",
 		"/dev/nvidia-uvm char 1ff:0", "/dev/nvidia-modeset char c3:fe",
 		"fake libcuda", "Read-only file system", "LD_LIBRARY_PATH=/nvidia/lib",
+		"proc write: ok", // CUDA's cuInit truncates and writes a file of /proc
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the granted run lacks %q", want)
@@ -131,6 +133,9 @@ func TestGPUGivenAtS1(t *testing.T) {
 		if !strings.Contains(out, n+" absent") {
 			t.Errorf("a run without the grant has %s", n)
 		}
+	}
+	if !strings.Contains(out, "proc write: refused") {
+		t.Errorf("a run without the grant may write its /proc:\n%s", out)
 	}
 	if strings.Contains(out, "fake libcuda") || !strings.Contains(out, "LD_LIBRARY_PATH=\n") {
 		t.Errorf("a run without the grant has the driver's libraries:\n%s", out)
