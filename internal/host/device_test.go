@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/energy"
@@ -74,14 +76,12 @@ func (g *fakeGPU) Delta(prev, cur []uint64) ([]uint64, error) {
 }
 func (g *fakeGPU) RatedPower() (uint64, string, bool) { return 700_000, "the fake's power limit", true }
 
-// TestGpuBudgetByGpuMeasures: a run that S1 gives a GPU (a fake NVIDIA
-// tree: real character nodes of NVIDIA's numbers, the driver's /proc
-// files; no driver behind them) and that holds it alone has its Gpu
-// energy from the GPU's counter (the whole delta), never from CPU time;
-// its gpu budget is enforced against that figure while it runs; the
-// attestation names the GPU (model, driver, UUID) and its decision log
-// what the run was given; the sealed run verifies.
-func TestGpuBudgetByGpuMeasures(t *testing.T) {
+// fakeGPUHost is a host whose S1 gives a GPU on a fake NVIDIA tree (real
+// character nodes of NVIDIA's numbers, the driver's /proc files; no
+// driver behind them), metered by a fake counter at watts, and declared
+// by the meter to give each GPU to one run at a time where exclusive.
+func fakeGPUHost(t *testing.T, watts uint64, exclusive bool) *Host {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skipf("S1 runs in the host's tests need root (euid %d)", os.Geteuid())
 	}
@@ -95,7 +95,7 @@ func TestGpuBudgetByGpuMeasures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ex.Close()
+	t.Cleanup(func() { ex.Close() })
 	h.Executors = append(h.Executors, ex)
 	h.Devices = gpuIdentities(root)
 	if p := ex.Probe(context.Background()); !p.Available {
@@ -107,14 +107,106 @@ func TestGpuBudgetByGpuMeasures(t *testing.T) {
 	if !h.Gives(context.Background(), tier.S1, device.GPU) || h.Gives(context.Background(), tier.S2, device.GPU) {
 		t.Errorf("Gives: S1 %v, S2 %v; want S1 alone to give the GPU", h.Gives(context.Background(), tier.S1, device.GPU), h.Gives(context.Background(), tier.S2, device.GPU))
 	}
-	const watts = 10
 	h.Meter = &meter.Meter{
 		Sources:   []meter.Source{&fakeGPU{watts: watts}},
 		NumCPU:    2,
 		Interval:  5 * time.Millisecond,
 		TDP:       map[device.Class]meter.TDP{device.CPU: {MilliWatts: 8000, Origin: "test"}},
-		Exclusive: map[device.Class]bool{device.GPU: true},
+		Exclusive: map[device.Class]bool{device.GPU: exclusive},
 	}
+	return h
+}
+
+// ownGPUReading is the run-scope reading of a receipt's Gpu account.
+func ownGPUReading(t *testing.T, r *receipt.Receipt) *receipt.Reading {
+	t.Helper()
+	g := r.Class(device.GPU)
+	if g == nil {
+		t.Fatal("the receipt has no Gpu account")
+	}
+	for i, rd := range g.Readings {
+		if rd.Scope == receipt.ScopeRun {
+			return &g.Readings[i]
+		}
+	}
+	return nil
+}
+
+// TestGpuLeasedAloneIsMeasured: on a host that declares it gives each
+// GPU to one run at a time (GPUExclusive, SANDBOX_GPU_EXCLUSIVE=1), a run
+// given the GPU leases it across every sandbox process, its Gpu figure
+// is the counter's whole delta (not the estimator's), and its decision
+// log says it held the GPU alone; while another holder has the lease, a
+// run is refused before anything runs, naming the GPU, and nothing is
+// sealed. A host that does not declare it estimates (the meter's
+// default).
+func TestGpuLeasedAloneIsMeasured(t *testing.T) {
+	h := fakeGPUHost(t, 10, false)
+	h.GPUExclusive, h.GPULeaseDir = true, t.TempDir()
+	sh, err := os.ReadFile("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func() Request {
+		return Request{Kind: tier.Native, Image: sh, Entry: "/bin/sh", Args: []string{"sh", "-c", "sleep 0.2"},
+			Env: map[string]string{"PATH": "/usr/bin:/bin"}, Grants: grants(t, "gpu:100J"), Deadline: 30 * time.Second}
+	}
+	run, err := h.Run(context.Background(), req())
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := ownGPUReading(t, run.Receipt)
+	if own == nil || own.Provenance != receipt.ModelBased || !strings.HasSuffix(own.Source, "/exclusive") || own.UJ == 0 {
+		t.Fatalf("the leased run's Gpu reading is not the counter's whole delta: %+v", own)
+	}
+	if !dirHas(t, run.Dir, "held alone") {
+		t.Error("the decision log does not say the run held the GPU alone")
+	}
+	if err := hosttest.Verify(t, h.Key.Public(), run.Dir); err != nil {
+		t.Fatalf("the run does not verify: %v", err)
+	}
+
+	// Another holder (a run of another sandbox process) has the lease.
+	id := h.Devices[len(h.Devices)-1].ID
+	f, err := os.OpenFile(filepath.Join(h.GPULeaseDir, id), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadDir(h.Store.Dir.Path("runs"))
+	_, err = h.Run(context.Background(), req())
+	if !errors.Is(err, ErrGPUBusy) || errs.Of(err) != errs.Unavailable || !strings.Contains(err.Error(), id) {
+		t.Fatalf("a run while the GPU is held: %v (category %s), want ErrGPUBusy, unavailable, naming %s", err, errs.Of(err), id)
+	}
+	if after, _ := os.ReadDir(h.Store.Dir.Path("runs")); len(after) != len(before) {
+		t.Errorf("a refused run left an entry in runs/")
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+
+	// Not declared: the same run is estimated, the counter beside it.
+	h.GPUExclusive = false
+	run, err = h.Run(context.Background(), req())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own := ownGPUReading(t, run.Receipt); own == nil || own.Provenance != receipt.Estimator {
+		t.Errorf("a run on a host that shares its GPUs: %+v, want the estimator's", own)
+	}
+}
+
+// TestGpuBudgetByGpuMeasures: a run that S1 gives a GPU (a fake NVIDIA
+// tree: real character nodes of NVIDIA's numbers, the driver's /proc
+// files; no driver behind them) and that holds it alone has its Gpu
+// energy from the GPU's counter (the whole delta), never from CPU time;
+// its gpu budget is enforced against that figure while it runs; the
+// attestation names the GPU (model, driver, UUID) and its decision log
+// what the run was given; the sealed run verifies.
+func TestGpuBudgetByGpuMeasures(t *testing.T) {
+	const watts = 10
+	h := fakeGPUHost(t, watts, true)
 	sh, err := os.ReadFile("/bin/sh")
 	if err != nil {
 		t.Fatal(err)
@@ -131,15 +223,7 @@ func TestGpuBudgetByGpuMeasures(t *testing.T) {
 		t.Fatalf("outcome %+v", out)
 	}
 	g := run.Receipt.Class(device.GPU)
-	if g == nil {
-		t.Fatal("the receipt has no Gpu account")
-	}
-	var own *receipt.Reading
-	for i, r := range g.Readings {
-		if r.Scope == receipt.ScopeRun {
-			own = &g.Readings[i]
-		}
-	}
+	own := ownGPUReading(t, run.Receipt)
 	if own == nil || own.Provenance != receipt.ModelBased || !strings.HasPrefix(own.Source, "fake-gpu:GPU-0") ||
 		strings.Contains(own.Basis, "CPU") {
 		t.Fatalf("the run's Gpu reading is not the GPU's own delta: %+v", own)

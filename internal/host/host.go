@@ -98,6 +98,13 @@ type Host struct {
 	// Meter measures each run's energy; nil means Estimator only, with a
 	// TDP assumed from the CPU count.
 	Meter *meter.Meter
+	// GPUExclusive declares that this host gives each GPU to one run at a
+	// time and that nothing outside sandbox uses them: a run given a GPU
+	// leases it (GPULeaseDir, default DefaultGPULeaseDir) from before its
+	// meter span until it is sealed, a run that finds it held is refused,
+	// and the GPU counter's whole delta over the span is the run's figure.
+	GPUExclusive bool
+	GPULeaseDir  string
 	// Cgroups, when set, gives each run its own control group before it
 	// starts, whose CPU time the meter apportions by.
 	Cgroups *cgroup.Hierarchy
@@ -617,7 +624,16 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 	}
 	m := h.MeterOf()
 	logCompute(enf, u)
+	lease, err := h.leaseGPUs(u.Devices)
+	if err != nil {
+		return nil, err
+	}
+	defer lease.release()
 	span := m.Start()
+	if lease != nil {
+		span.Hold(device.GPU)
+		enf.Note(grant.KindCompute, grant.OpUse, string(device.GPU), true, "held alone: this host gives each GPU to one run at a time (SANDBOX_GPU_EXCLUSIVE); the GPU counter's whole delta over the run is its figure")
+	}
 	var spent budgetWatch
 	if req.Kind == tier.Native { // S2's budget is its fuel, bought with it
 		spent.watch(runCtx, stopRun, span, g, u.Devices, cg, h.budgetInterval(), h.allowance(d))

@@ -273,7 +273,24 @@ type Span struct {
 	srcs  []*spanSource
 	stop  chan struct{}
 	done  chan struct{}
+	// held are the classes whose devices the run holds alone for this
+	// span (Hold), as Meter.Exclusive says for every span.
+	held map[device.Class]bool
 }
+
+// Hold says the run holds the devices of class c alone for the whole
+// span (the host leased them to it before the span started and keeps
+// them until it is read): a counter's whole delta is then the run's, as
+// for a class in Meter.Exclusive. Call it before the span is read.
+func (sp *Span) Hold(c device.Class) {
+	if sp.held == nil {
+		sp.held = map[device.Class]bool{}
+	}
+	sp.held[c] = true
+}
+
+// exclusive says the run's figure for c is a counter's whole delta.
+func (sp *Span) exclusive(c device.Class) bool { return sp.m.Exclusive[c] || sp.held[c] }
 
 type spanSource struct {
 	src   Source
@@ -407,7 +424,7 @@ func (sp *Span) why(c device.Class) string {
 			rs = append(rs, fmt.Sprintf("%s failed during the span (%v)", ss.src.Name(), ss.err))
 		}
 	}
-	if c != device.CPU && !sp.m.Exclusive[c] {
+	if c != device.CPU && !sp.exclusive(c) {
 		for _, ss := range sp.srcs {
 			if ss.src.Class() == c && ss.err == nil {
 				rs = append(rs, ss.src.Name()+" is live, but the device is not held by one run at a time and the counter has no per-process figure: its reading is host context")
@@ -481,7 +498,7 @@ func (sp *Span) measured(c device.Class, cpu RunCPU, w window) ([]receipt.Readin
 			// whole delta is the run's only where the run held the device
 			// alone; otherwise it is host context and the run's figure is
 			// estimated.
-			if !sp.m.Exclusive[c] {
+			if !sp.exclusive(c) {
 				out = append(out, host) // context; the run's figure is estimated
 				continue
 			}

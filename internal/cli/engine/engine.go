@@ -98,6 +98,14 @@ func hostOf(g *cli.Globals) (*live.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	switch v := os.Getenv("SANDBOX_GPU_EXCLUSIVE"); v {
+	case "", "0", "false":
+	case "1", "true":
+		h.GPUExclusive = true
+	default:
+		h.Close()
+		return nil, errs.Usage{Err: fmt.Errorf("SANDBOX_GPU_EXCLUSIVE=%q: want 1 (this host gives each GPU to one run at a time, and nothing else uses them) or 0", v)}
+	}
 	m := live.New(h)
 	g.AtEnd(func() { m.Close() })
 	return m, nil

@@ -168,8 +168,8 @@ type Exec struct {
 	// and truncated (fopen "w"), nothing made or removed: a GPU run's
 	// /proc, where the CUDA driver writes at initialisation.
 	WriteBeneath []string `json:"write_beneath,omitempty"`
-	ROFiles []string `json:"ro_files"` // Landlock: read and execute these files
-	NoFile  uint64   `json:"nofile"`
+	ROFiles      []string `json:"ro_files"` // Landlock: read and execute these files
+	NoFile       uint64   `json:"nofile"`
 	// ConnectPorts are the TCP ports Landlock lets the program connect
 	// to (the egress proxy's); every other connect and every bind is
 	// refused.
