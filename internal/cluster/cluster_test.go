@@ -1,0 +1,299 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opensubstrate/sandbox/internal/store/pgstore/pgtest"
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/tier"
+)
+
+var server *pgtest.Server
+
+func TestMain(m *testing.M) {
+	s, err := pgtest.Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cluster: a PostgreSQL for the tests: %v\n", err)
+		os.Exit(1)
+	}
+	server = s
+	code := m.Run()
+	s.Stop()
+	os.Exit(code)
+}
+
+// logged collects what the cluster logs as refused.
+type logged struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logged) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logged) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func open(t testing.TB) (*Cluster, *logged) {
+	t.Helper()
+	c, err := Open(context.Background(), server.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	l := &logged{}
+	c.Log = slog.New(slog.NewTextHandler(io.MultiWriter(l), nil))
+	return c, l
+}
+
+func join(t testing.TB, c *Cluster, name string) *Member {
+	t.Helper()
+	k, err := key.Generate(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Join(context.Background(), k, Host{Key: k.Public(), Tiers: []tier.Tier{tier.S0, tier.S1, tier.S2}, Capacity: 8, IdleMW: 40_000, Addr: name + ":7070"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func exec(t testing.TB, c *Cluster, sql string, args ...any) {
+	t.Helper()
+	if _, err := c.pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHostsJoinAndVerify: hosts that join are listed with what they
+// said, their rows verified; a heartbeat is taken; a row edited by hand
+// is refused and logged, never listed.
+func TestHostsJoinAndVerify(t *testing.T) {
+	c, log := open(t)
+	a, b := join(t, c, "a"), join(t, c, "b")
+	if err := a.Heartbeat(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := c.Hosts(context.Background())
+	if err != nil || len(hs) != 2 {
+		t.Fatalf("hosts: %+v %v", hs, err)
+	}
+	for _, h := range hs {
+		if h.ID() != a.Host.ID() && h.ID() != b.Host.ID() || h.Capacity != 8 || len(h.Tiers) != 3 || h.Age < 0 {
+			t.Errorf("host %+v", h)
+		}
+	}
+	exec(t, c, `UPDATE cluster_hosts SET capacity = 1000 WHERE id = $1`, b.Host.ID())
+	hs, err = c.Hosts(context.Background())
+	if err != nil || len(hs) != 1 || hs[0].ID() != a.Host.ID() {
+		t.Fatalf("after an edit by hand: %+v %v", hs, err)
+	}
+	if !strings.Contains(log.String(), "a host row refused") {
+		t.Errorf("the refusal was not logged: %s", log)
+	}
+}
+
+// TestImpostorRefused: a row under a host's id but another key (planted
+// before the host joined) keeps that host out, refused and logged, and
+// is itself never listed (its id is not its key's).
+func TestImpostorRefused(t *testing.T) {
+	c, log := open(t)
+	k, _ := key.Generate(rand.Reader)
+	other, _ := key.Generate(rand.Reader)
+	h := Host{Key: k.Public(), Capacity: 1}
+	exec(t, c, `INSERT INTO cluster_hosts (id, pub, tiers, capacity, idle_mw, addr, sig) VALUES ($1, $2, '', 1, 0, '', '\x00')`, h.ID(), func() []byte { p := other.Public(); return p[:] }())
+	if _, err := c.Join(context.Background(), k, h); !errors.Is(err, ErrImpostor) {
+		t.Fatalf("joining under an id registered to another key: %v", err)
+	}
+	if hs, _ := c.Hosts(context.Background()); len(hs) != 0 {
+		t.Fatalf("the planted row is listed: %+v", hs)
+	}
+	if !strings.Contains(log.String(), "another key") {
+		t.Errorf("not logged: %s", log)
+	}
+	if _, err := c.Join(context.Background(), other, h); err == nil {
+		t.Fatal("joined naming one key and signing with another")
+	}
+}
+
+// TestEachJobClaimedOnce: three members claiming at once take every job
+// exactly once.
+func TestEachJobClaimedOnce(t *testing.T) {
+	c, _ := open(t)
+	ms := []*Member{join(t, c, "a"), join(t, c, "b"), join(t, c, "c")}
+	const n = 300
+	jobs := make([]Job, n)
+	for i := range jobs {
+		jobs[i] = Job{Kind: "item", Payload: []byte(fmt.Sprint(i))}
+	}
+	if _, err := ms[0].EnqueueBatch(context.Background(), jobs); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for i := range 6 {
+		m := ms[i%3]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				l, err := m.Claim(context.Background(), time.Minute, "item")
+				if errors.Is(err, ErrNoJob) {
+					return
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				seen[string(l.Job.Payload)]++
+				mu.Unlock()
+				if err := m.Complete(context.Background(), l, l.Job.Payload); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(seen) != n {
+		t.Fatalf("%d of %d jobs claimed", len(seen), n)
+	}
+	for p, k := range seen {
+		if k != 1 {
+			t.Errorf("job %s claimed %d times", p, k)
+		}
+	}
+}
+
+// TestStalledHostIsFenced: a host whose lease ran out (it stalled) and
+// that comes back cannot renew, complete or fail the job another host
+// claimed since: a stale fencing token, refused and logged; the job's
+// outcome is the second host's, once.
+func TestStalledHostIsFenced(t *testing.T) {
+	c, log := open(t)
+	a, b := join(t, c, "a"), join(t, c, "b")
+	id, err := a.Enqueue(context.Background(), Job{Kind: "exec", Payload: []byte("echo hi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	la, err := a.Claim(context.Background(), time.Minute, "exec")
+	if err != nil || la.ID != id || la.Fence != 1 {
+		t.Fatalf("a's claim: %+v %v", la, err)
+	}
+	if _, err := b.Claim(context.Background(), time.Minute, "exec"); !errors.Is(err, ErrNoJob) {
+		t.Fatalf("b claimed a leased job: %v", err)
+	}
+	// a stalls: its lease runs out by the database's clock.
+	exec(t, c, `UPDATE cluster_jobs SET lease_until = now() - interval '1 second' WHERE id = $1`, id)
+	lb, err := b.Claim(context.Background(), time.Minute, "exec")
+	if err != nil || lb.ID != id || lb.Fence != 2 || lb.Attempts != 2 {
+		t.Fatalf("b's claim after a's lease ran out: %+v %v", lb, err)
+	}
+	for name, f := range map[string]func() error{
+		"renew":    func() error { return a.Renew(context.Background(), la, time.Minute) },
+		"complete": func() error { return a.Complete(context.Background(), la, []byte("a's result")) },
+		"fail":     func() error { return a.Fail(context.Background(), la, "a gave up") },
+	} {
+		if err := f(); !errors.Is(err, ErrStaleFence) {
+			t.Errorf("a's %s after b's claim: %v", name, err)
+		}
+	}
+	if err := b.Complete(context.Background(), lb, []byte("b's result")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Complete(context.Background(), lb, []byte("again")); !errors.Is(err, ErrStaleFence) {
+		t.Errorf("completing twice: %v", err)
+	}
+	st, err := c.JobState(context.Background(), id)
+	if err != nil || st.State != "done" || string(st.Result) != "b's result" || st.Holder != b.Host.ID() {
+		t.Fatalf("the job: %+v %v", st, err)
+	}
+	if !strings.Contains(log.String(), "stale fencing token") {
+		t.Errorf("not logged: %s", log)
+	}
+}
+
+// TestEditedJobRefused: a job whose row was edited by hand, or queued
+// under no host of the cluster, is never handed out: it is marked failed
+// with the reason and logged, and the claim goes on to the next.
+func TestEditedJobRefused(t *testing.T) {
+	c, log := open(t)
+	a := join(t, c, "a")
+	edited, _ := a.Enqueue(context.Background(), Job{Kind: "exec", Payload: []byte("echo hi")})
+	orphan, _ := a.Enqueue(context.Background(), Job{Kind: "exec", Payload: []byte("echo ho")})
+	good, _ := a.Enqueue(context.Background(), Job{Kind: "exec", Payload: []byte("echo ok")})
+	exec(t, c, `UPDATE cluster_jobs SET payload = 'rm -rf /' WHERE id = $1`, edited)
+	exec(t, c, `UPDATE cluster_jobs SET by_host = 'b3:nobody' WHERE id = $1`, orphan)
+	l, err := a.Claim(context.Background(), time.Minute, "exec")
+	if err != nil || l.ID != good {
+		t.Fatalf("claim: %+v %v, want job %d", l, err, good)
+	}
+	for _, id := range []int64{edited, orphan} {
+		st, _ := c.JobState(context.Background(), id)
+		if st.State != "failed" || !strings.HasPrefix(st.Reason, "refused: ") || st.Attempts != 0 {
+			t.Errorf("job %d: %+v", id, st)
+		}
+	}
+	if !strings.Contains(log.String(), "a job refused") {
+		t.Errorf("not logged: %s", log)
+	}
+}
+
+// BenchmarkClaim: jobs claimed and completed per second by 8 workers of
+// 2 members, PostgreSQL with fsync on (its default).
+func BenchmarkClaim(b *testing.B) {
+	c, _ := open(b)
+	ms := []*Member{join(b, c, "a"), join(b, c, "b")}
+	jobs := make([]Job, b.N)
+	for i := range jobs {
+		jobs[i] = Job{Kind: "item", Payload: []byte(fmt.Sprint(i))}
+	}
+	for i := 0; i < len(jobs); i += 1000 {
+		if _, err := ms[0].EnqueueBatch(context.Background(), jobs[i:min(i+1000, len(jobs))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		m := ms[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				l, err := m.Claim(context.Background(), time.Minute, "item")
+				if err != nil {
+					return
+				}
+				m.Complete(context.Background(), l, nil)
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}

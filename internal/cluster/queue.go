@@ -1,0 +1,221 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/opensubstrate/sandbox/key"
+)
+
+// Job is work queued for any host: its kind (create, exec, suspend,
+// resume, close, a fleet item) and its payload, both the queuer's.
+type Job struct {
+	Kind    string
+	Payload []byte
+}
+
+func jobMessage(kind, by string, payload []byte) []byte {
+	return fields("sandbox.cluster.job/1", kind, by, string(payload))
+}
+
+// Enqueue queues j, signed by the member; it returns the job's id.
+func (m *Member) Enqueue(ctx context.Context, j Job) (int64, error) {
+	if j.Kind == "" {
+		return 0, errors.New("cluster: enqueue: a job needs a kind")
+	}
+	if j.Payload == nil {
+		j.Payload = []byte{}
+	}
+	var id int64
+	err := m.c.pool.QueryRow(ctx, `INSERT INTO cluster_jobs (kind, payload, by_host, sig) VALUES ($1, $2, $3, $4) RETURNING id`,
+		j.Kind, j.Payload, m.Host.ID(), m.key.Sign(jobMessage(j.Kind, m.Host.ID(), j.Payload))).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("cluster: enqueue: %w", err)
+	}
+	return id, nil
+}
+
+// Lease is a claimed job, held until Until (the database's clock) under
+// its fencing token.
+type Lease struct {
+	ID       int64
+	Job      Job
+	By       string // the member that queued it
+	Fence    int64
+	Until    time.Time
+	Attempts int
+}
+
+// Claim takes the oldest job of one of kinds that is queued, or whose
+// lease ran out, for d; ErrNoJob when there is none. Its fencing token
+// is one above the last. A job whose row does not verify (its queuer's
+// signature, under the key of the queuer's host row) is marked failed,
+// logged, and the claim goes on to the next.
+func (m *Member) Claim(ctx context.Context, d time.Duration, kinds ...string) (*Lease, error) {
+	for {
+		l, err := m.claim(ctx, d, kinds)
+		if !errors.Is(err, ErrForged) {
+			return l, err
+		}
+	}
+}
+
+func (m *Member) claim(ctx context.Context, d time.Duration, kinds []string) (*Lease, error) {
+	tx, err := m.c.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: claim: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	var (
+		l        Lease
+		sig, pub []byte
+		hostID   *string
+	)
+	err = tx.QueryRow(ctx, `SELECT j.id, j.kind, j.payload, j.by_host, j.sig, h.pub, h.id FROM cluster_jobs j LEFT JOIN cluster_hosts h ON h.id = j.by_host
+WHERE j.kind = ANY($1) AND (j.state = 'queued' OR (j.state = 'leased' AND j.lease_until < now()))
+ORDER BY j.id LIMIT 1 FOR UPDATE OF j SKIP LOCKED`, kinds).Scan(&l.ID, &l.Job.Kind, &l.Job.Payload, &l.By, &sig, &pub, &hostID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNoJob
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: claim: %w", err)
+	}
+	if hostID == nil || !jobVerifies(pub, &l, sig) {
+		why := "its queuer's signature does not verify (the row was edited, or written without the key)"
+		if hostID == nil {
+			why = "its queuer " + l.By + " is no host of the cluster"
+		}
+		m.c.log().Warn("cluster: a job refused", "job", l.ID, "kind", l.Job.Kind, "why", why)
+		if _, err := tx.Exec(ctx, `UPDATE cluster_jobs SET state = 'failed', reason = $2, holder = NULL, lease_until = NULL WHERE id = $1`, l.ID, "refused: "+why); err != nil {
+			return nil, fmt.Errorf("cluster: claim: %w", err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return nil, fmt.Errorf("cluster: claim: %w", err)
+		}
+		return nil, ErrForged
+	}
+	err = tx.QueryRow(ctx, `UPDATE cluster_jobs SET state = 'leased', fence = fence + 1, holder = $2, attempts = attempts + 1,
+lease_until = now() + make_interval(secs => $3) WHERE id = $1 RETURNING fence, lease_until, attempts`,
+		l.ID, m.Host.ID(), d.Seconds()).Scan(&l.Fence, &l.Until, &l.Attempts)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: claim: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("cluster: claim: %w", err)
+	}
+	return &l, nil
+}
+
+// jobVerifies says l's row is signed by the key pub of its queuer's host.
+func jobVerifies(pub []byte, l *Lease, sig []byte) bool {
+	var k key.Public
+	if len(pub) != len(k) {
+		return false
+	}
+	copy(k[:], pub)
+	return k.Verify(jobMessage(l.Job.Kind, l.By, l.Job.Payload), sig)
+}
+
+// EnqueueBatch queues jobs in one transaction (a fleet's items): all or
+// none; it returns their ids in order.
+func (m *Member) EnqueueBatch(ctx context.Context, jobs []Job) ([]int64, error) {
+	tx, err := m.c.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: enqueue: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	b := &pgx.Batch{}
+	for _, j := range jobs {
+		if j.Kind == "" {
+			return nil, errors.New("cluster: enqueue: a job needs a kind")
+		}
+		if j.Payload == nil {
+			j.Payload = []byte{}
+		}
+		b.Queue(`INSERT INTO cluster_jobs (kind, payload, by_host, sig) VALUES ($1, $2, $3, $4) RETURNING id`,
+			j.Kind, j.Payload, m.Host.ID(), m.key.Sign(jobMessage(j.Kind, m.Host.ID(), j.Payload)))
+	}
+	br := tx.SendBatch(ctx, b)
+	ids := make([]int64, len(jobs))
+	for i := range jobs {
+		if err := br.QueryRow().Scan(&ids[i]); err != nil {
+			br.Close()
+			return nil, fmt.Errorf("cluster: enqueue: %w", err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("cluster: enqueue: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("cluster: enqueue: %w", err)
+	}
+	return ids, nil
+}
+
+// fenced runs an update of a leased job that holds only under l's
+// fencing token and holder, and says ErrStaleFence where it does not.
+func (m *Member) fenced(ctx context.Context, what string, l *Lease, set string, args ...any) error {
+	q := `UPDATE cluster_jobs SET ` + set + ` WHERE id = $1 AND fence = $2 AND holder = $3 AND state = 'leased'`
+	tag, err := m.c.pool.Exec(ctx, q, append([]any{l.ID, l.Fence, m.Host.ID()}, args...)...)
+	if err != nil {
+		return fmt.Errorf("cluster: %s job %d: %w", what, l.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		m.c.log().Warn("cluster: a stale fencing token refused", "job", l.ID, "fence", l.Fence, "host", m.Host.ID(), "op", what)
+		return fmt.Errorf("cluster: %s job %d (fence %d): %w", what, l.ID, l.Fence, ErrStaleFence)
+	}
+	return nil
+}
+
+// Renew extends l by d from now (the database's clock).
+func (m *Member) Renew(ctx context.Context, l *Lease, d time.Duration) error {
+	return m.fenced(ctx, "renew", l, `lease_until = now() + make_interval(secs => $4)`, d.Seconds())
+}
+
+// Complete ends l's job with its result.
+func (m *Member) Complete(ctx context.Context, l *Lease, result []byte) error {
+	if result == nil {
+		result = []byte{}
+	}
+	return m.fenced(ctx, "complete", l, `state = 'done', result = $4, lease_until = NULL`, result)
+}
+
+// Fail ends l's job as failed, saying why.
+func (m *Member) Fail(ctx context.Context, l *Lease, reason string) error {
+	return m.fenced(ctx, "fail", l, `state = 'failed', reason = $4, lease_until = NULL`, reason)
+}
+
+// State is a job as the queue has it.
+type State struct {
+	State    string // queued, leased, done, failed
+	Fence    int64
+	Holder   string
+	Attempts int
+	Result   []byte
+	Reason   string
+}
+
+// JobState reads job id's state.
+func (c *Cluster) JobState(ctx context.Context, id int64) (State, error) {
+	var (
+		s      State
+		holder *string
+		reason *string
+	)
+	err := c.pool.QueryRow(ctx, `SELECT state, fence, holder, attempts, result, reason FROM cluster_jobs WHERE id = $1`, id).Scan(&s.State, &s.Fence, &holder, &s.Attempts, &s.Result, &reason)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s, fmt.Errorf("cluster: job %s: no such job", strconv.FormatInt(id, 10))
+	}
+	if holder != nil {
+		s.Holder = *holder
+	}
+	if reason != nil {
+		s.Reason = *reason
+	}
+	return s, err
+}
