@@ -169,5 +169,6 @@ func serviceCommands(g *Globals) []*cobra.Command {
 	return []*cobra.Command{
 		g.stub("serve", "Serve the host API: live sandboxes, execs, files, one-shot runs (HTTP/JSON)"),
 		g.stub("mcp [--policy FILE] [--jcp FILE --as NAME] [--http ADDR --token-file FILE]", "Serve the sandbox's tools to an MCP client (stdio, or streamable HTTP)"),
+		g.stub("cluster", "See a cluster's hosts and work queue (hosts join with 'serve --cluster')"),
 	}
 }

@@ -52,7 +52,7 @@ func commands(g *cli.Globals) []*cobra.Command {
 		imageCmd(g), manifestCmd(g), vmCmd(g),
 		fleetCmd(g),
 		verifyCmd(g), policyCmd(g), vectorsCmd(), proofCmd(g), jcpCmd(g), teeCmd(g),
-		serveCmd(g), mcpCmd(g),
+		serveCmd(g), mcpCmd(g), clusterCmd(g),
 		doctorCmd(g), gcCmd(g),
 	}
 }

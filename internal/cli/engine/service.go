@@ -114,6 +114,7 @@ closed with that overhead. /metrics has each pool's statistics
 // serveOptions are serve's flags.
 type serveOptions struct {
 	socket, listen, certFile, keyFile, tokenFile, logFormat string
+	cluster                                                 string
 	grace, idleAfter                                        time.Duration
 	maxLive                                                 int
 	poolArgs                                                []string
@@ -155,6 +156,7 @@ func serveCmd(g *cli.Globals) *cobra.Command {
 	c.Flags().StringVar(&o.outputMax, "output-max", "64MiB", "bytes of each of a run's streams its record keeps; the caller receives all (see above)")
 	c.Flags().StringArrayVar(&o.poolArgs, "pool", nil, "keep a warm pool of ready sandboxes: NAME:size=N,image=REF|manifest=FILE,max-idle=D,max-age=D (see above; repeatable)")
 	c.Flags().StringVar(&o.logFormat, "log-format", "text", "log lines as text or json")
+	c.Flags().StringVar(&o.cluster, "cluster", "", "join the cluster whose PostgreSQL this names (postgres://… or key=value; docs/cluster.md): register this host, signed with its key, and heartbeat")
 	g.LimitFlags(c, "a native run's or a live S1 sandbox's")
 	return c
 }
@@ -252,6 +254,17 @@ func (o *serveOptions) serve(ctx context.Context, ho *live.Manager, log *slog.Lo
 	errc := make(chan error, 2)
 	go func() { errc <- us.Serve(ln) }()
 	go jcpSchedule(ctx, ho, log)
+	if o.cluster != "" {
+		addr := socket
+		if o.listen != "" {
+			addr = o.listen
+		}
+		cl, err := joinCluster(ctx, o.cluster, ho, o.maxLive, addr, log)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+	}
 	log.Info("serving", "socket", socket, "state", ho.Store.Root())
 	if o.listen != "" {
 		cert, err := tls.LoadX509KeyPair(o.certFile, o.keyFile)

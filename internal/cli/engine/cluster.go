@@ -1,0 +1,119 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/internal/cli"
+	"github.com/opensubstrate/sandbox/internal/cluster"
+	"github.com/opensubstrate/sandbox/internal/errs"
+	"github.com/opensubstrate/sandbox/internal/live"
+)
+
+// heartbeatEvery is how often a host that joined a cluster says it is
+// alive.
+const heartbeatEvery = 5 * time.Second
+
+// joinCluster registers the host in the cluster dsn names (its key, the
+// tiers its probes earned, its capacity, its rated idle power, where it
+// answers) and heartbeats until ctx ends.
+func joinCluster(ctx context.Context, dsn string, ho *live.Manager, maxLive int, addr string, log *slog.Logger) (*cluster.Cluster, error) {
+	c, err := cluster.Open(ctx, dsn)
+	if err != nil {
+		return nil, errs.Usage{Err: fmt.Errorf("--cluster: %w", err)}
+	}
+	c.Log = log
+	if maxLive <= 0 {
+		maxLive = live.MaxSandboxes
+	}
+	h := cluster.Host{Key: ho.Key.Public(), Tiers: ho.Availability(ctx).Available(), Capacity: maxLive,
+		IdleMW: int64(ho.MeterOf().TDP[device.CPU].MilliWatts), Addr: addr}
+	m, err := c.Join(ctx, ho.Key, h)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	log.Info("joined the cluster", "host", h.ID(), "tiers", h.Tiers, "capacity", h.Capacity)
+	go func() {
+		t := time.NewTicker(heartbeatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := m.Heartbeat(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("cluster heartbeat", "err", err)
+			}
+		}
+	}()
+	return c, nil
+}
+
+func clusterCmd(g *cli.Globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "cluster",
+		Short: "See a cluster's hosts and work queue (hosts join with 'serve --cluster')",
+		Long: `A cluster is hosts that share a PostgreSQL database (the system of
+record and work queue): 'sandbox serve --cluster DSN' registers a host
+(a row signed with its key: its tiers, capacity, rated idle power and
+address) and heartbeats every 5 s. See docs/cluster.md for what works
+across hosts today and what does not yet.`,
+		Args: cli.UsageArgs(cobra.NoArgs),
+	}
+	c.AddCommand(clusterHostsCmd(g))
+	return c
+}
+
+func clusterHostsCmd(g *cli.Globals) *cobra.Command {
+	var dsn string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "hosts --cluster DSN [--json]",
+		Short: "List the cluster's hosts whose signed rows verify, with the age of their last heartbeat",
+		Args:  cli.UsageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dsn == "" {
+				dsn = os.Getenv("SANDBOX_CLUSTER")
+			}
+			if dsn == "" {
+				return errs.Usage{Err: fmt.Errorf("--cluster DSN (or $SANDBOX_CLUSTER) names the cluster's PostgreSQL")}
+			}
+			cl, err := cluster.Open(cmd.Context(), dsn)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			cl.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			hs, err := cl.Hosts(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return cli.PrintJSON(cmd.OutOrStdout(), hs)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "HOST\tTIERS\tCAPACITY\tIDLE\tADDRESS\tLAST SEEN")
+			for _, h := range hs {
+				var ts []string
+				for _, t := range h.Tiers {
+					ts = append(ts, t.String())
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%.1f W\t%s\t%s ago\n", h.ID(), strings.Join(ts, ","), h.Capacity, float64(h.IdleMW)/1000, h.Addr, h.Age.Round(time.Second))
+			}
+			return w.Flush()
+		},
+	}
+	c.Flags().StringVar(&dsn, "cluster", "", "the cluster's PostgreSQL (postgres://… or key=value; default $SANDBOX_CLUSTER)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the hosts as JSON")
+	return c
+}
