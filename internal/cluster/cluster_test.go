@@ -265,8 +265,14 @@ func TestEditedJobRefused(t *testing.T) {
 }
 
 // BenchmarkClaim: jobs claimed and completed per second by 8 workers of
-// 2 members, PostgreSQL with fsync on (its default).
-func BenchmarkClaim(b *testing.B) {
+// 2 members, one job per claim, PostgreSQL with fsync on (its default).
+func BenchmarkClaim(b *testing.B) { benchClaim(b, 1) }
+
+// BenchmarkClaim32: the same, 32 jobs per claim (a host taking a share
+// of a fleet), each still completed in a transaction of its own.
+func BenchmarkClaim32(b *testing.B) { benchClaim(b, 32) }
+
+func benchClaim(b *testing.B, n int) {
 	c, _ := open(b)
 	ms := []*Member{join(b, c, "a"), join(b, c, "b")}
 	jobs := make([]Job, b.N)
@@ -286,14 +292,51 @@ func BenchmarkClaim(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			for {
-				l, err := m.Claim(context.Background(), time.Minute, "item")
+				ls, err := m.ClaimN(context.Background(), n, time.Minute, "item")
 				if err != nil {
 					return
 				}
-				m.Complete(context.Background(), l, nil)
+				for _, l := range ls {
+					m.Complete(context.Background(), l, nil)
+				}
 			}
 		}()
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// TestClaimNTakesAShare: claims of up to ten take the oldest jobs in
+// order, never one another's, until none is left; asking for none is
+// refused.
+func TestClaimNTakesAShare(t *testing.T) {
+	c, _ := open(t)
+	a, b := join(t, c, "a"), join(t, c, "b")
+	jobs := make([]Job, 25)
+	for i := range jobs {
+		jobs[i] = Job{Kind: "item", Payload: []byte(fmt.Sprint(i))}
+	}
+	ids, err := a.EnqueueBatch(context.Background(), jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for i, m := range []*Member{a, b, a} {
+		ls, err := m.ClaimN(context.Background(), 10, time.Minute, "item")
+		if err != nil || len(ls) != []int{10, 10, 5}[i] {
+			t.Fatalf("claim %d: %d leases, %v", i, len(ls), err)
+		}
+		for _, l := range ls {
+			got = append(got, l.ID)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(ids) {
+		t.Fatalf("claimed %v, want %v", got, ids)
+	}
+	if _, err := b.ClaimN(context.Background(), 10, time.Minute, "item"); !errors.Is(err, ErrNoJob) {
+		t.Fatalf("after every job: %v", err)
+	}
+	if _, err := b.ClaimN(context.Background(), 0, time.Minute, "item"); err == nil {
+		t.Fatal("a claim of no job was taken")
+	}
 }

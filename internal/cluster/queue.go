@@ -55,60 +55,94 @@ type Lease struct {
 // lease ran out, for d; ErrNoJob when there is none. Its fencing token
 // is one above the last. A job whose row does not verify (its queuer's
 // signature, under the key of the queuer's host row) is marked failed,
-// logged, and the claim goes on to the next.
+// logged, and never handed out.
 func (m *Member) Claim(ctx context.Context, d time.Duration, kinds ...string) (*Lease, error) {
-	for {
-		l, err := m.claim(ctx, d, kinds)
-		if !errors.Is(err, ErrForged) {
-			return l, err
-		}
+	ls, err := m.ClaimN(ctx, 1, d, kinds...)
+	if err != nil {
+		return nil, err
 	}
+	return ls[0], nil
 }
 
-func (m *Member) claim(ctx context.Context, d time.Duration, kinds []string) (*Lease, error) {
+// ClaimN is Claim for up to n jobs at once, in one transaction (a host
+// taking a share of a fleet): at least one, oldest first, or ErrNoJob.
+func (m *Member) ClaimN(ctx context.Context, n int, d time.Duration, kinds ...string) ([]*Lease, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("cluster: claim %d jobs: at least one", n)
+	}
 	tx, err := m.c.pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: claim: %w", err)
 	}
 	defer tx.Rollback(ctx)
-	var (
-		l        Lease
-		sig, pub []byte
-		hostID   *string
-	)
-	err = tx.QueryRow(ctx, `SELECT j.id, j.kind, j.payload, j.by_host, j.sig, h.pub, h.id FROM cluster_jobs j LEFT JOIN cluster_hosts h ON h.id = j.by_host
+	rows, err := tx.Query(ctx, `SELECT j.id, j.kind, j.payload, j.by_host, j.sig, h.pub, h.id FROM cluster_jobs j LEFT JOIN cluster_hosts h ON h.id = j.by_host
 WHERE j.kind = ANY($1) AND (j.state = 'queued' OR (j.state = 'leased' AND j.lease_until < now()))
-ORDER BY j.id LIMIT 1 FOR UPDATE OF j SKIP LOCKED`, kinds).Scan(&l.ID, &l.Job.Kind, &l.Job.Payload, &l.By, &sig, &pub, &hostID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNoJob
-	}
+ORDER BY j.id LIMIT $2 FOR UPDATE OF j SKIP LOCKED`, kinds, n)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: claim: %w", err)
 	}
-	if hostID == nil || !jobVerifies(pub, &l, sig) {
-		why := "its queuer's signature does not verify (the row was edited, or written without the key)"
-		if hostID == nil {
-			why = "its queuer " + l.By + " is no host of the cluster"
-		}
-		m.c.log().Warn("cluster: a job refused", "job", l.ID, "kind", l.Job.Kind, "why", why)
-		if _, err := tx.Exec(ctx, `UPDATE cluster_jobs SET state = 'failed', reason = $2, holder = NULL, lease_until = NULL WHERE id = $1`, l.ID, "refused: "+why); err != nil {
+	var (
+		good    []*Lease
+		refused = map[int64]string{}
+	)
+	for rows.Next() {
+		var (
+			l        Lease
+			sig, pub []byte
+			hostID   *string
+		)
+		if err := rows.Scan(&l.ID, &l.Job.Kind, &l.Job.Payload, &l.By, &sig, &pub, &hostID); err != nil {
+			rows.Close()
 			return nil, fmt.Errorf("cluster: claim: %w", err)
 		}
-		if err := tx.Commit(ctx); err != nil {
-			return nil, fmt.Errorf("cluster: claim: %w", err)
+		switch {
+		case hostID == nil:
+			refused[l.ID] = "its queuer " + l.By + " is no host of the cluster"
+		case !jobVerifies(pub, &l, sig):
+			refused[l.ID] = "its queuer's signature does not verify (the row was edited, or written without the key)"
+		default:
+			good = append(good, &l)
 		}
-		return nil, ErrForged
 	}
-	err = tx.QueryRow(ctx, `UPDATE cluster_jobs SET state = 'leased', fence = fence + 1, holder = $2, attempts = attempts + 1,
-lease_until = now() + make_interval(secs => $3) WHERE id = $1 RETURNING fence, lease_until, attempts`,
-		l.ID, m.Host.ID(), d.Seconds()).Scan(&l.Fence, &l.Until, &l.Attempts)
-	if err != nil {
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("cluster: claim: %w", err)
+	}
+	b := &pgx.Batch{}
+	for id, why := range refused {
+		m.c.log().Warn("cluster: a job refused", "job", id, "why", why)
+		b.Queue(`UPDATE cluster_jobs SET state = 'failed', reason = $2, holder = NULL, lease_until = NULL WHERE id = $1`, id, "refused: "+why)
+	}
+	for _, l := range good {
+		b.Queue(`UPDATE cluster_jobs SET state = 'leased', fence = fence + 1, holder = $2, attempts = attempts + 1,
+lease_until = now() + make_interval(secs => $3) WHERE id = $1 RETURNING fence, lease_until, attempts`, l.ID, m.Host.ID(), d.Seconds())
+	}
+	br := tx.SendBatch(ctx, b)
+	for range refused {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, fmt.Errorf("cluster: claim: %w", err)
+		}
+	}
+	for _, l := range good {
+		if err := br.QueryRow().Scan(&l.Fence, &l.Until, &l.Attempts); err != nil {
+			br.Close()
+			return nil, fmt.Errorf("cluster: claim: %w", err)
+		}
+	}
+	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("cluster: claim: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("cluster: claim: %w", err)
 	}
-	return &l, nil
+	if len(good) == 0 {
+		if len(refused) > 0 {
+			return m.ClaimN(ctx, n, d, kinds...) // past the refused ones
+		}
+		return nil, ErrNoJob
+	}
+	return good, nil
 }
 
 // jobVerifies says l's row is signed by the key pub of its queuer's host.
