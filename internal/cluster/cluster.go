@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/opensubstrate/sandbox/internal/store/pgstore"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -92,30 +92,7 @@ func Open(ctx context.Context, dsn string) (*Cluster, error) {
 }
 
 func (c *Cluster) init(ctx context.Context) error {
-	tx, err := c.pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7070707071)`); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, schemaSQL); err != nil {
-		return fmt.Errorf("making the schema: %w", err)
-	}
-	var v string
-	err = tx.QueryRow(ctx, `SELECT v FROM cluster_meta WHERE k = 'schema'`).Scan(&v)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		if _, err := tx.Exec(ctx, `INSERT INTO cluster_meta (k, v) VALUES ('schema', $1)`, Schema); err != nil {
-			return err
-		}
-	case err != nil:
-		return err
-	case v != Schema:
-		return fmt.Errorf("the database holds schema %q, not %s: refused, never altered", v, Schema)
-	}
-	return tx.Commit(ctx)
+	return pgstore.MakeSchema(ctx, c.pool, 7070707071, "cluster_meta", schemaSQL, Schema)
 }
 
 // Close closes the connections.

@@ -86,29 +86,36 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 }
 
 func (s *Store) init(ctx context.Context) error {
-	tx, err := s.pool.Begin(ctx)
+	return MakeSchema(ctx, s.pool, 7070707070, "sandbox_meta", schemaSQL, Schema)
+}
+
+// MakeSchema makes a schema where it is missing, under an advisory lock
+// (hosts opening one database at once), and names it in meta (a table
+// of k, v the schema makes); a database whose meta names another schema
+// is refused, never altered.
+func MakeSchema(ctx context.Context, pool *pgxpool.Pool, lock int64, meta, schemaSQL, schema string) error {
+	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(ctx)
-	// One maker at a time: hosts joining at once.
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7070707070)`); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lock); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, schemaSQL); err != nil {
 		return fmt.Errorf("making the schema: %w", err)
 	}
 	var v string
-	err = tx.QueryRow(ctx, `SELECT v FROM sandbox_meta WHERE k = 'schema'`).Scan(&v)
+	err = tx.QueryRow(ctx, `SELECT v FROM `+meta+` WHERE k = 'schema'`).Scan(&v)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		if _, err := tx.Exec(ctx, `INSERT INTO sandbox_meta (k, v) VALUES ('schema', $1)`, Schema); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO `+meta+` (k, v) VALUES ('schema', $1)`, schema); err != nil {
 			return err
 		}
 	case err != nil:
 		return err
-	case v != Schema:
-		return fmt.Errorf("it holds schema %q, not %s: refused, never altered", v, Schema)
+	case v != schema:
+		return fmt.Errorf("it holds schema %q, not %s: refused, never altered", v, schema)
 	}
 	return tx.Commit(ctx)
 }
