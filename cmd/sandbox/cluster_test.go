@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -53,5 +55,62 @@ func TestServeJoinsACluster(t *testing.T) {
 	_, errOut, code := runCLI(t, t.TempDir(), "", "cluster", "hosts", "--cluster", "host=/nonexistent user=postgres dbname=x connect_timeout=5")
 	if code == 0 || !strings.Contains(errOut, "cluster") {
 		t.Fatalf("a cluster that is not there: exit %d: %s", code, errOut)
+	}
+}
+
+// TestSandboxMovesAcrossHosts: two hosts of one cluster (two services,
+// two state directories, one PostgreSQL). A sandbox suspended on A is
+// resumed through B by itself: B fetches its bundle from the cluster's
+// store, verifies its record from genesis under A's key (from A's signed
+// host row), and continues it with its workspace; A can then neither
+// resume it nor suspend it again while B holds it. Its record verifies
+// with both hosts' keys.
+func TestSandboxMovesAcrossHosts(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("live S1 sandboxes need root here")
+	}
+	pg, err := pgtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	dsn := pg.NewDatabase(t)
+	a, b := t.TempDir(), t.TempDir()
+	startServe(t, a, "--cluster", dsn)
+	startServe(t, b, "--cluster", dsn)
+	out, e, code := runCLI(t, a, "", "create")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("create on A: %d %s", code, e)
+	}
+	if _, e, code := runCLI(t, a, "", "exec", "-q", id, "--", "sh", "-c", "echo travelled > f"); code != 0 {
+		t.Fatalf("exec on A: %d %s", code, e)
+	}
+	if _, e, code := runCLI(t, a, "", "suspend", id); code != 0 {
+		t.Fatalf("suspend on A: %d %s", code, e)
+	}
+	if _, e, code := runCLI(t, b, "", "resume", id); code != 0 {
+		t.Fatalf("resume through B: %d %s", code, e)
+	}
+	if out, e, _ := runCLI(t, b, "", "exec", "-q", id, "--", "cat", "f"); out != "travelled\n" {
+		t.Fatalf("on B: %q %s", out, e)
+	}
+	if _, e, code := runCLI(t, a, "", "resume", id); code == 0 || !strings.Contains(e, "held by another host") {
+		t.Fatalf("resume on A while B holds it: %d %s", code, e)
+	}
+	// Back to A the same way.
+	if _, e, code := runCLI(t, b, "", "suspend", id); code != 0 {
+		t.Fatalf("suspend on B: %d %s", code, e)
+	}
+	if _, e, code := runCLI(t, a, "", "resume", id); code != 0 {
+		t.Fatalf("resume back on A: %d %s", code, e)
+	}
+	if out, e, _ := runCLI(t, a, "", "exec", "-q", id, "--", "cat", "f"); out != "travelled\n" {
+		t.Fatalf("back on A: %q %s", out, e)
+	}
+	runCLI(t, a, "", "close", id)
+	if out, e, code := runCLI(t, a, "", "record", "verify", "--runs", "--trust-host", "--trust", filepath.Join(b, "host.pub"), id); code != 0 {
+		t.Fatalf("the record with both keys: %d %s %s", code, out, e)
 	}
 }

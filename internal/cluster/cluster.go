@@ -49,6 +49,15 @@ CREATE TABLE IF NOT EXISTS cluster_jobs (
 	queued TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS cluster_jobs_ready ON cluster_jobs (kind, id) WHERE state IN ('queued', 'leased');
+CREATE TABLE IF NOT EXISTS cluster_sandboxes (
+	id TEXT PRIMARY KEY,
+	host TEXT NOT NULL,
+	state TEXT NOT NULL,
+	head BYTEA NOT NULL,
+	bundle BYTEA NOT NULL,
+	fence BIGINT NOT NULL,
+	updated TIMESTAMPTZ NOT NULL DEFAULT now()
+);
 `
 
 // Errors a member meets.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/store/pgstore/pgtest"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/tier"
@@ -338,5 +339,48 @@ func TestClaimNTakesAShare(t *testing.T) {
 	}
 	if _, err := b.ClaimN(context.Background(), 0, time.Minute, "item"); err == nil {
 		t.Fatal("a claim of no job was taken")
+	}
+}
+
+// TestSandboxTravelsOnce: a sandbox suspended on A is taken by B (which
+// learns A's bundle), cannot then be taken by A or anyone, nor suspended
+// by A (it no longer holds it); B gives it back when its resume fails,
+// and suspends it itself later.
+func TestSandboxTravelsOnce(t *testing.T) {
+	c, _ := open(t)
+	a, b := join(t, c, "a"), join(t, c, "b")
+	ctx := context.Background()
+	head, bundle := addr.Of([]byte("head")), addr.Of([]byte("bundle"))
+	if _, err := b.TakeSandbox(ctx, "sb-000000000001"); !errors.Is(err, ErrNotShared) {
+		t.Fatalf("a sandbox the cluster does not keep: %v", err)
+	}
+	if err := a.SandboxSuspended(ctx, "sb-000000000001", head, bundle); err != nil {
+		t.Fatal(err)
+	}
+	k, err := b.TakeSandbox(ctx, "sb-000000000001")
+	if err != nil || k.Host != a.Host.ID() || k.Bundle != bundle || k.Head != head {
+		t.Fatalf("b takes it: %+v %v", k, err)
+	}
+	if _, err := a.TakeSandbox(ctx, "sb-000000000001"); !errors.Is(err, ErrHeldElsewhere) || !strings.Contains(err.Error(), b.Host.ID()) {
+		t.Fatalf("a takes it while b holds it: %v", err)
+	}
+	if err := a.SandboxSuspended(ctx, "sb-000000000001", head, bundle); !errors.Is(err, ErrHeldElsewhere) {
+		t.Fatalf("a suspends what b holds: %v", err)
+	}
+	if err := b.ReleaseSandbox(ctx, "sb-000000000001", k.Fence); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ReleaseSandbox(ctx, "sb-000000000001", k.Fence); !errors.Is(err, ErrStaleFence) {
+		t.Fatalf("releasing twice: %v", err)
+	}
+	k, err = b.TakeSandbox(ctx, "sb-000000000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SandboxSuspended(ctx, "sb-000000000001", addr.Of([]byte("head 2")), addr.Of([]byte("bundle 2"))); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := a.TakeSandbox(ctx, "sb-000000000001"); err != nil || k.Host != b.Host.ID() || k.Bundle != addr.Of([]byte("bundle 2")) {
+		t.Fatalf("a takes it back from b: %+v %v", k, err)
 	}
 }

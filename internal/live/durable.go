@@ -354,9 +354,11 @@ func (h *Manager) suspendGated(sb *Sandbox, gate func(record.Snapshot) error) (r
 	if err := h.teardown(sb); err != nil {
 		h.Logger().Warn("suspended sandbox torn down with errors", "sandbox", id, "err", err)
 	}
+	head := sb.record.State().Head
 	sb.record.Close()
 	os.Remove(h.livePath(id))
 	h.Logger().Info("sandbox suspended", "sandbox", id, "root", snap.Root, "retained_bytes", retained)
+	h.publish(id, head)
 	return snap, nil
 }
 
@@ -450,9 +452,20 @@ func (h *Manager) readParked(id string) (parked, error) {
 // the workspace is restored from the recorded tree, the sandbox starts
 // again under the same id, unit and grants, and Resumed is appended
 // with the idle energy of the parked interval.
-func (h *Manager) Resume(ctx context.Context, id, owner string) (SandboxInfo, error) {
+func (h *Manager) Resume(ctx context.Context, id, owner string) (info SandboxInfo, err error) {
 	if _, err := h.sandbox(id, owner); err == nil {
 		return SandboxInfo{}, &host.InvalidError{Err: fmt.Errorf("sandbox %s is live, not suspended", id)}
+	}
+	release, err := h.take(ctx, id, owner)
+	if err != nil {
+		return SandboxInfo{}, err
+	}
+	if release != nil {
+		defer func() {
+			if err != nil {
+				release()
+			}
+		}()
 	}
 	p, err := h.readParked(id)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -545,7 +558,7 @@ func (h *Manager) Resume(ctx context.Context, id, owner string) (SandboxInfo, er
 			sb.record = f
 			return nil
 		}}
-	info, _, err := h.create(ctx, spec)
+	info, _, err = h.create(ctx, spec)
 	if err != nil {
 		return SandboxInfo{}, fmt.Errorf("resume %s: %w", id, err)
 	}

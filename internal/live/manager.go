@@ -22,6 +22,9 @@ type Manager struct {
 	// its spec sets none (SandboxSpec.Limits.WorkspaceBytes); 0 means
 	// DefaultWorkspaceMax, a negative value no bound.
 	WorkspaceMax int64
+	// Shared, where set, is the cluster's keeping of suspended
+	// sandboxes (shared.go).
+	Shared Shared
 
 	sandboxes sandboxes
 	pools     pools

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,11 +12,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/cli"
 	"github.com/opensubstrate/sandbox/internal/cluster"
 	"github.com/opensubstrate/sandbox/internal/errs"
+	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/live"
+	"github.com/opensubstrate/sandbox/internal/store"
+	"github.com/opensubstrate/sandbox/internal/store/pgstore"
+	"github.com/opensubstrate/sandbox/key"
 )
 
 // heartbeatEvery is how often a host that joined a cluster says it is
@@ -42,6 +48,13 @@ func joinCluster(ctx context.Context, dsn string, ho *live.Manager, maxLive int,
 		return nil, err
 	}
 	log.Info("joined the cluster", "host", h.ID(), "tiers", h.Tiers, "capacity", h.Capacity)
+	blobs, err := pgstore.Open(ctx, dsn)
+	if err != nil {
+		c.Close()
+		return nil, errs.Usage{Err: fmt.Errorf("--cluster: its blob store: %w", err)}
+	}
+	ho.Shared = &clusterShared{c: c, m: m, blobs: blobs}
+	go func() { <-ctx.Done(); blobs.Close() }()
 	go func() {
 		t := time.NewTicker(heartbeatEvery)
 		defer t.Stop()
@@ -116,4 +129,56 @@ func clusterHostsCmd(g *cli.Globals) *cobra.Command {
 	c.Flags().StringVar(&dsn, "cluster", "", "the cluster's PostgreSQL (postgres://… or key=value; default $SANDBOX_CLUSTER)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the hosts as JSON")
 	return c
+}
+
+// clusterShared keeps suspended sandboxes' bundles in the cluster's blob
+// store, by address, and their holders in its database (live.Shared).
+type clusterShared struct {
+	c     *cluster.Cluster
+	m     *cluster.Member
+	blobs store.Blobs
+}
+
+func (s *clusterShared) Publish(ctx context.Context, id string, head addr.Addr, bundle []byte) error {
+	a := addr.Of(bundle)
+	if err := s.blobs.PutBlob(a, bundle); err != nil {
+		return err
+	}
+	return s.m.SandboxSuspended(ctx, id, head, a)
+}
+
+func (s *clusterShared) Take(ctx context.Context, id string) ([]byte, func(), error) {
+	k, err := s.m.TakeSandbox(ctx, id)
+	if errors.Is(err, cluster.ErrNotShared) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, &host.InvalidError{Err: err}
+	}
+	release := func() {
+		if err := s.m.ReleaseSandbox(context.Background(), id, k.Fence); err != nil {
+			s.c.Log.Warn("a sandbox not given back to the cluster", "sandbox", id, "err", err)
+		}
+	}
+	if k.Host == s.m.Host.ID() {
+		return nil, release, nil // suspended here last: what is here is it
+	}
+	b, err := s.blobs.Blob(k.Bundle)
+	if err != nil {
+		release()
+		return nil, nil, fmt.Errorf("sandbox %s's bundle %s from host %s: %w", id, k.Bundle, k.Host, err)
+	}
+	return b, release, nil
+}
+
+func (s *clusterShared) Trust(ctx context.Context) (key.Trust, error) {
+	hs, err := s.c.Hosts(ctx)
+	if err != nil {
+		return key.Trust{}, err
+	}
+	var t key.Trust
+	for _, h := range hs {
+		t.Add(h.Key)
+	}
+	return t, nil
 }

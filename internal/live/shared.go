@@ -1,0 +1,85 @@
+package live
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/record"
+)
+
+// Shared is where a cluster keeps suspended sandboxes for any of its
+// hosts to resume (docs/cluster.md). A manager with one publishes each
+// suspension there and, before resuming, takes the sandbox from it: one
+// suspended on another host is fetched and imported first (its record
+// verified from genesis under the cluster's hosts' keys), and one held
+// live elsewhere is refused.
+type Shared interface {
+	// Publish keeps the bundle of sandbox id, suspended here with its
+	// record at head.
+	Publish(ctx context.Context, id string, head addr.Addr, bundle []byte) error
+	// Take makes this host the holder of suspended sandbox id. It
+	// returns the bundle to import where another host suspended it
+	// last (nil where this host did, or where the cluster keeps nothing
+	// of it: resume what is here), and a release that gives it back if
+	// the resumption fails.
+	Take(ctx context.Context, id string) (bundle []byte, release func(), err error)
+	// Trust is the cluster's hosts' keys: a travelling record's seals.
+	Trust(ctx context.Context) (key.Trust, error)
+}
+
+// publish keeps a suspended sandbox's bundle in the shared store; a
+// failure leaves it suspended here only, said in the log.
+func (h *Manager) publish(id string, head addr.Addr) {
+	if h.Shared == nil {
+		return
+	}
+	var b bytes.Buffer
+	err := h.Export(id, &b)
+	if err == nil {
+		err = h.Shared.Publish(context.Background(), id, head, b.Bytes())
+	}
+	if err != nil {
+		h.Logger().Warn("a suspended sandbox is kept here only: the cluster was not told", "sandbox", id, "err", err)
+		return
+	}
+	h.Logger().Info("sandbox published to the cluster", "sandbox", id, "head", head, "bundle_bytes", b.Len())
+}
+
+// take takes sandbox id from the shared store before it is resumed
+// here, importing it where another host suspended it last; the release
+// it returns gives it back (nil: nothing to give back).
+func (h *Manager) take(ctx context.Context, id, owner string) (func(), error) {
+	if h.Shared == nil {
+		return nil, nil
+	}
+	b, release, err := h.Shared.Take(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return release, nil
+	}
+	if owner != host.LocalOwner {
+		release()
+		return nil, fmt.Errorf("%w: %q: a sandbox suspended on another host of the cluster is resumed by the local user only", ErrNoSandbox, id)
+	}
+	trust, err := h.Shared.Trust(ctx)
+	if err == nil {
+		trust.Add(h.Key.Public())
+		var im Imported
+		im, err = h.Import(ctx, bytes.NewReader(b), owner, trust)
+		if err == nil && im.Phase != record.Parked {
+			err = fmt.Errorf("its bundle's record is %s, not parked", im.Phase)
+		}
+	}
+	if err != nil {
+		release()
+		return nil, fmt.Errorf("resume %s from the cluster: %w", id, err)
+	}
+	h.Logger().Info("sandbox brought from the cluster", "sandbox", id)
+	return release, nil
+}
