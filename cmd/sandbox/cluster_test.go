@@ -114,3 +114,79 @@ func TestSandboxMovesAcrossHosts(t *testing.T) {
 		t.Fatalf("the record with both keys: %d %s %s", code, out, e)
 	}
 }
+
+// TestSandboxOfAKilledHostResumesElsewhere: the host running a sandbox
+// is killed (SIGKILL) in the middle of an exec; once it has not
+// heartbeaten for the cluster's dead-after (3 s here), the sandbox
+// resumes through another host from its last suspension, said so: what
+// it wrote after that suspension is gone, never silently kept or run
+// twice. The killed host, started again, cannot resume it while the
+// other holds it.
+func TestSandboxOfAKilledHostResumesElsewhere(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("live S1 sandboxes need root here")
+	}
+	pg, err := pgtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	dsn := pg.NewDatabase(t)
+	env := []string{"SANDBOX_CLUSTER_DEAD_AFTER=3s"}
+	a, b := t.TempDir(), t.TempDir()
+	sa := startServeWith(t, a, env, "--cluster", dsn)
+	startServeWith(t, b, env, "--cluster", dsn)
+	out, e, code := runCLI(t, a, "", "create")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("create on A: %d %s", code, e)
+	}
+	runCLI(t, a, "", "exec", "-q", id, "--", "sh", "-c", "echo suspended > f")
+	if _, e, code := runCLI(t, a, "", "suspend", id); code != 0 {
+		t.Fatalf("suspend on A: %d %s", code, e)
+	}
+	if _, e, code := runCLI(t, a, "", "resume", id); code != 0 {
+		t.Fatalf("resume on A: %d %s", code, e)
+	}
+	runCLI(t, a, "", "exec", "-q", id, "--", "sh", "-c", "echo after > f")
+	// An exec in flight, then A is killed.
+	long := cliCmd(t, a, nil, "exec", "-q", id, "--", "sleep", "600")
+	if err := long.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { long.Process.Kill(); long.Wait() }()
+	for i := 0; ; i++ { // the exec has started: a bound, not a measure
+		out, _, _ := runCLI(t, a, "", "ps")
+		if strings.Contains(out, id) || i == 200 {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	sa.Process.Kill()
+	sa.Wait()
+	var errOut string
+	for i := 0; ; i++ { // until A's last heartbeat is 3 s old
+		_, e, code := runCLI(t, b, "", "resume", id)
+		if code == 0 {
+			break
+		}
+		errOut = e
+		if !strings.Contains(e, "held by another host") || i == 600 {
+			t.Fatalf("resume through B: %d %s", code, errOut)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if out, e, _ := runCLI(t, b, "", "exec", "-q", id, "--", "cat", "f"); out != "suspended\n" {
+		t.Fatalf("on B: %q %s (want the workspace of the last suspension)", out, e)
+	}
+	// A comes back: the sandbox is B's.
+	startServeWith(t, a, env, "--cluster", dsn)
+	if _, e, code := runCLI(t, a, "", "resume", id); code == 0 || !strings.Contains(e, "held by another host") {
+		t.Fatalf("resume on A after it came back: %d %s", code, e)
+	}
+	runCLI(t, b, "", "close", id)
+	if out, e, code := runCLI(t, b, "", "record", "verify", "--runs", "--trust-host", "--trust", filepath.Join(a, "host.pub"), id); code != 0 {
+		t.Fatalf("the record on B with both keys: %d %s %s", code, out, e)
+	}
+}

@@ -29,9 +29,15 @@ import (
 // startServe starts `sandbox serve` for home and waits for its socket.
 func startServe(t *testing.T, home string, args ...string) *exec.Cmd {
 	t.Helper()
+	return startServeWith(t, home, nil, args...)
+}
+
+// startServeWith is startServe with extra environment.
+func startServeWith(t *testing.T, home string, env []string, args ...string) *exec.Cmd {
+	t.Helper()
 	// A socket a killed service left would pass for this one's.
 	os.Remove(filepath.Join(home, client.SocketName))
-	cmd := cliCmd(t, home, nil, append([]string{"serve"}, args...)...)
+	cmd := cliCmd(t, home, env, append([]string{"serve"}, args...)...)
 	var log bytes.Buffer
 	cmd.Stderr = &log
 	if err := cmd.Start(); err != nil {

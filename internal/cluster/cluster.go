@@ -78,6 +78,10 @@ type Cluster struct {
 	pool *pgxpool.Pool
 	// Log receives what was refused; default slog's.
 	Log *slog.Logger
+	// DeadAfter is how long a host may go without a heartbeat before
+	// the sandboxes it holds live may be taken by another; default
+	// DefaultDeadAfter.
+	DeadAfter time.Duration
 }
 
 // Open connects to the cluster's database (a postgres:// URL or a

@@ -384,3 +384,47 @@ func TestSandboxTravelsOnce(t *testing.T) {
 		t.Fatalf("a takes it back from b: %+v %v", k, err)
 	}
 }
+
+// TestSandboxOfADeadHostComesBack: a sandbox live on a host that stopped
+// heartbeating is taken by another, from its last suspension, said; the
+// host that comes back learns it lost it, and cannot suspend it; a
+// sandbox live on a host that heartbeats is never taken.
+func TestSandboxOfADeadHostComesBack(t *testing.T) {
+	c, log := open(t)
+	a, b := join(t, c, "a"), join(t, c, "b")
+	ctx := context.Background()
+	id := "sb-00000000000d"
+	if err := a.SandboxSuspended(ctx, id, addr.Of([]byte("h")), addr.Of([]byte("b"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.TakeSandbox(ctx, id); err != nil { // resumed on a: live there
+		t.Fatal(err)
+	}
+	if _, err := b.TakeSandbox(ctx, id); !errors.Is(err, ErrHeldElsewhere) {
+		t.Fatalf("taken from a live host: %v", err)
+	}
+	// a stops heartbeating: its last one is older than DeadAfter by the
+	// database's clock.
+	exec(t, c, `UPDATE cluster_hosts SET seen = now() - interval '1 hour' WHERE id = $1`, a.Host.ID())
+	k, err := b.TakeSandbox(ctx, id)
+	if err != nil || !k.Dead || k.Host != a.Host.ID() || k.Bundle != addr.Of([]byte("b")) {
+		t.Fatalf("taken from a dead host: %+v %v", k, err)
+	}
+	if !strings.Contains(log.String(), "stopped heartbeating") {
+		t.Errorf("not logged: %s", log)
+	}
+	// a comes back.
+	if err := a.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lost, err := a.Lost(ctx, []string{id, "sb-0000000000ff"})
+	if err != nil || len(lost) != 1 || lost[0] != id {
+		t.Fatalf("what a lost: %v %v", lost, err)
+	}
+	if err := a.SandboxSuspended(ctx, id, addr.Of([]byte("h2")), addr.Of([]byte("b2"))); !errors.Is(err, ErrHeldElsewhere) {
+		t.Fatalf("a suspends what it lost: %v", err)
+	}
+	if lost, _ := b.Lost(ctx, []string{id}); len(lost) != 0 {
+		t.Fatalf("b lost what it holds: %v", lost)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -30,6 +31,8 @@ type Kept struct {
 	Head   addr.Addr // its record's head when suspended
 	Bundle addr.Addr // its bundle in the blob store
 	Fence  int64
+	// Dead: it was taken live from a host that stopped heartbeating.
+	Dead bool
 }
 
 // SandboxSuspended says this host suspended sandbox id, its record at
@@ -50,17 +53,33 @@ WHERE cluster_sandboxes.host = $2`, id, m.Host.ID(), head[:], bundle[:])
 	return nil
 }
 
-// TakeSandbox makes this host the holder of suspended sandbox id, live,
-// and returns what the cluster keeps of it (its bundle to fetch when
-// another host suspended it last). A sandbox live on a host, this one
+// DefaultDeadAfter is how long a host may go without a heartbeat (by
+// the database's clock) before the sandboxes it holds live may be taken
+// by another host, from their last suspension.
+const DefaultDeadAfter = 30 * time.Second
+
+// TakeSandbox makes this host the holder of sandbox id, live, and
+// returns what the cluster keeps of it (its bundle to fetch where
+// another host suspended it last). A sandbox that is suspended is taken;
+// so is one live on a host that has not heartbeaten for DeadAfter (it
+// comes back from its last suspension: what it did since is lost, and
+// Kept.Dead says so). One live on a host that is alive, this one
 // included, is refused (ErrHeldElsewhere, naming the host); one the
 // cluster keeps nothing of is ErrNotShared.
 func (m *Member) TakeSandbox(ctx context.Context, id string) (Kept, error) {
 	var k Kept
 	var head, bundle []byte
-	err := m.c.pool.QueryRow(ctx, `WITH prev AS (SELECT id, host FROM cluster_sandboxes WHERE id = $1 FOR UPDATE)
+	var prevState string
+	dead := m.c.DeadAfter
+	if dead <= 0 {
+		dead = DefaultDeadAfter
+	}
+	err := m.c.pool.QueryRow(ctx, `WITH prev AS (
+	SELECT s.id, s.host, s.state FROM cluster_sandboxes s LEFT JOIN cluster_hosts h ON h.id = s.host
+	WHERE s.id = $1 AND (s.state = 'suspended' OR (s.state = 'live' AND s.host <> $2 AND (h.seen IS NULL OR h.seen < now() - make_interval(secs => $3))))
+	FOR UPDATE OF s)
 UPDATE cluster_sandboxes s SET state = 'live', host = $2, fence = s.fence + 1, updated = now() FROM prev
-WHERE s.id = prev.id AND s.state = 'suspended' RETURNING prev.host, s.head, s.bundle, s.fence`, id, m.Host.ID()).Scan(&k.Host, &head, &bundle, &k.Fence)
+WHERE s.id = prev.id RETURNING prev.host, prev.state, s.head, s.bundle, s.fence`, id, m.Host.ID(), dead.Seconds()).Scan(&k.Host, &prevState, &head, &bundle, &k.Fence)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var host, state string
 		err := m.c.pool.QueryRow(ctx, `SELECT host, state FROM cluster_sandboxes WHERE id = $1`, id).Scan(&host, &state)
@@ -80,8 +99,35 @@ WHERE s.id = prev.id AND s.state = 'suspended' RETURNING prev.host, s.head, s.bu
 	}
 	copy(k.Head[:], head)
 	copy(k.Bundle[:], bundle)
-	k.State = "live"
+	k.State, k.Dead = "live", prevState == "live"
+	if k.Dead {
+		m.c.log().Warn("cluster: a sandbox taken from a host that stopped heartbeating: it comes back from its last suspension", "sandbox", id, "from", k.Host, "head", k.Head)
+	}
 	return k, nil
+}
+
+// Lost are the sandboxes among ids that this host no longer holds: the
+// cluster says another host holds them (taken while this one was thought
+// dead). A host that comes back ends them without recording anything:
+// they continue elsewhere.
+func (m *Member) Lost(ctx context.Context, ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := m.c.pool.Query(ctx, `SELECT id FROM cluster_sandboxes WHERE id = ANY($1) AND host <> $2`, ids, m.Host.ID())
+	if err != nil {
+		return nil, fmt.Errorf("cluster: the sandboxes held here: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
 }
 
 // ReleaseSandbox gives back a sandbox this host took under fence but

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/host"
@@ -82,4 +83,39 @@ func (h *Manager) take(ctx context.Context, id, owner string) (func(), error) {
 	}
 	h.Logger().Info("sandbox brought from the cluster", "sandbox", id)
 	return release, nil
+}
+
+// LiveIDs are the ids of the live sandboxes here, whoever's.
+func (h *Manager) LiveIDs() []string {
+	h.sandboxes.mu.Lock()
+	defer h.sandboxes.mu.Unlock()
+	out := make([]string, 0, len(h.sandboxes.m))
+	for id := range h.sandboxes.m {
+		out = append(out, id)
+	}
+	return out
+}
+
+// Forfeit ends live sandbox id here without recording anything more of
+// it: the cluster gave it to another host while this one was thought
+// dead, and it continues there from its last suspension. Its record
+// here is left as it was (stale); what it did here since that
+// suspension is lost, and why is logged.
+func (h *Manager) Forfeit(id, why string) error {
+	h.sandboxes.mu.Lock()
+	sb, ok := h.sandboxes.m[id]
+	delete(h.sandboxes.m, id)
+	h.sandboxes.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrNoSandbox, id)
+	}
+	sb.settle()
+	h.markClosing(id)
+	err := h.teardown(sb)
+	if sb.record != nil {
+		sb.record.Close()
+		os.Remove(h.livePath(id))
+	}
+	h.Logger().Warn("sandbox forfeited: another host holds it now; what it did here since its last suspension is lost", "sandbox", id, "why", why)
+	return err
 }

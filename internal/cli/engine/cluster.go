@@ -37,6 +37,12 @@ func joinCluster(ctx context.Context, dsn string, ho *live.Manager, maxLive int,
 		return nil, errs.Usage{Err: fmt.Errorf("--cluster: %w", err)}
 	}
 	c.Log = log
+	if v := os.Getenv("SANDBOX_CLUSTER_DEAD_AFTER"); v != "" {
+		if c.DeadAfter, err = time.ParseDuration(v); err != nil || c.DeadAfter <= 0 {
+			c.Close()
+			return nil, errs.Usage{Err: fmt.Errorf("SANDBOX_CLUSTER_DEAD_AFTER=%q: want a duration above zero, like 30s", v)}
+		}
+	}
 	if maxLive <= 0 {
 		maxLive = live.MaxSandboxes
 	}
@@ -55,8 +61,12 @@ func joinCluster(ctx context.Context, dsn string, ho *live.Manager, maxLive int,
 	}
 	ho.Shared = &clusterShared{c: c, m: m, blobs: blobs}
 	go func() { <-ctx.Done(); blobs.Close() }()
+	every := heartbeatEvery
+	if d := c.DeadAfter; d > 0 && d/3 < every {
+		every = d / 3 // three heartbeats in each DeadAfter
+	}
 	go func() {
-		t := time.NewTicker(heartbeatEvery)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
@@ -66,6 +76,16 @@ func joinCluster(ctx context.Context, dsn string, ho *live.Manager, maxLive int,
 			}
 			if err := m.Heartbeat(ctx); err != nil && ctx.Err() == nil {
 				log.Warn("cluster heartbeat", "err", err)
+				continue
+			}
+			// Back from a stall: what the cluster gave to others meanwhile
+			// is not this host's to act on.
+			lost, err := m.Lost(ctx, ho.LiveIDs())
+			if err != nil && ctx.Err() == nil {
+				log.Warn("cluster: the sandboxes held here", "err", err)
+			}
+			for _, id := range lost {
+				ho.Forfeit(id, "the cluster gave it to another host while this one did not heartbeat")
 			}
 		}
 	}()

@@ -236,6 +236,19 @@ func (o *serveOptions) serve(ctx context.Context, ho *live.Manager, log *slog.Lo
 	if socket == "" {
 		socket = ho.Store.Path(client.SocketName)
 	}
+	if o.cluster != "" {
+		// Joined before anything is served: a request for a sandbox
+		// must find the cluster's word on it.
+		addr := socket
+		if o.listen != "" {
+			addr = o.listen
+		}
+		cl, err := joinCluster(ctx, o.cluster, ho, o.maxLive, addr, log)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+	}
 	ln, err := listenUnix(socket)
 	if err != nil {
 		return err
@@ -254,17 +267,6 @@ func (o *serveOptions) serve(ctx context.Context, ho *live.Manager, log *slog.Lo
 	errc := make(chan error, 2)
 	go func() { errc <- us.Serve(ln) }()
 	go jcpSchedule(ctx, ho, log)
-	if o.cluster != "" {
-		addr := socket
-		if o.listen != "" {
-			addr = o.listen
-		}
-		cl, err := joinCluster(ctx, o.cluster, ho, o.maxLive, addr, log)
-		if err != nil {
-			return err
-		}
-		defer cl.Close()
-	}
 	log.Info("serving", "socket", socket, "state", ho.Store.Root())
 	if o.listen != "" {
 		cert, err := tls.LoadX509KeyPair(o.certFile, o.keyFile)
