@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -372,25 +373,68 @@ func TestFreezeThawDetachedWriter(t *testing.T) {
 	}
 }
 
+// readyWriter keeps what is written and closes ready at the first
+// "ready\n": the guest has set its trap, so an interrupt from then on
+// meets it, however slow the machine.
+type readyWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	ready chan struct{}
+}
+
+func newReadyWriter() *readyWriter { return &readyWriter{ready: make(chan struct{})} }
+
+func (w *readyWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	was := strings.Contains(w.buf.String(), "ready\n")
+	w.buf.Write(p)
+	if !was && strings.Contains(w.buf.String(), "ready\n") {
+		close(w.ready)
+	}
+	return len(p), nil
+}
+
+func (w *readyWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// cancelWhenReady cancels once the guest said it is ready (or after a
+// bound: the run then fails the test's checks).
+func cancelWhenReady(w *readyWriter, cancel func()) {
+	select {
+	case <-w.ready:
+	case <-time.After(time.Minute):
+	}
+	cancel()
+}
+
+// TestInterruptReachesTheGuest: an interrupt (the caller's context
+// ending) reaches the guest as SIGINT, which a guest that traps it
+// handles, exiting as it likes; one that ignores it is killed after the
+// grace period.
 func TestInterruptReachesTheGuest(t *testing.T) {
 	g, _ := grant.ParseArgs([]string{"cpu:10J"}, "/")
 	u := unit.Unit{Kind: tier.Native, Image: addr.Of([]byte("sh")), Entry: "/bin/sh",
-		Args: []string{"sh", "-c", `trap 'echo got INT; exit 7' INT; sleep 30 & wait`}, Env: map[string]string{"PATH": "/usr/bin:/bin"}}
+		Args: []string{"sh", "-c", `trap 'echo got INT; exit 7' INT; echo ready; sleep 30 & wait`}, Env: map[string]string{"PATH": "/usr/bin:/bin"}}
 	ctx, cancel := context.WithCancel(context.Background())
-	var out bytes.Buffer
-	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
-	res, err := testExecutor(t).Run(ctx, &executor.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: &out, Stderr: io.Discard, Deadline: time.Minute})
+	out := newReadyWriter()
+	go cancelWhenReady(out, cancel)
+	res, err := testExecutor(t).Run(ctx, &executor.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: out, Stderr: io.Discard, Deadline: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome.Status != attest.Exited || *res.Outcome.ExitCode != 7 || out.String() != "got INT\n" {
+	if res.Outcome.Status != attest.Exited || *res.Outcome.ExitCode != 7 || out.String() != "ready\ngot INT\n" {
 		t.Fatalf("interrupt: %+v %q", res.Outcome, out.String())
 	}
 	// A program that ignores it is killed after the grace period.
-	u.Args = []string{"sh", "-c", `trap '' INT; sleep 30`}
+	u.Args = []string{"sh", "-c", `trap '' INT; echo ready; sleep 30`}
 	ctx2, cancel2 := context.WithCancel(context.Background())
-	go func() { time.Sleep(300 * time.Millisecond); cancel2() }()
-	res, err = testExecutor(t).Run(ctx2, &executor.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: io.Discard, Stderr: io.Discard, Deadline: time.Minute})
+	out2 := newReadyWriter()
+	go cancelWhenReady(out2, cancel2)
+	res, err = testExecutor(t).Run(ctx2, &executor.Job{Unit: u, Grants: g, Enforcer: grant.NewEnforcer(g), Stdout: out2, Stderr: io.Discard, Deadline: time.Minute})
 	if err != nil || res.Outcome.Status != attest.Killed {
 		t.Fatalf("ignored interrupt: %+v %v", res, err)
 	}
