@@ -140,9 +140,9 @@ func (b *Blobs) PutBlob(a addr.Addr, data []byte) error {
 // PutBlobContext stores data under its address a, in one PUT: the object
 // appears whole or not at all, and a put cancelled or cut off leaves none.
 // Bytes that are not a's, or over the bound, are refused before anything
-// is sent. An object already there of data's length (and, where the
-// server keeps one, data's CRC32) is left as it is; any other is
-// replaced, so a put mends a damaged blob.
+// is sent. An object already there with data's length and CRC32 (its
+// length alone, on a server that keeps no checksums) is left as it is;
+// any other is replaced, so a put mends a damaged blob.
 func (b *Blobs) PutBlobContext(ctx context.Context, a addr.Addr, data []byte) error {
 	if got := addr.Of(data); got != a {
 		return fmt.Errorf("s3 blob store %s: put %s: the bytes given hash to %s", b.where, a, got)
@@ -157,7 +157,7 @@ func (b *Blobs) PutBlobContext(ctx context.Context, a addr.Addr, data []byte) er
 	})
 	switch {
 	case err == nil:
-		if aws.ToInt64(head.ContentLength) == int64(len(data)) && (head.ChecksumCRC32 == nil || *head.ChecksumCRC32 == crc) {
+		if same(head, int64(len(data)), crc) {
 			return nil // stored; checked again whenever it is read
 		}
 	case !notFound(err):
@@ -176,6 +176,20 @@ func (b *Blobs) PutBlobContext(ctx context.Context, a addr.Addr, data []byte) er
 		return b.fail("put", &a, err)
 	}
 	return nil
+}
+
+// same says whether the object head describes holds data of length n and
+// CRC32 crc, as far as the server says: its length and CRC32 where it
+// keeps one; its length alone where it keeps no checksum. An object with
+// another checksum was not put by this store: it is put again.
+func same(head *s3.HeadObjectOutput, n int64, crc string) bool {
+	switch {
+	case aws.ToInt64(head.ContentLength) != n:
+		return false
+	case head.ChecksumCRC32 != nil:
+		return *head.ChecksumCRC32 == crc
+	}
+	return head.ChecksumCRC32C == nil && head.ChecksumCRC64NVME == nil && head.ChecksumSHA1 == nil && head.ChecksumSHA256 == nil
 }
 
 // Blob is BlobContext without a deadline.
@@ -255,6 +269,14 @@ func notFound(err error) bool {
 	return errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound
 }
 
+// denied holds the error codes that say the credentials were refused: S3's,
+// and versitygw's for an access key it does not know (with a 404, where S3
+// answers InvalidAccessKeyId with a 403).
+var denied = map[string]bool{
+	"InvalidAccessKeyId": true, "SignatureDoesNotMatch": true, "AccessDenied": true,
+	"InvalidToken": true, "ExpiredToken": true, "XAdminUserNotFound": true,
+}
+
 // fail says what went wrong in op (on the blob at a, if a is not nil),
 // wrapping fs.ErrNotExist, ErrNoBucket or ErrDenied where that is why,
 // and err always.
@@ -276,8 +298,7 @@ func (b *Blobs) fail(op string, a *addr.Addr, err error) error {
 	switch {
 	case code == "NoSuchBucket":
 		return fmt.Errorf("s3 blob store %s: %s: %w: the server has no bucket %q: %w", b.where, what, ErrNoBucket, b.bucket, err)
-	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "AccessDenied" ||
-		code == "InvalidToken" || code == "ExpiredToken" || status == http.StatusForbidden:
+	case denied[code] || status == http.StatusForbidden:
 		return fmt.Errorf("s3 blob store %s: %s: %w (access key ID %q): %w", b.where, what, ErrDenied, b.access, err)
 	case a != nil && notFound(err):
 		return fmt.Errorf("s3 blob store %s: %s: %w", b.where, what, fs.ErrNotExist)

@@ -64,12 +64,16 @@ type Config struct {
 // up in logs and command lines.
 func ParseURL(raw string) (Config, error) {
 	var c Config
+	shown := fmt.Sprintf("URL %q", clip(raw))
+	if strings.Contains(raw, "@") {
+		shown = `URL with "@" (not shown: it may hold credentials)`
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return c, fmt.Errorf("%w: URL %q: %v", ErrConfig, clip(raw), err)
+		return c, fmt.Errorf("%w: %s: syntax: %v", ErrConfig, shown, inner(err))
 	}
 	bad := func(field, format string, args ...any) (Config, error) {
-		return Config{}, fmt.Errorf("%w: URL %q: %s: %s", ErrConfig, clip(raw), field, fmt.Sprintf(format, args...))
+		return Config{}, fmt.Errorf("%w: %s: %s: %s", ErrConfig, shown, field, fmt.Sprintf(format, args...))
 	}
 	switch {
 	case u.Scheme != "s3":
@@ -86,7 +90,7 @@ func ParseURL(raw string) (Config, error) {
 		return bad("bucket", "%q: a bucket has no port (the server goes in endpoint=)", u.Host)
 	}
 	if u.RawPath != "" {
-		return bad("prefix", "%q: escaped characters are not allowed in a prefix", u.RawPath)
+		return bad("prefix", "%q: want letters, digits, '.', '_' and '-' between the slashes, unescaped", clip(u.RawPath))
 	}
 	if p := strings.TrimPrefix(u.Path, "/"); p != "" {
 		c.Prefix = strings.TrimSuffix(p, "/") + "/"
@@ -136,7 +140,9 @@ func (c Config) URL() string {
 	if c.PathStyle {
 		q.Set("path-style", "true")
 	}
-	u := url.URL{Scheme: "s3", Host: c.Bucket, Path: "/" + c.Prefix, RawQuery: q.Encode()}
+	// ':' and '/' need no escaping in a query, and read better bare.
+	query := strings.NewReplacer("%3A", ":", "%2F", "/").Replace(q.Encode())
+	u := url.URL{Scheme: "s3", Host: c.Bucket, Path: "/" + c.Prefix, RawQuery: query}
 	if c.Prefix == "" {
 		u.Path = ""
 	}
@@ -226,7 +232,10 @@ func checkEndpoint(e string) error {
 	}
 	u, err := url.Parse(e)
 	if err != nil {
-		return fmt.Errorf("%q: %v", clip(e), err)
+		if strings.Contains(e, "@") {
+			return fmt.Errorf("not a URL: %v", inner(err))
+		}
+		return fmt.Errorf("%q: %v", clip(e), inner(err))
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
@@ -267,6 +276,16 @@ func checkRegion(r string) error {
 		}
 	}
 	return nil
+}
+
+// inner is what url.Parse says is wrong, without the URL (which may hold
+// a password).
+func inner(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // clip shortens what is quoted back in an error.
