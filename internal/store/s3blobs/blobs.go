@@ -85,8 +85,9 @@ func open(rawURL string, getenv func(string) string) (*Blobs, error) {
 }
 
 // New opens the store c says, and checks that its bucket answers c's
-// credentials: an error wraps ErrNoBucket or ErrDenied where that is why
-// not.
+// credentials (by listing at most one key under PREFIX/blobs/: they need
+// list permission as well as get and put): an error wraps ErrNoBucket or
+// ErrDenied where that is why not.
 func New(ctx context.Context, c Config) (*Blobs, error) {
 	if c.Region == "" {
 		c.Region = DefaultRegion

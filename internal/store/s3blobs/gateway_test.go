@@ -143,7 +143,7 @@ func (g *gateway) start() {
 		g.exited = make(chan struct{})
 		g.cmd = exec.Command(g.bin, "--port", addr, "--access", testAccess, "--secret", testSecret,
 			"--region", DefaultRegion, "--quiet", "posix", g.root)
-		g.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + g.root}
+		g.cmd.Env = []string{"PATH=" + os.Getenv("PATH")} // no VGW_* or ROOT_* settings from outside
 		g.cmd.Stdout, g.cmd.Stderr = g.out, g.out
 		dieWithParent(g.cmd)
 		if err := g.cmd.Start(); err != nil {
