@@ -1,0 +1,8 @@
+//go:build !linux
+
+package s3blobs
+
+import "os/exec"
+
+// dieWithParent does nothing where there is no parent-death signal.
+func dieWithParent(cmd *exec.Cmd) {}
