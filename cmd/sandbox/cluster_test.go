@@ -59,12 +59,13 @@ func TestServeJoinsACluster(t *testing.T) {
 }
 
 // TestSandboxMovesAcrossHosts: two hosts of one cluster (two services,
-// two state directories, one PostgreSQL). A sandbox suspended on A is
-// resumed through B by itself: B fetches its bundle from the cluster's
-// store, verifies its record from genesis under A's key (from A's signed
-// host row), and continues it with its workspace; A can then neither
-// resume it nor suspend it again while B holds it. Its record verifies
-// with both hosts' keys.
+// two state directories, one PostgreSQL), their bundles kept in the
+// cluster's PostgreSQL, then in a directory both mount (--blobs
+// file:///DIR). A sandbox suspended on A is resumed through B by itself:
+// B fetches its bundle from the cluster's store, verifies its record from
+// genesis under A's key (from A's signed host row), and continues it with
+// its workspace; A can then neither resume it nor suspend it again while
+// B holds it. Its record verifies with both hosts' keys.
 func TestSandboxMovesAcrossHosts(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
@@ -75,10 +76,33 @@ func TestSandboxMovesAcrossHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pg.Stop)
-	dsn := pg.NewDatabase(t)
+	for _, blobs := range []string{"", "file://" + t.TempDir()} {
+		t.Run(map[bool]string{true: "postgres", false: "directory"}[blobs == ""], func(t *testing.T) {
+			var args []string
+			if blobs != "" {
+				args = []string{"--blobs", blobs}
+			}
+			moveAcross(t, pg.NewDatabase(t), args)
+			if dir := strings.TrimPrefix(blobs, "file://"); blobs != "" {
+				n := 0
+				filepath.WalkDir(filepath.Join(dir, "blobs"), func(_ string, d os.DirEntry, err error) error {
+					if err == nil && d.Type().IsRegular() {
+						n++
+					}
+					return nil
+				})
+				if n == 0 {
+					t.Errorf("no bundle was kept in %s", dir)
+				}
+			}
+		})
+	}
+}
+
+func moveAcross(t *testing.T, dsn string, args []string) {
 	a, b := t.TempDir(), t.TempDir()
-	startServe(t, a, "--cluster", dsn)
-	startServe(t, b, "--cluster", dsn)
+	startServe(t, a, append([]string{"--cluster", dsn}, args...)...)
+	startServe(t, b, append([]string{"--cluster", dsn}, args...)...)
 	out, e, code := runCLI(t, a, "", "create")
 	id := strings.TrimSpace(out)
 	if code != 0 {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/store/pgstore"
+	"github.com/opensubstrate/sandbox/internal/store/s3blobs"
 	"github.com/opensubstrate/sandbox/key"
 )
 
@@ -31,7 +34,7 @@ const heartbeatEvery = 5 * time.Second
 // joinCluster registers the host in the cluster dsn names (its key, the
 // tiers its probes earned, its capacity, its rated idle power, where it
 // answers) and heartbeats until ctx ends.
-func joinCluster(ctx context.Context, dsn string, ho *live.Manager, maxLive int, addr string, log *slog.Logger) (*cluster.Cluster, error) {
+func joinCluster(ctx context.Context, dsn, blobsURL string, ho *live.Manager, maxLive int, addr string, log *slog.Logger) (*cluster.Cluster, error) {
 	c, err := cluster.Open(ctx, dsn)
 	if err != nil {
 		return nil, errs.Usage{Err: fmt.Errorf("--cluster: %w", err)}
@@ -54,13 +57,13 @@ func joinCluster(ctx context.Context, dsn string, ho *live.Manager, maxLive int,
 		return nil, err
 	}
 	log.Info("joined the cluster", "host", h.ID(), "tiers", h.Tiers, "capacity", h.Capacity)
-	blobs, err := pgstore.Open(ctx, dsn)
+	blobs, closeBlobs, err := openClusterBlobs(ctx, dsn, blobsURL)
 	if err != nil {
 		c.Close()
-		return nil, errs.Usage{Err: fmt.Errorf("--cluster: its blob store: %w", err)}
+		return nil, err
 	}
 	ho.Shared = &clusterShared{c: c, m: m, blobs: blobs}
-	go func() { <-ctx.Done(); blobs.Close() }()
+	go func() { <-ctx.Done(); closeBlobs() }()
 	every := heartbeatEvery
 	if d := c.DeadAfter; d > 0 && d/3 < every {
 		every = d / 3 // three heartbeats in each DeadAfter
@@ -149,6 +152,40 @@ func clusterHostsCmd(g *cli.Globals) *cobra.Command {
 	c.Flags().StringVar(&dsn, "cluster", "", "the cluster's PostgreSQL (postgres://… or key=value; default $SANDBOX_CLUSTER)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the hosts as JSON")
 	return c
+}
+
+// openClusterBlobs opens where a cluster keeps suspended sandboxes'
+// bundles: an S3-compatible bucket (s3://BUCKET[/PREFIX]?endpoint=…,
+// credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), a
+// directory every host mounts (file:///DIR), or, by default, the
+// cluster's PostgreSQL (pgstore.MaxBlob a bundle).
+func openClusterBlobs(ctx context.Context, dsn, raw string) (store.Blobs, func(), error) {
+	switch {
+	case raw == "":
+		b, err := pgstore.Open(ctx, dsn)
+		if err != nil {
+			return nil, nil, errs.Usage{Err: fmt.Errorf("--cluster: its blob store: %w", err)}
+		}
+		return b, func() { b.Close() }, nil
+	case strings.HasPrefix(raw, "s3://"):
+		b, err := s3blobs.Open(raw)
+		if err != nil {
+			return nil, nil, errs.Usage{Err: fmt.Errorf("--blobs: %w", err)}
+		}
+		return b, func() {}, nil
+	case strings.HasPrefix(raw, "file://"):
+		u, err := url.Parse(raw)
+		if err != nil || u.Host != "" || !filepath.IsAbs(u.Path) || u.RawQuery != "" {
+			return nil, nil, errs.Usage{Err: fmt.Errorf("--blobs %q: want file:///ABSOLUTE/DIR", raw)}
+		}
+		s, err := store.Open(u.Path)
+		if err != nil {
+			return nil, nil, errs.Usage{Err: fmt.Errorf("--blobs: %w", err)}
+		}
+		return s, func() {}, nil
+	default:
+		return nil, nil, errs.Usage{Err: fmt.Errorf("--blobs %q: want s3://BUCKET[/PREFIX]?endpoint=…, file:///DIR, or nothing (the cluster's PostgreSQL)", raw)}
+	}
 }
 
 // clusterShared keeps suspended sandboxes' bundles in the cluster's blob

@@ -114,7 +114,7 @@ closed with that overhead. /metrics has each pool's statistics
 // serveOptions are serve's flags.
 type serveOptions struct {
 	socket, listen, certFile, keyFile, tokenFile, logFormat string
-	cluster                                                 string
+	cluster, blobs                                          string
 	grace, idleAfter                                        time.Duration
 	maxLive                                                 int
 	poolArgs                                                []string
@@ -156,6 +156,7 @@ func serveCmd(g *cli.Globals) *cobra.Command {
 	c.Flags().StringVar(&o.outputMax, "output-max", "64MiB", "bytes of each of a run's streams its record keeps; the caller receives all (see above)")
 	c.Flags().StringArrayVar(&o.poolArgs, "pool", nil, "keep a warm pool of ready sandboxes: NAME:size=N,image=REF|manifest=FILE,max-idle=D,max-age=D (see above; repeatable)")
 	c.Flags().StringVar(&o.logFormat, "log-format", "text", "log lines as text or json")
+	c.Flags().StringVar(&o.blobs, "blobs", "", "with --cluster: where suspended sandboxes' bundles are kept for other hosts: s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), file:///DIR (a directory every host mounts); default the cluster's PostgreSQL")
 	c.Flags().StringVar(&o.cluster, "cluster", "", "join the cluster whose PostgreSQL this names (postgres://… or key=value; docs/cluster.md): register this host, signed with its key, and heartbeat")
 	g.LimitFlags(c, "a native run's or a live S1 sandbox's")
 	return c
@@ -172,6 +173,9 @@ func (o *serveOptions) check(cmd *cobra.Command, g *cli.Globals) (*slog.Logger, 
 	}
 	if err := g.CheckLimitFlags(0); err != nil {
 		return nil, nil, err
+	}
+	if o.blobs != "" && o.cluster == "" {
+		return nil, nil, errs.Usage{Err: errors.New("--blobs is where a cluster keeps suspended sandboxes: it needs --cluster")}
 	}
 	if (o.certFile == "") != (o.keyFile == "") || o.listen != "" && (o.certFile == "" || o.tokenFile == "") {
 		return nil, nil, errs.Usage{Err: errors.New("--listen needs --tls-cert, --tls-key and --token-file: the API is never served in clear or without tokens")}
@@ -243,7 +247,7 @@ func (o *serveOptions) serve(ctx context.Context, ho *live.Manager, log *slog.Lo
 		if o.listen != "" {
 			addr = o.listen
 		}
-		cl, err := joinCluster(ctx, o.cluster, ho, o.maxLive, addr, log)
+		cl, err := joinCluster(ctx, o.cluster, o.blobs, ho, o.maxLive, addr, log)
 		if err != nil {
 			return err
 		}
