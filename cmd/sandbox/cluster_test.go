@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -212,5 +213,39 @@ func TestSandboxOfAKilledHostResumesElsewhere(t *testing.T) {
 	runCLI(t, b, "", "close", id)
 	if out, e, code := runCLI(t, b, "", "record", "verify", "--runs", "--trust-host", "--trust", filepath.Join(a, "host.pub"), id); code != 0 {
 		t.Fatalf("the record on B with both keys: %d %s %s", code, out, e)
+	}
+}
+
+// TestStoppedHostsSandboxesResumeElsewhere: a host of a cluster that is
+// stopped (SIGTERM) suspends its live sandboxes and publishes them
+// before it leaves the cluster, so another host resumes them with all
+// they wrote.
+func TestStoppedHostsSandboxesResumeElsewhere(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("live S1 sandboxes need root here")
+	}
+	pg, err := pgtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	dsn := pg.NewDatabase(t)
+	a, b := t.TempDir(), t.TempDir()
+	sa := startServe(t, a, "--cluster", dsn)
+	startServe(t, b, "--cluster", dsn)
+	out, e, code := runCLI(t, a, "", "create")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("create on A: %d %s", code, e)
+	}
+	runCLI(t, a, "", "exec", "-q", id, "--", "sh", "-c", "echo before the stop > f")
+	sa.Process.Signal(syscall.SIGTERM)
+	sa.Wait()
+	if _, e, code := runCLI(t, b, "", "resume", id); code != 0 {
+		t.Fatalf("resume through B after A stopped: %d %s", code, e)
+	}
+	if out, e, _ := runCLI(t, b, "", "exec", "-q", id, "--", "cat", "f"); out != "before the stop\n" {
+		t.Fatalf("on B: %q %s", out, e)
 	}
 }

@@ -33,8 +33,10 @@ const heartbeatEvery = 5 * time.Second
 
 // joinCluster registers the host in the cluster dsn names (its key, the
 // tiers its probes earned, its capacity, its rated idle power, where it
-// answers) and heartbeats until ctx ends.
-func joinCluster(ctx context.Context, dsn, blobsURL string, ho *live.Manager, maxLive int, addr string, log *slog.Logger) (*cluster.Cluster, error) {
+// answers) and heartbeats until ctx ends. The closer it returns closes
+// the cluster and its blob store: after the manager has suspended (and
+// published) its sandboxes at shutdown.
+func joinCluster(ctx context.Context, dsn, blobsURL string, ho *live.Manager, maxLive int, addr string, log *slog.Logger) (func(), error) {
 	c, err := cluster.Open(ctx, dsn)
 	if err != nil {
 		return nil, errs.Usage{Err: fmt.Errorf("--cluster: %w", err)}
@@ -63,7 +65,6 @@ func joinCluster(ctx context.Context, dsn, blobsURL string, ho *live.Manager, ma
 		return nil, err
 	}
 	ho.Shared = &clusterShared{c: c, m: m, blobs: blobs}
-	go func() { <-ctx.Done(); closeBlobs() }()
 	every := heartbeatEvery
 	if d := c.DeadAfter; d > 0 && d/3 < every {
 		every = d / 3 // three heartbeats in each DeadAfter
@@ -92,7 +93,7 @@ func joinCluster(ctx context.Context, dsn, blobsURL string, ho *live.Manager, ma
 			}
 		}
 	}()
-	return c, nil
+	return func() { closeBlobs(); c.Close() }, nil
 }
 
 func clusterCmd(g *cli.Globals) *cobra.Command {

@@ -247,11 +247,11 @@ func (o *serveOptions) serve(ctx context.Context, ho *live.Manager, log *slog.Lo
 		if o.listen != "" {
 			addr = o.listen
 		}
-		cl, err := joinCluster(ctx, o.cluster, o.blobs, ho, o.maxLive, addr, log)
+		leave, err := joinCluster(ctx, o.cluster, o.blobs, ho, o.maxLive, addr, log)
 		if err != nil {
 			return err
 		}
-		defer cl.Close()
+		defer leave() // after ho.Close below: its suspensions are published
 	}
 	ln, err := listenUnix(socket)
 	if err != nil {
