@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -69,14 +70,7 @@ func TestServeJoinsACluster(t *testing.T) {
 // B holds it. Its record verifies with both hosts' keys.
 func TestSandboxMovesAcrossHosts(t *testing.T) {
 	t.Parallel()
-	if os.Geteuid() != 0 {
-		t.Skip("live S1 sandboxes need root here")
-	}
-	pg, err := pgtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pg.Stop)
+	pg, _ := clusterDB(t)
 	for _, blobs := range []string{"", "file://" + t.TempDir()} {
 		t.Run(map[bool]string{true: "postgres", false: "directory"}[blobs == ""], func(t *testing.T) {
 			var args []string
@@ -101,25 +95,16 @@ func TestSandboxMovesAcrossHosts(t *testing.T) {
 }
 
 func moveAcross(t *testing.T, dsn string, args []string) {
-	a, b := t.TempDir(), t.TempDir()
-	startServe(t, a, append([]string{"--cluster", dsn}, args...)...)
-	startServe(t, b, append([]string{"--cluster", dsn}, args...)...)
-	out, e, code := runCLI(t, a, "", "create")
-	id := strings.TrimSpace(out)
-	if code != 0 {
-		t.Fatalf("create on A: %d %s", code, e)
-	}
-	if _, e, code := runCLI(t, a, "", "exec", "-q", id, "--", "sh", "-c", "echo travelled > f"); code != 0 {
-		t.Fatalf("exec on A: %d %s", code, e)
-	}
+	a, b, _ := twoHosts(t, dsn, nil, args...)
+	id := createWriting(t, a, "travelled")
 	if _, e, code := runCLI(t, a, "", "suspend", id); code != 0 {
 		t.Fatalf("suspend on A: %d %s", code, e)
 	}
 	if _, e, code := runCLI(t, b, "", "resume", id); code != 0 {
 		t.Fatalf("resume through B: %d %s", code, e)
 	}
-	if out, e, _ := runCLI(t, b, "", "exec", "-q", id, "--", "cat", "f"); out != "travelled\n" {
-		t.Fatalf("on B: %q %s", out, e)
+	if out := catF(t, b, id); out != "travelled\n" {
+		t.Fatalf("on B: %q", out)
 	}
 	if _, e, code := runCLI(t, a, "", "resume", id); code == 0 || !strings.Contains(e, "held by another host") {
 		t.Fatalf("resume on A while B holds it: %d %s", code, e)
@@ -131,8 +116,8 @@ func moveAcross(t *testing.T, dsn string, args []string) {
 	if _, e, code := runCLI(t, a, "", "resume", id); code != 0 {
 		t.Fatalf("resume back on A: %d %s", code, e)
 	}
-	if out, e, _ := runCLI(t, a, "", "exec", "-q", id, "--", "cat", "f"); out != "travelled\n" {
-		t.Fatalf("back on A: %q %s", out, e)
+	if out := catF(t, a, id); out != "travelled\n" {
+		t.Fatalf("back on A: %q", out)
 	}
 	runCLI(t, a, "", "close", id)
 	if out, e, code := runCLI(t, a, "", "record", "verify", "--runs", "--trust-host", "--trust", filepath.Join(b, "host.pub"), id); code != 0 {
@@ -149,25 +134,10 @@ func moveAcross(t *testing.T, dsn string, args []string) {
 // other holds it.
 func TestSandboxOfAKilledHostResumesElsewhere(t *testing.T) {
 	t.Parallel()
-	if os.Geteuid() != 0 {
-		t.Skip("live S1 sandboxes need root here")
-	}
-	pg, err := pgtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pg.Stop)
-	dsn := pg.NewDatabase(t)
+	_, dsn := clusterDB(t)
 	env := []string{"SANDBOX_CLUSTER_DEAD_AFTER=3s"}
-	a, b := t.TempDir(), t.TempDir()
-	sa := startServeWith(t, a, env, "--cluster", dsn)
-	startServeWith(t, b, env, "--cluster", dsn)
-	out, e, code := runCLI(t, a, "", "create")
-	id := strings.TrimSpace(out)
-	if code != 0 {
-		t.Fatalf("create on A: %d %s", code, e)
-	}
-	runCLI(t, a, "", "exec", "-q", id, "--", "sh", "-c", "echo suspended > f")
+	a, b, sa := twoHosts(t, dsn, env)
+	id := createWriting(t, a, "suspended")
 	if _, e, code := runCLI(t, a, "", "suspend", id); code != 0 {
 		t.Fatalf("suspend on A: %d %s", code, e)
 	}
@@ -202,8 +172,8 @@ func TestSandboxOfAKilledHostResumesElsewhere(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if out, e, _ := runCLI(t, b, "", "exec", "-q", id, "--", "cat", "f"); out != "suspended\n" {
-		t.Fatalf("on B: %q %s (want the workspace of the last suspension)", out, e)
+	if out := catF(t, b, id); out != "suspended\n" {
+		t.Fatalf("on B: %q (want the workspace of the last suspension)", out)
 	}
 	// A comes back: the sandbox is B's.
 	startServeWith(t, a, env, "--cluster", dsn)
@@ -222,6 +192,23 @@ func TestSandboxOfAKilledHostResumesElsewhere(t *testing.T) {
 // they wrote.
 func TestStoppedHostsSandboxesResumeElsewhere(t *testing.T) {
 	t.Parallel()
+	_, dsn := clusterDB(t)
+	a, b, sa := twoHosts(t, dsn, nil)
+	id := createWriting(t, a, "before the stop")
+	sa.Process.Signal(syscall.SIGTERM)
+	sa.Wait()
+	if _, e, code := runCLI(t, b, "", "resume", id); code != 0 {
+		t.Fatalf("resume through B after A stopped: %d %s", code, e)
+	}
+	if out := catF(t, b, id); out != "before the stop\n" {
+		t.Fatalf("on B: %q", out)
+	}
+}
+
+// clusterDB starts a PostgreSQL for the test and returns a database of
+// its own; it skips where live S1 sandboxes cannot run.
+func clusterDB(t *testing.T) (*pgtest.Server, string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("live S1 sandboxes need root here")
 	}
@@ -230,22 +217,41 @@ func TestStoppedHostsSandboxesResumeElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pg.Stop)
-	dsn := pg.NewDatabase(t)
-	a, b := t.TempDir(), t.TempDir()
-	sa := startServe(t, a, "--cluster", dsn)
-	startServe(t, b, "--cluster", dsn)
-	out, e, code := runCLI(t, a, "", "create")
+	return pg, pg.NewDatabase(t)
+}
+
+// twoHosts starts two services of the cluster dsn names, A and B, each
+// with its own state directory, and returns their homes and A's process.
+func twoHosts(t *testing.T, dsn string, env []string, args ...string) (a, b string, sa *exec.Cmd) {
+	t.Helper()
+	a, b = t.TempDir(), t.TempDir()
+	args = append([]string{"--cluster", dsn}, args...)
+	sa = startServeWith(t, a, env, args...)
+	startServeWith(t, b, env, args...)
+	return a, b, sa
+}
+
+// createWriting creates a sandbox through home's service and writes line
+// to its file f.
+func createWriting(t *testing.T, home, line string) string {
+	t.Helper()
+	out, e, code := runCLI(t, home, "", "create")
 	id := strings.TrimSpace(out)
 	if code != 0 {
-		t.Fatalf("create on A: %d %s", code, e)
+		t.Fatalf("create: %d %s", code, e)
 	}
-	runCLI(t, a, "", "exec", "-q", id, "--", "sh", "-c", "echo before the stop > f")
-	sa.Process.Signal(syscall.SIGTERM)
-	sa.Wait()
-	if _, e, code := runCLI(t, b, "", "resume", id); code != 0 {
-		t.Fatalf("resume through B after A stopped: %d %s", code, e)
+	if _, e, code := runCLI(t, home, "", "exec", "-q", id, "--", "sh", "-c", "echo "+line+" > f"); code != 0 {
+		t.Fatalf("exec: %d %s", code, e)
 	}
-	if out, e, _ := runCLI(t, b, "", "exec", "-q", id, "--", "cat", "f"); out != "before the stop\n" {
-		t.Fatalf("on B: %q %s", out, e)
+	return id
+}
+
+// catF is the sandbox's file f, read through home's service.
+func catF(t *testing.T, home, id string) string {
+	t.Helper()
+	out, e, _ := runCLI(t, home, "", "exec", "-q", id, "--", "cat", "f")
+	if e != "" {
+		t.Logf("cat f: %s", e)
 	}
+	return out
 }
