@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/internal/store/pgstore/pgtest"
+	"github.com/opensubstrate/sandbox/internal/store/s3blobs/s3test"
 )
 
 // TestServeJoinsACluster: `serve --cluster DSN` registers the host in
@@ -62,40 +63,55 @@ func TestServeJoinsACluster(t *testing.T) {
 
 // TestSandboxMovesAcrossHosts: two hosts of one cluster (two services,
 // two state directories, one PostgreSQL), their bundles kept in the
-// cluster's PostgreSQL, then in a directory both mount (--blobs
-// file:///DIR). A sandbox suspended on A is resumed through B by itself:
-// B fetches its bundle from the cluster's store, verifies its record from
-// genesis under A's key (from A's signed host row), and continues it with
-// its workspace; A can then neither resume it nor suspend it again while
-// B holds it. Its record verifies with both hosts' keys.
+// cluster's PostgreSQL, in a directory both mount (--blobs file:///DIR),
+// and in an S3 bucket of a real S3 server (versitygw; --blobs s3://…).
+// A sandbox suspended on A is resumed through B by itself: B fetches its
+// bundle from the cluster's store, verifies its record from genesis
+// under A's key (from A's signed host row), and continues it with its
+// workspace; A can then neither resume it nor suspend it again while B
+// holds it. Its record verifies with both hosts' keys.
 func TestSandboxMovesAcrossHosts(t *testing.T) {
 	t.Parallel()
 	pg, _ := clusterDB(t)
-	for _, blobs := range []string{"", "file://" + t.TempDir()} {
-		t.Run(map[bool]string{true: "postgres", false: "directory"}[blobs == ""], func(t *testing.T) {
-			var args []string
-			if blobs != "" {
-				args = []string{"--blobs", blobs}
-			}
-			moveAcross(t, pg.NewDatabase(t), args)
-			if dir := strings.TrimPrefix(blobs, "file://"); blobs != "" {
-				n := 0
-				filepath.WalkDir(filepath.Join(dir, "blobs"), func(_ string, d os.DirEntry, err error) error {
-					if err == nil && d.Type().IsRegular() {
-						n++
-					}
-					return nil
-				})
-				if n == 0 {
-					t.Errorf("no bundle was kept in %s", dir)
-				}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name  string
+		blobs func(t *testing.T) (args, env []string, kept func() int)
+	}{
+		{"postgres", func(t *testing.T) ([]string, []string, func() int) { return nil, nil, nil }},
+		{"directory", func(t *testing.T) ([]string, []string, func() int) {
+			return []string{"--blobs", "file://" + dir}, nil, func() int { return filesUnder(filepath.Join(dir, "blobs")) }
+		}},
+		{"s3", func(t *testing.T) ([]string, []string, func() int) {
+			g := s3test.Start(t)
+			bucket := g.Bucket()
+			return []string{"--blobs", g.URL(bucket)}, g.Env(), func() int { return filesUnder(filepath.Join(g.Root, bucket)) }
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args, env, kept := c.blobs(t)
+			moveAcross(t, pg.NewDatabase(t), env, args)
+			if kept != nil && kept() == 0 {
+				t.Errorf("no bundle was kept where --blobs says")
 			}
 		})
 	}
 }
 
-func moveAcross(t *testing.T, dsn string, args []string) {
-	a, b, _ := twoHosts(t, dsn, nil, args...)
+// filesUnder counts the regular files beneath dir.
+func filesUnder(dir string) int {
+	n := 0
+	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
+func moveAcross(t *testing.T, dsn string, env, args []string) {
+	a, b, _ := twoHosts(t, dsn, env, args...)
 	id := createWriting(t, a, "travelled")
 	if _, e, code := runCLI(t, a, "", "suspend", id); code != 0 {
 		t.Fatalf("suspend on A: %d %s", code, e)

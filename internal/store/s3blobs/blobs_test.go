@@ -49,7 +49,7 @@ func TestOpenURLAndKeys(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", testAccess)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", testSecret)
 	t.Setenv("AWS_SESSION_TOKEN", "")
-	b, err := Open("s3://" + bucket + "/team/sandbox?endpoint=" + g.endpoint + "&path-style=true")
+	b, err := Open("s3://" + bucket + "/team/sandbox?endpoint=" + g.Endpoint + "&path-style=true")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestOpenURLAndKeys(t *testing.T) {
 		t.Fatalf("keys %q, want [%q]", keys, want)
 	}
 	// The gateway keeps the object as a file: the same bytes.
-	if got, err := os.ReadFile(filepath.Join(g.root, bucket, want)); err != nil || !bytes.Equal(got, data) {
+	if got, err := os.ReadFile(filepath.Join(g.Root, bucket, want)); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("the gateway's file: %q %v", got, err)
 	}
 	if got, err := b.Blob(a); err != nil || !bytes.Equal(got, data) {
@@ -74,7 +74,7 @@ func TestOpenURLAndKeys(t *testing.T) {
 	}
 
 	for _, env := range []map[string]string{{}, {"AWS_ACCESS_KEY_ID": testAccess}, {"AWS_SECRET_ACCESS_KEY": testSecret}} {
-		_, err := open("s3://"+bucket+"?endpoint="+g.endpoint+"&path-style=true", func(k string) string { return env[k] })
+		_, err := open("s3://"+bucket+"?endpoint="+g.Endpoint+"&path-style=true", func(k string) string { return env[k] })
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID") {
 			t.Errorf("credentials %v: %v (want ErrConfig naming AWS_ACCESS_KEY_ID)", env, err)
 		}

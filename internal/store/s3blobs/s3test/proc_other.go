@@ -1,6 +1,6 @@
 //go:build !linux
 
-package s3blobs
+package s3test
 
 import "os/exec"
 

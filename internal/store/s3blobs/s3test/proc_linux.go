@@ -1,4 +1,4 @@
-package s3blobs
+package s3test
 
 import (
 	"os/exec"
