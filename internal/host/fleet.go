@@ -44,7 +44,8 @@ type FleetSpec struct {
 	Inputs  []string
 	Units   [][]string
 	Workers int
-	// Progress is told each item's end (done of total); nil: nothing.
+	// Progress is told each item's end (done of total), one call at a
+	// time, done rising (to total when every item ran); nil: nothing.
 	Progress func(done, total int)
 	// CheckpointEvery is how many more items the done prefix must hold
 	// for another intermediate checkpoint; 0: a tenth of the fleet
@@ -109,12 +110,15 @@ func (h *Host) RunFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 	defer cancel()
 	var (
 		next, done, failed atomic.Int64
-		mu                 sync.Mutex
-		firstErr           error
-		wg                 sync.WaitGroup
-		finished           = make([]bool, len(spec.Inputs))
-		prefix, published  int
-		pubMu              sync.Mutex // one publication at a time, in order
+		// progressMu orders the Progress calls; reported is the last count told.
+		progressMu        sync.Mutex
+		reported          int64
+		mu                sync.Mutex
+		firstErr          error
+		wg                sync.WaitGroup
+		finished          = make([]bool, len(spec.Inputs))
+		prefix, published int
+		pubMu             sync.Mutex // one publication at a time, in order
 	)
 	// publish writes the done prefix and its checkpoint, when it has
 	// grown by every since the last.
@@ -185,7 +189,15 @@ func (h *Host) RunFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 					return
 				}
 				if d := done.Add(1); spec.Progress != nil {
-					spec.Progress(int(d), len(spec.Inputs))
+					// In order, never backwards: a worker that counted
+					// an earlier item may come here after one that
+					// counted a later one; its count is then old news.
+					progressMu.Lock()
+					if d > reported {
+						reported = d
+						spec.Progress(int(d), len(spec.Inputs))
+					}
+					progressMu.Unlock()
 				}
 			}
 		}()
