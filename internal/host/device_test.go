@@ -156,7 +156,7 @@ func TestGpuLeasedAloneIsMeasured(t *testing.T) {
 		t.Fatal(err)
 	}
 	own := ownGPUReading(t, run.Receipt)
-	if own == nil || own.Provenance != receipt.ModelBased || !strings.HasSuffix(own.Source, "/exclusive") || own.UJ == 0 {
+	if own == nil || own.Provenance != receipt.HwShunt || !strings.HasSuffix(own.Source, "/exclusive") || own.UJ == 0 {
 		t.Fatalf("the leased run's Gpu reading is not the counter's whole delta: %+v", own)
 	}
 	if !dirHas(t, run.Dir, "held alone") {
@@ -224,7 +224,7 @@ func TestGpuBudgetByGpuMeasures(t *testing.T) {
 	}
 	g := run.Receipt.Class(device.GPU)
 	own := ownGPUReading(t, run.Receipt)
-	if own == nil || own.Provenance != receipt.ModelBased || !strings.HasPrefix(own.Source, "fake-gpu:GPU-0") ||
+	if own == nil || own.Provenance != receipt.HwShunt || !strings.HasPrefix(own.Source, "fake-gpu:GPU-0") ||
 		strings.Contains(own.Basis, "CPU") {
 		t.Fatalf("the run's Gpu reading is not the GPU's own delta: %+v", own)
 	}

@@ -14,7 +14,9 @@
 //   - with a live counter: a host-scope HwShunt reading of the whole
 //     counter's delta, and a run-scope ModelBased reading of the run's
 //     share, E_run = ΔE × cpu_run / (n_cpu × wall), with the formula and
-//     its inputs in the basis;
+//     its inputs in the basis; for a device class the host gives to one
+//     run at a time (Meter.Exclusive, Span.Hold), the run-scope reading is
+//     the counter's whole delta, HwShunt: the run's own measurement;
 //   - otherwise: a run-scope Estimator reading, cpu_run × TDP / n_cpu
 //     (or wall × TDP / n_cpu where the run's CPU time is unknown), with
 //     the TDP's origin and the reason no counter was used in the basis.

@@ -502,8 +502,10 @@ func (sp *Span) measured(c device.Class, cpu RunCPU, w window) ([]receipt.Readin
 				out = append(out, host) // context; the run's figure is estimated
 				continue
 			}
+			// Held alone, the device's counter is the run's own
+			// measurement (the lease brackets the span).
 			run := receipt.Reading{
-				Provenance: receipt.ModelBased, Scope: receipt.ScopeRun, Source: src + "/exclusive",
+				Provenance: receipt.HwShunt, Scope: receipt.ScopeRun, Source: src + "/exclusive",
 				StartNS: w.start, EndNS: w.end, UJ: energy.Microjoules(total),
 				Basis: fmt.Sprintf("the device's whole ΔE %d µJ over the meter's span: the host gives the device to one run at a time", total),
 			}

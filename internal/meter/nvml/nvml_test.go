@@ -91,7 +91,7 @@ func TestLive(t *testing.T) {
 	sp = m.Start()
 	c.sleep(time.Second)
 	rs = sp.Stop(meter.RunCPU{Time: time.Millisecond, Known: true, Source: "t"}, []device.Class{device.GPU})[device.GPU]
-	if len(rs) != 2 || rs[1].Scope != receipt.ScopeRun || rs[1].UJ != 7_000_000 || !strings.Contains(rs[1].Basis, "one run at a time") {
+	if len(rs) != 2 || rs[1].Scope != receipt.ScopeRun || rs[1].Provenance != receipt.HwShunt || rs[1].UJ != 7_000_000 || !strings.Contains(rs[1].Basis, "one run at a time") {
 		t.Fatalf("exclusive readings %+v", rs)
 	}
 }
