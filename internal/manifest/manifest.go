@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,14 +70,45 @@ var (
 	taken   = map[string]bool{"name": true, "image": true, "features": true, "containerEnv": true, "remoteEnv": true, "containerUser": true, "remoteUser": true, "forwardPorts": true, "workspaceFolder": true, "hostRequirements": true}
 )
 
-var (
-	digestRef = regexp.MustCompile(`^[^@\s]+@sha256:[0-9a-f]{64}$`)
-	envName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	userName  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
-)
+// Pinned reports whether ref is addressed by digest: NAME@sha256:HEX,
+// the name without '@' or white space, the digest 64 lowercase hex
+// digits.
+func Pinned(ref string) bool {
+	name, digest, ok := strings.Cut(ref, "@sha256:")
+	if !ok || name == "" || strings.ContainsAny(name, "@ \t\n\f\r") || len(digest) != 64 {
+		return false
+	}
+	for _, c := range []byte(digest) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
-// Pinned reports whether ref is addressed by digest.
-func Pinned(ref string) bool { return digestRef.MatchString(ref) }
+// envName reports whether s is a POSIX environment variable's name:
+// [A-Za-z_][A-Za-z0-9_]*.
+func envName(s string) bool {
+	for i, c := range []byte(s) {
+		if !letter(c) && c != '_' && (i == 0 || !digit(c)) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// userName reports whether s is a user's name: [A-Za-z0-9_][A-Za-z0-9_.-]*.
+func userName(s string) bool {
+	for i, c := range []byte(s) {
+		if !letter(c) && !digit(c) && c != '_' && (i == 0 || c != '.' && c != '-') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func letter(c byte) bool { return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' }
+func digit(c byte) bool  { return c >= '0' && c <= '9' }
 
 // MaxSize bounds a devcontainer.json: 1 MiB, which no real one nears.
 // A reader reads at most MaxSize+1 bytes of a file to know it is over.
@@ -227,7 +257,7 @@ func (m *Manifest) take(name string, v json.RawMessage) error {
 		if err := str(&u); err != nil {
 			return err
 		}
-		if !userName.MatchString(u) {
+		if !userName(u) {
 			return reject.New(reject.Invalid, name, "%q is not a user name", u)
 		}
 		if name == "containerUser" {
@@ -248,7 +278,7 @@ func (m *Manifest) take(name string, v json.RawMessage) error {
 			return err
 		}
 		for k, val := range env {
-			if !envName.MatchString(k) {
+			if !envName(k) {
 				return reject.New(reject.Invalid, name+"."+k, "not a variable name")
 			}
 			if err := plain(name+"."+k, val); err != nil {
