@@ -255,8 +255,11 @@ func TestRunRefusals(t *testing.T) {
 // TestNativeRealPrograms runs real programs at S1 as a user would, and
 // checks that each run is sealed, verifies, and has its energy
 // attributed through its own cgroup.
+//
+// Not parallel: it runs the programs from their directory, as a user
+// would, and the working directory is the whole test process's (a
+// parallel test that ran go beside it once found no go.mod).
 func TestNativeRealPrograms(t *testing.T) {
-	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("S1 as tested here runs as root (the CI machines' user)")
 	}
@@ -266,9 +269,7 @@ func TestNativeRealPrograms(t *testing.T) {
 	if out, err := exec.Command("git", "-C", proj, "init", "-q").CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v %s", err, out)
 	}
-	wd, _ := os.Getwd()
-	defer os.Chdir(wd)
-	os.Chdir(proj)
+	t.Chdir(proj)
 	g := "fs:" + proj + ":rw"
 	tests := []struct {
 		args []string
