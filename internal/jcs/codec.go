@@ -8,13 +8,12 @@ import (
 	"reflect"
 	"strings"
 
-	gojcs "github.com/gowebpki/jcs"
-
 	"github.com/opensubstrate/sandbox/reject"
 )
 
-// Marshal returns the canonical bytes of v: encoding/json, then RFC 8785
-// through the reference implementation, then Check. It fails if v holds a
+// Marshal returns the canonical bytes of v: encoding/json, then RFC 8785's
+// transform (transform: the tests hold it to the reference
+// implementation), then Check. It fails if v holds a
 // float or an integer outside the profile.
 func Marshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
@@ -23,7 +22,7 @@ func Marshal(v any) ([]byte, error) {
 	if err := enc.Encode(v); err != nil {
 		return nil, fmt.Errorf("canon: encode: %w", err)
 	}
-	out, err := gojcs.Transform(bytes.TrimRight(buf.Bytes(), "\n"))
+	out, err := transform(bytes.TrimRight(buf.Bytes(), "\n"))
 	if err != nil {
 		return nil, fmt.Errorf("canon: jcs: %w", err)
 	}

@@ -9,7 +9,9 @@
 // the first violation with its byte offset; it never re-serialises, so what
 // it accepts is exactly what gets hashed and signed.
 //
-// Marshal produces profile bytes from a Go value through the reference JCS
-// implementation (github.com/gowebpki/jcs) and then checks them. Unmarshal
+// Marshal produces profile bytes from a Go value through encoding/json and
+// RFC 8785's transform, then checks them; the transform is this package's
+// own, held byte for byte to the reference JCS implementation
+// (github.com/gowebpki/jcs) by the tests, which alone import it. Unmarshal
 // checks, then decodes strictly: unknown fields are refused.
 package jcs

@@ -1,0 +1,66 @@
+package jcs
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	gojcs "github.com/gowebpki/jcs"
+)
+
+// TestTransformVectors: the RFC 8785 vectors' inputs become their
+// published outputs, but for values.json, whose floats the profile
+// refuses: there Check refuses what transform writes.
+func TestTransformVectors(t *testing.T) {
+	names, err := filepath.Glob(filepath.Join(vectorDir, "input", "*.json"))
+	if err != nil || len(names) != 6 {
+		t.Fatalf("found %d input vectors (%v), want 6", len(names), err)
+	}
+	for _, in := range names {
+		name := filepath.Base(in)
+		input, _ := os.ReadFile(in)
+		want, _ := os.ReadFile(filepath.Join(vectorDir, "output", name))
+		got, err := transform(input)
+		if name == "values.json" {
+			if err != nil || Check(got) == nil {
+				t.Errorf("%s: %q, %v: want floats, which Check refuses", name, got, err)
+			}
+			continue
+		}
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: transform = %q, %v; want %q", name, got, err, want)
+		}
+	}
+}
+
+func TestTransformRefuses(t *testing.T) {
+	for _, in := range []string{``, `{`, `{"a":1,"a":2}`, `[1,]`, `{"a" 1}`, `"abc`, `tru`, `{"a":1}x`, `[1 2]`, `{1:2}`, `nul`, `01`} {
+		if got, err := transform([]byte(in)); err == nil {
+			t.Errorf("transform(%q) = %q, want an error", in, got)
+		}
+	}
+	deep := bytes.Repeat([]byte("["), MaxDepth+2)
+	if _, err := transform(deep); err == nil {
+		t.Error("transform accepted nesting deeper than MaxDepth")
+	}
+}
+
+// FuzzTransform holds transform to the reference implementation: where
+// either writes bytes in the profile, the other writes the same bytes.
+func FuzzTransform(f *testing.F) {
+	for _, s := range []string{`{}`, `{"b":1,"a":[1,"x",null,true,false]}`, ` { "a" : "\u00e9\n\u001f\"" } `, "{\"\U0001F602\":1,\"\uFB33\":2}",
+		`[-0,1.5,1e21,9007199254740993]`, `"\u2028<>&\/"`, `{"a":{"c":1,"b":2}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ours, oerr := transform(b)
+		ref, rerr := gojcs.Transform(b)
+		if oerr == nil && Check(ours) == nil && (rerr != nil || !bytes.Equal(ours, ref)) {
+			t.Fatalf("transform(%q) = %q in the profile; the reference: %q, %v", b, ours, ref, rerr)
+		}
+		if rerr == nil && Check(ref) == nil && (oerr != nil || !bytes.Equal(ours, ref)) {
+			t.Fatalf("the reference's %q is in the profile; transform(%q) = %q, %v", ref, b, ours, oerr)
+		}
+	})
+}
