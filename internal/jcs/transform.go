@@ -95,6 +95,9 @@ func (t *transformer) value(out []byte, depth int) ([]byte, error) {
 			t.i++
 		}
 		lit := t.b[start:t.i]
+		if plainInteger(lit) || string(lit) == "true" || string(lit) == "false" || string(lit) == "null" {
+			return append(out, lit...), nil // already in their one form
+		}
 		var v any
 		if err := json.Unmarshal(lit, &v); err != nil {
 			return nil, fmt.Errorf("offset %d: %q is not a JSON literal", start, lit)
@@ -107,6 +110,24 @@ func (t *transformer) value(out []byte, depth int) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("offset %d: %q is not a JSON literal", start, lit)
 	}
+}
+
+// plainInteger reports whether lit is an integer of at most 15 digits
+// without a leading zero (nor -0): its ECMAScript form is itself.
+func plainInteger(lit []byte) bool {
+	neg := len(lit) > 0 && lit[0] == '-'
+	if neg {
+		lit = lit[1:]
+	}
+	if len(lit) == 0 || len(lit) > 15 || lit[0] == '0' && (len(lit) > 1 || neg) {
+		return false
+	}
+	for _, c := range lit {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // appendNumber writes f as JCS does, which is ECMAScript's Number to
@@ -206,8 +227,12 @@ func (t *transformer) str() (string, error) {
 		return "", fmt.Errorf("offset %d: the input ends inside a string", start)
 	}
 	t.i++
-	if !utf8.Valid(t.b[start:t.i]) {
+	raw := t.b[start:t.i]
+	if !utf8.Valid(raw) {
 		return "", fmt.Errorf("offset %d: a string of invalid UTF-8", start)
+	}
+	if !slices.ContainsFunc(raw[1:len(raw)-1], func(c byte) bool { return c == '\\' || c < 0x20 }) {
+		return string(raw[1 : len(raw)-1]), nil // nothing to decode
 	}
 	var s string
 	if err := json.Unmarshal(t.b[start:t.i], &s); err != nil {
