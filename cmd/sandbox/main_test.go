@@ -35,7 +35,11 @@ func TestMain(m *testing.M) {
 	if code, ok := asCLI(); ok {
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if probed.home != "" {
+		os.RemoveAll(probed.home)
+	}
+	os.Exit(code)
 }
 
 // sandbox runs the CLI in-process with a fresh state directory.

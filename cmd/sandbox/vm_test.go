@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,13 +32,48 @@ func vmImage(t *testing.T) {
 	t.Setenv("SANDBOX_VM_IMAGE", dir)
 }
 
+// probed is the state directory where this test process's first S5 test
+// had the S5 probe boot its guest; removed by TestMain.
+var probed struct {
+	sync.Mutex
+	home string
+}
+
+// s5Home is a fresh state directory for a test whose subject is not the
+// S5 probe: it holds the probes' results this process earned once (the
+// cache a host keeps for its next process, docs/cli.md), so the test
+// boots only the guests it is about, not a probe's first. Call it after
+// vmImage.
+func s5Home(t *testing.T) string {
+	t.Helper()
+	probed.Lock()
+	defer probed.Unlock()
+	if probed.home == "" {
+		dir, err := os.MkdirTemp("", "sandbox-s5-probed-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, errOut, code := sandbox(t, dir, "run", "-q", "--grant", "kernel", "--", "/bin/true"); code != 0 {
+			os.RemoveAll(dir)
+			t.Fatalf("the S5 run that probes: exit %d\n%s\n%s", code, out, errOut)
+		}
+		probed.home = dir
+	}
+	home := t.TempDir()
+	src := filepath.Join(probed.home, "cache", "probes")
+	if err := os.CopyFS(filepath.Join(home, "cache", "probes"), os.DirFS(src)); err != nil {
+		t.Fatalf("copy the probes' results: %v", err)
+	}
+	return home
+}
+
 // TestS5RunSealed runs a native program under a guest kernel of its own
 // through sandbox run: its grants at the same paths (read-write reaches
 // the host, read-only refuses), sealed, verified, and the accelerator
 // said — TCG here, never shown as KVM.
 func TestS5RunSealed(t *testing.T) {
 	vmImage(t)
-	home, ro, rw := t.TempDir(), t.TempDir(), t.TempDir()
+	home, ro, rw := s5Home(t), t.TempDir(), t.TempDir()
 	os.Chmod(rw, 0o777)
 	os.WriteFile(filepath.Join(ro, "given"), []byte("from the host\n"), 0o644)
 	out, errOut, code := sandbox(t, home, "run", "-q", "--memory", "300MiB", "--cpus", "2", "--grant", "kernel", "--grant", "fs:"+ro+":ro", "--grant", "fs:"+rw+":rw", "--",
@@ -77,7 +113,7 @@ func TestS5RunSealed(t *testing.T) {
 func TestS5EscapeBattery(t *testing.T) {
 	vmImage(t)
 	b := guestbuild.Read(t, guestbuild.Native, "escape")
-	home, g, rw := t.TempDir(), t.TempDir(), t.TempDir()
+	home, g, rw := s5Home(t), t.TempDir(), t.TempDir()
 	os.Chmod(g, 0o755)
 	os.Chmod(rw, 0o777)
 	os.WriteFile(filepath.Join(g, "escape"), b, 0o755)
@@ -224,7 +260,7 @@ func TestS5VMImageUnit(t *testing.T) {
 // and the record verifies.
 func TestS5LiveSandboxThroughTheService(t *testing.T) {
 	vmImage(t)
-	home := t.TempDir()
+	home := s5Home(t)
 	startServe(t, home)
 	id := strings.TrimSpace(cliOK(t, home, "create", "--tier", "S5"))
 	if out := cliOK(t, home, "exec", id, "--", "/bin/sh", "-c",
@@ -293,7 +329,7 @@ func TestVMBuildAndCheck(t *testing.T) {
 // a fresh VM on that workspace; the record verifies.
 func TestS5LiveSandboxAfterAKilledService(t *testing.T) {
 	vmImage(t)
-	home := t.TempDir()
+	home := s5Home(t)
 	sv := startServe(t, home)
 	id := strings.TrimSpace(cliOK(t, home, "create", "--tier", "S5"))
 	cliOK(t, home, "exec", id, "--", "/bin/sh", "-c", "echo kept > file; echo resident > /tmp/state")
@@ -314,7 +350,7 @@ func TestS5LiveSandboxAfterAKilledService(t *testing.T) {
 // the VM with it, and the next gc leaves nothing behind.
 func TestS5KilledRunEnds(t *testing.T) {
 	vmImage(t)
-	home, shared := t.TempDir(), t.TempDir()
+	home, shared := s5Home(t), t.TempDir()
 	os.Chmod(shared, 0o777)
 	cmd := cliCmd(t, home, nil, "run", "-q", "--grant", "kernel", "--grant", "fs:"+shared+":rw", "--deadline", "2m",
 		"--", "/bin/sh", "-c", "echo up > "+shared+"/up; exec sleep 600")

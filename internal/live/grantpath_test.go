@@ -62,6 +62,7 @@ func TestEveryExecutorReachesGrantsOneWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	qemu := vm.New(vm.Config{ImageDir: img, Accel: "tcg", Jail: jail, StateDir: h.Store.Root()})
+	seedS5Probe(t, h, qemu[0])
 	fc, err := guestbuild.FakeFirecracker()
 	if err != nil {
 		t.Fatal(err)

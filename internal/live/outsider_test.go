@@ -40,7 +40,11 @@ func TestMain(m *testing.M) {
 	if task := os.Getenv(outsiderEnv); task != "" {
 		os.Exit(outsider(task))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if s5Probed.dir != "" {
+		os.RemoveAll(s5Probed.dir)
+	}
+	os.Exit(code)
 }
 
 // outsiderTask is what the outsider tries: every listener the test's

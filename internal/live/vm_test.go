@@ -12,10 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/unit"
@@ -36,8 +38,47 @@ func addS5(t testing.TB, h *Manager) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range vm.New(vm.Config{ImageDir: dir, Accel: "tcg", Jail: jail, StateDir: h.Store.Root()}) {
+	ex := vm.New(vm.Config{ImageDir: dir, Accel: "tcg", Jail: jail, StateDir: h.Store.Root()})
+	for _, e := range ex {
 		h.Executors = append(h.Executors, e)
+	}
+	seedS5Probe(t, h, ex[0])
+}
+
+// s5Probed holds the probe results of the S5 executor live sandboxes use,
+// earned once by this test process (one guest booted to earn the rung);
+// removed by TestMain.
+var s5Probed struct {
+	sync.Mutex
+	dir string
+}
+
+// seedS5Probe gives h's state directory the S5 probe's result this
+// process earned, as a host's next process finds it kept (the probe
+// cache: boot, kernel and the executor's key must match, or h probes
+// again), so a test boots only the guests it is about. The first call
+// probes.
+func seedS5Probe(t testing.TB, h *Manager, e executor.Executor) {
+	t.Helper()
+	s5Probed.Lock()
+	defer s5Probed.Unlock()
+	probes := h.Store.Path("cache", "probes")
+	if s5Probed.dir == "" {
+		if p := h.ProbeOf(context.Background(), e); !p.Available {
+			return // the tests that need S5 say why
+		}
+		dir, err := os.MkdirTemp("", "sandbox-s5-probed-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.CopyFS(filepath.Join(dir, "probes"), os.DirFS(probes)); err != nil {
+			t.Fatalf("keep the S5 probe's result: %v", err)
+		}
+		s5Probed.dir = dir
+		return
+	}
+	if err := os.CopyFS(probes, os.DirFS(filepath.Join(s5Probed.dir, "probes"))); err != nil {
+		t.Fatalf("seed the S5 probe's result: %v", err)
 	}
 }
 
