@@ -16,10 +16,11 @@ import (
 
 var vectorDir = filepath.Join("..", "..", "testdata", "vectors", "jcs-cyberphone")
 
-// TestJCSVectors runs the RFC 8785 reference vectors: the library turns each
-// input into the published output, Check accepts every output that stays in
-// the profile (values.json holds floats, which the profile refuses), and
-// Check refuses every input, which is not canonical.
+// TestJCSVectors runs the RFC 8785 reference vectors: the library and
+// this package's transform turn each input into the published output
+// (but values.json, whose floats the profile refuses: there Check refuses
+// what transform writes), Check accepts every output that stays in the
+// profile, and Check refuses every input, which is not canonical.
 func TestJCSVectors(t *testing.T) {
 	names, err := filepath.Glob(filepath.Join(vectorDir, "input", "*.json"))
 	if err != nil || len(names) != 6 {
@@ -39,6 +40,14 @@ func TestJCSVectors(t *testing.T) {
 			got, err := gojcs.Transform(input)
 			if err != nil || !bytes.Equal(got, want) {
 				t.Fatalf("Transform = %q, %v; want %q", got, err, want)
+			}
+			ours, err := transform(input)
+			if name == "values.json" {
+				if err != nil || Check(ours) == nil {
+					t.Errorf("transform = %q, %v: want floats, which Check refuses", ours, err)
+				}
+			} else if err != nil || !bytes.Equal(ours, want) {
+				t.Errorf("transform = %q, %v; want %q", ours, err, want)
 			}
 			err = Check(want)
 			if name == "values.json" {

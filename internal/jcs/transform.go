@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -91,7 +92,7 @@ func (t *transformer) value(out []byte, depth int) ([]byte, error) {
 		return appendString(out, s), nil
 	default:
 		start := t.i
-		for t.i < len(t.b) && !isSpace(t.b[t.i]) && !slices.Contains([]byte(",]}"), t.b[t.i]) {
+		for t.i < len(t.b) && !isSpace(t.b[t.i]) && strings.IndexByte(",]}", t.b[t.i]) < 0 {
 			t.i++
 		}
 		lit := t.b[start:t.i]
