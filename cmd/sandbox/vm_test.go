@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
+	"github.com/opensubstrate/sandbox/internal/host"
 )
 
 // vmImage points this test's sandbox at the S5 guest image the project
@@ -60,8 +61,7 @@ func s5Home(t *testing.T) string {
 		probed.home = dir
 	}
 	home := t.TempDir()
-	src := filepath.Join(probed.home, "cache", "probes")
-	if err := os.CopyFS(filepath.Join(home, "cache", "probes"), os.DirFS(src)); err != nil {
+	if err := os.CopyFS(host.ProbeCache(home), os.DirFS(host.ProbeCache(probed.home))); err != nil {
 		t.Fatalf("copy the probes' results: %v", err)
 	}
 	return home

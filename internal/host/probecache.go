@@ -32,6 +32,10 @@ func bootAndKernel(procRoot string) (string, string) {
 	return strings.TrimSpace(string(b)), unix.ByteSliceToString(u.Release[:]) + " " + unix.ByteSliceToString(u.Version[:])
 }
 
+// ProbeCache is where the state directory at root keeps the probes'
+// results for its next processes.
+func ProbeCache(root string) string { return filepath.Join(root, "cache", "probes") }
+
 // ProbeRetry is how long a process goes on with an executor's
 // unavailable probe before probing it again: what made it so (a package
 // installed meanwhile, a machine too loaded to set up a child in time)
@@ -63,7 +67,7 @@ func (h *Host) ProbeOf(ctx context.Context, e executor.Executor) tier.Probe {
 		return p
 	}
 	boot, kernel := bootAndKernel(h.procRoot())
-	path := h.Store.Path("cache", "probes", e.Name()+".json")
+	path := filepath.Join(ProbeCache(h.Store.Root()), e.Name()+".json")
 	if !h.Reprobe && boot != "" {
 		var c cachedProbe
 		if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &c) == nil &&

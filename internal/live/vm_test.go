@@ -20,6 +20,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
+	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/unit"
 	"github.com/opensubstrate/sandbox/internal/vm"
 	"github.com/opensubstrate/sandbox/internal/volume"
@@ -62,7 +63,7 @@ func seedS5Probe(t testing.TB, h *Manager, e executor.Executor) {
 	t.Helper()
 	s5Probed.Lock()
 	defer s5Probed.Unlock()
-	probes := h.Store.Path("cache", "probes")
+	probes := host.ProbeCache(h.Store.Root())
 	if s5Probed.dir == "" {
 		if p := h.ProbeOf(context.Background(), e); !p.Available {
 			return // the tests that need S5 say why
