@@ -265,13 +265,13 @@ func TestAgentThatNeverAnswersIsEndedByTheDeadline(t *testing.T) {
 	e := New(Config{ImageDir: filepath.Dir(im.Kernel), Accel: "tcg"})[0]
 	j := nativeJob("/usr/bin/true")
 	j.Deadline = 4 * time.Second
-	t0 := time.Now()
 	res, err := e.Run(context.Background(), j)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome.Status != attest.Deadline || time.Since(t0) > 20*time.Second {
-		t.Fatalf("outcome %+v after %v", res.Outcome, time.Since(t0))
+	// The boot's own bound (minutes) would end it failed, not deadline.
+	if res.Outcome.Status != attest.Deadline || !strings.Contains(res.Outcome.Detail, "before the guest was ready") {
+		t.Fatalf("outcome %+v", res.Outcome)
 	}
 	noQEMULeft(t)
 }
@@ -410,14 +410,24 @@ func TestKVMThatDoesNotBootFallsBackToTCG(t *testing.T) {
 func TestDeadlineEndsARunningProgram(t *testing.T) {
 	im := image(t, "")
 	e := New(Config{ImageDir: filepath.Dir(im.Kernel), Accel: "tcg"})[0]
-	j := nativeJob("/usr/bin/sleep", "1000")
-	j.Deadline = 30 * time.Second
-	res, err := e.Run(context.Background(), j)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Outcome.Status != attest.Deadline || !strings.Contains(res.Outcome.Detail, "the VM was ended") {
-		t.Fatalf("outcome %+v", res.Outcome)
+	// The deadline covers the boot: where the machine is so busy that the
+	// boot outlasts it, the run ends before its program starts (also a
+	// deadline, said so), and the test tries again with twice the time.
+	for d := 30 * time.Second; ; d *= 2 {
+		j := nativeJob("/usr/bin/sleep", "1000")
+		j.Deadline = d
+		res, err := e.Run(context.Background(), j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome.Status == attest.Deadline && strings.Contains(res.Outcome.Detail, "before the guest was ready") && d < TCGBootTimeout {
+			t.Logf("the boot outlasted a %v deadline; again with %v", d, 2*d)
+			continue
+		}
+		if res.Outcome.Status != attest.Deadline || !strings.Contains(res.Outcome.Detail, "the VM was ended") {
+			t.Fatalf("outcome %+v", res.Outcome)
+		}
+		break
 	}
 	noQEMULeft(t)
 }
