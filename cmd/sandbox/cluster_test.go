@@ -271,3 +271,58 @@ func catF(t *testing.T, home, id string) string {
 	}
 	return out
 }
+
+// TestFleetAcrossHosts: a fleet run through host A of a cluster whose
+// A takes no items itself (--cluster-workers 0) is run by host B, taking
+// the items from the cluster's queue: each item's run is sealed under
+// B's key, handed back and kept on A after A checked it whole under the
+// keys of the cluster's hosts; the fleet's checkpoint is A's, over items
+// in index order, and verifies; a run is B's word, not A's (it does not
+// verify under A's key alone). WebAssembly and native programs both
+// travel.
+func TestFleetAcrossHosts(t *testing.T) {
+	t.Parallel()
+	_, dsn := clusterDB(t)
+	a, b := t.TempDir(), t.TempDir()
+	startServeWith(t, a, nil, "--cluster", dsn, "--cluster-workers", "0")
+	startServeWith(t, b, nil, "--cluster", dsn)
+	in := filepath.Join(t.TempDir(), "inputs")
+	os.WriteFile(in, []byte("a\nb\nc\nd\ne\n"), 0o600)
+	for _, prog := range []string{guestPath(t, "hello"), "/bin/echo"} {
+		out, e, code := runCLI(t, a, "", "fleet", "run", "--workers", "3", "--inputs", in, "--", prog)
+		if code != 0 || !strings.Contains(out, "5 items (0 failed)") {
+			t.Fatalf("fleet run of %s through A: %d %s %s", prog, code, out, e)
+		}
+		id := strings.Fields(out)[0]
+		if out, e, code := runCLI(t, a, "", "fleet", "verify", id); code != 0 || !strings.HasPrefix(out, "OK    fleet") {
+			t.Fatalf("fleet verify on A: %d %s %s", code, out, e)
+		}
+		items, err := os.ReadFile(filepath.Join(a, "fleets", id, "items.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(items)), "\n")
+		if len(lines) != 5 {
+			t.Fatalf("items: %q", items)
+		}
+		for i, line := range lines {
+			var it struct {
+				Index int
+				Run   string
+			}
+			if err := json.Unmarshal([]byte(line), &it); err != nil || it.Index != i {
+				t.Fatalf("item %d: %v %s", i, err, line)
+			}
+			dir := filepath.Join(a, "runs", strings.TrimPrefix(it.Run, "b3:"))
+			if out, e, code := runCLI(t, a, "", "verify", "--trust", filepath.Join(b, "host.pub"), dir); code != 0 {
+				t.Fatalf("item %d's run on A, under B's key: %d %s %s", i, code, out, e)
+			}
+			if out, _, code := runCLI(t, a, "", "verify", "--trust", filepath.Join(a, "host.pub"), dir); code == 0 {
+				t.Fatalf("item %d's run verified under A's key alone: it is B's: %s", i, out)
+			}
+			if _, err := os.Stat(filepath.Join(b, "runs", strings.TrimPrefix(it.Run, "b3:"))); err != nil {
+				t.Fatalf("item %d's run is not on B, which ran it: %v", i, err)
+			}
+		}
+	}
+}

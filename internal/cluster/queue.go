@@ -253,3 +253,41 @@ func (c *Cluster) JobState(ctx context.Context, id int64) (State, error) {
 	}
 	return s, err
 }
+
+// Withdraw ends job id, queued by this member and not yet claimed, as
+// failed with reason (its queuer no longer waits for it); a job a host
+// holds, or that ended, is left to end as it will: false.
+func (m *Member) Withdraw(ctx context.Context, id int64, reason string) (bool, error) {
+	tag, err := m.c.pool.Exec(ctx, `UPDATE cluster_jobs SET state = 'failed', reason = $3 WHERE id = $1 AND by_host = $2 AND state = 'queued'`, id, m.Host.ID(), "withdrawn: "+reason)
+	if err != nil {
+		return false, fmt.Errorf("cluster: withdraw job %d: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Wait polls job id until it ended (done or failed), every poll at most,
+// and returns its state; ctx ending first is its error.
+func (c *Cluster) Wait(ctx context.Context, id int64, poll time.Duration) (State, error) {
+	d := min(poll, 10*time.Millisecond)
+	for {
+		s, err := c.JobState(ctx, id)
+		if err != nil {
+			return s, err
+		}
+		if s.State == "done" || s.State == "failed" {
+			return s, nil
+		}
+		select {
+		case <-ctx.Done():
+			return s, ctx.Err()
+		case <-time.After(d):
+		}
+		d = min(2*d, poll)
+	}
+}
+
+// Release gives a leased job back to the queue, unclaimed (its holder
+// stops before it ran it: another host takes it at once).
+func (m *Member) Release(ctx context.Context, l *Lease) error {
+	return m.fenced(ctx, "release", l, `state = 'queued', holder = NULL, lease_until = NULL`)
+}

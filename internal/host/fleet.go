@@ -51,6 +51,16 @@ type FleetSpec struct {
 	// for another intermediate checkpoint; 0: a tenth of the fleet
 	// (at least 1), negative: none.
 	CheckpointEvery int
+	// Dispatch runs item i of fleet id (its request) somewhere and says
+	// which sealed run it became (a cluster's queue: any host may run
+	// it); nil: this host runs it.
+	Dispatch func(ctx context.Context, id string, i int, req Request) (ItemRun, error)
+}
+
+// ItemRun is the sealed run a fleet's item became, wherever it ran.
+type ItemRun struct {
+	Run      addr.Addr
+	ExitCode *int // nil: it did not exit (killed, out of budget)
 }
 
 // FleetResult is a fleet that ran.
@@ -157,11 +167,11 @@ func (h *Host) RunFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 					c.Args = append(append([]string(nil), c.Args...), spec.Inputs[i])
 				}
 				req, err := Command(c)
-				var r *Run
+				var r ItemRun
 				if err == nil {
 					req.Notes = []string{fmt.Sprintf("item %d of fleet %s", i, res.ID)}
 					req.Owner = spec.Owner
-					r, err = h.Run(ctx, req)
+					r, err = h.runItem(ctx, spec.Dispatch, res.ID, i, req)
 				}
 				if err != nil {
 					mu.Lock()
@@ -172,11 +182,11 @@ func (h *Host) RunFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 					cancel()
 					return
 				}
-				if c := r.Result.Outcome.ExitCode; c == nil || *c != 0 {
+				if c := r.ExitCode; c == nil || *c != 0 {
 					failed.Add(1)
 				}
 				mu.Lock()
-				res.Items[i] = fleet.Item{Index: uint64(i), Input: addr.Of([]byte(spec.Inputs[i])), Run: r.ID}
+				res.Items[i] = fleet.Item{Index: uint64(i), Input: addr.Of([]byte(spec.Inputs[i])), Run: r.Run}
 				finished[i] = true
 				mu.Unlock()
 				if err := publish(); err != nil {
@@ -216,6 +226,23 @@ func (h *Host) RunFleet(ctx context.Context, spec FleetSpec) (*FleetResult, erro
 	}
 	res.Checkpoint = cp
 	return res, nil
+}
+
+// runItem runs one item's request: through dispatch, or here.
+func (h *Host) runItem(ctx context.Context, dispatch func(context.Context, string, int, Request) (ItemRun, error), id string, i int, req Request) (ItemRun, error) {
+	if dispatch != nil {
+		return dispatch(ctx, id, i, req)
+	}
+	return h.RunHere(ctx, req)
+}
+
+// RunHere runs an item's request on this host.
+func (h *Host) RunHere(ctx context.Context, req Request) (ItemRun, error) {
+	r, err := h.Run(ctx, req)
+	if err != nil {
+		return ItemRun{}, err
+	}
+	return ItemRun{Run: r.ID, ExitCode: r.Result.Outcome.ExitCode}, nil
 }
 
 // writeFleet writes items (a prefix of the fleet, or all of it) as

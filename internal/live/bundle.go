@@ -119,13 +119,7 @@ func (h *Manager) Export(id string, w io.Writer) error {
 		return fmt.Errorf("%s: its seals: %w", h.RecordPath(id), err)
 	}
 	tw := tar.NewWriter(w)
-	put := func(name string, b []byte) error {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(b)), Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
-			return err
-		}
-		_, err := tw.Write(b)
-		return err
-	}
+	put := tarPut(tw)
 	mb, err := jcs.Marshal(BundleManifest{Bundle: BundleType, Sandbox: id, Head: st.Head, Signer: h.Key.Public()})
 	if err != nil {
 		return err
@@ -153,25 +147,44 @@ func (h *Manager) Export(id string, w io.Writer) error {
 		}
 	}
 	for _, a := range runs {
-		dir := h.Store.Path("runs", a.Hex())
-		ents, err := os.ReadDir(dir)
-		if err != nil {
+		if err := h.putRun(put, a); err != nil {
 			return fmt.Errorf("run %s, which the record names: %w", a, err)
-		}
-		for _, e := range ents {
-			if !e.Type().IsRegular() {
-				continue
-			}
-			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-			if err != nil {
-				return err
-			}
-			if err := put("runs/"+a.Hex()+"/"+e.Name(), b); err != nil {
-				return err
-			}
 		}
 	}
 	return tw.Close()
+}
+
+// tarPut writes an entry of a bundle: a regular file, name, of b.
+func tarPut(tw *tar.Writer) func(name string, b []byte) error {
+	return func(name string, b []byte) error {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(b)), Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+		_, err := tw.Write(b)
+		return err
+	}
+}
+
+// putRun puts run a's directory, each regular file as runs/HEX/NAME.
+func (h *Manager) putRun(put func(name string, b []byte) error, a addr.Addr) error {
+	dir := h.Store.Path("runs", a.Hex())
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := put("runs/"+a.Hex()+"/"+e.Name(), b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Imported says what an import put in place.

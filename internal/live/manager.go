@@ -25,6 +25,9 @@ type Manager struct {
 	// Shared, where set, is the cluster's keeping of suspended
 	// sandboxes (shared.go).
 	Shared Shared
+	// Queue, where set, is the cluster's work queue: a fleet's items
+	// run on whichever of its hosts takes them (fleetitem.go).
+	Queue Queue
 
 	sandboxes sandboxes
 	pools     pools

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,7 +37,7 @@ const heartbeatEvery = 5 * time.Second
 // answers) and heartbeats until ctx ends. The closer it returns closes
 // the cluster and its blob store: after the manager has suspended (and
 // published) its sandboxes at shutdown.
-func joinCluster(ctx context.Context, dsn, blobsURL string, ho *live.Manager, maxLive int, addr string, log *slog.Logger) (func(), error) {
+func joinCluster(ctx context.Context, dsn, blobsURL string, ho *live.Manager, maxLive, itemSlots int, addr string, log *slog.Logger) (func(), error) {
 	c, err := cluster.Open(ctx, dsn)
 	if err != nil {
 		return nil, errs.Usage{Err: fmt.Errorf("--cluster: %w", err)}
@@ -64,7 +65,14 @@ func joinCluster(ctx context.Context, dsn, blobsURL string, ho *live.Manager, ma
 		c.Close()
 		return nil, err
 	}
-	ho.Shared = &clusterShared{c: c, m: m, blobs: blobs}
+	shared := &clusterShared{c: c, m: m, blobs: blobs}
+	ho.Shared, ho.Queue = shared, shared
+	wctx, stopWork := context.WithCancel(ctx)
+	working := make(chan struct{})
+	go func() {
+		defer close(working)
+		shared.workItems(wctx, ho, itemSlots, log)
+	}()
 	every := heartbeatEvery
 	if d := c.DeadAfter; d > 0 && d/3 < every {
 		every = d / 3 // three heartbeats in each DeadAfter
@@ -93,7 +101,12 @@ func joinCluster(ctx context.Context, dsn, blobsURL string, ho *live.Manager, ma
 			}
 		}
 	}()
-	return func() { closeBlobs(); c.Close() }, nil
+	return func() {
+		stopWork() // what it holds and has not run goes back to the queue
+		<-working
+		closeBlobs()
+		c.Close()
+	}, nil
 }
 
 func clusterCmd(g *cli.Globals) *cobra.Command {
@@ -239,4 +252,157 @@ func (s *clusterShared) Trust(ctx context.Context) (key.Trust, error) {
 		t.Add(h.Key)
 	}
 	return t, nil
+}
+
+// fleetItemKind is the work queue's kind of a fleet's items.
+const fleetItemKind = "fleet-item"
+
+// itemLease is how long a host holds a fleet item it took between
+// renewals (every third of it): a host that stops renewing loses it,
+// and another host runs it again.
+const itemLease = 60 * time.Second
+
+// RunItem queues a fleet item for any host of the cluster (this one
+// too) and waits for the one that ran it (live.Queue).
+func (s *clusterShared) RunItem(ctx context.Context, payload []byte) (live.ItemResult, []byte, error) {
+	id, err := s.m.Enqueue(ctx, cluster.Job{Kind: fleetItemKind, Payload: payload})
+	if err != nil {
+		return live.ItemResult{}, nil, err
+	}
+	st, err := s.c.Wait(ctx, id, 200*time.Millisecond)
+	if err != nil {
+		if ctx.Err() != nil {
+			s.m.Withdraw(context.WithoutCancel(ctx), id, "its fleet ended")
+		}
+		return live.ItemResult{}, nil, err
+	}
+	if st.State != "done" {
+		return live.ItemResult{}, nil, fmt.Errorf("job %d, run by host %s: %s", id, st.Holder, st.Reason)
+	}
+	res, err := live.ParseItemResult(st.Result)
+	if err != nil {
+		return res, nil, fmt.Errorf("job %d, run by host %s: %w", id, st.Holder, err)
+	}
+	b, err := s.blobs.Blob(res.Bundle)
+	if err != nil {
+		return res, nil, fmt.Errorf("job %d, run by host %s: its run's bundle %s: %w", id, st.Holder, res.Bundle, err)
+	}
+	return res, b, nil
+}
+
+// workItems takes fleet items from the cluster's queue, up to slots at
+// once, runs each here and hands its run back, until ctx ends: then
+// what it holds and has not run goes back to the queue.
+func (s *clusterShared) workItems(ctx context.Context, ho *live.Manager, slots int, log *slog.Logger) {
+	if slots <= 0 {
+		return
+	}
+	sem := make(chan struct{}, slots)
+	release := func(n int) {
+		for range n {
+			<-sem
+		}
+	}
+	const idleMin, idleMax = 20 * time.Millisecond, 500 * time.Millisecond
+	idle := idleMin
+	// It returns once every item it took has ended or gone back.
+	defer func() {
+		for range slots {
+			sem <- struct{}{}
+		}
+	}()
+	for {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		n := 1
+	fill:
+		for n < slots {
+			select {
+			case sem <- struct{}{}:
+				n++
+			default:
+				break fill
+			}
+		}
+		ls, err := s.m.ClaimN(ctx, n, itemLease, fleetItemKind)
+		if err != nil {
+			release(n)
+			if ctx.Err() != nil {
+				return
+			}
+			if !errors.Is(err, cluster.ErrNoJob) {
+				log.Warn("cluster: taking fleet items", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(idle):
+			}
+			idle = min(2*idle, idleMax)
+			continue
+		}
+		idle = idleMin
+		release(n - len(ls))
+		for _, l := range ls {
+			go func() {
+				defer release(1)
+				s.workItem(ctx, ho, l, log)
+			}()
+		}
+	}
+}
+
+// workItem runs one fleet item this host took, renewing its lease while
+// it runs, and ends its job: done with the run's result, failed with
+// the reason, or given back if this host stops first.
+func (s *clusterShared) workItem(ctx context.Context, ho *live.Manager, l *cluster.Lease, log *slog.Logger) {
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		t := time.NewTicker(itemLease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := s.m.Renew(rctx, l, itemLease); errors.Is(err, cluster.ErrStaleFence) {
+				cancel() // another host holds it now: its outcome is that one's
+				return
+			}
+		}
+	}()
+	res, bundle, err := ho.RunItem(rctx, l.Job.Payload)
+	after := context.WithoutCancel(ctx)
+	if ctx.Err() != nil {
+		// This host is stopping: the item goes back for another.
+		if err := s.m.Release(after, l); err != nil {
+			log.Warn("cluster: a fleet item not given back", "job", l.ID, "err", err)
+		}
+		return
+	}
+	if err == nil {
+		res.Bundle = addr.Of(bundle)
+		if err = s.blobs.PutBlob(res.Bundle, bundle); err == nil {
+			var b []byte
+			if b, err = json.Marshal(res); err == nil {
+				err = s.m.Complete(after, l, b)
+				if err == nil {
+					log.Info("a fleet item ran here", "job", l.ID, "queued_by", l.By, "run", res.Run)
+				}
+				if err != nil {
+					log.Warn("cluster: a fleet item's result not recorded", "job", l.ID, "run", res.Run, "err", err)
+				}
+				return
+			}
+		}
+	}
+	log.Warn("cluster: a fleet item failed here", "job", l.ID, "queued_by", l.By, "err", err)
+	if err := s.m.Fail(after, l, err.Error()); err != nil {
+		log.Warn("cluster: a fleet item's failure not recorded", "job", l.ID, "err", err)
+	}
 }
