@@ -326,3 +326,60 @@ func TestFleetAcrossHosts(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetOutlivesAStoppedHost: the host running a fleet's items is
+// stopped (SIGTERM) in the middle: the items it held and had not
+// finished go back to the queue, and another host, joining later, runs
+// them; the fleet ends whole, every item once in its tree.
+func TestFleetOutlivesAStoppedHost(t *testing.T) {
+	t.Parallel()
+	_, dsn := clusterDB(t)
+	a, b, c := t.TempDir(), t.TempDir(), t.TempDir()
+	startServeWith(t, a, nil, "--cluster", dsn, "--cluster-workers", "0")
+	sb := startServeWith(t, b, nil, "--cluster", dsn, "--cluster-workers", "1")
+	in := filepath.Join(t.TempDir(), "inputs")
+	os.WriteFile(in, []byte("1\n2\n3\n4\n5\n6\n"), 0o600)
+	type ran struct {
+		out, e string
+		code   int
+	}
+	done := make(chan ran, 1)
+	go func() {
+		out, e, code := runCLI(t, a, "", "fleet", "run", "--workers", "6", "--inputs", in, "--", "/bin/sh", "-c", "sleep 2; echo $0")
+		done <- ran{out, e, code}
+	}()
+	// B stops once it finished an item (one at a time, 2 s each: it
+	// would take 12 s to run all six), holding the next.
+	for i := 0; runsIn(b) == 0; i++ {
+		if i == 2400 {
+			t.Fatal("B ran no item in 2 minutes")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	sb.Process.Signal(syscall.SIGTERM)
+	sb.Wait()
+	startServeWith(t, c, nil, "--cluster", dsn, "--cluster-workers", "4")
+	r := <-done
+	if r.code != 0 || !strings.Contains(r.out, "6 items (0 failed)") {
+		t.Fatalf("the fleet: %d %s %s", r.code, r.out, r.e)
+	}
+	id := strings.Fields(r.out)[0]
+	if out, e, code := runCLI(t, a, "", "fleet", "verify", id); code != 0 {
+		t.Fatalf("fleet verify: %d %s %s", code, out, e)
+	}
+	if runsIn(c) == 0 {
+		t.Fatalf("C ran none of the items B gave back")
+	}
+}
+
+// runsIn counts the sealed runs in home's state directory.
+func runsIn(home string) int {
+	ents, _ := os.ReadDir(filepath.Join(home, "runs"))
+	n := 0
+	for _, e := range ents {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			n++
+		}
+	}
+	return n
+}

@@ -428,3 +428,66 @@ func TestSandboxOfADeadHostComesBack(t *testing.T) {
 		t.Fatalf("b lost what it holds: %v", lost)
 	}
 }
+
+// TestReleasedAndWithdrawnJobs: a host that stops before it ran a job
+// gives it back (Release) and another claims it at once, under a higher
+// fence, the first's lease then stale; a queuer that no longer waits
+// withdraws a job nobody holds yet, never one a host holds, nor another
+// host's; Wait returns when a job ended and when its context does.
+func TestReleasedAndWithdrawnJobs(t *testing.T) {
+	c, _ := open(t)
+	a, b := join(t, c, "a"), join(t, c, "b")
+	ctx := context.Background()
+	id, err := a.Enqueue(ctx, Job{Kind: "fleet-item", Payload: []byte("1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	la, err := a.Claim(ctx, time.Hour, "fleet-item")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx, la); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.Claim(ctx, time.Hour, "fleet-item")
+	if err != nil || lb.ID != id || lb.Fence != la.Fence+1 {
+		t.Fatalf("b's claim of the released job: %+v %v", lb, err)
+	}
+	if err := a.Complete(ctx, la, []byte("a")); !errors.Is(err, ErrStaleFence) {
+		t.Fatalf("a completed the job it gave back: %v", err)
+	}
+	if ok, err := a.Withdraw(ctx, id, "gone"); ok || err != nil {
+		t.Fatalf("withdrew a job b holds: %v %v", ok, err)
+	}
+	done := make(chan State, 1)
+	go func() {
+		st, _ := c.Wait(ctx, id, 20*time.Millisecond)
+		done <- st
+	}()
+	if err := b.Complete(ctx, lb, []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	if st := <-done; st.State != "done" || string(st.Result) != "b" {
+		t.Fatalf("waited for: %+v", st)
+	}
+	id2, _ := a.Enqueue(ctx, Job{Kind: "fleet-item", Payload: []byte("2")})
+	if ok, err := b.Withdraw(ctx, id2, "not mine"); ok || err != nil {
+		t.Fatalf("b withdrew a's job: %v %v", ok, err)
+	}
+	if ok, err := a.Withdraw(ctx, id2, "the fleet ended"); !ok || err != nil {
+		t.Fatalf("a's withdrawal: %v %v", ok, err)
+	}
+	st, _ := c.JobState(ctx, id2)
+	if st.State != "failed" || !strings.Contains(st.Reason, "the fleet ended") {
+		t.Fatalf("withdrawn: %+v", st)
+	}
+	if _, err := b.Claim(ctx, time.Hour, "fleet-item"); !errors.Is(err, ErrNoJob) {
+		t.Fatalf("a withdrawn job claimed: %v", err)
+	}
+	id3, _ := a.Enqueue(ctx, Job{Kind: "fleet-item", Payload: []byte("3")})
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := c.Wait(cctx, id3, time.Second); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait past its context: %v", err)
+	}
+}
