@@ -491,3 +491,63 @@ func TestReleasedAndWithdrawnJobs(t *testing.T) {
 		t.Fatalf("Wait past its context: %v", err)
 	}
 }
+
+// TestMadeClosedAndLostSandboxes: a sandbox made on a host is known to
+// the cluster as live there (Holder names the host, its row verified);
+// one never suspended is lost with a host that stops heartbeating
+// (marked so, logged, never taken empty); a closed one is never resumed
+// from a suspension published before; an id the cluster keeps cannot be
+// made again.
+func TestMadeClosedAndLostSandboxes(t *testing.T) {
+	c, log := open(t)
+	a, b := join(t, c, "a"), join(t, c, "b")
+	ctx := context.Background()
+	made, closed := "sb-00000000000a", "sb-00000000000c"
+	for _, id := range []string{made, closed} {
+		if err := a.SandboxMade(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.SandboxMade(ctx, made); !errors.Is(err, ErrHeldElsewhere) {
+		t.Fatalf("made twice: %v", err)
+	}
+	h, err := c.Holder(ctx, made)
+	if err != nil || h.Host.ID() != a.Host.ID() || h.State != "live" || h.Host.Addr != a.Host.Addr {
+		t.Fatalf("holder: %+v %v", h, err)
+	}
+	if _, err := c.Holder(ctx, "sb-0000000000ff"); !errors.Is(err, ErrNotShared) {
+		t.Fatalf("holder of nothing: %v", err)
+	}
+	if _, err := b.TakeSandbox(ctx, made); !errors.Is(err, ErrHeldElsewhere) {
+		t.Fatalf("taken from a live host: %v", err)
+	}
+	// The closed one was suspended and published first.
+	if err := a.SandboxSuspended(ctx, closed, addr.Of([]byte("h")), addr.Of([]byte("b"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SandboxClosed(ctx, closed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.TakeSandbox(ctx, closed); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a closed sandbox taken: %v", err)
+	}
+	exec(t, c, `UPDATE cluster_hosts SET seen = now() - interval '1 hour' WHERE id = $1`, a.Host.ID())
+	if _, err := b.TakeSandbox(ctx, made); !errors.Is(err, ErrLost) {
+		t.Fatalf("a never-suspended sandbox of a dead host: %v", err)
+	}
+	if h, _ := c.Holder(ctx, made); h.State != "lost" {
+		t.Fatalf("not marked lost: %+v", h)
+	}
+	if _, err := b.TakeSandbox(ctx, made); !errors.Is(err, ErrLost) {
+		t.Fatalf("taken after it was lost: %v", err)
+	}
+	if !strings.Contains(log.String(), "lost with its host") {
+		t.Errorf("not logged: %s", log)
+	}
+	// A row edited by hand to another key's host: Holder refuses it.
+	exec(t, c, `UPDATE cluster_hosts SET addr = 'elsewhere:1' WHERE id = $1`, b.Host.ID())
+	exec(t, c, `UPDATE cluster_sandboxes SET host = $2 WHERE id = $1`, made, b.Host.ID())
+	if _, err := c.Holder(ctx, made); !errors.Is(err, ErrForged) {
+		t.Fatalf("an edited host row: %v", err)
+	}
+}

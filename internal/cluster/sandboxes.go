@@ -76,20 +76,12 @@ func (m *Member) TakeSandbox(ctx context.Context, id string) (Kept, error) {
 	}
 	err := m.c.pool.QueryRow(ctx, `WITH prev AS (
 	SELECT s.id, s.host, s.state FROM cluster_sandboxes s LEFT JOIN cluster_hosts h ON h.id = s.host
-	WHERE s.id = $1 AND (s.state = 'suspended' OR (s.state = 'live' AND s.host <> $2 AND (h.seen IS NULL OR h.seen < now() - make_interval(secs => $3))))
+	WHERE s.id = $1 AND length(s.bundle) = 32 AND (s.state = 'suspended' OR (s.state = 'live' AND s.host <> $2 AND (h.seen IS NULL OR h.seen < now() - make_interval(secs => $3))))
 	FOR UPDATE OF s)
 UPDATE cluster_sandboxes s SET state = 'live', host = $2, fence = s.fence + 1, updated = now() FROM prev
 WHERE s.id = prev.id RETURNING prev.host, prev.state, s.head, s.bundle, s.fence`, id, m.Host.ID(), dead.Seconds()).Scan(&k.Host, &prevState, &head, &bundle, &k.Fence)
 	if errors.Is(err, pgx.ErrNoRows) {
-		var host, state string
-		err := m.c.pool.QueryRow(ctx, `SELECT host, state FROM cluster_sandboxes WHERE id = $1`, id).Scan(&host, &state)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return k, fmt.Errorf("cluster: sandbox %s: %w", id, ErrNotShared)
-		}
-		if err != nil {
-			return k, fmt.Errorf("cluster: sandbox %s: %w", id, err)
-		}
-		return k, fmt.Errorf("cluster: sandbox %s is %s on host %s: %w", id, state, host, ErrHeldElsewhere)
+		return k, m.notTaken(ctx, id, dead)
 	}
 	if err != nil {
 		return k, fmt.Errorf("cluster: sandbox %s: %w", id, err)
@@ -142,4 +134,110 @@ WHERE id = $1 AND host = $2 AND fence = $3 AND state = 'live'`, id, m.Host.ID(),
 		return fmt.Errorf("cluster: sandbox %s (fence %d): %w", id, fence, ErrStaleFence)
 	}
 	return nil
+}
+
+// ErrLost: the sandbox was live on a host that stopped heartbeating and
+// was never suspended there: nothing of it is kept, it is lost with its
+// host (never recreated empty).
+var ErrLost = errors.New("the sandbox is lost: its host stopped heartbeating and it was never suspended")
+
+// ErrClosed: the sandbox's record was closed; it is never resumed.
+var ErrClosed = errors.New("the sandbox was closed")
+
+// notTaken says why sandbox id could not be taken: kept by nothing, held
+// by a live host, closed, or lost (marked so, once its host is dead).
+func (m *Member) notTaken(ctx context.Context, id string, dead time.Duration) error {
+	var (
+		host, state string
+		bundle      []byte
+		gone        bool
+	)
+	err := m.c.pool.QueryRow(ctx, `SELECT s.host, s.state, s.bundle, (h.seen IS NULL OR h.seen < now() - make_interval(secs => $2))
+FROM cluster_sandboxes s LEFT JOIN cluster_hosts h ON h.id = s.host WHERE s.id = $1`, id, dead.Seconds()).Scan(&host, &state, &bundle, &gone)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("cluster: sandbox %s: %w", id, ErrNotShared)
+	case err != nil:
+		return fmt.Errorf("cluster: sandbox %s: %w", id, err)
+	case state == "closed":
+		return fmt.Errorf("cluster: sandbox %s, on host %s: %w", id, host, ErrClosed)
+	case state == "lost" || state == "live" && gone && len(bundle) == 0 && host != m.Host.ID():
+		if state == "live" {
+			m.c.pool.Exec(ctx, `UPDATE cluster_sandboxes SET state = 'lost', fence = fence + 1, updated = now() WHERE id = $1 AND state = 'live' AND host = $2`, id, host)
+			m.c.log().Warn("cluster: a sandbox lost with its host: never suspended there", "sandbox", id, "host", host)
+		}
+		return fmt.Errorf("cluster: sandbox %s, of host %s: %w", id, host, ErrLost)
+	}
+	return fmt.Errorf("cluster: sandbox %s is %s on host %s: %w", id, state, host, ErrHeldElsewhere)
+}
+
+// SandboxMade says sandbox id was made here and is held here, live:
+// other hosts forward requests for it here. An id the cluster already
+// keeps is refused.
+func (m *Member) SandboxMade(ctx context.Context, id string) error {
+	tag, err := m.c.pool.Exec(ctx, `INSERT INTO cluster_sandboxes (id, host, state, head, bundle, fence) VALUES ($1, $2, 'live', '', '', 1)
+ON CONFLICT (id) DO NOTHING`, id, m.Host.ID())
+	if err != nil {
+		return fmt.Errorf("cluster: sandbox %s made: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("cluster: sandbox %s made here, but the cluster keeps one of that id: %w", id, ErrHeldElsewhere)
+	}
+	return nil
+}
+
+// SandboxClosed says sandbox id, held here, was closed (or removed): no
+// host may resume it from a suspension it published before.
+func (m *Member) SandboxClosed(ctx context.Context, id string) error {
+	_, err := m.c.pool.Exec(ctx, `UPDATE cluster_sandboxes SET state = 'closed', fence = fence + 1, updated = now() WHERE id = $1 AND host = $2`, id, m.Host.ID())
+	if err != nil {
+		return fmt.Errorf("cluster: sandbox %s closed: %w", id, err)
+	}
+	return nil
+}
+
+// Holding is who holds a sandbox, as the cluster says.
+type Holding struct {
+	Host  Seen   // its row verified
+	State string // live, suspended, closed, lost
+}
+
+// Holder is the host that holds sandbox id (ErrNotShared: the cluster
+// keeps nothing of it); a holder whose row does not verify is refused.
+func (c *Cluster) Holder(ctx context.Context, id string) (Holding, error) {
+	var h Holding
+	var host string
+	err := c.pool.QueryRow(ctx, `SELECT host, state FROM cluster_sandboxes WHERE id = $1`, id).Scan(&host, &h.State)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return h, fmt.Errorf("cluster: sandbox %s: %w", id, ErrNotShared)
+	}
+	if err != nil {
+		return h, fmt.Errorf("cluster: sandbox %s: %w", id, err)
+	}
+	h.Host, err = c.Host(ctx, host)
+	return h, err
+}
+
+// Host is host id as the cluster knows it, its row verified.
+func (c *Cluster) Host(ctx context.Context, id string) (Seen, error) {
+	var (
+		s        Seen
+		tiers, a string
+		pub, sig []byte
+		age      float64
+	)
+	err := c.pool.QueryRow(ctx, `SELECT pub, tiers, capacity, idle_mw, addr, sig, joined, seen, extract(epoch FROM now() - seen) FROM cluster_hosts WHERE id = $1`, id).
+		Scan(&pub, &tiers, &s.Capacity, &s.IdleMW, &a, &sig, &s.Joined, &s.Seen, &age)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s, fmt.Errorf("cluster: host %s: no such host", id)
+	}
+	if err != nil {
+		return s, fmt.Errorf("cluster: host %s: %w", id, err)
+	}
+	s.Addr, s.Age = a, time.Duration(age*float64(time.Second))
+	if err := s.Host.fill(id, pub, tiers, sig); err != nil {
+		c.log().Warn("cluster: a host row refused", "id", id, "err", err)
+		return s, fmt.Errorf("cluster: host %s: %w", id, err)
+	}
+	return s, nil
 }

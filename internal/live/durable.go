@@ -598,6 +598,7 @@ func (h *Manager) CloseRecord(id, owner, reason string) error {
 	if _, err := f.Append(record.Segment{Kind: record.Closed, Reason: reason}); err != nil {
 		return err
 	}
+	h.shareClosed(id)
 	h.indexRecord(id, f)
 	os.RemoveAll(h.parkedDir(id))
 	os.Remove(h.livePath(id))

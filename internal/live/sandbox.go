@@ -407,6 +407,7 @@ func (h *Manager) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *S
 	}
 	ss.m[sb.ID] = sb
 	ss.mu.Unlock()
+	h.shareMade(sb.ID)
 	h.Logger().Info("sandbox created", "sandbox", sb.ID, "tier", sb.Tier, "workspace", sb.Workspace)
 	return sb.info(), sb, nil
 }
@@ -700,6 +701,7 @@ func (h *Manager) Remove(id, owner string) error {
 	h.sandboxes.mu.Lock()
 	delete(h.sandboxes.m, id)
 	h.sandboxes.mu.Unlock()
+	defer h.shareClosed(id)
 	return h.closeSandbox(sb, "removed")
 }
 

@@ -30,6 +30,33 @@ type Shared interface {
 	Take(ctx context.Context, id string) (bundle []byte, release func(), err error)
 	// Trust is the cluster's hosts' keys: a travelling record's seals.
 	Trust(ctx context.Context) (key.Trust, error)
+	// Made says sandbox id was made here and is held here: the other
+	// hosts forward requests for it here.
+	Made(ctx context.Context, id string) error
+	// Closed says sandbox id, held here, was closed or removed: no host
+	// resumes it from a suspension published before.
+	Closed(ctx context.Context, id string) error
+}
+
+// shareMade tells the cluster of a sandbox made here; a failure leaves
+// it reachable through this host only, said in the log.
+func (h *Manager) shareMade(id string) {
+	if h.Shared == nil {
+		return
+	}
+	if err := h.Shared.Made(context.Background(), id); err != nil {
+		h.Logger().Warn("a sandbox made here is not known to the cluster: other hosts will not forward to it", "sandbox", id, "err", err)
+	}
+}
+
+// shareClosed tells the cluster a sandbox held here was closed.
+func (h *Manager) shareClosed(id string) {
+	if h.Shared == nil {
+		return
+	}
+	if err := h.Shared.Closed(context.Background(), id); err != nil {
+		h.Logger().Warn("the cluster was not told a sandbox closed: a suspension of it it keeps could still be resumed", "sandbox", id, "err", err)
+	}
 }
 
 // publish keeps a suspended sandbox's bundle in the shared store; a

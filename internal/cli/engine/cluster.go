@@ -223,6 +223,9 @@ func (s *clusterShared) Take(ctx context.Context, id string) ([]byte, func(), er
 	if errors.Is(err, cluster.ErrNotShared) {
 		return nil, nil, nil
 	}
+	if errors.Is(err, cluster.ErrLost) || errors.Is(err, cluster.ErrClosed) {
+		return nil, nil, fmt.Errorf("%w: %v", live.ErrNoSandbox, err)
+	}
 	if err != nil {
 		return nil, nil, &host.InvalidError{Err: err}
 	}
@@ -241,6 +244,10 @@ func (s *clusterShared) Take(ctx context.Context, id string) ([]byte, func(), er
 	}
 	return b, release, nil
 }
+
+func (s *clusterShared) Made(ctx context.Context, id string) error { return s.m.SandboxMade(ctx, id) }
+
+func (s *clusterShared) Closed(ctx context.Context, id string) error { return s.m.SandboxClosed(ctx, id) }
 
 func (s *clusterShared) Trust(ctx context.Context) (key.Trust, error) {
 	hs, err := s.c.Hosts(ctx)
