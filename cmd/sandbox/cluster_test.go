@@ -1,10 +1,23 @@
 package main
 
 import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -382,4 +395,138 @@ func runsIn(home string) int {
 		}
 	}
 	return n
+}
+
+// TestAnyHostAnswers: a request for a sandbox another host of the
+// cluster holds is forwarded there, as its caller's, signed by the
+// forwarding host: exec with stdin, files both ways, suspension through
+// B of a sandbox made on A; once it moved to B (resumed through B),
+// A forwards to B; a close through A closes it on B, and no host
+// resumes it after. A request that claims to be forwarded without a
+// signature that holds is refused. Over the unix sockets the hosts
+// register here, and over TLS (--listen, --cluster-ca) in the subtest.
+func TestAnyHostAnswers(t *testing.T) {
+	t.Parallel()
+	pg, _ := clusterDB(t)
+	t.Run("sockets", func(t *testing.T) {
+		a, b, _ := twoHosts(t, pg.NewDatabase(t), nil)
+		answers(t, a, b)
+		forged(t, filepath.Join(a, "serve.sock"), "http://sandbox", nil)
+	})
+	t.Run("tls", func(t *testing.T) {
+		dsn := pg.NewDatabase(t)
+		certFile, keyFile, pool := selfSigned(t)
+		tokens := filepath.Join(t.TempDir(), "tokens")
+		os.WriteFile(tokens, []byte("a-token-of-sixteen-chars-or-more\n"), 0o600)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		listen := ln.Addr().String()
+		ln.Close()
+		a, b := t.TempDir(), t.TempDir()
+		startServeWith(t, a, nil, "--cluster", dsn, "--listen", listen, "--tls-cert", certFile, "--tls-key", keyFile, "--token-file", tokens)
+		startServeWith(t, b, nil, "--cluster", dsn, "--cluster-ca", certFile)
+		answers(t, a, b)
+		forged(t, "", "https://"+listen, pool)
+	})
+}
+
+// answers drives a sandbox made on a through b, and back.
+func answers(t *testing.T, a, b string) {
+	t.Helper()
+	id := createWriting(t, a, "made on A")
+	if out := catF(t, b, id); out != "made on A\n" {
+		t.Fatalf("exec through B: %q", out)
+	}
+	if out, e, code := runCLI(t, b, "piped through B", "exec", "-q", id, "--", "cat"); code != 0 || out != "piped through B" {
+		t.Fatalf("exec with stdin through B: %d %q %s", code, out, e)
+	}
+	var sbs []struct{ ID, Workspace string }
+	out, _, _ := runCLI(t, a, "", "ps", "--json")
+	if err := json.Unmarshal([]byte(out), &sbs); err != nil || len(sbs) != 1 {
+		t.Fatalf("ps on A: %v %s", err, out)
+	}
+	local := filepath.Join(t.TempDir(), "in.txt")
+	os.WriteFile(local, []byte("copied through B\n"), 0o600)
+	if _, e, code := runCLI(t, b, "", "cp", local, id+":"+sbs[0].Workspace+"/in.txt"); code != 0 {
+		t.Fatalf("cp in through B: %d %s", code, e)
+	}
+	back := filepath.Join(t.TempDir(), "back.txt")
+	if _, e, code := runCLI(t, b, "", "cp", id+":"+sbs[0].Workspace+"/in.txt", back); code != 0 {
+		t.Fatalf("cp out through B: %d %s", code, e)
+	}
+	if got, _ := os.ReadFile(back); string(got) != "copied through B\n" {
+		t.Fatalf("copied back %q", got)
+	}
+	if _, e, code := runCLI(t, b, "", "suspend", id); code != 0 {
+		t.Fatalf("suspend through B of A's sandbox: %d %s", code, e)
+	}
+	if _, e, code := runCLI(t, b, "", "resume", id); code != 0 {
+		t.Fatalf("resume through B: %d %s", code, e)
+	}
+	if out := catF(t, a, id); out != "made on A\n" {
+		t.Fatalf("exec through A once B holds it: %q", out)
+	}
+	if _, e, code := runCLI(t, a, "", "close", id); code != 0 {
+		t.Fatalf("close through A of the sandbox B holds: %d %s", code, e)
+	}
+	for _, h := range []string{a, b} {
+		if _, e, code := runCLI(t, h, "", "resume", id); code == 0 || !strings.Contains(e, "closed") {
+			t.Fatalf("resume of a closed sandbox: %d %s", code, e)
+		}
+	}
+}
+
+// forged sends a request that says it was forwarded by a host of the
+// cluster, with no signature that holds: refused, 403.
+func forged(t *testing.T, socket, base string, pool *x509.CertPool) {
+	t.Helper()
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	if socket != "" {
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		}
+	}
+	req, _ := http.NewRequest("GET", base+"/v1/sandboxes", nil)
+	req.Header.Set("Sandbox-Forwarded-By", strings.Repeat("ab", 32))
+	req.Header.Set("Sandbox-Forwarded-For", "local")
+	req.Header.Set("Sandbox-Forwarded-At", strconv.FormatInt(time.Now().Unix(), 10))
+	req.Header.Set("Sandbox-Forwarded-Sig", "AAAA")
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(string(body), "forwarded") {
+		t.Fatalf("a forged forwarded request: %d %s", resp.StatusCode, body)
+	}
+}
+
+// selfSigned writes a self-signed certificate for 127.0.0.1 and its key.
+func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sandbox test host"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kd, _ := x509.MarshalPKCS8PrivateKey(k)
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kd}), 0o600)
+	c, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(c)
+	return certFile, keyFile, pool
 }

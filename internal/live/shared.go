@@ -123,6 +123,14 @@ func (h *Manager) LiveIDs() []string {
 	return out
 }
 
+// Live says sandbox id is live here.
+func (h *Manager) Live(id string) bool {
+	h.sandboxes.mu.Lock()
+	defer h.sandboxes.mu.Unlock()
+	_, ok := h.sandboxes.m[id]
+	return ok
+}
+
 // Forfeit ends live sandbox id here without recording anything more of
 // it: the cluster gave it to another host while this one was thought
 // dead, and it continues there from its last suspension. Its record

@@ -56,6 +56,12 @@ type Server struct {
 	Tokens []string
 	// MaxUpload bounds an upload (0: live.MaxUpload).
 	MaxUpload int64
+	// Peers, where set, is the cluster: a request for a sandbox another
+	// host holds is forwarded there, and one another host forwarded is
+	// served as the caller it names (forward.go).
+	Peers Peers
+
+	peerState
 
 	metrics metrics
 	calls   interrupts
@@ -86,7 +92,7 @@ func (s *Server) init() {
 // Handler is the API.
 func (s *Server) Handler() http.Handler {
 	s.init()
-	return s.logged(narrowed(s.routes()))
+	return s.logged(narrowed(s.forward(s.routes())))
 }
 
 // routes is the API's mux, and the patterns it serves: a test holds
@@ -211,6 +217,9 @@ func (s *Server) Unix(next http.Handler) http.Handler {
 			writeErr(w, &deniedError{"only the service's own user (or root) may call it on its socket"})
 			return
 		}
+		if s.fromPeer(w, r, next) {
+			return
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, host.LocalOwner)))
 	})
 }
@@ -219,6 +228,9 @@ func (s *Server) Unix(next http.Handler) http.Handler {
 // the caller is the token's owner.
 func (s *Server) TCP(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.fromPeer(w, r, next) {
+			return
+		}
 		tok, found := Bearer(r, s.Tokens)
 		if !found {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox"`)

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +24,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/live"
+	"github.com/opensubstrate/sandbox/internal/server"
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/store/pgstore"
 	"github.com/opensubstrate/sandbox/internal/store/s3blobs"
@@ -37,7 +40,19 @@ const heartbeatEvery = 5 * time.Second
 // answers) and heartbeats until ctx ends. The closer it returns closes
 // the cluster and its blob store: after the manager has suspended (and
 // published) its sandboxes at shutdown.
-func joinCluster(ctx context.Context, dsn, blobsURL string, ho *live.Manager, maxLive, itemSlots int, addr string, log *slog.Logger) (func(), error) {
+func joinCluster(ctx context.Context, dsn, blobsURL, caFile string, ho *live.Manager, maxLive, itemSlots int, addr string, log *slog.Logger) (func(), error) {
+	var tlsc *tls.Config
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, errs.Usage{Err: fmt.Errorf("--cluster-ca: %w", err)}
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, errs.Usage{Err: fmt.Errorf("--cluster-ca %s: no PEM certificate in it", caFile)}
+		}
+		tlsc = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
 	c, err := cluster.Open(ctx, dsn)
 	if err != nil {
 		return nil, errs.Usage{Err: fmt.Errorf("--cluster: %w", err)}
@@ -65,7 +80,7 @@ func joinCluster(ctx context.Context, dsn, blobsURL string, ho *live.Manager, ma
 		c.Close()
 		return nil, err
 	}
-	shared := &clusterShared{c: c, m: m, blobs: blobs}
+	shared := &clusterShared{c: c, m: m, blobs: blobs, key: ho.Key, tls: tlsc}
 	ho.Shared, ho.Queue = shared, shared
 	wctx, stopWork := context.WithCancel(ctx)
 	working := make(chan struct{})
@@ -208,7 +223,41 @@ type clusterShared struct {
 	c     *cluster.Cluster
 	m     *cluster.Member
 	blobs store.Blobs
+	key   key.Private
+	tls   *tls.Config
 }
+
+// Holder is the other host of the cluster that holds sandbox id, live
+// or suspended (server.Peers): none where this host does, where the
+// cluster keeps nothing of it, or where it was closed or lost.
+func (s *clusterShared) Holder(ctx context.Context, id string) (server.Peer, bool, error) {
+	h, err := s.c.Holder(ctx, id)
+	if errors.Is(err, cluster.ErrNotShared) {
+		return server.Peer{}, false, nil
+	}
+	if err != nil {
+		return server.Peer{}, false, err
+	}
+	if h.Host.ID() == s.m.Host.ID() || (h.State != "live" && h.State != "suspended") {
+		return server.Peer{}, false, nil
+	}
+	return server.Peer{ID: h.Host.ID(), Key: h.Host.Key, Addr: h.Host.Addr}, true, nil
+}
+
+// Peer is host id of the cluster, its row verified.
+func (s *clusterShared) Peer(ctx context.Context, id string) (server.Peer, error) {
+	h, err := s.c.Host(ctx, id)
+	if err != nil {
+		return server.Peer{}, err
+	}
+	return server.Peer{ID: h.ID(), Key: h.Key, Addr: h.Addr}, nil
+}
+
+// Self is this host's id and key.
+func (s *clusterShared) Self() (string, key.Private) { return s.m.Host.ID(), s.key }
+
+// TLS checks other hosts' certificates (--cluster-ca).
+func (s *clusterShared) TLS() *tls.Config { return s.tls }
 
 func (s *clusterShared) Publish(ctx context.Context, id string, head addr.Addr, bundle []byte) error {
 	a := addr.Of(bundle)
@@ -247,7 +296,9 @@ func (s *clusterShared) Take(ctx context.Context, id string) ([]byte, func(), er
 
 func (s *clusterShared) Made(ctx context.Context, id string) error { return s.m.SandboxMade(ctx, id) }
 
-func (s *clusterShared) Closed(ctx context.Context, id string) error { return s.m.SandboxClosed(ctx, id) }
+func (s *clusterShared) Closed(ctx context.Context, id string) error {
+	return s.m.SandboxClosed(ctx, id)
+}
 
 func (s *clusterShared) Trust(ctx context.Context) (key.Trust, error) {
 	hs, err := s.c.Hosts(ctx)

@@ -115,7 +115,7 @@ closed with that overhead. /metrics has each pool's statistics
 // serveOptions are serve's flags.
 type serveOptions struct {
 	socket, listen, certFile, keyFile, tokenFile, logFormat string
-	cluster, blobs                                          string
+	cluster, blobs, clusterCA                               string
 	grace, idleAfter                                        time.Duration
 	maxLive, itemSlots                                      int
 	poolArgs                                                []string
@@ -159,6 +159,7 @@ func serveCmd(g *cli.Globals) *cobra.Command {
 	c.Flags().StringVar(&o.logFormat, "log-format", "text", "log lines as text or json")
 	c.Flags().StringVar(&o.blobs, "blobs", "", "with --cluster: where suspended sandboxes' bundles are kept for other hosts: s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), file:///DIR (a directory every host mounts); default the cluster's PostgreSQL")
 	c.Flags().StringVar(&o.cluster, "cluster", "", "join the cluster whose PostgreSQL this names (postgres://… or key=value; docs/cluster.md): register this host, signed with its key, and heartbeat")
+	c.Flags().StringVar(&o.clusterCA, "cluster-ca", "", "with --cluster: the certificates (PEM) other hosts' --listen certificates are checked against when a request is forwarded to them (default: the system's roots)")
 	c.Flags().IntVar(&o.itemSlots, "cluster-workers", runtime.NumCPU(), "with --cluster: fleet items from the cluster's queue this host runs at once, any host's fleet (0: none; it still queues its own fleets' items for the others)")
 	g.LimitFlags(c, "a native run's or a live S1 sandbox's")
 	return c
@@ -178,6 +179,9 @@ func (o *serveOptions) check(cmd *cobra.Command, g *cli.Globals) (*slog.Logger, 
 	}
 	if o.itemSlots < 0 {
 		return nil, nil, errs.Usage{Err: fmt.Errorf("--cluster-workers %d: 0 or more", o.itemSlots)}
+	}
+	if o.clusterCA != "" && o.cluster == "" {
+		return nil, nil, errs.Usage{Err: errors.New("--cluster-ca checks the certificates of a cluster's hosts: it needs --cluster")}
 	}
 	if o.blobs != "" && o.cluster == "" {
 		return nil, nil, errs.Usage{Err: errors.New("--blobs is where a cluster keeps suspended sandboxes: it needs --cluster")}
@@ -252,7 +256,7 @@ func (o *serveOptions) serve(ctx context.Context, ho *live.Manager, log *slog.Lo
 		if o.listen != "" {
 			addr = o.listen
 		}
-		leave, err := joinCluster(ctx, o.cluster, o.blobs, ho, o.maxLive, o.itemSlots, addr, log)
+		leave, err := joinCluster(ctx, o.cluster, o.blobs, o.clusterCA, ho, o.maxLive, o.itemSlots, addr, log)
 		if err != nil {
 			return err
 		}
@@ -270,6 +274,9 @@ func (o *serveOptions) serve(ctx context.Context, ho *live.Manager, log *slog.Lo
 		ho.Policies[server.OwnerOf(t.Secret)] = t.Policy
 	}
 	s := &server.Server{Live: ho, Log: log, Tokens: secrets(tokens)}
+	if cs, ok := ho.Shared.(*clusterShared); ok {
+		s.Peers = cs
+	}
 	var servers []*http.Server
 	us := s.UnixServer()
 	servers = append(servers, us)
