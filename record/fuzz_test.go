@@ -17,6 +17,10 @@ func FuzzFastSegment(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"idle_provenance":"Estimator x","idle_uj":01,"kind":"resumed","snapshot":{}}`))
+	p, _, _ := placed(f)
+	if b, err := p.Bytes(); err == nil {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fast, ok := fastSegment(b)
 		slow, err := parseSegment(b)

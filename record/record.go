@@ -96,6 +96,9 @@ type Segment struct {
 	IdleProvenance string
 	// Reason is a Closed segment's, optional.
 	Reason string
+	// Placement is a Placed segment's: where the run was placed, by
+	// whom, and why (placement.go).
+	Placement *Placement
 	// Pool is a Claimed segment's: the warm pool it was claimed from.
 	// A Claimed segment's IdleUJ is the energy spent keeping it ready; a
 	// Closed segment's, optional, what a sandbox closed unclaimed (a
@@ -155,6 +158,11 @@ func (s Segment) Bytes() ([]byte, error) {
 		v = closedWire{s.Kind, s.Reason, s.IdleUJ, s.IdleProvenance}
 	case Claimed:
 		v = claimedWire{s.Kind, s.Pool, s.IdleUJ, s.IdleProvenance}
+	case Placed:
+		if s.Placement == nil {
+			return nil, reject.New(reject.MissingField, "placement", "a placed segment carries its placement")
+		}
+		v = placedWire{s.Kind, *s.Placement}
 	default:
 		return nil, reject.New(reject.Invalid, "kind", "%q is no segment kind", s.Kind)
 	}
@@ -240,6 +248,15 @@ func parseSegment(b []byte) (Segment, error) {
 		if !provenance(s.IdleProvenance) {
 			return Segment{}, reject.New(reject.Invalid, "idle_provenance", "%q: want \"Measured <source>\" or \"Estimator <model>\"", s.IdleProvenance)
 		}
+	case Placed:
+		var w placedWire
+		if err := jcs.Decode(b, &w); err != nil {
+			return Segment{}, err
+		}
+		if err := w.Placement.Check(); err != nil {
+			return Segment{}, err
+		}
+		s = Segment{Kind: w.Kind, Placement: &w.Placement}
 	case "":
 		return Segment{}, reject.New(reject.MissingField, "kind", "a segment names its kind")
 	default:
@@ -337,6 +354,11 @@ func (st *State) Check(seg Segment) error {
 	case Claimed:
 		if st.Segments != 0 {
 			return reject.New(reject.Phase, where, "claimed after %d segments: a sandbox is claimed from its pool before anything runs in it", st.Segments)
+		}
+	case Placed:
+		// Where the next runs go: said before them, while it may run.
+		if st.Phase == Parked {
+			return reject.New(reject.Phase, where, "placed while parked: a parked run is resumed first")
 		}
 	case Closed:
 	default:
