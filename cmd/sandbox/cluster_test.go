@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -529,4 +530,83 @@ func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 	pool = x509.NewCertPool()
 	pool.AddCert(c)
 	return certFile, keyFile, pool
+}
+
+// TestSandboxesArePlaced: a sandbox created through any host of a
+// cluster is placed, best of K, where one more sandbox carries the least
+// of its host's idle power: with one sandbox live on B and none on A
+// (the same rated idle power), a create through A is made on B, as the
+// caller's, and B's record of it opens with the placement A signed (its
+// candidates, their figures, why), sealed by B; it verifies, and the
+// sandbox answers through A.
+func TestSandboxesArePlaced(t *testing.T) {
+	t.Parallel()
+	_, dsn := clusterDB(t)
+	a, b, _ := twoHosts(t, dsn, nil)
+	first := createWriting(t, b, "on B")
+	out, e, code := runCLI(t, a, "", "create")
+	if code != 0 {
+		t.Fatalf("create through A: %d %s", code, e)
+	}
+	id := strings.TrimSpace(out)
+	if ids := psIDs(t, b); len(ids) != 2 || !slices.Contains(ids, id) || !slices.Contains(ids, first) {
+		t.Fatalf("B holds %v, want %s and %s", ids, first, id)
+	}
+	if ids := psIDs(t, a); len(ids) != 0 {
+		t.Fatalf("A holds %v", ids)
+	}
+	rec, err := os.ReadFile(filepath.Join(b, "records", id+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(rec)), "\n")
+	var seg struct {
+		Kind      string
+		Placement struct {
+			Host, By   string
+			Candidates []struct {
+				Host string
+				Live int
+			}
+			Why string
+		}
+	}
+	if len(lines) < 2 || json.Unmarshal([]byte(lines[1]), &seg) != nil || seg.Kind != "placed" {
+		t.Fatalf("B's record of it: %s", rec)
+	}
+	aKey, bKey := pubKey(t, a), pubKey(t, b)
+	if seg.Placement.By != aKey || seg.Placement.Host != bKey || len(seg.Placement.Candidates) != 2 || !strings.Contains(seg.Placement.Why, "over 2 runs") {
+		t.Fatalf("the placement: %+v (A %s, B %s)", seg.Placement, aKey, bKey)
+	}
+	if _, e, code := runCLI(t, a, "", "exec", "-q", id, "--", "true"); code != 0 {
+		t.Fatalf("exec through A: %d %s", code, e)
+	}
+	if out, e, code := runCLI(t, b, "", "record", "verify", id); code != 0 {
+		t.Fatalf("record verify on B: %d %s %s", code, out, e)
+	}
+}
+
+// psIDs are the sandboxes home's service holds.
+func psIDs(t *testing.T, home string) []string {
+	t.Helper()
+	var sbs []struct{ ID string }
+	out, e, code := runCLI(t, home, "", "ps", "--json")
+	if code != 0 || json.Unmarshal([]byte(out), &sbs) != nil {
+		t.Fatalf("ps: %d %s %s", code, out, e)
+	}
+	var ids []string
+	for _, s := range sbs {
+		ids = append(ids, s.ID)
+	}
+	return ids
+}
+
+// pubKey is home's host key, as "ed25519:HEX".
+func pubKey(t *testing.T, home string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(home, "host.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }

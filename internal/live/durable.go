@@ -196,6 +196,22 @@ func (h *Manager) beginRecord(sb *Sandbox, given grant.Set) error {
 	return nil
 }
 
+// placed seals a placement into sb's new record: a placement of another
+// host is refused.
+func (h *Manager) placed(sb *Sandbox, p *record.Placement) error {
+	if p.Host != h.Key.Public() {
+		return &host.InvalidError{Err: fmt.Errorf("a placement on host %s, not this one (%s)", p.Host, h.Key.Public())}
+	}
+	if err := p.Check(); err != nil {
+		return &host.InvalidError{Err: err}
+	}
+	if _, err := sb.record.Append(record.Segment{Kind: record.Placed, Placement: p}); err != nil {
+		return err
+	}
+	h.indexRecord(sb.ID, sb.record)
+	return nil
+}
+
 // ParkedError says a sandbox is parked: resume it first.
 type ParkedError struct{ ID string }
 

@@ -51,6 +51,10 @@ type SandboxSpec struct {
 	Env map[string]string
 	// Owner is who made it: only the same owner sees it.
 	Owner string
+	// Placement is where a cluster placed it and why, signed by the
+	// host that chose (this one, or the one that forwarded it here): its
+	// host must be this one; it is sealed into the record first.
+	Placement *record.Placement
 	// NoWorkspace: no workspace directory.
 	NoWorkspace bool
 	// Listen are TCP ports an S1 sandbox's processes may listen on, in
@@ -378,6 +382,11 @@ func (h *Manager) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *S
 	if spec.restore == nil {
 		if err := h.beginRecord(sb, spec.Grants); err != nil {
 			return fail(fmt.Errorf("the sandbox's run record: %w", err))
+		}
+		if spec.Placement != nil {
+			if err := h.placed(sb, spec.Placement); err != nil {
+				return fail(fmt.Errorf("the sandbox's run record: its placement: %w", err))
+			}
 		}
 		// Classified before anything of it starts: unseeded.
 		if err := h.classifyUnseeded(sb); err != nil {

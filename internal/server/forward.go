@@ -15,7 +15,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opensubstrate/sandbox/client"
+	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/record"
+	"github.com/opensubstrate/sandbox/tier"
 )
 
 // Any host of a cluster answers the API (docs/cluster.md): a request
@@ -53,6 +58,9 @@ type Peers interface {
 	// TLS is how this host checks another's certificate (nil: the
 	// system's roots).
 	TLS() *tls.Config
+	// Place chooses the host a new sandbox of tier t goes to: that
+	// host, and the placement signed by this one.
+	Place(ctx context.Context, t tier.Tier) (Peer, *record.Placement, error)
 }
 
 // Peer is a host of the cluster: its id, key and where its API answers
@@ -121,7 +129,7 @@ func (s *Server) checkForwarded(r *http.Request, by string) (string, error) {
 		return "", err
 	}
 	self, _ := s.Peers.Self()
-	if !p.Key.Verify(forwardMessage(by, self, r.Method, r.URL.RequestURI(), owner, at, r.Header.Values(policyHeader)), sig) {
+	if !p.Key.Verify(forwardMessage(by, self, r.Method, r.URL.RequestURI(), owner, at, signedHeaders(r)), sig) {
 		return "", fmt.Errorf("its signature does not verify under host %s's key (or it was meant for another host)", by)
 	}
 	return owner, nil
@@ -167,6 +175,18 @@ func forwardable(r *http.Request) (string, bool) {
 // policyHeader is authority.Header, spelled here for the signature.
 const policyHeader = "Sandbox-Policy"
 
+// signedHeaders are the headers a forwarding signature covers, each
+// value after its name: the narrowing policies and the placement.
+func signedHeaders(r *http.Request) []string {
+	var out []string
+	for _, h := range []string{policyHeader, HeaderPlacement} {
+		for _, v := range r.Header.Values(h) {
+			out = append(out, h, v)
+		}
+	}
+	return out
+}
+
 // proxyTo forwards r to peer p, signed, streaming both ways.
 func (s *Server) proxyTo(w http.ResponseWriter, r *http.Request, p Peer, id string) {
 	tr, base, err := s.peerTransport(p)
@@ -178,7 +198,7 @@ func (s *Server) proxyTo(w http.ResponseWriter, r *http.Request, p Peer, id stri
 	own := owner(r)
 	at := time.Now().Unix()
 	uri := r.URL.RequestURI()
-	sig := k.Sign(forwardMessage(self, p.ID, r.Method, uri, own, at, r.Header.Values(policyHeader)))
+	sig := k.Sign(forwardMessage(self, p.ID, r.Method, uri, own, at, signedHeaders(r)))
 	// An exec's stdin streams while its output does.
 	http.NewResponseController(w).EnableFullDuplex()
 	rp := &httputil.ReverseProxy{
@@ -244,4 +264,58 @@ func (s *Server) peerTransport(p Peer) (http.RoundTripper, [2]string, error) {
 type peerState struct {
 	peerMu sync.Mutex
 	peerTr map[string]http.RoundTripper
+}
+
+// HeaderPlacement carries a placement (record.Placement's canonical
+// JSON, base64url) from the host that chose to the host it chose.
+const HeaderPlacement = "Sandbox-Placement"
+
+// placement is where a new sandbox goes, as the cluster decides: nil
+// outside a cluster, for a sandbox that is this host's by what it names
+// (an image, a manifest, a host path), or where no placement could be
+// made (logged: it is made here, as without a cluster). A forwarded
+// request carries the forwarding host's placement, which must be its
+// own (signed by it) and name this host. On the way out, r carries the
+// placement in its header for proxyTo to sign.
+func (s *Server) placement(r *http.Request, spec client.SandboxSpec, g grant.Set, t tier.Tier) (*record.Placement, error) {
+	if s.Peers == nil {
+		return nil, nil
+	}
+	if forwarded(r) {
+		v := r.Header.Get(HeaderPlacement)
+		if v == "" {
+			return nil, nil
+		}
+		b, err := base64.RawURLEncoding.DecodeString(v)
+		if err != nil {
+			return nil, badRequest(HeaderPlacement + ": not base64url")
+		}
+		var p record.Placement
+		if err := jcs.Unmarshal(b, &p); err != nil {
+			return nil, badRequest(HeaderPlacement + ": " + err.Error())
+		}
+		by, err := s.Peers.Peer(r.Context(), r.Context().Value(forwardedKey{}).(string))
+		if err != nil {
+			return nil, err
+		}
+		if p.By != by.Key {
+			return nil, &deniedError{fmt.Sprintf("%s: a placement by %s, forwarded by host %s", HeaderPlacement, p.By, by.ID)}
+		}
+		return &p, nil
+	}
+	r.Header.Del(HeaderPlacement) // a caller's own is not the cluster's
+	if spec.Image != "" || len(spec.Manifest) > 0 || len(g.Storage) > 0 {
+		return nil, nil // made here: what it names is this host's
+	}
+	_, p, err := s.Peers.Place(r.Context(), t)
+	if err != nil {
+		s.Log.Warn("cluster: no placement: the sandbox is made here", "err", err)
+		return nil, nil
+	}
+	b, err := jcs.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	r.Header.Set(HeaderPlacement, base64.RawURLEncoding.EncodeToString(b))
+	return p, nil
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/record"
+	"github.com/opensubstrate/sandbox/tier"
 )
 
 // hostKeys stands in for the cluster's database of host rows: the
@@ -36,6 +38,9 @@ func (h hostKeys) Peer(_ context.Context, id string) (Peer, error) {
 }
 func (h hostKeys) Self() (string, key.Private) { return h.self, h.k }
 func (h hostKeys) TLS() *tls.Config            { return nil }
+func (h hostKeys) Place(context.Context, tier.Tier) (Peer, *record.Placement, error) {
+	return Peer{}, nil, errors.New("no placement here")
+}
 
 // TestForwardedClaimsChecked: a request that says another host
 // forwarded it is served as the caller it names only when the named
@@ -68,8 +73,8 @@ func TestForwardedClaimsChecked(t *testing.T) {
 		served  bool
 	}{
 		{"signed for this host", peerID, sign(peer, selfID, "POST", "/v1/sandboxes/sb-1/exec?x=1", "local", now), now, "/v1/sandboxes/sb-1/exec?x=1", "", true},
-		{"signed with a policy", peerID, sign(peer, selfID, "POST", "/v1/sandboxes/sb-1/exec?x=1", "local", now, "cG9saWN5"), now, "/v1/sandboxes/sb-1/exec?x=1", "cG9saWN5", true},
-		{"a policy stripped", peerID, sign(peer, selfID, "POST", "/v1/sandboxes/sb-1/exec?x=1", "local", now, "cG9saWN5"), now, "/v1/sandboxes/sb-1/exec?x=1", "", false},
+		{"signed with a policy", peerID, sign(peer, selfID, "POST", "/v1/sandboxes/sb-1/exec?x=1", "local", now, policyHeader, "cG9saWN5"), now, "/v1/sandboxes/sb-1/exec?x=1", "cG9saWN5", true},
+		{"a policy stripped", peerID, sign(peer, selfID, "POST", "/v1/sandboxes/sb-1/exec?x=1", "local", now, policyHeader, "cG9saWN5"), now, "/v1/sandboxes/sb-1/exec?x=1", "", false},
 		{"another path", peerID, sign(peer, selfID, "POST", "/v1/sandboxes/sb-2/exec?x=1", "local", now), now, "/v1/sandboxes/sb-1/exec?x=1", "", false},
 		{"meant for another host", peerID, sign(peer, "host-other", "POST", "/v1/sandboxes/sb-1/exec?x=1", "local", now), now, "/v1/sandboxes/sb-1/exec?x=1", "", false},
 		{"signed by a stranger", peerID, sign(stranger, selfID, "POST", "/v1/sandboxes/sb-1/exec?x=1", "local", now), now, "/v1/sandboxes/sb-1/exec?x=1", "", false},

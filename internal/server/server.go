@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -393,6 +394,12 @@ func parseTier(t string, def tier.Tier) (tier.Tier, error) {
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	var spec client.SandboxSpec
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		writeErr(w, decodeError(err))
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	if err := decode(w, r, &spec, MaxBody); err != nil {
 		writeErr(w, err)
 		return
@@ -420,6 +427,24 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		hs.Manifest = m
+	}
+	if hs.Placement, err = s.placement(r, spec, g, t); err != nil {
+		writeErr(w, err)
+		return
+	}
+	if hs.Placement != nil {
+		if self, _ := s.Peers.Self(); hs.Placement.Host != s.Live.Key.Public() && !forwarded(r) {
+			// Placed on another host: made there, as the caller's.
+			p, err := s.Peers.Peer(r.Context(), hs.Placement.Host.ID().String())
+			if err != nil {
+				writeErr(w, err)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
+			s.proxyTo(w, r, p, "(new, placed by "+self+")")
+			return
+		}
 	}
 	info, err := s.Live.Create(s.life(r), hs)
 	if err != nil {

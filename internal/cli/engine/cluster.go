@@ -29,6 +29,8 @@ import (
 	"github.com/opensubstrate/sandbox/internal/store/pgstore"
 	"github.com/opensubstrate/sandbox/internal/store/s3blobs"
 	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/record"
+	"github.com/opensubstrate/sandbox/tier"
 )
 
 // heartbeatEvery is how often a host that joined a cluster says it is
@@ -255,6 +257,32 @@ func (s *clusterShared) Peer(ctx context.Context, id string) (server.Peer, error
 
 // Self is this host's id and key.
 func (s *clusterShared) Self() (string, key.Private) { return s.m.Host.ID(), s.key }
+
+// Place chooses where a new sandbox of tier t goes: best of K hosts of
+// the cluster (cluster.Place), the placement signed by this host.
+func (s *clusterShared) Place(ctx context.Context, t tier.Tier) (server.Peer, *record.Placement, error) {
+	hosts, err := s.c.Hosts(ctx)
+	if err != nil {
+		return server.Peer{}, nil, err
+	}
+	live, err := s.c.LiveCounts(ctx)
+	if err != nil {
+		return server.Peer{}, nil, err
+	}
+	dead := s.c.DeadAfter
+	if dead <= 0 {
+		dead = cluster.DefaultDeadAfter
+	}
+	h, p, err := cluster.Place(hosts, live, t, s.m.Host.ID(), cluster.DefaultK, dead, nil)
+	if err != nil {
+		return server.Peer{}, nil, err
+	}
+	p.By = s.key.Public()
+	if err := p.Sign(s.key); err != nil {
+		return server.Peer{}, nil, err
+	}
+	return server.Peer{ID: h.ID(), Key: h.Key, Addr: h.Addr}, &p, nil
+}
 
 // TLS checks other hosts' certificates (--cluster-ca).
 func (s *clusterShared) TLS() *tls.Config { return s.tls }
