@@ -182,6 +182,52 @@ def idle_figure(seg, line):
     return uj
 
 
+def host_key(v, field, line):
+    if not isinstance(v, str) or not v.startswith("ed25519:") or len(v) != 72:
+        raise Reject("invalid", line, "%s: not an ed25519 key" % field)
+    try:
+        return bytes.fromhex(v[8:])
+    except ValueError:
+        raise Reject("invalid", line, "%s: not hex" % field)
+
+
+def placement(p, line):
+    """A placed segment's placement (run-record.md): whole, its host among
+    its candidates, signed by its `by` over "sandbox.placement/1", a
+    newline and its canonical JSON without `sig`."""
+    if not isinstance(p, dict):
+        raise Reject("invalid", line, "placement")
+    members(p, ["host", "by", "tier", "candidates", "why", "sig"], [], line)
+    chosen, by = host_key(p["host"], "placement.host", line), host_key(p["by"], "placement.by", line)
+    for k in ("tier", "why", "sig"):
+        if not isinstance(p[k], str) or p[k] == "":
+            raise Reject("missing-field", line, "placement." + k)
+    cands = p["candidates"]
+    if not isinstance(cands, list) or not 1 <= len(cands) <= 64:
+        raise Reject("invalid", line, "placement.candidates: 1 to 64")
+    hosts = set()
+    for i, c in enumerate(cands):
+        if not isinstance(c, dict):
+            raise Reject("invalid", line, "placement.candidates[%d]" % i)
+        members(c, ["host", "capacity", "live", "idle_mw", "cost_mw"], [], line)
+        h = host_key(c["host"], "placement.candidates[%d].host" % i, line)
+        if h in hosts:
+            raise Reject("invalid", line, "placement.candidates[%d]: a host twice" % i)
+        hosts.add(h)
+        for k in ("capacity", "live", "idle_mw", "cost_mw"):
+            if not isinstance(c[k], int) or isinstance(c[k], bool) or c[k] < 0:
+                raise Reject("invalid", line, "placement.candidates[%d].%s" % (i, k))
+    if chosen not in hosts:
+        raise Reject("invalid", line, "placement.host: none of the candidates")
+    import jcp  # its Ed25519 (RFC 8032) and JCS; it imports this file's BLAKE3
+    unsigned = {k: v for k, v in p.items() if k != "sig"}
+    msg = b"sandbox.placement/1\n" + jcp.jcs(unsigned).encode("utf-8")
+    try:
+        jcp.check_signature(by, msg, jcp.b64url(p["sig"], line), line)
+    except jcp.Reject as e:
+        raise Reject("signature", line, "placement.sig: " + str(e))
+
+
 def verify(data, cited=None):
     if data and not data.endswith(b"\n"):
         raise Reject("truncated", data.count(b"\n") + 1, "the last line has no newline")
@@ -231,13 +277,16 @@ def verify(data, cited=None):
             if seg["pool"] == "":
                 raise Reject("missing-field", n, "pool")
             uj = idle_figure(seg, n)
+        elif kind == "placed":
+            members(seg, ["kind", "placement"], [], n)
+            placement(seg["placement"], n)
         elif kind is None:
             raise Reject("missing-field", n, "kind")
         else:
             raise Reject("invalid", n, "kind %r" % kind)
         if phase == "closed":
             raise Reject("closed", n, "after the close")
-        if kind in ("executed", "suspended") and phase == "parked":
+        if kind in ("executed", "suspended", "placed") and phase == "parked":
             raise Reject("phase", n, kind + " while parked")
         if kind in ("resumed", "claimed", "closed") and idle + uj >= 2 ** 53:
             raise Reject("int-range", n, "idle energy")
@@ -262,7 +311,7 @@ def verify(data, cited=None):
             phase, idle = "active", idle + uj
         elif kind == "claimed":
             idle += uj
-        else:
+        elif kind == "closed":
             phase, idle = "closed", idle + uj
     if cited is not None and cited not in heads:
         raise Reject("head-mismatch", 0, "the cited head is not among the record's")

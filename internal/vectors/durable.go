@@ -129,7 +129,30 @@ func durableVectors() ([]byte, error) {
 		return nil, err
 	}
 
+	// A sandbox placed by one host of a cluster on another: the
+	// placement, signed by the host that chose, is its first segment.
+	chooser, chosen := TestKey(), mustSeed(strings.Repeat("5a", 32))
+	pl := &record.Placement{Host: chosen.Public(), By: chooser.Public(), Tier: "S1",
+		Why: "one more S1 sandbox carries 4000 mW of its host's idle power there (12000 mW over 3 runs), the least of 2 hosts weighed (of 2 that give S1 with room)",
+		Candidates: []record.Candidate{
+			{Host: chooser.Public(), Capacity: 8, Live: 0, IdleMW: 6000, CostMW: 6000},
+			{Host: chosen.Public(), Capacity: 8, Live: 2, IdleMW: 12000, CostMW: 4000},
+		}}
+	if err := pl.Sign(chooser); err != nil {
+		return nil, err
+	}
+	place := record.Segment{Kind: record.Placed, Placement: pl}
+	placed, err := pos("placed", "a sandbox placed by one host of a cluster on another: the placement (its candidates, their figures, why), signed by the host that chose, is its first segment; then it runs and suspends",
+		nil, place, ex("1"), su(snap))
+	if err != nil {
+		return nil, err
+	}
+
 	// Negatives, each the life record or a part of it with one change.
+	neg("placed-forged", "a placement whose reason was changed after the host that chose signed it",
+		join([]string{placed[0], strings.Replace(placed[1], "the least of", "the most of", 1)}), reject.Signature, 2, nil)
+	placeB, _ := place.Bytes()
+	neg("placed-while-parked", "a placement right after a suspension: a parked run is resumed first", join(append(append([]string{}, life[:3]...), string(placeB))), reject.Phase, 4, nil)
 	neg("forked-snapshot", "resumed with a snapshot whose root differs from the one suspended",
 		join(replaceIn(life, 3, snap.Root.String(), snap2.Root.String())), reject.SnapshotMismatch, 4, nil)
 	neg("modified-suspended-snapshot", "the recorded suspension's root changed in the wire form: the resumption no longer restores what was suspended",
