@@ -257,6 +257,13 @@ func (c *Client) Resume(ctx context.Context, id string) (*Sandbox, error) {
 	return &s, c.call(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/resume", nil, &s)
 }
 
+// ResumeHere is Resume on the host asked, where a cluster would place
+// the resumption elsewhere.
+func (c *Client) ResumeHere(ctx context.Context, id string) (*Sandbox, error) {
+	var s Sandbox
+	return &s, c.call(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/resume?here=true", nil, &s)
+}
+
 // CloseRecord ends a sandbox's durable run, live (as Remove) or
 // suspended.
 func (c *Client) CloseRecord(ctx context.Context, id string) error {

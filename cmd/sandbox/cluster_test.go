@@ -584,6 +584,35 @@ func TestSandboxesArePlaced(t *testing.T) {
 	if out, e, code := runCLI(t, b, "", "record", "verify", id); code != 0 {
 		t.Fatalf("record verify on B: %d %s %s", code, out, e)
 	}
+	// A resumption is placed the same way: through A, back on B, where
+	// the other sandbox still shares the idle power; the placement
+	// follows the Resumed segment. With --here it resumes on A.
+	if _, e, code := runCLI(t, a, "", "suspend", id); code != 0 {
+		t.Fatalf("suspend through A: %d %s", code, e)
+	}
+	if _, e, code := runCLI(t, a, "", "resume", id); code != 0 {
+		t.Fatalf("resume through A: %d %s", code, e)
+	}
+	if ids := psIDs(t, b); !slices.Contains(ids, id) {
+		t.Fatalf("the placed resumption is not on B: %v", ids)
+	}
+	rec, _ = os.ReadFile(filepath.Join(b, "records", id+".jsonl"))
+	lines = strings.Split(strings.TrimSpace(string(rec)), "\n")
+	if n := len(lines); n < 2 || !strings.Contains(lines[n-2], `"kind":"resumed"`) || !strings.Contains(lines[n-1], `"kind":"placed"`) || !strings.Contains(lines[n-1], `"by":"`+aKey) {
+		t.Fatalf("the resumption's placement: %s", rec)
+	}
+	if _, e, code := runCLI(t, a, "", "suspend", id); code != 0 {
+		t.Fatalf("suspend through A: %d %s", code, e)
+	}
+	if _, e, code := runCLI(t, a, "", "resume", "--here", id); code != 0 {
+		t.Fatalf("resume --here on A: %d %s", code, e)
+	}
+	if ids := psIDs(t, a); !slices.Contains(ids, id) {
+		t.Fatalf("resume --here: not on A: %v", ids)
+	}
+	if out, e, code := runCLI(t, a, "", "record", "verify", "--trust-host", "--trust", filepath.Join(b, "host.pub"), id); code != 0 {
+		t.Fatalf("record verify on A with B's key: %d %s %s", code, out, e)
+	}
 }
 
 // psIDs are the sandboxes home's service holds.

@@ -433,7 +433,7 @@ host call within 10 s is interrupted and sealed instead.
 }
 
 func resumeCmd(g *Globals) *cobra.Command {
-	var asJSON bool
+	var asJSON, here bool
 	c := &cobra.Command{
 		Use:   "resume SANDBOX",
 		Short: "Start a suspended sandbox again from its run record",
@@ -449,7 +449,13 @@ An S2 sandbox suspended while execs ran had them parked at a host call;
 resume continues each where it stopped (its journal replayed to the
 park point, its memory and open files checked there), seals it as one
 run, and prints what it wrote after the park point, then a line on
-stderr naming its run. It answers when they have ended.`,
+stderr naming its run. It answers when they have ended.
+
+In a cluster (serve --cluster), a sandbox whose suspension the cluster
+keeps is placed as a new one is (docs/cluster.md): it resumes on the
+host where it costs least, which may be another than the one asked
+(the placement is sealed into its record); --here resumes it on the
+host asked.`,
 		Args: UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := g.Client()
@@ -457,7 +463,11 @@ stderr naming its run. It answers when they have ended.`,
 				return err
 			}
 			defer cl.Close()
-			sb, err := cl.Resume(cmd.Context(), args[0])
+			resume := cl.Resume
+			if here {
+				resume = cl.ResumeHere
+			}
+			sb, err := resume(cmd.Context(), args[0])
 			if err != nil {
 				return APIErr(err)
 			}
@@ -481,6 +491,7 @@ stderr naming its run. It answers when they have ended.`,
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
+	c.Flags().BoolVar(&here, "here", false, "in a cluster: resume it on the host asked, not where the cluster places it")
 	return c
 }
 

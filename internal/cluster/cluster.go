@@ -58,6 +58,7 @@ CREATE TABLE IF NOT EXISTS cluster_sandboxes (
 	fence BIGINT NOT NULL,
 	updated TIMESTAMPTZ NOT NULL DEFAULT now()
 );
+ALTER TABLE cluster_sandboxes ADD COLUMN IF NOT EXISTS tier TEXT NOT NULL DEFAULT '';
 `
 
 // Errors a member meets.

@@ -504,11 +504,11 @@ func TestMadeClosedAndLostSandboxes(t *testing.T) {
 	ctx := context.Background()
 	made, closed := "sb-00000000000a", "sb-00000000000c"
 	for _, id := range []string{made, closed} {
-		if err := a.SandboxMade(ctx, id); err != nil {
+		if err := a.SandboxMade(ctx, id, tier.S1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := b.SandboxMade(ctx, made); !errors.Is(err, ErrHeldElsewhere) {
+	if err := b.SandboxMade(ctx, made, tier.S1); !errors.Is(err, ErrHeldElsewhere) {
 		t.Fatalf("made twice: %v", err)
 	}
 	h, err := c.Holder(ctx, made)

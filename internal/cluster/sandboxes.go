@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/tier"
 )
 
 // A suspended sandbox travels (docs/cluster.md): the host that suspends
@@ -174,9 +175,9 @@ FROM cluster_sandboxes s LEFT JOIN cluster_hosts h ON h.id = s.host WHERE s.id =
 // SandboxMade says sandbox id was made here and is held here, live:
 // other hosts forward requests for it here. An id the cluster already
 // keeps is refused.
-func (m *Member) SandboxMade(ctx context.Context, id string) error {
-	tag, err := m.c.pool.Exec(ctx, `INSERT INTO cluster_sandboxes (id, host, state, head, bundle, fence) VALUES ($1, $2, 'live', '', '', 1)
-ON CONFLICT (id) DO NOTHING`, id, m.Host.ID())
+func (m *Member) SandboxMade(ctx context.Context, id string, t tier.Tier) error {
+	tag, err := m.c.pool.Exec(ctx, `INSERT INTO cluster_sandboxes (id, host, state, head, bundle, fence, tier) VALUES ($1, $2, 'live', '', '', 1, $3)
+ON CONFLICT (id) DO NOTHING`, id, m.Host.ID(), t.String())
 	if err != nil {
 		return fmt.Errorf("cluster: sandbox %s made: %w", id, err)
 	}
@@ -200,19 +201,29 @@ func (m *Member) SandboxClosed(ctx context.Context, id string) error {
 type Holding struct {
 	Host  Seen   // its row verified
 	State string // live, suspended, closed, lost
+	// Tier is the sandbox's tier, where the host that made it said
+	// (zero: it did not).
+	Tier tier.Tier
+	// Kept says the cluster keeps a suspension of it (a bundle).
+	Kept bool
 }
 
 // Holder is the host that holds sandbox id (ErrNotShared: the cluster
 // keeps nothing of it); a holder whose row does not verify is refused.
 func (c *Cluster) Holder(ctx context.Context, id string) (Holding, error) {
 	var h Holding
-	var host string
-	err := c.pool.QueryRow(ctx, `SELECT host, state FROM cluster_sandboxes WHERE id = $1`, id).Scan(&host, &h.State)
+	var host, t string
+	err := c.pool.QueryRow(ctx, `SELECT host, state, tier, length(bundle) = 32 FROM cluster_sandboxes WHERE id = $1`, id).Scan(&host, &h.State, &t, &h.Kept)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return h, fmt.Errorf("cluster: sandbox %s: %w", id, ErrNotShared)
 	}
 	if err != nil {
 		return h, fmt.Errorf("cluster: sandbox %s: %w", id, err)
+	}
+	if t != "" {
+		if h.Tier, err = tier.Parse(t); err != nil {
+			return h, fmt.Errorf("cluster: sandbox %s: its tier %q: %w", id, t, err)
+		}
 	}
 	h.Host, err = c.Host(ctx, host)
 	return h, err

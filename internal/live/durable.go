@@ -199,16 +199,25 @@ func (h *Manager) beginRecord(sb *Sandbox, given grant.Set) error {
 // placed seals a placement into sb's new record: a placement of another
 // host is refused.
 func (h *Manager) placed(sb *Sandbox, p *record.Placement) error {
+	if err := h.checkPlacement(p); err != nil {
+		return err
+	}
+	if _, err := sb.record.Append(record.Segment{Kind: record.Placed, Placement: p}); err != nil {
+		return err
+	}
+	h.indexRecord(sb.ID, sb.record)
+	return nil
+}
+
+// checkPlacement refuses a placement of another host, or one not whole
+// and signed by the host that chose.
+func (h *Manager) checkPlacement(p *record.Placement) error {
 	if p.Host != h.Key.Public() {
 		return &host.InvalidError{Err: fmt.Errorf("a placement on host %s, not this one (%s)", p.Host, h.Key.Public())}
 	}
 	if err := p.Check(); err != nil {
 		return &host.InvalidError{Err: err}
 	}
-	if _, err := sb.record.Append(record.Segment{Kind: record.Placed, Placement: p}); err != nil {
-		return err
-	}
-	h.indexRecord(sb.ID, sb.record)
 	return nil
 }
 
@@ -468,7 +477,19 @@ func (h *Manager) readParked(id string) (parked, error) {
 // the workspace is restored from the recorded tree, the sandbox starts
 // again under the same id, unit and grants, and Resumed is appended
 // with the idle energy of the parked interval.
-func (h *Manager) Resume(ctx context.Context, id, owner string) (info SandboxInfo, err error) {
+func (h *Manager) Resume(ctx context.Context, id, owner string) (SandboxInfo, error) {
+	return h.ResumePlaced(ctx, id, owner, nil)
+}
+
+// ResumePlaced is Resume where a cluster placed the resumption here: the
+// placement (which must name this host, signed by the host that chose)
+// is sealed into the record right after its Resumed segment.
+func (h *Manager) ResumePlaced(ctx context.Context, id, owner string, pl *record.Placement) (info SandboxInfo, err error) {
+	if pl != nil {
+		if err := h.checkPlacement(pl); err != nil {
+			return SandboxInfo{}, err
+		}
+	}
 	if _, err := h.sandbox(id, owner); err == nil {
 		return SandboxInfo{}, &host.InvalidError{Err: fmt.Errorf("sandbox %s is live, not suspended", id)}
 	}
@@ -568,6 +589,11 @@ func (h *Manager) Resume(ctx context.Context, id, owner string) (info SandboxInf
 			crash.At(crash.ResumeRestored)
 			if _, err := f.Resume(*st.Last, env, idle, IdleProvenance); err != nil {
 				return err
+			}
+			if pl != nil {
+				if _, err := f.Append(record.Segment{Kind: record.Placed, Placement: pl}); err != nil {
+					return err
+				}
 			}
 			h.indexRecord(id, f)
 			crash.At(crash.ResumeAppended)

@@ -10,6 +10,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/record"
+	"github.com/opensubstrate/sandbox/tier"
 )
 
 // Shared is where a cluster keeps suspended sandboxes for any of its
@@ -32,7 +33,7 @@ type Shared interface {
 	Trust(ctx context.Context) (key.Trust, error)
 	// Made says sandbox id was made here and is held here: the other
 	// hosts forward requests for it here.
-	Made(ctx context.Context, id string) error
+	Made(ctx context.Context, id string, t tier.Tier) error
 	// Closed says sandbox id, held here, was closed or removed: no host
 	// resumes it from a suspension published before.
 	Closed(ctx context.Context, id string) error
@@ -40,11 +41,11 @@ type Shared interface {
 
 // shareMade tells the cluster of a sandbox made here; a failure leaves
 // it reachable through this host only, said in the log.
-func (h *Manager) shareMade(id string) {
+func (h *Manager) shareMade(id string, t tier.Tier) {
 	if h.Shared == nil {
 		return
 	}
-	if err := h.Shared.Made(context.Background(), id); err != nil {
+	if err := h.Shared.Made(context.Background(), id, t); err != nil {
 		h.Logger().Warn("a sandbox made here is not known to the cluster: other hosts will not forward to it", "sandbox", id, "err", err)
 	}
 }

@@ -23,7 +23,23 @@ func (s *Server) suspend(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
-	i, err := s.Live.Resume(r.Context(), r.PathValue("id"), owner(r))
+	id := r.PathValue("id")
+	pl, err := s.resumePlacement(r, id)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if pl != nil && pl.Host != s.Live.Key.Public() && !forwarded(r) {
+		// Placed on another host: resumed there, as the caller's.
+		p, err := s.Peers.Peer(r.Context(), pl.Host.ID().String())
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		s.proxyTo(w, r, p, id)
+		return
+	}
+	i, err := s.Live.ResumePlaced(r.Context(), id, owner(r), pl)
 	if err != nil {
 		writeErr(w, err)
 		return

@@ -61,6 +61,9 @@ type Peers interface {
 	// Place chooses the host a new sandbox of tier t goes to: that
 	// host, and the placement signed by this one.
 	Place(ctx context.Context, t tier.Tier) (Peer, *record.Placement, error)
+	// Kept says the cluster keeps a suspension of sandbox id that any
+	// host may resume, and its tier.
+	Kept(ctx context.Context, id string) (tier.Tier, bool, error)
 }
 
 // Peer is a host of the cluster: its id, key and where its API answers
@@ -282,34 +285,21 @@ func (s *Server) placement(r *http.Request, spec client.SandboxSpec, g grant.Set
 		return nil, nil
 	}
 	if forwarded(r) {
-		v := r.Header.Get(HeaderPlacement)
-		if v == "" {
-			return nil, nil
-		}
-		b, err := base64.RawURLEncoding.DecodeString(v)
-		if err != nil {
-			return nil, badRequest(HeaderPlacement + ": not base64url")
-		}
-		var p record.Placement
-		if err := jcs.Unmarshal(b, &p); err != nil {
-			return nil, badRequest(HeaderPlacement + ": " + err.Error())
-		}
-		by, err := s.Peers.Peer(r.Context(), r.Context().Value(forwardedKey{}).(string))
-		if err != nil {
-			return nil, err
-		}
-		if p.By != by.Key {
-			return nil, &deniedError{fmt.Sprintf("%s: a placement by %s, forwarded by host %s", HeaderPlacement, p.By, by.ID)}
-		}
-		return &p, nil
+		return s.forwardedPlacement(r)
 	}
 	r.Header.Del(HeaderPlacement) // a caller's own is not the cluster's
 	if spec.Image != "" || len(spec.Manifest) > 0 || len(g.Storage) > 0 {
 		return nil, nil // made here: what it names is this host's
 	}
+	return s.place(r, t)
+}
+
+// place places what r makes or resumes (tier t) and puts the signed
+// placement in r's header; none (logged) where no placement can be made.
+func (s *Server) place(r *http.Request, t tier.Tier) (*record.Placement, error) {
 	_, p, err := s.Peers.Place(r.Context(), t)
 	if err != nil {
-		s.Log.Warn("cluster: no placement: the sandbox is made here", "err", err)
+		s.Log.Warn("cluster: no placement: it is done here", "err", err)
 		return nil, nil
 	}
 	b, err := jcs.Marshal(p)
@@ -318,4 +308,52 @@ func (s *Server) placement(r *http.Request, spec client.SandboxSpec, g grant.Set
 	}
 	r.Header.Set(HeaderPlacement, base64.RawURLEncoding.EncodeToString(b))
 	return p, nil
+}
+
+// forwardedPlacement is the placement a forwarded request carries (nil:
+// none): the forwarding host's own, signed by it (the host it names is
+// checked where it is sealed).
+func (s *Server) forwardedPlacement(r *http.Request) (*record.Placement, error) {
+	v := r.Header.Get(HeaderPlacement)
+	if v == "" {
+		return nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return nil, badRequest(HeaderPlacement + ": not base64url")
+	}
+	var p record.Placement
+	if err := jcs.Unmarshal(b, &p); err != nil {
+		return nil, badRequest(HeaderPlacement + ": " + err.Error())
+	}
+	by, err := s.Peers.Peer(r.Context(), r.Context().Value(forwardedKey{}).(string))
+	if err != nil {
+		return nil, err
+	}
+	if p.By != by.Key {
+		return nil, &deniedError{fmt.Sprintf("%s: a placement by %s, forwarded by host %s", HeaderPlacement, p.By, by.ID)}
+	}
+	return &p, nil
+}
+
+// resumePlacement is where a resumption goes: with ?here, or where the
+// cluster keeps no suspension of the sandbox, here, unplaced; else
+// placed as a new sandbox is, the placement in r's header. A forwarded
+// resumption carries its placement.
+func (s *Server) resumePlacement(r *http.Request, id string) (*record.Placement, error) {
+	if s.Peers == nil {
+		return nil, nil
+	}
+	if forwarded(r) {
+		return s.forwardedPlacement(r)
+	}
+	r.Header.Del(HeaderPlacement)
+	if r.URL.Query().Has("here") {
+		return nil, nil
+	}
+	t, kept, err := s.Peers.Kept(r.Context(), id)
+	if err != nil || !kept {
+		return nil, err
+	}
+	return s.place(r, t)
 }

@@ -41,6 +41,7 @@ func (h hostKeys) TLS() *tls.Config            { return nil }
 func (h hostKeys) Place(context.Context, tier.Tier) (Peer, *record.Placement, error) {
 	return Peer{}, nil, errors.New("no placement here")
 }
+func (h hostKeys) Kept(context.Context, string) (tier.Tier, bool, error) { return 0, false, nil }
 
 // TestForwardedClaimsChecked: a request that says another host
 // forwarded it is served as the caller it names only when the named

@@ -284,6 +284,23 @@ func (s *clusterShared) Place(ctx context.Context, t tier.Tier) (server.Peer, *r
 	return server.Peer{ID: h.ID(), Key: h.Key, Addr: h.Addr}, &p, nil
 }
 
+// Kept says the cluster keeps a suspension of sandbox id, and its tier
+// (S1 where the host that made it did not say).
+func (s *clusterShared) Kept(ctx context.Context, id string) (tier.Tier, bool, error) {
+	h, err := s.c.Holder(ctx, id)
+	if errors.Is(err, cluster.ErrNotShared) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	t := h.Tier
+	if t == 0 {
+		t = tier.S1
+	}
+	return t, h.State == "suspended" && h.Kept, nil
+}
+
 // TLS checks other hosts' certificates (--cluster-ca).
 func (s *clusterShared) TLS() *tls.Config { return s.tls }
 
@@ -322,7 +339,9 @@ func (s *clusterShared) Take(ctx context.Context, id string) ([]byte, func(), er
 	return b, release, nil
 }
 
-func (s *clusterShared) Made(ctx context.Context, id string) error { return s.m.SandboxMade(ctx, id) }
+func (s *clusterShared) Made(ctx context.Context, id string, t tier.Tier) error {
+	return s.m.SandboxMade(ctx, id, t)
+}
 
 func (s *clusterShared) Closed(ctx context.Context, id string) error {
 	return s.m.SandboxClosed(ctx, id)
