@@ -551,3 +551,57 @@ func TestMadeClosedAndLostSandboxes(t *testing.T) {
 		t.Fatalf("an edited host row: %v", err)
 	}
 }
+
+// TestQueueOutlivesARestart: PostgreSQL restarted (its connections cut)
+// while a queuer waits on a job and before its host completes it: the
+// wait, the completion and a new job each go on once it answers again,
+// said in the log; nothing is lost.
+func TestQueueOutlivesARestart(t *testing.T) {
+	pg, err := pgtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	c, err := Open(context.Background(), pg.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	log := &logged{}
+	c.Log = slog.New(slog.NewTextHandler(log, nil))
+	a, b := join(t, c, "a"), join(t, c, "b")
+	ctx := context.Background()
+	id, err := a.Enqueue(ctx, Job{Kind: "fleet-item", Payload: []byte("1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := b.Claim(ctx, time.Hour, "fleet-item")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan State, 1)
+	go func() {
+		st, err := c.Wait(ctx, id, 20*time.Millisecond)
+		if err != nil {
+			t.Error(err)
+		}
+		waited <- st
+	}()
+	if err := pg.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Complete(ctx, l, []byte("done")); err != nil {
+		t.Fatalf("complete after the restart: %v", err)
+	}
+	if st := <-waited; st.State != "done" || string(st.Result) != "done" {
+		t.Fatalf("waited for: %+v", st)
+	}
+	if _, err := a.Enqueue(ctx, Job{Kind: "fleet-item", Payload: []byte("2")}); err != nil {
+		t.Fatalf("enqueue after the restart: %v", err)
+	}
+	for _, e := range []error{errors.New("x"), context.Canceled, ErrStaleFence} {
+		if Transient(e) {
+			t.Errorf("%v is not the database being away", e)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/opensubstrate/sandbox/key"
 )
@@ -32,8 +33,11 @@ func (m *Member) Enqueue(ctx context.Context, j Job) (int64, error) {
 		j.Payload = []byte{}
 	}
 	var id int64
-	err := m.c.pool.QueryRow(ctx, `INSERT INTO cluster_jobs (kind, payload, by_host, sig) VALUES ($1, $2, $3, $4) RETURNING id`,
-		j.Kind, j.Payload, m.Host.ID(), m.key.Sign(jobMessage(j.Kind, m.Host.ID(), j.Payload))).Scan(&id)
+	sig := m.key.Sign(jobMessage(j.Kind, m.Host.ID(), j.Payload))
+	err := m.c.retry(ctx, "enqueue", func() error {
+		return m.c.pool.QueryRow(ctx, `INSERT INTO cluster_jobs (kind, payload, by_host, sig) VALUES ($1, $2, $3, $4) RETURNING id`,
+			j.Kind, j.Payload, m.Host.ID(), sig).Scan(&id)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("cluster: enqueue: %w", err)
 	}
@@ -195,7 +199,11 @@ func (m *Member) EnqueueBatch(ctx context.Context, jobs []Job) ([]int64, error) 
 // fencing token and holder, and says ErrStaleFence where it does not.
 func (m *Member) fenced(ctx context.Context, what string, l *Lease, set string, args ...any) error {
 	q := `UPDATE cluster_jobs SET ` + set + ` WHERE id = $1 AND fence = $2 AND holder = $3 AND state = 'leased'`
-	tag, err := m.c.pool.Exec(ctx, q, append([]any{l.ID, l.Fence, m.Host.ID()}, args...)...)
+	var tag pgconn.CommandTag
+	err := m.c.retry(ctx, what, func() (err error) {
+		tag, err = m.c.pool.Exec(ctx, q, append([]any{l.ID, l.Fence, m.Host.ID()}, args...)...)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("cluster: %s job %d: %w", what, l.ID, err)
 	}
@@ -270,7 +278,8 @@ func (m *Member) Withdraw(ctx context.Context, id int64, reason string) (bool, e
 func (c *Cluster) Wait(ctx context.Context, id int64, poll time.Duration) (State, error) {
 	d := min(poll, 10*time.Millisecond)
 	for {
-		s, err := c.JobState(ctx, id)
+		var s State
+		err := c.retry(ctx, "wait", func() (err error) { s, err = c.JobState(ctx, id); return err })
 		if err != nil {
 			return s, err
 		}

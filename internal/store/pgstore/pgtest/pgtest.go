@@ -23,12 +23,15 @@ const Port = 5432
 
 // Server is a running PostgreSQL.
 type Server struct {
-	Dir    string // its temporary directory: data/ and the socket
-	Bin    string // the directory of initdb and postgres
-	cred   *syscall.Credential
-	cmd    *exec.Cmd
-	exited chan struct{}
-	dbs    atomic.Int64
+	Dir string // its temporary directory: data/ and the socket
+	Bin string // the directory of initdb and postgres
+	// Listen is the address it also takes TCP connections on ("":
+	// none), from the network Allow names (CIDR), without a password.
+	Listen, Allow string
+	cred          *syscall.Credential
+	cmd           *exec.Cmd
+	exited        chan struct{}
+	dbs           atomic.Int64
 }
 
 // BinDir finds the newest installed PostgreSQL's programs.
@@ -48,7 +51,12 @@ func version(initdb string) int {
 
 // Start initialises and starts a server; Stop ends it and removes its
 // directory.
-func Start() (*Server, error) {
+func Start() (*Server, error) { return StartOn("", "") }
+
+// StartOn is Start with a TCP listener on address listen too, taking
+// connections from the network allow (a CIDR): hosts in other network
+// namespaces reach it there (DSNOn).
+func StartOn(listen, allow string) (*Server, error) {
 	bin, err := BinDir()
 	if err != nil {
 		return nil, err
@@ -57,7 +65,7 @@ func Start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Dir: dir, Bin: bin}
+	s := &Server{Dir: dir, Bin: bin, Listen: listen, Allow: allow}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -76,6 +84,17 @@ func Start() (*Server, error) {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb: %v: %s", err, out)
+	}
+	if allow != "" {
+		hba, err := os.OpenFile(filepath.Join(s.data(), "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+		if err == nil {
+			_, err = fmt.Fprintf(hba, "host all all %s trust\n", allow)
+			hba.Close()
+		}
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("pg_hba.conf: %w", err)
+		}
 	}
 	if err := s.start(); err != nil {
 		s.Stop()
@@ -101,7 +120,7 @@ func (s *Server) start() error {
 	}
 	defer log.Close()
 	s.cmd = s.command("postgres", "-D", s.data(), "-k", s.Dir, "-p", strconv.Itoa(Port),
-		"-c", "listen_addresses=", "-c", "max_connections=200", "-c", "shared_buffers=32MB")
+		"-c", "listen_addresses="+s.Listen, "-c", "max_connections=200", "-c", "shared_buffers=32MB")
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("postgres: %w", err)
@@ -134,6 +153,11 @@ func (s *Server) start() error {
 // DSN is the connection string of database db.
 func (s *Server) DSN(db string) string {
 	return fmt.Sprintf("host=%s port=%d user=postgres dbname=%s sslmode=disable", s.Dir, Port, db)
+}
+
+// DSNOn is the connection string of database db over TCP (StartOn).
+func (s *Server) DSNOn(db string) string {
+	return fmt.Sprintf("host=%s port=%d user=postgres dbname=%s sslmode=disable connect_timeout=5", s.Listen, Port, db)
 }
 
 // NewDatabase makes a database of its own for t and returns its DSN.

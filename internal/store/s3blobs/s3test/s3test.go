@@ -121,18 +121,23 @@ func repoRoot() (string, error) {
 type Gateway struct {
 	Root     string // the directory it keeps buckets in
 	Endpoint string // http://127.0.0.1:PORT
-	t        testing.TB
-	bin      string
-	cmd      *exec.Cmd
-	out      *syncBuffer
-	exited   chan struct{}
+	// Host is the address it listens on (default 127.0.0.1).
+	Host   string
+	t      testing.TB
+	bin    string
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	exited chan struct{}
 }
 
 // Start starts a gateway on a new root directory; the test's cleanup
 // stops it and removes the directory.
-func Start(t testing.TB) *Gateway {
+func Start(t testing.TB) *Gateway { return StartOn(t, "127.0.0.1") }
+
+// StartOn is Start on address host (one other network namespaces reach).
+func StartOn(t testing.TB, host string) *Gateway {
 	t.Helper()
-	g := &Gateway{t: t, bin: gatewayBinary(t), Root: t.TempDir()}
+	g := &Gateway{t: t, bin: gatewayBinary(t), Root: t.TempDir(), Host: host}
 	g.Start()
 	t.Cleanup(g.Stop)
 	return g
@@ -143,7 +148,7 @@ func Start(t testing.TB) *Gateway {
 func (g *Gateway) Start() {
 	g.t.Helper()
 	for try := 1; ; try++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", net.JoinHostPort(g.Host, "0"))
 		if err != nil {
 			g.t.Fatal(err)
 		}
