@@ -506,16 +506,24 @@ func forged(t *testing.T, socket, base string, pool *x509.CertPool) {
 	}
 }
 
-// selfSigned writes a self-signed certificate for 127.0.0.1 and its key.
-func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
+// selfSigned writes a self-signed certificate for ips (default
+// 127.0.0.1) and its key.
+func selfSigned(t *testing.T, ips ...string) (certFile, keyFile string, pool *x509.CertPool) {
 	t.Helper()
+	if len(ips) == 0 {
+		ips = []string{"127.0.0.1"}
+	}
+	var addrs []net.IP
+	for _, ip := range ips {
+		addrs = append(addrs, net.ParseIP(ip))
+	}
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sandbox test host"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		IPAddresses: addrs, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
 	if err != nil {

@@ -35,9 +35,15 @@ func startServe(t *testing.T, home string, args ...string) *exec.Cmd {
 // startServeWith is startServe with extra environment.
 func startServeWith(t *testing.T, home string, env []string, args ...string) *exec.Cmd {
 	t.Helper()
+	return startServeCmd(t, home, cliCmd(t, home, env, append([]string{"serve"}, args...)...))
+}
+
+// startServeCmd starts cmd, a `sandbox serve` of home's, and waits for
+// its socket; the test's cleanup kills it.
+func startServeCmd(t *testing.T, home string, cmd *exec.Cmd) *exec.Cmd {
+	t.Helper()
 	// A socket a killed service left would pass for this one's.
 	os.Remove(filepath.Join(home, client.SocketName))
-	cmd := cliCmd(t, home, env, append([]string{"serve"}, args...)...)
 	var log bytes.Buffer
 	cmd.Stderr = &log
 	if err := cmd.Start(); err != nil {
