@@ -1,0 +1,506 @@
+// The client of one sandbox service: every operation of docs/api.md, as
+// the Go client (client/*.go) has them, async.
+
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { Readable } from "node:stream";
+import { SandboxError } from "./errors.js";
+import { ExecStream, fleetCall, envelopeB64, type CallOptions, type FleetOptions } from "./stream.js";
+import { parseAddress, readAll, SOCKET_NAME, stateDir, Transport, type Body, type Endpoint, type Env } from "./transport.js";
+import type {
+  BytesLike,
+  ExecResult,
+  ExecSpec,
+  FileInfo,
+  FleetResult,
+  FleetSpec,
+  Health,
+  JCPBudget,
+  JCPChain,
+  JCPEvent,
+  JCPInfo,
+  JCPLedger,
+  JCPLedgerReport,
+  JCPRecorded,
+  Pool,
+  PreservationReceipt,
+  ReceiptSpec,
+  RecordInfo,
+  Result,
+  RunReport,
+  RunSpec,
+  SandboxInfo,
+  SandboxSpec,
+  Seeded,
+  SeedSpec,
+  Snapshot,
+} from "./types.js";
+import { verifyRunFiles, type RunFiles, type RunVerification, type RunVerifyOptions } from "./verify/rundir.js";
+
+/** How to reach the service. Every member is optional: see {@link SandboxClient}'s constructor for the defaults. */
+export interface ClientOptions {
+  /**
+   * The service: a unix socket's path, `unix:PATH`, or `https://HOST:PORT`.
+   * Default: $SANDBOX_HOST, else the state directory's `serve.sock`
+   * ($SANDBOX_HOME, else $XDG_STATE_HOME/sandbox, else ~/.local/state/sandbox).
+   */
+  address?: string;
+  /** The bearer token for a TCP service. Default: $SANDBOX_TOKEN for an https address. */
+  token?: string;
+  /** The CA certificate(s) (PEM) to trust for the service's TLS certificate, besides Node's defaults. */
+  ca?: string | Buffer | Array<string | Buffer>;
+  /** Set false to skip TLS certificate verification (tests only). Default true. */
+  rejectUnauthorized?: boolean;
+  /**
+   * A policy document (sandbox.policy/1) the service holds every call of
+   * this client to, besides its own authority: sent as `Sandbox-Policy`
+   * (base64url). See {@link SandboxClient.narrowed}.
+   */
+  policy?: object | string | Uint8Array;
+  /** A client-side bound on each plain (not streamed) call, ms; 0 for none. Default 120 000. */
+  requestTimeoutMs?: number;
+  /** The environment read for the defaults. Default: process.env. */
+  env?: Env;
+}
+
+function policyHeader(doc: object | string | Uint8Array): string {
+  const b = doc instanceof Uint8Array ? Buffer.from(doc) : Buffer.from(typeof doc === "string" ? doc : JSON.stringify(doc), "utf8");
+  return b.toString("base64url");
+}
+
+/** Where the SDK looks for the service, given these options and environment: its address, and token. */
+export function resolveAddress(o: ClientOptions = {}): { endpoint: Endpoint; token?: string } {
+  const env = o.env ?? process.env;
+  const addr = o.address ?? (env.SANDBOX_HOST || undefined) ?? join(stateDir(env), SOCKET_NAME);
+  const endpoint = parseAddress(addr);
+  const token = o.token ?? (endpoint.kind === "tcp" ? env.SANDBOX_TOKEN || undefined : undefined);
+  return token === undefined ? { endpoint } : { endpoint, token };
+}
+
+const p = (id: string) => "/v1/sandboxes/" + encodeURIComponent(id);
+const filesPath = (id: string, path: string, extra: Record<string, string> = {}) =>
+  `${p(id)}/files?${new URLSearchParams({ path, ...extra }).toString()}`;
+
+/**
+ * A client of one sandbox service (`sandbox serve`). Nothing is sent until
+ * the first call; connections are kept alive and shared.
+ *
+ * @example
+ * ```ts
+ * const client = new SandboxClient();            // $SANDBOX_HOST, or the local socket
+ * const sb = await client.create({ tier: "S1" });
+ * const r = await sb.exec(["sh", "-c", "echo hello"]);
+ * console.log(r.exit_status, r.stdout?.toString());
+ * await sb.remove();
+ * ```
+ */
+export class SandboxClient {
+  /** The service's address, as dialled (`unix:/…/serve.sock`, `https://host:port`). */
+  readonly address: string;
+  /** @internal */
+  readonly transport: Transport;
+
+  /**
+   * @param options how to reach the service. The address is
+   * `options.address`, else $SANDBOX_HOST (with $SANDBOX_TOKEN), else the
+   * state directory's socket, as the CLI finds it.
+   */
+  constructor(options: ClientOptions = {}, transport?: Transport) {
+    if (transport) {
+      this.transport = transport;
+    } else {
+      const { endpoint, token } = resolveAddress(options);
+      this.transport = new Transport({
+        endpoint,
+        ...(token !== undefined ? { token } : {}),
+        ...(options.ca !== undefined ? { ca: options.ca } : {}),
+        ...(options.rejectUnauthorized !== undefined ? { rejectUnauthorized: options.rejectUnauthorized } : {}),
+        ...(options.policy !== undefined ? { policy: policyHeader(options.policy) } : {}),
+        requestTimeoutMs: options.requestTimeoutMs ?? 120_000,
+      });
+    }
+    this.address = this.transport.endpoint.display;
+  }
+
+  /**
+   * A client whose every call asks the service to hold it to the policy
+   * document `doc` as well as to its own authority (what `sandbox mcp`
+   * does for a model's tool calls): any grant `doc` does not allow is
+   * refused as denied. It shares this client's connections.
+   */
+  narrowed(doc: object | string | Uint8Array): SandboxClient {
+    return new SandboxClient({}, this.transport.withPolicy(policyHeader(doc)));
+  }
+
+  /** Releases the client's connections. */
+  close(): void {
+    this.transport.close();
+  }
+
+  private getJSON<T>(path: string): Promise<T> {
+    return this.transport.json<T>({ method: "GET", path });
+  }
+  private postJSON<T>(path: string, body?: unknown): Promise<T> {
+    return this.transport.json<T>(
+      body === undefined ? { method: "POST", path } : { method: "POST", path, body: JSON.stringify(body), contentType: "application/json" },
+    );
+  }
+
+  // ---- the service ---------------------------------------------------
+
+  /** GET /v1/health: whether the service answers, and how many sandboxes are live. */
+  health(): Promise<Health> {
+    return this.getJSON<Health>("/v1/health");
+  }
+
+  /** GET /v1/openapi.json: the API's OpenAPI 3.1 document. */
+  openapi(): Promise<Record<string, unknown>> {
+    return this.getJSON("/v1/openapi.json");
+  }
+
+  /** GET /metrics: Prometheus text. */
+  async metrics(): Promise<string> {
+    const res = await this.transport.send({ method: "GET", path: "/metrics" });
+    return (await readAll(res)).toString("utf8");
+  }
+
+  /** The service's host key (`ed25519:HEX`, from GET /v1/jcp): the key its runs' attestations and receipts are signed by. */
+  async hostKey(): Promise<string> {
+    return (await this.jcpInfo()).key;
+  }
+
+  // ---- sandboxes -----------------------------------------------------
+
+  /** POST /v1/sandboxes: makes a live sandbox. */
+  async create(spec: SandboxSpec = {}): Promise<Sandbox> {
+    return new Sandbox(this, await this.postJSON<SandboxInfo>("/v1/sandboxes", spec));
+  }
+
+  /** POST /v1/pools/{name}/claim: takes a ready sandbox of a warm pool; it is the caller's now. */
+  async claim(pool: string): Promise<Sandbox> {
+    return new Sandbox(this, await this.postJSON<SandboxInfo>("/v1/pools/" + encodeURIComponent(pool) + "/claim"));
+  }
+
+  /** GET /v1/pools: the service's warm pools and what each did. */
+  async pools(): Promise<Pool[]> {
+    return (await this.getJSON<Pool[] | null>("/v1/pools")) ?? [];
+  }
+
+  /** GET /v1/sandboxes: the caller's sandboxes, live then suspended, oldest first. */
+  async list(): Promise<SandboxInfo[]> {
+    return (await this.getJSON<SandboxInfo[] | null>("/v1/sandboxes")) ?? [];
+  }
+
+  /** GET /v1/sandboxes/{id}: one live sandbox. */
+  get(id: string): Promise<SandboxInfo> {
+    return this.getJSON<SandboxInfo>(p(id));
+  }
+
+  /** A handle on a sandbox by its id (nothing is sent). */
+  sandbox(id: string): Sandbox {
+    return new Sandbox(this, { id, tier: "", state: "live", created: "", execs: 0, running: 0, grants: null });
+  }
+
+  /** DELETE /v1/sandboxes/{id}: ends a sandbox (a suspended one: closes its record). */
+  async remove(id: string): Promise<void> {
+    await this.transport.json({ method: "DELETE", path: p(id) });
+  }
+
+  /** POST /v1/sandboxes/{id}/suspend: parks a live sandbox; its workspace is kept by address. */
+  suspend(id: string): Promise<Snapshot> {
+    return this.postJSON<Snapshot>(p(id) + "/suspend");
+  }
+
+  /** POST /v1/sandboxes/{id}/resume: starts a suspended sandbox again (its workspace at a new path). */
+  resume(id: string): Promise<SandboxInfo> {
+    return this.postJSON<SandboxInfo>(p(id) + "/resume");
+  }
+
+  /** POST /v1/sandboxes/{id}/close: ends a sandbox's durable run, live (removed) or suspended (abandoned). */
+  async closeRecord(id: string): Promise<void> {
+    await this.postJSON(p(id) + "/close");
+  }
+
+  /** POST /v1/sandboxes/{id}/seed: seeds a live S1 sandbox's workspace with a git checkout. */
+  seed(id: string, spec: SeedSpec): Promise<Seeded> {
+    return this.postJSON<Seeded>(p(id) + "/seed", spec);
+  }
+
+  /** POST /v1/sandboxes/{id}/preservation: the passive preservation receipt of a seeded sandbox. */
+  preservation(id: string, spec: ReceiptSpec): Promise<PreservationReceipt> {
+    return this.postJSON<PreservationReceipt>(p(id) + "/preservation", spec);
+  }
+
+  /** GET /v1/records: the caller's sandboxes' run records, verified by the service. */
+  async records(): Promise<RecordInfo[]> {
+    return (await this.getJSON<RecordInfo[] | null>("/v1/records")) ?? [];
+  }
+
+  // ---- exec and runs -------------------------------------------------
+
+  /**
+   * POST /v1/sandboxes/{id}/exec: runs a command in a live sandbox and
+   * resolves with its sealed result (with its output collected, unless
+   * callbacks take it). A non-zero exit resolves too: see `exit_status`.
+   */
+  exec(id: string, spec: ExecSpec, opts: CallOptions = {}): Promise<ExecResult> {
+    return new ExecStream(this.transport, p(id) + "/exec", spec, opts, false).result;
+  }
+
+  /** The same exec, as an {@link ExecStream}: iterate it for the output as it comes; `result` is the sealed result. */
+  execStream(id: string, spec: ExecSpec, opts: CallOptions = {}): ExecStream {
+    return new ExecStream(this.transport, p(id) + "/exec", spec, opts, true);
+  }
+
+  /** POST /v1/runs: a one-shot sealed run (what `sandbox run` does), its output streamed. */
+  run(spec: RunSpec, opts: CallOptions = {}): Promise<ExecResult> {
+    return new ExecStream(this.transport, "/v1/runs", spec, opts, false).result;
+  }
+
+  /** The same one-shot run, as an {@link ExecStream}. */
+  runStream(spec: RunSpec, opts: CallOptions = {}): ExecStream {
+    return new ExecStream(this.transport, "/v1/runs", spec, opts, true);
+  }
+
+  /** POST /v1/interrupts/{key}: interrupts the caller's call in flight named `key`. */
+  async interrupt(key: string): Promise<void> {
+    await this.postJSON("/v1/interrupts/" + encodeURIComponent(key));
+  }
+
+  /** GET /v1/runs/{id}: a sealed run as the service verifies it against its own key. */
+  getRun(run: string): Promise<RunReport> {
+    return this.getJSON<RunReport>("/v1/runs/" + encodeURIComponent(run));
+  }
+
+  /**
+   * Verifies a sealed run offline, here, with its records and the service's
+   * published host key (or the keys in `opts.trust`): the attestation's
+   * signature over its canonical claim, its address (the run id), the
+   * receipt's COSE signature, every bound file by address, the journal and
+   * the outputs (docs/spec/run-directory.md).
+   *
+   * The API serves no run's bytes (GET /v1/runs/{id} answers the service's
+   * own verdict), so the records are read from the run directory the
+   * result names (`Result.records`): this works where the caller shares
+   * the service's filesystem (its unix socket, as the same user or root).
+   * Elsewhere it throws, saying so; pass the files to
+   * {@link verifyRunFiles} if you have them some other way.
+   *
+   * @param run a result (its `records` directory is read, its `run` id
+   * expected), or a run directory's path
+   * @param opts the keys to trust (default: the service's host key) and the run id to expect
+   */
+  async verifyRun(run: Pick<Result, "run" | "records"> | string, opts: RunVerifyOptions = {}): Promise<RunVerification> {
+    const dir = typeof run === "string" ? run : run.records;
+    if (!dir) throw new SandboxError("the result names no run directory (`records`): nothing to verify");
+    let names: string[];
+    try {
+      names = await readdir(dir);
+    } catch (err) {
+      throw new SandboxError(
+        `cannot read the run's records at ${dir} (${(err as Error).message}): the API does not serve a run's attestation and receipt, so offline verification needs the service's run directory on this machine`,
+        { cause: err },
+      );
+    }
+    const files: RunFiles = {};
+    for (const n of names) files[n] = new Uint8Array(await readFile(join(dir, n)));
+    const trust = opts.trust ?? [await this.hostKey()];
+    const expectRun = opts.expectRun ?? (typeof run === "string" ? undefined : run.run);
+    return verifyRunFiles(files, { ...opts, trust, ...(expectRun ? { expectRun } : {}) });
+  }
+
+  // ---- files ---------------------------------------------------------
+
+  /**
+   * PUT /v1/sandboxes/{id}/files: writes `data` to `path` in a live sandbox
+   * (under a read-write grant; written beside and renamed into place).
+   * Resolves with the size written.
+   */
+  async upload(id: string, path: string, data: Body, opts: { mode?: number } = {}): Promise<number> {
+    const mode = (opts.mode ?? 0o644).toString(8);
+    const r = await this.transport.json<{ size: number }>({
+      method: "PUT",
+      path: filesPath(id, path, { mode }),
+      body: data ?? new Uint8Array(0),
+      contentType: "application/octet-stream",
+    });
+    return r.size;
+  }
+
+  /** GET /v1/sandboxes/{id}/files: reads file `path` of a live sandbox. */
+  async download(id: string, path: string): Promise<Buffer> {
+    const res = await this.transport.send({ method: "GET", path: filesPath(id, path) });
+    const b = await readAll(res);
+    const want = res.headers["content-length"];
+    if (want !== undefined && Number(want) !== b.length) throw new SandboxError(`${path}: got ${b.length} of ${want} bytes`);
+    return b;
+  }
+
+  /** GET /v1/sandboxes/{id}/files: file `path` of a live sandbox as a stream, for large files. */
+  async downloadStream(id: string, path: string): Promise<Readable> {
+    return this.transport.send({ method: "GET", path: filesPath(id, path), noTimeout: true });
+  }
+
+  /** GET /v1/sandboxes/{id}/files?list=1: lists directory `path` of a live sandbox. */
+  async listFiles(id: string, path: string): Promise<FileInfo[]> {
+    return (await this.getJSON<FileInfo[] | null>(filesPath(id, path, { list: "1" }))) ?? [];
+  }
+
+  // ---- fleets ----------------------------------------------------------
+
+  /** POST /v1/fleets: runs a fleet across the service's workers, telling progress, and resolves once it is sealed. */
+  fleet(spec: FleetSpec, opts: FleetOptions = {}): Promise<FleetResult> {
+    return fleetCall(this.transport, spec, opts);
+  }
+
+  // ---- JCP (thin wrappers: every token is signed on the caller's side) --
+
+  /** GET /v1/jcp: the service's host key and the JCP root keys it trusts. */
+  jcpInfo(): Promise<JCPInfo> {
+    return this.getJSON<JCPInfo>("/v1/jcp");
+  }
+
+  /** GET /v1/jcp/ledger: every admitted grant's budget, and the head (the operator only). */
+  jcpLedger(): Promise<JCPLedger> {
+    return this.getJSON<JCPLedger>("/v1/jcp/ledger");
+  }
+
+  /** POST /v1/jcp/ledger/verify: the ledger replayed from its genesis (the operator only); a ledger that does not verify is a report with its refusal. */
+  jcpVerifyLedger(): Promise<JCPLedgerReport> {
+    return this.postJSON<JCPLedgerReport>("/v1/jcp/ledger/verify", {});
+  }
+
+  /** POST /v1/jcp/chains/verify: verifies a chain (envelopes root first); a refusal is `ok: false`, not an error. */
+  jcpVerifyChain(chain: BytesLike[]): Promise<JCPChain> {
+    return this.postJSON<JCPChain>("/v1/jcp/chains/verify", { chain: chain.map(envelopeB64) });
+  }
+
+  /** POST /v1/jcp/chains: verifies a chain and admits its grants to the ledger; a refusal is a DeniedError with its `code`. */
+  jcpAdmit(chain: BytesLike[]): Promise<JCPChain> {
+    return this.postJSON<JCPChain>("/v1/jcp/chains", { chain: chain.map(envelopeB64) });
+  }
+
+  /** POST /v1/jcp/chains/budget: each grant's budget, root first. */
+  async jcpBudgets(chain: BytesLike[]): Promise<JCPBudget[]> {
+    return (await this.postJSON<JCPBudget[] | null>("/v1/jcp/chains/budget", { chain: chain.map(envelopeB64) })) ?? [];
+  }
+
+  /** POST /v1/jcp/revocations: records a revocation of a grant of `chain`. */
+  jcpRevoke(chain: BytesLike[], revocation: BytesLike): Promise<JCPRecorded> {
+    return this.postJSON<JCPRecorded>("/v1/jcp/revocations", { chain: chain.map(envelopeB64), revocation: envelopeB64(revocation) });
+  }
+
+  /** POST /v1/jcp/amendments: records an amendment (narrowing only) of a grant of `chain`. */
+  jcpAmend(chain: BytesLike[], amendment: BytesLike): Promise<JCPRecorded> {
+    return this.postJSON<JCPRecorded>("/v1/jcp/amendments", { chain: chain.map(envelopeB64), amendment: envelopeB64(amendment) });
+  }
+
+  /** POST /v1/jcp/policies: admits a mint policy (`chain` ends with it; its minter is the service's key). */
+  jcpPolicy(chain: BytesLike[]): Promise<JCPChain> {
+    return this.postJSON<JCPChain>("/v1/jcp/policies", { chain: chain.map(envelopeB64) });
+  }
+
+  /** POST /v1/jcp/events: posts the named event; the service mints under every policy naming it (the operator only). */
+  jcpEvent(name: string): Promise<JCPEvent> {
+    return this.postJSON<JCPEvent>("/v1/jcp/events", { name });
+  }
+
+  /** POST /v1/jcp/checkpoints: records a checkpoint (signed by the grant's audience) of a grant of `chain`. */
+  jcpCheckpoint(chain: BytesLike[], checkpoint: BytesLike): Promise<JCPRecorded> {
+    return this.postJSON<JCPRecorded>("/v1/jcp/checkpoints", { chain: chain.map(envelopeB64), checkpoint: envelopeB64(checkpoint) });
+  }
+}
+
+/**
+ * A handle on one sandbox: its id, what the service last said of it
+ * (`info`), and the operations on it.
+ */
+export class Sandbox {
+  /** The sandbox's id, `sb-…`. */
+  readonly id: string;
+  /** What the service last said of it (updated by {@link Sandbox.refresh} and {@link Sandbox.resume}). */
+  info: SandboxInfo;
+  /** The client it belongs to. */
+  readonly client: SandboxClient;
+
+  /** @internal Made by {@link SandboxClient.create}, {@link SandboxClient.claim} or {@link SandboxClient.sandbox}. */
+  constructor(client: SandboxClient, info: SandboxInfo) {
+    this.client = client;
+    this.info = info;
+    this.id = info.id;
+  }
+
+  /** Its workspace's path (granted read-write; where execs start). A resumption moves it. */
+  get workspace(): string | undefined {
+    return this.info.workspace;
+  }
+
+  /** Reads it again from the service. */
+  async refresh(): Promise<SandboxInfo> {
+    this.info = await this.client.get(this.id);
+    return this.info;
+  }
+
+  /** Runs a command (args, or a whole {@link ExecSpec}) and resolves with its sealed result and output. */
+  exec(cmd: string[] | ExecSpec, opts: CallOptions = {}): Promise<ExecResult> {
+    return this.client.exec(this.id, Array.isArray(cmd) ? { args: cmd } : cmd, opts);
+  }
+
+  /** Runs a command as an {@link ExecStream}: iterate it for the output as it comes. */
+  execStream(cmd: string[] | ExecSpec, opts: CallOptions = {}): ExecStream {
+    return this.client.execStream(this.id, Array.isArray(cmd) ? { args: cmd } : cmd, opts);
+  }
+
+  /** Writes `data` to `path` (absolute, under a read-write grant); resolves with the size written. */
+  upload(path: string, data: Body, opts: { mode?: number } = {}): Promise<number> {
+    return this.client.upload(this.id, path, data, opts);
+  }
+
+  /** Reads file `path`. */
+  download(path: string): Promise<Buffer> {
+    return this.client.download(this.id, path);
+  }
+
+  /** Reads file `path` as a stream. */
+  downloadStream(path: string): Promise<Readable> {
+    return this.client.downloadStream(this.id, path);
+  }
+
+  /** Lists directory `path`. */
+  listFiles(path: string): Promise<FileInfo[]> {
+    return this.client.listFiles(this.id, path);
+  }
+
+  /** Parks it: its workspace kept by address, its processes ended (S1). */
+  async suspend(): Promise<Snapshot> {
+    const s = await this.client.suspend(this.id);
+    this.info = { ...this.info, state: "suspended" };
+    return s;
+  }
+
+  /** Starts it again after a suspension (its workspace at a new path). */
+  async resume(): Promise<SandboxInfo> {
+    this.info = await this.client.resume(this.id);
+    return this.info;
+  }
+
+  /** Ends its durable run: removed if live, abandoned if suspended. */
+  close(): Promise<void> {
+    return this.client.closeRecord(this.id);
+  }
+
+  /** Ends it (DELETE). */
+  remove(): Promise<void> {
+    return this.client.remove(this.id);
+  }
+
+  /** Seeds its workspace with a git checkout (S1). */
+  seed(spec: SeedSpec): Promise<Seeded> {
+    return this.client.seed(this.id, spec);
+  }
+
+  /** Its passive preservation receipt for a claim, source and incarnation. */
+  preservation(spec: ReceiptSpec): Promise<PreservationReceipt> {
+    return this.client.preservation(this.id, spec);
+  }
+}
