@@ -257,6 +257,26 @@ func (c *Client) Resume(ctx context.Context, id string) (*Sandbox, error) {
 	return &s, c.call(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/resume", nil, &s)
 }
 
+// HostKey is the key the service's host seals with ("ed25519:HEX"):
+// check it out of band before trusting what it signs.
+func (c *Client) HostKey(ctx context.Context) (string, error) {
+	var k HostKey
+	err := c.call(ctx, "GET", "/v1/key", nil, &k)
+	return k.Key, err
+}
+
+// RunBundle writes run id's directory, as a tar of runs/HEX/NAME
+// entries, to w: its sealed files, to verify offline.
+func (c *Client) RunBundle(ctx context.Context, id string, w io.Writer) error {
+	resp, err := c.do(ctx, "GET", "/v1/runs/"+url.PathEscape(id)+"/bundle", nil, "")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
 // ResumeHere is Resume on the host asked, where a cluster would place
 // the resumption elsewhere.
 func (c *Client) ResumeHere(ctx context.Context, id string) (*Sandbox, error) {

@@ -363,3 +363,8 @@ type RunReport struct {
 	Energy   []Energy `json:"energy,omitempty"`
 	Notes    []string `json:"notes,omitempty"`
 }
+
+// HostKey is the key a service's host seals its runs and records with.
+type HostKey struct {
+	Key string `json:"key"` // ed25519:HEX
+}

@@ -1,6 +1,8 @@
 package live
 
 import (
+	"archive/tar"
+	"io"
 	"github.com/opensubstrate/sandbox/internal/host"
 
 	"fmt"
@@ -77,4 +79,20 @@ func (h *Manager) cites(owner string, a addr.Addr) bool {
 		}
 	}
 	return false
+}
+
+// RunBundle writes run ref's directory to w as a tar of runs/HEX/NAME
+// entries (the run entries of a bundle, docs/spec/bundle.md): what a
+// client verifies offline with the host's key. Seen by whom RunFor
+// shows it to.
+func (h *Manager) RunBundle(owner, ref string, w io.Writer) error {
+	v, err := h.RunFor(owner, ref)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(w)
+	if err := h.putRun(tarPut(tw), v.ID); err != nil {
+		return err
+	}
+	return tw.Close()
 }

@@ -168,3 +168,21 @@ func (s *Server) runReport(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, 200, out)
 }
+
+// runBundle serves a run's directory as a tar (live.RunBundle).
+func (s *Server) runBundle(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.Live.RunFor(owner(r), r.PathValue("id")); err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-tar")
+	if err := s.Live.RunBundle(owner(r), r.PathValue("id"), w); err != nil {
+		s.Log.Warn("a run's bundle cut short", "run", r.PathValue("id"), "err", err)
+	}
+}
+
+// hostKey serves the key this host seals with: what a client verifies
+// its runs and records under.
+func (s *Server) hostKey(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, client.HostKey{Key: s.Live.Key.Public().String()})
+}

@@ -120,7 +120,13 @@ func (s *Server) routes() *routes {
 	})
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	mux.HandleFunc("POST /v1/sandboxes", s.create)
-	mux.HandleFunc("GET /v1/pools", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, s.Live.Pools()) })
+	mux.HandleFunc("GET /v1/pools", func(w http.ResponseWriter, r *http.Request) {
+		ps := s.Live.Pools()
+		if ps == nil {
+			ps = []live.PoolStats{} // an array, as the schema says, even when empty
+		}
+		writeJSON(w, 200, ps)
+	})
 	mux.HandleFunc("POST /v1/pools/{name}/claim", s.claim)
 	mux.HandleFunc("GET /v1/sandboxes", s.list)
 	mux.HandleFunc("GET /v1/sandboxes/{id}", s.get)
@@ -131,6 +137,8 @@ func (s *Server) routes() *routes {
 	mux.HandleFunc("POST /v1/sandboxes/{id}/suspend", s.suspend)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/seed", s.seed)
 	mux.HandleFunc("GET /v1/runs/{id}", s.runReport)
+	mux.HandleFunc("GET /v1/runs/{id}/bundle", s.runBundle)
+	mux.HandleFunc("GET /v1/key", s.hostKey)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/preservation", s.preservation)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/resume", s.resume)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/close", s.closeRecord)
@@ -472,6 +480,9 @@ func sandboxOf(i live.SandboxInfo) client.Sandbox {
 		state = "suspended"
 	}
 	sb := client.Sandbox{ID: i.ID, Tier: i.Tier.String(), State: state, Workspace: i.Workspace, Created: i.Created, Execs: i.Execs, Running: i.Running, Grants: i.GrantArgs, Env: i.Env, Listen: i.Listen, Incarnation: i.Incarnation}
+	if sb.Grants == nil {
+		sb.Grants = []string{} // an array, as the schema says, even when empty
+	}
 	if i.Root != nil {
 		sb.Root = i.Root.String()
 	}
@@ -493,8 +504,16 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
-	i, err := s.Live.Sandbox(r.PathValue("id"), owner(r))
+	id := r.PathValue("id")
+	i, err := s.Live.Sandbox(id, owner(r))
 	if err != nil {
+		// A suspended one is the caller's too, as the list says.
+		for _, p := range s.Live.Suspended(owner(r)) {
+			if p.ID == id {
+				writeJSON(w, 200, sandboxOf(p))
+				return
+			}
+		}
 		writeErr(w, err)
 		return
 	}
