@@ -2,8 +2,8 @@ package live
 
 import (
 	"archive/tar"
-	"io"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"io"
 
 	"fmt"
 	"os"
