@@ -112,7 +112,11 @@ func (m *routes) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Re
 func (s *Server) routes() *routes {
 	mux := &routes{ServeMux: http.NewServeMux()}
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, map[string]any{"ok": true, "sandboxes": s.metrics.live()})
+		n := s.metrics.live()
+		if o := owner(r); o != host.LocalOwner {
+			n = int64(len(s.Live.Sandboxes(o))) // a tenant sees its own, not the host's
+		}
+		writeJSON(w, 200, map[string]any{"ok": true, "sandboxes": n})
 	})
 	mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -487,6 +488,21 @@ func TestServiceTokens(t *testing.T) {
 	}
 	if l, err := a.List(ctx); err != nil || len(l) != 1 {
 		t.Fatalf("its own: %+v %v", l, err)
+	}
+	// Health counts a token's own sandboxes, not the host's.
+	for tok, want := range map[string]int{"token-aaaaaaaaaaaaaaaa": 1, "token-bbbbbbbbbbbbbbbb": 0} {
+		req, _ := http.NewRequest("GET", ts.URL+"/v1/health", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hl struct{ Sandboxes int }
+		json.NewDecoder(resp.Body).Decode(&hl)
+		resp.Body.Close()
+		if hl.Sandboxes != want {
+			t.Fatalf("health for %s: %d sandboxes, want %d", tok, hl.Sandboxes, want)
+		}
 	}
 }
 
