@@ -257,6 +257,26 @@ func (c *Client) Resume(ctx context.Context, id string) (*Sandbox, error) {
 	return &s, c.call(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/resume", nil, &s)
 }
 
+// OpenAPI is the service's OpenAPI document, as it serves it.
+func (c *Client) OpenAPI(ctx context.Context) ([]byte, error) { return c.raw(ctx, "/v1/openapi.json") }
+
+// Metrics is the service's metrics, in the Prometheus text format.
+func (c *Client) Metrics(ctx context.Context) ([]byte, error) { return c.raw(ctx, "/metrics") }
+
+// raw is a GET's body, whole (at most 16 MiB).
+func (c *Client) raw(ctx context.Context, path string) ([]byte, error) {
+	resp, err := c.do(ctx, "GET", path, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20+1))
+	if err == nil && len(b) > 16<<20 {
+		err = fmt.Errorf("client: %s: more than 16 MiB", path)
+	}
+	return b, err
+}
+
 // HostKey is the key the service's host seals with ("ed25519:HEX"):
 // check it out of band before trusting what it signs.
 func (c *Client) HostKey(ctx context.Context) (string, error) {
