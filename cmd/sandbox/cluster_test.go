@@ -237,7 +237,7 @@ func TestStoppedHostsSandboxesResumeElsewhere(t *testing.T) {
 
 // clusterDB starts a PostgreSQL for the test and returns a database of
 // its own; it skips where live S1 sandboxes cannot run.
-func clusterDB(t *testing.T) (*pgtest.Server, string) {
+func clusterDB(t testing.TB) (*pgtest.Server, string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("live S1 sandboxes need root here")
@@ -252,7 +252,7 @@ func clusterDB(t *testing.T) (*pgtest.Server, string) {
 
 // twoHosts starts two services of the cluster dsn names, A and B, each
 // with its own state directory, and returns their homes and A's process.
-func twoHosts(t *testing.T, dsn string, env []string, args ...string) (a, b string, sa *exec.Cmd) {
+func twoHosts(t testing.TB, dsn string, env []string, args ...string) (a, b string, sa *exec.Cmd) {
 	t.Helper()
 	a, b = t.TempDir(), t.TempDir()
 	args = append([]string{"--cluster", dsn}, args...)

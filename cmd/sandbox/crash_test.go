@@ -18,7 +18,7 @@ import (
 
 // cli starts the test binary as the sandbox CLI in a process of its own
 // (its own session, as a detached job would be), with extra environment.
-func cliCmd(t *testing.T, home string, env []string, args ...string) *exec.Cmd {
+func cliCmd(t testing.TB, home string, env []string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"--home", home}, args...)...)
 	cmd.Env = append(append(os.Environ(), cliEnv+"=1"), env...)

@@ -33,14 +33,14 @@ func startServe(t *testing.T, home string, args ...string) *exec.Cmd {
 }
 
 // startServeWith is startServe with extra environment.
-func startServeWith(t *testing.T, home string, env []string, args ...string) *exec.Cmd {
+func startServeWith(t testing.TB, home string, env []string, args ...string) *exec.Cmd {
 	t.Helper()
 	return startServeCmd(t, home, cliCmd(t, home, env, append([]string{"serve"}, args...)...))
 }
 
 // startServeCmd starts cmd, a `sandbox serve` of home's, and waits for
 // its socket; the test's cleanup kills it.
-func startServeCmd(t *testing.T, home string, cmd *exec.Cmd) *exec.Cmd {
+func startServeCmd(t testing.TB, home string, cmd *exec.Cmd) *exec.Cmd {
 	t.Helper()
 	// A socket a killed service left would pass for this one's.
 	os.Remove(filepath.Join(home, client.SocketName))
@@ -703,7 +703,7 @@ func TestServeStopSuspendsSandboxes(t *testing.T) {
 // cleanHome collects what a killed service left for home (its live
 // sandboxes are suspended by it) and removes the workspaces kept beside
 // it, which live in the shared temporary directory.
-func cleanHome(t *testing.T, home string) {
+func cleanHome(t testing.TB, home string) {
 	cliCmd(t, home, nil, "gc").Run()
 	ents, _ := os.ReadDir(filepath.Join(home, "records"))
 	for _, e := range ents {
