@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,5 +80,39 @@ func BenchmarkCreateOnAnotherHost(b *testing.B) {
 	// Where they were made: every one through A on B.
 	if l, _ := ca.List(ctx); len(l) != 0 {
 		b.Fatalf("A holds %d sandboxes: the creates through it were not placed on B", len(l))
+	}
+}
+
+// BenchmarkFleetAcrossHosts: a fleet of SANDBOX_BENCH_ITEMS (default
+// 200) WebAssembly items through the service: on one host alone, and
+// across three hosts of a cluster (each taking two items at a time from
+// the queue), the same machine's CPUs under both: what it measures is
+// the queue's and the hand-back's cost per item (claim, a sealed run's
+// bundle through the blob store, its check on the fleet's host), not
+// scaling.
+func BenchmarkFleetAcrossHosts(b *testing.B) {
+	n := 200
+	if v := os.Getenv("SANDBOX_BENCH_ITEMS"); v != "" {
+		n, _ = strconv.Atoi(v)
+	}
+	in := filepath.Join(b.TempDir(), "inputs")
+	os.WriteFile(in, []byte(strings.Repeat("x\n", n)), 0o600)
+	hello := guestPath(b, "hello")
+	one := b.TempDir()
+	startServeWith(b, one, nil)
+	_, dsn := clusterDB(b)
+	a, hb, _ := twoHosts(b, dsn, nil, "--cluster-workers", "2")
+	startServeWith(b, b.TempDir(), nil, "--cluster", dsn, "--cluster-workers", "2")
+	_ = hb
+	for _, c := range []struct{ name, home string }{{"one-host", one}, {"three-hosts", a}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				out, e, code := runCLI(b, c.home, "", "fleet", "run", "--workers", "8", "--inputs", in, "--", hello)
+				if code != 0 || !strings.Contains(out, fmt.Sprintf("%d items (0 failed)", n)) {
+					b.Fatalf("fleet: %d %s %s", code, out, e)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N*n), "ms/item")
+		})
 	}
 }

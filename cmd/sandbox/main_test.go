@@ -140,7 +140,7 @@ func TestGrantsCommand(t *testing.T) {
 // kilobytes, compiled by each test's fresh state directory in a moment,
 // where the Go build's megabytes take seconds each time (tens of them
 // under the race detector). The others are Go programs.
-func guestPath(t *testing.T, name string) string {
+func guestPath(t testing.TB, name string) string {
 	t.Helper()
 	switch name {
 	case "hello", "cat", "spin":
@@ -156,7 +156,7 @@ func guestPath(t *testing.T, name string) string {
 
 // goGuestPath is the Go build of test guest name, where a test needs
 // its size.
-func goGuestPath(t *testing.T, name string) string {
+func goGuestPath(t testing.TB, name string) string {
 	t.Helper()
 	p, err := guestbuild.Go(name)
 	if err != nil {

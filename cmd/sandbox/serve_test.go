@@ -67,7 +67,7 @@ func startServeCmd(t testing.TB, home string, cmd *exec.Cmd) *exec.Cmd {
 	return nil
 }
 
-func runCLI(t *testing.T, home string, stdin string, args ...string) (string, string, int) {
+func runCLI(t testing.TB, home string, stdin string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := cliCmd(t, home, nil, args...)
 	var o, e bytes.Buffer
