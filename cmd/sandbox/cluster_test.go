@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"io"
 	"math/big"
 	"net"
@@ -24,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/store/pgstore/pgtest"
 	"github.com/opensubstrate/sandbox/internal/store/s3blobs/s3test"
 )
@@ -646,4 +648,67 @@ func pubKey(t *testing.T, home string) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// TestTokensTravel: a token's principal is the same caller on every host
+// of a cluster that has its token: its sandbox, suspended on A, resumes
+// through B for it, and is refused to another token (as if it were not
+// there); a request through A for it, once it is on B, is forwarded as
+// that principal's.
+func TestTokensTravel(t *testing.T) {
+	t.Parallel()
+	_, dsn := clusterDB(t)
+	certFile, keyFile, pool := selfSigned(t)
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	const alice, mallory = "alice-token-of-sixteen-chars", "mallory-token-of-sixteen-chars"
+	os.WriteFile(tokens, []byte(alice+"\n"+mallory+"\n"), 0o600)
+	var urls []string
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		listen := ln.Addr().String()
+		ln.Close()
+		startServeWith(t, t.TempDir(), nil, "--cluster", dsn, "--listen", listen, "--tls-cert", certFile, "--tls-key", keyFile,
+			"--token-file", tokens, "--cluster-ca", certFile)
+		urls = append(urls, "https://"+listen)
+	}
+	dial := func(url, token string) *client.Client {
+		c, err := client.Dial(url, client.Options{Token: token, TLS: &tls.Config{RootCAs: pool}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	ctx := context.Background()
+	aliceA, aliceB, malloryB := dial(urls[0], alice), dial(urls[1], alice), dial(urls[1], mallory)
+	sb, err := aliceA.Create(ctx, client.SandboxSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := aliceA.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"sh", "-c", "echo alice > f"}}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := aliceA.Suspend(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	var ae *client.APIError
+	if _, err := malloryB.Resume(ctx, sb.ID); !errors.As(err, &ae) || ae.Status != 404 {
+		t.Fatalf("another token resumed alice's sandbox: %v", err)
+	}
+	if _, err := aliceB.ResumeHere(ctx, sb.ID); err != nil {
+		t.Fatalf("alice through B: %v", err)
+	}
+	if l, err := aliceB.List(ctx); err != nil || len(l) != 1 || l[0].ID != sb.ID {
+		t.Fatalf("alice's sandboxes on B: %+v %v", l, err)
+	}
+	var out strings.Builder
+	if _, err := aliceA.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"cat", "f"}}, &out, io.Discard); err != nil || out.String() != "alice\n" {
+		t.Fatalf("alice through A, forwarded to B: %q %v", out.String(), err)
+	}
+	if _, err := malloryB.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"cat", "f"}}, io.Discard, io.Discard); !errors.As(err, &ae) || ae.Status != 404 {
+		t.Fatalf("mallory execs in alice's sandbox: %v", err)
+	}
 }

@@ -59,6 +59,7 @@ CREATE TABLE IF NOT EXISTS cluster_sandboxes (
 	updated TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 ALTER TABLE cluster_sandboxes ADD COLUMN IF NOT EXISTS tier TEXT NOT NULL DEFAULT '';
+ALTER TABLE cluster_sandboxes ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT '';
 `
 
 // Errors a member meets.

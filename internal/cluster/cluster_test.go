@@ -351,20 +351,20 @@ func TestSandboxTravelsOnce(t *testing.T) {
 	a, b := join(t, c, "a"), join(t, c, "b")
 	ctx := context.Background()
 	head, bundle := addr.Of([]byte("head")), addr.Of([]byte("bundle"))
-	if _, err := b.TakeSandbox(ctx, "sb-000000000001"); !errors.Is(err, ErrNotShared) {
+	if _, err := b.TakeSandbox(ctx, "sb-000000000001", ""); !errors.Is(err, ErrNotShared) {
 		t.Fatalf("a sandbox the cluster does not keep: %v", err)
 	}
-	if err := a.SandboxSuspended(ctx, "sb-000000000001", head, bundle); err != nil {
+	if err := a.SandboxSuspended(ctx, "sb-000000000001", "", head, bundle); err != nil {
 		t.Fatal(err)
 	}
-	k, err := b.TakeSandbox(ctx, "sb-000000000001")
+	k, err := b.TakeSandbox(ctx, "sb-000000000001", "")
 	if err != nil || k.Host != a.Host.ID() || k.Bundle != bundle || k.Head != head {
 		t.Fatalf("b takes it: %+v %v", k, err)
 	}
-	if _, err := a.TakeSandbox(ctx, "sb-000000000001"); !errors.Is(err, ErrHeldElsewhere) || !strings.Contains(err.Error(), b.Host.ID()) {
+	if _, err := a.TakeSandbox(ctx, "sb-000000000001", ""); !errors.Is(err, ErrHeldElsewhere) || !strings.Contains(err.Error(), b.Host.ID()) {
 		t.Fatalf("a takes it while b holds it: %v", err)
 	}
-	if err := a.SandboxSuspended(ctx, "sb-000000000001", head, bundle); !errors.Is(err, ErrHeldElsewhere) {
+	if err := a.SandboxSuspended(ctx, "sb-000000000001", "", head, bundle); !errors.Is(err, ErrHeldElsewhere) {
 		t.Fatalf("a suspends what b holds: %v", err)
 	}
 	if err := b.ReleaseSandbox(ctx, "sb-000000000001", k.Fence); err != nil {
@@ -373,14 +373,14 @@ func TestSandboxTravelsOnce(t *testing.T) {
 	if err := b.ReleaseSandbox(ctx, "sb-000000000001", k.Fence); !errors.Is(err, ErrStaleFence) {
 		t.Fatalf("releasing twice: %v", err)
 	}
-	k, err = b.TakeSandbox(ctx, "sb-000000000001")
+	k, err = b.TakeSandbox(ctx, "sb-000000000001", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.SandboxSuspended(ctx, "sb-000000000001", addr.Of([]byte("head 2")), addr.Of([]byte("bundle 2"))); err != nil {
+	if err := b.SandboxSuspended(ctx, "sb-000000000001", "", addr.Of([]byte("head 2")), addr.Of([]byte("bundle 2"))); err != nil {
 		t.Fatal(err)
 	}
-	if k, err := a.TakeSandbox(ctx, "sb-000000000001"); err != nil || k.Host != b.Host.ID() || k.Bundle != addr.Of([]byte("bundle 2")) {
+	if k, err := a.TakeSandbox(ctx, "sb-000000000001", ""); err != nil || k.Host != b.Host.ID() || k.Bundle != addr.Of([]byte("bundle 2")) {
 		t.Fatalf("a takes it back from b: %+v %v", k, err)
 	}
 }
@@ -394,19 +394,19 @@ func TestSandboxOfADeadHostComesBack(t *testing.T) {
 	a, b := join(t, c, "a"), join(t, c, "b")
 	ctx := context.Background()
 	id := "sb-00000000000d"
-	if err := a.SandboxSuspended(ctx, id, addr.Of([]byte("h")), addr.Of([]byte("b"))); err != nil {
+	if err := a.SandboxSuspended(ctx, id, "", addr.Of([]byte("h")), addr.Of([]byte("b"))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.TakeSandbox(ctx, id); err != nil { // resumed on a: live there
+	if _, err := a.TakeSandbox(ctx, id, ""); err != nil { // resumed on a: live there
 		t.Fatal(err)
 	}
-	if _, err := b.TakeSandbox(ctx, id); !errors.Is(err, ErrHeldElsewhere) {
+	if _, err := b.TakeSandbox(ctx, id, ""); !errors.Is(err, ErrHeldElsewhere) {
 		t.Fatalf("taken from a live host: %v", err)
 	}
 	// a stops heartbeating: its last one is older than DeadAfter by the
 	// database's clock.
 	exec(t, c, `UPDATE cluster_hosts SET seen = now() - interval '1 hour' WHERE id = $1`, a.Host.ID())
-	k, err := b.TakeSandbox(ctx, id)
+	k, err := b.TakeSandbox(ctx, id, "")
 	if err != nil || !k.Dead || k.Host != a.Host.ID() || k.Bundle != addr.Of([]byte("b")) {
 		t.Fatalf("taken from a dead host: %+v %v", k, err)
 	}
@@ -421,7 +421,7 @@ func TestSandboxOfADeadHostComesBack(t *testing.T) {
 	if err != nil || len(lost) != 1 || lost[0] != id {
 		t.Fatalf("what a lost: %v %v", lost, err)
 	}
-	if err := a.SandboxSuspended(ctx, id, addr.Of([]byte("h2")), addr.Of([]byte("b2"))); !errors.Is(err, ErrHeldElsewhere) {
+	if err := a.SandboxSuspended(ctx, id, "", addr.Of([]byte("h2")), addr.Of([]byte("b2"))); !errors.Is(err, ErrHeldElsewhere) {
 		t.Fatalf("a suspends what it lost: %v", err)
 	}
 	if lost, _ := b.Lost(ctx, []string{id}); len(lost) != 0 {
@@ -504,11 +504,11 @@ func TestMadeClosedAndLostSandboxes(t *testing.T) {
 	ctx := context.Background()
 	made, closed := "sb-00000000000a", "sb-00000000000c"
 	for _, id := range []string{made, closed} {
-		if err := a.SandboxMade(ctx, id, tier.S1); err != nil {
+		if err := a.SandboxMade(ctx, id, tier.S1, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := b.SandboxMade(ctx, made, tier.S1); !errors.Is(err, ErrHeldElsewhere) {
+	if err := b.SandboxMade(ctx, made, tier.S1, ""); !errors.Is(err, ErrHeldElsewhere) {
 		t.Fatalf("made twice: %v", err)
 	}
 	h, err := c.Holder(ctx, made)
@@ -518,27 +518,27 @@ func TestMadeClosedAndLostSandboxes(t *testing.T) {
 	if _, err := c.Holder(ctx, "sb-0000000000ff"); !errors.Is(err, ErrNotShared) {
 		t.Fatalf("holder of nothing: %v", err)
 	}
-	if _, err := b.TakeSandbox(ctx, made); !errors.Is(err, ErrHeldElsewhere) {
+	if _, err := b.TakeSandbox(ctx, made, ""); !errors.Is(err, ErrHeldElsewhere) {
 		t.Fatalf("taken from a live host: %v", err)
 	}
 	// The closed one was suspended and published first.
-	if err := a.SandboxSuspended(ctx, closed, addr.Of([]byte("h")), addr.Of([]byte("b"))); err != nil {
+	if err := a.SandboxSuspended(ctx, closed, "", addr.Of([]byte("h")), addr.Of([]byte("b"))); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.SandboxClosed(ctx, closed); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.TakeSandbox(ctx, closed); !errors.Is(err, ErrClosed) {
+	if _, err := b.TakeSandbox(ctx, closed, ""); !errors.Is(err, ErrClosed) {
 		t.Fatalf("a closed sandbox taken: %v", err)
 	}
 	exec(t, c, `UPDATE cluster_hosts SET seen = now() - interval '1 hour' WHERE id = $1`, a.Host.ID())
-	if _, err := b.TakeSandbox(ctx, made); !errors.Is(err, ErrLost) {
+	if _, err := b.TakeSandbox(ctx, made, ""); !errors.Is(err, ErrLost) {
 		t.Fatalf("a never-suspended sandbox of a dead host: %v", err)
 	}
 	if h, _ := c.Holder(ctx, made); h.State != "lost" {
 		t.Fatalf("not marked lost: %+v", h)
 	}
-	if _, err := b.TakeSandbox(ctx, made); !errors.Is(err, ErrLost) {
+	if _, err := b.TakeSandbox(ctx, made, ""); !errors.Is(err, ErrLost) {
 		t.Fatalf("taken after it was lost: %v", err)
 	}
 	if !strings.Contains(log.String(), "lost with its host") {
@@ -603,5 +603,33 @@ func TestQueueOutlivesARestart(t *testing.T) {
 		if Transient(e) {
 			t.Errorf("%v is not the database being away", e)
 		}
+	}
+}
+
+// TestSandboxesOfAPrincipal: a principal's sandbox is taken by that
+// principal, or by a host's operator, never by another principal (as if
+// it were not there).
+func TestSandboxesOfAPrincipal(t *testing.T) {
+	c, _ := open(t)
+	a, b := join(t, c, "a"), join(t, c, "b")
+	ctx := context.Background()
+	id := "sb-0000000000a1"
+	if err := a.SandboxMade(ctx, id, tier.S1, "token:alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SandboxSuspended(ctx, id, "token:alice", addr.Of([]byte("h")), addr.Of([]byte("b"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.TakeSandbox(ctx, id, "token:mallory"); !errors.Is(err, ErrNotYours) {
+		t.Fatalf("another principal took it: %v", err)
+	}
+	if _, err := b.TakeSandbox(ctx, id, "token:alice"); err != nil {
+		t.Fatalf("its principal: %v", err)
+	}
+	if err := b.SandboxSuspended(ctx, id, "token:alice", addr.Of([]byte("h2")), addr.Of([]byte("b2"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.TakeSandbox(ctx, id, ""); err != nil {
+		t.Fatalf("a host's operator: %v", err)
 	}
 }

@@ -36,14 +36,15 @@ type Kept struct {
 	Dead bool
 }
 
-// SandboxSuspended says this host suspended sandbox id, its record at
-// head, its bundle stored under bundle. Refused (ErrHeldElsewhere) when
+// SandboxSuspended says this host suspended sandbox id, owner's, its
+// record at head, its bundle stored under bundle (the owner is kept
+// from when the sandbox was made, where it was). Refused (ErrHeldElsewhere) when
 // another host took the sandbox since this one held it: the suspension
 // this host made is then of a copy it no longer holds.
-func (m *Member) SandboxSuspended(ctx context.Context, id string, head, bundle addr.Addr) error {
-	tag, err := m.c.pool.Exec(ctx, `INSERT INTO cluster_sandboxes (id, host, state, head, bundle, fence) VALUES ($1, $2, 'suspended', $3, $4, 1)
+func (m *Member) SandboxSuspended(ctx context.Context, id, owner string, head, bundle addr.Addr) error {
+	tag, err := m.c.pool.Exec(ctx, `INSERT INTO cluster_sandboxes (id, host, state, head, bundle, fence, owner) VALUES ($1, $2, 'suspended', $3, $4, 1, $5)
 ON CONFLICT (id) DO UPDATE SET state = 'suspended', head = $3, bundle = $4, fence = cluster_sandboxes.fence + 1, updated = now()
-WHERE cluster_sandboxes.host = $2`, id, m.Host.ID(), head[:], bundle[:])
+WHERE cluster_sandboxes.host = $2`, id, m.Host.ID(), head[:], bundle[:], owner)
 	if err != nil {
 		return fmt.Errorf("cluster: sandbox %s suspended: %w", id, err)
 	}
@@ -66,8 +67,9 @@ const DefaultDeadAfter = 30 * time.Second
 // comes back from its last suspension: what it did since is lost, and
 // Kept.Dead says so). One live on a host that is alive, this one
 // included, is refused (ErrHeldElsewhere, naming the host); one the
-// cluster keeps nothing of is ErrNotShared.
-func (m *Member) TakeSandbox(ctx context.Context, id string) (Kept, error) {
+// cluster keeps nothing of is ErrNotShared. owner is who asks: "" (the
+// operator of a host) takes any; a principal only its own (ErrNotYours).
+func (m *Member) TakeSandbox(ctx context.Context, id, owner string) (Kept, error) {
 	var k Kept
 	var head, bundle []byte
 	var prevState string
@@ -77,12 +79,12 @@ func (m *Member) TakeSandbox(ctx context.Context, id string) (Kept, error) {
 	}
 	err := m.c.pool.QueryRow(ctx, `WITH prev AS (
 	SELECT s.id, s.host, s.state FROM cluster_sandboxes s LEFT JOIN cluster_hosts h ON h.id = s.host
-	WHERE s.id = $1 AND length(s.bundle) = 32 AND (s.state = 'suspended' OR (s.state = 'live' AND s.host <> $2 AND (h.seen IS NULL OR h.seen < now() - make_interval(secs => $3))))
+	WHERE s.id = $1 AND length(s.bundle) = 32 AND ($4 = '' OR s.owner = $4) AND (s.state = 'suspended' OR (s.state = 'live' AND s.host <> $2 AND (h.seen IS NULL OR h.seen < now() - make_interval(secs => $3))))
 	FOR UPDATE OF s)
 UPDATE cluster_sandboxes s SET state = 'live', host = $2, fence = s.fence + 1, updated = now() FROM prev
-WHERE s.id = prev.id RETURNING prev.host, prev.state, s.head, s.bundle, s.fence`, id, m.Host.ID(), dead.Seconds()).Scan(&k.Host, &prevState, &head, &bundle, &k.Fence)
+WHERE s.id = prev.id RETURNING prev.host, prev.state, s.head, s.bundle, s.fence`, id, m.Host.ID(), dead.Seconds(), owner).Scan(&k.Host, &prevState, &head, &bundle, &k.Fence)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return k, m.notTaken(ctx, id, dead)
+		return k, m.notTaken(ctx, id, owner, dead)
 	}
 	if err != nil {
 		return k, fmt.Errorf("cluster: sandbox %s: %w", id, err)
@@ -142,24 +144,30 @@ WHERE id = $1 AND host = $2 AND fence = $3 AND state = 'live'`, id, m.Host.ID(),
 // host (never recreated empty).
 var ErrLost = errors.New("the sandbox is lost: its host stopped heartbeating and it was never suspended")
 
+// ErrNotYours: the sandbox is another principal's.
+var ErrNotYours = errors.New("no sandbox of yours by that id")
+
 // ErrClosed: the sandbox's record was closed; it is never resumed.
 var ErrClosed = errors.New("the sandbox was closed")
 
 // notTaken says why sandbox id could not be taken: kept by nothing, held
 // by a live host, closed, or lost (marked so, once its host is dead).
-func (m *Member) notTaken(ctx context.Context, id string, dead time.Duration) error {
+func (m *Member) notTaken(ctx context.Context, id, owner string, dead time.Duration) error {
 	var (
-		host, state string
-		bundle      []byte
-		gone        bool
+		host, state, whose string
+		bundle             []byte
+		gone               bool
 	)
-	err := m.c.pool.QueryRow(ctx, `SELECT s.host, s.state, s.bundle, (h.seen IS NULL OR h.seen < now() - make_interval(secs => $2))
-FROM cluster_sandboxes s LEFT JOIN cluster_hosts h ON h.id = s.host WHERE s.id = $1`, id, dead.Seconds()).Scan(&host, &state, &bundle, &gone)
+	err := m.c.pool.QueryRow(ctx, `SELECT s.host, s.state, s.bundle, (h.seen IS NULL OR h.seen < now() - make_interval(secs => $2)), s.owner
+FROM cluster_sandboxes s LEFT JOIN cluster_hosts h ON h.id = s.host WHERE s.id = $1`, id, dead.Seconds()).Scan(&host, &state, &bundle, &gone, &whose)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("cluster: sandbox %s: %w", id, ErrNotShared)
 	case err != nil:
 		return fmt.Errorf("cluster: sandbox %s: %w", id, err)
+	case owner != "" && whose != owner:
+		// Another principal's, as if it were not there.
+		return fmt.Errorf("cluster: sandbox %s: %w", id, ErrNotYours)
 	case state == "closed":
 		return fmt.Errorf("cluster: sandbox %s, on host %s: %w", id, host, ErrClosed)
 	case state == "lost" || state == "live" && gone && len(bundle) == 0 && host != m.Host.ID():
@@ -172,12 +180,12 @@ FROM cluster_sandboxes s LEFT JOIN cluster_hosts h ON h.id = s.host WHERE s.id =
 	return fmt.Errorf("cluster: sandbox %s is %s on host %s: %w", id, state, host, ErrHeldElsewhere)
 }
 
-// SandboxMade says sandbox id was made here and is held here, live:
+// SandboxMade says sandbox id, owner's, was made here and is held here, live:
 // other hosts forward requests for it here. An id the cluster already
 // keeps is refused.
-func (m *Member) SandboxMade(ctx context.Context, id string, t tier.Tier) error {
-	tag, err := m.c.pool.Exec(ctx, `INSERT INTO cluster_sandboxes (id, host, state, head, bundle, fence, tier) VALUES ($1, $2, 'live', '', '', 1, $3)
-ON CONFLICT (id) DO NOTHING`, id, m.Host.ID(), t.String())
+func (m *Member) SandboxMade(ctx context.Context, id string, t tier.Tier, owner string) error {
+	tag, err := m.c.pool.Exec(ctx, `INSERT INTO cluster_sandboxes (id, host, state, head, bundle, fence, tier, owner) VALUES ($1, $2, 'live', '', '', 1, $3, $4)
+ON CONFLICT (id) DO NOTHING`, id, m.Host.ID(), t.String(), owner)
 	if err != nil {
 		return fmt.Errorf("cluster: sandbox %s made: %w", id, err)
 	}

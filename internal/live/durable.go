@@ -383,7 +383,7 @@ func (h *Manager) suspendGated(sb *Sandbox, gate func(record.Snapshot) error) (r
 	sb.record.Close()
 	os.Remove(h.livePath(id))
 	h.Logger().Info("sandbox suspended", "sandbox", id, "root", snap.Root, "retained_bytes", retained)
-	h.publish(id, head)
+	h.publish(id, owner, head)
 	return snap, nil
 }
 

@@ -79,18 +79,13 @@ type ItemResult struct {
 	Bundle   addr.Addr `json:"bundle"`
 }
 
-// Travels says whether a fleet of owner may run on other hosts: the
-// local user's and the operator's do; a token's principal does not yet
-// (its authority is this host's to check).
-func Travels(owner string) bool { return owner == "" || owner == host.LocalOwner }
-
-// ItemOf is item i of fleet id as it travels. What only this host has
-// (an image root, standard input, a record it continues, a JCP
+// ItemOf is item i of fleet id as it travels, its owner with it: each
+// host holds the owner to its own policy for that principal (give the
+// cluster's hosts the same token file). What only this host has (an
+// image root, standard input, a record it continues, a JCP
 // presentation) is refused: such a fleet runs here.
 func ItemOf(id string, i int, req host.Request) ([]byte, error) {
 	switch {
-	case !Travels(req.Owner):
-		return nil, fmt.Errorf("fleet item %d: %q's fleet runs on its own host: a token's principal does not travel between hosts yet", i, req.Owner)
 	case !req.Root.IsZero():
 		return nil, fmt.Errorf("fleet item %d: an image root is this host's: the fleet runs here", i)
 	case req.Stdin != nil || req.Record != nil || req.JCP != nil:
@@ -144,14 +139,12 @@ func ParseItem(b []byte) (*FleetItem, error) {
 // RunItem runs a fleet item another host queued (payload, ParseItem's)
 // here, sealed under this host's key, and returns its result (Bundle
 // left for the caller, who keeps it) and its run directory's bundle.
-// The item's owner is held to this host's authority as any run's is.
+// The item's owner (the queuing host vouches for it) is held to this
+// host's authority as any run's is.
 func (h *Manager) RunItem(ctx context.Context, payload []byte) (ItemResult, []byte, error) {
 	it, err := ParseItem(payload)
 	if err != nil {
 		return ItemResult{}, nil, err
-	}
-	if !Travels(it.Owner) {
-		return ItemResult{}, nil, fmt.Errorf("fleet %s item %d: %q's items run on its own host", it.Fleet, it.Index, it.Owner)
 	}
 	g, err := grant.Decode(it.Grants)
 	if err != nil {
@@ -288,7 +281,7 @@ type Queue interface {
 // its run is brought here, checked under the keys of the cluster's
 // hosts, before it counts.
 func (h *Manager) RunFleet(ctx context.Context, spec host.FleetSpec) (*host.FleetResult, error) {
-	if h.Queue != nil && h.Shared != nil && spec.Dispatch == nil && Travels(spec.Owner) {
+	if h.Queue != nil && h.Shared != nil && spec.Dispatch == nil {
 		spec.Dispatch = h.dispatchItem
 	}
 	return h.Host.RunFleet(ctx, spec)

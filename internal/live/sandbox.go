@@ -417,7 +417,7 @@ func (h *Manager) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *S
 	ss.m[sb.ID] = sb
 	ss.mu.Unlock()
 	if spec.restore == nil {
-		h.shareMade(sb.ID, sb.Tier) // a resumption was taken from the cluster first
+		h.shareMade(sb.ID, sb.Tier, sb.Owner) // a resumption was taken from the cluster first
 	}
 	h.Logger().Info("sandbox created", "sandbox", sb.ID, "tier", sb.Tier, "workspace", sb.Workspace)
 	return sb.info(), sb, nil

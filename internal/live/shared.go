@@ -7,7 +7,6 @@ import (
 	"os"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/tier"
@@ -20,20 +19,22 @@ import (
 // verified from genesis under the cluster's hosts' keys), and one held
 // live elsewhere is refused.
 type Shared interface {
-	// Publish keeps the bundle of sandbox id, suspended here with its
-	// record at head.
-	Publish(ctx context.Context, id string, head addr.Addr, bundle []byte) error
+	// Publish keeps the bundle of sandbox id, owner's, suspended here
+	// with its record at head.
+	Publish(ctx context.Context, id, owner string, head addr.Addr, bundle []byte) error
 	// Take makes this host the holder of suspended sandbox id. It
 	// returns the bundle to import where another host suspended it
 	// last (nil where this host did, or where the cluster keeps nothing
 	// of it: resume what is here), and a release that gives it back if
 	// the resumption fails.
-	Take(ctx context.Context, id string) (bundle []byte, release func(), err error)
+	// owner is who resumes it: the host's own user any, a principal
+	// only its own.
+	Take(ctx context.Context, id, owner string) (bundle []byte, release func(), err error)
 	// Trust is the cluster's hosts' keys: a travelling record's seals.
 	Trust(ctx context.Context) (key.Trust, error)
-	// Made says sandbox id was made here and is held here: the other
-	// hosts forward requests for it here.
-	Made(ctx context.Context, id string, t tier.Tier) error
+	// Made says sandbox id (of tier t, owner's) was made here and is
+	// held here: the other hosts forward requests for it here.
+	Made(ctx context.Context, id string, t tier.Tier, owner string) error
 	// Closed says sandbox id, held here, was closed or removed: no host
 	// resumes it from a suspension published before.
 	Closed(ctx context.Context, id string) error
@@ -41,11 +42,11 @@ type Shared interface {
 
 // shareMade tells the cluster of a sandbox made here; a failure leaves
 // it reachable through this host only, said in the log.
-func (h *Manager) shareMade(id string, t tier.Tier) {
+func (h *Manager) shareMade(id string, t tier.Tier, owner string) {
 	if h.Shared == nil {
 		return
 	}
-	if err := h.Shared.Made(context.Background(), id, t); err != nil {
+	if err := h.Shared.Made(context.Background(), id, t, owner); err != nil {
 		h.Logger().Warn("a sandbox made here is not known to the cluster: other hosts will not forward to it", "sandbox", id, "err", err)
 	}
 }
@@ -62,14 +63,14 @@ func (h *Manager) shareClosed(id string) {
 
 // publish keeps a suspended sandbox's bundle in the shared store; a
 // failure leaves it suspended here only, said in the log.
-func (h *Manager) publish(id string, head addr.Addr) {
+func (h *Manager) publish(id, owner string, head addr.Addr) {
 	if h.Shared == nil {
 		return
 	}
 	var b bytes.Buffer
 	err := h.Export(id, &b)
 	if err == nil {
-		err = h.Shared.Publish(context.Background(), id, head, b.Bytes())
+		err = h.Shared.Publish(context.Background(), id, owner, head, b.Bytes())
 	}
 	if err != nil {
 		h.Logger().Warn("a suspended sandbox is kept here only: the cluster was not told", "sandbox", id, "err", err)
@@ -85,16 +86,12 @@ func (h *Manager) take(ctx context.Context, id, owner string) (func(), error) {
 	if h.Shared == nil {
 		return nil, nil
 	}
-	b, release, err := h.Shared.Take(ctx, id)
+	b, release, err := h.Shared.Take(ctx, id, owner)
 	if err != nil {
 		return nil, err
 	}
 	if b == nil {
 		return release, nil
-	}
-	if owner != host.LocalOwner {
-		release()
-		return nil, fmt.Errorf("%w: %q: a sandbox suspended on another host of the cluster is resumed by the local user only", ErrNoSandbox, id)
 	}
 	trust, err := h.Shared.Trust(ctx)
 	if err == nil {

@@ -304,20 +304,29 @@ func (s *clusterShared) Kept(ctx context.Context, id string) (tier.Tier, bool, e
 // TLS checks other hosts' certificates (--cluster-ca).
 func (s *clusterShared) TLS() *tls.Config { return s.tls }
 
-func (s *clusterShared) Publish(ctx context.Context, id string, head addr.Addr, bundle []byte) error {
+func (s *clusterShared) Publish(ctx context.Context, id, owner string, head addr.Addr, bundle []byte) error {
 	a := addr.Of(bundle)
 	if err := s.blobs.PutBlob(a, bundle); err != nil {
 		return err
 	}
-	return s.m.SandboxSuspended(ctx, id, head, a)
+	return s.m.SandboxSuspended(ctx, id, owner, head, a)
 }
 
-func (s *clusterShared) Take(ctx context.Context, id string) ([]byte, func(), error) {
-	k, err := s.m.TakeSandbox(ctx, id)
+// asker is who takes a sandbox, as the cluster checks it: the host's own
+// user is its operator, who may take any.
+func asker(owner string) string {
+	if owner == host.LocalOwner {
+		return ""
+	}
+	return owner
+}
+
+func (s *clusterShared) Take(ctx context.Context, id, owner string) ([]byte, func(), error) {
+	k, err := s.m.TakeSandbox(ctx, id, asker(owner))
 	if errors.Is(err, cluster.ErrNotShared) {
 		return nil, nil, nil
 	}
-	if errors.Is(err, cluster.ErrLost) || errors.Is(err, cluster.ErrClosed) {
+	if errors.Is(err, cluster.ErrLost) || errors.Is(err, cluster.ErrClosed) || errors.Is(err, cluster.ErrNotYours) {
 		return nil, nil, fmt.Errorf("%w: %v", live.ErrNoSandbox, err)
 	}
 	if err != nil {
@@ -339,8 +348,8 @@ func (s *clusterShared) Take(ctx context.Context, id string) ([]byte, func(), er
 	return b, release, nil
 }
 
-func (s *clusterShared) Made(ctx context.Context, id string, t tier.Tier) error {
-	return s.m.SandboxMade(ctx, id, t)
+func (s *clusterShared) Made(ctx context.Context, id string, t tier.Tier, owner string) error {
+	return s.m.SandboxMade(ctx, id, t, owner)
 }
 
 func (s *clusterShared) Closed(ctx context.Context, id string) error {
