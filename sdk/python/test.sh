@@ -29,7 +29,7 @@ echo "test.sh: building sandbox, sandbox-engine, sandbox-s1 into $work" >&2
 cd "$here"
 start=$(date +%s)
 status=0
-OPENSANDBOX_TEST_BINDIR="$work" PYTHONPATH="$here/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONDONTWRITEBYTECODE=1 \
+OPENSANDBOX_TEST_BINDIR="$work" OPENSANDBOX_TEST_ALL_OPERATIONS=1 PYTHONPATH="$here/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONDONTWRITEBYTECODE=1 \
 	python3 -m unittest discover -s tests -t . -v || status=$?
 echo "test.sh: tests took $(( $(date +%s) - start ))s; status $status" >&2
 exit "$status"

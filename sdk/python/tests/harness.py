@@ -31,6 +31,21 @@ sys.path.insert(0, os.path.join(SDK, "src"))
 
 TOKEN_A = "token-a-" + "a" * 24
 TOKEN_B = "token-b-" + "b" * 24
+OPENAPI = os.path.join(REPO, "docs", "openapi.json")
+
+#: Every request the SDK sent in this test run, as (op, method, target):
+#: tests/recorded.py checks them against the OpenAPI document at the end.
+SENT = []
+
+
+def _record(op, method, target):
+    SENT.append((op, method, target))
+
+
+from opensandbox import _http  # noqa: E402  (after the path is set)
+
+if _record not in _http.request_observers:
+    _http.request_observers.append(_record)
 
 
 class Service:
@@ -131,6 +146,16 @@ class Service:
             return True
         except OSError:
             return False
+
+    def cli(self, *args):
+        """Run the ``sandbox`` command line on the service's state directory;
+        its stdout, stripped (a failure raises)."""
+        env = dict(os.environ)
+        for k in ("SANDBOX_HOST", "SANDBOX_TOKEN"):
+            env.pop(k, None)
+        env.update({"SANDBOX_HOME": self.home, "TMPDIR": self.tmp})
+        return subprocess.run([self.sandbox] + list(args), env=env, check=True, capture_output=True,
+                              text=True, timeout=60).stdout.strip()
 
     def log_tail(self, n=4000):
         """The end of the service's log."""
@@ -240,3 +265,44 @@ def other_key():
 def dump(obj):
     """JSON text of obj, for messages."""
     return json.dumps(obj, default=repr)[:2000]
+
+
+class Operation:
+    """One operation of the OpenAPI document: ``op`` ("METHOD /path"),
+    ``method``, ``path`` (as the document writes it), ``pattern`` (what its
+    concrete paths match) and ``query`` (the names of its query parameters)."""
+
+    def __init__(self, method, path, query):
+        import re
+        self.method, self.path, self.query = method, path, frozenset(query)
+        self.op = "%s %s" % (method, path)
+        self.pattern = re.compile("^" + re.sub(r"\\\{[a-z]+\\\}", "[^/?]+", re.escape(path)) + "$")
+
+
+def openapi_operations(path=OPENAPI):
+    """The OpenAPI document's operations, by "METHOD /path"."""
+    with open(path) as f:
+        doc = json.load(f)
+    ops = {}
+    for p, item in doc["paths"].items():
+        common = item.get("parameters", [])
+        for m, o in item.items():
+            if m not in ("get", "put", "post", "delete", "patch", "head", "options", "trace"):
+                continue
+            q = [x["name"] for x in common + o.get("parameters", []) if x.get("in") == "query"]
+            op = Operation(m.upper(), p, q)
+            ops[op.op] = op
+    return ops
+
+
+def match_request(ops, method, target):
+    """The operation of ``ops`` a request (its method and target: the path,
+    escaped, and query) is, and the names of its query parameters; None
+    when none is."""
+    import urllib.parse
+    path, _, query = target.partition("?")
+    names = [k for k, _ in urllib.parse.parse_qsl(query, keep_blank_values=True)]
+    for o in ops.values():
+        if o.method == method and o.pattern.match(path):
+            return o, names
+    return None, names

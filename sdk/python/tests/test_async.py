@@ -41,7 +41,8 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
             self.assertTrue(st.result.ok)
             snap = await sb.suspend()
             self.assertTrue(snap.root.startswith("b3:"))
-            await sb.resume()
+            self.assertEqual((await self.c.get_sandbox(sb.id)).state, "suspended")
+            self.assertEqual((await sb.resume(here=True)).state, "live")
             self.assertEqual(await sb.read_text("a.txt"), "async file")
         with self.assertRaises(o.NotFoundError):
             await self.c.get_sandbox(sb.id)
@@ -77,6 +78,10 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(r.stdout, b"async run\n")
         v = await self.c.verify_run(r)
         self.assertEqual(v.run, r.run)
+        key = await self.c.host_key()
+        v = await self.c.verify_run(r, trusted_keys=[key], fetch=True)  # from its bundle
+        self.assertEqual(v.signer, key)
+        self.assertGreater(len(await self.c.run_bundle(r.run)), 0)
         with self.assertRaises(o.NotFoundError):
             await self.c.get_sandbox("sb-000000000000")
         with self.assertRaises(o.NotFoundError):

@@ -1,10 +1,14 @@
 """One-shot sealed runs through a real service, and their offline
-verification: a run verifies with the service's published key, and a
-tampered attestation, receipt or output is refused."""
+verification: a run verifies with the service's published key, from its
+run directory or from its bundle (GET /v1/runs/{id}/bundle), and a
+tampered attestation, receipt, output or bundle is refused."""
 
+import gzip
+import io
 import json
 import os
 import shutil
+import tarfile
 import tempfile
 import unittest
 
@@ -143,13 +147,129 @@ class RunTest(unittest.TestCase):
             self.c.verify_run(other.run, records_dir=self.r.records)
         self.assertEqual(cm.exception.code, "address")
 
-    def test_remote_verification_says_it_cannot(self):
-        if not self.svc.https:
-            self.skipTest("openssl is not installed: no TLS service")
-        with self.svc.tcp_client() as tc:
-            with self.assertRaises(o.VerificationError) as cm:
-                tc.verify_run(self.r.run)
-        self.assertEqual(cm.exception.code, "unavailable")
+    def test_jcp_operations_answer(self):
+        """Each JCP operation reaches its handler (its refusal of a chain that
+        does not open is the handler's, with its code, not a missing route)."""
+        info = self.c.jcp_info()
+        self.assertEqual(info.key, self.key)
+        self.assertIsInstance(info.roots, list)
+        self.assertTrue(self.c.jcp_ledger()["head"].startswith("b3:"))
+        self.assertTrue(self.c.jcp_verify_ledger()["ok"])
+        v = self.c.jcp_verify_chain([b"x"])
+        self.assertEqual((v["ok"], v["refusal"]["code"]), (False, "truncated"))
+        self.assertEqual(self.c.jcp_event("no-policy-names-this"), {"minted": [], "refused": []})
+        for name, call in (("admit", lambda: self.c.jcp_admit([b"x"])),
+                           ("budgets", lambda: self.c.jcp_budgets([b"x"])),
+                           ("revoke", lambda: self.c.jcp_revoke([b"x"], b"r")),
+                           ("amend", lambda: self.c.jcp_amend([b"x"], b"a")),
+                           ("policy", lambda: self.c.jcp_policy([b"x"])),
+                           ("checkpoint", lambda: self.c.jcp_checkpoint([b"x"], b"c"))):
+            with self.subTest(name):
+                with self.assertRaises(o.InvalidError) as cm:
+                    call()
+                self.assertEqual(cm.exception.code, "truncated")
+                self.assertIn('field "chain[0]"', cm.exception.message)
+
+    # ---------------------------------------------------------------- bundles
+    def bundle(self):
+        """The run's bundle, as the service serves it: a list of (TarInfo, bytes)."""
+        b = self.c.run_bundle(self.r.run)
+        with tarfile.open(fileobj=io.BytesIO(b), mode="r:") as tf:
+            return [(m, tf.extractfile(m).read() if m.isreg() else b"") for m in tf.getmembers()]
+
+    @staticmethod
+    def tar(entries):
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tf:
+            for m, data in entries:
+                m.size = len(data) if m.type in (tarfile.REGTYPE, tarfile.AREGTYPE) else 0
+                tf.addfile(m, io.BytesIO(data) if m.size else None)
+        return out.getvalue()
+
+    @staticmethod
+    def entry(name, type=tarfile.REGTYPE, linkname=""):
+        m = tarfile.TarInfo(name)
+        m.type, m.linkname, m.mode = type, linkname, 0o600
+        return m
+
+    def test_the_bundle_verifies(self):
+        hexid = self.r.run[3:]
+        es = self.bundle()
+        names = sorted(m.name for m, _ in es)
+        self.assertEqual(names, sorted("runs/%s/%s" % (hexid, n) for n in os.listdir(self.r.records)))
+        self.assertTrue(all(m.isreg() for m, _ in es))
+        v = verify.verify_run_bundle(self.tar(es), [self.key], self.r.run, stdout=self.r.stdout)
+        self.assertEqual((v.run, v.signer), (self.r.run, self.key))
+        # the client fetching it, on the local socket too, with the key pinned from the command line
+        pinned = self.svc.cli("key", "--public")
+        self.assertEqual(pinned, self.key)
+        n = len(harness.SENT)
+        v = self.c.verify_run(self.r, trusted_keys=[pinned], fetch=True)
+        self.assertIn("the stdout received: the sealed stream", v.checked)
+        self.assertEqual([s[0] for s in harness.SENT[n:]], ["GET /v1/runs/{id}/bundle"])
+        d = self.c.fetch_run(self.r.run, self.tmp)
+        self.assertEqual(d, os.path.join(self.tmp, hexid))
+        self.assertEqual(verify.verify_run_dir(d, [pinned], expect_run=self.r.run).run, self.r.run)
+        with self.assertRaises(o.NotFoundError):
+            self.c.run_bundle("b3:" + "ab" * 32)
+        with self.assertRaises(o.VerificationError) as cm:  # not a run id: nothing sent
+            self.c.verify_run("b3:../../etc", fetch=True)
+        self.assertEqual(cm.exception.code, "invalid")
+
+    def test_a_tampered_bundle_is_refused(self):
+        hexid = self.r.run[3:]
+        es = self.bundle()
+        good = {m.name.rsplit("/", 1)[1]: (m, d) for m, d in es}
+
+        def changed(name, data):
+            return [(m, data if m.name.endswith("/" + name) else d) for m, d in es]
+        other = "runs/%s/stdout.log" % ("cd" * 32)
+        cases = [
+            # (what, the bundle, the refusal)
+            ("a changed file", self.tar(changed("stdout.log", good["stdout.log"][1].replace(b"sealed", b"SEALED"))),
+             "address"),
+            ("a changed receipt", self.tar(changed("receipt.cose", good["receipt.cose"][1][:-1] + b"\0")), "address"),
+            ("an extra file", self.tar(es + [(self.entry("runs/%s/extra.txt" % hexid), b"stray")]), "unrecognised"),
+            ("a file left out", self.tar([e for e in es if not e[0].name.endswith("/stderr.log")]), "missing"),
+            ("a name that climbs", self.tar(es + [(self.entry("runs/%s/../../../climbed.txt" % hexid), b"x")]),
+             "malformed"),
+            ("a name that climbs first", self.tar([(self.entry("../climbed.txt"), b"x")] + es), "malformed"),
+            ("an absolute name", self.tar([(self.entry("/tmp/climbed.txt"), b"x")] + es), "malformed"),
+            ("a deeper name", self.tar(es + [(self.entry("runs/%s/sub/x.json" % hexid), b"{}")]), "malformed"),
+            ("a symlink", self.tar([e for e in es if not e[0].name.endswith("/stdout.log")] +
+                                   [(self.entry("runs/%s/stdout.log" % hexid, tarfile.SYMTYPE, "/etc/passwd"), b"")]),
+             "malformed"),
+            ("a hard link", self.tar(es + [(self.entry("runs/%s/other.log" % hexid, tarfile.LNKTYPE,
+                                                       "runs/%s/stdout.log" % hexid), b"")]), "malformed"),
+            ("a directory", self.tar([(self.entry("runs/%s" % hexid, tarfile.DIRTYPE), b"")] + es), "malformed"),
+            ("a fifo", self.tar(es + [(self.entry("runs/%s/pipe.log" % hexid, tarfile.FIFOTYPE), b"")]), "malformed"),
+            ("another run's file", self.tar(es + [(self.entry(other), b"x")]), "malformed"),
+            ("a file twice", self.tar(es + [(self.entry("runs/%s/stdout.log" % hexid), b"second\n")]), "malformed"),
+            ("a cut tar", self.tar(es)[:1500], "malformed"),
+            ("a compressed tar", gzip.compress(self.tar(es)), "malformed"),
+            ("nothing", b"", "malformed"),
+            ("an empty tar", self.tar([]), "missing"),
+        ]
+        parent = os.path.dirname(self.tmp)
+        for what, b, code in cases:
+            with self.subTest(what):
+                with self.assertRaises(o.VerificationError) as cm:
+                    verify.verify_run_bundle(b, [self.key], self.r.run)
+                self.assertEqual(cm.exception.code, code, cm.exception)
+                with self.assertRaises(o.VerificationError):  # unpacked where it was asked: nothing left
+                    d = verify.unpack_run_bundle(b, self.r.run, self.tmp)
+                    verify.verify_run_dir(d, [self.key], expect_run=self.r.run)
+                shutil.rmtree(os.path.join(self.tmp, hexid), ignore_errors=True)
+                self.assertEqual(os.listdir(self.tmp), [])
+                self.assertFalse(os.path.exists(os.path.join(parent, "climbed.txt")))
+        with self.assertRaises(o.VerificationError) as cm:  # the bounds
+            verify.verify_run_bundle(self.tar(es), [self.key], self.r.run, max_file=8)
+        self.assertEqual(cm.exception.code, "malformed")
+        with self.assertRaises(o.VerificationError) as cm:
+            verify.verify_run_bundle(self.tar(es), [self.key], self.r.run, max_entries=2)
+        self.assertEqual(cm.exception.code, "malformed")
+        with self.assertRaises(o.ProtocolError):
+            self.c.run_bundle(self.r.run, max_bytes=100)
 
 
 if __name__ == "__main__":

@@ -217,6 +217,11 @@ class SandboxTest(unittest.TestCase):
             self.assertEqual(sb.info.state, "suspended")
             listed = {s.id: s for s in self.c.list_sandboxes()}
             self.assertEqual(listed[sb.id].state, "suspended")
+            got = self.c.get_sandbox(sb.id)  # by its id too, as the list shows it
+            self.assertEqual((got.id, got.state, got.tier), (sb.id, "suspended", "S1"))
+            self.assertEqual(got.grants, listed[sb.id].grants)
+            self.assertIsInstance(got.raw["grants"], list)
+            self.assertEqual(sb.refresh().state, "suspended")
             with self.assertRaises(o.InvalidError):
                 self.c.exec(sb.id, ["true"])
             info = sb.resume()
@@ -233,6 +238,28 @@ class SandboxTest(unittest.TestCase):
             self.c.get_sandbox(sb.id)
         rec = [r for r in self.c.records() if r.id == sb.id][0]
         self.assertEqual(rec.phase, "closed")
+
+    def test_resume_here_on_a_single_host_is_resume(self):
+        sb = self.c.create()
+        try:
+            sb.write_file("here.txt", b"resumed here")
+            sb.suspend()
+            h = self.c.sandbox(sb.id)  # a handle on a suspended sandbox, read by its id
+            self.assertEqual(h.info.state, "suspended")
+            n = len(harness.SENT)
+            info = h.resume(here=True)
+            self.assertIn(("POST /v1/sandboxes/{id}/resume", "POST", "/v1/sandboxes/%s/resume?here=true" % sb.id),
+                          harness.SENT[n:])
+            self.assertEqual((info.id, info.state), (sb.id, "live"))
+            self.assertEqual(h.read_file("here.txt"), b"resumed here")
+            self.assertEqual(h.exec(["cat", "here.txt"]).stdout, b"resumed here")
+            self.assertEqual(self.c.get_sandbox(sb.id).state, "live")
+            with self.assertRaises(o.InvalidError):  # a live one: nothing to resume, here or not
+                self.c.resume(sb.id, here=True)
+        finally:
+            sb.close()
+        with self.assertRaises(o.InvalidError):  # its record is closed
+            self.c.resume(sb.id, here=True)
 
     def test_close_and_remove(self):
         with self.c.create() as sb:

@@ -16,7 +16,7 @@ JCS of :mod:`opensandbox.crypto`).
 from ._version import __version__
 from ._http import Address, default_state_dir, resolve
 from .client import (Client, ExecStream, Sandbox, local_client, DEFAULT_TIMEOUT, INTERRUPT_WAIT, MAX_STDIN,
-                     POLICY_HEADER, STDIN_STREAM_TYPE)
+                     OPERATIONS, POLICY_HEADER, STDIN_STREAM_TYPE)
 from .aio import AsyncClient, AsyncExecStream, AsyncSandbox
 from .errors import (APIError, CanceledError, CommandFailed, DeniedError, ExecTimeout, IntegrityError,
                      InternalError, InvalidError, LimitError, NoResultError, NotFoundError, OutputError,
@@ -25,7 +25,8 @@ from .errors import (APIError, CanceledError, CommandFailed, DeniedError, ExecTi
 from .types import (Claim, Continued, Energy, FileInfo, FleetProgress, FleetResult, Health, JCPInfo, Limits,
                     Outcome, Output, Pool, PreservationReceipt, Record, Result, RunReport, SandboxInfo, Seeded,
                     Snapshot, parse_time)
-from .verify import VerifiedRun, open_receipt, verify_attestation, verify_journal, verify_run_dir
+from .verify import (VerifiedRun, open_receipt, unpack_run_bundle, verify_attestation, verify_journal, verify_run_bundle,
+                     verify_run_dir)
 
 __all__ = [
     "__version__", "Address", "default_state_dir", "resolve",
@@ -39,5 +40,6 @@ __all__ = [
     "Claim", "Continued", "Energy", "FileInfo", "FleetProgress", "FleetResult", "Health", "JCPInfo", "Limits",
     "Outcome", "Output", "Pool", "PreservationReceipt", "Record", "Result", "RunReport", "SandboxInfo", "Seeded",
     "Snapshot", "parse_time",
-    "VerifiedRun", "open_receipt", "verify_attestation", "verify_journal", "verify_run_dir",
+    "VerifiedRun", "open_receipt", "verify_attestation", "verify_journal", "verify_run_dir", "unpack_run_bundle",
+    "verify_run_bundle", "OPERATIONS",
 ]

@@ -26,6 +26,13 @@ from .errors import ProtocolError, ServiceUnreachable
 SOCKET_NAME = "serve.sock"
 USER_AGENT = "opensandbox-python/" + __version__
 
+#: Functions called as ``f(op, method, target)`` for every request this
+#: process sends, before it is sent: ``op`` is the API's operation
+#: (``"GET /v1/sandboxes/{id}"``, as docs/openapi.json writes it), ``target``
+#: the request line's path and query. The tests record what the client sends
+#: with it (tests/test_parity.py); a function that raises stops the request.
+request_observers = []
+
 
 class Deadline(Exception):
     """Internal: the call's deadline passed while it waited on the socket."""
@@ -679,13 +686,19 @@ class Transport:
         for c in idle:
             c.close()
 
-    def open(self, method, target, body=None, source=None, headers=None, deadline=None, fresh=False):
+    def open(self, method, target, body=None, source=None, headers=None, deadline=None, fresh=False, *, op):
         """Start a request on a connection (a pooled one unless ``fresh`` or
         streamed) and return its :class:`Response`, whose head is still to
-        be read (:meth:`Response.read_head`). ``body`` is bytes (or None);
-        ``source`` (a file-like object or an iterable of bytes) is streamed
-        after ``body`` with chunked encoding while the response is read.
-        ``deadline`` is a time.monotonic() value (None: none)."""
+        be read (:meth:`Response.read_head`). ``op`` names the API's
+        operation the request is (``"GET /v1/runs/{id}"``): every request
+        names one, and :data:`request_observers` see it. ``body`` is bytes
+        (or None); ``source`` (a file-like object or an iterable of bytes)
+        is streamed after ``body`` with chunked encoding while the response
+        is read. ``deadline`` is a time.monotonic() value (None: none)."""
+        if not isinstance(op, str) or op.split(" ", 1)[0] != method:
+            raise ValueError("a request names its operation, of its method: %r for %s" % (op, method))
+        for f in list(request_observers):
+            f(op, method, target)
         a = self.address
         h = [("Host", "sandbox" if a.kind == "unix" else "%s:%d" % (a.host, a.port)),
              ("User-Agent", USER_AGENT), ("Accept-Encoding", "identity")]
@@ -711,12 +724,12 @@ class Transport:
         resp.reused = conn.used > 0
         return resp
 
-    def request(self, method, target, body=None, source=None, headers=None, deadline=None):
+    def request(self, method, target, body=None, source=None, headers=None, deadline=None, *, op):
         """:meth:`open` and read the response's head; an idle connection the
         service had closed is replaced once. Returns a :class:`Response`;
         raises :class:`Deadline` past ``deadline``."""
         for attempt in (0, 1):
-            resp = self.open(method, target, body, source, headers, deadline, fresh=attempt == 1)
+            resp = self.open(method, target, body, source, headers, deadline, fresh=attempt == 1, op=op)
             try:
                 resp.read_head()
                 return resp

@@ -15,7 +15,7 @@ import concurrent.futures
 import functools
 import inspect
 
-from .client import Client, DEFAULT_TIMEOUT, INTERRUPT_WAIT
+from .client import Client, DEFAULT_TIMEOUT, INTERRUPT_WAIT, OPERATIONS
 from .errors import CommandFailed, OutputError, SandboxError
 
 __all__ = ["AsyncClient", "AsyncSandbox", "AsyncExecStream"]
@@ -241,12 +241,11 @@ def _wrap(name):
     return call
 
 
-for _name in ("health", "openapi", "metrics", "list_sandboxes", "get_sandbox", "remove_sandbox", "close_sandbox",
-              "suspend", "resume", "seed", "preservation", "pools", "interrupt", "upload", "download",
-              "list_files", "run_report", "records", "host_key", "verify_run", "jcp_info", "jcp_ledger",
-              "jcp_verify_ledger", "jcp_verify_chain", "jcp_admit", "jcp_budgets", "jcp_revoke", "jcp_amend",
-              "jcp_policy", "jcp_event", "jcp_checkpoint"):
-    setattr(AsyncClient, _name, _wrap(_name))
+# Every other method of the operations table (client.OPERATIONS) runs the
+# synchronous one in the client's threads.
+for _name in sorted(OPERATIONS):
+    if _name not in AsyncClient.__dict__:
+        setattr(AsyncClient, _name, _wrap(_name))
 
 
 class AsyncSandbox:
@@ -307,9 +306,10 @@ class AsyncSandbox:
         """Park it; returns the snapshot."""
         return await self.client._run(self._sb.suspend)
 
-    async def resume(self):
-        """Start it again; returns its new description."""
-        return await self.client._run(self._sb.resume)
+    async def resume(self, *, here=False):
+        """Start it again (``here``: on the host asked, in a cluster); returns
+        its new description."""
+        return await self.client._run(self._sb.resume, here=here)
 
     async def close(self):
         """End its durable run."""

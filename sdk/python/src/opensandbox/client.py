@@ -4,15 +4,24 @@ It covers what the Go client (package ``client``) covers, over the same
 HTTP/JSON API (docs/api.md, docs/openapi.json): live sandboxes, execs with
 their output streamed, files, suspension and resumption, seeds and
 preservation receipts, one-shot sealed runs, warm pools, fleets, run
-records, run reports, interrupts by key, JCP's operations and health; and
-offline verification of a sealed run (:meth:`Client.verify_run`).
+records, run reports, a run's sealed files, interrupts by key, JCP's
+operations and health; and offline verification of a sealed run
+(:meth:`Client.verify_run`), here or against a remote service.
+
+Every request names the API operation it is (``"GET /v1/sandboxes/{id}"``,
+as docs/openapi.json writes it) and is built by :func:`_op` from that name;
+:data:`OPERATIONS` says which operations each public method of
+:class:`Client` sends. tests/test_parity.py checks both against the
+OpenAPI document.
 """
 
 import base64
 import io
 import json
 import os
+import re
 import secrets
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -25,7 +34,7 @@ from .types import (FileInfo, FleetProgress, FleetResult, Health, JCPInfo, Limit
                     PreservationReceipt, Record, Result, RunReport, SandboxInfo, Seeded, Snapshot)
 
 __all__ = ["Client", "Sandbox", "ExecStream", "DEFAULT_TIMEOUT", "INTERRUPT_WAIT", "STDIN_STREAM_TYPE",
-           "POLICY_HEADER", "MAX_STDIN"]
+           "POLICY_HEADER", "MAX_STDIN", "MAX_BUNDLE_BYTES", "OPERATIONS", "LOCAL_METHODS"]
 
 #: client-side timeout of an ordinary call, in seconds
 DEFAULT_TIMEOUT = 120.0
@@ -43,6 +52,116 @@ STDIN_STREAM_TYPE = "application/x-sandbox-exec-stream"
 POLICY_HEADER = "Sandbox-Policy"
 #: the most stdin given whole in the JSON body; more is streamed
 MAX_STDIN = 16 << 20
+#: the most bytes of a run's bundle (GET /v1/runs/{id}/bundle) read by default
+MAX_BUNDLE_BYTES = 1 << 30
+
+_INTERRUPT = "POST /v1/interrupts/{key}"
+
+#: Each public method of :class:`Client` that talks to the service, and the
+#: API operations it may send ("METHOD /path", the path as docs/openapi.json
+#: writes it). The same names are :class:`~opensandbox.AsyncClient`'s
+#: coroutines. Every operation of the OpenAPI document is here, and nothing
+#: else is (tests/test_parity.py).
+OPERATIONS = {
+    "health": ("GET /v1/health",),
+    "openapi": ("GET /v1/openapi.json",),
+    "metrics": ("GET /metrics",),
+    "host_key": ("GET /v1/key",),
+    "create": ("POST /v1/sandboxes",),
+    "list_sandboxes": ("GET /v1/sandboxes",),
+    "get_sandbox": ("GET /v1/sandboxes/{id}",),
+    "sandbox": ("GET /v1/sandboxes/{id}",),
+    "remove_sandbox": ("DELETE /v1/sandboxes/{id}",),
+    "close_sandbox": ("POST /v1/sandboxes/{id}/close",),
+    "suspend": ("POST /v1/sandboxes/{id}/suspend",),
+    "resume": ("POST /v1/sandboxes/{id}/resume",),
+    "seed": ("POST /v1/sandboxes/{id}/seed",),
+    "preservation": ("POST /v1/sandboxes/{id}/preservation",),
+    "pools": ("GET /v1/pools",),
+    "claim": ("POST /v1/pools/{name}/claim",),
+    "exec": ("POST /v1/sandboxes/{id}/exec", _INTERRUPT),
+    "exec_stream": ("POST /v1/sandboxes/{id}/exec", _INTERRUPT),
+    "run": ("POST /v1/runs", _INTERRUPT),
+    "run_stream": ("POST /v1/runs", _INTERRUPT),
+    "interrupt": (_INTERRUPT,),
+    "upload": ("PUT /v1/sandboxes/{id}/files",),
+    "download": ("GET /v1/sandboxes/{id}/files",),
+    "list_files": ("GET /v1/sandboxes/{id}/files",),
+    "run_report": ("GET /v1/runs/{id}",),
+    "run_bundle": ("GET /v1/runs/{id}/bundle",),
+    "fetch_run": ("GET /v1/runs/{id}/bundle",),
+    "verify_run": ("GET /v1/runs/{id}/bundle", "GET /v1/key"),
+    "records": ("GET /v1/records",),
+    "fleet": ("POST /v1/fleets",),
+    "jcp_info": ("GET /v1/jcp",),
+    "jcp_ledger": ("GET /v1/jcp/ledger",),
+    "jcp_verify_ledger": ("POST /v1/jcp/ledger/verify",),
+    "jcp_verify_chain": ("POST /v1/jcp/chains/verify",),
+    "jcp_admit": ("POST /v1/jcp/chains",),
+    "jcp_budgets": ("POST /v1/jcp/chains/budget",),
+    "jcp_revoke": ("POST /v1/jcp/revocations",),
+    "jcp_amend": ("POST /v1/jcp/amendments",),
+    "jcp_policy": ("POST /v1/jcp/policies",),
+    "jcp_event": ("POST /v1/jcp/events",),
+    "jcp_checkpoint": ("POST /v1/jcp/checkpoints",),
+}
+
+#: The public methods of :class:`Client` that send nothing.
+LOCAL_METHODS = frozenset({"close", "narrowed"})
+
+_KNOWN_OPS = frozenset(op for ops in OPERATIONS.values() for op in ops)
+_PARAM = re.compile(r"\{([a-z]+)\}")
+_RUN_ID = re.compile(r"^b3:[0-9a-f]{64}$")
+
+
+class _Req:
+    """A request to send: its operation (``op``), ``method`` and ``target``
+    (the path, its parameters escaped, and the query)."""
+    __slots__ = ("op", "method", "target")
+
+    def __init__(self, op, method, target):
+        self.op, self.method, self.target = op, method, target
+
+    @property
+    def path(self):
+        return self.target.split("?", 1)[0]
+
+
+def _op(op, query=None, **params):
+    """The request for the API operation ``op`` ("METHOD /path/{param}", one
+    of :data:`OPERATIONS`'), its path parameters escaped, and ``query`` (a
+    dict; None values left out). Every request the client sends is built
+    here."""
+    if op not in _KNOWN_OPS:
+        raise AssertionError("%r is not an operation of OPERATIONS" % (op,))
+    method, template = op.split(" ", 1)
+
+    def param(m):
+        v = params.pop(m.group(1))
+        if not isinstance(v, str) or not v:
+            raise ValueError("%s: {%s} wants a non-empty string, not %r" % (op, m.group(1), v))
+        return _q(v)
+    target = _PARAM.sub(param, template)
+    if params:
+        raise TypeError("%s has no parameter %s" % (op, ", ".join(sorted(params))))
+    q = {k: v for k, v in (query or {}).items() if v is not None}
+    if q:
+        target += "?" + urllib.parse.urlencode(q)
+    return _Req(op, method, target)
+
+
+def _array(v, what):
+    """An answer the schema says is an array."""
+    if not isinstance(v, list):
+        raise ProtocolError("%s: the service answered %s, not an array" % (what, type(v).__name__))
+    return v
+
+
+def _run_hex(run_id):
+    if not isinstance(run_id, str) or not _RUN_ID.match(run_id):
+        raise _verify.VerificationError("invalid", "run", "%r is not a run id (b3: and 64 lowercase hex digits)"
+                                        % (run_id,))
+    return run_id[3:]
 
 
 def _q(s):
@@ -104,7 +223,7 @@ class ExecStream:
     before the end interrupts the call and waits for its result likewise.
     One thread reads a stream; :meth:`interrupt` may come from another."""
 
-    def __init__(self, client, path, spec, source, timeout, capture):
+    def __init__(self, client, req, spec, source, timeout, capture):
         self._client = client
         self.key = spec["interrupt_key"]
         self.timeout = timeout
@@ -122,17 +241,17 @@ class ExecStream:
             body, ctype = line, "application/json"
         else:
             body, ctype = line + b"\n", STDIN_STREAM_TYPE
-        self._request = (path, body, source, client._headers(ctype), deadline)
+        self._request = (req, body, source, client._headers(ctype), deadline)
         self._head = False
         self._open(fresh=False)
 
     def _open(self, fresh):
         """Open the call and send it now (a streamed stdin: its first line),
         so that it is in flight, and interruptible, before anyone reads."""
-        path, body, source, headers, deadline = self._request
+        req, body, source, headers, deadline = self._request
         for attempt in (0, 1):
-            self._resp = self._client._t.open("POST", path, body=body, source=source, headers=headers,
-                                              deadline=deadline, fresh=fresh or attempt == 1)
+            self._resp = self._client._t.open(req.method, req.target, body=body, source=source, headers=headers,
+                                              deadline=deadline, fresh=fresh or attempt == 1, op=req.op)
             try:
                 self._resp.send()
                 return
@@ -380,28 +499,32 @@ class Client:
             h[POLICY_HEADER] = self._policy
         return h
 
-    def _request(self, method, path, *, body=None, source=None, ctype=None, timeout=None):
+    def _request(self, req, *, body=None, source=None, ctype=None, timeout=None):
+        """Send ``req`` (an :func:`_op`) and read its answer's head; an error
+        status is raised as its typed error."""
         t = self.timeout if timeout is None else timeout
         deadline = None if t is None or t <= 0 else time.monotonic() + t
         try:
-            resp = self._t.request(method, path, body=body, source=source, headers=self._headers(ctype),
-                                   deadline=deadline)
+            resp = self._t.request(req.method, req.target, body=body, source=source, headers=self._headers(ctype),
+                                   deadline=deadline, op=req.op)
             if resp.status >= 400:
                 raise _api_error(resp.status, resp.read(limit=1 << 20))
             return resp
         except Deadline:
-            raise RequestTimeout("%s %s: no answer within %.3gs" % (method, path.split("?")[0], t)) from None
+            raise RequestTimeout("%s %s: no answer within %.3gs" % (req.method, req.path, t)) from None
 
-    def _call(self, method, path, payload=None, *, timeout=None, raw=False):
+    def _call(self, req, payload=None, *, timeout=None, raw=False):
+        """Send ``req`` with a JSON ``payload`` and return its decoded answer
+        (None for none; its bytes with ``raw``)."""
         body, ctype = None, None
         if payload is not None:
             body, ctype = json.dumps(payload, separators=(",", ":")).encode("utf-8"), "application/json"
-        resp = self._request(method, path, body=body, ctype=ctype, timeout=timeout)
+        resp = self._request(req, body=body, ctype=ctype, timeout=timeout)
         try:
             data = resp.read()
         except Deadline:
             resp.close()
-            raise RequestTimeout("%s %s: the answer did not end within its timeout" % (method, path)) from None
+            raise RequestTimeout("%s %s: the answer did not end within its timeout" % (req.method, req.path)) from None
         if raw:
             return data
         if resp.status == 204 or not data.strip():
@@ -409,21 +532,44 @@ class Client:
         try:
             return json.loads(data)
         except ValueError as e:
-            raise ProtocolError("%s %s: not JSON: %r" % (method, path, data[:200])) from e
+            raise ProtocolError("%s %s: not JSON: %r" % (req.method, req.path, data[:200])) from e
+
+    def _body_to(self, resp, dest, limit, what):
+        """Read an answer's body whole: its bytes, or, given a binary
+        file-like ``dest``, written there (returns how many). More than
+        ``limit`` bytes (None: no bound) is a :class:`ProtocolError`."""
+        n, parts = 0, []
+        try:
+            for b in resp.chunks():
+                n += len(b)
+                if limit is not None and n > limit:
+                    resp.close()
+                    raise ProtocolError("%s: over %d bytes" % (what, limit))
+                if dest is None:
+                    parts.append(b)
+                else:
+                    dest.write(b)
+        except Deadline:
+            resp.close()
+            raise RequestTimeout("%s: not whole within its timeout" % what) from None
+        want = resp.headers.get("content-length")
+        if want is not None and want.isdigit() and int(want) != n:
+            raise ProtocolError("%s: got %d of %s bytes" % (what, n, want))
+        return b"".join(parts) if dest is None else n
 
     # ------------------------------------------------------------------ service
     def health(self):
         """``GET /v1/health``: :class:`~opensandbox.types.Health` (raises when
         the service does not answer)."""
-        return Health.from_dict(self._call("GET", "/v1/health") or {})
+        return Health.from_dict(self._call(_op("GET /v1/health")))
 
     def openapi(self):
         """The OpenAPI 3.1 document the service serves, as a dict."""
-        return self._call("GET", "/v1/openapi.json")
+        return self._call(_op("GET /v1/openapi.json"))
 
     def metrics(self):
         """The service's Prometheus metrics, as text."""
-        return self._call("GET", "/metrics", raw=True).decode("utf-8", "replace")
+        return self._call(_op("GET /metrics"), raw=True).decode("utf-8", "replace")
 
     # ------------------------------------------------------------------ sandboxes
     def create(self, *, tier=None, grants=None, env=None, memory_bytes=None, pids=None, cpus=None,
@@ -444,54 +590,52 @@ class Client:
         spec = _drop_none({"tier": tier, "grants": list(grants) if grants else None, "env": env,
                            "memory_bytes": memory_bytes, "pids": pids, "cpus": cpus,
                            "listen": list(listen) if listen else None, "image": image, "manifest": manifest})
-        return Sandbox(self, SandboxInfo.from_dict(self._call("POST", "/v1/sandboxes", spec, timeout=timeout)))
+        return Sandbox(self, SandboxInfo.from_dict(self._call(_op("POST /v1/sandboxes"), spec, timeout=timeout)))
 
     def list_sandboxes(self):
         """The caller's sandboxes, live then suspended, oldest first
         (``GET /v1/sandboxes``): a list of
         :class:`~opensandbox.types.SandboxInfo`."""
-        return [SandboxInfo.from_dict(d) for d in (self._call("GET", "/v1/sandboxes") or [])]
+        return [SandboxInfo.from_dict(d) for d in _array(self._call(_op("GET /v1/sandboxes")), "the sandboxes")]
 
     def get_sandbox(self, sandbox_id):
-        """One sandbox (``GET /v1/sandboxes/{id}``):
+        """One sandbox, live or suspended (``GET /v1/sandboxes/{id}``):
         :class:`~opensandbox.types.SandboxInfo`; an unknown one (or another
-        token's) raises :class:`~opensandbox.errors.NotFoundError`."""
-        return SandboxInfo.from_dict(self._call("GET", "/v1/sandboxes/" + _q(sandbox_id)))
+        token's, or one closed) raises
+        :class:`~opensandbox.errors.NotFoundError`."""
+        return SandboxInfo.from_dict(self._call(_op("GET /v1/sandboxes/{id}", id=sandbox_id)))
 
     def sandbox(self, sandbox_id):
-        """A :class:`Sandbox` handle for an existing sandbox, read from the
-        service (a suspended one, which ``GET /v1/sandboxes/{id}`` does not
-        answer for, is found in the list)."""
-        try:
-            return Sandbox(self, self.get_sandbox(sandbox_id))
-        except NotFoundError:
-            for info in self.list_sandboxes():
-                if info.id == sandbox_id:
-                    return Sandbox(self, info)
-            raise
+        """A :class:`Sandbox` handle for an existing sandbox, live or
+        suspended, read from the service (:meth:`get_sandbox`)."""
+        return Sandbox(self, self.get_sandbox(sandbox_id))
 
     def remove_sandbox(self, sandbox_id, timeout=None):
         """End a sandbox (``DELETE /v1/sandboxes/{id}``): everything in it
         ends and its workspace goes; a suspended one's record is closed."""
-        self._call("DELETE", "/v1/sandboxes/" + _q(sandbox_id), timeout=timeout)
+        self._call(_op("DELETE /v1/sandboxes/{id}", id=sandbox_id), timeout=timeout)
 
     def close_sandbox(self, sandbox_id, timeout=None):
         """End a sandbox's durable run (``POST /v1/sandboxes/{id}/close``): a
         live one is removed, a suspended one abandoned."""
-        self._call("POST", "/v1/sandboxes/%s/close" % _q(sandbox_id), timeout=timeout)
+        self._call(_op("POST /v1/sandboxes/{id}/close", id=sandbox_id), timeout=timeout)
 
     def suspend(self, sandbox_id, timeout=None):
         """Park a live sandbox (``POST /v1/sandboxes/{id}/suspend``): frozen,
         its workspace kept by address, then torn down (S1 processes do not
         survive). Returns the :class:`~opensandbox.types.Snapshot`."""
-        return Snapshot.from_dict(self._call("POST", "/v1/sandboxes/%s/suspend" % _q(sandbox_id), timeout=timeout))
+        return Snapshot.from_dict(self._call(_op("POST /v1/sandboxes/{id}/suspend", id=sandbox_id), timeout=timeout))
 
-    def resume(self, sandbox_id, timeout=None):
+    def resume(self, sandbox_id, timeout=None, *, here=False):
         """Start a suspended sandbox again from its record
         (``POST /v1/sandboxes/{id}/resume``): its workspace restored (at a
-        new path), every chunk checked. Returns its
-        :class:`~opensandbox.types.SandboxInfo`."""
-        return SandboxInfo.from_dict(self._call("POST", "/v1/sandboxes/%s/resume" % _q(sandbox_id), timeout=timeout))
+        new path), every chunk checked; S2 execs it had parked are
+        continued before it answers (``continued``). ``here``: in a cluster,
+        resume it on the host asked rather than where the cluster would
+        place it (``?here=true``; on a single host it changes nothing).
+        Returns its :class:`~opensandbox.types.SandboxInfo`."""
+        req = _op("POST /v1/sandboxes/{id}/resume", {"here": "true" if here else None}, id=sandbox_id)
+        return SandboxInfo.from_dict(self._call(req, timeout=timeout))
 
     def seed(self, sandbox_id, source, ref, *, claim=None, origin=None, bearer=None, incarnation=None,
              timeout=None):
@@ -504,7 +648,7 @@ class Client:
         spec = _drop_none({"source": source, "ref": ref,
                            "claim": claim.to_dict() if hasattr(claim, "to_dict") else claim,
                            "origin": origin, "bearer": bearer, "incarnation": incarnation})
-        return Seeded.from_dict(self._call("POST", "/v1/sandboxes/%s/seed" % _q(sandbox_id), spec, timeout=timeout))
+        return Seeded.from_dict(self._call(_op("POST /v1/sandboxes/{id}/seed", id=sandbox_id), spec, timeout=timeout))
 
     def preservation(self, sandbox_id, claim, source, incarnation):
         """The passive preservation receipt of a seeded sandbox for exactly
@@ -513,19 +657,21 @@ class Client:
         :class:`~opensandbox.errors.NotFoundError`."""
         spec = {"claim": claim.to_dict() if hasattr(claim, "to_dict") else claim, "source": source,
                 "incarnation": incarnation}
-        return PreservationReceipt.from_dict(self._call("POST", "/v1/sandboxes/%s/preservation" % _q(sandbox_id), spec))
+        return PreservationReceipt.from_dict(self._call(_op("POST /v1/sandboxes/{id}/preservation", id=sandbox_id),
+                                                        spec))
 
     # ------------------------------------------------------------------ pools
     def pools(self):
         """The service's warm pools and what each did (``GET /v1/pools``)."""
-        return [Pool.from_dict(d) for d in (self._call("GET", "/v1/pools") or [])]
+        return [Pool.from_dict(d) for d in _array(self._call(_op("GET /v1/pools")), "the pools")]
 
     def claim(self, pool, timeout=None):
         """Take a ready sandbox from the warm pool ``pool``
         (``POST /v1/pools/{name}/claim``): it is the caller's now. Returns
         its :class:`Sandbox` handle; no such pool is
         :class:`~opensandbox.errors.NotFoundError`."""
-        return Sandbox(self, SandboxInfo.from_dict(self._call("POST", "/v1/pools/%s/claim" % _q(pool), timeout=timeout)))
+        return Sandbox(self, SandboxInfo.from_dict(self._call(_op("POST /v1/pools/{name}/claim", name=pool),
+                                                              timeout=timeout)))
 
     # ------------------------------------------------------------------ exec and run
     def _stream_spec(self, args, env, dir, deadline_ms, stdin, interrupt_key, jcp):
@@ -556,8 +702,8 @@ class Client:
                 source = stdin  # a file-like object or an iterable of bytes: streamed
         return spec, source
 
-    def _start(self, path, spec, source, timeout, deadline_ms, capture):
-        return ExecStream(self, path, spec, source, _default_timeout(deadline_ms, timeout), capture)
+    def _start(self, req, spec, source, timeout, deadline_ms, capture):
+        return ExecStream(self, req, spec, source, _default_timeout(deadline_ms, timeout), capture)
 
     def exec_stream(self, sandbox_id, args, *, stdin=None, env=None, dir=None, deadline_ms=None,
                     timeout=None, capture=True, interrupt_key=None, jcp=None):
@@ -567,7 +713,8 @@ class Client:
         unknown sandbox, a program that cannot be run) is raised at the
         first iteration."""
         spec, source = self._stream_spec(args, env, dir, deadline_ms, stdin, interrupt_key, jcp)
-        return self._start("/v1/sandboxes/%s/exec" % _q(sandbox_id), spec, source, timeout, deadline_ms, capture)
+        return self._start(_op("POST /v1/sandboxes/{id}/exec", id=sandbox_id), spec, source, timeout, deadline_ms,
+                           capture)
 
     def exec(self, sandbox_id, args, *, stdin=None, env=None, dir=None, deadline_ms=None, timeout=None,
              on_stdout=None, on_stderr=None, stdout=None, stderr=None, capture=True, check=False,
@@ -624,7 +771,7 @@ class Client:
             lim = limits.to_dict() if isinstance(limits, Limits) else {k: v for k, v in dict(limits).items() if v}
             if lim:
                 spec["limits"] = lim
-        return self._start("/v1/runs", spec, source, timeout, deadline_ms, capture)
+        return self._start(_op("POST /v1/runs"), spec, source, timeout, deadline_ms, capture)
 
     def run(self, args, *, grants=None, grants_json=None, tier=None, escalate=False, image=None, limits=None,
             stdin=None, env=None, dir=None, deadline_ms=None, timeout=None, on_stdout=None, on_stderr=None,
@@ -671,7 +818,7 @@ class Client:
         """Interrupt the caller's call in flight named ``key``
         (``POST /v1/interrupts/{key}``); :class:`~opensandbox.errors.NotFoundError`
         when none is in flight."""
-        self._call("POST", "/v1/interrupts/" + _q(key))
+        self._call(_op(_INTERRUPT, key=key))
 
     def _interrupt_retrying(self, key, wait):
         """Interrupt by key; a 404 (not in flight yet, or no longer) is asked
@@ -679,7 +826,7 @@ class Client:
         end = time.monotonic() + wait
         for _ in range(21):
             try:
-                self._call("POST", "/v1/interrupts/" + _q(key), timeout=max(0.1, end - time.monotonic()))
+                self._call(_op(_INTERRUPT, key=key), timeout=max(0.1, end - time.monotonic()))
                 return True
             except NotFoundError:
                 if time.monotonic() + 0.1 >= end:
@@ -689,12 +836,10 @@ class Client:
 
     # ------------------------------------------------------------------ files
     @staticmethod
-    def _files_path(sandbox_id, path, **q):
+    def _files(method, sandbox_id, path, **q):
         if not isinstance(path, str):
             path = os.fspath(path)
-        query = {"path": path}
-        query.update({k: v for k, v in q.items() if v is not None})
-        return "/v1/sandboxes/%s/files?%s" % (_q(sandbox_id), urllib.parse.urlencode(query))
+        return _op(method + " /v1/sandboxes/{id}/files", dict(path=path, **q), id=sandbox_id)
 
     def upload(self, sandbox_id, path, data, mode=0o644, timeout=None):
         """Write ``data`` (bytes, str, or a binary file-like object or an
@@ -702,13 +847,13 @@ class Client:
         sandbox, under one of its read-write grants, with permission bits
         ``mode`` (``PUT /v1/sandboxes/{id}/files``). The file is written
         beside the target, fsynced and renamed over it. Returns its size."""
-        target = self._files_path(sandbox_id, path, mode="%o" % (mode & 0o777))
+        target = self._files("PUT", sandbox_id, path, mode="%o" % (mode & 0o777))
         if isinstance(data, str):
             data = data.encode("utf-8")
         if isinstance(data, (bytes, bytearray, memoryview)):
-            resp = self._request("PUT", target, body=bytes(data), ctype="application/octet-stream", timeout=timeout)
+            resp = self._request(target, body=bytes(data), ctype="application/octet-stream", timeout=timeout)
         else:
-            resp = self._request("PUT", target, source=data, ctype="application/octet-stream", timeout=timeout)
+            resp = self._request(target, source=data, ctype="application/octet-stream", timeout=timeout)
         try:
             out = json.loads(resp.read())
         except ValueError as e:
@@ -719,27 +864,14 @@ class Client:
         """Read the regular file ``path`` of a live sandbox
         (``GET /v1/sandboxes/{id}/files``). Returns its bytes, or, given a
         binary file-like ``dest``, writes them there and returns how many."""
-        resp = self._request("GET", self._files_path(sandbox_id, path), timeout=timeout)
-        n, parts = 0, []
-        try:
-            for b in resp.chunks():
-                n += len(b)
-                if dest is None:
-                    parts.append(b)
-                else:
-                    dest.write(b)
-        except Deadline:
-            resp.close()
-            raise RequestTimeout("download %s: not whole within its timeout" % path) from None
-        want = resp.headers.get("content-length")
-        if want is not None and want.isdigit() and int(want) != n:
-            raise ProtocolError("%s: got %d of %s bytes" % (path, n, want))
-        return b"".join(parts) if dest is None else n
+        resp = self._request(self._files("GET", sandbox_id, path), timeout=timeout)
+        return self._body_to(resp, dest, None, "download %s" % path)
 
     def list_files(self, sandbox_id, path):
         """List directory ``path`` of a live sandbox: a list of
         :class:`~opensandbox.types.FileInfo`."""
-        return [FileInfo.from_dict(d) for d in (self._call("GET", self._files_path(sandbox_id, path, list="1")) or [])]
+        return [FileInfo.from_dict(d) for d in _array(self._call(self._files("GET", sandbox_id, path, list="1")),
+                                                      "the listing of %s" % path)]
 
     # ------------------------------------------------------------------ runs, records, fleets
     def run_report(self, run_id):
@@ -747,12 +879,12 @@ class Client:
         key (``GET /v1/runs/{id}``): :class:`~opensandbox.types.RunReport`.
         For a check that does not take the service's word, see
         :meth:`verify_run`."""
-        return RunReport.from_dict(self._call("GET", "/v1/runs/" + _q(run_id)))
+        return RunReport.from_dict(self._call(_op("GET /v1/runs/{id}", id=run_id)))
 
     def records(self):
         """The caller's sandboxes' run records, verified by the service
         (``GET /v1/records``): a list of :class:`~opensandbox.types.Record`."""
-        return [Record.from_dict(d) for d in (self._call("GET", "/v1/records") or [])]
+        return [Record.from_dict(d) for d in _array(self._call(_op("GET /v1/records")), "the records")]
 
     def fleet(self, args=None, *, inputs=None, units=None, env=None, dir=None, grants=None, grants_json=None,
               workers=None, checkpoint_every=None, on_progress=None, timeout=None):
@@ -773,7 +905,7 @@ class Client:
                            "units": [list(u) for u in units] if units else None,
                            "workers": workers, "checkpoint_every": checkpoint_every})
         body = json.dumps(spec).encode("utf-8")
-        resp = self._request("POST", "/v1/fleets", body=body, ctype="application/json", timeout=timeout or -1)
+        resp = self._request(_op("POST /v1/fleets"), body=body, ctype="application/json", timeout=timeout or -1)
         try:
             for line in resp.lines():
                 if not line.strip():
@@ -798,11 +930,41 @@ class Client:
 
     # ------------------------------------------------------------------ verification
     def host_key(self):
-        """The service's published host key (``ed25519:…``, from
-        ``GET /v1/jcp``): the key its runs are signed with."""
-        return self.jcp_info().key
+        """The key the service's host seals its runs and records with
+        (``GET /v1/key``): ``ed25519:HEX``. It is the service's own word:
+        check it out of band (``sandbox key --public`` on its host) before
+        trusting what it signs."""
+        d = self._call(_op("GET /v1/key"))
+        k = d.get("key") if isinstance(d, dict) else None
+        if not isinstance(k, str) or not re.match(r"^ed25519:[0-9a-f]{64}$", k):
+            raise ProtocolError("GET /v1/key: not a key: %r" % (d,))
+        return k
 
-    def verify_run(self, run, *, trusted_keys=None, records_dir=None, stdout=None, stderr=None):
+    def run_bundle(self, run_id, dest=None, *, timeout=None, max_bytes=MAX_BUNDLE_BYTES):
+        """A sealed run's directory as the service serves it
+        (``GET /v1/runs/{id}/bundle``): a tar of ``runs/HEX/NAME`` entries
+        (attestation, receipt, journal, logs, unit, grants, decisions).
+        Returns its bytes, or, given a binary file-like ``dest``, writes
+        them there and returns how many. Nothing is checked here: read it
+        with :func:`opensandbox.verify.unpack_run_bundle` or
+        :func:`~opensandbox.verify.verify_run_bundle`. More than
+        ``max_bytes`` is a :class:`~opensandbox.errors.ProtocolError`."""
+        _run_hex(run_id)
+        resp = self._request(_op("GET /v1/runs/{id}/bundle", id=run_id), timeout=timeout)
+        return self._body_to(resp, dest, max_bytes, "the bundle of %s" % run_id)
+
+    def fetch_run(self, run_id, directory, *, timeout=None, max_bytes=MAX_BUNDLE_BYTES):
+        """Fetch a sealed run's files (:meth:`run_bundle`) and write them,
+        read as hostile (:func:`opensandbox.verify.unpack_run_bundle`), into
+        ``directory/HEX`` (which must not exist yet). Returns that path;
+        nothing in it is verified yet (:func:`opensandbox.verify.verify_run_dir`)."""
+        with tempfile.TemporaryFile() as f:
+            self.run_bundle(run_id, f, timeout=timeout, max_bytes=max_bytes)
+            f.seek(0)
+            return _verify.unpack_run_bundle(f, run_id, directory, max_total=max_bytes)
+
+    def verify_run(self, run, *, trusted_keys=None, trust_service_key=None, records_dir=None, fetch=None,
+                   stdout=None, stderr=None, timeout=None, max_bytes=MAX_BUNDLE_BYTES):
         """Verify a sealed run offline, without taking the service's word:
         the attestation's canonical form, its Ed25519 signature by a trusted
         key and its address (the run id), the unit, grants and decision log
@@ -813,96 +975,127 @@ class Client:
 
         ``run``: a :class:`~opensandbox.types.Result` (its ``stdout`` and
         ``stderr``, when captured whole, are also checked against the sealed
-        streams) or a run id. ``trusted_keys``: the keys to trust
-        (``ed25519:…``); by default the service's published host key
-        (:meth:`host_key`) — pin it instead where you can
-        (``sandbox key --public``). ``records_dir``: the run directory; by
-        default the result's ``records`` or, for a local service, its state
-        directory's ``runs/HEX``.
+        streams) or a run id.
 
-        The API serves a run's report, not its signed files: the run
-        directory must be readable here (the service on this host). For a
-        remote service this raises
-        :class:`~opensandbox.errors.VerificationError` with code
-        ``unavailable``. Returns :class:`~opensandbox.verify.VerifiedRun`."""
+        Where the run's files come from: ``records_dir`` when given; else,
+        for a service on this host (its unix socket), its run directory
+        (the result's ``records``, or the state directory's ``runs/HEX``)
+        when readable; else (a remote service over TCP, or ``fetch=True``)
+        the service's bundle of the run (``GET /v1/runs/{id}/bundle``),
+        read as hostile (only regular files ``runs/HEX/NAME``, bounded by
+        ``max_bytes``, written to a fresh temporary directory, removed
+        after) and verified there. ``fetch=False``: never fetch
+        (:class:`~opensandbox.errors.VerificationError` ``unavailable``
+        when there is no directory).
+
+        The keys trusted: ``trusted_keys`` (``ed25519:…``; pin the
+        service's key, from ``sandbox key --public`` on its host), and,
+        with ``trust_service_key=True``, the key the service publishes
+        (``GET /v1/key``). **A key fetched from the service proves only
+        that the service signed the run**: a service that lies can sign its
+        lies with its own key. Over TCP a key must be pinned or
+        ``trust_service_key=True`` given (else ``VerificationError``
+        ``untrusted-key``, before anything is fetched); on a service of
+        this host's unix socket (served only to its own user or root) the
+        published key is trusted by default, unless ``trusted_keys`` or
+        ``trust_service_key=False`` is given.
+
+        Returns :class:`~opensandbox.verify.VerifiedRun`; raises
+        :class:`~opensandbox.errors.VerificationError` (``code``: the
+        refusal) when it does not verify."""
         run_id, res = (run.run, run) if isinstance(run, Result) else (run, None)
-        if trusted_keys is None:
-            trusted_keys = [self.host_key()]
-        elif isinstance(trusted_keys, str):
+        hexid = _run_hex(run_id)
+        if isinstance(trusted_keys, str):
             trusted_keys = [trusted_keys]
-        if records_dir is None:
-            if res is not None and res.records:
-                records_dir = res.records
-            elif self.address.kind == "unix":
-                records_dir = os.path.join(os.path.dirname(self.address.path), "runs", run_id[3:])
-        if records_dir is None or not os.path.isdir(records_dir):
+        keys = list(trusted_keys or [])
+        local = self.address.kind == "unix"
+        if trust_service_key is None:
+            trust_service_key = local and not keys
+        if not keys and not trust_service_key:
             raise _verify.VerificationError(
-                "unavailable", run_id,
-                "the run directory %s is not readable here: the API does not serve a run's attestation, "
-                "receipt or journal bytes, so a run is verified offline only where its records are" %
-                (records_dir or "(unknown for a remote service)"))
+                "untrusted-key", run_id, "no key to trust: pin the service's key (trusted_keys=, from `sandbox key "
+                "--public` on its host), or pass trust_service_key=True to trust the key it publishes (which "
+                "proves only that the service signed the run)")
+        if trust_service_key:
+            keys.append(self.host_key())
         if res is not None and stdout is None and stderr is None and res.captured:
             stdout, stderr = res.stdout, res.stderr
-        return _verify.verify_run_dir(records_dir, trusted_keys, expect_run=run_id, stdout=stdout, stderr=stderr)
+        if records_dir is None and local and fetch is not True:
+            for d in ((res.records if res is not None else None),
+                      os.path.join(os.path.dirname(self.address.path), "runs", hexid)):
+                if d and os.path.isdir(d) and os.access(d, os.R_OK | os.X_OK):
+                    records_dir = d
+                    break
+        if records_dir is not None:
+            if not os.path.isdir(records_dir):
+                raise _verify.VerificationError("missing", run_id, "%s is not a directory" % records_dir)
+            return _verify.verify_run_dir(records_dir, keys, expect_run=run_id, stdout=stdout, stderr=stderr)
+        if fetch is False:
+            raise _verify.VerificationError("unavailable", run_id, "its run directory is not readable here, "
+                                            "and fetch=False")
+        with tempfile.TemporaryFile() as f:
+            self.run_bundle(run_id, f, timeout=timeout, max_bytes=max_bytes)
+            f.seek(0)
+            return _verify.verify_run_bundle(f, keys, run_id, stdout=stdout, stderr=stderr, max_total=max_bytes)
 
     # ------------------------------------------------------------------ JCP
     def jcp_info(self):
         """``GET /v1/jcp``: the service's host key and the JCP root keys it
         trusts (:class:`~opensandbox.types.JCPInfo`)."""
-        return JCPInfo.from_dict(self._call("GET", "/v1/jcp") or {})
+        return JCPInfo.from_dict(self._call(_op("GET /v1/jcp")))
 
     def jcp_ledger(self):
         """``GET /v1/jcp/ledger``: every grant the budget ledger admitted and
         its head, as a dict (the operator only)."""
-        return self._call("GET", "/v1/jcp/ledger")
+        return self._call(_op("GET /v1/jcp/ledger"))
 
     def jcp_verify_ledger(self):
         """``POST /v1/jcp/ledger/verify``: the ledger replayed from its files;
         a dict with ``ok`` and, if not, the ``refusal`` (the operator only)."""
-        return self._call("POST", "/v1/jcp/ledger/verify", {})
+        return self._call(_op("POST /v1/jcp/ledger/verify"), {})
 
     def jcp_verify_chain(self, chain):
         """``POST /v1/jcp/chains/verify``: verify a chain (envelopes as bytes
         or standard base64, root first) from the service's roots at its
         time; a dict with ``ok`` and ``grants``, or ``refusal``."""
-        return self._call("POST", "/v1/jcp/chains/verify", {"chain": _chain(chain)})
+        return self._call(_op("POST /v1/jcp/chains/verify"), {"chain": _chain(chain)})
 
     def jcp_admit(self, chain):
         """``POST /v1/jcp/chains``: verify a chain and admit its grants to the
         ledger; a refusal is :class:`~opensandbox.errors.DeniedError` with
         its ``code``."""
-        return self._call("POST", "/v1/jcp/chains", {"chain": _chain(chain)})
+        return self._call(_op("POST /v1/jcp/chains"), {"chain": _chain(chain)})
 
     def jcp_budgets(self, chain):
         """``POST /v1/jcp/chains/budget``: each grant's budget, root first (a
         list of dicts)."""
-        return self._call("POST", "/v1/jcp/chains/budget", {"chain": _chain(chain)})
+        return self._call(_op("POST /v1/jcp/chains/budget"), {"chain": _chain(chain)})
 
     def jcp_revoke(self, chain, revocation):
         """``POST /v1/jcp/revocations``: record a revocation (an envelope,
         signed by the grant's issuer or an ancestor's) of a grant of the
         chain."""
-        return self._call("POST", "/v1/jcp/revocations", {"chain": _chain(chain), "revocation": _b64(revocation)})
+        return self._call(_op("POST /v1/jcp/revocations"), {"chain": _chain(chain), "revocation": _b64(revocation)})
 
     def jcp_amend(self, chain, amendment):
         """``POST /v1/jcp/amendments``: record an amendment (signed by the
         grant's issuer; only narrowing) of a grant of the chain."""
-        return self._call("POST", "/v1/jcp/amendments", {"chain": _chain(chain), "amendment": _b64(amendment)})
+        return self._call(_op("POST /v1/jcp/amendments"), {"chain": _chain(chain), "amendment": _b64(amendment)})
 
     def jcp_policy(self, chain):
         """``POST /v1/jcp/policies``: admit a mint policy, the chain's last
         element (its minter must be the service's key)."""
-        return self._call("POST", "/v1/jcp/policies", {"chain": _chain(chain)})
+        return self._call(_op("POST /v1/jcp/policies"), {"chain": _chain(chain)})
 
     def jcp_event(self, name):
         """``POST /v1/jcp/events``: post ``event:NAME``; a dict of what was
         ``minted`` and ``refused`` (the operator only)."""
-        return self._call("POST", "/v1/jcp/events", {"name": name})
+        return self._call(_op("POST /v1/jcp/events"), {"name": name})
 
     def jcp_checkpoint(self, chain, checkpoint):
         """``POST /v1/jcp/checkpoints``: record a checkpoint (signed by the
         grant's audience) of a grant of the chain."""
-        return self._call("POST", "/v1/jcp/checkpoints", {"chain": _chain(chain), "checkpoint": _b64(checkpoint)})
+        return self._call(_op("POST /v1/jcp/checkpoints"), {"chain": _chain(chain), "checkpoint": _b64(checkpoint)})
 
 
 class Sandbox:
@@ -968,9 +1161,10 @@ class Sandbox:
         self.info.state, self.info.workspace = "suspended", ""
         return snap
 
-    def resume(self):
-        """Start it again (:meth:`Client.resume`); ``info`` is its new description."""
-        self.info = self.client.resume(self.id)
+    def resume(self, *, here=False):
+        """Start it again (:meth:`Client.resume`; ``here``: on the host asked,
+        in a cluster); ``info`` is its new description."""
+        self.info = self.client.resume(self.id, here=here)
         return self.info
 
     def close(self):

@@ -63,11 +63,13 @@ class DeniedError(APIError):
 
 class UnauthorizedError(DeniedError):
     """401: no bearer token, or one the service was not given. Raised before
-    the service reads anything of the request."""
+    the service reads anything of the request; its body's category is
+    ``denied`` (``status`` tells it from a 403)."""
 
 
 class UntrustedError(APIError):
-    """``untrusted`` (403): valid, but signed by a key that is not trusted."""
+    """403 ``untrusted``: something whole and validly signed, by a key the
+    service does not trust (a bundle's seals, a placement)."""
     category_name = "untrusted"
 
 
@@ -84,12 +86,14 @@ class LimitError(APIError):
 
 
 class IntegrityError(APIError):
-    """422 ``integrity``: a sealed file or record failed verification."""
+    """422 ``integrity``: bytes that do not hash to their address, a record
+    that does not verify, a tampered bundle."""
     category_name = "integrity"
 
 
 class CanceledError(APIError):
-    """499 ``canceled``: the call was stopped."""
+    """499 ``canceled``: the caller went away or interrupted the call (a run
+    so ended is still sealed)."""
     category_name = "canceled"
 
 

@@ -36,19 +36,32 @@ What is checked, in run-directory.md's order, the first failure reported:
 Not checked here: the hardware evidence of an ``/4`` claim (S6/S7: X.509
 and ECDSA are not in Python's standard library) and its locality claim;
 such a run is reported with them in ``unchecked``.
+
+A run fetched from a service (``GET /v1/runs/{id}/bundle``, a tar of
+``runs/HEX/NAME`` entries) is read as hostile by :func:`unpack_run_bundle`
+before any of this: only regular files, each named ``runs/<the run's
+hex>/<name>``, the name letters (hyphens between them) and one dot, each
+once, within bounds, written with ``O_EXCL | O_NOFOLLOW`` into a directory
+made for it; anything else refuses the whole bundle (``malformed``).
+:func:`verify_run_bundle` unpacks into a fresh temporary directory,
+verifies, and removes it.
 """
 
 import calendar
 import datetime
+import io
 import os
 import re
+import shutil
+import tarfile
+import tempfile
 
 from .crypto import (CBORTag, Refusal, b64url_decode, blake3, cbor_decode, cbor_decode_prefix, cbor_encode,
                      check_key, ed25519_verify, jcs, parse_canonical_json, parse_key)
 from .errors import VerificationError
 
 __all__ = ["VerifiedRun", "verify_attestation", "open_receipt", "verify_journal", "verify_run_dir",
-           "VerificationError"]
+           "unpack_run_bundle", "verify_run_bundle", "VerificationError", "MAX_BUNDLE_FILE", "MAX_BUNDLE_ENTRIES"]
 
 CLASSES = ["Cpu", "Simd", "Gpu", "Npu", "Tpu", "Lpu", "Photonic", "Quantum"]
 TIERS = ["S%d" % i for i in range(8)]
@@ -647,3 +660,99 @@ def verify_run_dir(path, trusted_keys, expect_run=None, stdout=None, stderr=None
         if name not in files:
             _fail("unrecognised", name, "a file no record binds")
     return VerifiedRun(run_id, claim, receipt, outcome, checked, unchecked)
+
+
+# ---------------------------------------------------------------- a run's bundle, from a service
+#: the most bytes of one file of a run's bundle (docs/spec/bundle.md's bound)
+MAX_BUNDLE_FILE = 256 << 20
+#: the most entries of a run's bundle (a run directory holds at most twelve files)
+MAX_BUNDLE_ENTRIES = 64
+_BUNDLE_NAME = re.compile(r"^[A-Za-z]+(?:-[A-Za-z]+)*\.[A-Za-z]+$")
+_RUN_ID = re.compile(r"^b3:[0-9a-f]{64}$")
+_TAR_KINDS = {tarfile.SYMTYPE: "a symbolic link", tarfile.LNKTYPE: "a hard link", tarfile.DIRTYPE: "a directory",
+              tarfile.CHRTYPE: "a character device", tarfile.BLKTYPE: "a block device", tarfile.FIFOTYPE: "a fifo",
+              tarfile.CONTTYPE: "a contiguous file", tarfile.GNUTYPE_SPARSE: "a sparse file"}
+
+
+def unpack_run_bundle(src, run_id, directory, *, max_file=MAX_BUNDLE_FILE, max_entries=MAX_BUNDLE_ENTRIES,
+                      max_total=1 << 30):
+    """Write the files of run ``run_id`` from ``src`` (a run's bundle, as
+    ``GET /v1/runs/{id}/bundle`` serves it: bytes or a binary file-like
+    object of an uncompressed tar) into ``directory/HEX``, made here (it
+    must not exist), and return that path. The tar is read as hostile:
+    every entry must be a regular file named ``runs/HEX/NAME`` (HEX: this
+    run's; NAME: letters, hyphens between them, and one dot), once, at most
+    ``max_file`` bytes, ``max_entries`` entries and ``max_total`` bytes in
+    all; anything else (a link, a directory, a device, a name that climbs
+    or is absolute, another run's entry, a compressed or cut tar) refuses
+    it with :class:`~opensandbox.errors.VerificationError` ``malformed``,
+    and what was written is removed. Nothing is verified here: see
+    :func:`verify_run_dir`."""
+    if not isinstance(run_id, str) or not _RUN_ID.match(run_id):
+        _fail("invalid", "run", "%r is not a run id" % (run_id,))
+    hexid = run_id[3:]
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        src = io.BytesIO(bytes(src))
+    dest = os.path.join(directory, hexid)
+    os.mkdir(dest, 0o700)
+    try:
+        _unpack(src, hexid, dest, max_file, max_entries, max_total)
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    return dest
+
+
+def _unpack(src, hexid, dest, max_file, max_entries, max_total):
+    seen, total = set(), 0
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        tf = tarfile.open(fileobj=src, mode="r|")  # a stream of plain tar blocks: nothing decompressed
+        for m in tf:
+            where = "bundle: %r" % (m.name[:200],)
+            if len(seen) >= max_entries:
+                _fail("malformed", "bundle", "more than %d entries" % max_entries)
+            if m.type not in (tarfile.REGTYPE, tarfile.AREGTYPE):
+                _fail("malformed", where, "not a regular file: %s" % _TAR_KINDS.get(m.type, "type %r" % m.type))
+            parts = m.name.split("/")
+            if len(parts) != 3 or parts[0] != "runs" or parts[1] != hexid or not _BUNDLE_NAME.match(parts[2]):
+                _fail("malformed", where, "not runs/%s/NAME (NAME: letters and one dot)" % hexid)
+            name = parts[2]
+            if name in seen:
+                _fail("malformed", where, "twice in the bundle")
+            if m.size < 0 or m.size > max_file:
+                _fail("malformed", where, "%d bytes, over the bound of %d" % (m.size, max_file))
+            total += m.size
+            if total > max_total:
+                _fail("malformed", "bundle", "over %d bytes in all" % max_total)
+            seen.add(name)
+            f = tf.extractfile(m)
+            fd = os.open(os.path.join(dest, name), flags, 0o600)
+            n = 0
+            with os.fdopen(fd, "wb") as out:
+                while n < m.size:
+                    b = f.read(min(1 << 20, m.size - n))
+                    if not b:
+                        break
+                    out.write(b)
+                    n += len(b)
+            if n != m.size:
+                _fail("malformed", where, "cut short: %d of %d bytes" % (n, m.size))
+    except (tarfile.TarError, EOFError, ValueError, UnicodeError, OverflowError) as e:
+        _fail("malformed", "bundle", "not a whole tar: %s: %s" % (type(e).__name__, e))
+    if not seen:
+        _fail("missing", "bundle", "no file of run b3:%s" % hexid)
+
+
+def verify_run_bundle(src, trusted_keys, expect_run, stdout=None, stderr=None, **bounds):
+    """Verify run ``expect_run`` from its bundle ``src`` (bytes or a binary
+    file-like object; :func:`unpack_run_bundle`, ``bounds`` its
+    ``max_*``) under ``trusted_keys``, as :func:`verify_run_dir` does, in a
+    fresh temporary directory removed after. Returns the
+    :class:`VerifiedRun`."""
+    tmp = tempfile.mkdtemp(prefix="opensandbox-run-")
+    try:
+        d = unpack_run_bundle(src, expect_run, tmp, **bounds)
+        return verify_run_dir(d, trusted_keys, expect_run=expect_run, stdout=stdout, stderr=stderr)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
