@@ -3,6 +3,7 @@ package live
 import (
 	"archive/tar"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/safefile"
 	"io"
 
 	"fmt"
@@ -42,7 +43,7 @@ func (h *Manager) RunFor(owner, ref string) (*RunView, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, notFound
 	}
-	if owner != "" && owner != host.LocalOwner && !h.cites(owner, a) {
+	if owner != "" && owner != host.LocalOwner && !h.noted(owner, a) && !h.cites(owner, a) {
 		return nil, notFound
 	}
 	v := &RunView{ID: a, Dir: dir, Verified: true}
@@ -60,6 +61,31 @@ func (h *Manager) RunFor(owner, ref string) (*RunView, error) {
 		v.Receipt, _ = receipt.Open(b, key.Trust{}) // its figures; trust is decided above
 	}
 	return v, nil
+}
+
+// NoteOwner keeps whose run a is, where a principal other than the
+// host's own user made it through the service (a one-shot run, an
+// exec): RunFor shows it to that principal, even once the sandbox it
+// ran in is gone. A failure is logged: the run stays the host's own
+// user's to see.
+func (h *Manager) NoteOwner(a addr.Addr, owner string) {
+	if owner == "" || owner == host.LocalOwner {
+		return
+	}
+	dir := h.Store.Path("owners")
+	err := os.MkdirAll(dir, 0o700)
+	if err == nil {
+		err = safefile.Write(filepath.Join(dir, a.Hex()), []byte(owner), 0o600)
+	}
+	if err != nil {
+		h.Logger().Warn("whose run it is was not kept", "run", a, "err", err)
+	}
+}
+
+// noted says NoteOwner kept run a as owner's.
+func (h *Manager) noted(owner string, a addr.Addr) bool {
+	b, err := os.ReadFile(h.Store.Path("owners", a.Hex()))
+	return err == nil && string(b) == owner
 }
 
 // cites says whether one of owner's sandbox records cites run a.

@@ -489,6 +489,34 @@ func TestServiceTokens(t *testing.T) {
 	if l, err := a.List(ctx); err != nil || len(l) != 1 {
 		t.Fatalf("its own: %+v %v", l, err)
 	}
+	// A token's one-shot run and its exec's run are its own to see and
+	// fetch, not another token's.
+	res, err := a.Run(ctx, client.ExecSpec{Args: []string{"/bin/echo", "mine"}}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, err := a.Create(ctx, client.SandboxSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	xres, err := a.Exec(ctx, s1.ID, client.ExecSpec{Args: []string{"true"}}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Remove(ctx, s1.ID); err != nil { // its exec's run stays its own to see
+		t.Fatal(err)
+	}
+	for _, id := range []string{res.Run, xres.Run} {
+		if _, err := a.RunReport(ctx, id); err != nil {
+			t.Fatalf("its own run %s: %v", id, err)
+		}
+		if err := a.RunBundle(ctx, id, io.Discard); err != nil {
+			t.Fatalf("its own run's bundle %s: %v", id, err)
+		}
+		if _, err := b.RunReport(ctx, id); status(err) != 404 {
+			t.Fatalf("another token sees run %s: %v", id, err)
+		}
+	}
 	// Health counts a token's own sandboxes, not the host's.
 	for tok, want := range map[string]int{"token-aaaaaaaaaaaaaaaa": 1, "token-bbbbbbbbbbbbbbbb": 0} {
 		req, _ := http.NewRequest("GET", ts.URL+"/v1/health", nil)

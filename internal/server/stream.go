@@ -274,8 +274,12 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		pres = &gate.Presentation{Chain: c.JCP.Chain, Invocation: c.JCP.Invocation}
 	}
 	s.stream(w, r, c, func(ctx context.Context, stdout, stderr io.Writer) (*host.Run, error) {
-		return s.Live.Exec(ctx, r.PathValue("id"), owner(r), live.ExecRequest{Args: c.Args, Env: c.Env, Dir: c.Dir,
+		run, err := s.Live.Exec(ctx, r.PathValue("id"), owner(r), live.ExecRequest{Args: c.Args, Env: c.Env, Dir: c.Dir,
 			Deadline: deadline(c.DeadlineMS), Stdin: c.stdin, Stdout: stdout, Stderr: stderr, JCP: pres})
+		if run != nil {
+			s.Live.NoteOwner(run.ID, owner(r))
+		}
+		return run, err
 	})
 }
 
@@ -306,7 +310,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	}
 	s.stream(w, r, c, func(ctx context.Context, stdout, stderr io.Writer) (*host.Run, error) {
 		req.Stdout, req.Stderr = stdout, stderr
-		return s.Live.Run(ctx, req)
+		run, err := s.Live.Run(ctx, req)
+		if run != nil {
+			s.Live.NoteOwner(run.ID, owner(r))
+		}
+		return run, err
 	})
 }
 
