@@ -15,6 +15,7 @@ import type {
   FleetResult,
   FleetSpec,
   Health,
+  HostKey,
   JCPBudget,
   JCPChain,
   JCPEvent,
@@ -36,6 +37,8 @@ import type {
   Snapshot,
 } from "./types.js";
 import { verifyRunFiles, type RunFiles, type RunVerification, type RunVerifyOptions } from "./verify/rundir.js";
+import { BUNDLE_LIMITS, bundleLimits, verifyRunBundle, type BundleLimits } from "./verify/bundle.js";
+import { trustSet } from "./verify/trust.js";
 
 /** How to reach the service. Every member is optional: see {@link SandboxClient}'s constructor for the defaults. */
 export interface ClientOptions {
@@ -61,6 +64,34 @@ export interface ClientOptions {
   requestTimeoutMs?: number;
   /** The environment read for the defaults. Default: process.env. */
   env?: Env;
+}
+
+/** Options of {@link SandboxClient.resume}. */
+export interface ResumeOptions {
+  /** In a cluster: resume on the host asked, unplaced (`?here=true`). On a single host, resume as without it. */
+  here?: boolean;
+}
+
+/** Options of {@link SandboxClient.verifyRun}. */
+export interface VerifyRunOptions extends RunVerifyOptions, BundleLimits {
+  /**
+   * Trust the key the service publishes (GET /v1/key), besides any in
+   * `trust`. This proves only that the service you are talking to signed
+   * the run, not that the host you meant did: pin its key in `trust`
+   * instead where that matters.
+   */
+  trustServiceKey?: boolean;
+  /** Where to read the run's files: `"auto"` (default), `"directory"` (here, on the service's machine) or `"bundle"` (from the service). */
+  from?: "auto" | "directory" | "bundle";
+}
+
+async function readable(dir: string): Promise<boolean> {
+  try {
+    await readdir(dir);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function policyHeader(doc: object | string | Uint8Array): string {
@@ -164,9 +195,14 @@ export class SandboxClient {
     return (await readAll(res)).toString("utf8");
   }
 
-  /** The service's host key (`ed25519:HEX`, from GET /v1/jcp): the key its runs' attestations and receipts are signed by. */
+  /**
+   * GET /v1/key: the key the service's host seals its runs and records
+   * with (`ed25519:HEX`). It is what the service says of itself: check it
+   * out of band (`sandbox key --public` on the host) before trusting what
+   * it signs, and pin it (`verifyRun(r, { trust: key })`).
+   */
   async hostKey(): Promise<string> {
-    return (await this.jcpInfo()).key;
+    return (await this.getJSON<HostKey>("/v1/key")).key;
   }
 
   // ---- sandboxes -----------------------------------------------------
@@ -182,23 +218,23 @@ export class SandboxClient {
   }
 
   /** GET /v1/pools: the service's warm pools and what each did. */
-  async pools(): Promise<Pool[]> {
-    return (await this.getJSON<Pool[] | null>("/v1/pools")) ?? [];
+  pools(): Promise<Pool[]> {
+    return this.getJSON<Pool[]>("/v1/pools");
   }
 
   /** GET /v1/sandboxes: the caller's sandboxes, live then suspended, oldest first. */
-  async list(): Promise<SandboxInfo[]> {
-    return (await this.getJSON<SandboxInfo[] | null>("/v1/sandboxes")) ?? [];
+  list(): Promise<SandboxInfo[]> {
+    return this.getJSON<SandboxInfo[]>("/v1/sandboxes");
   }
 
-  /** GET /v1/sandboxes/{id}: one live sandbox. */
+  /** GET /v1/sandboxes/{id}: one of the caller's sandboxes, live or suspended (`state` says which). */
   get(id: string): Promise<SandboxInfo> {
     return this.getJSON<SandboxInfo>(p(id));
   }
 
   /** A handle on a sandbox by its id (nothing is sent). */
   sandbox(id: string): Sandbox {
-    return new Sandbox(this, { id, tier: "", state: "live", created: "", execs: 0, running: 0, grants: null });
+    return new Sandbox(this, { id, tier: "", state: "live", created: "", execs: 0, running: 0, grants: [] });
   }
 
   /** DELETE /v1/sandboxes/{id}: ends a sandbox (a suspended one: closes its record). */
@@ -211,9 +247,15 @@ export class SandboxClient {
     return this.postJSON<Snapshot>(p(id) + "/suspend");
   }
 
-  /** POST /v1/sandboxes/{id}/resume: starts a suspended sandbox again (its workspace at a new path). */
-  resume(id: string): Promise<SandboxInfo> {
-    return this.postJSON<SandboxInfo>(p(id) + "/resume");
+  /**
+   * POST /v1/sandboxes/{id}/resume: starts a suspended sandbox again (its
+   * workspace at a new path). In a cluster the resumption may be placed on
+   * another host; `here: true` resumes it on the host asked (on a single
+   * host it changes nothing).
+   */
+  resume(id: string, opts: ResumeOptions = {}): Promise<SandboxInfo> {
+    // Only `here=true` is sent: the service reads the parameter's presence.
+    return this.postJSON<SandboxInfo>(p(id) + "/resume" + (opts.here ? "?here=true" : ""));
   }
 
   /** POST /v1/sandboxes/{id}/close: ends a sandbox's durable run, live (removed) or suspended (abandoned). */
@@ -232,8 +274,8 @@ export class SandboxClient {
   }
 
   /** GET /v1/records: the caller's sandboxes' run records, verified by the service. */
-  async records(): Promise<RecordInfo[]> {
-    return (await this.getJSON<RecordInfo[] | null>("/v1/records")) ?? [];
+  records(): Promise<RecordInfo[]> {
+    return this.getJSON<RecordInfo[]>("/v1/records");
   }
 
   // ---- exec and runs -------------------------------------------------
@@ -273,40 +315,92 @@ export class SandboxClient {
   }
 
   /**
-   * Verifies a sealed run offline, here, with its records and the service's
-   * published host key (or the keys in `opts.trust`): the attestation's
-   * signature over its canonical claim, its address (the run id), the
-   * receipt's COSE signature, every bound file by address, the journal and
-   * the outputs (docs/spec/run-directory.md).
-   *
-   * The API serves no run's bytes (GET /v1/runs/{id} answers the service's
-   * own verdict), so the records are read from the run directory the
-   * result names (`Result.records`): this works where the caller shares
-   * the service's filesystem (its unix socket, as the same user or root).
-   * Elsewhere it throws, saying so; pass the files to
-   * {@link verifyRunFiles} if you have them some other way.
-   *
-   * @param run a result (its `records` directory is read, its `run` id
-   * expected), or a run directory's path
-   * @param opts the keys to trust (default: the service's host key) and the run id to expect
+   * GET /v1/runs/{id}/bundle: a run's sealed files (its run directory) as
+   * the tar the service answers, unread. Refused past `opts.maxBytes`
+   * (default 512 MiB). Read it with {@link parseRunBundle} or verify it
+   * with {@link verifyRunBundle}: it is the service's word until verified.
    */
-  async verifyRun(run: Pick<Result, "run" | "records"> | string, opts: RunVerifyOptions = {}): Promise<RunVerification> {
-    const dir = typeof run === "string" ? run : run.records;
-    if (!dir) throw new SandboxError("the result names no run directory (`records`): nothing to verify");
-    let names: string[];
-    try {
-      names = await readdir(dir);
-    } catch (err) {
+  async runBundle(run: string, opts: Pick<BundleLimits, "maxBytes"> = {}): Promise<Buffer> {
+    const res = await this.transport.send({ method: "GET", path: "/v1/runs/" + encodeURIComponent(run) + "/bundle", noTimeout: true });
+    return readAll(res, opts.maxBytes ?? BUNDLE_LIMITS.maxBytes);
+  }
+
+  /**
+   * Verifies a sealed run offline, here: the attestation's signature over
+   * its canonical claim, its address (the run id), the receipt's COSE
+   * signature, every bound file by address, the journal and the outputs
+   * (docs/spec/run-directory.md), under the keys you trust.
+   *
+   * **Which key.** Give the host's key you obtained out of band in
+   * `opts.trust` (`sandbox key --public` on the host; pinned in your
+   * configuration): the run then verifies only if that host sealed it.
+   * Or opt in with `opts.trustServiceKey: true` to trust the key the
+   * service publishes (GET /v1/key): that proves only that *the service
+   * you are talking to* signed the run — a service (or whoever answers in
+   * its place) that forged a run would publish its own key too. With
+   * neither, it throws.
+   *
+   * **Where the files come from** (`opts.from`): `"directory"` reads the
+   * run directory (`Result.records`, or the path given), which only the
+   * service's own machine has; `"bundle"` fetches the run's files from the
+   * service (GET /v1/runs/{id}/bundle), read in memory as hostile input
+   * ({@link parseRunBundle}; a bundle that cannot be read is a failed
+   * verification with file `bundle`). `"auto"` (the default): a path is
+   * read as a directory; a result on a unix socket reads its directory
+   * when it can, else the bundle; over TCP always the bundle.
+   * `RunVerification.source` says which.
+   *
+   * @param run a result (its `run` id expected, its `records` directory
+   * read when local), a run id `b3:…` (its bundle), or a run directory's path
+   * @param opts the keys to trust, where to read, and the bundle's bounds
+   */
+  async verifyRun(run: Pick<Result, "run" | "records"> | string, opts: VerifyRunOptions = {}): Promise<RunVerification> {
+    if (opts.trust === undefined && !opts.trustServiceKey) {
       throw new SandboxError(
-        `cannot read the run's records at ${dir} (${(err as Error).message}): the API does not serve a run's attestation and receipt, so offline verification needs the service's run directory on this machine`,
-        { cause: err },
+        "verifyRun: no key to trust: pass { trust: KEY } (the host's key, from `sandbox key --public` on it, checked out of band) or opt in with { trustServiceKey: true } (proves only that this service signed the run)",
       );
     }
-    const files: RunFiles = {};
-    for (const n of names) files[n] = new Uint8Array(await readFile(join(dir, n)));
-    const trust = opts.trust ?? [await this.hostKey()];
-    const expectRun = opts.expectRun ?? (typeof run === "string" ? undefined : run.run);
-    return verifyRunFiles(files, { ...opts, trust, ...(expectRun ? { expectRun } : {}) });
+    const isId = typeof run === "string" && run.startsWith("b3:");
+    const dir = typeof run === "string" ? (isId ? undefined : run) : run.records;
+    const id = typeof run === "string" ? (isId ? run : undefined) : run.run;
+    const from = opts.from ?? "auto";
+    let source: "directory" | "bundle";
+    if (from === "directory" || (from === "auto" && typeof run === "string" && !isId)) source = "directory";
+    else if (from === "bundle" || this.transport.endpoint.kind === "tcp" || !dir) source = "bundle";
+    else source = (await readable(dir)) ? "directory" : "bundle";
+
+    const trust = async (): Promise<string[]> => {
+      const pinned = opts.trust === undefined ? [] : [...trustSet(opts.trust)];
+      return opts.trustServiceKey ? [...pinned, await this.hostKey()] : pinned;
+    };
+    const rest: RunVerifyOptions = { ...(opts.allowUntrusted !== undefined ? { allowUntrusted: opts.allowUntrusted } : {}) };
+    let v: RunVerification;
+    if (source === "directory") {
+      if (!dir) throw new SandboxError("verifyRun: the result names no run directory (`records`) to read");
+      let names: string[];
+      try {
+        names = await readdir(dir);
+      } catch (err) {
+        throw new SandboxError(
+          `cannot read the run's records at ${dir} (${(err as Error).message}): a run directory is on the service's machine; verify from its bundle instead ({ from: "bundle" })`,
+          { cause: err },
+        );
+      }
+      const files: RunFiles = {};
+      for (const n of names) files[n] = new Uint8Array(await readFile(join(dir, n)));
+      const expectRun = opts.expectRun ?? id;
+      v = verifyRunFiles(files, { ...rest, trust: await trust(), ...(expectRun ? { expectRun } : {}) });
+    } else {
+      const want = opts.expectRun ?? id;
+      if (!want) throw new SandboxError("verifyRun: no run id to fetch the bundle of (give a result with `run`, or `b3:…`)");
+      // Both asked at once, and both answered before this settles.
+      const [tar, keys] = await Promise.allSettled([this.runBundle(want, bundleLimits(opts)), trust()]);
+      if (tar.status === "rejected") throw tar.reason;
+      if (keys.status === "rejected") throw keys.reason;
+      v = verifyRunBundle(tar.value, { ...rest, trust: keys.value, expectRun: want });
+    }
+    v.source = source;
+    return v;
   }
 
   // ---- files ---------------------------------------------------------
@@ -342,8 +436,8 @@ export class SandboxClient {
   }
 
   /** GET /v1/sandboxes/{id}/files?list=1: lists directory `path` of a live sandbox. */
-  async listFiles(id: string, path: string): Promise<FileInfo[]> {
-    return (await this.getJSON<FileInfo[] | null>(filesPath(id, path, { list: "1" }))) ?? [];
+  listFiles(id: string, path: string): Promise<FileInfo[]> {
+    return this.getJSON<FileInfo[]>(filesPath(id, path, { list: "1" }));
   }
 
   // ---- fleets ----------------------------------------------------------
@@ -381,8 +475,8 @@ export class SandboxClient {
   }
 
   /** POST /v1/jcp/chains/budget: each grant's budget, root first. */
-  async jcpBudgets(chain: BytesLike[]): Promise<JCPBudget[]> {
-    return (await this.postJSON<JCPBudget[] | null>("/v1/jcp/chains/budget", { chain: chain.map(envelopeB64) })) ?? [];
+  jcpBudgets(chain: BytesLike[]): Promise<JCPBudget[]> {
+    return this.postJSON<JCPBudget[]>("/v1/jcp/chains/budget", { chain: chain.map(envelopeB64) });
   }
 
   /** POST /v1/jcp/revocations: records a revocation of a grant of `chain`. */
@@ -478,9 +572,9 @@ export class Sandbox {
     return s;
   }
 
-  /** Starts it again after a suspension (its workspace at a new path). */
-  async resume(): Promise<SandboxInfo> {
-    this.info = await this.client.resume(this.id);
+  /** Starts it again after a suspension (its workspace at a new path); `here`: on the host asked, in a cluster. */
+  async resume(opts: ResumeOptions = {}): Promise<SandboxInfo> {
+    this.info = await this.client.resume(this.id, opts);
     return this.info;
   }
 

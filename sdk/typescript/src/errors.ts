@@ -18,6 +18,22 @@ export type ErrorCategory =
   | "canceled"
   | "limit";
 
+/**
+ * Each category's HTTP status (docs/api.md "Errors"). A 401 (no or unknown
+ * token) says category `denied`: {@link UnauthorizedError}.
+ */
+export const CATEGORY_STATUS: Readonly<Record<ErrorCategory, number>> = Object.freeze({
+  invalid: 400,
+  denied: 403,
+  "not-found": 404,
+  limit: 429,
+  unavailable: 503,
+  integrity: 422,
+  untrusted: 403,
+  canceled: 499,
+  internal: 500,
+});
+
 /** The base class of every error this SDK throws. */
 export class SandboxError extends Error {
   /** @param message what went wrong */
@@ -89,7 +105,7 @@ export class CanceledError extends SandboxAPIError {}
 /** 500 `internal`, or an answer that was not the API's error form. */
 export class InternalError extends SandboxAPIError {}
 
-const byCategory: Record<string, new (status: number, body: APIErrorBody, inStream?: boolean) => SandboxAPIError> = {
+const byCategory: Record<ErrorCategory, new (status: number, body: APIErrorBody, inStream?: boolean) => SandboxAPIError> = {
   invalid: InvalidError,
   denied: DeniedError,
   "not-found": NotFoundError,
@@ -108,7 +124,7 @@ const byCategory: Record<string, new (status: number, body: APIErrorBody, inStre
  */
 export function apiError(status: number, body: APIErrorBody, inStream = false): SandboxAPIError {
   if (status === 401) return new UnauthorizedError(status, body, inStream);
-  const C = byCategory[body.category] ?? SandboxAPIError;
+  const C = (byCategory as Record<string, (typeof byCategory)[ErrorCategory] | undefined>)[body.category] ?? SandboxAPIError;
   return new C(status, body, inStream);
 }
 

@@ -231,11 +231,24 @@ export class Transport {
   }
 }
 
-/** Reads a response to its end. */
-export function readAll(res: http.IncomingMessage): Promise<Buffer> {
+/**
+ * Reads a response to its end; with `max`, refuses (and drops the
+ * connection) as soon as it says or proves to be longer.
+ */
+export function readAll(res: http.IncomingMessage, max?: number): Promise<Buffer> {
   return new Promise((ok, bad) => {
     const parts: Buffer[] = [];
-    res.on("data", (c: Buffer) => parts.push(c));
+    let n = 0;
+    const over = () => {
+      bad(new SandboxError(`the answer is over the bound of ${max} bytes`));
+      res.destroy();
+    };
+    if (max !== undefined && Number(res.headers["content-length"] ?? 0) > max) return over();
+    res.on("data", (c: Buffer) => {
+      n += c.length;
+      if (max !== undefined && n > max) return over();
+      parts.push(c);
+    });
     res.on("end", () => ok(Buffer.concat(parts)));
     res.on("error", bad);
     res.on("close", () => {

@@ -62,8 +62,8 @@ export interface SandboxInfo {
   execs: number;
   /** Execs running now. */
   running: number;
-  /** Its grants, in the command line's syntax (the workspace's included). The service writes null for a suspended one. */
-  grants: string[] | null;
+  /** Its grants, in the command line's syntax (the workspace's included); `[]` when it has none. */
+  grants: string[];
   /** Its environment. */
   env?: Record<string, string>;
   /** Its listen ports. */
@@ -353,6 +353,12 @@ export interface RunReport {
   ended?: string;
   energy?: Energy[];
   notes?: string[];
+}
+
+/** GET /v1/key: the key a service's host seals its runs and records with. */
+export interface HostKey {
+  /** `ed25519:HEX`. */
+  key: string;
 }
 
 /** GET /v1/health. */

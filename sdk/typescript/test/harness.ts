@@ -6,6 +6,8 @@
 // (`sandbox gc`) and deletes every temporary file.
 
 import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { subscribe } from "node:diagnostics_channel";
+import type { ClientRequest } from "node:http";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -41,6 +43,22 @@ export interface Service {
   /** What the service logged so far. */
   log(): string;
 }
+
+/** A request this process sent (any HTTP client in it: the SDK's, to the real service or to a test's own server). */
+export interface Sent {
+  method: string;
+  /** The path and query, as sent. */
+  path: string;
+  /** The Host header: `sandbox` on the unix socket, HOST:PORT over TCP. */
+  host: string;
+}
+
+/** Every HTTP request this process sent, recorded from the start (node:diagnostics_channel), for the API parity check. */
+export const sent: Sent[] = [];
+subscribe("http.client.request.start", (msg) => {
+  const { request } = msg as { request: ClientRequest };
+  sent.push({ method: request.method, path: request.path, host: String(request.getHeader("host") ?? "") });
+});
 
 let started: Promise<Service> | undefined;
 let proc: ChildProcess | undefined;
@@ -144,6 +162,13 @@ async function start(): Promise<Service> {
   }
   if (noTLS) svc.noTLS = noTLS;
   return svc;
+}
+
+/** Skips test `t` when the service has no TLS listener (no openssl), saying why; true when skipped. */
+export function skipped(t: { skip(message?: string): void }, svc: Service): boolean {
+  if (!svc.noTLS) return false;
+  t.skip(`no TLS listener: ${svc.noTLS}`);
+  return true;
 }
 
 /** The one service of this test run, started on first use. */

@@ -10,3 +10,4 @@ export { trustSet, type TrustInput } from "./trust.js";
 export { openReceipt, DEVICE_CLASSES, type Receipt, type ReceiptDevice, type ReceiptReading, type TrustOptions } from "./receipt.js";
 export { verifyAttestation, claimTimeNS, ATTESTATION_TYPES, TIERS, STATUSES, type Attestation, type AttestationClaim } from "./attestation.js";
 export { verifyRunFiles, verifyRunDirectory, RUN_FILES, type RunFiles, type FileCheck, type RunVerification, type RunVerifyOptions } from "./rundir.js";
+export { parseRunBundle, verifyRunBundle, BUNDLE_LIMITS, type BundleLimits, type ParseBundleOptions, type RunBundle, type BundleVerifyOptions } from "./bundle.js";

@@ -62,6 +62,8 @@ export interface RunVerification {
   outputs?: { stdout: { length: bigint; address: string }; stderr: { length: bigint; address: string } };
   /** What this verifier does not check (hardware evidence, locality claims, the JCP decision's chain). */
   unchecked: string[];
+  /** Where `SandboxClient.verifyRun` read the files: the run directory here, or the bundle the service sent. */
+  source?: "directory" | "bundle";
 }
 
 /** Options of a run verification. */

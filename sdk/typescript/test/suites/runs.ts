@@ -64,7 +64,8 @@ describe("one-shot runs and their verification", () => {
   it("verifies offline with the published host key, which the CLI confirms", async () => {
     const key = await client.hostKey();
     assert.equal((await svc.cli("key", "--public")).trim(), key);
-    const v = await client.verifyRun(res);
+    const v = await client.verifyRun(res, { trustServiceKey: true });
+    assert.equal(v.source, "directory"); // on the service's machine: its run directory
     assert.equal(v.ok, true, JSON.stringify(v.files));
     assert.equal(v.run, res.run);
     assert.deepEqual(
@@ -85,7 +86,7 @@ describe("one-shot runs and their verification", () => {
     const sb = await client.create();
     try {
       const r = await sb.exec(["echo", "in a sandbox"]);
-      const v = await client.verifyRun(r);
+      const v = await client.verifyRun(r, { trust: await client.hostKey() });
       assert.equal(v.ok, true, JSON.stringify(v.files));
       assert.equal(v.attestation?.claim.type, "sandbox.attestation/2");
       assert.ok(v.attestation?.claim.record);
@@ -114,10 +115,10 @@ describe("one-shot runs and their verification", () => {
 
   it("refuses another run's records given for this run (expectRun: address)", async () => {
     const other = await client.run({ args: ["echo", "another run"] });
-    const v = await client.verifyRun({ run: res.run!, records: other.records! });
+    const v = await client.verifyRun({ run: res.run!, records: other.records! }, { trustServiceKey: true });
     assert.equal(v.ok, false);
     assert.equal(v.code, "address");
-    assert.equal((await client.verifyRun(other)).ok, true);
+    assert.equal((await client.verifyRun(other, { trustServiceKey: true })).ok, true);
   });
 
   it("refuses a flipped signature bit, a swapped receipt, a changed output and a stray file", async () => {

@@ -33,7 +33,7 @@ describe("live sandboxes", () => {
     assert.equal(sb.info.tier, "S1");
     assert.equal(sb.info.state, "live");
     assert.ok(sb.workspace?.startsWith("/"));
-    assert.ok(sb.info.grants?.includes(`fs:${sb.workspace}:rw`));
+    assert.ok(sb.info.grants.includes(`fs:${sb.workspace}:rw`));
     assert.ok((await client.list()).some((s) => s.id === sb.id));
     const got = await client.get(sb.id);
     assert.equal(got.id, sb.id);
@@ -238,6 +238,29 @@ describe("live sandboxes", () => {
     assert.ok(rec!.executed >= 2, JSON.stringify(rec));
   });
 
+  it("gets a suspended sandbox by its id, and resumes it with here (one host: as a resume)", async () => {
+    const box = await client.create();
+    await box.upload(`${box.workspace}/here.txt`, "resumed here");
+    await box.suspend();
+    const got = await client.get(box.id);
+    assert.equal(got.id, box.id);
+    assert.equal(got.state, "suspended");
+    assert.ok(Array.isArray(got.grants), JSON.stringify(got));
+    assert.equal((await box.refresh()).state, "suspended");
+    assert.equal((await client.list()).find((s) => s.id === box.id)?.state, "suspended");
+    const info = await box.resume({ here: true });
+    assert.equal(info.id, box.id);
+    assert.equal(info.state, "live");
+    assert.equal((await client.get(box.id)).state, "live");
+    assert.equal((await box.download(`${box.workspace}/here.txt`)).toString(), "resumed here");
+    assert.equal((await box.exec(["cat", `${box.workspace}/here.txt`])).stdout?.toString(), "resumed here");
+    // Suspended again and resumed without it: the same.
+    await box.suspend();
+    assert.equal((await client.resume(box.id)).state, "live");
+    await box.close();
+    await assert.rejects(client.get(box.id), NotFoundError);
+  });
+
   it("closes a sandbox (DELETE): gone from the list, and then not found", async () => {
     const box = await client.create();
     await box.remove();
@@ -247,7 +270,7 @@ describe("live sandboxes", () => {
 
   it("answers an unknown sandbox with NotFoundError (status 404, category not-found) for every call", async () => {
     const ghost = client.sandbox("sb-000000000000");
-    const calls = [() => client.get(ghost.id), () => ghost.exec(["true"]), () => ghost.remove(), () => ghost.download("/tmp/x"), () => ghost.suspend(), () => client.resume(ghost.id)];
+    const calls = [() => client.get(ghost.id), () => ghost.exec(["true"]), () => ghost.remove(), () => ghost.download("/tmp/x"), () => ghost.suspend(), () => client.resume(ghost.id), () => ghost.resume({ here: true })];
     for (const call of calls) {
       await assert.rejects(call(), (e: unknown) => {
         assert.ok(e instanceof NotFoundError, String(e));

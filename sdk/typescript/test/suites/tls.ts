@@ -5,20 +5,23 @@
 import assert from "node:assert/strict";
 import { before, describe, it } from "node:test";
 import { ConnectionError, DeniedError, NotFoundError, SandboxClient, UnauthorizedError } from "@opensandbox/sdk";
-import { service, track, type Service } from "../harness.js";
+import { service, skipped, track, type Service } from "../harness.js";
 
-describe("TCP with TLS and tokens", async () => {
-  const svc: Service = await service();
-  const skip = svc.noTLS ? `no TLS listener: ${svc.noTLS}` : false;
+describe("TCP with TLS and tokens", () => {
+  // Registered at once (a suite that awaited here would take the suites
+  // imported after it as its own); each test skips itself without TLS.
+  let svc: Service;
   let alice: SandboxClient;
   let bob: SandboxClient;
-  before(() => {
-    if (skip) return;
+  before(async () => {
+    svc = await service();
+    if (svc.noTLS) return;
     alice = track(new SandboxClient({ address: svc.url!, token: svc.tokens[0], ca: svc.ca! }));
     bob = track(new SandboxClient({ address: svc.url!, token: svc.tokens[1], ca: svc.ca! }));
   });
 
-  it("creates, execs in and removes a sandbox with a token, over https", { skip }, async () => {
+  it("creates, execs in and removes a sandbox with a token, over https", async (t) => {
+    if (skipped(t, svc)) return;
     assert.equal(alice.address, svc.url);
     assert.equal((await alice.health()).ok, true);
     const sb = await alice.create();
@@ -34,16 +37,19 @@ describe("TCP with TLS and tokens", async () => {
     await sb.remove();
   });
 
-  it("holds a token to the default policy: no host path", { skip }, async () => {
+  it("holds a token to the default policy: no host path", async (t) => {
+    if (skipped(t, svc)) return;
     await assert.rejects(alice.run({ args: ["ls", "/etc"], grants: ["fs:/etc:ro"] }), (e: unknown) => e instanceof DeniedError && e.status === 403);
   });
 
-  it("finds the service and token through SANDBOX_HOST and SANDBOX_TOKEN", { skip }, async () => {
+  it("finds the service and token through SANDBOX_HOST and SANDBOX_TOKEN", async (t) => {
+    if (skipped(t, svc)) return;
     const c = track(new SandboxClient({ ca: svc.ca!, env: { SANDBOX_HOST: svc.url!, SANDBOX_TOKEN: svc.tokens[0] } }));
     assert.equal((await c.health()).ok, true);
   });
 
-  it("refuses a wrong token and no token with UnauthorizedError (401)", { skip }, async () => {
+  it("refuses a wrong token and no token with UnauthorizedError (401)", async (t) => {
+    if (skipped(t, svc)) return;
     for (const token of ["wrong-token-0123456789abcdef", undefined]) {
       const c = track(new SandboxClient({ address: svc.url!, ca: svc.ca!, env: {}, ...(token ? { token } : {}) }));
       await assert.rejects(c.list(), (e: unknown) => {
@@ -58,7 +64,8 @@ describe("TCP with TLS and tokens", async () => {
     }
   });
 
-  it("refuses a certificate it was not told to trust", { skip }, async () => {
+  it("refuses a certificate it was not told to trust", async (t) => {
+    if (skipped(t, svc)) return;
     const c = track(new SandboxClient({ address: svc.url!, token: svc.tokens[0] }));
     await assert.rejects(c.health(), (e: unknown) => e instanceof ConnectionError && /certificate/i.test(e.message));
   });
