@@ -348,7 +348,7 @@ func (s *Server) resumePlacement(r *http.Request, id string) (*record.Placement,
 		return s.forwardedPlacement(r)
 	}
 	r.Header.Del(HeaderPlacement)
-	if r.URL.Query().Has("here") {
+	if here, _ := strconv.ParseBool(r.URL.Query().Get("here")); here {
 		return nil, nil
 	}
 	t, kept, err := s.Peers.Kept(r.Context(), id)
