@@ -71,6 +71,9 @@ func TestServeJoinsACluster(t *testing.T) {
 	if len(hosts) != 1 || hosts[0].Key != pub || len(hosts[0].Tiers) == 0 || hosts[0].Capacity != 1024 {
 		t.Fatalf("the cluster's hosts: %+v, want this host's key %s", hosts, pub)
 	}
+	if out, e, code := runCLI(t, t.TempDir(), "", "cluster", "trail", "--cluster", dsn); code != 0 || out != "" || !strings.Contains(e, "0 entries") {
+		t.Fatalf("cluster trail of a cluster with no S7 run: %d %q %s", code, out, e)
+	}
 	_, errOut, code := runCLI(t, t.TempDir(), "", "cluster", "hosts", "--cluster", "host=/nonexistent user=postgres dbname=x connect_timeout=5")
 	if code == 0 || !strings.Contains(errOut, "cluster") {
 		t.Fatalf("a cluster that is not there: exit %d: %s", code, errOut)

@@ -60,6 +60,21 @@ CREATE TABLE IF NOT EXISTS cluster_sandboxes (
 );
 ALTER TABLE cluster_sandboxes ADD COLUMN IF NOT EXISTS tier TEXT NOT NULL DEFAULT '';
 ALTER TABLE cluster_sandboxes ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT '';
+CREATE TABLE IF NOT EXISTS cluster_chains (
+	name TEXT PRIMARY KEY,
+	size BIGINT NOT NULL,
+	head BYTEA NOT NULL,
+	fence BIGINT NOT NULL DEFAULT 0,
+	writer TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS cluster_chain_entries (
+	name TEXT NOT NULL,
+	seq BIGINT NOT NULL,
+	line BYTEA NOT NULL,
+	by_host TEXT NOT NULL,
+	sig BYTEA NOT NULL,
+	PRIMARY KEY (name, seq)
+);
 `
 
 // Errors a member meets.

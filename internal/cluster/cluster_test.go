@@ -16,6 +16,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/store/pgstore/pgtest"
+	"github.com/opensubstrate/sandbox/internal/trail"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -631,5 +632,90 @@ func TestSandboxesOfAPrincipal(t *testing.T) {
 	}
 	if _, err := a.TakeSandbox(ctx, id, ""); err != nil {
 		t.Fatalf("a host's operator: %v", err)
+	}
+}
+
+// TestTrailOneWriterAtATime: the cluster's S7 audit trail is one chain:
+// a host that holds it keeps every other out until it appended (the
+// other then sees the new head) or gave it up; a host that dies holding
+// it loses the hold at once; the trail read back replays to the row's
+// head, every entry signed by its writer, and reaches the heads the runs
+// cited; an entry edited by hand is refused.
+func TestTrailOneWriterAtATime(t *testing.T) {
+	ctx := context.Background()
+	dsn := server.NewDatabase(t)
+	c, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	a, b := join(t, c, "a"), join(t, c, "b")
+	ta, tb := a.Trail(), b.Trail()
+	h0, err := ta.Hold(ctx)
+	if err != nil || h0 != trail.Genesis() {
+		t.Fatalf("hold: %s %v", h0, err)
+	}
+	got := make(chan addr.Addr, 1)
+	go func() {
+		h, err := tb.Hold(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h
+	}()
+	select {
+	case h := <-got:
+		t.Fatalf("b held the trail while a did: %s", h)
+	case <-time.After(300 * time.Millisecond): // b waits: not a measure, a's hold is held until a appends
+	}
+	h1, err := ta.Append(addr.Of([]byte("run 1")), "eu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := <-got; h != h1 {
+		t.Fatalf("b held it at %s, after a's append it is %s", h, h1)
+	}
+	h2, err := tb.Append(addr.Of([]byte("run 2")), "eu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A hold given up appends nothing.
+	if _, err := ta.Hold(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ta.Release()
+	// A host that dies holding it: its connections go, and its hold.
+	dying, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := key.Generate(rand.Reader)
+	dm, err := dying.Join(ctx, k, Host{Key: k.Public(), Capacity: 1, Addr: "d:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dt := dm.Trail()
+	if _, err := dt.Hold(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// It dies: the server ends its connection (as it does when a host's
+	// process or network goes).
+	exec(t, c, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'`)
+	if h, err := tb.Hold(ctx); err != nil || h != h2 {
+		t.Fatalf("after a holder died: %s %v", h, err)
+	}
+	tb.Release()
+	dt.Release()
+	dying.Close()
+	b2, head, err := c.TrailBytes(ctx)
+	if err != nil || head != h2 || bytes.Count(b2, []byte("\n")) != 2 {
+		t.Fatalf("the trail: %q %s %v", b2, head, err)
+	}
+	if _, n, err := trail.Verify(b2, []addr.Addr{h0, h1}); err != nil || n != 2 {
+		t.Fatalf("verify: %d %v", n, err)
+	}
+	exec(t, c, `UPDATE cluster_chain_entries SET line = convert_to(replace(convert_from(line, 'UTF8'), 'eu', 'us'), 'UTF8') WHERE seq = 1`)
+	if _, _, err := c.TrailBytes(ctx); !errors.Is(err, ErrForged) {
+		t.Fatalf("an edited entry: %v", err)
 	}
 }

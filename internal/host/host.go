@@ -93,8 +93,11 @@ type Host struct {
 	Images    images.Store
 	Key       key.Private
 	Executors []executor.Executor
-	Log       *slog.Logger
-	ProcRoot  string // "/proc"
+	// Trail, where set, is the S7 audit trail S7 runs are appended to
+	// (a cluster's, shared by its hosts); nil: STATE/audit.jsonl.
+	Trail    trail.Trail
+	Log      *slog.Logger
+	ProcRoot string // "/proc"
 	// Meter measures each run's energy; nil means Estimator only, with a
 	// TDP assumed from the CPU count.
 	Meter *meter.Meter

@@ -123,14 +123,17 @@ func (h *Host) seal(p *Plan, rec *store.Partial, f *records, enf *grant.Enforcer
 	}
 	// An S7 run cites the audit trail's head before it, and is appended
 	// to the trail once sealed, the trail held between (internal/trail).
-	var tl *trail.Log
+	var tl trail.Trail
 	if p.choice.Chosen == tier.S7 {
 		var err error
 		if tl, err = h.auditTrail(); err != nil {
 			return nil, notSealed(fmt.Errorf("the S7 audit trail: %w", err))
 		}
-		prev := tl.Lock()
-		defer tl.Unlock()
+		prev, err := tl.Hold(context.Background())
+		if err != nil {
+			return nil, notSealed(fmt.Errorf("the S7 audit trail: %w", err))
+		}
+		defer tl.Release()
 		claim.AuditPrev = &prev
 	}
 	for _, n := range append(res.Notes, p.req.Notes...) {
@@ -289,9 +292,12 @@ func (h *Host) locality(lz executor.Localizer, claim attest.Claim, region string
 // kernel's configfs-tsm asks the platform's firmware: milliseconds).
 const evidenceTimeout = 30 * time.Second
 
-// auditTrail is the host's S7 audit trail (STATE/audit.jsonl), opened
-// (replayed) once.
-func (h *Host) auditTrail() (*trail.Log, error) {
+// auditTrail is the S7 audit trail: the cluster's (h.Trail), or the
+// host's own (STATE/audit.jsonl), opened (replayed) once.
+func (h *Host) auditTrail() (trail.Trail, error) {
+	if h.Trail != nil {
+		return h.Trail, nil
+	}
 	h.trailOnce.Do(func() { h.trail, h.trailErr = trail.Open(h.Store.Path("audit.jsonl")) })
 	return h.trail, h.trailErr
 }

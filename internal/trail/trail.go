@@ -1,6 +1,7 @@
 package trail
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -78,6 +79,37 @@ func replay(entries [][]byte, each func(addr.Addr)) (addr.Addr, error) {
 	return head, nil
 }
 
+// Trail is an audit trail S7 runs are appended to, one at a time: this
+// host's file (Log), or a cluster's, shared by its hosts
+// (internal/cluster). Hold gives the head a run seals as its audit_prev
+// and keeps every other writer out until Release; Append, between them,
+// adds the run's entry and returns the new head.
+type Trail interface {
+	Hold(ctx context.Context) (addr.Addr, error)
+	Append(run addr.Addr, locality string) (addr.Addr, error)
+	Release()
+}
+
+var _ Trail = (*Log)(nil)
+
+// Hold is Lock, as a Trail.
+func (l *Log) Hold(context.Context) (addr.Addr, error) { return l.Lock(), nil }
+
+// Release is Unlock, as a Trail.
+func (l *Log) Release() { l.Unlock() }
+
+// EntryBytes is a run's entry as its line: canonical, checked.
+func EntryBytes(run addr.Addr, locality string) ([]byte, error) {
+	b, err := jcs.Marshal(Entry{Run: run, Locality: locality})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := parse(b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
 // Lock holds the trail for one S7 run: the head it seals as audit_prev,
 // then Append, then Unlock. No other run's entry comes between.
 func (l *Log) Lock() addr.Addr {
@@ -91,11 +123,8 @@ func (l *Log) Unlock() { l.mu.Unlock() }
 // Append writes the run's entry and fsyncs it, then advances the head;
 // the caller holds Lock.
 func (l *Log) Append(run addr.Addr, locality string) (addr.Addr, error) {
-	b, err := jcs.Marshal(Entry{Run: run, Locality: locality})
+	b, err := EntryBytes(run, locality)
 	if err != nil {
-		return addr.Addr{}, err
-	}
-	if _, err := parse(b); err != nil {
 		return addr.Addr{}, err
 	}
 	if err := l.f.Append(b); err != nil {

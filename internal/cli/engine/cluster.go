@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -84,6 +85,7 @@ func joinCluster(ctx context.Context, dsn, blobsURL, caFile string, ho *live.Man
 	}
 	shared := &clusterShared{c: c, m: m, blobs: blobs, key: ho.Key, tls: tlsc}
 	ho.Shared, ho.Queue = shared, shared
+	ho.Trail = m.Trail() // S7 runs append to the cluster's one audit trail
 	wctx, stopWork := context.WithCancel(ctx)
 	working := make(chan struct{})
 	go func() {
@@ -137,7 +139,54 @@ address) and heartbeats every 5 s. See docs/cluster.md for what works
 across hosts today and what does not yet.`,
 		Args: cli.UsageArgs(cobra.NoArgs),
 	}
-	c.AddCommand(clusterHostsCmd(g))
+	c.AddCommand(clusterHostsCmd(g), clusterTrailCmd(g))
+	return c
+}
+
+// clusterDSN is --cluster, else $SANDBOX_CLUSTER.
+func clusterDSN(dsn string) (string, error) {
+	if dsn == "" {
+		dsn = os.Getenv("SANDBOX_CLUSTER")
+	}
+	if dsn == "" {
+		return "", errs.Usage{Err: fmt.Errorf("--cluster DSN (or $SANDBOX_CLUSTER) names the cluster's PostgreSQL")}
+	}
+	return dsn, nil
+}
+
+func clusterTrailCmd(g *cli.Globals) *cobra.Command {
+	var dsn string
+	c := &cobra.Command{
+		Use:   "trail --cluster DSN",
+		Short: "Print the cluster's S7 audit trail, checked, one entry a line",
+		Long: `Print the S7 audit trail the cluster's hosts share (docs/cluster.md): one
+entry a line, as a host's own audit.jsonl would be, after checking that
+every entry is signed by the host of the cluster that wrote it and that
+the entries replay to the head the database holds. The head goes to
+stderr. Exits 4 when anything does not hold.`,
+		Args: cli.UsageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dsn, err := clusterDSN(dsn)
+			if err != nil {
+				return err
+			}
+			cl, err := cluster.Open(cmd.Context(), dsn)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			cl.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			b, head, err := cl.TrailBytes(cmd.Context())
+			if err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "FAIL  the cluster's audit trail: %v\n", err)
+				return cli.ExitError{Code: 4}
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: the cluster's audit trail: %d entries, head %s\n", bytes.Count(b, []byte("\n")), head)
+			_, err = cmd.OutOrStdout().Write(b)
+			return err
+		},
+	}
+	c.Flags().StringVar(&dsn, "cluster", "", "the cluster's PostgreSQL (postgres://… or key=value; default $SANDBOX_CLUSTER)")
 	return c
 }
 
@@ -149,11 +198,9 @@ func clusterHostsCmd(g *cli.Globals) *cobra.Command {
 		Short: "List the cluster's hosts whose signed rows verify, with the age of their last heartbeat",
 		Args:  cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if dsn == "" {
-				dsn = os.Getenv("SANDBOX_CLUSTER")
-			}
-			if dsn == "" {
-				return errs.Usage{Err: fmt.Errorf("--cluster DSN (or $SANDBOX_CLUSTER) names the cluster's PostgreSQL")}
+			dsn, err := clusterDSN(dsn)
+			if err != nil {
+				return err
 			}
 			cl, err := cluster.Open(cmd.Context(), dsn)
 			if err != nil {
