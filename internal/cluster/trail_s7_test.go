@@ -13,18 +13,6 @@ import (
 	"github.com/opensubstrate/sandbox/tier"
 )
 
-// teeStandIn stands where a confidential-computing executor would (the
-// hardware edge: no TEE here): it runs each unit on the S2 executor it
-// holds and says it is S7. What is under test is the cluster's trail
-// around it.
-type teeStandIn struct{ executor.Executor }
-
-func (teeStandIn) Name() string    { return "tee-stand-in/0" }
-func (teeStandIn) Tier() tier.Tier { return tier.S7 }
-func (teeStandIn) Probe(context.Context) tier.Probe {
-	return tier.Probe{Available: true, Reason: "a test's stand-in for a TEE"}
-}
-
 // TestS7RunsOfHostsChainOneTrail: S7 runs sealed on two hosts of a
 // cluster, in turn, each cite the head of the one trail the cluster
 // keeps (audit_prev) and are appended to it; the trail read back from
@@ -39,7 +27,7 @@ func TestS7RunsOfHostsChainOneTrail(t *testing.T) {
 			t.Fatal(err)
 		}
 		s2 := hosttest.S2(t, d, k)
-		hosts = append(hosts, &host.Host{Store: store.Of(d), Key: k, Executors: []executor.Executor{s2, teeStandIn{s2}}, Trail: m.Trail()})
+		hosts = append(hosts, &host.Host{Store: store.Of(d), Key: k, Executors: []executor.Executor{s2, hosttest.TEE{Executor: s2}}, Trail: m.Trail()})
 	}
 	var cited []addr.Addr
 	prev := trail.Genesis()

@@ -7,7 +7,6 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
-	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/executor/executortest"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
 	"github.com/opensubstrate/sandbox/internal/host/hosttest"
@@ -15,30 +14,10 @@ import (
 	"github.com/opensubstrate/sandbox/tier"
 )
 
-// teeExecutor stands where a confidential-computing executor would: S6
-// and S7 need a TEE this machine does not have (the hardware edge). It
-// runs each unit on the S2 executor it holds and says it is S7: what is
-// under test is the host's audit trail around it, and, like every
-// executor, it passes the conformance suite.
-type teeExecutor struct{ executor.Executor }
-
-func (teeExecutor) Name() string    { return "tee-stand-in/0" }
-func (teeExecutor) Tier() tier.Tier { return tier.S7 }
-func (teeExecutor) Probe(context.Context) tier.Probe {
-	return tier.Probe{Available: true, Reason: "a test's stand-in for a TEE"}
-}
-func (e teeExecutor) Run(ctx context.Context, j *executor.Job) (*executor.Result, error) {
-	res, err := e.Executor.Run(ctx, j)
-	if res != nil {
-		res.Executor = e.Name()
-	}
-	return res, err
-}
-
 func TestConformanceTEEStandIn(t *testing.T) {
 	d, k := hosttest.State(t)
 	w := executortest.Wasm{Image: guestbuild.Read(t, guestbuild.C, "conform")}
-	executortest.Run(t, w.Subject(teeExecutor{hosttest.S2(t, d, k)}, t.TempDir()))
+	executortest.Run(t, w.Subject(hosttest.TEE{Executor: hosttest.S2(t, d, k)}, t.TempDir()))
 }
 
 // Each S7 run cites the trail's head before it (audit_prev) and is
@@ -46,7 +25,7 @@ func TestConformanceTEEStandIn(t *testing.T) {
 // from its head, never from genesis again.
 func TestS7RunsChainTheAuditTrail(t *testing.T) {
 	h := newHost(t)
-	h.Executors = append(h.Executors, teeExecutor{h.Executors[0]})
+	h.Executors = append(h.Executors, hosttest.TEE{Executor: h.Executors[0]})
 	run := func() *Run {
 		r, err := h.Run(context.Background(), Request{Kind: tier.Wasm, Image: image(t, "cat"), Entry: "cat", Args: []string{"cat"},
 			Grants: grants(t, "locality:eu-west")})

@@ -143,15 +143,21 @@ across hosts today and what does not yet.`,
 	return c
 }
 
-// clusterDSN is --cluster, else $SANDBOX_CLUSTER.
-func clusterDSN(dsn string) (string, error) {
+// openCluster opens the cluster --cluster (else $SANDBOX_CLUSTER)
+// names, logging what it refuses to the command's stderr.
+func openCluster(cmd *cobra.Command, dsn string) (*cluster.Cluster, error) {
 	if dsn == "" {
 		dsn = os.Getenv("SANDBOX_CLUSTER")
 	}
 	if dsn == "" {
-		return "", errs.Usage{Err: fmt.Errorf("--cluster DSN (or $SANDBOX_CLUSTER) names the cluster's PostgreSQL")}
+		return nil, errs.Usage{Err: fmt.Errorf("--cluster DSN (or $SANDBOX_CLUSTER) names the cluster's PostgreSQL")}
 	}
-	return dsn, nil
+	cl, err := cluster.Open(cmd.Context(), dsn)
+	if err != nil {
+		return nil, err
+	}
+	cl.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	return cl, nil
 }
 
 func clusterTrailCmd(g *cli.Globals) *cobra.Command {
@@ -166,16 +172,11 @@ the entries replay to the head the database holds. The head goes to
 stderr. Exits 4 when anything does not hold.`,
 		Args: cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dsn, err := clusterDSN(dsn)
-			if err != nil {
-				return err
-			}
-			cl, err := cluster.Open(cmd.Context(), dsn)
+			cl, err := openCluster(cmd, dsn)
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			cl.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			b, head, err := cl.TrailBytes(cmd.Context())
 			if err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "FAIL  the cluster's audit trail: %v\n", err)
@@ -198,16 +199,11 @@ func clusterHostsCmd(g *cli.Globals) *cobra.Command {
 		Short: "List the cluster's hosts whose signed rows verify, with the age of their last heartbeat",
 		Args:  cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dsn, err := clusterDSN(dsn)
-			if err != nil {
-				return err
-			}
-			cl, err := cluster.Open(cmd.Context(), dsn)
+			cl, err := openCluster(cmd, dsn)
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			cl.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			hs, err := cl.Hosts(cmd.Context())
 			if err != nil {
 				return err
