@@ -228,7 +228,9 @@ class RunTest(unittest.TestCase):
             # (what, the bundle, the refusal)
             ("a changed file", self.tar(changed("stdout.log", good["stdout.log"][1].replace(b"sealed", b"SEALED"))),
              "address"),
-            ("a changed receipt", self.tar(changed("receipt.cose", good["receipt.cose"][1][:-1] + b"\0")), "address"),
+            # The last byte flipped (set to 0 it would be unchanged where it was 0 already).
+            ("a changed receipt", self.tar(changed("receipt.cose", good["receipt.cose"][1][:-1] + bytes([good["receipt.cose"][1][-1] ^ 1]))),
+             "address"),
             ("an extra file", self.tar(es + [(self.entry("runs/%s/extra.txt" % hexid), b"stray")]), "unrecognised"),
             ("a file left out", self.tar([e for e in es if not e[0].name.endswith("/stderr.log")]), "missing"),
             ("a name that climbs", self.tar(es + [(self.entry("runs/%s/../../../climbed.txt" % hexid), b"x")]),
