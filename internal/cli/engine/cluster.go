@@ -512,6 +512,16 @@ func (s *clusterShared) workItems(ctx context.Context, ho *live.Manager, slots i
 	}
 }
 
+// handBack puts an item's run bundle in the cluster's blob store and is
+// the job's result naming it.
+func (s *clusterShared) handBack(res live.ItemResult, bundle []byte) ([]byte, error) {
+	res.Bundle = addr.Of(bundle)
+	if err := s.blobs.PutBlob(res.Bundle, bundle); err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
+}
+
 // workItem runs one fleet item this host took, renewing its lease while
 // it runs, and ends its job: done with the run's result, failed with
 // the reason, or given back if this host stops first.
@@ -542,21 +552,17 @@ func (s *clusterShared) workItem(ctx context.Context, ho *live.Manager, l *clust
 		}
 		return
 	}
+	var result []byte
 	if err == nil {
-		res.Bundle = addr.Of(bundle)
-		if err = s.blobs.PutBlob(res.Bundle, bundle); err == nil {
-			var b []byte
-			if b, err = json.Marshal(res); err == nil {
-				err = s.m.Complete(after, l, b)
-				if err == nil {
-					log.Info("a fleet item ran here", "job", l.ID, "queued_by", l.By, "run", res.Run)
-				}
-				if err != nil {
-					log.Warn("cluster: a fleet item's result not recorded", "job", l.ID, "run", res.Run, "err", err)
-				}
-				return
-			}
+		result, err = s.handBack(res, bundle)
+	}
+	if err == nil {
+		if err := s.m.Complete(after, l, result); err != nil {
+			log.Warn("cluster: a fleet item's result not recorded", "job", l.ID, "run", res.Run, "err", err)
+			return
 		}
+		log.Info("a fleet item ran here", "job", l.ID, "queued_by", l.By, "run", res.Run)
+		return
 	}
 	log.Warn("cluster: a fleet item failed here", "job", l.ID, "queued_by", l.By, "err", err)
 	if err := s.m.Fail(after, l, err.Error()); err != nil {
