@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -713,5 +714,58 @@ func TestTokensTravel(t *testing.T) {
 	}
 	if _, err := malloryB.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"cat", "f"}}, io.Discard, io.Discard); !errors.As(err, &ae) || ae.Status != 404 {
 		t.Fatalf("mallory execs in alice's sandbox: %v", err)
+	}
+}
+
+// TestJCPBudgetSharedByHosts: the hosts of a cluster keep one JCP budget
+// ledger (in its PostgreSQL): a delegation good for one run, used
+// through host A, is refused through host B (runs-exhausted), and the
+// ledger verified through B is the one both hosts appended to.
+func TestJCPBudgetSharedByHosts(t *testing.T) {
+	t.Parallel()
+	_, dsn := clusterDB(t)
+	a, b := t.TempDir(), t.TempDir()
+	hello, alice, _ := jcpSetup(t, a)
+	once := filepath.Join(t.TempDir(), "once.jcp")
+	if out, e, code := sandbox(t, a, "jcp", "delegate", alice, "--from", "alice", "--to", "bob", "--ceiling", "cpu:3J", "--caveat", "runs=1", "-o", once); code != 0 {
+		t.Fatalf("delegate: %d %s %s", code, out, e)
+	}
+	// Both hosts trust the same roots (docs/cluster.md).
+	roots, err := os.ReadFile(filepath.Join(a, "jcp", "roots"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(b, "jcp"), 0o700)
+	if err := os.WriteFile(filepath.Join(b, "jcp", "roots"), roots, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startServeWith(t, a, nil, "--cluster", dsn)
+	startServeWith(t, b, nil, "--cluster", dsn)
+	// The principals' keys are in A's home; the service is A's, then B's.
+	via := func(host string, args ...string) (string, string, int) {
+		t.Helper()
+		cmd := cliCmd(t, a, []string{"SANDBOX_HOST=" + filepath.Join(host, "serve.sock")}, args...)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+	}
+	run := []string{"run", "-q", "--jcp", once, "--as", "bob", "--grant", "cpu:1J", "--", hello}
+	if out, e, code := via(a, run...); code != 0 || !strings.Contains(out, "hello") {
+		t.Fatalf("the one run, through A: %d %q %s", code, out, e)
+	}
+	if out, e, code := via(b, run...); code != 125 || !strings.Contains(e, "runs-exhausted") {
+		t.Fatalf("a second run, through B: exit %d (want 125, runs-exhausted): %q %s", code, out, e)
+	}
+	out, e, code := via(b, "jcp", "ledger", "verify")
+	if code != 0 || !strings.Contains(out, "OK") {
+		t.Fatalf("jcp ledger verify through B: %d %s %s", code, out, e)
+	}
+	if out, e, code := via(b, "jcp", "ledger", "--json"); code != 0 || !strings.Contains(out, `"runs": 1`) {
+		t.Fatalf("jcp ledger through B: %d %s %s", code, out, e)
 	}
 }

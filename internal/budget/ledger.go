@@ -47,9 +47,11 @@ type Ledger struct {
 	path   string
 	signer key.Private
 	clock  func() time.Time
-	f      *chain.File
+	f      *chain.File // nil for a shared ledger
+	sh     Shared      // a shared ledger's log (OpenShared)
 
 	mu     sync.Mutex
+	stale  bool // a shared ledger's state may be ahead of its log: read it all again
 	st     *State
 	pend   *batch
 	err    error // sticky: closed, or a write failed
@@ -145,6 +147,9 @@ func (l *Ledger) Close() error {
 	if size, _ := l.Head(); !l.signer.IsZero() && size != l.signedSize() {
 		_, err = l.SignHead()
 	}
+	if l.f == nil {
+		return err
+	}
 	return errors.Join(err, l.f.Close())
 }
 
@@ -213,9 +218,11 @@ func (l *Ledger) decide(e *entry) (*batch, error) {
 	b := l.pend
 	b.lines = append(b.lines, line)
 	b.size, b.head = l.st.Head()
-	select {
-	case l.wake <- struct{}{}:
-	default:
+	if l.sh == nil {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
 	}
 	return b, nil
 }
@@ -235,13 +242,11 @@ func wait(b *batch) error {
 
 // one decides one entry and waits for it.
 func (l *Ledger) one(e *entry) error {
-	l.mu.Lock()
-	b, err := l.decide(e)
-	l.mu.Unlock()
-	if err != nil {
+	if err := l.begin(); err != nil {
 		return err
 	}
-	return wait(b)
+	b, err := l.decide(e)
+	return errors.Join(err, l.finish(b))
 }
 
 // reopen opens a token's bytes again: what the ledger appends is what a
@@ -277,20 +282,20 @@ func (l *Ledger) Admit(ts ...*jcp.Token) error {
 		es[i] = &entry{op: opAdmit, tok: o}
 	}
 	var last *batch
-	l.mu.Lock()
+	if err := l.begin(); err != nil {
+		return err
+	}
 	for i, e := range es {
 		if e == nil || l.st.admitted(e.tok.ID) {
 			continue
 		}
 		b, err := l.decide(e)
 		if err != nil {
-			l.mu.Unlock()
-			return errors.Join(fmt.Errorf("token %d: %w", i, err), wait(last))
+			return errors.Join(fmt.Errorf("token %d: %w", i, err), l.finish(last))
 		}
 		last = b
 	}
-	l.mu.Unlock()
-	return wait(last)
+	return l.finish(last)
 }
 
 // Reserve reserves r at every grant of its path, in one entry, if every
@@ -301,14 +306,15 @@ func (l *Ledger) Admit(ts ...*jcp.Token) error {
 // It returns the reservation's number.
 func (l *Ledger) Reserve(r Reservation) (uint64, error) {
 	e := &entry{op: opReserve, path: slicesClone(r.Path), uj: maps.Clone(r.UJ), inv: r.Invocation, until: ns(r.Until)}
-	l.mu.Lock()
-	e.n, e.at = l.st.last+1, ns(l.clock())
-	b, err := l.decide(e)
-	l.mu.Unlock()
-	if err != nil {
+	if err := l.begin(); err != nil {
 		return 0, err
 	}
-	return e.n, wait(b)
+	e.n, e.at = l.st.last+1, ns(l.clock())
+	b, err := l.decide(e)
+	if err = errors.Join(err, l.finish(b)); err != nil {
+		return 0, err
+	}
+	return e.n, nil
 }
 
 func slicesClone(p []addr.Addr) []addr.Addr { return append([]addr.Addr(nil), p...) }
@@ -374,20 +380,19 @@ func (l *Ledger) Mint(child *jcp.Token, event string) error {
 		return reject.New(reject.Invalid, "token", "a %s; a mint is of a grant", o.Type)
 	}
 	e := &entry{op: opMint, tok: o, event: event}
-	l.mu.Lock()
-	e.at = ns(l.clock())
-	b, err := l.decide(e)
-	l.mu.Unlock()
-	if err != nil {
+	if err := l.begin(); err != nil {
 		return err
 	}
-	return wait(b)
+	e.at = ns(l.clock())
+	b, err := l.decide(e)
+	return errors.Join(err, l.finish(b))
 }
 
 // Effective is an admitted grant's terms after its amendments.
 func (l *Ledger) Effective(id addr.Addr) (jcp.Terms, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.refresh()
 	return l.st.Effective(id)
 }
 
@@ -395,6 +400,7 @@ func (l *Ledger) Effective(id addr.Addr) (jcp.Terms, bool) {
 func (l *Ledger) Revoked(id addr.Addr) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.refresh()
 	return l.st.Revoked(id)
 }
 
@@ -402,6 +408,7 @@ func (l *Ledger) Revoked(id addr.Addr) bool {
 func (l *Ledger) Token(id addr.Addr) (*jcp.Token, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.refresh()
 	return l.st.Token(id)
 }
 
@@ -409,6 +416,7 @@ func (l *Ledger) Token(id addr.Addr) (*jcp.Token, bool) {
 func (l *Ledger) Budget(id addr.Addr) (Budget, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.refresh()
 	return l.st.Budget(id)
 }
 
@@ -416,6 +424,7 @@ func (l *Ledger) Budget(id addr.Addr) (Budget, bool) {
 func (l *Ledger) Tree() []Budget {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.refresh()
 	return l.st.Tree()
 }
 
@@ -423,12 +432,18 @@ func (l *Ledger) Tree() []Budget {
 func (l *Ledger) Outstanding() []Pending {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.refresh()
 	return l.st.Outstanding()
 }
 
 // Head is what is durable: the number of entries on disk and the head
 // after them.
 func (l *Ledger) Head() (size uint64, head addr.Addr) {
+	if l.sh != nil {
+		l.mu.Lock()
+		l.refresh()
+		l.mu.Unlock()
+	}
 	l.durMu.Lock()
 	defer l.durMu.Unlock()
 	return l.durSize, l.durHead

@@ -14,6 +14,7 @@ import (
 func (l *Ledger) Policies() []*jcp.Token {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.refresh()
 	out := make([]*jcp.Token, 0, len(l.st.policies))
 	for _, p := range l.st.policies {
 		out = append(out, p.tok)
@@ -26,6 +27,7 @@ func (l *Ledger) Policies() []*jcp.Token {
 func (l *Ledger) Checkpoints(id addr.Addr) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.refresh()
 	if g, ok := l.st.grants[id]; ok {
 		return g.checkpoint
 	}
@@ -36,6 +38,7 @@ func (l *Ledger) Checkpoints(id addr.Addr) uint64 {
 func (l *Ledger) Admitted(id addr.Addr) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.refresh()
 	return l.st.admitted(id)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/energy"
 	"github.com/opensubstrate/sandbox/internal/authority"
+	"github.com/opensubstrate/sandbox/internal/budget"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/executor"
@@ -95,9 +96,12 @@ type Host struct {
 	Executors []executor.Executor
 	// Trail, where set, is the S7 audit trail S7 runs are appended to
 	// (a cluster's, shared by its hosts); nil: STATE/audit.jsonl.
-	Trail    trail.Trail
-	Log      *slog.Logger
-	ProcRoot string // "/proc"
+	Trail trail.Trail
+	// SharedLedger, where set, is where the JCP budget ledger is kept (a
+	// cluster's, shared by its hosts); nil: STATE/jcp/ledger.jsonl.
+	SharedLedger budget.Shared
+	Log          *slog.Logger
+	ProcRoot     string // "/proc"
 	// Meter measures each run's energy; nil means Estimator only, with a
 	// TDP assumed from the CPU count.
 	Meter *meter.Meter

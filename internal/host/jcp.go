@@ -104,7 +104,12 @@ func (h *Host) Gate() (*gate.Gate, error) {
 		return nil, err
 	}
 	trust := key.NewTrust(roots...)
-	l, err := budget.Open(h.JCPPath(JCPLedger), trust, h.Key, h.Now)
+	var l *budget.Ledger
+	if h.SharedLedger != nil {
+		l, err = budget.OpenShared(h.SharedLedger, trust, h.Now)
+	} else {
+		l, err = budget.Open(h.JCPPath(JCPLedger), trust, h.Key, h.Now)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("the JCP ledger: %w", err)
 	}
@@ -228,7 +233,7 @@ const JCPMinted = "minted"
 // JCPEvent posts an event to the gate (docs/spec/jcp.md §6): a child is
 // minted under every standing grant that names it, and kept under
 // STATE/jcp/minted. A host that never used JCP has no ledger and mints
-// nothing (it is not made for an event).
+// nothing (it is not made for an event); a cluster's hosts share theirs.
 func (h *Host) JCPEvent(event string) ([]gate.Minted, []gate.NotMinted, error) {
 	return h.jcpMint(func(g *gate.Gate) ([]gate.Minted, []gate.NotMinted) { return g.Event(event, h.Now()) })
 }
@@ -240,7 +245,7 @@ func (h *Host) JCPTick(prev, now time.Time) ([]gate.Minted, []gate.NotMinted, er
 }
 
 func (h *Host) jcpMint(mint func(*gate.Gate) ([]gate.Minted, []gate.NotMinted)) ([]gate.Minted, []gate.NotMinted, error) {
-	if _, err := os.Stat(h.JCPPath(JCPLedger)); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(h.JCPPath(JCPLedger)); h.SharedLedger == nil && errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil
 	}
 	g, err := h.Gate()

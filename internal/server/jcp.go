@@ -285,6 +285,13 @@ func (s *Server) jcpVerifyLedger(w http.ResponseWriter, r *http.Request) (any, e
 	if err != nil {
 		return nil, err
 	}
+	if sh := s.Live.SharedLedger; sh != nil {
+		log, _, err := sh.Bytes(r.Context())
+		if err != nil {
+			return nil, err
+		}
+		return ledgerReport(log, nil, trust, nil)
+	}
 	return VerifyJCPLedger(s.Live.JCPPath(host.JCPLedger), trust, s.Live.Key.Public())
 }
 
@@ -301,7 +308,12 @@ func VerifyJCPLedger(path string, trust key.Trust, signer key.Public) (client.JC
 		return client.JCPLedgerReport{}, err
 	}
 	log = log[:bytes.LastIndexByte(log, '\n')+1]
-	st, err := budget.Verify(log, heads, trust, &signer)
+	return ledgerReport(log, heads, trust, &signer)
+}
+
+// ledgerReport replays a ledger's log and signed heads (budget.Verify).
+func ledgerReport(log, heads []byte, trust key.Trust, signer *key.Public) (client.JCPLedgerReport, error) {
+	st, err := budget.Verify(log, heads, trust, signer)
 	if err != nil {
 		ref := refusalOf(err)
 		if ref == nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/device"
+	"github.com/opensubstrate/sandbox/internal/budget"
 	"github.com/opensubstrate/sandbox/internal/cli"
 	"github.com/opensubstrate/sandbox/internal/cluster"
 	"github.com/opensubstrate/sandbox/internal/errs"
@@ -85,7 +86,10 @@ func joinCluster(ctx context.Context, dsn, blobsURL, caFile string, ho *live.Man
 	}
 	shared := &clusterShared{c: c, m: m, blobs: blobs, key: ho.Key, tls: tlsc}
 	ho.Shared, ho.Queue = shared, shared
-	ho.Trail = m.Trail() // S7 runs append to the cluster's one audit trail
+	// S7 runs append to the cluster's one audit trail, and JCP runs
+	// reserve in its one budget ledger.
+	ho.Trail = m.Trail()
+	ho.SharedLedger = m.Chain(cluster.LedgerName, budget.Genesis())
 	wctx, stopWork := context.WithCancel(ctx)
 	working := make(chan struct{})
 	go func() {
