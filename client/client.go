@@ -205,10 +205,18 @@ func (c *Client) Fleet(ctx context.Context, spec FleetSpec, progress func(done, 
 	}
 }
 
-// List lists the caller's live sandboxes.
+// List lists the caller's sandboxes, live and suspended: in a cluster,
+// those of every host, each naming the host that holds it (Sandbox.Host).
 func (c *Client) List(ctx context.Context) ([]Sandbox, error) {
 	var l []Sandbox
 	return l, c.call(ctx, "GET", "/v1/sandboxes", nil, &l)
+}
+
+// ListHere lists the caller's sandboxes on the host asked alone (in a
+// cluster, List lists those of every host).
+func (c *Client) ListHere(ctx context.Context) ([]Sandbox, error) {
+	var l []Sandbox
+	return l, c.call(ctx, "GET", "/v1/sandboxes?here=true", nil, &l)
 }
 
 // Get describes a live sandbox.

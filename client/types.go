@@ -53,7 +53,9 @@ type Sandbox struct {
 	ID   string `json:"id"`
 	Tier string `json:"tier"`
 	// State is "live" or "suspended" (its workspace kept by address,
-	// nothing of it running: Resume starts it again).
+	// nothing of it running: Resume starts it again); in a cluster's
+	// list also "lost" (its host died while it was live, and the cluster
+	// keeps no suspension of it to resume).
 	State     string            `json:"state"`
 	Workspace string            `json:"workspace,omitempty"`
 	Created   time.Time         `json:"created"`
@@ -72,6 +74,10 @@ type Sandbox struct {
 	// Continued are the execs a resumption continued: S2 execs the
 	// suspension parked, each sealed now as the whole run it is.
 	Continued []Continued `json:"continued,omitempty"`
+	// Host, in a cluster's list, is the id of the host that holds it
+	// (or last did) where that is not the host asked; what the cluster
+	// keeps of such a sandbox is its id, tier, state and creation.
+	Host string `json:"host,omitempty"`
 }
 
 // Continued is a parked exec a resumption continued. Stdout and Stderr

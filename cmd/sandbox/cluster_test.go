@@ -449,10 +449,19 @@ func answers(t *testing.T, a, b string) {
 	if out, e, code := runCLI(t, b, "piped through B", "exec", "-q", id, "--", "cat"); code != 0 || out != "piped through B" {
 		t.Fatalf("exec with stdin through B: %d %q %s", code, out, e)
 	}
-	var sbs []struct{ ID, Workspace string }
+	var sbs []struct{ ID, Workspace, Host, State string }
 	out, _, _ := runCLI(t, a, "", "ps", "--json")
-	if err := json.Unmarshal([]byte(out), &sbs); err != nil || len(sbs) != 1 {
+	if err := json.Unmarshal([]byte(out), &sbs); err != nil || len(sbs) != 1 || sbs[0].Host != "" {
 		t.Fatalf("ps on A: %v %s", err, out)
+	}
+	// B lists it too, on A; B alone has none.
+	var onB []struct{ ID, Host, State string }
+	out, _, _ = runCLI(t, b, "", "ps", "--json")
+	if err := json.Unmarshal([]byte(out), &onB); err != nil || len(onB) != 1 || onB[0].ID != id || onB[0].Host == "" || onB[0].State != "live" {
+		t.Fatalf("ps on B: %v %s", err, out)
+	}
+	if out, e, code := runCLI(t, b, "", "ps", "--here"); code != 0 || strings.Contains(out, id) {
+		t.Fatalf("ps --here on B: %d %s %s", code, out, e)
 	}
 	local := filepath.Join(t.TempDir(), "in.txt")
 	os.WriteFile(local, []byte("copied through B\n"), 0o600)

@@ -346,10 +346,30 @@ func printSandbox(cmd *cobra.Command, asJSON bool, sb *client.Sandbox, err error
 }
 
 func psCmd(g *Globals) *cobra.Command {
-	return serviceList(g, "ps", "List the sandboxes of the running service: live and suspended",
-		(*client.Client).List, "ID\tTIER\tSTATE\tCREATED\tEXECS\tRUNNING\tWORKSPACE", func(s client.Sandbox) string {
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%s", s.ID, s.Tier, s.State, s.Created.Local().Format("2006-01-02 15:04:05"), s.Execs, s.Running, s.Workspace)
+	var here bool
+	list := func(cl *client.Client, ctx context.Context) ([]client.Sandbox, error) {
+		if here {
+			return cl.ListHere(ctx)
+		}
+		return cl.List(ctx)
+	}
+	c := serviceList(g, "ps", "List the sandboxes of the running service (in a cluster, of every host): live and suspended",
+		list, "ID\tTIER\tSTATE\tCREATED\tEXECS\tRUNNING\tWORKSPACE", func(s client.Sandbox) string {
+			where := s.Workspace
+			if s.Host != "" {
+				where = "on host " + s.Host
+			}
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%s", s.ID, s.Tier, s.State, s.Created.Local().Format("2006-01-02 15:04:05"), s.Execs, s.Running, where)
 		})
+	c.Long = `List the caller's sandboxes: live and suspended. On a host of a cluster
+(docs/cluster.md), also those the cluster keeps on its other hosts (live,
+suspended, or lost with their host), each shown "on host ID" in place of
+its workspace, with what the cluster keeps of it (its tier, state and
+creation; its execs are its host's to count); --here lists this host's
+alone. A cluster that does not answer fails the list (exit 7) rather
+than leave sandboxes out unsaid.`
+	c.Flags().BoolVar(&here, "here", false, "in a cluster, this host's sandboxes alone")
+	return c
 }
 
 // serviceList is a command that lists what the running service's list

@@ -545,6 +545,21 @@ func TestMadeClosedAndLostSandboxes(t *testing.T) {
 	if !strings.Contains(log.String(), "lost with its host") {
 		t.Errorf("not logged: %s", log)
 	}
+	// The list: the lost one with its host, the closed one not; another
+	// owner's sandbox only to that owner and the operator ("").
+	if err := b.SandboxMade(ctx, "sb-00000000000d", tier.S2, "tok-x"); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := c.Sandboxes(ctx, "")
+	if err != nil || len(ls) != 2 || ls[0].ID != made || ls[0].State != "lost" || ls[0].Host != a.Host.ID() || ls[1].Tier != tier.S2 || ls[1].Created.IsZero() {
+		t.Fatalf("the operator's list: %+v %v", ls, err)
+	}
+	if ls, err := c.Sandboxes(ctx, "tok-x"); err != nil || len(ls) != 1 || ls[0].ID != "sb-00000000000d" || ls[0].State != "live" {
+		t.Fatalf("tok-x's list: %+v %v", ls, err)
+	}
+	if ls, err := c.Sandboxes(ctx, "tok-y"); err != nil || len(ls) != 0 {
+		t.Fatalf("tok-y's list: %+v %v", ls, err)
+	}
 	// A row edited by hand to another key's host: Holder refuses it.
 	exec(t, c, `UPDATE cluster_hosts SET addr = 'elsewhere:1' WHERE id = $1`, b.Host.ID())
 	exec(t, c, `UPDATE cluster_sandboxes SET host = $2 WHERE id = $1`, made, b.Host.ID())

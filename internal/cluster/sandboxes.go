@@ -260,3 +260,40 @@ func (c *Cluster) Host(ctx context.Context, id string) (Seen, error) {
 	}
 	return s, nil
 }
+
+// Listed is a sandbox as the cluster lists it.
+type Listed struct {
+	ID      string
+	Host    string // the host that holds it, or last did
+	State   string // live, suspended, lost
+	Tier    tier.Tier
+	Created time.Time // when the cluster first heard of it
+	Updated time.Time
+}
+
+// Sandboxes are owner's sandboxes the cluster keeps ("": every
+// owner's): live on a host, suspended, or lost with their host; closed
+// ones are not listed. Oldest first.
+func (c *Cluster) Sandboxes(ctx context.Context, owner string) ([]Listed, error) {
+	rows, err := c.pool.Query(ctx, `SELECT id, host, state, tier, created, updated FROM cluster_sandboxes
+WHERE state IN ('live', 'suspended', 'lost') AND ($1 = '' OR owner = $1) ORDER BY created, id`, owner)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: the sandboxes: %w", err)
+	}
+	defer rows.Close()
+	var out []Listed
+	for rows.Next() {
+		var l Listed
+		var t string
+		if err := rows.Scan(&l.ID, &l.Host, &l.State, &t, &l.Created, &l.Updated); err != nil {
+			return nil, fmt.Errorf("cluster: the sandboxes: %w", err)
+		}
+		if t != "" {
+			if l.Tier, err = tier.Parse(t); err != nil {
+				return nil, fmt.Errorf("cluster: sandbox %s: its tier %q: %w", l.ID, t, err)
+			}
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}

@@ -64,6 +64,9 @@ type Peers interface {
 	// Kept says the cluster keeps a suspension of sandbox id that any
 	// host may resume, and its tier.
 	Kept(ctx context.Context, id string) (tier.Tier, bool, error)
+	// Sandboxes are owner's sandboxes the cluster keeps ("": every
+	// owner's), each with the host that holds it.
+	Sandboxes(ctx context.Context, owner string) ([]client.Sandbox, error)
 }
 
 // Peer is a host of the cluster: its id, key and where its API answers

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/tier"
@@ -41,7 +42,8 @@ func (h hostKeys) TLS() *tls.Config            { return nil }
 func (h hostKeys) Place(context.Context, tier.Tier) (Peer, *record.Placement, error) {
 	return Peer{}, nil, errors.New("no placement here")
 }
-func (h hostKeys) Kept(context.Context, string) (tier.Tier, bool, error) { return 0, false, nil }
+func (h hostKeys) Kept(context.Context, string) (tier.Tier, bool, error)       { return 0, false, nil }
+func (h hostKeys) Sandboxes(context.Context, string) ([]client.Sandbox, error) { return nil, nil }
 
 // TestForwardedClaimsChecked: a request that says another host
 // forwarded it is served as the caller it names only when the named

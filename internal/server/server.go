@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -496,13 +497,51 @@ func sandboxOf(i live.SandboxInfo) client.Sandbox {
 	return sb
 }
 
+// hereParam reads ?here= (true: this host alone, in a cluster).
+func hereParam(r *http.Request) (bool, error) {
+	v := r.URL.Query().Get("here")
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, badRequest("query parameter \"here\": want true or false")
+	}
+	return b, nil
+}
+
+// list lists the caller's sandboxes: this host's, live and suspended,
+// then, in a cluster (unless ?here=true), those the cluster keeps on
+// other hosts, each naming its host. A cluster that does not answer
+// fails the list rather than leave those out unsaid.
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	here, err := hereParam(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
 	out := []client.Sandbox{}
+	seen := map[string]bool{}
 	for _, i := range s.Live.Sandboxes(owner(r)) {
 		out = append(out, sandboxOf(i))
+		seen[i.ID] = true
 	}
 	for _, i := range s.Live.Suspended(owner(r)) {
 		out = append(out, sandboxOf(i))
+		seen[i.ID] = true
+	}
+	if s.Peers != nil && !here && !forwarded(r) {
+		others, err := s.Peers.Sandboxes(r.Context(), owner(r))
+		if err != nil {
+			writeErr(w, &unreachableError{fmt.Errorf("the cluster's sandboxes (?here=true lists this host's alone): %w", err)})
+			return
+		}
+		for _, o := range others {
+			if seen[o.ID] {
+				continue // this host's own, listed above
+			}
+			out = append(out, o)
+		}
 	}
 	writeJSON(w, 200, out)
 }

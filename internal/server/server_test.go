@@ -369,6 +369,7 @@ func TestServiceBadInput(t *testing.T) {
 		{"DELETE", "/v1/sandboxes/sb-000000000000", ``, 404, "no such sandbox"},
 		{"POST", "/v1/sandboxes/sb-000000000000/exec", `{"args": ["true"]}`, 404, "no such sandbox"},
 		{"GET", "/v1/sandboxes/sb-000000000000/files?path=/tmp", ``, 404, "no such sandbox"},
+		{"GET", "/v1/sandboxes?here=maybe", ``, 400, `query parameter \"here\"`},
 		{"POST", "/v1/runs", `{"args": []}`, 400, `field \"args\"`},
 		{"POST", "/v1/runs", `{"args": ["/no/such/program"]}`, 400, "no such file"},
 		{"POST", "/v1/runs", `{"args": ["true"], "limits": {"pids": 1}}`, 400, `field \"limits.pids\"`},

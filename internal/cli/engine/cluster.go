@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/budget"
 	"github.com/opensubstrate/sandbox/internal/cli"
@@ -346,6 +347,25 @@ func (s *clusterShared) Kept(ctx context.Context, id string) (tier.Tier, bool, e
 		t = tier.S1
 	}
 	return t, h.State == "suspended" && h.Kept, nil
+}
+
+// Sandboxes lists owner's sandboxes the cluster keeps, as the API lists
+// a sandbox: what the cluster knows of each (its id, tier, state, the
+// host that holds it, when it was first heard of).
+func (s *clusterShared) Sandboxes(ctx context.Context, owner string) ([]client.Sandbox, error) {
+	ls, err := s.c.Sandboxes(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]client.Sandbox, 0, len(ls))
+	for _, l := range ls {
+		t := l.Tier
+		if t == 0 {
+			t = tier.S1
+		}
+		out = append(out, client.Sandbox{ID: l.ID, Tier: t.String(), State: l.State, Host: l.Host, Created: l.Created, Grants: []string{}})
+	}
+	return out, nil
 }
 
 // TLS checks other hosts' certificates (--cluster-ca).
