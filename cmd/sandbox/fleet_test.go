@@ -151,9 +151,13 @@ func TestFleetViaTheService(t *testing.T) {
 	if out, e, code := runCLI(t, home, "", "fleet", "verify", id); code != 0 || !strings.HasPrefix(out, "OK    fleet") {
 		t.Fatalf("fleet verify: %d %s %s", code, out, e)
 	}
-	out, e, code = runCLI(t, home, "", "fleet", "run", "--local", "--inputs", in, "--", guestPath(t, "hello"))
-	if code != 0 || !strings.Contains(out, "4 items (0 failed)") {
-		t.Fatalf("fleet run --local: %d %s %s", code, out, e)
+	if strings.Contains(e, "sandbox: fleet") {
+		t.Fatalf("progress on a pipe: %q", e)
+	}
+	// --local, with stderr on a terminal: progress, items of the whole.
+	out, shown, code := runOnTerminal(t, home, "fleet", "run", "--local", "--inputs", in, "--", guestPath(t, "hello"))
+	if code != 0 || !strings.Contains(out, "4 items (0 failed)") || !strings.Contains(shown, "\rsandbox: fleet ") || !strings.Contains(shown, "4 of 4 items (100%)") {
+		t.Fatalf("fleet run --local on a terminal: %d %s %q", code, out, shown)
 	}
 	if n := servedMetric(t, home, "sandbox_fleet_items_total "); n != 4 {
 		t.Fatalf("--local went to the service: %d items there", n)

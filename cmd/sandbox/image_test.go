@@ -33,8 +33,13 @@ func TestImageAsAUserRunsIt(t *testing.T) {
 	dir := t.TempDir()
 	arch := imagetest.DockerArchive(t, imagetest.Image(t), filepath.Join(dir, "image.tar"))
 	out, errOut, code := runCLI(t, home, "", "image", "import", arch, "--name", "mine:1")
-	if code != 0 || !strings.Contains(out, "imported ") || !strings.Contains(errOut, "left out 1") {
+	if code != 0 || !strings.Contains(out, "imported ") || !strings.Contains(errOut, "left out 1") || strings.Contains(errOut, "sandbox: image import") {
 		t.Fatalf("import: %d %q %q", code, out, errOut)
+	}
+	// Again on a terminal: progress, the layer bytes read (a docker save
+	// archive names no sizes: no total) and their rate.
+	if out, shown, code := runOnTerminal(t, home, "image", "import", arch); code != 0 || !strings.Contains(out, "imported ") || !strings.Contains(shown, "\rsandbox: image import ") || !strings.Contains(shown, "/s") {
+		t.Fatalf("import on a terminal: %d %q %q", code, out, shown)
 	}
 	out, _, code = runCLI(t, home, "", "image", "ls", "--json")
 	var imgs []image.Image

@@ -563,8 +563,17 @@ func TestExportImportAcrossStateDirs(t *testing.T) {
 	}
 	runCLI(t, a, "", "suspend", id)
 	bundle := filepath.Join(t.TempDir(), "b.tar")
-	if _, e, code := runCLI(t, a, "", "export", id, "-o", bundle); code != 0 {
-		t.Fatalf("export: %d %s", code, e)
+	if _, e, code := runCLI(t, a, "", "export", id, "-o", bundle); code != 0 || strings.Contains(e, "sandbox: export") {
+		t.Fatalf("export (progress is for a terminal, not a pipe): %d %s", code, e)
+	}
+	// On a terminal, progress: the bytes written and their rate; the
+	// bundle is the same.
+	again := filepath.Join(t.TempDir(), "b2.tar")
+	if _, shown, code := runOnTerminal(t, a, "export", id, "-o", again); code != 0 || !strings.Contains(shown, "\rsandbox: export "+id+" ") || !strings.Contains(shown, "/s") {
+		t.Fatalf("export on a terminal: %d %q", code, shown)
+	}
+	if b1, b2 := mustRead(t, bundle), mustRead(t, again); !bytes.Equal(b1, b2) {
+		t.Fatalf("the bundle written on a terminal differs: %d bytes, %d", len(b1), len(b2))
 	}
 	junk := filepath.Join(t.TempDir(), "junk.tar")
 	os.WriteFile(junk, []byte("not a tar"), 0o600)
@@ -575,8 +584,8 @@ func TestExportImportAcrossStateDirs(t *testing.T) {
 	if _, e, code := runCLI(t, b, "", "import", bundle); code != 5 || !strings.Contains(e, "untrusted-key") && !strings.Contains(e, "not trusted") {
 		t.Fatalf("import without A's key trusted: %d %s", code, e)
 	}
-	if out, e, code := runCLI(t, b, "", "import", "--trust", filepath.Join(a, "host.pub"), bundle); code != 0 || !strings.Contains(out, id+" imported: parked") {
-		t.Fatalf("import: %d %s %s", code, out, e)
+	if out, shown, code := runOnTerminal(t, b, "import", "--trust", filepath.Join(a, "host.pub"), bundle); code != 0 || !strings.Contains(out, id+" imported: parked") || !strings.Contains(shown, "sandbox: import ") || !strings.Contains(shown, "(100%)") {
+		t.Fatalf("import on a terminal: %d %s %q", code, out, shown)
 	}
 	startServe(t, b)
 	if _, e, code := runCLI(t, b, "", "resume", id); code != 0 {

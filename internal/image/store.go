@@ -52,7 +52,14 @@ type RunConfig struct {
 }
 
 // Store keeps imported images under Dir.
-type Store struct{ Dir string }
+type Store struct {
+	Dir string
+	// Progress, where set, is told during an import how many bytes of
+	// the layers, as stored in the source, were read, and how many
+	// there are (0 where a layer's size is not known: a docker save
+	// archive names none).
+	Progress func(done, total int64)
+}
 
 // NotFoundError is a reference that names no imported image.
 type NotFoundError struct{ Ref string }
@@ -122,9 +129,20 @@ func (s Store) Import(src string, names ...string) ([]Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", src, err)
 	}
+	var total int64
+	for _, f := range found {
+		for _, l := range f.layers {
+			if l.size < 0 || total < 0 {
+				total = -1
+				continue
+			}
+			total += l.size
+		}
+	}
+	read := &layerBytes{report: s.Progress, total: max(total, 0)}
 	var out []Image
 	for i, f := range found {
-		img, err := s.unpack(so, f, filepath.Join(staging, fmt.Sprintf("root-%d", i)))
+		img, err := s.unpack(so, f, filepath.Join(staging, fmt.Sprintf("root-%d", i)), read)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", src, err)
 		}
@@ -170,6 +188,28 @@ func (s Store) Import(src string, names ...string) ([]Image, error) {
 	return out, nil
 }
 
+// layerBytes counts the layer bytes an import read, for Store.Progress.
+type layerBytes struct {
+	report      func(done, total int64)
+	done, total int64
+}
+
+func (c *layerBytes) counting(r io.Reader) io.Reader {
+	if c.report == nil {
+		return r
+	}
+	return readFunc(func(b []byte) (int, error) {
+		n, err := r.Read(b)
+		c.done += int64(n)
+		c.report(c.done, c.total)
+		return n, err
+	})
+}
+
+type readFunc func([]byte) (int, error)
+
+func (f readFunc) Read(b []byte) (int, error) { return f(b) }
+
 func find(all []Image, id string) (Image, bool) {
 	for _, o := range all {
 		if o.ID == id {
@@ -181,7 +221,7 @@ func find(all []Image, id string) (Image, bool) {
 
 // unpack applies f's layers, checking each digest, and moves the root
 // into roots/ under its address.
-func (s Store) unpack(so source, f found, dir string) (Image, error) {
+func (s Store) unpack(so source, f found, dir string, read *layerBytes) (Image, error) {
 	img := Image{ID: f.configD.String(), Manifest: f.manifest, Names: f.names, Imported: time.Now().UTC()}
 	c := f.cfg.Config
 	img.Config = RunConfig{Env: c.Env, Entrypoint: c.Entrypoint, Cmd: c.Cmd, WorkingDir: c.WorkingDir, User: c.User}
@@ -199,7 +239,7 @@ func (s Store) unpack(so source, f found, dir string) (Image, error) {
 		if err != nil {
 			return img, err
 		}
-		var raw io.Reader = r
+		var raw io.Reader = read.counting(r)
 		var outer *verifier
 		if l.compressed.alg != "" {
 			outer = newVerifier(l.compressed, l.size, where)

@@ -66,7 +66,8 @@ whose input (as its leaf names it) is that array's canonical JSON.
 
 With a service running ('sandbox serve'), the fleet runs there, across
 its workers, and its directory is in the service's state; --local runs
-it in this process. A progress bar is drawn on a terminal.`,
+it in this process. On a terminal, progress (items done, their rate and
+an estimate of the time left) is drawn on stderr.`,
 		Args: cli.UsageArgs(cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if workers < 1 {
@@ -114,18 +115,11 @@ it in this process. A progress bar is drawn on a terminal.`,
 				return err
 			}
 			wd, _ := os.Getwd()
-			errw := cmd.ErrOrStderr()
-			tty := false
-			if f, ok := errw.(*os.File); ok {
-				tty = cli.IsTerminal(f)
-			}
+			bar := cli.NewProgress(cmd.ErrOrStderr(), "fleet", cli.Items, "items", int64(len(in)+len(us)))
+			defer bar.Done()
 			progress := func(done, total int) {
-				if tty && (done == total || done%max(1, total/50) == 0) {
-					fmt.Fprintf(errw, "\rsandbox: fleet %s/%d items [%-50s]", strconv.Itoa(done), total, strings.Repeat("#", done*50/total))
-					if done == total {
-						fmt.Fprintln(errw)
-					}
-				}
+				bar.SetTotal(int64(total))
+				bar.Set(int64(done))
 			}
 			if !local {
 				cl, forced, err := g.Service()
@@ -139,6 +133,9 @@ it in this process. A progress bar is drawn on a terminal.`,
 						return err
 					}
 					res, err := cl.Fleet(cmd.Context(), client.FleetSpec{Args: args, Dir: wd, GrantsJSON: gj, Inputs: in, Units: us, Workers: workers, CheckpointEvery: every}, progress)
+					if err == nil {
+						bar.Done()
+					}
 					switch {
 					case err == nil:
 						return printFleet(cmd, res.ID, res.Items, res.Failed, res.Dir, res.Checkpoint)
@@ -158,6 +155,7 @@ it in this process. A progress bar is drawn on a terminal.`,
 				Command: host.CommandLine{Args: args, Grants: gs, Cwd: wd},
 				Inputs:  in, Units: us, Workers: workers, CheckpointEvery: every, Progress: progress,
 			})
+			bar.Done()
 			if err != nil {
 				return err
 			}

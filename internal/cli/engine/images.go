@@ -69,14 +69,26 @@ left out, setuid and setgid bits dropped (both counted). An entry whose
 path goes through a symlink that leaves the root is refused.
 
 A failure keeps nothing. --name adds a name (a name moves from the
-image that had it).`,
+image that had it). On a terminal (and without --json), the layer bytes
+read, their rate and the time left are drawn on stderr.`,
 		Args: cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := images(g)
 			if err != nil {
 				return err
 			}
+			var bar *cli.Progress
+			if !asJSON {
+				bar = cli.NewProgress(cmd.ErrOrStderr(), "image import", cli.Bytes, "", 0)
+			}
+			if bar != nil {
+				s.Progress = func(done, total int64) {
+					bar.SetTotal(total)
+					bar.Set(done)
+				}
+			}
 			imgs, err := s.Import(args[0], names...)
+			bar.Done()
 			if err != nil {
 				return err
 			}

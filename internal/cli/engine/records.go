@@ -199,7 +199,8 @@ stream: its run record, every object the record names (its unit and
 grants, each snapshot's workspace tree and chunks and environment
 manifest) and every run it names, whole. 'sandbox import' on another host
 takes it, and 'sandbox resume' continues it there. A live sandbox is
-suspended first. No service is needed.`,
+suspended first. No service is needed. On a terminal, the bytes written
+and their rate are drawn on stderr.`,
 		Args: cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, k, err := g.HostKey()
@@ -207,15 +208,17 @@ suspended first. No service is needed.`,
 				return err
 			}
 			h := live.New(&host.Host{Store: store.Of(d), Key: k})
+			bar := cli.NewProgress(cmd.ErrOrStderr(), "export "+args[0], cli.Bytes, "", 0)
+			defer bar.Done()
 			if out == "" || out == "-" {
-				return h.Export(args[0], cmd.OutOrStdout())
+				return h.Export(args[0], bar.Writer(cmd.OutOrStdout()))
 			}
 			f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp-*")
 			if err != nil {
 				return err
 			}
 			defer os.Remove(f.Name())
-			if err := h.Export(args[0], f); err != nil {
+			if err := h.Export(args[0], bar.Writer(f)); err != nil {
 				f.Close()
 				return err
 			}
@@ -254,7 +257,8 @@ you may give them. A record already here is replaced only by one that
 extends it and carries this host's seals of what it had. The parked
 interval here starts at the import, priced by what this host retains. A
 suspended sandbox imported is then resumed with 'sandbox resume' (its
-environment must be this host's).`,
+environment must be this host's). On a terminal, the bytes read, their
+rate and (from a file) the time left are drawn on stderr.`,
 		Args: cli.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := g.StateDir()
@@ -262,14 +266,20 @@ environment must be this host's).`,
 				return err
 			}
 			r := cmd.InOrStdin()
+			var size int64
 			if args[0] != "-" {
 				f, err := os.Open(args[0])
 				if err != nil {
 					return err
 				}
 				defer f.Close()
+				if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+					size = fi.Size()
+				}
 				r = f
 			}
+			bar := cli.NewProgress(cmd.ErrOrStderr(), "import", cli.Bytes, "", size)
+			r = bar.Reader(r)
 			trust, err := trustFrom(trustArgs)
 			if err != nil {
 				return err
@@ -279,6 +289,7 @@ environment must be this host's).`,
 				return err
 			}
 			im, err := h.Import(cmd.Context(), r, host.LocalOwner, trust)
+			bar.Done()
 			if err != nil {
 				return err
 			}
