@@ -46,6 +46,8 @@ type Chain struct {
 	tx   pgx.Tx
 	size int64
 	head addr.Addr
+	// keys are the hosts' keys by id, as Since last read them.
+	keys map[string][]byte
 }
 
 // Chain is the shared chain name, whose head before any entry is
@@ -127,10 +129,16 @@ func (c *Chain) Since(ctx context.Context, have uint64) ([][]byte, error) {
 	if err := rows.Err(); err != nil || len(rs) == 0 {
 		return nil, err
 	}
-	keys, err := c.m.c.hostKeys(ctx)
-	if err != nil {
-		return nil, err
+	// A host's id is its key's: a key read once stays that host's.
+	for _, r := range rs {
+		if _, ok := c.keys[r.by]; !ok {
+			if c.keys, err = c.m.c.hostKeys(ctx); err != nil {
+				return nil, err
+			}
+			break
+		}
 	}
+	keys := c.keys
 	out := make([][]byte, len(rs))
 	for i, r := range rs {
 		if err := checkEntry(c.name, keys, int64(have)+int64(i)+1, r.seq, r.line, r.by, r.sg); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,10 @@ import (
 
 // rootGrant is a root grant by k to aud with a CPU ceiling of j joules.
 func rootGrant(t *testing.T, k key.Private, aud key.Public, j int64, now time.Time) *jcp.Token {
+	return rootGrantB(t, k, aud, j, now)
+}
+
+func rootGrantB(t testing.TB, k key.Private, aud key.Public, j int64, now time.Time) *jcp.Token {
 	t.Helper()
 	g := &jcp.Grant{Aud: aud, Iat: uint64(now.Unix()) - 60, Exp: uint64(now.Unix()) + 3600, Depth: 1,
 		Images: []addr.Addr{addr.Of([]byte("image"))}, Ceilings: map[device.Class]energy.Microjoules{device.CPU: energy.Microjoules(j * 1e6)}}
@@ -184,4 +189,54 @@ func sameBudgets(a, b []budget.Budget) bool {
 		}
 	}
 	return true
+}
+
+// BenchmarkSharedLedgerReserve: reservations per second in a ledger
+// two hosts share (each change one transaction on PostgreSQL, fsync on),
+// alternating hosts (each catches up with the other's entry first) and
+// from one host alone.
+func BenchmarkSharedLedgerReserve(b *testing.B) {
+	for _, alternate := range []bool{false, true} {
+		name := "one-host"
+		if alternate {
+			name = "two-hosts-alternating"
+		}
+		b.Run(name, func(b *testing.B) {
+			c, err := Open(context.Background(), server.NewDatabase(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			a, o := join(b, c, "a"), join(b, c, "b")
+			now := time.Unix(1_800_000_000, 0)
+			root, _ := key.Generate(rand.Reader)
+			roots := key.NewTrust(root.Public())
+			la, err := budget.OpenShared(a.Chain(LedgerName, budget.Genesis()), roots, func() time.Time { return now })
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer la.Close()
+			lb, err := budget.OpenShared(o.Chain(LedgerName, budget.Genesis()), roots, func() time.Time { return now })
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer lb.Close()
+			g := rootGrantB(b, root, root.Public(), 1<<30, now)
+			if err := la.Admit(g); err != nil {
+				b.Fatal(err)
+			}
+			i := 0
+			for b.Loop() {
+				l := la
+				if alternate && i%2 == 1 {
+					l = lb
+				}
+				if _, err := reserve(l, g, 1, fmt.Sprint("inv ", i), now); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reservations/s")
+		})
+	}
 }
