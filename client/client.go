@@ -241,6 +241,15 @@ func (c *Client) Suspend(ctx context.Context, id string) (*Snapshot, error) {
 	return &s, c.call(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/suspend", nil, &s)
 }
 
+// Fork makes spec.Count sandboxes from the state of sandbox id, live
+// (captured as a suspension captures it; it runs on) or suspended. An
+// error is the fork's as a whole; a child that was not made says why
+// in its Error.
+func (c *Client) Fork(ctx context.Context, id string, spec ForkSpec) (*Forked, error) {
+	var f Forked
+	return &f, c.call(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/fork", spec, &f)
+}
+
 // Seed seeds live sandbox id's workspace with a git checkout (S1).
 func (c *Client) Seed(ctx context.Context, id string, spec SeedSpec) (*Seeded, error) {
 	var s Seeded

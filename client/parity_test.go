@@ -40,6 +40,7 @@ var calls = map[string]func(c *Client, ctx context.Context){
 	"GET /v1/sandboxes/{id}/files":         func(c *Client, ctx context.Context) { c.Download(ctx, "sb", "/p", io.Discard) },
 	"POST /v1/interrupts/{key}":            func(c *Client, ctx context.Context) { c.Interrupt(ctx, "k") },
 	"POST /v1/sandboxes/{id}/suspend":      func(c *Client, ctx context.Context) { c.Suspend(ctx, "sb") },
+	"POST /v1/sandboxes/{id}/fork":         func(c *Client, ctx context.Context) { c.Fork(ctx, "sb", ForkSpec{Count: 2}) },
 	"POST /v1/sandboxes/{id}/resume":       func(c *Client, ctx context.Context) { c.Resume(ctx, "sb") },
 	"POST /v1/sandboxes/{id}/close":        func(c *Client, ctx context.Context) { c.CloseRecord(ctx, "sb") },
 	"GET /v1/records":                      func(c *Client, ctx context.Context) { c.Records(ctx) },

@@ -224,6 +224,37 @@ type APIError struct {
 
 func (e *APIError) Error() string { return e.Message }
 
+// ForkSpec is what a fork makes: Count sandboxes (1 to MaxFork) from
+// one sandbox's state; Suspended leaves them suspended, each started
+// when it is resumed.
+type ForkSpec struct {
+	Count     int  `json:"count"`
+	Suspended bool `json:"suspended,omitempty"`
+}
+
+// MaxFork is the most sandboxes one fork makes.
+const MaxFork = 64
+
+// Forked is what a fork made: the parent's record (its head₀, Genesis,
+// and the head its state was taken at, as each child's record cites
+// them), the snapshot every child began from, and each child, in order:
+// its sandbox, or the error that stopped it (partial success).
+type Forked struct {
+	Parent   string      `json:"parent"`
+	Genesis  string      `json:"genesis"`
+	Head     string      `json:"head"`
+	Snapshot Snapshot    `json:"snapshot"`
+	Children []ForkChild `json:"children"`
+}
+
+// ForkChild is one child of a fork: ID always; Sandbox where it was
+// made, Error where not (its record, if begun, closed saying why).
+type ForkChild struct {
+	ID      string    `json:"id"`
+	Sandbox *Sandbox  `json:"sandbox,omitempty"`
+	Error   *APIError `json:"error,omitempty"`
+}
+
 // Snapshot is what a suspension retained, by content address.
 type Snapshot struct {
 	Root     string `json:"root"`             // the workspace's tree

@@ -14,13 +14,16 @@
 // Segments are Executed (an attestation's address), Suspended (a
 // snapshot: the retained filesystem root, the memory image where one is
 // kept, the environment manifest), Resumed (the snapshot restored and
-// the idle energy the parked state drew, with its provenance) and Closed.
+// the idle energy the parked state drew, with its provenance), Closed,
+// Claimed, Placed and Forked (a fork's first segment: the parent record
+// and head its state was taken from, and that snapshot; the record is
+// parked there until it is resumed).
 //
 // Invariants (Apply refuses each with its reject code):
 //   - Executed and Suspended only while active (phase); Resumed only
 //     while parked (phase), with the snapshot of the last suspension,
 //     identical by address (snapshot-mismatch); nothing after Closed
-//     (closed); Closed at any point, parked too.
+//     (closed); Closed at any point, parked too; Forked only first.
 //   - One run is one execution: an Executed segment naming an
 //     attestation an earlier one named is refused (invalid), so that no
 //     run's energy is counted twice.

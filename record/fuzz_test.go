@@ -21,6 +21,9 @@ func FuzzFastSegment(f *testing.F) {
 	if b, err := p.Bytes(); err == nil {
 		f.Add(b)
 	}
+	if b, err := forked(Parent{Record: "sb-0123456789ab", Genesis: snapA.Root, Head: snapB.Root}, snapA).Bytes(); err == nil {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fast, ok := fastSegment(b)
 		slow, err := parseSegment(b)
@@ -38,6 +41,9 @@ func FuzzFastSegment(f *testing.F) {
 func FuzzVerifyBytes(f *testing.F) {
 	f.Add([]byte("{\"grants\":\"b3:" + grants.Hex() + "\",\"record\":\"sandbox.runrecord/1\",\"unit\":\"b3:" + unit.Hex() + "\"}\n"))
 	f.Add([]byte("\n\n"))
+	if b, err := forked(Parent{Record: "sb-0123456789ab", Genesis: snapA.Root, Head: snapB.Root}, snapA).Bytes(); err == nil {
+		f.Add([]byte("{\"grants\":\"b3:" + grants.Hex() + "\",\"record\":\"sandbox.runrecord/1\",\"unit\":\"b3:" + unit.Hex() + "\"}\n" + string(b) + "\n"))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st, err := VerifyBytes(b)
 		if err != nil {

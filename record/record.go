@@ -86,9 +86,12 @@ type Segment struct {
 	Kind Kind
 	// Attestation is an Executed segment's sealed run.
 	Attestation addr.Addr
-	// Snapshot is a Suspended segment's, and the one a Resumed segment
-	// restored.
+	// Snapshot is a Suspended segment's, the one a Resumed segment
+	// restored, and the one a Forked segment began from.
 	Snapshot Snapshot
+	// Parent is a Forked segment's: the record it was made from, at
+	// which head (fork.go).
+	Parent *Parent
 	// IdleUJ is a Resumed segment's idle energy in µJ: what the retained
 	// state drew while parked; IdleProvenance says how it was had
 	// ("Measured <source>" or "Estimator <model>").
@@ -163,6 +166,11 @@ func (s Segment) Bytes() ([]byte, error) {
 			return nil, reject.New(reject.MissingField, "placement", "a placed segment carries its placement")
 		}
 		v = placedWire{s.Kind, *s.Placement}
+	case Forked:
+		if s.Parent == nil {
+			return nil, reject.New(reject.MissingField, "parent", "a forked segment names its parent")
+		}
+		v = forkedWire{s.Kind, *s.Parent, s.Snapshot}
 	default:
 		return nil, reject.New(reject.Invalid, "kind", "%q is no segment kind", s.Kind)
 	}
@@ -257,12 +265,21 @@ func parseSegment(b []byte) (Segment, error) {
 			return Segment{}, err
 		}
 		s = Segment{Kind: w.Kind, Placement: &w.Placement}
+	case Forked:
+		var w forkedWire
+		if err := jcs.Decode(b, &w); err != nil {
+			return Segment{}, err
+		}
+		if err := w.Parent.Check(); err != nil {
+			return Segment{}, err
+		}
+		s = Segment{Kind: w.Kind, Parent: &w.Parent, Snapshot: w.Snapshot}
 	case "":
 		return Segment{}, reject.New(reject.MissingField, "kind", "a segment names its kind")
 	default:
 		return Segment{}, reject.New(reject.Invalid, "kind", "%q is no segment kind", k.Kind)
 	}
-	if s.Kind == Suspended || s.Kind == Resumed {
+	if s.Kind == Suspended || s.Kind == Resumed || s.Kind == Forked {
 		switch {
 		case s.Snapshot.Root.IsZero():
 			return Segment{}, reject.New(reject.MissingField, "snapshot.root", "the all-zero address names nothing")
@@ -319,7 +336,8 @@ type State struct {
 	Phase    Phase
 	Segments int // after the genesis
 	Executed int
-	// Last is the last suspension's snapshot (nil before any).
+	// Last is the last suspension's snapshot, or the one a fork began
+	// from (nil before any).
 	Last *Snapshot
 	// IdleUJ is the idle energy of every resumption, summed.
 	IdleUJ uint64
@@ -351,6 +369,10 @@ func (st *State) Check(seg Segment) error {
 		if !seg.Snapshot.Equal(*st.Last) {
 			return reject.New(reject.SnapshotMismatch, where, "the snapshot resumed is not the one suspended: %s", seg.Snapshot.diff(*st.Last))
 		}
+	case Forked:
+		if st.Segments != 0 {
+			return reject.New(reject.Phase, where, "forked after %d segments: a fork begins its record, before anything runs in it", st.Segments)
+		}
 	case Claimed:
 		if st.Segments != 0 {
 			return reject.New(reject.Phase, where, "claimed after %d segments: a sandbox is claimed from its pool before anything runs in it", st.Segments)
@@ -377,7 +399,9 @@ func (st *State) Apply(seg Segment, b []byte) error {
 	switch seg.Kind {
 	case Executed:
 		st.Executed++
-	case Suspended:
+	case Suspended, Forked:
+		// A fork begins parked at the snapshot it was made from: it runs
+		// once resumed from it.
 		snap := seg.Snapshot
 		st.Last, st.Phase = &snap, Parked
 	case Resumed:

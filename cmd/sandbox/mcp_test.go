@@ -89,7 +89,7 @@ func TestMCPAsAnAgentUsesIt(t *testing.T) {
 		names = append(names, tl.Name)
 	}
 	sort.Strings(names)
-	if got := strings.Join(names, " "); got != "close_sandbox create_sandbox exec list_files list_sandboxes read_file resume_sandbox show_receipt suspend_sandbox verify_run write_file" {
+	if got := strings.Join(names, " "); got != "close_sandbox create_sandbox exec fork_sandbox list_files list_sandboxes read_file resume_sandbox show_receipt suspend_sandbox verify_run write_file" {
 		t.Fatalf("tools: %s", got)
 	}
 	sb, err := call(t, cs, "create_sandbox", map[string]any{"grants": []string{"cpu:5J"}})
@@ -145,6 +145,9 @@ func TestMCPAsAnAgentUsesIt(t *testing.T) {
 		{"verify_run", map[string]any{"run": "not-a-run"}, errs.Invalid},
 		{"verify_run", map[string]any{"run": "b3:" + strings.Repeat("0", 64)}, errs.NotFound},
 		{"create_sandbox", map[string]any{"grants": []string{"fs:relative:rw"}}, errs.Invalid},
+		{"fork_sandbox", map[string]any{"sandbox": id, "count": 0}, errs.Invalid},
+		{"fork_sandbox", map[string]any{"sandbox": id, "count": 65}, errs.Invalid},
+		{"fork_sandbox", map[string]any{"sandbox": "sb-000000000000", "count": 1}, errs.NotFound},
 	} {
 		_, err := call(t, cs, tc.tool, tc.args)
 		if rpcCode(err) != int64(errs.MCPCode(tc.cat)) {
@@ -157,6 +160,19 @@ func TestMCPAsAnAgentUsesIt(t *testing.T) {
 	}
 	if _, err := call(t, cs, "no_such_tool", nil); err == nil {
 		t.Error("an unknown tool was called")
+	}
+	if f, err := call(t, cs, "fork_sandbox", map[string]any{"sandbox": id, "count": 2}); err != nil || len(f["children"].([]any)) != 2 || f["head"] == "" {
+		t.Fatalf("fork: %v %v", f, err)
+	} else {
+		for _, c := range f["children"].([]any) {
+			child := c.(map[string]any)
+			if child["error"] != nil {
+				t.Fatalf("child %v", child)
+			}
+			if x, err := call(t, cs, "exec", map[string]any{"sandbox": child["id"], "command": []string{"cat", "hello.txt"}}); err != nil || x["stdout"] != "héllo\n" {
+				t.Fatalf("child %v: %v %v", child["id"], x, err)
+			}
+		}
 	}
 	if s, err := call(t, cs, "suspend_sandbox", map[string]any{"sandbox": id}); err != nil || s["root"] == "" {
 		t.Fatalf("suspend: %v %v", s, err)

@@ -228,6 +228,24 @@ def placement(p, line):
         raise Reject("signature", line, "placement.sig: " + str(e))
 
 
+def parent(p, line):
+    """A forked segment's parent (run-record.md): the record the fork was
+    made from, by its sandbox's id ("sb-" and 12 lowercase hex digits),
+    its head0 and the head it had when the state was taken."""
+    if not isinstance(p, dict):
+        raise Reject("invalid", line, "parent")
+    members(p, ["record", "genesis", "head"], [], line)
+    rec = p["record"]
+    if not isinstance(rec, str):
+        raise Reject("invalid", line, "parent.record")
+    if rec == "":
+        raise Reject("missing-field", line, "parent.record")
+    if len(rec) != 15 or not rec.startswith("sb-") or any(c not in "0123456789abcdef" for c in rec[3:]):
+        raise Reject("invalid", line, "parent.record: not a sandbox id")
+    digest(p["genesis"], "parent.genesis", line)
+    digest(p["head"], "parent.head", line)
+
+
 def verify(data, cited=None):
     if data and not data.endswith(b"\n"):
         raise Reject("truncated", data.count(b"\n") + 1, "the last line has no newline")
@@ -280,6 +298,10 @@ def verify(data, cited=None):
         elif kind == "placed":
             members(seg, ["kind", "placement"], [], n)
             placement(seg["placement"], n)
+        elif kind == "forked":
+            members(seg, ["kind", "parent", "snapshot"], [], n)
+            parent(seg["parent"], n)
+            snap = snapshot(seg["snapshot"], n)
         elif kind is None:
             raise Reject("missing-field", n, "kind")
         else:
@@ -299,13 +321,16 @@ def verify(data, cited=None):
                 raise Reject("snapshot-mismatch", n, "not the suspended snapshot")
         if kind == "claimed" and segs != 0:
             raise Reject("phase", n, "claimed after another segment")
+        if kind == "forked" and segs != 0:
+            raise Reject("phase", n, "forked after another segment: a fork begins its record")
         head = blake3(head + raw)
         heads.append(head)
         segs += 1
         if kind == "executed":
             executed += 1
             runs[seg["attestation"]] = n
-        elif kind == "suspended":
+        elif kind in ("suspended", "forked"):
+            # A fork begins parked at the snapshot it was made from.
             phase, last = "parked", snap
         elif kind == "resumed":
             phase, idle = "active", idle + uj

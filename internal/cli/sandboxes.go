@@ -30,7 +30,7 @@ import (
 
 func sandboxesCommands(g *Globals) []*cobra.Command {
 	return []*cobra.Command{createCmd(g), execCmd(g), cpCmd(g), lsCmd(g), psCmd(g), rmCmd(g),
-		suspendCmd(g), resumeCmd(g), closeCmd(g), seedCmd(g), preservationCmd(g), poolsCmd(g)}
+		suspendCmd(g), forkCmd(g), resumeCmd(g), closeCmd(g), seedCmd(g), preservationCmd(g), poolsCmd(g)}
 }
 
 func createCmd(g *Globals) *cobra.Command {
@@ -449,6 +449,81 @@ host call within 10 s is interrupted and sealed instead.
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the snapshot as JSON")
+	return c
+}
+
+func forkCmd(g *Globals) *cobra.Command {
+	var asJSON, suspended bool
+	var n int
+	c := &cobra.Command{
+		Use:   "fork SANDBOX -n N",
+		Short: "Make N sandboxes from one sandbox's state",
+		Long: `Fork a sandbox into N (1 to 64): one call makes N new sandboxes, each with
+the state the sandbox has now. A live sandbox is frozen between its
+execs (an exec in flight refuses the fork), its workspace is kept by
+content address as a suspension keeps it (an S5 VM's memory image too),
+and then it runs on, its record unchanged; a suspended one gives its
+last snapshot and stays suspended. The children share that snapshot's
+chunks; each is a sandbox of its own, yours, with the sandbox's tier,
+grants and limits, and its own run record, which begins with a forked
+segment citing the sandbox's record and the head it had then. Each is
+started by being resumed from the snapshot (its workspace restored);
+--suspended leaves them suspended, to be resumed when wanted.
+
+A child that could not be made (the host's room for live sandboxes, say)
+is said in its place, its record closed saying why; the others stand.
+The exit status is then that of the first child's error. A closed
+sandbox is not forked.`,
+		Args: UsageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if n < 1 || n > client.MaxFork {
+				return errs.Usage{Err: fmt.Errorf("-n %d: a fork makes 1 to %d sandboxes", n, client.MaxFork)}
+			}
+			cl, err := g.Client()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			f, err := cl.Fork(cmd.Context(), args[0], client.ForkSpec{Count: n, Suspended: suspended})
+			if err != nil {
+				return APIErr(err)
+			}
+			var first error
+			failed := 0
+			for _, ch := range f.Children {
+				if ch.Error != nil {
+					failed++
+					if first == nil {
+						first = APIErr(ch.Error)
+					}
+				}
+			}
+			if asJSON {
+				if err := PrintJSON(cmd.OutOrStdout(), f); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s forked at head %s: %d of %d made\n", f.Parent, f.Head, len(f.Children)-failed, len(f.Children))
+				for _, ch := range f.Children {
+					switch {
+					case ch.Error != nil:
+						fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: %s was not made: %s\n", ch.ID, ch.Error.Message)
+					case ch.Sandbox.State == "suspended":
+						fmt.Fprintf(cmd.OutOrStdout(), "%s  suspended\n", ch.ID)
+					default:
+						fmt.Fprintf(cmd.OutOrStdout(), "%s  %s  %s\n", ch.ID, ch.Sandbox.State, ch.Sandbox.Workspace)
+					}
+				}
+			}
+			if first != nil {
+				return fmt.Errorf("%d of %d children of %s were not made; the first: %w", failed, len(f.Children), f.Parent, first)
+			}
+			return nil
+		},
+	}
+	c.Flags().IntVarP(&n, "count", "n", 1, "how many sandboxes to make (1 to 64)")
+	c.Flags().BoolVar(&suspended, "suspended", false, "leave the children suspended: each starts when it is resumed")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the fork (every child, made or not) as JSON")
 	return c
 }
 

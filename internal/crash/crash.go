@@ -41,6 +41,15 @@ const (
 	ResumeAppended  = "resume-appended"  // Resumed is appended; the caller not yet answered
 )
 
+// The points of a fork (internal/live).
+const (
+	ForkStaged = "fork-staged" // the parent's state is captured into the fork's stage and its children listed; no child's record yet
+	ForkNamed  = "fork-named"  // every child's record names the snapshot; the staged objects not yet in the store, no child started
+)
+
+// ForkPoints lists them in order.
+var ForkPoints = []string{ForkStaged, ForkNamed}
+
 // The points of an image import (internal/image).
 const (
 	ImageUnpacked = "image-unpacked" // every layer applied and the root listed; not yet renamed into roots/

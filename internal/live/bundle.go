@@ -511,7 +511,7 @@ func namedObjects(src tree.Blobs, entries [][]byte) (blobs, runs []addr.Addr, er
 				ranSeen[seg.Attestation] = true
 				runs = append(runs, seg.Attestation)
 			}
-		case record.Suspended:
+		case record.Suspended, record.Forked:
 			snap := seg.Snapshot
 			add(snap.Manifest)
 			if !seen[snap.Root] {

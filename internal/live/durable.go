@@ -89,6 +89,11 @@ type Environment struct {
 // tier t here, in the root filesystem root (zero: the host's system
 // directories), made from the manifest man (zero: none).
 func (h *Manager) environment(t tier.Tier, root, man addr.Addr) (addr.Addr, error) {
+	return h.environmentIn(h.Store, t, root, man)
+}
+
+// environmentIn is environment, stored in blobs (a fork's stage).
+func (h *Manager) environmentIn(blobs tree.Blobs, t tier.Tier, root, man addr.Addr) (addr.Addr, error) {
 	desc := "the host's system directories /usr, /etc, /opt, read-only (named, not hashed)"
 	switch {
 	case t == tier.S2:
@@ -117,7 +122,7 @@ func (h *Manager) environment(t tier.Tier, root, man addr.Addr) (addr.Addr, erro
 		return addr.Addr{}, err
 	}
 	a := addr.Of(b)
-	return a, h.Store.PutBlob(a, b)
+	return a, blobs.PutBlob(a, b)
 }
 
 // IdleModel is how the idle energy of a parked sandbox is estimated: the
@@ -390,7 +395,12 @@ func (h *Manager) suspendGated(sb *Sandbox, gate func(record.Snapshot) error) (r
 // capture stores the sandbox's workspace as a tree and this host's
 // environment manifest; it returns the snapshot and the bytes retained.
 func (h *Manager) capture(sb *Sandbox) (record.Snapshot, int64, error) {
-	env, err := h.environment(sb.Tier, sb.Root, sb.Manifest)
+	return h.captureIn(h.Store, sb)
+}
+
+// captureIn is capture, its objects stored in blobs (a fork's stage).
+func (h *Manager) captureIn(blobs tree.Blobs, sb *Sandbox) (record.Snapshot, int64, error) {
+	env, err := h.environmentIn(blobs, sb.Tier, sb.Root, sb.Manifest)
 	if err != nil {
 		return record.Snapshot{}, 0, err
 	}
@@ -409,7 +419,7 @@ func (h *Manager) capture(sb *Sandbox) (record.Snapshot, int64, error) {
 			return record.Snapshot{}, 0, fmt.Errorf("the guest's modes in its workspace: %w", err)
 		}
 	}
-	root, st, err := h.capturer(sb.ID).Capture(dir)
+	root, st, err := h.capturer(sb.ID, blobs).Capture(dir)
 	if err != nil {
 		return record.Snapshot{}, 0, err
 	}
@@ -438,11 +448,12 @@ func (h *Manager) keepKnown(id string, ks []tree.Known) {
 	}
 }
 
-// capturer is a capturer for sandbox id's workspace, told what its last
-// capture read (in this process or another): one per capture, so that
-// what a long-lived service remembers is on disk, not in its memory.
-func (h *Manager) capturer(id string) *tree.Capturer {
-	c := &tree.Capturer{Blobs: h.Store}
+// capturer is a capturer for sandbox id's workspace into blobs, told
+// what its last capture read (in this process or another): one per
+// capture, so that what a long-lived service remembers is on disk, not
+// in its memory.
+func (h *Manager) capturer(id string, blobs tree.Blobs) *tree.Capturer {
+	c := &tree.Capturer{Blobs: blobs}
 	b, err := os.ReadFile(h.Store.Path("cache", "trees", id+".json"))
 	if err != nil {
 		return c
@@ -504,6 +515,12 @@ func (h *Manager) ResumePlaced(ctx context.Context, id, owner string, pl *record
 			}
 		}()
 	}
+	return h.resumeHere(ctx, id, owner, pl)
+}
+
+// resumeHere resumes suspended sandbox id from its record here (Resume),
+// the cluster's keeping of it taken care of (or none to take).
+func (h *Manager) resumeHere(ctx context.Context, id, owner string, pl *record.Placement) (SandboxInfo, error) {
 	p, err := h.readParked(id)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return SandboxInfo{}, err
@@ -600,7 +617,7 @@ func (h *Manager) ResumePlaced(ctx context.Context, id, owner string, pl *record
 			sb.record = f
 			return nil
 		}}
-	info, _, err = h.create(ctx, spec)
+	info, _, err := h.create(ctx, spec)
 	if err != nil {
 		return SandboxInfo{}, fmt.Errorf("resume %s: %w", id, err)
 	}

@@ -139,6 +139,9 @@ func (h *Manager) GC(dryRun bool) ([]Leftover, error) {
 	scan(os.TempDir(), "sandbox-probe-", "probe scratch", false)
 	scan(os.TempDir(), "sandbox-vm-", "VM directory (sockets, console)", false)
 	scan(os.TempDir(), "sandbox-fc-", "VM directory (sockets, console)", false)
+	// Forks of ended processes: their stages moved into the store where
+	// their children's records name them, removed where none does.
+	h.collectForks(consider)
 	// Live sandboxes of ended processes: their records are made whole
 	// (suspended from the workspace as it was left, or closed) before
 	// any workspace is judged, so that none is removed that a record

@@ -273,6 +273,9 @@ type sandboxes struct {
 	mu  sync.Mutex
 	m   map[string]*Sandbox
 	max int
+	// making counts the sandboxes being made: each holds its room
+	// against max until it is in m or has failed.
+	making int
 }
 
 // MaxLive sets how many live sandboxes the host keeps at once (0: MaxSandboxes).
@@ -315,11 +318,20 @@ func (h *Manager) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *S
 	if max == 0 {
 		max = MaxSandboxes
 	}
-	if len(ss.m) >= max {
+	if len(ss.m)+ss.making >= max {
 		ss.mu.Unlock()
 		return SandboxInfo{}, nil, &host.LimitError{What: fmt.Sprintf("this host keeps at most %d live sandboxes; remove one first", max)}
 	}
+	ss.making++ // its room, held while it is made (a fork makes many at once)
 	ss.mu.Unlock()
+	making := true
+	defer func() {
+		if making {
+			ss.mu.Lock()
+			ss.making--
+			ss.mu.Unlock()
+		}
+	}()
 	id, created := spec.id, spec.created
 	if id == "" {
 		var b [6]byte
@@ -415,6 +427,8 @@ func (h *Manager) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *S
 		ss.m = map[string]*Sandbox{}
 	}
 	ss.m[sb.ID] = sb
+	ss.making--
+	making = false
 	ss.mu.Unlock()
 	if spec.restore == nil {
 		h.shareMade(sb.ID, sb.Tier, sb.Owner) // a resumption was taken from the cluster first

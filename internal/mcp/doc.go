@@ -1,6 +1,6 @@
 // Package mcp is the sandbox's Model Context Protocol server (the
 // official Go SDK): tools to create a sandbox, run a command in it with
-// its output, read, write and list its files, suspend, resume and close
+// its output, read, write and list its files, suspend, fork, resume and close
 // it, and verify a sealed run and show its receipt. With a JCP principal
 // (Options.JCP), every exec is presented with its chain and a fresh
 // invocation, and an agent may read its budget, delegate a narrower

@@ -178,6 +178,27 @@ func (t *tools) suspend(ctx context.Context, _ *sdk.CallToolRequest, in Sandbox)
 	return nil, s, nil
 }
 
+// ForkIn is fork_sandbox's input.
+type ForkIn struct {
+	Sandbox   string `json:"sandbox" jsonschema:"the sandbox's id (sb-…), live or suspended"`
+	Count     int    `json:"count" jsonschema:"how many sandboxes to make, 1 to 64"`
+	Suspended bool   `json:"suspended,omitempty" jsonschema:"leave them suspended: each starts when resume_sandbox is called"`
+}
+
+func (t *tools) fork(ctx context.Context, _ *sdk.CallToolRequest, in ForkIn) (*sdk.CallToolResult, *client.Forked, error) {
+	if err := (Sandbox{in.Sandbox}).check(); err != nil {
+		return nil, nil, err
+	}
+	if in.Count < 1 || in.Count > client.MaxFork {
+		return nil, nil, invalid("\"count\": %d: a fork makes 1 to %d sandboxes", in.Count, client.MaxFork)
+	}
+	f, err := t.api.Fork(ctx, in.Sandbox, client.ForkSpec{Count: in.Count, Suspended: in.Suspended})
+	if err != nil {
+		return nil, nil, toolErr(err)
+	}
+	return nil, f, nil
+}
+
 func (t *tools) resume(ctx context.Context, _ *sdk.CallToolRequest, in Sandbox) (*sdk.CallToolResult, *client.Sandbox, error) {
 	if err := in.check(); err != nil {
 		return nil, nil, err

@@ -53,6 +53,7 @@ func New(api *client.Client, version string, o Options) *sdk.Server {
 	sdk.AddTool(s, &sdk.Tool{Name: "write_file", Description: "Write a file into a live sandbox, under a read-write grant (its workspace is one)."}, t.write)
 	sdk.AddTool(s, &sdk.Tool{Name: "list_files", Description: "List a directory of a live sandbox."}, t.ls)
 	sdk.AddTool(s, &sdk.Tool{Name: "suspend_sandbox", Description: "Suspend a live sandbox: its workspace is kept by content address and its run record says so; resume_sandbox starts it again."}, t.suspend)
+	sdk.AddTool(s, &sdk.Tool{Name: "fork_sandbox", Description: fmt.Sprintf("Make count (1 to %d) sandboxes from a sandbox's state: each a new sandbox of yours with its workspace as the sandbox's is now, and its own run record citing the sandbox's; the sandbox runs on (a suspended one stays suspended). Every child is listed, with its sandbox or why it was not made.", client.MaxFork)}, t.fork)
 	sdk.AddTool(s, &sdk.Tool{Name: "resume_sandbox", Description: "Resume a suspended sandbox from its run record (its workspace checked by address)."}, t.resume)
 	sdk.AddTool(s, &sdk.Tool{Name: "close_sandbox", Description: "Close a sandbox (live or suspended): its run record ends; the record and what it names stay."}, t.close)
 	sdk.AddTool(s, &sdk.Tool{Name: "verify_run", Description: "Verify a sealed run (b3:…) against the service's key: every record it signed, and whether any failed."}, t.verify)

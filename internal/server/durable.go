@@ -22,6 +22,38 @@ func (s *Server) suspend(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, SnapshotOf(snap))
 }
 
+// fork makes sandboxes from one sandbox's state: 200 with every child,
+// made or not (partial success is said per child), or the fork's own
+// error where it made nothing.
+func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
+	var spec client.ForkSpec
+	if err := decode(w, r, &spec, MaxBody); err != nil {
+		writeErr(w, err)
+		return
+	}
+	f, err := s.Live.Fork(s.life(r), r.PathValue("id"), owner(r), live.ForkSpec{Count: spec.Count, Suspended: spec.Suspended})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := client.Forked{Parent: f.Parent, Genesis: f.Genesis.String(), Head: f.Head.String(), Snapshot: SnapshotOf(f.Snapshot), Children: []client.ForkChild{}}
+	for _, c := range f.Children {
+		x := client.ForkChild{ID: c.ID}
+		if c.Err != nil {
+			e := apiError(c.Err)
+			x.Error = &e
+		} else {
+			sb := sandboxOf(c.Sandbox)
+			x.Sandbox = &sb
+			if !c.Sandbox.Suspended {
+				s.metrics.sandbox(+1)
+			}
+		}
+		out.Children = append(out.Children, x)
+	}
+	writeJSON(w, 200, out)
+}
+
 func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	pl, err := s.resumePlacement(r, id)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/errs"
+	"github.com/opensubstrate/sandbox/internal/live"
 )
 
 // FuzzRequestBody: any body a caller sends is decoded strictly or
@@ -20,11 +21,12 @@ func FuzzRequestBody(f *testing.F) {
 		`{"args":"x"}`, `{"stdin":"!!"}`, `{"memory_bytes":1e400}`,
 		`{"args":["true"],"limits":{"pids":1,"memory_pages":-1}}` + "\nstdin bytes", `{"args":["true"],"grants_json":{"cpu":[]}}` + "\n",
 		`{"args":["x"],"interrupt_key":"0123456789abcdef"}`,
+		`{"count":3}`, `{"count":3,"suspended":true}`, `{"count":-1}`, `{"count":1e3}`, `{"count":"2"}`, `{"count":65}`,
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		for _, v := range []any{&client.SandboxSpec{}, &client.ExecSpec{}} {
+		for _, v := range []any{&client.SandboxSpec{}, &client.ExecSpec{}, &client.ForkSpec{}} {
 			w := httptest.NewRecorder()
 			r := httptest.NewRequest("POST", "/v1/sandboxes", strings.NewReader(body))
 			err := decode(w, r, v, MaxBody)
@@ -51,6 +53,13 @@ func FuzzRequestBody(f *testing.F) {
 							t.Fatalf("%s %q: %v is %s, want invalid or limit", ctype, body, err, k)
 						}
 					}
+				}
+			case *client.ForkSpec:
+				// POST /v1/sandboxes/{id}/fork: its count is checked
+				// before anything is taken.
+				err := live.CheckForkCount(x.Count)
+				if ok := x.Count >= 1 && x.Count <= live.MaxFork; ok != (err == nil) || err != nil && errs.Of(err) != errs.Invalid {
+					t.Fatalf("count %d: %v", x.Count, err)
 				}
 			case *client.SandboxSpec:
 				if _, err := parseGrants(x.Grants); err != nil && errs.Of(err) != errs.Invalid {

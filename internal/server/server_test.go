@@ -369,6 +369,10 @@ func TestServiceBadInput(t *testing.T) {
 		{"DELETE", "/v1/sandboxes/sb-000000000000", ``, 404, "no such sandbox"},
 		{"POST", "/v1/sandboxes/sb-000000000000/exec", `{"args": ["true"]}`, 404, "no such sandbox"},
 		{"GET", "/v1/sandboxes/sb-000000000000/files?path=/tmp", ``, 404, "no such sandbox"},
+		{"POST", "/v1/sandboxes/sb-000000000000/fork", `{"count": 2}`, 404, "no such sandbox"},
+		{"POST", "/v1/sandboxes/sb-000000000000/fork", `{"count": "2"}`, 400, `field \"count\"`},
+		{"POST", "/v1/sandboxes/sb-000000000000/fork", `{"count": 2, "colour": "red"}`, 400, `unknown field \"colour\"`},
+		{"POST", "/v1/sandboxes/sb-000000000000/fork", ``, 400, "empty"},
 		{"GET", "/v1/sandboxes?here=maybe", ``, 400, `query parameter \"here\"`},
 		{"POST", "/v1/runs", `{"args": []}`, 400, `field \"args\"`},
 		{"POST", "/v1/runs", `{"args": ["/no/such/program"]}`, 400, "no such file"},
@@ -406,6 +410,10 @@ func TestServiceBadInput(t *testing.T) {
 		{"POST", "/v1/sandboxes/" + sb.ID + "/exec", `{"args": ["true"], "grants": ["cpu:1J"]}`, 400, "given when it is created"},
 		{"POST", "/v1/sandboxes/" + sb.ID + "/exec", `{"args": ["true"], "limits": {"pids": 9}}`, 400, "given when it is created"},
 		{"POST", "/v1/sandboxes/" + sb.ID + "/exec", `{"args": "true"}`, 400, `field \"args\"`},
+		{"POST", "/v1/sandboxes/" + sb.ID + "/fork", `{"count": 0}`, 400, `field \"count\": 0: a fork makes 1 to 64 sandboxes`},
+		{"POST", "/v1/sandboxes/" + sb.ID + "/fork", `{}`, 400, `field \"count\": 0`},
+		{"POST", "/v1/sandboxes/" + sb.ID + "/fork", `{"count": 65}`, 400, `field \"count\": 65`},
+		{"POST", "/v1/sandboxes/" + sb.ID + "/fork", `{"count": 1e3}`, 400, `field \"count\"`},
 		{"PUT", "/v1/sandboxes/" + sb.ID + "/files?path=" + sb.Workspace + "/x&mode=999", `x`, 400, "mode"},
 		{"PUT", "/v1/sandboxes/" + sb.ID + "/files?path=" + sb.Workspace + "/../etc/x", `x`, 400, "clean path"},
 		{"PUT", "/v1/sandboxes/" + sb.ID + "/files?path=" + sb.Workspace, `x`, 400, "grant's directory itself"},
@@ -419,6 +427,12 @@ func TestServiceBadInput(t *testing.T) {
 		if code != tc.code || !strings.Contains(body, tc.says) {
 			t.Errorf("%s %s %.60q: %d %s; want %d saying %s", tc.method, tc.path, tc.body, code, body, tc.code, tc.says)
 		}
+	}
+	// A fork with no room for its child (one live sandbox at most) is
+	// answered whole, the child's error said in its place.
+	f, err := c.Fork(context.Background(), sb.ID, client.ForkSpec{Count: 1})
+	if err != nil || len(f.Children) != 1 || f.Children[0].Sandbox != nil || f.Children[0].Error == nil || f.Children[0].Error.Category != "limit" || !strings.Contains(f.Children[0].Error.Message, "at most 1 live sandboxes") {
+		t.Fatalf("a fork with no room for its child: %+v %v", f, err)
 	}
 	ctype = client.StdinStreamType
 	for _, tc := range []struct{ body, says string }{
@@ -438,6 +452,13 @@ func TestServiceBadInput(t *testing.T) {
 	}
 	if code, body := do("GET", "/v1/openapi.json", ""); code != 200 || !strings.Contains(body, `"openapi": "3.1.0"`) {
 		t.Errorf("openapi: %d %.100s", code, body)
+	}
+	// A closed sandbox is not forked: its run ended.
+	if err := c.Remove(context.Background(), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := do("POST", "/v1/sandboxes/"+sb.ID+"/fork", `{"count": 1}`); code != 400 || !strings.Contains(body, "is closed: its run ended") {
+		t.Errorf("fork of a closed sandbox: %d %s", code, body)
 	}
 }
 
@@ -481,6 +502,9 @@ func TestServiceTokens(t *testing.T) {
 	}
 	if err := b.Remove(ctx, sb.ID); status(err) != 404 {
 		t.Fatalf("another token removed it: %v", err)
+	}
+	if _, err := b.Fork(ctx, sb.ID, client.ForkSpec{Count: 1}); status(err) != 404 {
+		t.Fatalf("another token forked it: %v", err)
 	}
 	for _, c := range []*client.Client{none, bad} {
 		if _, err := c.List(ctx); status(err) != 401 {

@@ -148,7 +148,24 @@ func durableVectors() ([]byte, error) {
 		return nil, err
 	}
 
+	// A fork: its record begins parked at the snapshot taken from its
+	// parent (the parent's record and head cited), and runs once
+	// resumed from it.
+	parent := record.Parent{Record: "sb-0123456789ab", Genesis: record.Genesis(unit, grants), Head: early}
+	fork := record.Segment{Kind: record.Forked, Parent: &parent, Snapshot: withMem}
+	forkedLife, err := pos("forked", "a fork of the record execute-suspend-resume-execute, made at its head after its second segment: the forked segment cites that record (its sandbox's id, its head₀, that head) and names the snapshot taken there, memory image and all; the fork is parked there until it is resumed from that snapshot, then it runs",
+		nil, fork, re(withMem, 3), ex("fork 1"))
+	if err != nil {
+		return nil, err
+	}
+
 	// Negatives, each the life record or a part of it with one change.
+	forkB, _ := fork.Bytes()
+	neg("forked-not-first", "a forked segment after an exec: a fork begins its record, before anything runs in it", join(append(append([]string{}, life[:2]...), string(forkB))), reject.Phase, 3, nil)
+	neg("forked-executed-before-resumed", "an exec right after the forked segment: a fork is parked at its snapshot until it is resumed from it", join(append(forkedLife[:2:2], forkedLife[3])), reject.Phase, 3, nil)
+	neg("forked-resumed-elsewhere", "a fork resumed from another snapshot than the one it was made from", join(append(forkedLife[:2:2], strings.Replace(forkedLife[2], a("memory image").String(), a("another memory image").String(), 1))), reject.SnapshotMismatch, 3, nil)
+	neg("forked-no-parent-id", "a forked segment whose parent record is not a sandbox id", join([]string{forkedLife[0], strings.Replace(forkedLife[1], `"record":"sb-0123456789ab"`, `"record":"sb-parent"`, 1)}), reject.Invalid, 2, nil)
+	neg("forked-zero-head", "a forked segment citing the all-zero head", join([]string{forkedLife[0], strings.Replace(forkedLife[1], early.String(), "b3:"+strings.Repeat("0", 64), 1)}), reject.MissingField, 2, nil)
 	neg("placed-forged", "a placement whose reason was changed after the host that chose signed it",
 		join([]string{placed[0], strings.Replace(placed[1], "the least of", "the most of", 1)}), reject.Signature, 2, nil)
 	placeB, _ := place.Bytes()

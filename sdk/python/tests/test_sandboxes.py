@@ -261,6 +261,40 @@ class SandboxTest(unittest.TestCase):
         with self.assertRaises(o.InvalidError):  # its record is closed
             self.c.resume(sb.id, here=True)
 
+    def test_fork(self):
+        sb = self.c.create()
+        try:
+            sb.write_file("state.txt", b"the parent's")
+            f = sb.fork(2)
+            self.assertEqual((f.parent, len(f.children), f.failed), (sb.id, 2, []))
+            self.assertTrue(f.head.startswith("b3:") and f.genesis.startswith("b3:") and f.snapshot.root.startswith("b3:"))
+            rec = [r for r in self.c.records() if r.id == sb.id][0]
+            self.assertEqual(rec.head, f.head)  # the head each child's record cites
+            for child in f.made:
+                self.assertNotIn(child.id, (sb.id,))
+                self.assertEqual(child.state, "live")
+                h = self.c.sandbox(child.id)
+                self.assertEqual(h.read_file("state.txt"), b"the parent's")
+                h.write_file("state.txt", b"the child's")
+            self.assertEqual(sb.read_file("state.txt"), b"the parent's")  # it ran on, unchanged
+            parked = self.c.fork(sb.id, 1, suspended=True)
+            self.assertEqual(parked.children[0].sandbox.state, "suspended")
+            info = self.c.resume(parked.children[0].id)
+            self.assertEqual(self.c.sandbox(info.id).read_file("state.txt"), b"the parent's")
+            for bad in (0, o.MAX_FORK + 1):
+                with self.assertRaises(o.InvalidError) as cm:
+                    sb.fork(bad)
+                self.assertIn('field "count"', cm.exception.message)
+            with self.assertRaises(o.NotFoundError):
+                self.c.fork("sb-000000000000", 1)
+            for child in f.made + [info]:
+                self.c.remove_sandbox(child.id)
+        finally:
+            sb.close()
+        with self.assertRaises(o.InvalidError) as cm:  # its run ended
+            self.c.fork(sb.id, 1)
+        self.assertIn("is closed", cm.exception.message)
+
     def test_close_and_remove(self):
         with self.c.create() as sb:
             self.assertTrue(sb.exec(["true"]).ok)

@@ -14,6 +14,8 @@ import type {
   FileInfo,
   FleetResult,
   FleetSpec,
+  Forked,
+  ForkSpec,
   Health,
   HostKey,
   JCPBudget,
@@ -245,6 +247,16 @@ export class SandboxClient {
   /** POST /v1/sandboxes/{id}/suspend: parks a live sandbox; its workspace is kept by address. */
   suspend(id: string): Promise<Snapshot> {
     return this.postJSON<Snapshot>(p(id) + "/suspend");
+  }
+
+  /**
+   * POST /v1/sandboxes/{id}/fork: makes `spec.count` (1 to MAX_FORK)
+   * sandboxes from a sandbox's state; a live one runs on, a suspended one
+   * stays so. Every child is in the answer, with its sandbox or the error
+   * that stopped it: partial success rejects nothing.
+   */
+  fork(id: string, spec: ForkSpec): Promise<Forked> {
+    return this.postJSON<Forked>(p(id) + "/fork", spec);
   }
 
   /**
@@ -570,6 +582,11 @@ export class Sandbox {
     const s = await this.client.suspend(this.id);
     this.info = { ...this.info, state: "suspended" };
     return s;
+  }
+
+  /** Makes `count` sandboxes from its state (SandboxClient.fork); it runs on. */
+  fork(count: number, opts: { suspended?: boolean } = {}): Promise<Forked> {
+    return this.client.fork(this.id, { count, ...(opts.suspended ? { suspended: true } : {}) });
   }
 
   /** Starts it again after a suspension (its workspace at a new path); `here`: on the host asked, in a cluster. */

@@ -4,6 +4,8 @@
 // (output frames, JCP envelopes); request bodies take Uint8Array or
 // strings and the SDK encodes them.
 
+import type { APIErrorBody } from "./errors.js";
+
 /** A tier: `S1` (native programs), `S2` (WebAssembly), `S5` (a microVM), … */
 export type Tier = "S0" | "S1" | "S2" | "S3" | "S4" | "S5" | "S6" | "S7";
 
@@ -226,6 +228,34 @@ export interface FileInfo {
 }
 
 /** What a suspension retained, by content address. */
+/** What a fork makes (POST /v1/sandboxes/{id}/fork). */
+export interface ForkSpec {
+  /** How many sandboxes: 1 to 64 (MAX_FORK). */
+  count: number;
+  /** Leave the children suspended at the parent's state: each starts when it is resumed. */
+  suspended?: boolean;
+}
+
+/** One child of a fork: its sandbox where it was made, else the error that stopped it (its record closed saying why). */
+export interface ForkChild {
+  id: string;
+  sandbox?: SandboxInfo;
+  error?: APIErrorBody;
+}
+
+/**
+ * What a fork made: the parent, its record's head₀ (`genesis`) and the
+ * head its state was taken at (as each child's record cites them), the
+ * snapshot every child began from, and every child in order.
+ */
+export interface Forked {
+  parent: string;
+  genesis: string;
+  head: string;
+  snapshot: Snapshot;
+  children: ForkChild[];
+}
+
 export interface Snapshot {
   /** The workspace's tree. */
   root: string;

@@ -306,6 +306,10 @@ class AsyncSandbox:
         """Park it; returns the snapshot."""
         return await self.client._run(self._sb.suspend)
 
+    async def fork(self, count, *, suspended=False):
+        """Make ``count`` sandboxes from its state; returns the fork."""
+        return await self.client._run(self._sb.fork, count, suspended=suspended)
+
     async def resume(self, *, here=False):
         """Start it again (``here``: on the host asked, in a cluster); returns
         its new description."""

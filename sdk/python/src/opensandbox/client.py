@@ -31,7 +31,7 @@ from ._http import Address, Deadline, Transport, default_state_dir, resolve
 from .errors import (CommandFailed, ExecTimeout, NoResultError, NotFoundError, OutputError, ProtocolError,
                      RequestTimeout, SandboxError, ServiceUnreachable, error_from_body)
 from .types import (FileInfo, FleetProgress, FleetResult, Health, JCPInfo, Limits, Output, Pool,
-                    PreservationReceipt, Record, Result, RunReport, SandboxInfo, Seeded, Snapshot)
+                    PreservationReceipt, Record, Result, RunReport, SandboxInfo, Seeded, Snapshot, Forked)
 
 __all__ = ["Client", "Sandbox", "ExecStream", "DEFAULT_TIMEOUT", "INTERRUPT_WAIT", "STDIN_STREAM_TYPE",
            "POLICY_HEADER", "MAX_STDIN", "MAX_BUNDLE_BYTES", "OPERATIONS", "LOCAL_METHODS"]
@@ -52,6 +52,8 @@ STDIN_STREAM_TYPE = "application/x-sandbox-exec-stream"
 POLICY_HEADER = "Sandbox-Policy"
 #: the most stdin given whole in the JSON body; more is streamed
 MAX_STDIN = 16 << 20
+#: the most sandboxes one fork makes
+MAX_FORK = 64
 #: the most bytes of a run's bundle (GET /v1/runs/{id}/bundle) read by default
 MAX_BUNDLE_BYTES = 1 << 30
 
@@ -74,6 +76,7 @@ OPERATIONS = {
     "remove_sandbox": ("DELETE /v1/sandboxes/{id}",),
     "close_sandbox": ("POST /v1/sandboxes/{id}/close",),
     "suspend": ("POST /v1/sandboxes/{id}/suspend",),
+    "fork": ("POST /v1/sandboxes/{id}/fork",),
     "resume": ("POST /v1/sandboxes/{id}/resume",),
     "seed": ("POST /v1/sandboxes/{id}/seed",),
     "preservation": ("POST /v1/sandboxes/{id}/preservation",),
@@ -626,6 +629,17 @@ class Client:
         survive). Returns the :class:`~opensandbox.types.Snapshot`."""
         return Snapshot.from_dict(self._call(_op("POST /v1/sandboxes/{id}/suspend", id=sandbox_id), timeout=timeout))
 
+    def fork(self, sandbox_id, count, *, suspended=False, timeout=None):
+        """Make ``count`` (1 to :data:`MAX_FORK`) sandboxes from a sandbox's
+        state (``POST /v1/sandboxes/{id}/fork``): a live one is captured
+        between its execs and runs on, a suspended one gives its last
+        snapshot. Each child is a new sandbox of the caller's whose record
+        cites the parent's; ``suspended`` leaves them suspended. Returns
+        :class:`~opensandbox.types.Forked`: every child, with its sandbox or
+        the error that stopped it (partial success raises nothing)."""
+        spec = {"count": count, "suspended": True} if suspended else {"count": count}
+        return Forked.from_dict(self._call(_op("POST /v1/sandboxes/{id}/fork", id=sandbox_id), spec, timeout=timeout))
+
     def resume(self, sandbox_id, timeout=None, *, here=False):
         """Start a suspended sandbox again from its record
         (``POST /v1/sandboxes/{id}/resume``): its workspace restored (at a
@@ -1160,6 +1174,12 @@ class Sandbox:
         snap = self.client.suspend(self.id)
         self.info.state, self.info.workspace = "suspended", ""
         return snap
+
+    def fork(self, count, *, suspended=False):
+        """Make ``count`` sandboxes from its state (:meth:`Client.fork`);
+        returns the :class:`~opensandbox.types.Forked`, whose children's
+        handles :meth:`Client.sandbox` gives."""
+        return self.client.fork(self.id, count, suspended=suspended)
 
     def resume(self, *, here=False):
         """Start it again (:meth:`Client.resume`; ``here``: on the host asked,

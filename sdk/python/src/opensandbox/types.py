@@ -242,6 +242,55 @@ class Snapshot:
 
 
 @dataclass
+class ForkChild:
+    """One child of a fork: its ``id`` always; ``sandbox`` (a
+    :class:`SandboxInfo`) where it was made, else ``error``, the typed
+    :class:`~opensandbox.errors.APIError` that stopped it (its record, if
+    begun, closed saying why)."""
+    id: str
+    sandbox: Optional[SandboxInfo] = None
+    error: Optional[Exception] = None
+
+    @classmethod
+    def from_dict(cls, d):
+        """Read the API's object."""
+        from .errors import CATEGORY_STATUS, error_from_body
+        sb, err = d.get("sandbox"), d.get("error")
+        return cls(_get(d, "id", ""), SandboxInfo.from_dict(sb) if isinstance(sb, dict) else None,
+                   error_from_body(CATEGORY_STATUS.get(err.get("category"), 500), err) if isinstance(err, dict) else None)
+
+
+@dataclass
+class Forked:
+    """What a fork made: the ``parent`` sandbox, its record's ``genesis``
+    (head0) and the ``head`` its state was taken at (as each child's record
+    cites them), the :class:`Snapshot` every child began from, and every
+    child in order (:class:`ForkChild`: made, or why not)."""
+    parent: str
+    genesis: str
+    head: str
+    snapshot: Snapshot
+    children: List[ForkChild] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d):
+        """Read the API's object."""
+        return cls(_get(d, "parent", ""), _get(d, "genesis", ""), _get(d, "head", ""),
+                   Snapshot.from_dict(_get(d, "snapshot", {})),
+                   [ForkChild.from_dict(c) for c in _get(d, "children", [])])
+
+    @property
+    def made(self):
+        """The children that were made, as :class:`SandboxInfo`."""
+        return [c.sandbox for c in self.children if c.sandbox is not None]
+
+    @property
+    def failed(self):
+        """The children that were not, as :class:`ForkChild`."""
+        return [c for c in self.children if c.error is not None]
+
+
+@dataclass
 class Record:
     """A sandbox's run record (its durable run), verified by the service:
     ``phase`` active, parked or closed; its ``head``; how many segments and

@@ -213,6 +213,36 @@ describe("live sandboxes", () => {
     await assert.rejects(sb.download(`${sb.workspace}/absent`), (e: unknown) => e instanceof NotFoundError && e.status === 404);
   });
 
+  it("forks a sandbox into sandboxes of its state, each its own, the parent running on", async () => {
+    const box = await client.create();
+    await box.upload(`${box.workspace}/state.txt`, "the parent's");
+    const f = await box.fork(2);
+    assert.equal(f.parent, box.id);
+    assert.equal(f.children.length, 2);
+    assert.match(f.head, /^b3:[0-9a-f]{64}$/);
+    assert.match(f.snapshot.root, /^b3:[0-9a-f]{64}$/);
+    const rec = (await client.records()).find((x) => x.id === box.id);
+    assert.equal(rec?.head, f.head);
+    for (const ch of f.children) {
+      assert.equal(ch.error, undefined, JSON.stringify(ch));
+      assert.equal(ch.sandbox?.state, "live");
+      const child = client.sandbox(ch.id);
+      assert.equal((await child.download(`${ch.sandbox!.workspace}/state.txt`)).toString(), "the parent's");
+      await child.upload(`${ch.sandbox!.workspace}/state.txt`, "the child's");
+      await child.remove();
+    }
+    assert.equal((await box.download(`${box.workspace}/state.txt`)).toString(), "the parent's");
+    const parked = await client.fork(box.id, { count: 1, suspended: true });
+    assert.equal(parked.children[0]?.sandbox?.state, "suspended");
+    await client.closeRecord(parked.children[0]!.id);
+    for (const count of [0, 65]) {
+      await assert.rejects(box.fork(count), (e: unknown) => e instanceof InvalidError && e.status === 400 && /field "count"/.test(e.message));
+    }
+    await assert.rejects(client.fork("sb-000000000000", { count: 1 }), (e: unknown) => e instanceof NotFoundError && e.status === 404);
+    await box.close();
+    await assert.rejects(box.fork(1), (e: unknown) => e instanceof InvalidError && /is closed/.test(e.message));
+  });
+
   it("keeps its workspace's files across suspend and resume", async () => {
     const box = await client.create();
     const before = box.workspace!;
