@@ -34,6 +34,10 @@ class SandboxTest(unittest.TestCase):
         self.assertGreaterEqual(h.sandboxes, 1)
         ids = [s.id for s in self.c.list_sandboxes()]
         self.assertIn(self.sb.id, ids)
+        # One host, no cluster: ?here=true lists the same, none on another host.
+        here = self.c.list_sandboxes(here=True)
+        self.assertEqual([s.id for s in here], ids)
+        self.assertEqual([s.host for s in here], [""] * len(here))
         info = self.c.get_sandbox(self.sb.id)
         self.assertEqual(info.state, "live")
         self.assertEqual(info.tier, "S1")

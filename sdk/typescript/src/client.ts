@@ -224,9 +224,13 @@ export class SandboxClient {
     return this.getJSON<Pool[]>("/v1/pools");
   }
 
-  /** GET /v1/sandboxes: the caller's sandboxes, live then suspended, oldest first. */
-  list(): Promise<SandboxInfo[]> {
-    return this.getJSON<SandboxInfo[]>("/v1/sandboxes");
+  /**
+   * GET /v1/sandboxes: the caller's sandboxes, live then suspended, oldest first; on a host of a
+   * cluster, then those the cluster keeps on its other hosts (`host` names the one holding each,
+   * `state` may be `lost`). `here`: the host asked's alone (`?here=true`).
+   */
+  list(opts: { here?: boolean } = {}): Promise<SandboxInfo[]> {
+    return this.getJSON<SandboxInfo[]>("/v1/sandboxes" + (opts.here ? "?here=true" : ""));
   }
 
   /** GET /v1/sandboxes/{id}: one of the caller's sandboxes, live or suspended (`state` says which). */

@@ -54,8 +54,10 @@ export interface SandboxInfo {
   id: string;
   /** Its tier. */
   tier: string;
-  /** `live`, or `suspended` (its workspace kept by address, nothing running: resume starts it again). */
-  state: "live" | "suspended" | string;
+  /** `live`, or `suspended` (its workspace kept by address, nothing running: resume starts it again); in a cluster's list also `lost`. */
+  state: "live" | "suspended" | "lost" | string;
+  /** In a cluster's list: the id of the host that holds it, where that is not the host asked. */
+  host?: string;
   /** Its workspace's path (a new one after each resumption). */
   workspace?: string;
   /** When it was created (RFC 3339). */

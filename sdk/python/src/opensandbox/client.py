@@ -595,11 +595,15 @@ class Client:
                            "listen": list(listen) if listen else None, "image": image, "manifest": manifest})
         return Sandbox(self, SandboxInfo.from_dict(self._call(_op("POST /v1/sandboxes"), spec, timeout=timeout)))
 
-    def list_sandboxes(self):
+    def list_sandboxes(self, *, here=False):
         """The caller's sandboxes, live then suspended, oldest first
         (``GET /v1/sandboxes``): a list of
-        :class:`~opensandbox.types.SandboxInfo`."""
-        return [SandboxInfo.from_dict(d) for d in _array(self._call(_op("GET /v1/sandboxes")), "the sandboxes")]
+        :class:`~opensandbox.types.SandboxInfo`. On a host of a cluster,
+        then those the cluster keeps on its other hosts (``host`` names
+        the one that holds each; ``state`` may be ``lost``); ``here``:
+        the host asked's alone (``?here=true``)."""
+        req = _op("GET /v1/sandboxes", {"here": "true" if here else None})
+        return [SandboxInfo.from_dict(d) for d in _array(self._call(req), "the sandboxes")]
 
     def get_sandbox(self, sandbox_id):
         """One sandbox, live or suspended (``GET /v1/sandboxes/{id}``):

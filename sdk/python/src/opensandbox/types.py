@@ -177,9 +177,11 @@ class Continued:
 @dataclass
 class SandboxInfo:
     """A sandbox as the service describes it. ``state`` is ``live`` or
-    ``suspended``; ``workspace`` is its read-write directory (a new path at
-    each resumption); ``grants`` in the command line's syntax;
-    ``incarnation`` names this life of its processes."""
+    ``suspended`` (in a cluster's list also ``lost``); ``workspace`` is its
+    read-write directory (a new path at each resumption); ``grants`` in the
+    command line's syntax; ``incarnation`` names this life of its
+    processes; ``host``, in a cluster's list, the host that holds it where
+    that is not the host asked."""
     id: str
     tier: str = ""
     state: str = ""
@@ -194,13 +196,14 @@ class SandboxInfo:
     manifest: str = ""
     incarnation: str = ""
     continued: List[Continued] = field(default_factory=list)
+    host: str = ""
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_dict(cls, d):
         """Read the API's object."""
         return cls(
-            id=_get(d, "id", ""), tier=_get(d, "tier", ""), state=_get(d, "state", ""),
+            id=_get(d, "id", ""), tier=_get(d, "tier", ""), state=_get(d, "state", ""), host=_get(d, "host", ""),
             workspace=_get(d, "workspace", ""), created=_get(d, "created", ""), execs=_get(d, "execs", 0),
             running=_get(d, "running", 0), grants=list(_get(d, "grants", [])), env=dict(_get(d, "env", {})),
             listen=list(_get(d, "listen", [])), root=_get(d, "root", ""), manifest=_get(d, "manifest", ""),

@@ -35,6 +35,9 @@ describe("live sandboxes", () => {
     assert.ok(sb.workspace?.startsWith("/"));
     assert.ok(sb.info.grants.includes(`fs:${sb.workspace}:rw`));
     assert.ok((await client.list()).some((s) => s.id === sb.id));
+    // One host, no cluster: ?here=true lists it too, on no other host.
+    const here = await client.list({ here: true });
+    assert.ok(here.some((s) => s.id === sb.id && s.host === undefined));
     const got = await client.get(sb.id);
     assert.equal(got.id, sb.id);
     assert.deepEqual(got.env, { GREETING: "hello" });
