@@ -642,7 +642,7 @@ func TestSandboxesArePlaced(t *testing.T) {
 func psIDs(t *testing.T, home string) []string {
 	t.Helper()
 	var sbs []struct{ ID string }
-	out, e, code := runCLI(t, home, "", "ps", "--json")
+	out, e, code := runCLI(t, home, "", "ps", "--here", "--json")
 	if code != 0 || json.Unmarshal([]byte(out), &sbs) != nil {
 		t.Fatalf("ps: %d %s %s", code, out, e)
 	}

@@ -52,6 +52,11 @@ type Ledger struct {
 
 	mu     sync.Mutex
 	stale  bool // a shared ledger's state may be ahead of its log: read it all again
+	// seen is where a shared ledger keeps the longest log this host
+	// saw (OpenShared), seenSize and seenHead that log.
+	seen     string
+	seenSize uint64
+	seenHead addr.Addr
 	st     *State
 	pend   *batch
 	err    error // sticky: closed, or a write failed

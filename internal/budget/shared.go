@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/chain"
 	"github.com/opensubstrate/sandbox/internal/crash"
+	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/reject"
 )
@@ -54,9 +57,20 @@ const SharedWait = 90 * time.Second
 // database's, and every entry is signed by the host that appended it.
 // Every host sharing it must trust the same roots: an entry admitted
 // under a root this host does not trust stops it (the error says so).
-func OpenShared(sh Shared, roots key.Trust, clock func() time.Time) (*Ledger, error) {
+//
+// seen is a file of this host's own where it keeps the longest log it
+// has seen (its size and head, fsynced at each change it commits or
+// reads): a log that does not extend it (cut back, or rewritten, by
+// someone who can write the database but holds no host key) is refused
+// from then on, saying it was rolled back. A host that never saw the
+// longer log cannot tell (docs/cluster.md).
+func OpenShared(sh Shared, roots key.Trust, clock func() time.Time, seen string) (*Ledger, error) {
 	if clock == nil {
 		clock = time.Now
+	}
+	mark, err := readSeen(seen)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), SharedWait)
 	defer cancel()
@@ -64,15 +78,52 @@ func OpenShared(sh Shared, roots key.Trust, clock func() time.Time) (*Ledger, er
 	if err != nil {
 		return nil, fmt.Errorf("budget: the shared ledger: %w", err)
 	}
-	st, err := replay(entries, roots, nil)
+	st, err := replay(entries, roots, mark)
 	if err != nil {
-		return nil, fmt.Errorf("budget: the shared ledger: %w%s", err, rootsHint(err))
+		return nil, fmt.Errorf("budget: the shared ledger: %w%s", err, rolledBack(err))
 	}
-	l := &Ledger{path: "the shared ledger", clock: clock, sh: sh, st: st,
+	l := &Ledger{path: "the shared ledger", clock: clock, sh: sh, st: st, seen: seen,
 		wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 	close(l.stopped)
-	l.durSize, l.durHead = st.Head()
+	if len(mark) > 0 {
+		l.seenSize, l.seenHead = mark[0].size, mark[0].head
+	}
+	if err := l.setDurable(); err != nil {
+		return nil, err
+	}
 	return l, nil
+}
+
+// readSeen reads the longest log a host saw, as a signed head of its own
+// (none where it saw none).
+func readSeen(path string) ([]signed, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("budget: the shared ledger's mark: %w", err)
+	}
+	var size uint64
+	var hex string
+	if _, err := fmt.Sscanf(string(b), "%d %s\n", &size, &hex); err != nil {
+		return nil, fmt.Errorf("budget: the shared ledger's mark %s: %q: %w", path, b, err)
+	}
+	head, err := addr.Parse(hex)
+	if err != nil {
+		return nil, fmt.Errorf("budget: the shared ledger's mark %s: %w", path, err)
+	}
+	return []signed{{size: size, head: head}}, nil
+}
+
+// rolledBack explains a replay's refusal: a log cut back or rewritten
+// under this host's mark, or entries this host's roots do not admit.
+func rolledBack(err error) string {
+	var r *reject.Error
+	if errors.As(err, &r) && r.Code == reject.HeadMismatch {
+		return " (the shared ledger does not extend the longest log this host saw: it was cut back or rewritten in the database; this host refuses it until that is explained)"
+	}
+	return rootsHint(err)
 }
 
 // rootsHint adds, to a refusal of another host's entry, what most often
@@ -138,7 +189,9 @@ func (l *Ledger) finish(b *batch) error {
 		l.stale = true
 		return fmt.Errorf("budget: the shared ledger: %w", err)
 	}
-	l.setDurable()
+	if err := l.setDurable(); err != nil {
+		return err
+	}
 	crash.At(crash.BudgetAppended)
 	return nil
 }
@@ -151,8 +204,16 @@ func (l *Ledger) catchUp(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		st, err := replay(entries, l.st.trust, nil)
+		mark := []signed{{size: l.seenSize, head: l.seenHead}}
+		if l.seenSize == 0 {
+			mark = nil
+		}
+		st, err := replay(entries, l.st.trust, mark)
 		if err != nil {
+			if hint := rolledBack(err); hint != rootsHint(err) {
+				l.err = fmt.Errorf("budget: the shared ledger: %w%s", err, hint) // every change refused until it is opened again
+				return l.err
+			}
 			return fmt.Errorf("%w%s", err, rootsHint(err))
 		}
 		l.st, l.stale = st, false
@@ -173,8 +234,7 @@ func (l *Ledger) catchUp(ctx context.Context) error {
 			l.st.step(e, b)
 		}
 	}
-	l.setDurable()
-	return nil
+	return l.setDurable()
 }
 
 // refresh brings a shared ledger's state up to what the log holds, for
@@ -189,10 +249,19 @@ func (l *Ledger) refresh() {
 	l.catchUp(ctx)
 }
 
-// setDurable notes a shared ledger's state as what its log holds.
-func (l *Ledger) setDurable() {
+// setDurable notes a shared ledger's state as what its log holds, and
+// keeps it as this host's mark where it is longer than the last.
+func (l *Ledger) setDurable() error {
 	size, head := l.st.Head()
 	l.durMu.Lock()
 	l.durSize, l.durHead = size, head
 	l.durMu.Unlock()
+	if l.seen == "" || size <= l.seenSize {
+		return nil
+	}
+	if err := safefile.Write(l.seen, []byte(fmt.Sprintf("%d %s\n", size, head)), 0o600); err != nil {
+		return fmt.Errorf("budget: the shared ledger's mark: %w", err)
+	}
+	l.seenSize, l.seenHead = size, head
+	return nil
 }

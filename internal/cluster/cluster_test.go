@@ -560,6 +560,20 @@ func TestMadeClosedAndLostSandboxes(t *testing.T) {
 	if ls, err := c.Sandboxes(ctx, "tok-y"); err != nil || len(ls) != 0 {
 		t.Fatalf("tok-y's list: %+v %v", ls, err)
 	}
+	// A pool's sandbox claimed: the claimer's from then on; a host that
+	// does not hold it cannot say so.
+	if err := b.SandboxMade(ctx, "sb-00000000000e", tier.S1, "\x00pool:p"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SandboxClaimed(ctx, "sb-00000000000e", "tok-y"); !errors.Is(err, ErrHeldElsewhere) {
+		t.Fatalf("claimed by a host that does not hold it: %v", err)
+	}
+	if err := b.SandboxClaimed(ctx, "sb-00000000000e", "tok-y"); err != nil {
+		t.Fatal(err)
+	}
+	if ls, err := c.Sandboxes(ctx, "tok-y"); err != nil || len(ls) != 1 || ls[0].ID != "sb-00000000000e" {
+		t.Fatalf("tok-y's list after its claim: %+v %v", ls, err)
+	}
 	// A row edited by hand to another key's host: Holder refuses it.
 	exec(t, c, `UPDATE cluster_hosts SET addr = 'elsewhere:1' WHERE id = $1`, b.Host.ID())
 	exec(t, c, `UPDATE cluster_sandboxes SET host = $2 WHERE id = $1`, made, b.Host.ID())

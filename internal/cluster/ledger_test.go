@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -38,7 +39,14 @@ func rootGrantB(t testing.TB, k key.Private, aud key.Public, j int64, now time.T
 
 func sharedLedger(t *testing.T, m *Member, roots key.Trust, now time.Time) *budget.Ledger {
 	t.Helper()
-	l, err := budget.OpenShared(m.Chain(LedgerName, budget.Genesis()), roots, func() time.Time { return now })
+	return sharedLedgerAt(t, m, roots, now, filepath.Join(t.TempDir(), "seen"))
+}
+
+// sharedLedgerAt opens the cluster's ledger for m, keeping the longest
+// log it saw in seen.
+func sharedLedgerAt(t *testing.T, m *Member, roots key.Trust, now time.Time, seen string) *budget.Ledger {
+	t.Helper()
+	l, err := budget.OpenShared(m.Chain(LedgerName, budget.Genesis()), roots, func() time.Time { return now }, seen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,12 +169,12 @@ func TestJCPLedgerSharedAcrossHosts(t *testing.T) {
 	// A host trusting other roots cannot follow the ledger, and says why.
 	other, _ := key.Generate(rand.Reader)
 	d := join(t, c, "d")
-	if _, err := budget.OpenShared(d.Chain(LedgerName, budget.Genesis()), key.NewTrust(other.Public()), nil); err == nil || !strings.Contains(err.Error(), "same JCP roots") {
+	if _, err := budget.OpenShared(d.Chain(LedgerName, budget.Genesis()), key.NewTrust(other.Public()), nil, ""); err == nil || !strings.Contains(err.Error(), "same JCP roots") {
 		t.Fatalf("a host with other roots: %v", err)
 	}
 	// An entry edited by hand is refused, on open and when read back.
 	exec(t, c, `UPDATE cluster_chain_entries SET line = convert_to(replace(convert_from(line, 'UTF8'), '"reserve"', '"reserve" '), 'UTF8') WHERE name = $1 AND seq = 2`, LedgerName)
-	if _, err := budget.OpenShared(d.Chain(LedgerName, budget.Genesis()), roots, nil); !errors.Is(err, ErrForged) {
+	if _, err := budget.OpenShared(d.Chain(LedgerName, budget.Genesis()), roots, nil, ""); !errors.Is(err, ErrForged) {
 		t.Fatalf("an edited entry, on open: %v", err)
 	}
 	if _, _, err := c.ChainBytes(ctx, LedgerName, budget.Genesis()); !errors.Is(err, ErrForged) {
@@ -211,12 +219,12 @@ func BenchmarkSharedLedgerReserve(b *testing.B) {
 			now := time.Unix(1_800_000_000, 0)
 			root, _ := key.Generate(rand.Reader)
 			roots := key.NewTrust(root.Public())
-			la, err := budget.OpenShared(a.Chain(LedgerName, budget.Genesis()), roots, func() time.Time { return now })
+			la, err := budget.OpenShared(a.Chain(LedgerName, budget.Genesis()), roots, func() time.Time { return now }, filepath.Join(b.TempDir(), "a"))
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer la.Close()
-			lb, err := budget.OpenShared(o.Chain(LedgerName, budget.Genesis()), roots, func() time.Time { return now })
+			lb, err := budget.OpenShared(o.Chain(LedgerName, budget.Genesis()), roots, func() time.Time { return now }, filepath.Join(b.TempDir(), "b"))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,7 +45,7 @@ type Kept struct {
 func (m *Member) SandboxSuspended(ctx context.Context, id, owner string, head, bundle addr.Addr) error {
 	tag, err := m.c.pool.Exec(ctx, `INSERT INTO cluster_sandboxes (id, host, state, head, bundle, fence, owner) VALUES ($1, $2, 'suspended', $3, $4, 1, $5)
 ON CONFLICT (id) DO UPDATE SET state = 'suspended', head = $3, bundle = $4, fence = cluster_sandboxes.fence + 1, updated = now()
-WHERE cluster_sandboxes.host = $2`, id, m.Host.ID(), head[:], bundle[:], owner)
+WHERE cluster_sandboxes.host = $2`, id, m.Host.ID(), head[:], bundle[:], ownerText(owner))
 	if err != nil {
 		return fmt.Errorf("cluster: sandbox %s suspended: %w", id, err)
 	}
@@ -82,7 +83,7 @@ func (m *Member) TakeSandbox(ctx context.Context, id, owner string) (Kept, error
 	WHERE s.id = $1 AND length(s.bundle) = 32 AND ($4 = '' OR s.owner = $4) AND (s.state = 'suspended' OR (s.state = 'live' AND s.host <> $2 AND (h.seen IS NULL OR h.seen < now() - make_interval(secs => $3))))
 	FOR UPDATE OF s)
 UPDATE cluster_sandboxes s SET state = 'live', host = $2, fence = s.fence + 1, updated = now() FROM prev
-WHERE s.id = prev.id RETURNING prev.host, prev.state, s.head, s.bundle, s.fence`, id, m.Host.ID(), dead.Seconds(), owner).Scan(&k.Host, &prevState, &head, &bundle, &k.Fence)
+WHERE s.id = prev.id RETURNING prev.host, prev.state, s.head, s.bundle, s.fence`, id, m.Host.ID(), dead.Seconds(), ownerText(owner)).Scan(&k.Host, &prevState, &head, &bundle, &k.Fence)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return k, m.notTaken(ctx, id, owner, dead)
 	}
@@ -165,7 +166,7 @@ FROM cluster_sandboxes s LEFT JOIN cluster_hosts h ON h.id = s.host WHERE s.id =
 		return fmt.Errorf("cluster: sandbox %s: %w", id, ErrNotShared)
 	case err != nil:
 		return fmt.Errorf("cluster: sandbox %s: %w", id, err)
-	case owner != "" && whose != owner:
+	case owner != "" && whose != ownerText(owner):
 		// Another principal's, as if it were not there.
 		return fmt.Errorf("cluster: sandbox %s: %w", id, ErrNotYours)
 	case state == "closed":
@@ -185,12 +186,26 @@ FROM cluster_sandboxes s LEFT JOIN cluster_hosts h ON h.id = s.host WHERE s.id =
 // keeps is refused.
 func (m *Member) SandboxMade(ctx context.Context, id string, t tier.Tier, owner string) error {
 	tag, err := m.c.pool.Exec(ctx, `INSERT INTO cluster_sandboxes (id, host, state, head, bundle, fence, tier, owner) VALUES ($1, $2, 'live', '', '', 1, $3, $4)
-ON CONFLICT (id) DO NOTHING`, id, m.Host.ID(), t.String(), owner)
+ON CONFLICT (id) DO NOTHING`, id, m.Host.ID(), t.String(), ownerText(owner))
 	if err != nil {
 		return fmt.Errorf("cluster: sandbox %s made: %w", id, err)
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("cluster: sandbox %s made here, but the cluster keeps one of that id: %w", id, ErrHeldElsewhere)
+	}
+	return nil
+}
+
+// SandboxClaimed says sandbox id, made here for a warm pool and held
+// here live, was claimed by owner: it is owner's in the cluster too (its
+// list, who may take it).
+func (m *Member) SandboxClaimed(ctx context.Context, id, owner string) error {
+	tag, err := m.c.pool.Exec(ctx, `UPDATE cluster_sandboxes SET owner = $3, fence = fence + 1, updated = now() WHERE id = $1 AND host = $2 AND state = 'live'`, id, m.Host.ID(), ownerText(owner))
+	if err != nil {
+		return fmt.Errorf("cluster: sandbox %s claimed: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("cluster: sandbox %s claimed here, but the cluster does not keep it live here: %w", id, ErrHeldElsewhere)
 	}
 	return nil
 }
@@ -276,7 +291,7 @@ type Listed struct {
 // ones are not listed. Oldest first.
 func (c *Cluster) Sandboxes(ctx context.Context, owner string) ([]Listed, error) {
 	rows, err := c.pool.Query(ctx, `SELECT id, host, state, tier, created, updated FROM cluster_sandboxes
-WHERE state IN ('live', 'suspended', 'lost') AND ($1 = '' OR owner = $1) ORDER BY created, id`, owner)
+WHERE state IN ('live', 'suspended', 'lost') AND ($1 = '' OR owner = $1) ORDER BY created, id`, ownerText(owner))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: the sandboxes: %w", err)
 	}
@@ -296,4 +311,15 @@ WHERE state IN ('live', 'suspended', 'lost') AND ($1 = '' OR owner = $1) ORDER B
 		out = append(out, l)
 	}
 	return out, rows.Err()
+}
+
+// ownerText is owner as the cluster's rows keep it: PostgreSQL's text
+// holds no NUL byte, which a warm pool's owner ("\x00pool:NAME") has, so
+// a NUL is written \0 and a backslash \\ (one to one: two owners are
+// never kept alike).
+func ownerText(owner string) string {
+	if !strings.ContainsAny(owner, "\x00\\") {
+		return owner
+	}
+	return strings.NewReplacer("\\", "\\\\", "\x00", "\\0").Replace(owner)
 }

@@ -25,12 +25,13 @@ import (
 
 // The JCP files of the state directory (docs/spec/state.md).
 const (
-	JCPDir     = "jcp"            // STATE/jcp
-	JCPLedger  = "ledger.jsonl"   // the budget ledger, and ledger.jsonl.heads
-	JCPRoots   = "roots"          // the root keys a chain may start from, one per line
-	JCPDenied  = "decisions"      // denied decisions, ID.cose
-	JCPPrincip = "principals"     // named principal keys, NAME.key
-	jcpGrace   = 10 * time.Minute // how long after its deadline an unsettled reservation is kept
+	JCPDir        = "jcp"                // STATE/jcp
+	JCPLedger     = "ledger.jsonl"       // the budget ledger, and ledger.jsonl.heads
+	JCPSharedMark = "shared-ledger.seen" // in a cluster: the longest shared ledger this host saw
+	JCPRoots      = "roots"              // the root keys a chain may start from, one per line
+	JCPDenied     = "decisions"          // denied decisions, ID.cose
+	JCPPrincip    = "principals"         // named principal keys, NAME.key
+	jcpGrace      = 10 * time.Minute     // how long after its deadline an unsettled reservation is kept
 )
 
 // ErrNoJCPRoots refuses a JCP run on a host that trusts no root.
@@ -106,7 +107,7 @@ func (h *Host) Gate() (*gate.Gate, error) {
 	trust := key.NewTrust(roots...)
 	var l *budget.Ledger
 	if h.SharedLedger != nil {
-		l, err = budget.OpenShared(h.SharedLedger, trust, h.Now)
+		l, err = budget.OpenShared(h.SharedLedger, trust, h.Now, h.JCPPath(JCPSharedMark))
 	} else {
 		l, err = budget.Open(h.JCPPath(JCPLedger), trust, h.Key, h.Now)
 	}

@@ -219,6 +219,18 @@ func (h *Manager) forkSource(ctx context.Context, id, owner string) (forkSource,
 		return h.forkLive(ctx, sb)
 	}
 	if p, err := h.readParked(id); err == nil && p.Owner == owner {
+		// In a cluster, what is parked here may be stale: another host
+		// may have taken it since, run it on, closed it. It is taken
+		// from the cluster as a resumption takes it (its newer bundle
+		// brought here; refused if it is closed, lost or live
+		// elsewhere), read, and given back.
+		release, err := h.take(ctx, id, owner)
+		if err != nil {
+			return forkSource{}, err
+		}
+		if release != nil {
+			defer release()
+		}
 		_, st, err := h.readRecord(id)
 		if err != nil {
 			return forkSource{}, err

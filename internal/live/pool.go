@@ -223,6 +223,7 @@ func (h *Manager) Claim(ctx context.Context, name, owner string) (SandboxInfo, e
 		live := make(chan error, 1)
 		go func() { live <- h.writeLive(sb) }()
 		h.indexRecord(sb.ID, sb.record)
+		h.shareClaimed(sb.ID, owner)
 		if err := <-live; err != nil {
 			h.Logger().Warn("a claimed sandbox's live file", "sandbox", sb.ID, "err", err)
 		}

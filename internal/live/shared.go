@@ -38,6 +38,8 @@ type Shared interface {
 	// Closed says sandbox id, held here, was closed or removed: no host
 	// resumes it from a suspension published before.
 	Closed(ctx context.Context, id string) error
+	// Claimed says sandbox id, made here for a warm pool, is now owner's.
+	Claimed(ctx context.Context, id, owner string) error
 }
 
 // shareMade tells the cluster of a sandbox made here; a failure leaves
@@ -48,6 +50,18 @@ func (h *Manager) shareMade(id string, t tier.Tier, owner string) {
 	}
 	if err := h.Shared.Made(context.Background(), id, t, owner); err != nil {
 		h.Logger().Warn("a sandbox made here is not known to the cluster: other hosts will not forward to it", "sandbox", id, "err", err)
+	}
+}
+
+// shareClaimed tells the cluster a pool's sandbox held here was claimed
+// by owner; a failure leaves it the pool's there (other hosts do not
+// list it as owner's), said in the log.
+func (h *Manager) shareClaimed(id, owner string) {
+	if h.Shared == nil {
+		return
+	}
+	if err := h.Shared.Claimed(context.Background(), id, owner); err != nil {
+		h.Logger().Warn("the cluster was not told a pool's sandbox was claimed: other hosts do not list it as its claimer's", "sandbox", id, "err", err)
 	}
 }
 

@@ -419,6 +419,10 @@ func (s *clusterShared) Made(ctx context.Context, id string, t tier.Tier, owner 
 	return s.m.SandboxMade(ctx, id, t, owner)
 }
 
+func (s *clusterShared) Claimed(ctx context.Context, id, owner string) error {
+	return s.m.SandboxClaimed(ctx, id, owner)
+}
+
 func (s *clusterShared) Closed(ctx context.Context, id string) error {
 	return s.m.SandboxClosed(ctx, id)
 }
