@@ -94,6 +94,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"ls", "/tmp"}, 2, `"/tmp": want SANDBOX:/path`, false},
 		{[]string{"serve", "--listen", "127.0.0.1:0"}, 2, "--listen needs --tls-cert, --tls-key and --token-file", false},
 		{[]string{"serve", "--log-format", "xml"}, 2, `--log-format "xml"`, false},
+		{[]string{"serve", "--ui"}, 2, "--ui needs --listen (with --tls-cert, --tls-key and --token-file)", false},
 		{[]string{"serve", "--blobs", "s3://b?endpoint=http://127.0.0.1:1"}, 2, "--blobs is where a cluster keeps suspended sandboxes: it needs --cluster", false},
 		{[]string{"serve", "--token-file", "/nonexistent", "--listen", "127.0.0.1:0", "--tls-cert", file, "--tls-key", file}, 2, "--token-file", false},
 	} {

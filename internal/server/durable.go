@@ -189,16 +189,7 @@ func (s *Server) runReport(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	out := client.RunReport{Run: v.ID.String(), Verified: v.Verified, Problems: v.Problems}
-	if a := v.Attestation; a != nil {
-		c := a.Claim
-		out.Signer, out.Unit, out.Started, out.Ended, out.Notes = c.Signer.String(), c.Unit.String(), c.Started, c.Ended, c.Notes
-		out.Outcome = &client.Outcome{Status: string(c.Outcome.Status), ExitCode: c.Outcome.ExitCode, Detail: c.Outcome.Detail}
-	}
-	if v.Receipt != nil {
-		out.Energy = EnergyOf(v.Receipt)
-	}
-	writeJSON(w, 200, out)
+	writeJSON(w, 200, reportOf(v))
 }
 
 // runBundle serves a run's directory as a tar (live.RunBundle).

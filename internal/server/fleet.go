@@ -95,5 +95,6 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.fleet(total)
+	s.noteFleetOwner(res, owner(r)) // whose it is, for the console (console.go)
 	send(client.FleetFrame{Fleet: &client.FleetResult{ID: res.ID, Dir: res.Dir, Items: len(res.Items), Failed: res.Failed, Checkpoint: res.Checkpoint}})
 }

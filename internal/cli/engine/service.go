@@ -110,7 +110,22 @@ replaced; default none). A claimed sandbox's record begins with a
 claimed segment carrying the energy spent keeping it ready (its cgroup's
 CPU time since it was made, priced by the Estimator); an evicted one is
 closed with that overhead. /metrics has each pool's statistics
-(sandbox_pool_*). Ready sandboxes are evicted when the service stops.`
+(sandbox_pool_*). Ready sandboxes are evicted when the service stops.
+
+--ui also serves the web console (docs/console.md) on the --listen
+address, at https://HOST:PORT/ui/: live sandboxes with their state and
+an exec terminal, runs with their receipts and energy per device class
+over time, run records as their chains of segments, fleets and their
+items' inclusion proofs. Open it with a token of --token-file in the
+address's fragment (https://HOST:PORT/ui/#token=TOKEN: a fragment is
+never sent to the service), or paste the token into the page; the page
+keeps it in the tab's sessionStorage and sends it as a bearer token on
+every call, checked as any client's: it sees only what that token sees.
+Attestations, receipts, record seals and fleet proofs are checked in the
+browser (WebCrypto Ed25519, SHA-256; BLAKE3 in the page's own code)
+against the host key GET /v1/key names. Everything the page needs is
+served by this binary (no CDN; a Content-Security-Policy of 'self'
+alone, no inline script, no framing). --ui needs --listen.`
 
 // serveOptions are serve's flags.
 type serveOptions struct {
@@ -120,6 +135,7 @@ type serveOptions struct {
 	maxLive, itemSlots                                      int
 	poolArgs                                                []string
 	workspaceMax, outputMax                                 string
+	ui                                                      bool
 }
 
 func serveCmd(g *cli.Globals) *cobra.Command {
@@ -156,6 +172,7 @@ func serveCmd(g *cli.Globals) *cobra.Command {
 	c.Flags().StringVar(&o.workspaceMax, "workspace-max", "10GiB", "size bound of each live sandbox's workspace, enforced as it is written (see above; 0: none)")
 	c.Flags().StringVar(&o.outputMax, "output-max", "64MiB", "bytes of each of a run's streams its record keeps; the caller receives all (see above)")
 	c.Flags().StringArrayVar(&o.poolArgs, "pool", nil, "keep a warm pool of ready sandboxes: NAME:size=N,image=REF|manifest=FILE,max-idle=D,max-age=D (see above; repeatable)")
+	c.Flags().BoolVar(&o.ui, "ui", false, "with --listen: also serve the web console at https://HOST:PORT/ui/ (open it with #token=TOKEN; see above)")
 	c.Flags().StringVar(&o.logFormat, "log-format", "text", "log lines as text or json")
 	c.Flags().StringVar(&o.blobs, "blobs", "", "with --cluster: where suspended sandboxes' bundles are kept for other hosts: s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), file:///DIR (a directory every host mounts); default the cluster's PostgreSQL")
 	c.Flags().StringVar(&o.cluster, "cluster", "", "join the cluster whose PostgreSQL this names (postgres://… or key=value; docs/cluster.md): register this host, signed with its key, and heartbeat")
@@ -191,6 +208,9 @@ func (o *serveOptions) check(cmd *cobra.Command, g *cli.Globals) (*slog.Logger, 
 	}
 	if o.idleAfter < 0 {
 		return nil, nil, errs.Usage{Err: fmt.Errorf("--idle %s: a duration of zero (never) or more", o.idleAfter)}
+	}
+	if o.ui && o.listen == "" {
+		return nil, nil, errs.Usage{Err: errors.New("--ui needs --listen (with --tls-cert, --tls-key and --token-file): a browser cannot reach the unix socket, and the console is never served in clear or without tokens")}
 	}
 	var tokens []authority.Token
 	if o.tokenFile != "" {
@@ -293,10 +313,17 @@ func (o *serveOptions) serve(ctx context.Context, ho *live.Manager, log *slog.Lo
 		if err != nil {
 			return err
 		}
-		ts := &http.Server{Handler: s.TCP(s.Handler()), BaseContext: s.BaseContext, ReadHeaderTimeout: 10 * time.Second}
+		h := s.TCP(s.Handler())
+		if o.ui {
+			h = s.WithConsole(h) // the web console at /ui/ (docs/console.md)
+		}
+		ts := &http.Server{Handler: h, BaseContext: s.BaseContext, ReadHeaderTimeout: 10 * time.Second}
 		servers = append(servers, ts)
 		go func() { errc <- ts.Serve(tl) }()
 		log.Info("serving", "tcp", tl.Addr().String(), "tokens", len(tokens))
+		if o.ui {
+			log.Info("serving the web console", "url", "https://"+tl.Addr().String()+"/ui/#token=TOKEN")
+		}
 	}
 	select {
 	case err := <-errc:
