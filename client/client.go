@@ -212,6 +212,41 @@ func (c *Client) List(ctx context.Context) ([]Sandbox, error) {
 	return l, c.call(ctx, "GET", "/v1/sandboxes", nil, &l)
 }
 
+// Watch streams the changes under directory p of live sandbox id (and
+// beneath it, with recursive) to fn, the first event "watching" (the
+// watch is in place), until ctx ends, fn returns an error (returned), or
+// the watch ends ("ended", then nil).
+func (c *Client) Watch(ctx context.Context, id, p string, recursive bool, fn func(WatchEvent) error) error {
+	q := url.Values{"path": {p}}
+	if recursive {
+		q.Set("recursive", "true")
+	}
+	resp, err := c.do(ctx, "GET", "/v1/sandboxes/"+url.PathEscape(id)+"/watch?"+q.Encode(), nil, "")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var e WatchEvent
+		if err := dec.Decode(&e); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err == io.EOF {
+				return ErrNoResult
+			}
+			return err
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+		if e.Op == "ended" {
+			return nil
+		}
+	}
+}
+
 // ListHere lists the caller's sandboxes on the host asked alone (in a
 // cluster, List lists those of every host).
 func (c *Client) ListHere(ctx context.Context) ([]Sandbox, error) {

@@ -36,8 +36,11 @@ var calls = map[string]func(c *Client, ctx context.Context){
 	"POST /v1/sandboxes/{id}/exec": func(c *Client, ctx context.Context) {
 		c.Exec(ctx, "sb", ExecSpec{Args: []string{"x"}}, io.Discard, io.Discard)
 	},
-	"PUT /v1/sandboxes/{id}/files":         func(c *Client, ctx context.Context) { c.Upload(ctx, "sb", "/p", strings.NewReader("x"), 0o644) },
-	"GET /v1/sandboxes/{id}/files":         func(c *Client, ctx context.Context) { c.Download(ctx, "sb", "/p", io.Discard) },
+	"PUT /v1/sandboxes/{id}/files": func(c *Client, ctx context.Context) { c.Upload(ctx, "sb", "/p", strings.NewReader("x"), 0o644) },
+	"GET /v1/sandboxes/{id}/files": func(c *Client, ctx context.Context) { c.Download(ctx, "sb", "/p", io.Discard) },
+	"GET /v1/sandboxes/{id}/watch": func(c *Client, ctx context.Context) {
+		c.Watch(ctx, "sb", "/p", true, func(WatchEvent) error { return nil })
+	},
 	"POST /v1/interrupts/{key}":            func(c *Client, ctx context.Context) { c.Interrupt(ctx, "k") },
 	"POST /v1/sandboxes/{id}/suspend":      func(c *Client, ctx context.Context) { c.Suspend(ctx, "sb") },
 	"POST /v1/sandboxes/{id}/fork":         func(c *Client, ctx context.Context) { c.Fork(ctx, "sb", ForkSpec{Count: 2}) },

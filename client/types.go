@@ -405,3 +405,17 @@ type RunReport struct {
 type HostKey struct {
 	Key string `json:"key"` // ed25519:HEX
 }
+
+// WatchEvent is one line of a watch's stream (GET
+// /v1/sandboxes/{id}/watch): Op is "watching" first (the watch is in
+// place: every change from then on is reported), then create, modify,
+// delete, rename (From the old path), overflow (Why: events were lost)
+// and, last, ended (Why: the sandbox was suspended, closed or removed, or
+// the directory went). Paths are the sandbox's.
+type WatchEvent struct {
+	Op   string `json:"op"`
+	Path string `json:"path,omitempty"`
+	From string `json:"from,omitempty"`
+	Dir  bool   `json:"dir,omitempty"`
+	Why  string `json:"why,omitempty"`
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,7 +30,7 @@ import (
 // 000) whose run record survives it.
 
 func sandboxesCommands(g *Globals) []*cobra.Command {
-	return []*cobra.Command{createCmd(g), execCmd(g), cpCmd(g), lsCmd(g), psCmd(g), rmCmd(g),
+	return []*cobra.Command{createCmd(g), execCmd(g), cpCmd(g), lsCmd(g), watchCmd(g), psCmd(g), rmCmd(g),
 		suspendCmd(g), forkCmd(g), resumeCmd(g), closeCmd(g), seedCmd(g), preservationCmd(g), poolsCmd(g)}
 }
 
@@ -226,7 +227,8 @@ SANDBOX:/path, an absolute path under one of the sandbox's storage grants
 (its workspace is one); the other is a local file, or - for stdin/stdout.
 Into a sandbox, the path must be under a read-write grant; the file is
 written whole or not at all. Symbolic links in the sandbox are never
-followed.`,
+followed. The file streams both ways (nothing holds it whole); on a
+terminal, the bytes copied and their rate are drawn on stderr.`,
 		Args: UsageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sid, sp, sok := sandboxPath(args[0])
@@ -256,11 +258,21 @@ followed.`,
 				if m == 0 {
 					m = 0o644
 				}
-				_, err := cl.Upload(cmd.Context(), did, dp, r, m)
+				var size int64
+				if f, ok := r.(*os.File); ok {
+					if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+						size = fi.Size()
+					}
+				}
+				bar := NewProgress(cmd.ErrOrStderr(), "cp "+args[1], Bytes, "", size)
+				_, err := cl.Upload(cmd.Context(), did, dp, bar.Reader(r), m)
+				bar.Done()
 				return APIErr(err)
 			}
+			bar := NewProgress(cmd.ErrOrStderr(), "cp "+args[0], Bytes, "", 0)
+			defer bar.Done()
 			if args[1] == "-" {
-				_, err := cl.Download(cmd.Context(), sid, sp, cmd.OutOrStdout())
+				_, err := cl.Download(cmd.Context(), sid, sp, bar.Writer(cmd.OutOrStdout()))
 				return APIErr(err)
 			}
 			// Whole or nothing here too: a temporary file, renamed.
@@ -273,7 +285,7 @@ followed.`,
 				return err
 			}
 			defer os.Remove(tmp.Name())
-			if _, err := cl.Download(cmd.Context(), sid, sp, tmp); err != nil {
+			if _, err := cl.Download(cmd.Context(), sid, sp, bar.Writer(tmp)); err != nil {
 				tmp.Close()
 				return APIErr(err)
 			}
@@ -329,6 +341,69 @@ func lsCmd(g *Globals) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	return c
+}
+
+func watchCmd(g *Globals) *cobra.Command {
+	var asJSON, recursive bool
+	c := &cobra.Command{
+		Use:   "watch SANDBOX:/dir [-r]",
+		Short: "Print the changes under a directory of a live sandbox as they happen",
+		Long: `Watch a directory of a live sandbox (under one of its storage grants; its
+workspace is one) and print each change as it happens, one a line:
+"create PATH", "modify PATH", "delete PATH", "rename OLD -> NEW" (a
+directory's with a trailing /), until interrupted or until the sandbox is
+suspended, closed or removed. -r follows every directory beneath it too
+(at most 4096). Changes that come faster than they can be read are dropped
+past a bound, and a line "overflow: ..." says so; nothing is silently
+lost. Symbolic links in the sandbox are never followed. --json prints the
+service's events (docs/api.md), one JSON object a line.`,
+		Args: UsageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, p, ok := sandboxPath(args[0])
+			if !ok {
+				return errs.Usage{Err: fmt.Errorf("%q: want SANDBOX:/dir", args[0])}
+			}
+			cl, err := g.Client()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			out := cmd.OutOrStdout()
+			enc := json.NewEncoder(out)
+			err = cl.Watch(cmd.Context(), id, p, recursive, func(e client.WatchEvent) error {
+				if asJSON {
+					return enc.Encode(e)
+				}
+				path := e.Path
+				if e.Dir {
+					path += "/"
+				}
+				var err error
+				switch e.Op {
+				case "watching":
+					fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: watching %s\n", e.Path)
+				case "rename":
+					from := e.From
+					if e.Dir {
+						from += "/"
+					}
+					_, err = fmt.Fprintf(out, "rename %s -> %s\n", from, path)
+				case "overflow", "ended":
+					fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: %s: %s\n", e.Op, e.Why)
+				default:
+					_, err = fmt.Fprintf(out, "%s %s\n", e.Op, path)
+				}
+				return err
+			})
+			if cmd.Context().Err() != nil {
+				return context.Cause(cmd.Context()) // interrupted: exits as an interrupted command does
+			}
+			return APIErr(err)
+		},
+	}
+	c.Flags().BoolVarP(&recursive, "recursive", "r", false, "watch every directory beneath it too")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON, one a line")
 	return c
 }
 

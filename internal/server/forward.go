@@ -172,7 +172,7 @@ func forwardable(r *http.Request) (string, bool) {
 	}
 	id, op, _ := strings.Cut(rest, "/")
 	switch op {
-	case "", "exec", "files", "suspend", "close", "preservation":
+	case "", "exec", "files", "watch", "fork", "suspend", "close", "preservation":
 		return id, true
 	}
 	return "", false

@@ -141,6 +141,7 @@ func (s *Server) routes() *routes {
 	mux.HandleFunc("GET /v1/sandboxes/{id}/files", s.download)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/suspend", s.suspend)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/fork", s.fork)
+	mux.HandleFunc("GET /v1/sandboxes/{id}/watch", s.watch)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/seed", s.seed)
 	mux.HandleFunc("GET /v1/runs/{id}", s.runReport)
 	mux.HandleFunc("GET /v1/runs/{id}/bundle", s.runBundle)

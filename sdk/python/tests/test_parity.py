@@ -45,6 +45,7 @@ CALLS = {
     "close_sandbox": [lambda c: c.close_sandbox("sb-1")],
     "suspend": [lambda c: c.suspend("sb-1")],
     "fork": [lambda c: c.fork("sb-1", 2), lambda c: c.fork("sb-1", 1, suspended=True)],
+    "watch": [lambda c: c.watch("sb-1", "/w", lambda e: False), lambda c: c.watch("sb-1", "/w", print, recursive=True)],
     "resume": [lambda c: c.resume("sb-1"), lambda c: c.resume("sb-1", here=True)],
     "seed": [lambda c: c.seed("sb-1", "/src", "main")],
     "preservation": [lambda c: c.preservation("sb-1", {"run": "r"}, "/src", "inc")],

@@ -28,6 +28,33 @@ class SandboxTest(unittest.TestCase):
         cls.c.close()
 
     # ---------------------------------------------------------------- basics
+    def test_watch(self):
+        """A watch of the workspace sees a file an exec makes, once the
+        watch says it is in place; returning False ends it; a watch of a
+        path outside the grants is refused before anything streams."""
+        import queue
+        import threading
+        ws = self.c.get_sandbox(self.sb.id).workspace
+        seen, ready = queue.Queue(), threading.Event()
+
+        def on_event(e):
+            if e.op == "watching":
+                ready.set()
+                return None
+            seen.put(e)
+            return False if e.path == ws + "/watched" else None
+        t = threading.Thread(target=lambda: seen.put(self.c.watch(self.sb.id, ws, on_event, recursive=True, timeout=60)))
+        t.start()
+        self.assertTrue(ready.wait(30), "the watch never said it was in place")
+        self.sb.exec(["touch", ws + "/watched"])
+        t.join(60)
+        events = []
+        while not seen.empty():
+            events.append(seen.get())
+        self.assertIn(o.WatchEvent(op="create", path=ws + "/watched"), events)
+        with self.assertRaises(o.DeniedError):
+            self.c.watch(self.sb.id, "/etc", lambda e: False)
+
     def test_health_and_listing(self):
         h = self.c.health()
         self.assertTrue(h.ok)

@@ -5,10 +5,11 @@ import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { SandboxError } from "./errors.js";
-import { ExecStream, fleetCall, envelopeB64, type CallOptions, type FleetOptions } from "./stream.js";
+import { ExecStream, fleetCall, watchCall, envelopeB64, type CallOptions, type FleetOptions, type WatchOptions } from "./stream.js";
 import { parseAddress, readAll, SOCKET_NAME, stateDir, Transport, type Body, type Endpoint, type Env } from "./transport.js";
 import type {
   BytesLike,
+  WatchEvent,
   ExecResult,
   ExecSpec,
   FileInfo,
@@ -454,6 +455,18 @@ export class SandboxClient {
   /** GET /v1/sandboxes/{id}/files?list=1: lists directory `path` of a live sandbox. */
   listFiles(id: string, path: string): Promise<FileInfo[]> {
     return this.getJSON<FileInfo[]>(filesPath(id, path, { list: "1" }));
+  }
+
+  /**
+   * GET /v1/sandboxes/{id}/watch: the changes under directory `path` of a live sandbox, each given to `onEvent`
+   * (first `watching`: the watch is in place; then create, modify, delete, rename with `from`, overflow); resolves
+   * with the last event: `ended` when the sandbox was suspended, closed or removed, or the one after which `onEvent`
+   * returned false.
+   */
+  watch(id: string, path: string, onEvent: (e: WatchEvent) => boolean | void, opts: WatchOptions = {}): Promise<WatchEvent> {
+    const q = new URLSearchParams({ path });
+    if (opts.recursive) q.set("recursive", "true");
+    return watchCall(this.transport, p(id) + "/watch?" + q.toString(), onEvent, opts);
   }
 
   // ---- fleets ----------------------------------------------------------

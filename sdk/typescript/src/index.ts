@@ -9,7 +9,7 @@
 
 export { SandboxClient, Sandbox, resolveAddress, type ClientOptions, type ResumeOptions, type VerifyRunOptions } from "./client.js";
 export { OPERATIONS, LOCAL_METHODS, type Operation } from "./operations.js";
-export { ExecStream, newInterruptKey, DEFAULT_INTERRUPT_WAIT_MS, type CallOptions, type OutputChunk, type FleetOptions } from "./stream.js";
+export { ExecStream, newInterruptKey, DEFAULT_INTERRUPT_WAIT_MS, type CallOptions, type OutputChunk, type FleetOptions, type WatchOptions } from "./stream.js";
 export { stateDir, parseAddress, SOCKET_NAME, POLICY_HEADER, STDIN_STREAM_TYPE, type Endpoint, type Env, type Body } from "./transport.js";
 export * from "./errors.js";
 export type * from "./types.js";

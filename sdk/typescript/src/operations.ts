@@ -26,6 +26,7 @@ export const OPERATIONS = {
   "SandboxClient.remove": ["DELETE /v1/sandboxes/{id}"],
   "SandboxClient.suspend": ["POST /v1/sandboxes/{id}/suspend"],
   "SandboxClient.fork": ["POST /v1/sandboxes/{id}/fork"],
+  "SandboxClient.watch": ["GET /v1/sandboxes/{id}/watch"],
   "SandboxClient.resume": ["POST /v1/sandboxes/{id}/resume"],
   "SandboxClient.closeRecord": ["POST /v1/sandboxes/{id}/close"],
   "SandboxClient.seed": ["POST /v1/sandboxes/{id}/seed"],

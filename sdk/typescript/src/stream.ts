@@ -21,7 +21,7 @@ import {
   type APIErrorBody,
 } from "./errors.js";
 import { STDIN_STREAM_TYPE, type Body, type Transport } from "./transport.js";
-import type { BytesLike, ExecResult, FleetResult, FleetSpec, Result, RunSpec } from "./types.js";
+import type { BytesLike, ExecResult, FleetResult, FleetSpec, Result, RunSpec, WatchEvent } from "./types.js";
 
 /** How long a call whose deadline passed (or that was aborted) waits for its sealed result: the Go client's InterruptWait. */
 export const DEFAULT_INTERRUPT_WAIT_MS = 15_000;
@@ -426,6 +426,77 @@ export function fleetCall(transport: Transport, spec: FleetSpec, opts: FleetOpti
               }
             },
             (err) => finish(err ?? new NoResultError("the fleet's stream ended without its result")),
+          );
+        },
+        (err: Error) => finish(err),
+      );
+  });
+}
+
+/** What a watch takes besides its directory. */
+export interface WatchOptions {
+  /** Follow every directory beneath it too (`?recursive=true`). */
+  recursive?: boolean;
+  /** Aborting it drops the connection, which ends the watch; the call rejects with an {@link AbortError}. */
+  signal?: AbortSignal;
+}
+
+/**
+ * GET /v1/sandboxes/{id}/watch: calls `onEvent` with each event (first `watching`: the watch is in place) and
+ * resolves with the last: `ended` (the sandbox was suspended, closed or removed, `why`), or the one after which
+ * `onEvent` returned false.
+ */
+export function watchCall(
+  transport: Transport,
+  path: string,
+  onEvent: (e: WatchEvent) => boolean | void,
+  opts: WatchOptions = {},
+): Promise<WatchEvent> {
+  return new Promise((ok, bad) => {
+    let req: http.ClientRequest | undefined;
+    let done = false;
+    const finish = (err?: Error, e?: WatchEvent) => {
+      if (done) return;
+      done = true;
+      opts.signal?.removeEventListener("abort", onAbort);
+      if (err) bad(err);
+      else ok(e!);
+    };
+    const onAbort = () => {
+      finish(new AbortError("the watch was aborted by its signal", "", undefined, opts.signal?.reason));
+      req?.destroy();
+    };
+    if (opts.signal?.aborted) return onAbort();
+    opts.signal?.addEventListener("abort", onAbort, { once: true });
+    transport
+      .send({ method: "GET", path, noTimeout: true }, (r) => {
+        req = r;
+      })
+      .then(
+        (res) => {
+          if (done) return void res.destroy();
+          readFrames(
+            res,
+            (f) => {
+              if (done) return;
+              if (typeof f.op !== "string") {
+                finish(new NoResultError("a watch event without its op"));
+                return void res.destroy();
+              }
+              const e = f as unknown as WatchEvent;
+              let more: boolean | void;
+              try {
+                more = onEvent(e);
+              } catch (err) {
+                finish(err as Error);
+                return void res.destroy();
+              }
+              if (more === false || e.op === "ended") {
+                finish(undefined, e);
+                res.destroy();
+              }
+            },
+            (err) => finish(err ?? new NoResultError("the watch's stream ended without its end")),
           );
         },
         (err: Error) => finish(err),

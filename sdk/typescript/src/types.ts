@@ -526,3 +526,17 @@ export interface JCPEvent {
   minted: JCPMinted[];
   refused: JCPNotMinted[];
 }
+
+/** One event of a watch (GET /v1/sandboxes/{id}/watch). */
+export interface WatchEvent {
+  /** `watching` (first: the watch is in place), `create`, `modify`, `delete`, `rename`, `overflow` (events were lost) or `ended`. */
+  op: "watching" | "create" | "modify" | "delete" | "rename" | "overflow" | "ended" | string;
+  /** As the sandbox names it. */
+  path?: string;
+  /** A rename's old path. */
+  from?: string;
+  /** The path is a directory. */
+  dir?: boolean;
+  /** overflow and ended: what happened. */
+  why?: string;
+}

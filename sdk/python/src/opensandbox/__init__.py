@@ -24,7 +24,7 @@ from .errors import (APIError, CanceledError, CommandFailed, DeniedError, ExecTi
                      UnavailableError, UntrustedError, VerificationError)
 from .types import (Claim, Continued, Energy, FileInfo, FleetProgress, FleetResult, ForkChild, Forked, Health, JCPInfo, Limits,
                     Outcome, Output, Pool, PreservationReceipt, Record, Result, RunReport, SandboxInfo, Seeded,
-                    Snapshot, parse_time)
+                    Snapshot, WatchEvent, parse_time)
 from .verify import (VerifiedRun, open_receipt, unpack_run_bundle, verify_attestation, verify_journal, verify_run_bundle,
                      verify_run_dir)
 
@@ -39,7 +39,7 @@ __all__ = [
     "UnavailableError", "UntrustedError", "VerificationError",
     "Claim", "Continued", "Energy", "FileInfo", "FleetProgress", "FleetResult", "ForkChild", "Forked", "Health", "JCPInfo", "Limits",
     "Outcome", "Output", "Pool", "PreservationReceipt", "Record", "Result", "RunReport", "SandboxInfo", "Seeded",
-    "Snapshot", "parse_time",
+    "Snapshot", "WatchEvent", "parse_time",
     "VerifiedRun", "open_receipt", "verify_attestation", "verify_journal", "verify_run_dir", "unpack_run_bundle",
     "verify_run_bundle", "OPERATIONS",
 ]

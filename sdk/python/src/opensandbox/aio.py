@@ -223,6 +223,23 @@ class AsyncClient:
             await asyncio.wrap_future(f)
         return res
 
+    async def watch(self, sandbox_id, path, on_event, **kw):
+        """:meth:`opensandbox.Client.watch`; ``on_event`` (a function or a
+        coroutine function) is called in the loop's thread, one event at a
+        time; returning False stops the watch."""
+        loop = asyncio.get_running_loop()
+
+        def each(e):
+            return asyncio.run_coroutine_threadsafe(_value(on_event, e), loop).result()
+        return await self._run(self.sync.watch, sandbox_id, path, each, **kw)
+
+
+async def _value(f, *a):
+    r = f(*a)
+    if inspect.isawaitable(r):
+        r = await r
+    return r
+
 
 async def _call(f, *a):
     r = f(*a)

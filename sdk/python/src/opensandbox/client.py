@@ -31,7 +31,7 @@ from ._http import Address, Deadline, Transport, default_state_dir, resolve
 from .errors import (CommandFailed, ExecTimeout, NoResultError, NotFoundError, OutputError, ProtocolError,
                      RequestTimeout, SandboxError, ServiceUnreachable, error_from_body)
 from .types import (FileInfo, FleetProgress, FleetResult, Health, JCPInfo, Limits, Output, Pool,
-                    PreservationReceipt, Record, Result, RunReport, SandboxInfo, Seeded, Snapshot, Forked)
+                    PreservationReceipt, Record, Result, RunReport, SandboxInfo, Seeded, Snapshot, Forked, WatchEvent)
 
 __all__ = ["Client", "Sandbox", "ExecStream", "DEFAULT_TIMEOUT", "INTERRUPT_WAIT", "STDIN_STREAM_TYPE",
            "POLICY_HEADER", "MAX_STDIN", "MAX_BUNDLE_BYTES", "OPERATIONS", "LOCAL_METHODS"]
@@ -77,6 +77,7 @@ OPERATIONS = {
     "close_sandbox": ("POST /v1/sandboxes/{id}/close",),
     "suspend": ("POST /v1/sandboxes/{id}/suspend",),
     "fork": ("POST /v1/sandboxes/{id}/fork",),
+    "watch": ("GET /v1/sandboxes/{id}/watch",),
     "resume": ("POST /v1/sandboxes/{id}/resume",),
     "seed": ("POST /v1/sandboxes/{id}/seed",),
     "preservation": ("POST /v1/sandboxes/{id}/preservation",),
@@ -903,6 +904,36 @@ class Client:
         """The caller's sandboxes' run records, verified by the service
         (``GET /v1/records``): a list of :class:`~opensandbox.types.Record`."""
         return [Record.from_dict(d) for d in _array(self._call(_op("GET /v1/records")), "the records")]
+
+    def watch(self, sandbox_id, path, on_event, *, recursive=False, timeout=None):
+        """Watch directory ``path`` of a live sandbox (``GET
+        /v1/sandboxes/{id}/watch``; ``recursive``: every directory beneath
+        it too): ``on_event(WatchEvent)`` is called with each event, the
+        first ``watching`` (the watch is in place), then ``create``,
+        ``modify``, ``delete``, ``rename`` (``from_path`` the old path),
+        ``overflow`` (events were lost, ``why``). It returns the last
+        event: ``ended`` when the sandbox was suspended, closed or removed
+        (``why``), or the one after which ``on_event`` returned False.
+        ``timeout`` (default: none) bounds the whole watch
+        (:class:`~opensandbox.errors.RequestTimeout`)."""
+        req = _op("GET /v1/sandboxes/{id}/watch", {"path": path, "recursive": "true" if recursive else None},
+                  id=sandbox_id)
+        resp = self._request(req, timeout=timeout or -1)
+        try:
+            for line in resp.lines():
+                if not line.strip():
+                    continue
+                try:
+                    e = WatchEvent.from_dict(json.loads(line))
+                except ValueError as err:
+                    raise ProtocolError("a malformed watch event: %r" % line[:200]) from err
+                if on_event(e) is False or e.op == "ended":
+                    return e
+        except Deadline:
+            raise RequestTimeout("the watch did not end within %.3gs" % timeout) from None
+        finally:
+            resp.close()
+        raise NoResultError("the watch's stream ended without its end")
 
     def fleet(self, args=None, *, inputs=None, units=None, env=None, dir=None, grants=None, grants_json=None,
               workers=None, checkpoint_every=None, on_progress=None, timeout=None):

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 __all__ = [
     "parse_time", "Health", "Outcome", "Energy", "Result", "SandboxInfo", "Continued",
     "FileInfo", "Snapshot", "Record", "Pool", "FleetProgress", "FleetResult", "Claim",
-    "Seeded", "PreservationReceipt", "RunReport", "JCPInfo", "Output", "Limits",
+    "Seeded", "PreservationReceipt", "RunReport", "JCPInfo", "Output", "Limits", "WatchEvent",
 ]
 
 
@@ -340,6 +340,27 @@ class Pool:
         return cls(**{k: _get(d, k, getattr(cls, k, 0) if k != "name" else "")
                       for k in ("name", "size", "ready", "draining", "made", "claims", "misses",
                                 "evictions", "failures", "claimed_uj", "evicted_uj")})
+
+
+@dataclass
+class WatchEvent:
+    """One event of a watch (:meth:`opensandbox.Client.watch`): ``op`` is
+    ``watching``, ``create``, ``modify``, ``delete``, ``rename`` (the old
+    path in ``from_path``), ``overflow`` or ``ended`` (``why`` says what
+    happened); ``path`` as the sandbox names it; ``dir`` for a directory."""
+    op: str
+    path: str = ""
+    from_path: str = ""
+    dir: bool = False
+    why: str = ""
+
+    @classmethod
+    def from_dict(cls, d):
+        """Read the API's object."""
+        if not isinstance(d, dict) or not isinstance(d.get("op"), str):
+            raise ValueError("a watch event is an object with an op")
+        return cls(op=d["op"], path=_get(d, "path", ""), from_path=_get(d, "from", ""), dir=bool(_get(d, "dir", False)),
+                   why=_get(d, "why", ""))
 
 
 @dataclass

@@ -170,6 +170,7 @@ describe("API parity with docs/openapi.json", () => {
       "SandboxClient.remove": () => c.remove("sb-0"),
       "SandboxClient.suspend": () => c.suspend("sb-0"),
       "SandboxClient.fork": () => c.fork("sb-0", { count: 2 }),
+      "SandboxClient.watch": () => c.watch("sb-0", "/w", () => false, { recursive: true }),
       "SandboxClient.resume": () => c.resume("sb-0", { here: true }),
       "SandboxClient.closeRecord": () => c.closeRecord("sb-0"),
       "SandboxClient.seed": () => c.seed("sb-0", { source: "s", ref: "r" } as never),

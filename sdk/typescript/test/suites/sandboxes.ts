@@ -35,6 +35,22 @@ describe("live sandboxes", () => {
     assert.ok(sb.workspace?.startsWith("/"));
     assert.ok(sb.info.grants.includes(`fs:${sb.workspace}:rw`));
     assert.ok((await client.list()).some((s) => s.id === sb.id));
+    // A watch of the workspace sees a file an exec makes once it says it is in place.
+    let inPlace!: () => void;
+    const watching = new Promise<void>((r) => (inPlace = r));
+    const watched = client.watch(
+      sb.id,
+      sb.workspace!,
+      (e) => {
+        if (e.op === "watching") inPlace();
+        return !(e.op === "create" && e.path === sb.workspace + "/watched");
+      },
+      { recursive: true },
+    );
+    await watching;
+    await sb.exec(["touch", sb.workspace + "/watched"]);
+    assert.deepEqual(await watched, { op: "create", path: sb.workspace + "/watched" });
+    await assert.rejects(client.watch(sb.id, "/etc", () => false), (err: Error) => err.name === "DeniedError");
     // One host, no cluster: ?here=true lists it too, on no other host.
     const here = await client.list({ here: true });
     assert.ok(here.some((s) => s.id === sb.id && s.host === undefined));
