@@ -151,6 +151,10 @@ func (h *Manager) Fork(ctx context.Context, id, owner string, spec ForkSpec) (Fo
 		out.Children[i].ID = cid
 		if err := h.beginFork(cid, owner, src, parent); err != nil {
 			out.Children[i].Err = err
+			var ne *forkNamedError
+			if errors.As(err, &ne) {
+				named++ // its record names the stage's objects: they are published
+			}
 			continue
 		}
 		named++
@@ -279,13 +283,20 @@ func (h *Manager) forkLive(ctx context.Context, sb *Sandbox) (src forkSource, er
 	case sb.record == nil:
 		sb.mu.Unlock()
 		return src, &host.InvalidError{Err: fmt.Errorf("sandbox %s keeps no run record: a fork's record cites its parent's", sb.ID)}
+	case sb.forking != nil:
+		sb.mu.Unlock()
+		return src, &host.InvalidError{Err: fmt.Errorf("sandbox %s is being forked already: fork it again once that fork answers", sb.ID)}
 	}
-	sb.closed = true // no exec starts while its state is taken
+	// No exec starts while its state is taken, and a removal (its
+	// teardown) waits for the capture to end.
+	forking := make(chan struct{})
+	sb.closed, sb.forking = true, forking
 	sb.mu.Unlock()
 	defer func() {
 		sb.mu.Lock()
-		sb.closed = false
+		sb.closed, sb.forking = false, nil
 		sb.mu.Unlock()
+		close(forking)
 	}()
 	st := sb.record.State()
 	src.state = st
@@ -356,11 +367,25 @@ func (h *Manager) beginFork(id, owner string, src forkSource, parent record.Pare
 	}
 	defer f.Close()
 	if _, err := f.Append(record.Segment{Kind: record.Forked, Parent: &parent, Snapshot: src.snap}); err != nil {
+		// A genesis alone names nothing of the fork's: no child.
+		f.Close()
+		os.Remove(h.RecordPath(id))
 		return fmt.Errorf("its run record: %w", err)
 	}
 	h.indexRecord(id, f)
-	return h.writeParked(id, parked{Owner: owner, Suspended: h.Now().UTC(), Retained: src.retained})
+	if err := h.writeParked(id, parked{Owner: owner, Suspended: h.Now().UTC(), Retained: src.retained}); err != nil {
+		// Its record names the fork's objects (they are published with
+		// the others'), but nobody would own it: it is closed, saying so.
+		return &forkNamedError{h.abandonFork(id, owner, fmt.Errorf("its note: %w", err))}
+	}
+	return nil
 }
+
+// forkNamedError is a child whose record was begun, naming the fork's
+// objects, and could not be started: it counts among those named.
+type forkNamedError struct{ error }
+
+func (e *forkNamedError) Unwrap() error { return e.error }
 
 // abandonFork closes child id's record, begun by a fork that could not
 // start it, saying why; it returns the error the caller is told.

@@ -147,12 +147,11 @@ func TestAttackClaimedPoolSandboxOwnerNotShared(t *testing.T) {
 	}
 }
 
-// TestAttackForkRemoveRace: a fork of a live sandbox marks it closed
-// while it takes its state, and a removal of the same sandbox does not
-// look at the mark: both go on together (the log shows the removal
-// tearing the workspace down under the capture, which then fails). Pinned:
-// whatever the interleaving, every child made resumes with the parent's
-// whole workspace, or the fork says it made none.
+// TestAttackForkRemoveRace: a fork of a live sandbox and a removal of
+// it, at once. The removal's teardown waits for the fork's capture (an
+// attacker's review found it tearing the workspace down under the
+// capture): whatever the interleaving, every child made resumes with the
+// parent's whole workspace, or the fork says it made none.
 func TestAttackForkRemoveRace(t *testing.T) {
 	t.Parallel()
 	h := newHost(t)

@@ -129,6 +129,9 @@ type Sandbox struct {
 	// preserving is closed when a fenced suspension of it ends (parked
 	// or retained); nil: none runs.
 	preserving chan struct{}
+	// forking is closed when a fork's capture of its state ends: its
+	// teardown waits for it (fork.go).
+	forking chan struct{}
 	// incarnation names this life of its processes (lifecycle record).
 	incarnation string
 	// activity counts the requests that touched it; active is when the
@@ -752,8 +755,15 @@ func (h *Manager) closeSandboxWith(sb *Sandbox, seg record.Segment) error {
 	return err
 }
 
-// teardown ends everything a sandbox runs and removes its workspace.
+// teardown ends everything a sandbox runs and removes its workspace,
+// once a fork taking its state has taken it.
 func (h *Manager) teardown(sb *Sandbox) error {
+	sb.mu.Lock()
+	f := sb.forking
+	sb.mu.Unlock()
+	if f != nil {
+		<-f
+	}
 	sb.mu.Lock()
 	sb.closed = true
 	sb.mu.Unlock()
