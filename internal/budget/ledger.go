@@ -50,17 +50,17 @@ type Ledger struct {
 	f      *chain.File // nil for a shared ledger
 	sh     Shared      // a shared ledger's log (OpenShared)
 
-	mu     sync.Mutex
-	stale  bool // a shared ledger's state may be ahead of its log: read it all again
+	mu    sync.Mutex
+	stale bool // a shared ledger's state may be ahead of its log: read it all again
 	// seen is where a shared ledger keeps the longest log this host
 	// saw (OpenShared), seenSize and seenHead that log.
 	seen     string
 	seenSize uint64
 	seenHead addr.Addr
-	st     *State
-	pend   *batch
-	err    error // sticky: closed, or a write failed
-	closed bool
+	st       *State
+	pend     *batch
+	err      error // sticky: closed, or a write failed
+	closed   bool
 
 	wake    chan struct{} // the committer has a batch to write
 	stopped chan struct{} // the committer is gone
