@@ -13,7 +13,13 @@ import (
 	"github.com/opensubstrate/sandbox/verify"
 )
 
-func newHost(t *testing.T) *Manager { return newBenchHost(t) }
+// newHost is the manager of a host with an S2 executor; the test's end
+// closes it and removes what its sandboxes left (cleanLive).
+func newHost(t *testing.T) *Manager {
+	h := newBenchHost(t)
+	t.Cleanup(func() { cleanLive(h) })
+	return h
+}
 
 // newBenchHost is the manager of a host with an S2 executor, in a state
 // directory of the test's.

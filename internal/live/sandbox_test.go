@@ -27,21 +27,26 @@ func newS1Host(t *testing.T) *Manager {
 	if os.Geteuid() != 0 {
 		t.Skip("live S1 sandboxes with their own cgroups need root")
 	}
-	h := newHost(t)
+	h := newBenchHost(t)
 	addS1(t, h, hosttest.Lease(t, h.Store))
-	t.Cleanup(func() {
-		h.Close() // suspends what is live
-		for _, id := range h.recordIDs() {
-			os.RemoveAll(h.parkedDir(id)) // kept beside the state directory
-			// A sandbox the fence retained keeps its workspace (and its
-			// filesystem) for the next host: this test's is none.
-			var l live
-			if b, err := os.ReadFile(h.livePath(id)); err == nil && json.Unmarshal(b, &l) == nil && l.Workspace != "" {
-				removeWorkspace(l.Workspace)
-			}
-		}
-	})
+	t.Cleanup(func() { cleanLive(h) })
 	return h
+}
+
+// cleanLive ends what a test's host left: it is closed (what is live is
+// suspended), and what a suspension keeps beside the state directory,
+// or the fence retained, removed.
+func cleanLive(h *Manager) {
+	h.Close()
+	for _, id := range h.recordIDs() {
+		os.RemoveAll(h.parkedDir(id)) // kept beside the state directory
+		// A sandbox the fence retained keeps its workspace (and its
+		// filesystem) for the next host: this test's is none.
+		var l live
+		if b, err := os.ReadFile(h.livePath(id)); err == nil && json.Unmarshal(b, &l) == nil && l.Workspace != "" {
+			removeWorkspace(l.Workspace)
+		}
+	}
 }
 
 func execIn(t *testing.T, h *Manager, id string, args ...string) (*host.Run, string) {

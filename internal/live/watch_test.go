@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/opensubstrate/sandbox/internal/grant"
+	"github.com/opensubstrate/sandbox/tier"
 )
 
 // watching runs a watch of p in sandbox id in the background: its
@@ -216,4 +218,56 @@ func TestWatchOverflowIsSaid(t *testing.T) {
 			t.Fatal("every event was delivered to a stalled reader: no overflow said")
 		}
 	}
+}
+
+// BenchmarkWatchLatency: from a file made in a watched workspace (by the
+// host, beside the sandbox) to its event at the watch's reader; the
+// p50 and p99 of b.N such.
+func BenchmarkWatchLatency(b *testing.B) {
+	h := newBenchHost(b)
+	b.Cleanup(func() { cleanLive(h) })
+	info, err := h.Create(context.Background(), SandboxSpec{Tier: tier.S2, Grants: grants(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan time.Time, 16)
+	ready := make(chan struct{})
+	go h.Watch(ctx, info.ID, "", info.Workspace, false, func(e WatchEvent) error {
+		if e.Op == "create" {
+			if e.Path == info.Workspace+"/ready" {
+				close(ready)
+				return nil
+			}
+			got <- time.Now()
+		}
+		return nil
+	})
+	for i := 0; ; i++ {
+		os.WriteFile(filepath.Join(info.Workspace, "ready"), nil, 0o644)
+		select {
+		case <-ready:
+		case <-time.After(100 * time.Millisecond):
+			os.Remove(filepath.Join(info.Workspace, "ready"))
+			continue
+		}
+		break
+	}
+	var lat []time.Duration
+	i := 0
+	for b.Loop() {
+		p := filepath.Join(info.Workspace, fmt.Sprintf("f%d", i))
+		i++
+		start := time.Now()
+		f, err := os.Create(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+		lat = append(lat, (<-got).Sub(start))
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
