@@ -114,18 +114,24 @@ func TestWatchCommand(t *testing.T) {
 		}
 		close(lines)
 	}()
-	// Once the watch is in place, a file made is reported: made again
-	// until it is (the watch's start is not a measure).
+	// Once the watch is in place, a file made is reported: a new one made
+	// until one is (the watch's start is not a measure; a file made
+	// before it was in place is never reported).
 	for i := 0; ; i++ {
-		runCLI(t, home, "", "exec", "-q", sb.ID, "--", "touch", "ready")
-		select {
-		case l := <-lines:
-			if l == "create "+sb.Workspace+"/ready" {
-				goto ready
+		runCLI(t, home, "", "exec", "-q", sb.ID, "--", "touch", fmt.Sprintf("ready-%d", i))
+		deadline := time.After(200 * time.Millisecond)
+	wait:
+		for {
+			select {
+			case l := <-lines:
+				if strings.HasPrefix(l, "create "+sb.Workspace+"/ready-") {
+					goto ready
+				}
+			case <-deadline:
+				break wait
 			}
-		case <-time.After(200 * time.Millisecond):
 		}
-		if i == 150 {
+		if i == 600 {
 			t.Fatalf("never watching: %s", errb.String())
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -135,16 +136,37 @@ func TestIdleRetainsAStuckInFlightWriter(t *testing.T) {
 	done := make(chan string, 1)
 	go func() {
 		var out strings.Builder
-		r, err := h.Exec(ctx, info.ID, "", ExecRequest{Args: []string{"sh", "-c", "sleep 1.5; echo finished"}, Stdout: &out, Deadline: 20 * time.Second})
+		// It runs until the test lets it end: after the idle deadline,
+		// however slow the machine.
+		r, err := h.Exec(ctx, info.ID, "", ExecRequest{Args: []string{"sh", "-c", "while [ ! -e release ]; do sleep 0.05; done; echo finished"}, Stdout: &out, Deadline: 5 * time.Minute})
 		if err != nil {
 			done <- err.Error()
 			return
 		}
 		done <- string(r.Result.Outcome.Status) + " " + out.String()
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// The exec is running (not merely asked for) before the idle clock
+	// starts: its request is not one that came since the clock's sample.
+	for i := 0; ; i++ {
+		h.sandboxes.mu.Lock()
+		sb := h.sandboxes.m[info.ID]
+		h.sandboxes.mu.Unlock()
+		sb.mu.Lock()
+		running := sb.running
+		sb.mu.Unlock()
+		if running > 0 {
+			break
+		}
+		if i == 6000 {
+			t.Fatal("the exec never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	h.StartIdle(50 * time.Millisecond)
 	waitIdle(t, h, 0, 1)
+	if err := os.WriteFile(filepath.Join(info.Workspace, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if got := <-done; got != "exited finished\n" {
 		t.Fatalf("the stuck exec: %q", got)
 	}

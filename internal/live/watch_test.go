@@ -32,36 +32,46 @@ func watching(t *testing.T, h *Manager, id, p string, recursive bool, send func(
 	return evs, done, cancel
 }
 
-// next is the next event, within a bound (not a measure: it fails only a
-// watch that says nothing).
+// next is the next event but settled's ready-N files, within a bound
+// (not a measure: it fails only a watch that says nothing).
 func next(t *testing.T, evs <-chan WatchEvent) WatchEvent {
 	t.Helper()
-	select {
-	case e := <-evs:
-		return e
-	case <-time.After(30 * time.Second):
-		t.Fatal("no event in 30 s")
-		return WatchEvent{}
+	for {
+		select {
+		case e := <-evs:
+			if strings.HasPrefix(filepath.Base(e.Path), "ready-") {
+				continue
+			}
+			return e
+		case <-time.After(30 * time.Second):
+			t.Fatal("no event in 30 s")
+			return WatchEvent{}
+		}
 	}
 }
 
-// settled waits until the watch reports path (made by the test, again
-// and again, until it is seen): from then on, the watch of its directory
-// is in place.
-func settled(t *testing.T, h *Manager, id string, evs <-chan WatchEvent, path string) {
+// settled waits until the watch reports a file made in dir (a new one
+// each try, made until one is reported: a file made before the watch
+// was in place is never reported): from then on, the watch of dir is in
+// place.
+func settled(t *testing.T, h *Manager, id string, evs <-chan WatchEvent, dir string) {
 	t.Helper()
 	for i := 0; ; i++ {
-		execIn(t, h, id, "touch", path)
-		select {
-		case e := <-evs:
-			if e.Path == path {
-				return
+		execIn(t, h, id, "touch", fmt.Sprintf("%s/ready-%d", dir, i))
+		deadline := time.After(200 * time.Millisecond)
+	drain:
+		for {
+			select {
+			case e := <-evs:
+				if strings.HasPrefix(e.Path, dir+"/ready-") {
+					return
+				}
+			case <-deadline:
+				break drain
 			}
-			continue
-		case <-time.After(200 * time.Millisecond):
 		}
-		if i == 150 {
-			t.Fatalf("the watch never reported %s", path)
+		if i == 600 {
+			t.Fatalf("the watch never reported a file made in %s", dir)
 		}
 	}
 }
@@ -79,12 +89,12 @@ func TestWatchSeesWhatAnExecDoes(t *testing.T) {
 	}
 	ws := info.Workspace
 	evs, done, _ := watching(t, h, info.ID, ws, true, nil)
-	settled(t, h, info.ID, evs, ws+"/ready")
+	settled(t, h, info.ID, evs, ws)
 	execIn(t, h, info.ID, "mkdir", ws+"/d")
 	if e := next(t, evs); e.Op != "create" || e.Path != ws+"/d" || !e.Dir {
 		t.Fatalf("mkdir: %+v", e)
 	}
-	settled(t, h, info.ID, evs, ws+"/d/probe")
+	settled(t, h, info.ID, evs, ws+"/d")
 	execIn(t, h, info.ID, "sh", "-c", "echo x > d/f && mv d/f d/g && rm d/g && echo y > top && mv d e")
 	want := []WatchEvent{
 		{Op: "create", Path: ws + "/d/f"},
@@ -160,10 +170,10 @@ func TestWatchIsHeldToTheGrants(t *testing.T) {
 		}
 	}
 	evs, _, _ := watching(t, h, info.ID, ws, true, nil)
-	settled(t, h, info.ID, evs, ws+"/sub/ready")
+	settled(t, h, info.ID, evs, ws+"/sub")
 	os.WriteFile(filepath.Join(outside, "secret"), []byte("x"), 0o600)
 	flat, _, _ := watching(t, h, info.ID, ws, false, nil)
-	settled(t, h, info.ID, flat, ws+"/ready")
+	settled(t, h, info.ID, flat, ws)
 	execIn(t, h, info.ID, "touch", ws+"/sub/deep")
 	execIn(t, h, info.ID, "touch", ws+"/last")
 	for e := next(t, evs); e.Path != ws+"/last"; e = next(t, evs) {
@@ -203,7 +213,7 @@ func TestWatchOverflowIsSaid(t *testing.T) {
 		return nil
 	}
 	_, _, _ = watching(t, h, info.ID, ws, false, slow)
-	settled(t, h, info.ID, got, ws+"/ready")
+	settled(t, h, info.ID, got, ws)
 	execIn(t, h, info.ID, "sh", "-c", fmt.Sprintf("i=0; while [ $i -lt %d ]; do : > f$i; i=$((i+1)); done; : > last", 2*WatchBuffer))
 	close(release)
 	for {
