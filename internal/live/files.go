@@ -119,21 +119,11 @@ func (h *Manager) Upload(ctx context.Context, id, owner, p string, r io.Reader, 
 // Download opens the regular file p of a live sandbox (under any of its
 // storage grants) for reading.
 func (h *Manager) Download(ctx context.Context, id, owner, p string) (*os.File, os.FileInfo, error) {
-	sb, err := h.sandbox(id, owner)
+	of, err := h.openReadable(ctx, id, owner, p, unix.O_RDONLY|unix.O_NONBLOCK)
 	if err != nil {
 		return nil, nil, err
 	}
-	s, rest, err := sb.grantFor(p, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := h.authorizeFiles(ctx, sb, owner, s, grant.RO); err != nil {
-		return nil, nil, err
-	}
-	f, err := openBeneath(s.Path, rest, unix.O_RDONLY|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, nil, err
-	}
+	f := of.f
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
 		f.Close()
@@ -148,23 +138,12 @@ func (h *Manager) Download(ctx context.Context, id, owner, p string) (*os.File, 
 // List lists directory p of a live sandbox (under any of its storage
 // grants), by name; links are listed, never followed.
 func (h *Manager) List(ctx context.Context, id, owner, p string) ([]FileInfo, error) {
-	sb, err := h.sandbox(id, owner)
+	f, err := h.openReadable(ctx, id, owner, p, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, err
 	}
-	s, rest, err := sb.grantFor(p, false)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.authorizeFiles(ctx, sb, owner, s, grant.RO); err != nil {
-		return nil, err
-	}
-	f, err := openBeneath(s.Path, rest, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	ents, err := f.ReadDir(-1)
+	defer f.f.Close()
+	ents, err := f.f.ReadDir(-1)
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +157,37 @@ func (h *Manager) List(ctx context.Context, id, owner, p string) ([]FileInfo, er
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// opened is path p of a sandbox, opened for reading: the sandbox, the
+// grant it is under, and the rest of p beneath that grant.
+type opened struct {
+	sb    *Sandbox
+	grant grant.Storage
+	rest  string
+	f     *os.File
+}
+
+// openReadable opens path p of owner's live sandbox id with flags, for
+// reading: under one of its storage grants, which owner may itself
+// grant read-only, beneath the grant's directory with no link followed.
+func (h *Manager) openReadable(ctx context.Context, id, owner, p string, flags int) (opened, error) {
+	sb, err := h.sandbox(id, owner)
+	if err != nil {
+		return opened{}, err
+	}
+	s, rest, err := sb.grantFor(p, false)
+	if err != nil {
+		return opened{}, err
+	}
+	if err := h.authorizeFiles(ctx, sb, owner, s, grant.RO); err != nil {
+		return opened{}, err
+	}
+	f, err := openBeneath(s.Path, rest, flags, 0)
+	if err != nil {
+		return opened{}, err
+	}
+	return opened{sb: sb, grant: s, rest: rest, f: f}, nil
 }
 
 // authorizeFiles checks that owner (held to ctx's narrowings) may itself

@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/host"
 )
 
@@ -57,22 +56,12 @@ type Watching struct {
 // refusal is said here, before anything streams; from its return on,
 // changes are seen. Run streams them; Close drops a watch never run.
 func (h *Manager) OpenWatch(ctx context.Context, id, owner, p string, recursive bool) (*Watching, error) {
-	sb, err := h.sandbox(id, owner)
+	o, err := h.openReadable(ctx, id, owner, p, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, err
 	}
-	s, rest, err := sb.grantFor(p, false)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.authorizeFiles(ctx, sb, owner, s, grant.RO); err != nil {
-		return nil, err
-	}
-	root, err := openBeneath(s.Path, rest, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
+	defer o.f.Close()
+	sb, s, rest, root := o.sb, o.grant, o.rest, o.f
 	ifd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", p, err)

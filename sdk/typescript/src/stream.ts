@@ -385,48 +385,71 @@ export interface FleetOptions {
 
 /** Runs a fleet and reads its frames. */
 export function fleetCall(transport: Transport, spec: FleetSpec, opts: FleetOptions = {}): Promise<FleetResult> {
+  return streamCall<FleetResult>(
+    transport,
+    { method: "POST", path: "/v1/fleets", body: JSON.stringify(spec), contentType: "application/json", noTimeout: true },
+    "the fleet",
+    opts.signal,
+    (res, finish) =>
+      readFrames(
+        res,
+        (f) => {
+          if (f.error) {
+            const body = f.error as APIErrorBody;
+            finish(apiError(STATUS_OF[body.category] ?? 500, body, true));
+          } else if (f.fleet) finish(undefined, f.fleet as FleetResult);
+          else if (f.progress && opts.onProgress) {
+            const p = f.progress as { done: number; total: number };
+            try {
+              opts.onProgress(p.done, p.total);
+            } catch (err) {
+              finish(err as Error);
+              res.destroy();
+            }
+          }
+        },
+        (err) => finish(err ?? new NoResultError("the fleet's stream ended without its result")),
+      ),
+  );
+}
+
+/**
+ * streamCall sends req and hands its response to read, which calls finish once with the call's end; the signal
+ * aborting it drops the connection and rejects with an {@link AbortError} naming what.
+ */
+function streamCall<T>(
+  transport: Transport,
+  req: Parameters<Transport["send"]>[0],
+  what: string,
+  signal: AbortSignal | undefined,
+  read: (res: http.IncomingMessage, finish: (err?: Error, v?: T) => void) => void,
+): Promise<T> {
   return new Promise((ok, bad) => {
-    let req: http.ClientRequest | undefined;
+    let sent: http.ClientRequest | undefined;
     let done = false;
-    const finish = (err?: Error, r?: FleetResult) => {
+    const finish = (err?: Error, v?: T) => {
       if (done) return;
       done = true;
-      opts.signal?.removeEventListener("abort", onAbort);
+      signal?.removeEventListener("abort", onAbort);
       if (err) bad(err);
-      else ok(r!);
+      else ok(v!);
     };
     const onAbort = () => {
-      finish(new AbortError("the fleet was aborted by its signal", "", undefined, opts.signal?.reason));
-      req?.destroy();
+      finish(new AbortError(what + " was aborted by its signal", "", undefined, signal?.reason));
+      sent?.destroy();
     };
-    if (opts.signal?.aborted) return onAbort();
-    opts.signal?.addEventListener("abort", onAbort, { once: true });
+    if (signal?.aborted) return onAbort();
+    signal?.addEventListener("abort", onAbort, { once: true });
     transport
-      .send({ method: "POST", path: "/v1/fleets", body: JSON.stringify(spec), contentType: "application/json", noTimeout: true }, (r) => {
-        req = r;
+      .send(req, (r) => {
+        sent = r;
       })
       .then(
         (res) => {
           if (done) return void res.destroy();
-          readFrames(
-            res,
-            (f) => {
-              if (f.error) {
-                const body = f.error as APIErrorBody;
-                finish(apiError(STATUS_OF[body.category] ?? 500, body, true));
-              } else if (f.fleet) finish(undefined, f.fleet as FleetResult);
-              else if (f.progress && opts.onProgress) {
-                const p = f.progress as { done: number; total: number };
-                try {
-                  opts.onProgress(p.done, p.total);
-                } catch (err) {
-                  finish(err as Error);
-                  res.destroy();
-                }
-              }
-            },
-            (err) => finish(err ?? new NoResultError("the fleet's stream ended without its result")),
-          );
+          read(res, (err, v) => {
+            if (!done) finish(err, v);
+          });
         },
         (err: Error) => finish(err),
       );
@@ -452,54 +475,28 @@ export function watchCall(
   onEvent: (e: WatchEvent) => boolean | void,
   opts: WatchOptions = {},
 ): Promise<WatchEvent> {
-  return new Promise((ok, bad) => {
-    let req: http.ClientRequest | undefined;
-    let done = false;
-    const finish = (err?: Error, e?: WatchEvent) => {
-      if (done) return;
-      done = true;
-      opts.signal?.removeEventListener("abort", onAbort);
-      if (err) bad(err);
-      else ok(e!);
+  return streamCall<WatchEvent>(transport, { method: "GET", path, noTimeout: true }, "the watch", opts.signal, (res, finish) => {
+    let ended = false;
+    const end = (err?: Error, e?: WatchEvent) => {
+      ended = true;
+      finish(err, e);
+      res.destroy();
     };
-    const onAbort = () => {
-      finish(new AbortError("the watch was aborted by its signal", "", undefined, opts.signal?.reason));
-      req?.destroy();
-    };
-    if (opts.signal?.aborted) return onAbort();
-    opts.signal?.addEventListener("abort", onAbort, { once: true });
-    transport
-      .send({ method: "GET", path, noTimeout: true }, (r) => {
-        req = r;
-      })
-      .then(
-        (res) => {
-          if (done) return void res.destroy();
-          readFrames(
-            res,
-            (f) => {
-              if (done) return;
-              if (typeof f.op !== "string") {
-                finish(new NoResultError("a watch event without its op"));
-                return void res.destroy();
-              }
-              const e = f as unknown as WatchEvent;
-              let more: boolean | void;
-              try {
-                more = onEvent(e);
-              } catch (err) {
-                finish(err as Error);
-                return void res.destroy();
-              }
-              if (more === false || e.op === "ended") {
-                finish(undefined, e);
-                res.destroy();
-              }
-            },
-            (err) => finish(err ?? new NoResultError("the watch's stream ended without its end")),
-          );
-        },
-        (err: Error) => finish(err),
-      );
+    readFrames(
+      res,
+      (f) => {
+        if (ended) return;
+        if (typeof f.op !== "string") return end(new NoResultError("a watch event without its op"));
+        const e = f as unknown as WatchEvent;
+        let more: boolean | void;
+        try {
+          more = onEvent(e);
+        } catch (err) {
+          return end(err as Error);
+        }
+        if (more === false || e.op === "ended") end(undefined, e);
+      },
+      (err) => finish(err ?? new NoResultError("the watch's stream ended without its end")),
+    );
   });
 }
