@@ -213,7 +213,18 @@ func TestLocalityOverTheNetwork(t *testing.T) {
 
 	t.Run("near", func(t *testing.T) {
 		tp := newTopology(t, anchor, paris, time.Millisecond)
+		// A busy machine only lengthens a round trip: like the host's
+		// S7 executor, the test measures again (up to three times) when
+		// one was too slow, and keeps the shortest.
 		m := tp.measureFrom(t, host, binding)
+		for range 2 {
+			if BoundM(m.Statement.RTT) <= region.RadiusM {
+				break
+			}
+			if again := tp.measureFrom(t, host, binding); again.Statement.RTT < m.Statement.RTT {
+				m = again
+			}
+		}
 		if m.Statement.RTT < 1_000 {
 			t.Fatalf("rtt %d µs under the %s: the delay only adds", m.Statement.RTT, tp.how)
 		}
