@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"net"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
@@ -73,6 +74,13 @@ type Freezer interface {
 	Freeze(ctx context.Context) error
 	Thaw(ctx context.Context) error
 	Frozen(ctx context.Context) (bool, string, error)
+}
+
+// PortDialer is a Session whose listening ports the host can reach (a
+// port preview): DialPort connects to one of the session's Listen ports
+// as a process inside it would, and refuses any other port.
+type PortDialer interface {
+	DialPort(ctx context.Context, port int) (net.Conn, error)
 }
 
 // Snapshotter is a Session whose whole state (processes and memory) can

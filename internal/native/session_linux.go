@@ -58,12 +58,15 @@ type Session struct {
 	proxy        *egress.Proxy
 	proxyCleanup func()
 	enf          *grant.Enforcer
-	env          []string
-	release      func()
-	kept         func(*s1init.Status)
-	closeErr     error
-	closed       bool
-	notes        []string
+	// netns is the sandbox's network namespace, held from its start to
+	// Close (DialPort).
+	netns    *os.File
+	env      []string
+	release  func()
+	kept     func(*s1init.Status)
+	closeErr error
+	closed   bool
+	notes    []string
 }
 
 // Open starts a live sandbox with the grants' storage, under the limits,
@@ -152,6 +155,16 @@ func (e *Executor) Open(ctx context.Context, g grant.Set, l unit.Limits, cg *cgr
 	}
 	s.p = p
 	sp.Base.Root = p.root
+	if len(listen) > 0 {
+		// Its ports are reached in its own namespace, held from now on.
+		// init has just started (were it already gone, sending its spec
+		// below fails and the session is not opened).
+		if s.netns, err = os.Open(fmt.Sprintf("/proc/%d/ns/net", p.cmd.Process.Pid)); err != nil {
+			p.discard()
+			s.release()
+			return nil, fmt.Errorf("S1: hold the sandbox's network namespace: %w", err)
+		}
+	}
 	if cg != nil {
 		if err := cg.AddProc(p.cmd.Process.Pid); err != nil {
 			p.discard()
@@ -518,6 +531,9 @@ wait:
 	}
 	s.sendMu.Unlock()
 	os.Remove(p.root)
+	if s.netns != nil {
+		s.netns.Close()
+	}
 	s.release()
 	s.proxyCleanup()
 	if st.Error != "" {

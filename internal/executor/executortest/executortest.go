@@ -88,6 +88,21 @@ type SessionPrograms struct {
 	Hang Program
 	// Deny asks for what the session's grants do not allow (Denied).
 	Deny Program
+	// Listen, for a session that is an executor.PortDialer, checks its
+	// ports; Spec's Listen must name Listen.Port. Nil for others.
+	Listen *ListenPrograms
+}
+
+// ListenPrograms check that the host reaches a session's listen port
+// (executor.PortDialer) as a process inside it would, and no other.
+type ListenPrograms struct {
+	// Port is one of the session's Listen ports.
+	Port int
+	// Serve leaves a server on Port running in the background, which
+	// writes Greeting to each connection and closes it; it exits 0 once
+	// the server listens.
+	Serve    Program
+	Greeting string
 }
 
 // Run runs the suite on s.

@@ -3,6 +3,8 @@ package executortest
 import (
 	"context"
 	"errors"
+	"github.com/opensubstrate/sandbox/internal/errs"
+	"io"
 	"os"
 	"testing"
 	"time"
@@ -93,6 +95,17 @@ func session(t *testing.T, sx executor.Sessioner, p *SessionPrograms, h *cgroup.
 		r.exited(t, p.Deny.Code)
 		r.denied(t, *p.Deny.Denied)
 	})
+	d, dialer := s.(executor.PortDialer)
+	switch {
+	case dialer && p.Listen == nil:
+		t.Error("a PortDialer's session, yet no listen programs to check its ports with")
+	case !dialer && p.Listen != nil:
+		t.Error("listen programs for a session that is no PortDialer")
+	case dialer:
+		t.Run("its listen port is reached from the host, no other", func(t *testing.T) {
+			ports(t, d, p.Listen, func(t *testing.T, p Program) *ran { return exec(t, p, 0, nil) })
+		})
+	}
 	if f, ok := s.(executor.Freezer); ok {
 		t.Run("freeze", func(t *testing.T) {
 			if err := f.Freeze(ctx); err != nil {
@@ -160,6 +173,12 @@ func session(t *testing.T, sx executor.Sessioner, p *SessionPrograms, h *cgroup.
 		if res, err := s.Run(ctx, prepare(t, p.Check, nil).Job); err == nil {
 			t.Fatalf("a closed session ran an exec: %+v", res)
 		}
+		if d, ok := s.(executor.PortDialer); ok && p.Listen != nil {
+			if c, err := d.DialPort(ctx, p.Listen.Port); err == nil {
+				c.Close()
+				t.Fatal("a closed session's port was reached")
+			}
+		}
 		if h == nil {
 			t.Logf("not checked that nothing is left running: %s", noGroups)
 			return
@@ -191,4 +210,34 @@ func suspend(t *testing.T, sn executor.Snapshotter) *executor.Snapshot {
 		t.Fatalf("suspended, it reads back %v %q %v", frozen, state, err)
 	}
 	return snap
+}
+
+// ports checks a PortDialer: nothing to reach before a server listens, a
+// port the session was not made with refused, the server's greeting read
+// from the host once it listens.
+func ports(t *testing.T, d executor.PortDialer, l *ListenPrograms, exec func(*testing.T, Program) *ran) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if c, err := d.DialPort(ctx, l.Port); err == nil {
+		c.Close()
+		t.Fatal("reached the port before anything listened on it")
+	}
+	other := l.Port%65535 + 1
+	if c, err := d.DialPort(ctx, other); err == nil || errs.Of(err) != errs.Invalid {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("port %d, which the session was not made to listen on, is not refused as bad input before any dial: %v", other, err)
+	}
+	exec(t, l.Serve).exited(t, l.Serve.Code)
+	c, err := d.DialPort(ctx, l.Port)
+	if err != nil {
+		t.Fatalf("the server listens, yet: %v", err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	b, err := io.ReadAll(c)
+	if err != nil || string(b) != l.Greeting {
+		t.Fatalf("read %q (%v), want %q", b, err, l.Greeting)
+	}
 }
