@@ -15,9 +15,11 @@
 // snapshot: the retained filesystem root, the memory image where one is
 // kept, the environment manifest), Resumed (the snapshot restored and
 // the idle energy the parked state drew, with its provenance), Closed,
-// Claimed, Placed and Forked (a fork's first segment: the parent record
+// Claimed, Placed, Forked (a fork's first segment: the parent record
 // and head its state was taken from, and that snapshot; the record is
-// parked there until it is resumed).
+// parked there until it is resumed), Exposed (a preview opened: a port,
+// the address of its token, its expiry) and Unexposed (a preview
+// withdrawn before its expiry, and why).
 //
 // Invariants (Apply refuses each with its reject code):
 //   - Executed and Suspended only while active (phase); Resumed only
@@ -27,6 +29,10 @@
 //   - One run is one execution: an Executed segment naming an
 //     attestation an earlier one named is refused (invalid), so that no
 //     run's energy is counted twice.
+//   - Exposed and Unexposed only while active (phase). Each preview is
+//     new: an Exposed segment naming a preview an earlier one named is
+//     refused (invalid); an Unexposed segment names a preview open now,
+//     on its port (invalid). A suspension ends every open preview.
 //   - A record verifies only from its genesis: every line is checked,
 //     in order, and the head is recomputed; a file that does not parse
 //     is an error, never a shorter history.

@@ -21,7 +21,7 @@ type File struct {
 	path   string
 	log    *chain.File
 	st     State
-	runs   runs // the attestations its Executed segments named
+	named  named // the runs and previews its segments named
 	sealer *Sealer
 	seals  *chain.File
 	sealed int // entries sealed
@@ -101,7 +101,7 @@ func open(path string, header []byte, s *Sealer) (*File, error) {
 		log.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	f := &File{path: path, log: log, st: st, runs: rs, sealer: s}
+	f := &File{path: path, log: log, st: st, named: rs, sealer: s}
 	if s != nil {
 		if err := f.openSeals(entries); err != nil {
 			log.Close()
@@ -191,7 +191,7 @@ func (f *File) Append(seg Segment) (addr.Addr, error) {
 	if err := f.st.Check(seg); err != nil {
 		return addr.Addr{}, err
 	}
-	if err := f.runs.check(seg, n); err != nil {
+	if err := f.named.check(seg, n); err != nil {
 		return addr.Addr{}, err
 	}
 	if err := f.log.Append(b); err != nil {
@@ -200,7 +200,7 @@ func (f *File) Append(seg Segment) (addr.Addr, error) {
 	if err := f.st.Apply(seg, b); err != nil {
 		return addr.Addr{}, err // Check passed: cannot happen
 	}
-	f.runs.add(seg, n)
+	f.named.add(seg, n)
 	if f.sealer != nil && f.sealed == f.st.Segments {
 		// The entry is acknowledged: it is in the record. A seal that
 		// does not take is made when the record is next opened (an

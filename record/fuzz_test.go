@@ -24,6 +24,12 @@ func FuzzFastSegment(f *testing.F) {
 	if b, err := forked(Parent{Record: "sb-0123456789ab", Genesis: snapA.Root, Head: snapB.Root}, snapA).Bytes(); err == nil {
 		f.Add(b)
 	}
+	for _, s := range []Segment{exposed(8080, "token", 1767225600), unexposed(8080, "token", "revoked")} {
+		if b, err := s.Bytes(); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(`{"kind":"exposed","port":65536,"preview":"b3:` + snapA.Root.Hex() + `","until":0}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fast, ok := fastSegment(b)
 		slow, err := parseSegment(b)
@@ -44,6 +50,15 @@ func FuzzVerifyBytes(f *testing.F) {
 	if b, err := forked(Parent{Record: "sb-0123456789ab", Genesis: snapA.Root, Head: snapB.Root}, snapA).Bytes(); err == nil {
 		f.Add([]byte("{\"grants\":\"b3:" + grants.Hex() + "\",\"record\":\"sandbox.runrecord/1\",\"unit\":\"b3:" + unit.Hex() + "\"}\n" + string(b) + "\n"))
 	}
+	// A preview's life: exposed, withdrawn, another exposed and ended by
+	// a suspension.
+	life := "{\"grants\":\"b3:" + grants.Hex() + "\",\"record\":\"sandbox.runrecord/1\",\"unit\":\"b3:" + unit.Hex() + "\"}\n"
+	for _, s := range []Segment{exposed(8080, "a", 1767225600), unexposed(8080, "a", "revoked"), exposed(9090, "b", 1767225600), suspend(snapA)} {
+		if b, err := s.Bytes(); err == nil {
+			life += string(b) + "\n"
+		}
+	}
+	f.Add([]byte(life))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st, err := VerifyBytes(b)
 		if err != nil {

@@ -97,8 +97,18 @@ type Segment struct {
 	// ("Measured <source>" or "Estimator <model>").
 	IdleUJ         uint64
 	IdleProvenance string
-	// Reason is a Closed segment's, optional.
+	// Reason is a Closed segment's, optional, and an Unexposed
+	// segment's, required: why the preview was withdrawn.
 	Reason string
+	// Port is an Exposed or Unexposed segment's: the sandbox's TCP port
+	// the preview reaches (expose.go).
+	Port int
+	// Preview is an Exposed or Unexposed segment's: the content address
+	// of the preview's secret token, never the token.
+	Preview addr.Addr
+	// Until is an Exposed segment's: the preview's expiry, Unix seconds
+	// by the host's clock.
+	Until int64
 	// Placement is a Placed segment's: where the run was placed, by
 	// whom, and why (placement.go).
 	Placement *Placement
@@ -171,6 +181,10 @@ func (s Segment) Bytes() ([]byte, error) {
 			return nil, reject.New(reject.MissingField, "parent", "a forked segment names its parent")
 		}
 		v = forkedWire{s.Kind, *s.Parent, s.Snapshot}
+	case Exposed:
+		v = exposedWire{s.Kind, s.Port, s.Preview, s.Until}
+	case Unexposed:
+		v = unexposedWire{s.Kind, s.Port, s.Preview, s.Reason}
 	default:
 		return nil, reject.New(reject.Invalid, "kind", "%q is no segment kind", s.Kind)
 	}
@@ -274,6 +288,24 @@ func parseSegment(b []byte) (Segment, error) {
 			return Segment{}, err
 		}
 		s = Segment{Kind: w.Kind, Parent: &w.Parent, Snapshot: w.Snapshot}
+	case Exposed:
+		var w exposedWire
+		if err := jcs.Decode(b, &w); err != nil {
+			return Segment{}, err
+		}
+		if err := w.check(); err != nil {
+			return Segment{}, err
+		}
+		s = Segment{Kind: w.Kind, Port: w.Port, Preview: w.Preview, Until: w.Until}
+	case Unexposed:
+		var w unexposedWire
+		if err := jcs.Decode(b, &w); err != nil {
+			return Segment{}, err
+		}
+		if err := w.check(); err != nil {
+			return Segment{}, err
+		}
+		s = Segment{Kind: w.Kind, Port: w.Port, Preview: w.Preview, Reason: w.Reason}
 	case "":
 		return Segment{}, reject.New(reject.MissingField, "kind", "a segment names its kind")
 	default:
@@ -341,6 +373,10 @@ type State struct {
 	Last *Snapshot
 	// IdleUJ is the idle energy of every resumption, summed.
 	IdleUJ uint64
+	// open are the previews open now, in the order they were exposed:
+	// never changed in place, so that copies of a State share nothing
+	// they could change (expose.go).
+	open []preview
 }
 
 // New is the state of a record at its genesis.
@@ -382,6 +418,8 @@ func (st *State) Check(seg Segment) error {
 		if st.Phase == Parked {
 			return reject.New(reject.Phase, where, "placed while parked: a parked run is resumed first")
 		}
+	case Exposed, Unexposed:
+		return st.checkPreviews(seg, where)
 	case Closed:
 	default:
 		return reject.New(reject.Invalid, where, "%q is no segment kind", seg.Kind)
@@ -396,6 +434,7 @@ func (st *State) Apply(seg Segment, b []byte) error {
 	}
 	st.Head = chain.Step(st.Head, b)
 	st.Segments++
+	st.applyPreviews(seg)
 	switch seg.Kind {
 	case Executed:
 		st.Executed++
@@ -416,27 +455,36 @@ func (st *State) Apply(seg Segment, b []byte) error {
 	return nil
 }
 
-// runs are the attestations a record's Executed segments named, each
-// with the number of its segment: one run is one execution, named once,
-// so that its energy is counted once.
-type runs map[addr.Addr]int
+// named is what a record's segments named that no later segment may
+// name again, each with the number of its segment: the attestations its
+// Executed segments named (one run is one execution, named once, so
+// that its energy is counted once) and the previews its Exposed
+// segments named (each preview is new). It grows with the record, so
+// it is kept beside the State, not in it.
+type named struct {
+	runs, previews map[addr.Addr]int
+}
+
+func newNamed() named { return named{runs: map[addr.Addr]int{}, previews: map[addr.Addr]int{}} }
 
 // check refuses an Executed segment, the n-th, naming a run named
-// before.
-func (r runs) check(seg Segment, n int) error {
-	if seg.Kind != Executed {
-		return nil
+// before, and an Exposed one naming a preview exposed before.
+func (r named) check(seg Segment, n int) error {
+	if seg.Kind == Executed {
+		if first, ok := r.runs[seg.Attestation]; ok {
+			return reject.New(reject.Invalid, fmt.Sprintf("segment %d", n), "attestation %s was executed at segment %d already: one run is one execution, named once", seg.Attestation, first)
+		}
 	}
-	if first, ok := r[seg.Attestation]; ok {
-		return reject.New(reject.Invalid, fmt.Sprintf("segment %d", n), "attestation %s was executed at segment %d already: one run is one execution, named once", seg.Attestation, first)
-	}
-	return nil
+	return exposedOnce(r.previews, seg, n)
 }
 
 // add notes seg, the n-th segment, once it is applied.
-func (r runs) add(seg Segment, n int) {
-	if seg.Kind == Executed {
-		r[seg.Attestation] = n
+func (r named) add(seg Segment, n int) {
+	switch seg.Kind {
+	case Executed:
+		r.runs[seg.Attestation] = n
+	case Exposed:
+		r.previews[seg.Preview] = n
 	}
 }
 
@@ -461,20 +509,20 @@ func Walk(b []byte, visit func(seg Segment, before addr.Addr) error) (State, err
 }
 
 // replay is Verify, calling visit (when set) before each segment's step;
-// it returns the runs the record names too.
-func replay(entries [][]byte, visit func(Segment, addr.Addr) error) (State, runs, error) {
+// it returns the runs and previews the record names too.
+func replay(entries [][]byte, visit func(Segment, addr.Addr) error) (State, named, error) {
 	if len(entries) == 0 {
-		return State{}, nil, reject.New(reject.Missing, "line 1", "a record begins with its genesis entry")
+		return State{}, named{}, reject.New(reject.Missing, "line 1", "a record begins with its genesis entry")
 	}
 	h, err := ParseHeader(entries[0])
 	if err != nil {
 		if seg, serr := ParseSegment(entries[0]); serr == nil {
 			err = reject.New(reject.Missing, "", "a record begins with its genesis entry, not an %s segment", seg.Kind)
 		}
-		return State{}, nil, at(1, err)
+		return State{}, named{}, at(1, err)
 	}
 	st := New(h)
-	rs := runs{}
+	rs := newNamed()
 	for i, b := range entries[1:] {
 		n := st.Segments + 1
 		seg, err := ParseSegment(b)

@@ -246,6 +246,15 @@ def parent(p, line):
     digest(p["head"], "parent.head", line)
 
 
+def preview(seg, line):
+    """An exposed or unexposed segment's port (a TCP port, 1 to 65535) and
+    preview (the address of the preview's token); returns the two."""
+    port = seg["port"]
+    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+        raise Reject("invalid", line, "port: not a TCP port")
+    return port, digest(seg["preview"], "preview", line)
+
+
 def verify(data, cited=None):
     if data and not data.endswith(b"\n"):
         raise Reject("truncated", data.count(b"\n") + 1, "the last line has no newline")
@@ -265,6 +274,8 @@ def verify(data, cited=None):
     heads = [head]
     phase, last, segs, executed, idle = "active", None, 0, 0, 0
     runs = {}  # attestation -> the line that executed it
+    exposed = {}  # preview -> the line that exposed it
+    open_ = {}  # preview -> its port, for the previews open now
     for n, raw in enumerate(lines[1:], start=2):
         seg = parse_canonical(raw, n)
         kind = seg.get("kind")
@@ -302,13 +313,30 @@ def verify(data, cited=None):
             members(seg, ["kind", "parent", "snapshot"], [], n)
             parent(seg["parent"], n)
             snap = snapshot(seg["snapshot"], n)
+        elif kind == "exposed":
+            members(seg, ["kind", "port", "preview", "until"], [], n)
+            port, pv = preview(seg, n)
+            until = seg["until"]
+            if not isinstance(until, int) or isinstance(until, bool):
+                raise Reject("invalid", n, "until")
+            if not 1 <= until <= 2 ** 53 - 1:
+                raise Reject("int-range", n, "until: 1 to 2^53-1 Unix seconds")
+        elif kind == "unexposed":
+            members(seg, ["kind", "port", "preview", "reason"], [], n)
+            port, pv = preview(seg, n)
+            if not isinstance(seg["reason"], str):
+                raise Reject("invalid", n, "reason")
+            if seg["reason"] == "":
+                raise Reject("missing-field", n, "reason")
+            if len(seg["reason"].encode("utf-8")) > 200:
+                raise Reject("invalid", n, "reason: more than 200 bytes")
         elif kind is None:
             raise Reject("missing-field", n, "kind")
         else:
             raise Reject("invalid", n, "kind %r" % kind)
         if phase == "closed":
             raise Reject("closed", n, "after the close")
-        if kind in ("executed", "suspended", "placed") and phase == "parked":
+        if kind in ("executed", "suspended", "placed", "exposed", "unexposed") and phase == "parked":
             raise Reject("phase", n, kind + " while parked")
         if kind in ("resumed", "claimed", "closed") and idle + uj >= 2 ** 53:
             raise Reject("int-range", n, "idle energy")
@@ -323,15 +351,24 @@ def verify(data, cited=None):
             raise Reject("phase", n, "claimed after another segment")
         if kind == "forked" and segs != 0:
             raise Reject("phase", n, "forked after another segment: a fork begins its record")
+        if kind == "exposed" and pv in exposed:
+            raise Reject("invalid", n, "the preview of line %d exposed again" % exposed[pv])
+        if kind == "unexposed" and open_.get(pv) != port:
+            raise Reject("invalid", n, "no preview open on this port by that address")
         head = blake3(head + raw)
         heads.append(head)
         segs += 1
         if kind == "executed":
             executed += 1
             runs[seg["attestation"]] = n
+        elif kind == "exposed":
+            exposed[pv], open_[pv] = n, port
+        elif kind == "unexposed":
+            del open_[pv]
         elif kind in ("suspended", "forked"):
-            # A fork begins parked at the snapshot it was made from.
-            phase, last = "parked", snap
+            # A fork begins parked at the snapshot it was made from. A
+            # suspension ends every preview.
+            phase, last, open_ = "parked", snap, {}
         elif kind == "resumed":
             phase, idle = "active", idle + uj
         elif kind == "claimed":

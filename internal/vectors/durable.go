@@ -159,7 +159,37 @@ func durableVectors() ([]byte, error) {
 		return nil, err
 	}
 
+	// Previews: a port of the live sandbox exposed through the service
+	// (the record names the address of its token, never the token) until
+	// its expiry, or withdrawn before; a suspension ends every preview,
+	// and one exposed after the resumption is a new one.
+	pvA, pvB := a("preview token A"), a("preview token B")
+	until := int64(1767225600) // 2026-01-01T00:00:00Z
+	expA := record.Segment{Kind: record.Exposed, Port: 8080, Preview: pvA, Until: until}
+	previews, err := pos("previews", "a port exposed as a preview, the record naming the address of its token, never the token, and its expiry; withdrawn (revoked) before that; the run suspended and resumed, then another port exposed as a new preview, left to expire, and the record closed",
+		nil, ex("1"), expA, ex("2"), record.Segment{Kind: record.Unexposed, Port: 8080, Preview: pvA, Reason: "revoked"},
+		su(snap), re(snap, 1500), record.Segment{Kind: record.Exposed, Port: 3000, Preview: pvB, Until: until + 3600}, cl)
+	if err != nil {
+		return nil, err
+	}
+	expAB, _ := expA.Bytes()
+	pv := func(line int, old, new string) string {
+		return join(replaceIn(previews[:line+1], line, old, new))
+	}
+
 	// Negatives, each the life record or a part of it with one change.
+	neg("exposed-while-parked", "a port exposed right after a suspension: a parked run has no process to reach", join(append(append([]string{}, life[:3]...), string(expAB))), reject.Phase, 4, nil)
+	neg("unexposed-unknown", "a withdrawal naming a preview the record never exposed", pv(4, pvA.String(), pvB.String()), reject.Invalid, 5, nil)
+	neg("unexposed-after-suspension", "a preview exposed before a suspension withdrawn after the resumption: the suspension ended it, it is open no more",
+		join(append(append([]string{}, previews[:4]...), previews[5], previews[6], previews[4])), reject.Invalid, 7, nil)
+	neg("unexposed-other-port", "a withdrawal naming an open preview with another port than the one exposed", pv(4, `"port":8080`, `"port":8081`), reject.Invalid, 5, nil)
+	neg("exposed-repeated", "after the resumption, the preview withdrawn before exposed again: each preview is new",
+		join(append(append([]string{}, previews[:7]...), previews[2])), reject.Invalid, 8, nil)
+	neg("exposed-port-zero", "an exposure of port 0, which is no TCP port", pv(2, `"port":8080`, `"port":0`), reject.Invalid, 3, nil)
+	neg("exposed-port-65536", "an exposure of port 65536, above the greatest TCP port", pv(2, `"port":8080`, `"port":65536`), reject.Invalid, 3, nil)
+	neg("exposed-until-zero", "an exposure expiring at 0 Unix seconds: an expiry is 1 to 2^53-1", pv(2, fmt.Sprintf(`"until":%d`, until), `"until":0`), reject.IntRange, 3, nil)
+	neg("exposed-zero-preview", "an exposure naming the all-zero address as its preview", pv(2, pvA.String(), "b3:"+strings.Repeat("0", 64)), reject.MissingField, 3, nil)
+	neg("unexposed-without-reason", "a withdrawal that does not say why", pv(4, `,"reason":"revoked"`, ""), reject.MissingField, 5, nil)
 	forkB, _ := fork.Bytes()
 	neg("forked-not-first", "a forked segment after an exec: a fork begins its record, before anything runs in it", join(append(append([]string{}, life[:2]...), string(forkB))), reject.Phase, 3, nil)
 	neg("forked-executed-before-resumed", "an exec right after the forked segment: a fork is parked at its snapshot until it is resumed from it", join(append(forkedLife[:2:2], forkedLife[3])), reject.Phase, 3, nil)
