@@ -28,9 +28,13 @@ import type {
   JCPRecorded,
   Pool,
   PreservationReceipt,
+  Preview,
+  Previews,
+  PreviewSpec,
   ReceiptSpec,
   RecordInfo,
   Result,
+  Revoked,
   RunReport,
   RunSpec,
   SandboxInfo,
@@ -262,6 +266,37 @@ export class SandboxClient {
    */
   fork(id: string, spec: ForkSpec): Promise<Forked> {
     return this.postJSON<Forked>(p(id) + "/fork", spec);
+  }
+
+  /**
+   * POST /v1/sandboxes/{id}/ports: exposes `spec.port`, one of a live S1
+   * sandbox's listen ports, through the service's TCP listener for
+   * `spec.ttl_seconds` (1 to 86 400; absent or 0: an hour). Resolves with
+   * the preview, its `url` (`https://HOST:PORT/preview/TOKEN/`) and
+   * `token` said only here: whoever has the URL reaches the port, with no
+   * bearer token, until it expires, is revoked or the sandbox is suspended
+   * or closed. Nothing answering on the port, a service without a TCP
+   * listener (`serve --listen`) or a sandbox of another tier rejects with
+   * UnavailableError; a port it was not made with InvalidError; more than
+   * 16 open previews LimitError.
+   */
+  exposePort(id: string, spec: PreviewSpec): Promise<Preview> {
+    return this.postJSON<Preview>(p(id) + "/ports", spec);
+  }
+
+  /** GET /v1/sandboxes/{id}/ports: a live sandbox's open previews, by port and expiry, without their tokens and URLs. */
+  async listPorts(id: string): Promise<Preview[]> {
+    return (await this.getJSON<Previews>(p(id) + "/ports")).previews;
+  }
+
+  /**
+   * DELETE /v1/sandboxes/{id}/ports/{port}: revokes every open preview of
+   * `port` (each URL is 404 from now on, connections through it are cut)
+   * and resolves with how many; none open rejects with NotFoundError.
+   */
+  async revokePort(id: string, port: number): Promise<number> {
+    if (!Number.isInteger(port)) throw new TypeError(`a port is an integer (1 to 65535), not ${String(port)}`);
+    return (await this.transport.json<Revoked>({ method: "DELETE", path: p(id) + "/ports/" + port })).revoked;
   }
 
   /**
@@ -604,6 +639,21 @@ export class Sandbox {
   /** Makes `count` sandboxes from its state (SandboxClient.fork); it runs on. */
   fork(count: number, opts: { suspended?: boolean } = {}): Promise<Forked> {
     return this.client.fork(this.id, { count, ...(opts.suspended ? { suspended: true } : {}) });
+  }
+
+  /** Exposes one of its listen ports (SandboxClient.exposePort): the preview, with its URL. */
+  exposePort(port: number, opts: Omit<PreviewSpec, "port"> = {}): Promise<Preview> {
+    return this.client.exposePort(this.id, { ...opts, port });
+  }
+
+  /** Its open previews (SandboxClient.listPorts). */
+  listPorts(): Promise<Preview[]> {
+    return this.client.listPorts(this.id);
+  }
+
+  /** Revokes the open previews of `port` (SandboxClient.revokePort); resolves with how many. */
+  revokePort(port: number): Promise<number> {
+    return this.client.revokePort(this.id, port);
   }
 
   /** Starts it again after a suspension (its workspace at a new path); `here`: on the host asked, in a cluster. */

@@ -229,7 +229,6 @@ export interface FileInfo {
   mod_time: string;
 }
 
-/** What a suspension retained, by content address. */
 /** What a fork makes (POST /v1/sandboxes/{id}/fork). */
 export interface ForkSpec {
   /** How many sandboxes: 1 to 64 (MAX_FORK). */
@@ -258,6 +257,42 @@ export interface Forked {
   children: ForkChild[];
 }
 
+/** A preview of one of a live S1 sandbox's listen ports (POST /v1/sandboxes/{id}/ports). */
+export interface PreviewSpec {
+  /** One of the ports the sandbox was made with (`listen`). */
+  port: number;
+  /** How long the preview lasts, in seconds: 1 to 86 400 (0 or absent: 3 600). */
+  ttl_seconds?: number;
+}
+
+/**
+ * An open preview of a sandbox's port: `preview` is its token's content
+ * address (`b3:…`, as the sandbox's record keeps it), `expires` when it
+ * ends (RFC 3339, whole seconds). `token` and `url`
+ * (`https://HOST:PORT/preview/TOKEN/`, on the service's TCP listener) are
+ * said only when it is made: whoever has the URL reaches the port, with no
+ * bearer token, until it expires or is revoked.
+ */
+export interface Preview {
+  sandbox: string;
+  port: number;
+  preview: string;
+  expires: string;
+  token?: string;
+  url?: string;
+}
+
+/** A sandbox's open previews, without their tokens (GET /v1/sandboxes/{id}/ports). */
+export interface Previews {
+  previews: Preview[];
+}
+
+/** How many previews a revocation ended (DELETE /v1/sandboxes/{id}/ports/{port}). */
+export interface Revoked {
+  revoked: number;
+}
+
+/** What a suspension retained, by content address. */
 export interface Snapshot {
   /** The workspace's tree. */
   root: string;

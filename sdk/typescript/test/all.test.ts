@@ -11,6 +11,7 @@ import "./suites/runs.js";
 import "./suites/service.js";
 import "./suites/tls.js";
 import "./suites/bundle.js";
+import "./suites/ports.js";
 import "./suites/parity.js"; // last: it checks every request the suites before it sent
 
 after(stopService);

@@ -15,22 +15,23 @@ JCS of :mod:`opensandbox.crypto`).
 
 from ._version import __version__
 from ._http import Address, default_state_dir, resolve
-from .client import (Client, ExecStream, Sandbox, local_client, DEFAULT_TIMEOUT, INTERRUPT_WAIT, MAX_FORK, MAX_STDIN,
-                     OPERATIONS, POLICY_HEADER, STDIN_STREAM_TYPE)
+from .client import (Client, ExecStream, Sandbox, local_client, DEFAULT_TIMEOUT, INTERRUPT_WAIT, MAX_FORK,
+                     MAX_PREVIEW_TTL, MAX_STDIN, OPERATIONS, POLICY_HEADER, STDIN_STREAM_TYPE)
 from .aio import AsyncClient, AsyncExecStream, AsyncSandbox
 from .errors import (APIError, CanceledError, CommandFailed, DeniedError, ExecTimeout, IntegrityError,
                      InternalError, InvalidError, LimitError, NoResultError, NotFoundError, OutputError,
                      ProtocolError, RequestTimeout, SandboxError, ServiceUnreachable, UnauthorizedError,
                      UnavailableError, UntrustedError, VerificationError)
 from .types import (Claim, Continued, Energy, FileInfo, FleetProgress, FleetResult, ForkChild, Forked, Health, JCPInfo, Limits,
-                    Outcome, Output, Pool, PreservationReceipt, Record, Result, RunReport, SandboxInfo, Seeded,
-                    Snapshot, WatchEvent, parse_time)
+                    Outcome, Output, Pool, PreservationReceipt, Preview, Record, Result, RunReport, SandboxInfo,
+                    Seeded, Snapshot, WatchEvent, parse_time)
 from .verify import (VerifiedRun, open_receipt, unpack_run_bundle, verify_attestation, verify_journal, verify_run_bundle,
                      verify_run_dir)
 
 __all__ = [
     "__version__", "Address", "default_state_dir", "resolve",
-    "Client", "ExecStream", "Sandbox", "local_client", "DEFAULT_TIMEOUT", "INTERRUPT_WAIT", "MAX_FORK", "MAX_STDIN",
+    "Client", "ExecStream", "Sandbox", "local_client", "DEFAULT_TIMEOUT", "INTERRUPT_WAIT", "MAX_FORK",
+    "MAX_PREVIEW_TTL", "MAX_STDIN",
     "POLICY_HEADER", "STDIN_STREAM_TYPE",
     "AsyncClient", "AsyncExecStream", "AsyncSandbox",
     "APIError", "CanceledError", "CommandFailed", "DeniedError", "ExecTimeout", "IntegrityError",
@@ -38,8 +39,8 @@ __all__ = [
     "ProtocolError", "RequestTimeout", "SandboxError", "ServiceUnreachable", "UnauthorizedError",
     "UnavailableError", "UntrustedError", "VerificationError",
     "Claim", "Continued", "Energy", "FileInfo", "FleetProgress", "FleetResult", "ForkChild", "Forked", "Health", "JCPInfo", "Limits",
-    "Outcome", "Output", "Pool", "PreservationReceipt", "Record", "Result", "RunReport", "SandboxInfo", "Seeded",
-    "Snapshot", "WatchEvent", "parse_time",
+    "Outcome", "Output", "Pool", "PreservationReceipt", "Preview", "Record", "Result", "RunReport", "SandboxInfo",
+    "Seeded", "Snapshot", "WatchEvent", "parse_time",
     "VerifiedRun", "open_receipt", "verify_attestation", "verify_journal", "verify_run_dir", "unpack_run_bundle",
     "verify_run_bundle", "OPERATIONS",
 ]

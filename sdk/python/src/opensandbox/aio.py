@@ -327,6 +327,18 @@ class AsyncSandbox:
         """Make ``count`` sandboxes from its state; returns the fork."""
         return await self.client._run(self._sb.fork, count, suspended=suspended)
 
+    async def expose_port(self, port, *, ttl_seconds=None):
+        """Expose one of its ``listen`` ports; returns the preview, with its URL."""
+        return await self.client._run(self._sb.expose_port, port, ttl_seconds=ttl_seconds)
+
+    async def list_ports(self):
+        """Its open previews."""
+        return await self.client._run(self._sb.list_ports)
+
+    async def revoke_port(self, port):
+        """Revoke the open previews of ``port``; returns how many."""
+        return await self.client._run(self._sb.revoke_port, port)
+
     async def resume(self, *, here=False):
         """Start it again (``here``: on the host asked, in a cluster); returns
         its new description."""

@@ -31,10 +31,11 @@ from ._http import Address, Deadline, Transport, default_state_dir, resolve
 from .errors import (CommandFailed, ExecTimeout, NoResultError, NotFoundError, OutputError, ProtocolError,
                      RequestTimeout, SandboxError, ServiceUnreachable, error_from_body)
 from .types import (FileInfo, FleetProgress, FleetResult, Health, JCPInfo, Limits, Output, Pool,
-                    PreservationReceipt, Record, Result, RunReport, SandboxInfo, Seeded, Snapshot, Forked, WatchEvent)
+                    PreservationReceipt, Preview, Record, Result, RunReport, SandboxInfo, Seeded, Snapshot, Forked,
+                    WatchEvent)
 
 __all__ = ["Client", "Sandbox", "ExecStream", "DEFAULT_TIMEOUT", "INTERRUPT_WAIT", "STDIN_STREAM_TYPE",
-           "POLICY_HEADER", "MAX_STDIN", "MAX_BUNDLE_BYTES", "OPERATIONS", "LOCAL_METHODS"]
+           "POLICY_HEADER", "MAX_STDIN", "MAX_BUNDLE_BYTES", "MAX_PREVIEW_TTL", "OPERATIONS", "LOCAL_METHODS"]
 
 #: client-side timeout of an ordinary call, in seconds
 DEFAULT_TIMEOUT = 120.0
@@ -54,6 +55,8 @@ POLICY_HEADER = "Sandbox-Policy"
 MAX_STDIN = 16 << 20
 #: the most sandboxes one fork makes
 MAX_FORK = 64
+#: the longest a port preview lasts, in seconds (its default: an hour)
+MAX_PREVIEW_TTL = 86400
 #: the most bytes of a run's bundle (GET /v1/runs/{id}/bundle) read by default
 MAX_BUNDLE_BYTES = 1 << 30
 
@@ -78,6 +81,9 @@ OPERATIONS = {
     "suspend": ("POST /v1/sandboxes/{id}/suspend",),
     "fork": ("POST /v1/sandboxes/{id}/fork",),
     "watch": ("GET /v1/sandboxes/{id}/watch",),
+    "expose_port": ("POST /v1/sandboxes/{id}/ports",),
+    "list_ports": ("GET /v1/sandboxes/{id}/ports",),
+    "revoke_port": ("DELETE /v1/sandboxes/{id}/ports/{port}",),
     "resume": ("POST /v1/sandboxes/{id}/resume",),
     "seed": ("POST /v1/sandboxes/{id}/seed",),
     "preservation": ("POST /v1/sandboxes/{id}/preservation",),
@@ -159,6 +165,13 @@ def _array(v, what):
     if not isinstance(v, list):
         raise ProtocolError("%s: the service answered %s, not an array" % (what, type(v).__name__))
     return v
+
+
+def _port(port):
+    """A TCP port number given to a port preview's call."""
+    if isinstance(port, bool) or not isinstance(port, int):
+        raise TypeError("a port is an int (1 to 65535), not %r" % (port,))
+    return port
 
 
 def _run_hex(run_id):
@@ -644,6 +657,43 @@ class Client:
         the error that stopped it (partial success raises nothing)."""
         spec = {"count": count, "suspended": True} if suspended else {"count": count}
         return Forked.from_dict(self._call(_op("POST /v1/sandboxes/{id}/fork", id=sandbox_id), spec, timeout=timeout))
+
+    def expose_port(self, sandbox_id, port, *, ttl_seconds=None, timeout=None):
+        """Expose ``port``, one of a live S1 sandbox's ``listen`` ports, through
+        the service's TCP listener (``POST /v1/sandboxes/{id}/ports``) for
+        ``ttl_seconds`` (1 to :data:`MAX_PREVIEW_TTL`; None or 0: an hour).
+        Returns the :class:`~opensandbox.types.Preview` with its ``url``
+        (``https://HOST:PORT/preview/TOKEN/``) and ``token``, said only
+        here: whoever has the URL reaches the port, with no bearer token,
+        until it expires, is revoked (:meth:`revoke_port`) or the sandbox is
+        suspended or closed. Nothing answering on the port, a service
+        without a TCP listener (``serve --listen``) or a sandbox of another
+        tier is :class:`~opensandbox.errors.UnavailableError`; a port the
+        sandbox was not made with :class:`~opensandbox.errors.InvalidError`;
+        more than 16 open previews :class:`~opensandbox.errors.LimitError`."""
+        spec = {"port": _port(port)}
+        if ttl_seconds:
+            spec["ttl_seconds"] = int(ttl_seconds)
+        return Preview.from_dict(self._call(_op("POST /v1/sandboxes/{id}/ports", id=sandbox_id), spec,
+                                            timeout=timeout))
+
+    def list_ports(self, sandbox_id):
+        """A live sandbox's open previews (``GET /v1/sandboxes/{id}/ports``):
+        a list of :class:`~opensandbox.types.Preview`, by port and expiry,
+        without their tokens and URLs."""
+        d = self._call(_op("GET /v1/sandboxes/{id}/ports", id=sandbox_id))
+        return [Preview.from_dict(p) for p in _array(d.get("previews") if isinstance(d, dict) else d,
+                                                     "the previews")]
+
+    def revoke_port(self, sandbox_id, port):
+        """Revoke every open preview of ``port`` of a live sandbox
+        (``DELETE /v1/sandboxes/{id}/ports/{port}``): each URL is 404 from
+        now on and connections through it are cut. Returns how many were
+        revoked; none open is :class:`~opensandbox.errors.NotFoundError`."""
+        d = self._call(_op("DELETE /v1/sandboxes/{id}/ports/{port}", id=sandbox_id, port=str(_port(port))))
+        if not isinstance(d, dict) or not isinstance(d.get("revoked"), int):
+            raise ProtocolError("revoking port %d: the service answered %r, not how many were revoked" % (port, d))
+        return d["revoked"]
 
     def resume(self, sandbox_id, timeout=None, *, here=False):
         """Start a suspended sandbox again from its record
@@ -1215,6 +1265,20 @@ class Sandbox:
         returns the :class:`~opensandbox.types.Forked`, whose children's
         handles :meth:`Client.sandbox` gives."""
         return self.client.fork(self.id, count, suspended=suspended)
+
+    def expose_port(self, port, *, ttl_seconds=None):
+        """Expose one of its ``listen`` ports (:meth:`Client.expose_port`);
+        returns the :class:`~opensandbox.types.Preview`, with its URL."""
+        return self.client.expose_port(self.id, port, ttl_seconds=ttl_seconds)
+
+    def list_ports(self):
+        """Its open previews (:meth:`Client.list_ports`)."""
+        return self.client.list_ports(self.id)
+
+    def revoke_port(self, port):
+        """Revoke the open previews of ``port`` (:meth:`Client.revoke_port`);
+        returns how many."""
+        return self.client.revoke_port(self.id, port)
 
     def resume(self, *, here=False):
         """Start it again (:meth:`Client.resume`; ``here``: on the host asked,

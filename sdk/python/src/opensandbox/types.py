@@ -17,6 +17,7 @@ __all__ = [
     "parse_time", "Health", "Outcome", "Energy", "Result", "SandboxInfo", "Continued",
     "FileInfo", "Snapshot", "Record", "Pool", "FleetProgress", "FleetResult", "Claim",
     "Seeded", "PreservationReceipt", "RunReport", "JCPInfo", "Output", "Limits", "WatchEvent",
+    "Preview",
 ]
 
 
@@ -291,6 +292,34 @@ class Forked:
     def failed(self):
         """The children that were not, as :class:`ForkChild`."""
         return [c for c in self.children if c.error is not None]
+
+
+@dataclass
+class Preview:
+    """An open preview of a sandbox's port (``POST /v1/sandboxes/{id}/ports``):
+    the ``sandbox``, the ``port``, ``preview`` (its token's content address,
+    ``b3:…``, as the sandbox's record keeps it) and when it ``expires``
+    (RFC 3339, whole seconds; :attr:`expires_at` as a ``datetime``). ``url``
+    (``https://HOST:PORT/preview/TOKEN/``) and ``token`` are said only when
+    it is made; a listing leaves them empty."""
+    sandbox: str
+    port: int
+    preview: str
+    expires: str
+    token: str = ""
+    url: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_dict(cls, d):
+        """Read the API's object."""
+        return cls(_get(d, "sandbox", ""), _get(d, "port", 0), _get(d, "preview", ""), _get(d, "expires", ""),
+                   _get(d, "token", ""), _get(d, "url", ""), d if isinstance(d, dict) else {})
+
+    @property
+    def expires_at(self):
+        """``expires`` as a ``datetime`` (UTC)."""
+        return parse_time(self.expires)
 
 
 @dataclass
