@@ -285,6 +285,31 @@ func (c *Client) Fork(ctx context.Context, id string, spec ForkSpec) (*Forked, e
 	return &f, c.call(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/fork", spec, &f)
 }
 
+// Expose makes a preview of port, one of live sandbox id's listen ports:
+// a URL on the service's TCP listener that reaches the port until it
+// expires or is revoked.
+func (c *Client) Expose(ctx context.Context, id string, spec PreviewSpec) (*Preview, error) {
+	var p Preview
+	return &p, c.call(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/ports", spec, &p)
+}
+
+// Previews lists live sandbox id's open previews (without their tokens).
+func (c *Client) Previews(ctx context.Context, id string) ([]Preview, error) {
+	var p Previews
+	if err := c.call(ctx, "GET", "/v1/sandboxes/"+url.PathEscape(id)+"/ports", nil, &p); err != nil {
+		return nil, err
+	}
+	return p.Previews, nil
+}
+
+// Unexpose revokes every open preview of port of live sandbox id and
+// says how many it ended.
+func (c *Client) Unexpose(ctx context.Context, id string, port int) (int, error) {
+	var r Revoked
+	err := c.call(ctx, "DELETE", "/v1/sandboxes/"+url.PathEscape(id)+"/ports/"+strconv.Itoa(port), nil, &r)
+	return r.Revoked, err
+}
+
 // Seed seeds live sandbox id's workspace with a git checkout (S1).
 func (c *Client) Seed(ctx context.Context, id string, spec SeedSpec) (*Seeded, error) {
 	var s Seeded

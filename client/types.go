@@ -419,3 +419,34 @@ type WatchEvent struct {
 	Dir  bool   `json:"dir,omitempty"`
 	Why  string `json:"why,omitempty"`
 }
+
+// PreviewSpec asks for a preview of one of a live sandbox's listen ports
+// (POST /v1/sandboxes/{id}/ports): TTLSeconds how long it lasts (0: an
+// hour; at most a day).
+type PreviewSpec struct {
+	Port       int   `json:"port"`
+	TTLSeconds int64 `json:"ttl_seconds,omitempty"`
+}
+
+// Preview is an open preview of a sandbox's port: its ID (the content
+// address of its token, as the sandbox's record keeps it) and when it
+// expires. Token and URL are said once, when it is made: whoever has the
+// URL reaches the port until Expires or a revocation.
+type Preview struct {
+	Sandbox string    `json:"sandbox"`
+	Port    int       `json:"port"`
+	ID      string    `json:"preview"`
+	Expires time.Time `json:"expires"`
+	Token   string    `json:"token,omitempty"`
+	URL     string    `json:"url,omitempty"`
+}
+
+// Previews are a sandbox's open previews (GET /v1/sandboxes/{id}/ports).
+type Previews struct {
+	Previews []Preview `json:"previews"`
+}
+
+// Revoked says how many previews a revocation ended.
+type Revoked struct {
+	Revoked int `json:"revoked"`
+}

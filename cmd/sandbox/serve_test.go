@@ -45,7 +45,11 @@ func startServeCmd(t testing.TB, home string, cmd *exec.Cmd) *exec.Cmd {
 	// A socket a killed service left would pass for this one's.
 	os.Remove(filepath.Join(home, client.SocketName))
 	var log bytes.Buffer
-	cmd.Stderr = &log
+	if cmd.Stderr != nil {
+		cmd.Stderr = io.MultiWriter(&log, cmd.Stderr) // the test reads it too
+	} else {
+		cmd.Stderr = &log
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

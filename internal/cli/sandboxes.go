@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,7 +32,7 @@ import (
 
 func sandboxesCommands(g *Globals) []*cobra.Command {
 	return []*cobra.Command{createCmd(g), execCmd(g), cpCmd(g), lsCmd(g), watchCmd(g), psCmd(g), rmCmd(g),
-		suspendCmd(g), forkCmd(g), resumeCmd(g), closeCmd(g), seedCmd(g), preservationCmd(g), poolsCmd(g)}
+		suspendCmd(g), forkCmd(g), portCmd(g), resumeCmd(g), closeCmd(g), seedCmd(g), preservationCmd(g), poolsCmd(g)}
 }
 
 func createCmd(g *Globals) *cobra.Command {
@@ -64,7 +65,8 @@ attestation naming the sandbox. 'sandbox rm' ends it.
 
 --listen PORT lets an S1 sandbox's processes listen on a TCP port inside
 its own network namespace (loopback only; recorded in each exec's
-attestation): nothing outside the sandbox can reach it.
+attestation): nothing outside the sandbox can reach it, until 'sandbox
+port' exposes it through the service for a while.
 
 --pool NAME claims a sandbox the service's warm pool NAME made ahead
 ('sandbox serve --pool'): ready at once, its record carrying the energy
@@ -901,4 +903,94 @@ func (g *Globals) signedManifest(file string) ([]byte, error) {
 		return nil, err
 	}
 	return s.Envelope, nil
+}
+
+func portCmd(g *Globals) *cobra.Command {
+	var asJSON, revoke bool
+	var ttl time.Duration
+	c := &cobra.Command{
+		Use:   "port SANDBOX [PORT] [--ttl D] [--revoke]",
+		Short: "Preview a port a live sandbox listens on, through the service",
+		Long: `Expose one of a live S1 sandbox's listen ports (create --listen PORT)
+through the service: the service answers with a URL on its TCP listener
+(serve --listen), https://HOST:PORT/preview/TOKEN/, that reaches the port
+as a process inside the sandbox would, for whoever has the URL, until it
+expires (--ttl, default 1h, at most 24h) or is revoked (--revoke, every
+open preview of the port). The URL is printed once: the service keeps
+only the token's address, which the sandbox's run record seals with the
+port and the expiry (an exposed segment; a revocation, an unexposed one).
+A preview ends when its sandbox is suspended or closed. Each request
+through it counts as activity for the idle fence. Its pages run in an
+origin of their own, never the service's. Nothing listening on the port
+is refused before a URL is made.
+
+With no PORT, the sandbox's open previews are listed (without their
+tokens).`,
+		Args: UsageArgs(cobra.RangeArgs(1, 2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			port := 0
+			if len(args) == 2 {
+				p, err := strconv.Atoi(args[1])
+				if err != nil || p < 1 || p > 65535 {
+					return errs.Usage{Err: fmt.Errorf("port %q: want 1 to 65535", args[1])}
+				}
+				port = p
+			}
+			switch {
+			case revoke && port == 0:
+				return errs.Usage{Err: errors.New("--revoke needs the PORT whose previews it ends")}
+			case ttl != 0 && (port == 0 || revoke):
+				return errs.Usage{Err: errors.New("--ttl is for making a preview: give a PORT, without --revoke")}
+			case ttl < 0 || (ttl != 0 && ttl < time.Second) || ttl > 24*time.Hour:
+				return errs.Usage{Err: fmt.Errorf("--ttl %s: want 1s to 24h", ttl)}
+			}
+			cl, err := g.Client()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			out := cmd.OutOrStdout()
+			switch {
+			case port == 0:
+				ps, err := cl.Previews(cmd.Context(), args[0])
+				if err != nil {
+					return APIErr(err)
+				}
+				if asJSON {
+					return PrintJSON(out, client.Previews{Previews: ps})
+				}
+				if len(ps) == 0 {
+					fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: %s has no open previews\n", args[0])
+				}
+				for _, p := range ps {
+					fmt.Fprintf(out, "%d  until %s  %s\n", p.Port, p.Expires.Local().Format(time.RFC3339), p.ID)
+				}
+				return nil
+			case revoke:
+				n, err := cl.Unexpose(cmd.Context(), args[0], port)
+				if err != nil {
+					return APIErr(err)
+				}
+				if asJSON {
+					return PrintJSON(out, client.Revoked{Revoked: n})
+				}
+				fmt.Fprintf(out, "revoked %d preview(s) of port %d\n", n, port)
+				return nil
+			}
+			p, err := cl.Expose(cmd.Context(), args[0], client.PreviewSpec{Port: port, TTLSeconds: int64(ttl / time.Second)})
+			if err != nil {
+				return APIErr(err)
+			}
+			if asJSON {
+				return PrintJSON(out, p)
+			}
+			fmt.Fprintln(out, p.URL)
+			fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: port %d of %s until %s (preview %s)\n", p.Port, p.Sandbox, p.Expires.Local().Format(time.RFC3339), p.ID)
+			return nil
+		},
+	}
+	c.Flags().DurationVar(&ttl, "ttl", 0, "how long the preview lasts (1s to 24h; default 1h)")
+	c.Flags().BoolVar(&revoke, "revoke", false, "end every open preview of PORT")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the preview (or the list) as JSON")
+	return c
 }

@@ -32,6 +32,7 @@ type Manager struct {
 	sandboxes sandboxes
 	pools     pools
 	idle      idleKeeper
+	previews  previews
 	// lifecycleMu: one writer of lifecycle records at a time.
 	lifecycleMu sync.Mutex
 }

@@ -171,8 +171,9 @@ func forwardable(r *http.Request) (string, bool) {
 		return "", false
 	}
 	id, op, _ := strings.Cut(rest, "/")
+	op, _, _ = strings.Cut(op, "/") // ports/{port}
 	switch op {
-	case "", "exec", "files", "watch", "fork", "suspend", "close", "preservation":
+	case "", "exec", "files", "watch", "fork", "ports", "suspend", "close", "preservation":
 		return id, true
 	}
 	return "", false

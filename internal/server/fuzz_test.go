@@ -22,11 +22,12 @@ func FuzzRequestBody(f *testing.F) {
 		`{"args":["true"],"limits":{"pids":1,"memory_pages":-1}}` + "\nstdin bytes", `{"args":["true"],"grants_json":{"cpu":[]}}` + "\n",
 		`{"args":["x"],"interrupt_key":"0123456789abcdef"}`,
 		`{"count":3}`, `{"count":3,"suspended":true}`, `{"count":-1}`, `{"count":1e3}`, `{"count":"2"}`, `{"count":65}`,
+		`{"port":8000}`, `{"port":8000,"ttl_seconds":86401}`, `{"port":-1}`, `{"port":8000,"ttl_seconds":1e9}`,
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		for _, v := range []any{&client.SandboxSpec{}, &client.ExecSpec{}, &client.ForkSpec{}} {
+		for _, v := range []any{&client.SandboxSpec{}, &client.ExecSpec{}, &client.ForkSpec{}, &client.PreviewSpec{}} {
 			w := httptest.NewRecorder()
 			r := httptest.NewRequest("POST", "/v1/sandboxes", strings.NewReader(body))
 			err := decode(w, r, v, MaxBody)

@@ -65,6 +65,10 @@ type Server struct {
 
 	peerState
 
+	// previewAddr is the TCP listener previews are served on (""
+	// none: WithPreviews).
+	previewAddr string
+
 	metrics metrics
 	calls   interrupts
 	base    context.Context
@@ -142,6 +146,9 @@ func (s *Server) routes() *routes {
 	mux.HandleFunc("POST /v1/sandboxes/{id}/suspend", s.suspend)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/fork", s.fork)
 	mux.HandleFunc("GET /v1/sandboxes/{id}/watch", s.watch)
+	mux.HandleFunc("POST /v1/sandboxes/{id}/ports", s.expose)
+	mux.HandleFunc("GET /v1/sandboxes/{id}/ports", s.previews)
+	mux.HandleFunc("DELETE /v1/sandboxes/{id}/ports/{port}", s.unexpose)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/seed", s.seed)
 	mux.HandleFunc("GET /v1/runs/{id}", s.runReport)
 	mux.HandleFunc("GET /v1/runs/{id}/bundle", s.runBundle)
@@ -204,7 +211,7 @@ func (s *Server) logged(next http.Handler) http.Handler {
 		rw := &statusWriter{ResponseWriter: w, code: 200}
 		next.ServeHTTP(rw, r)
 		s.metrics.request(rw.code)
-		s.Log.Info("request", "method", r.Method, "path", r.URL.Path, "status", rw.code, "owner", owner(r), "ms", time.Since(start).Milliseconds())
+		s.Log.Info("request", "method", r.Method, "path", logPath(r.URL.Path), "status", rw.code, "owner", owner(r), "ms", time.Since(start).Milliseconds())
 	})
 }
 

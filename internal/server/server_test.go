@@ -319,7 +319,7 @@ func TestServiceStreamedStdin(t *testing.T) {
 
 // Bad input gets a status from the one category map, naming what.
 func TestServiceBadInput(t *testing.T) {
-	h, _, c := serve(t)
+	h, srv, c := serve(t)
 	h.MaxLive(1)
 	raw := rawClient(h)
 	var inj grant.Set
@@ -373,6 +373,14 @@ func TestServiceBadInput(t *testing.T) {
 		{"POST", "/v1/sandboxes/sb-000000000000/fork", `{"count": "2"}`, 400, `field \"count\"`},
 		{"POST", "/v1/sandboxes/sb-000000000000/fork", `{"count": 2, "colour": "red"}`, 400, `unknown field \"colour\"`},
 		{"POST", "/v1/sandboxes/sb-000000000000/fork", ``, 400, "empty"},
+		{"POST", "/v1/sandboxes/sb-000000000000/ports", `{"port": 8000}`, 503, "serve --listen"},
+		{"POST", "/v1/sandboxes/sb-000000000000/ports", `{"port": "8000"}`, 400, `field \"port\"`},
+		{"POST", "/v1/sandboxes/sb-000000000000/ports", `{"port": 8000, "ttl": 5}`, 400, `unknown field \"ttl\"`},
+		{"GET", "/v1/sandboxes/sb-000000000000/ports", ``, 404, "no such sandbox"},
+		{"DELETE", "/v1/sandboxes/sb-000000000000/ports/8000", ``, 404, "no such sandbox"},
+		{"DELETE", "/v1/sandboxes/sb-000000000000/ports/http", ``, 400, `port \"http\"`},
+		{"DELETE", "/v1/sandboxes/sb-000000000000/ports/0", ``, 400, "1 to 65535"},
+		{"DELETE", "/v1/sandboxes/sb-000000000000/ports/65536", ``, 400, "1 to 65535"},
 		{"GET", "/v1/sandboxes?here=maybe", ``, 400, `query parameter \"here\"`},
 		{"GET", "/v1/sandboxes/sb-000000000000/watch", ``, 400, `query parameter \"path\"`},
 		{"GET", "/v1/sandboxes/sb-000000000000/watch?path=/tmp&recursive=maybe", ``, 400, `query parameter \"recursive\"`},
@@ -398,10 +406,11 @@ func TestServiceBadInput(t *testing.T) {
 			t.Errorf("%s %s %.60q: %d %s; want %d saying %s", tc.method, tc.path, tc.body, code, body, tc.code, tc.says)
 		}
 	}
-	sb, err := c.Create(context.Background(), client.SandboxSpec{})
+	sb, err := c.Create(context.Background(), client.SandboxSpec{Listen: []int{8000}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.previewAddr = "127.0.0.1:1" // as if it served --listen
 	if _, err := c.Create(context.Background(), client.SandboxSpec{}); status(err) != 429 {
 		t.Fatalf("over the limit of live sandboxes: %v", err)
 	}
@@ -417,6 +426,13 @@ func TestServiceBadInput(t *testing.T) {
 		{"POST", "/v1/sandboxes/" + sb.ID + "/fork", `{}`, 400, `field \"count\": 0`},
 		{"POST", "/v1/sandboxes/" + sb.ID + "/fork", `{"count": 65}`, 400, `field \"count\": 65`},
 		{"POST", "/v1/sandboxes/" + sb.ID + "/fork", `{"count": 1e3}`, 400, `field \"count\"`},
+		{"POST", "/v1/sandboxes/" + sb.ID + "/ports", `{"port": 0}`, 400, "port 0: want 1 to 65535"},
+		{"POST", "/v1/sandboxes/" + sb.ID + "/ports", `{"port": 70000}`, 400, "port 70000"},
+		{"POST", "/v1/sandboxes/" + sb.ID + "/ports", `{"port": 9000}`, 400, "not one sandbox"},
+		{"POST", "/v1/sandboxes/" + sb.ID + "/ports", `{"port": 8000, "ttl_seconds": -1}`, 400, `field \"ttl_seconds\"`},
+		{"POST", "/v1/sandboxes/" + sb.ID + "/ports", `{"port": 8000, "ttl_seconds": 86401}`, 400, `field \"ttl_seconds\"`},
+		{"POST", "/v1/sandboxes/" + sb.ID + "/ports", `{"port": 8000}`, 503, "answers on port 8000"},
+		{"DELETE", "/v1/sandboxes/" + sb.ID + "/ports/8000", ``, 404, "no open preview"},
 		{"PUT", "/v1/sandboxes/" + sb.ID + "/files?path=" + sb.Workspace + "/x&mode=999", `x`, 400, "mode"},
 		{"PUT", "/v1/sandboxes/" + sb.ID + "/files?path=" + sb.Workspace + "/../etc/x", `x`, 400, "clean path"},
 		{"PUT", "/v1/sandboxes/" + sb.ID + "/files?path=" + sb.Workspace, `x`, 400, "grant's directory itself"},

@@ -125,7 +125,13 @@ Attestations, receipts, record seals and fleet proofs are checked in the
 browser (WebCrypto Ed25519, SHA-256; BLAKE3 in the page's own code)
 against the host key GET /v1/key names. Everything the page needs is
 served by this binary (no CDN; a Content-Security-Policy of 'self'
-alone, no inline script, no framing). --ui needs --listen.`
+alone, no inline script, no framing). --ui needs --listen.
+
+With --listen the service also serves port previews ('sandbox port',
+POST /v1/sandboxes/ID/ports) at https://HOST:PORT/preview/TOKEN/: each
+reaches one listen port of a live S1 sandbox, for whoever has its URL,
+until it expires or is revoked; its pages are given an opaque origin
+(Content-Security-Policy: sandbox), never the service's.`
 
 // serveOptions are serve's flags.
 type serveOptions struct {
@@ -317,6 +323,7 @@ func (o *serveOptions) serve(ctx context.Context, ho *live.Manager, log *slog.Lo
 		if o.ui {
 			h = s.WithConsole(h) // the web console at /ui/ (docs/console.md)
 		}
+		h = s.WithPreviews(h, tl.Addr().String()) // port previews at /preview/ (sandbox port)
 		ts := &http.Server{Handler: h, BaseContext: s.BaseContext, ReadHeaderTimeout: 10 * time.Second}
 		servers = append(servers, ts)
 		go func() { errc <- ts.Serve(tl) }()
