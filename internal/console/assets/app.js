@@ -450,6 +450,8 @@ function segmentBox(e, n, head) {
     case "closed": body.push(el("div", {}, e.reason || "closed"), e.idle_uj !== undefined ? idle(e.idle_uj, e.idle_provenance) : null); break;
     case "forked": body.push(el("div", {}, "from ", el("a", { href: `#/records/${encodeURIComponent(e.parent.record)}` }, e.parent.record)), el("div", {}, snap(e.snapshot))); break;
     case "placed": body.push(el("div", {}, `on ${short(e.placement.host)}`), el("div", {}, e.placement.why)); break;
+    case "exposed": body.push(el("div", {}, `port ${e.port} until ${new Date(e.until * 1000).toISOString()}`), el("div", {}, `preview ${short(e.preview)}`)); break;
+    case "unexposed": body.push(el("div", {}, `port ${e.port}: ${e.reason}`), el("div", {}, `preview ${short(e.preview)}`)); break;
   }
   return el("div", { class: `seg seg-${kind}`, data: { kind, entry: n + 1 } },
     el("div", { class: "seg-kind" }, `${n + 1}. ${kind}`), body, head ? el("div", { class: "seg-head", title: head }, `head ${short(head)}`) : null);
