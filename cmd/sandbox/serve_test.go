@@ -852,3 +852,52 @@ func TestS2ParkSurvivesAKilledService(t *testing.T) {
 		t.Fatalf("record verify: %d %s %s", code, out, e)
 	}
 }
+
+// A service killed while a suspension's objects are staged (written,
+// not yet synced or in the store) leaves nothing a record names: the
+// next service suspends the sandbox from its workspace as it was left,
+// its staging directory is collected, and the sandbox resumes whole.
+func TestSuspendKilledWhileItsObjectsAreStaged(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	srv := startServeEnv(t, home, []string{crash.Env + "=" + crash.SuspendStaged})
+	out, e, code := runCLI(t, home, "", "create")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("create: %d %s", code, e)
+	}
+	var sbs []client.Sandbox
+	out, _, _ = runCLI(t, home, "", "ps", "--json")
+	if err := json.Unmarshal([]byte(out), &sbs); err != nil || len(sbs) != 1 {
+		t.Fatalf("ps: %v %s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(sbs[0].Workspace, "note.txt"), []byte("kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, code := runCLI(t, home, "", "suspend", id); code == 0 {
+		t.Fatal("the service did not die at " + crash.SuspendStaged)
+	}
+	srv.Wait()
+	staged, _ := filepath.Glob(filepath.Join(home, store.StagingDir, "batch-*"))
+	if len(staged) != 1 {
+		t.Fatalf("staging directories left by the killed service: %v", staged)
+	}
+	startServe(t, home)
+	if _, err := os.Stat(staged[0]); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the staged objects of the killed suspension are still there: %v", err)
+	}
+	if out, e, code := runCLI(t, home, "", "resume", id); code != 0 {
+		t.Fatalf("resume: %d %s %s", code, out, e)
+	}
+	out, _, _ = runCLI(t, home, "", "ps", "--json")
+	if err := json.Unmarshal([]byte(out), &sbs); err != nil || len(sbs) != 1 {
+		t.Fatalf("ps: %v %s", err, out)
+	}
+	if out, e, code := runCLI(t, home, "", "exec", "-q", id, "--", "cat", sbs[0].Workspace+"/note.txt"); code != 0 || out != "kept\n" {
+		t.Fatalf("the workspace after resuming: %d %q %s", code, out, e)
+	}
+	runCLI(t, home, "", "close", id)
+	if out, e, code := runCLI(t, home, "", "record", "verify", id, "--trust-host"); code != 0 || !strings.Contains(out, "closed") {
+		t.Fatalf("record verify: %d %s %s", code, out, e)
+	}
+}

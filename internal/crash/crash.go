@@ -35,6 +35,7 @@ const (
 
 // The points of a live sandbox's suspension and resumption (internal/host).
 const (
+	SuspendStaged   = "suspend-staged"   // the workspace's objects are written to a batch, unsynced; none in the store yet
 	SuspendCaptured = "suspend-captured" // the workspace is stored as a tree; Suspended not yet appended
 	SuspendAppended = "suspend-appended" // Suspended is appended; the sandbox not yet torn down
 	ResumeRestored  = "resume-restored"  // the workspace is back, the init started; Resumed not yet appended

@@ -394,8 +394,23 @@ func (h *Manager) suspendGated(sb *Sandbox, gate func(record.Snapshot) error) (r
 
 // capture stores the sandbox's workspace as a tree and this host's
 // environment manifest; it returns the snapshot and the bytes retained.
+// Its objects are stored in one batch: written unsynced, made durable
+// with one sync, and only then named in the store (store.Batch).
 func (h *Manager) capture(sb *Sandbox) (record.Snapshot, int64, error) {
-	return h.captureIn(h.Store, sb)
+	b, err := h.Store.NewBatch()
+	if err != nil {
+		return record.Snapshot{}, 0, err
+	}
+	snap, n, err := h.captureIn(b, sb)
+	if err != nil {
+		b.Abort()
+		return record.Snapshot{}, 0, err
+	}
+	crash.At(crash.SuspendStaged)
+	if err := b.Commit(); err != nil {
+		return record.Snapshot{}, 0, fmt.Errorf("store the snapshot of sandbox %s: %w", sb.ID, err)
+	}
+	return snap, n, nil
 }
 
 // captureIn is capture, its objects stored in blobs (a fork's stage).

@@ -3,7 +3,9 @@ package live
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -86,4 +88,69 @@ func benchSuspendResume(b *testing.B, fromStore bool) {
 	}
 	b.ReportMetric(float64(sus.Milliseconds())/float64(b.N), "suspend-ms")
 	b.ReportMetric(float64(res.Milliseconds())/float64(b.N), "resume-ms")
+}
+
+// BenchmarkFirstSuspend: a live sandbox's 1 GiB workspace (100 files of
+// ~10.7 MB) suspended for the first time (every chunk new), against cp -a
+// of the same kind of workspace (a live sandbox's, on its volume) into
+// the state directory's filesystem and a sync (issue 33's goal: ≤ 1.5×).
+func BenchmarkFirstSuspend(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("live sandboxes with their own cgroups need root")
+	}
+	const files, size = 100, (1 << 30) / 100
+	each := func(b *testing.B, what func(h *Manager, info SandboxInfo)) {
+		h := newBenchHost(b)
+		lease, err := h.Store.Dir.Lease()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer lease.Close()
+		h.Store.Lease = lease
+		defer func() {
+			h.Close()
+			for _, id := range h.recordIDs() {
+				os.RemoveAll(h.parkedDir(id))
+			}
+		}()
+		buf := make([]byte, size)
+		for b.Loop() {
+			b.StopTimer()
+			info, err := h.Create(context.Background(), SandboxSpec{Tier: tier.S2})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range files {
+				rand.Read(buf)
+				if err := os.WriteFile(filepath.Join(info.Workspace, fmt.Sprintf("f%03d", i)), buf, 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+			exec.Command("sync").Run()
+			b.StartTimer()
+			what(h, info)
+			b.StopTimer()
+			h.CloseRecord(info.ID, "", "benchmark")
+			b.StartTimer()
+		}
+	}
+	b.Run("suspend", func(b *testing.B) {
+		each(b, func(h *Manager, info SandboxInfo) {
+			if _, err := h.Suspend(context.Background(), info.ID, ""); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("cp-a+sync", func(b *testing.B) {
+		each(b, func(h *Manager, info SandboxInfo) {
+			dst := h.Store.Path("copy-" + info.ID)
+			if out, err := exec.Command("cp", "-a", info.Workspace, dst).CombinedOutput(); err != nil {
+				b.Fatalf("%v: %s", err, out)
+			}
+			exec.Command("sync").Run()
+			b.StopTimer()
+			os.RemoveAll(dst)
+			b.StartTimer()
+		})
+	})
 }

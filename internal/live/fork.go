@@ -481,23 +481,15 @@ func (s *stage) PutBlob(a addr.Addr, b []byte) error {
 }
 
 // putFile stages the file at path (in the stage) under its address a,
-// whose content its writer computed: synced, then named by a (the
-// directory is synced once, when the children are named). Where the
-// store or the stage has a already, the file goes.
+// whose content its writer computed: named by a, unsynced (the stage is
+// made durable once, when the children are named: until then a crash
+// leaves a stage gc removes whole). Where the store or the stage has a
+// already, the file goes.
 func (s *stage) putFile(a addr.Addr, path string) error {
 	if s.HasBlob(a) {
 		return os.Remove(path)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	f.Close()
-	if err == nil {
-		err = os.Rename(path, s.path(a))
-	}
-	if err != nil {
+	if err := os.Rename(path, s.path(a)); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -515,7 +507,13 @@ type stageChildren struct {
 // from here an ended fork's stage is moved into the store by gc where
 // one of them has a record.
 func (s *stage) name(ids []string) error {
-	if err := safefile.SyncDir(filepath.Join(s.dir, "blobs")); err != nil {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.held))
+	for a := range s.held {
+		names = append(names, a.Hex())
+	}
+	s.mu.Unlock()
+	if _, err := store.SyncStaged(filepath.Join(s.dir, "blobs"), names); err != nil {
 		return err
 	}
 	b, err := json.Marshal(stageChildren{Children: ids})

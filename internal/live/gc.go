@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/internal/state"
+	"github.com/opensubstrate/sandbox/internal/store"
 )
 
 // Leftover is something a sandbox process made for a run and did not
@@ -109,6 +110,7 @@ func (h *Manager) GC(dryRun bool) ([]Leftover, error) {
 		}
 	}
 	scan(h.Store.Dir.Path("runs"), ".partial-", "run being written", true)
+	scan(h.Store.Path(store.StagingDir), "batch-", "blobs a capture staged and never stored (nothing names them)", false)
 	scan(h.Store.Dir.Path("roots"), "run-", "S1 root", true)
 	scan(h.Store.Dir.Path("roots"), "ca-", "CA bundle", true)
 	// A directory S1 keeps a run's writes in when they cannot be

@@ -112,6 +112,12 @@ type Blobs interface {
 	HasBlob(a addr.Addr) bool
 }
 
+// HashedPutter is a Blobs that stores bytes whose address the caller
+// computed from them itself without hashing them again (store.Batch).
+type HashedPutter interface {
+	PutHashed(a addr.Addr, b []byte) error
+}
+
 // BlobReader is a Blobs that can read a blob into a buffer of the
 // caller's (store.Store).
 type BlobReader interface {
@@ -276,27 +282,43 @@ func (c *Capturer) file(p, rel string, info fs.FileInfo, st *Stats) (Entry, erro
 	}
 	defer f.Close()
 	e := Entry{Path: rel, Kind: "file", Mode: int64(info.Mode().Perm())}
-	buf := make([]byte, ChunkSize)
+	put := c.Blobs.PutBlob
+	if h, ok := c.Blobs.(HashedPutter); ok {
+		put = h.PutHashed // each chunk's address is hashed from its bytes here
+	}
+	// A file of more than one chunk is read and hashed while its chunks
+	// before are written: two stages, a few chunks' buffers between them.
+	w := newChunkWriter(put, info.Size() > ChunkSize)
 	for {
+		buf := w.buffer()
 		n, err := io.ReadFull(f, buf)
 		if n > 0 {
 			a := addr.Of(buf[:n])
 			if !c.Blobs.HasBlob(a) {
-				if err := c.Blobs.PutBlob(a, buf[:n]); err != nil {
-					return Entry{}, err
+				if werr := w.put(a, buf[:n]); werr != nil {
+					w.wait()
+					return Entry{}, werr
 				}
 				st.Stored += int64(n)
+			} else {
+				w.release(buf)
 			}
 			e.Chunks = append(e.Chunks, a)
 			e.Size += int64(n)
 			st.Read += int64(n)
+		} else {
+			w.release(buf)
 		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			break
 		}
 		if err != nil {
+			w.wait()
 			return Entry{}, err
 		}
+	}
+	if err := w.wait(); err != nil {
+		return Entry{}, err
 	}
 	if sys != nil && e.Size == sys.Size {
 		c.mu.Lock()
@@ -557,4 +579,83 @@ func writeFile(b Blobs, rfd int, e Entry, buf *[]byte) error {
 		return reject.New(reject.Invalid, e.Path, "its chunks hold %d bytes, the tree says %d", n, e.Size)
 	}
 	return f.Chmod(fs.FileMode(e.Mode))
+}
+
+// chunkWriter stores a file's chunks: at once (sequential), or by a
+// goroutine of its own while the next chunks are read and hashed
+// (pipelined), through chunkBuffers buffers.
+type chunkWriter struct {
+	putFn func(addr.Addr, []byte) error
+	jobs  chan chunkJob
+	free  chan []byte
+	done  chan error
+	err   error // the first failed put (sequential), or what done said
+	one   []byte
+}
+
+type chunkJob struct {
+	a addr.Addr
+	b []byte
+}
+
+// chunkBuffers is how many chunks a pipelined writer holds at once.
+const chunkBuffers = 3
+
+func newChunkWriter(put func(addr.Addr, []byte) error, pipelined bool) *chunkWriter {
+	w := &chunkWriter{putFn: put}
+	if !pipelined {
+		w.one = make([]byte, ChunkSize)
+		return w
+	}
+	w.jobs, w.free, w.done = make(chan chunkJob, chunkBuffers), make(chan []byte, chunkBuffers), make(chan error, 1)
+	for range chunkBuffers {
+		w.free <- make([]byte, ChunkSize)
+	}
+	go func() {
+		var err error
+		for j := range w.jobs {
+			if err == nil {
+				err = w.putFn(j.a, j.b)
+			}
+			w.free <- j.b[:cap(j.b)]
+		}
+		w.done <- err
+	}()
+	return w
+}
+
+// buffer is a buffer to read the next chunk into.
+func (w *chunkWriter) buffer() []byte {
+	if w.jobs == nil {
+		return w.one
+	}
+	return <-w.free
+}
+
+// release gives back a buffer that was not put.
+func (w *chunkWriter) release(b []byte) {
+	if w.jobs != nil {
+		w.free <- b[:cap(b)]
+	}
+}
+
+// put stores chunk b (in buffer's memory) under a: now, or queued; a
+// queued put's failure is said by wait (the writer skips what comes
+// after it).
+func (w *chunkWriter) put(a addr.Addr, b []byte) error {
+	if w.jobs == nil {
+		return w.putFn(a, b)
+	}
+	w.jobs <- chunkJob{a, b}
+	return nil
+}
+
+// wait waits for every queued put and says the first failure.
+func (w *chunkWriter) wait() error {
+	if w.jobs != nil {
+		close(w.jobs)
+		w.err = <-w.done
+		w.jobs = nil
+	}
+	return w.err
 }
