@@ -80,7 +80,7 @@ var BudgetPoints = []string{BudgetDecided, BudgetAppended}
 var ImagePoints = []string{ImageUnpacked, ImageRenamed}
 
 // DurablePoints lists them in order.
-var DurablePoints = []string{SuspendCaptured, SuspendAppended, ResumeRestored, ResumeAppended}
+var DurablePoints = []string{SuspendStaged, SuspendCaptured, SuspendAppended, ResumeRestored, ResumeAppended}
 
 // LogPoints lists the points of an append in order.
 var LogPoints = []string{LogWritten, LogSynced}
