@@ -26,6 +26,7 @@ class H(http.server.BaseHTTPRequestHandler):
         body = ("%s|%s|%s" % (self.path, self.headers.get("Authorization", "-"), self.headers.get("Host", "-"))).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
+        self.send_header("Set-Cookie", "s=1; Path=/")
         self.end_headers()
         self.wfile.write(body)
     def log_message(self, *a):
@@ -136,6 +137,9 @@ func TestPortPreview(t *testing.T) {
 	}
 	if csp := strings.Join(hdr.Values("Content-Security-Policy"), ";"); !strings.Contains(csp, "sandbox allow-scripts") || strings.Contains(csp, "allow-same-origin") {
 		t.Fatalf("the page's Content-Security-Policy: %q", csp)
+	}
+	if c := hdr.Get("Set-Cookie"); c != "s=1; Path=/preview/"+p.Token+"/" {
+		t.Fatalf("the sandbox's cookie is not kept to its preview: %q", c)
 	}
 	if hdr.Get("Referrer-Policy") != "no-referrer" {
 		t.Fatalf("Referrer-Policy %q", hdr.Get("Referrer-Policy"))

@@ -174,6 +174,7 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request) {
 			ResponseHeaderTimeout: 5 * time.Minute,
 		},
 		ModifyResponse: func(resp *http.Response) error {
+			scopeCookies(resp.Header, PreviewPrefix+token)
 			resp.Header.Add("Content-Security-Policy", previewCSP)
 			resp.Header.Set("X-Content-Type-Options", "nosniff")
 			resp.Header.Set("Referrer-Policy", "no-referrer") // the token is in the URL
@@ -182,6 +183,33 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request) {
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) { previewError(w, err) },
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// scopeCookies keeps the cookies a sandbox sets to its own preview: each
+// Set-Cookie's Path is put beneath prefix and its Domain dropped, so that
+// the browser never sends them to the API, the console or another
+// sandbox's preview on the same host (and never sends theirs here). One
+// that does not parse is dropped.
+func scopeCookies(h http.Header, prefix string) {
+	set := h.Values("Set-Cookie")
+	if len(set) == 0 {
+		return
+	}
+	h.Del("Set-Cookie")
+	for _, line := range set {
+		c, err := http.ParseSetCookie(line)
+		if err != nil {
+			continue
+		}
+		p := c.Path
+		if !strings.HasPrefix(p, "/") {
+			p = "/"
+		}
+		c.Path, c.Domain = prefix+p, ""
+		if v := c.String(); v != "" {
+			h.Add("Set-Cookie", v)
+		}
+	}
 }
 
 // previewError answers a preview request that did not reach its port.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
@@ -23,5 +24,20 @@ func TestLogPathHidesPreviewTokens(t *testing.T) {
 		if got := logPath(tc.in); got != tc.want || strings.Contains(got, tok) {
 			t.Errorf("logPath(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// A sandbox's cookies are kept beneath its own preview's path, never
+// the host's root or another domain; what does not parse is dropped.
+func TestPreviewCookiesScoped(t *testing.T) {
+	h := http.Header{}
+	for _, c := range []string{"session=1; Path=/; HttpOnly", "a=2", "b=3; Path=/app; Domain=example.com", "=broken;;", "c=4; Path=relative"} {
+		h.Add("Set-Cookie", c)
+	}
+	scopeCookies(h, "/preview/TOK")
+	got := h.Values("Set-Cookie")
+	want := []string{"session=1; Path=/preview/TOK/; HttpOnly", "a=2; Path=/preview/TOK/", "b=3; Path=/preview/TOK/app", "c=4; Path=/preview/TOK/"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("Set-Cookie\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
