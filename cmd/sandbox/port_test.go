@@ -138,7 +138,7 @@ func TestPortPreview(t *testing.T) {
 	if csp := strings.Join(hdr.Values("Content-Security-Policy"), ";"); !strings.Contains(csp, "sandbox allow-scripts") || strings.Contains(csp, "allow-same-origin") {
 		t.Fatalf("the page's Content-Security-Policy: %q", csp)
 	}
-	if c := hdr.Get("Set-Cookie"); c != "s=1; Path=/preview/"+p.Token+"/" {
+	if c := hdr.Get("Set-Cookie"); c != "sbp_s=1; Path=/preview/"+p.Token+"/" {
 		t.Fatalf("the sandbox's cookie is not kept to its preview: %q", c)
 	}
 	if hdr.Get("Referrer-Policy") != "no-referrer" {

@@ -35,6 +35,15 @@ const (
 	// probeTimeout bounds the probe connection made before a preview is
 	// given.
 	probeTimeout = 5 * time.Second
+	// MaxPreviewDials bounds the connections being made through
+	// previews at once on the host, MaxSandboxDials those into one
+	// sandbox (each holds a thread in the sandbox's namespace until its
+	// connect ends); MaxSandboxConns bounds the connections open through
+	// one sandbox's previews. Past them a request is refused, never
+	// queued: whoever has a preview's URL is no one the host trusts.
+	MaxPreviewDials = 64
+	MaxSandboxDials = 8
+	MaxSandboxConns = 256
 )
 
 // ErrNoPreview is wrapped when a token names no preview: never given,
@@ -101,6 +110,48 @@ func (c *previewConn) Close() error {
 type previews struct {
 	mu sync.Mutex
 	m  map[addr.Addr]*preview
+	// dialing counts the connects in flight, in all and by sandbox.
+	dialing   int
+	dialingBy map[*Sandbox]int
+}
+
+// limitedError: a bound on previews' connections was reached.
+type limitedError struct{ msg string }
+
+func (e *limitedError) Error() string { return e.msg }
+func (e *limitedError) Limit() bool   { return true }
+
+// startDial takes a place for a connect into sb, or says why there is
+// none; p.mu is held.
+func (p *previews) startDial(sb *Sandbox) error {
+	open := 0
+	for _, pv := range p.m {
+		if pv.sb == sb {
+			open += len(pv.conns)
+		}
+	}
+	switch {
+	case open >= MaxSandboxConns:
+		return &limitedError{fmt.Sprintf("sandbox %s has %d connections open through its previews, the most it may", sb.ID, open)}
+	case p.dialing >= MaxPreviewDials:
+		return &unavailableError{fmt.Sprintf("%d connections are being made through previews on this host, the most at once: try again", p.dialing)}
+	case p.dialingBy[sb] >= MaxSandboxDials:
+		return &unavailableError{fmt.Sprintf("%d connections are being made into sandbox %s, the most at once: try again", p.dialingBy[sb], sb.ID)}
+	}
+	if p.dialingBy == nil {
+		p.dialingBy = map[*Sandbox]int{}
+	}
+	p.dialing++
+	p.dialingBy[sb]++
+	return nil
+}
+
+// endDial gives back startDial's place; p.mu is held.
+func (p *previews) endDial(sb *Sandbox) {
+	p.dialing--
+	if p.dialingBy[sb]--; p.dialingBy[sb] == 0 {
+		delete(p.dialingBy, sb)
+	}
 }
 
 // sweep forgets previews past their expiry or whose sandbox ended;
@@ -311,7 +362,16 @@ func (h *Manager) DialPreview(ctx context.Context, token string) (net.Conn, erro
 	if err != nil {
 		return nil, err
 	}
+	h.previews.mu.Lock()
+	err = h.previews.startDial(sb)
+	h.previews.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	c, err := d.DialPort(ctx, pv.port)
+	h.previews.mu.Lock()
+	h.previews.endDial(sb)
+	h.previews.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}

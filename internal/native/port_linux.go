@@ -10,9 +10,14 @@ import (
 	"slices"
 	"strconv"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
+
+// DialTimeout bounds one connect to a sandbox's port (a guest whose
+// listener never accepts makes a connect wait for the kernel's retries).
+const DialTimeout = 5 * time.Second
 
 // ErrPortNotListed is wrapped when a port is asked of a sandbox that was
 // not made to listen on it.
@@ -69,7 +74,16 @@ func dialIn(ctx context.Context, ns *os.File, host string, port int) (net.Conn, 
 			return
 		}
 		defer self.Close()
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+		// The descriptor is used under its own reference (Control): a
+		// Close racing this dial cannot hand its number to another
+		// sandbox's namespace meanwhile.
+		rc, err := ns.SyscallConn()
+		if err == nil {
+			if cerr := rc.Control(func(fd uintptr) { err = unix.Setns(int(fd), unix.CLONE_NEWNET) }); cerr != nil {
+				err = cerr
+			}
+		}
+		if err != nil {
 			runtime.UnlockOSThread()
 			if errors.Is(err, unix.EPERM) {
 				err = fmt.Errorf("%w (reaching a sandbox's ports needs the service to run as root)", err)
@@ -77,7 +91,8 @@ func dialIn(ctx context.Context, ns *os.File, host string, port int) (net.Conn, 
 			done <- result{err: fmt.Errorf("enter the sandbox's network namespace: %w", err)}
 			return
 		}
-		var d net.Dialer
+		// The thread is the sandbox's until the connect ends: bounded.
+		d := net.Dialer{Timeout: DialTimeout}
 		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		if back := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); back == nil {
 			runtime.UnlockOSThread()

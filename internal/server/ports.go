@@ -30,7 +30,23 @@ const previewCSP = "sandbox allow-scripts allow-forms allow-popups allow-modals 
 
 // previewHeaders are the caller's headers a preview never passes on to
 // the sandbox: the API's credentials and authority, and the cluster's.
+// (Cookie is filtered: previewCookies.)
 var previewHeaders = []string{"Authorization", "Proxy-Authorization", policyHeader, HeaderPlacement}
+
+// originHeaders are the sandbox's response headers a preview never
+// passes on: each acts on the whole origin (HOST:PORT), which the API,
+// the console and every other tenant's previews share: reporting (a
+// browser would send later requests' URLs, other previews' tokens among
+// them, to the guest's collector), clearing the site's storage (the
+// console's token), pinning the host for a year.
+var originHeaders = []string{"NEL", "Report-To", "Reporting-Endpoints", "Clear-Site-Data", "Strict-Transport-Security",
+	"Alt-Svc", "Service-Worker-Allowed", "Origin-Agent-Cluster", "Permissions-Policy", "Cross-Origin-Opener-Policy"}
+
+// cookiePrefix names the cookies a preview's sandbox set: only they are
+// passed back to it (without the prefix), never the host's other
+// cookies (another application on the same host name, a parent
+// domain's).
+const cookiePrefix = "sbp_"
 
 // WithPreviews serves previews at PreviewPrefix beside api, on the
 // service's TCP listener (tcpAddr, said in a preview's URL when it is
@@ -165,6 +181,7 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request) {
 			for _, h := range previewHeaders {
 				pr.Out.Header.Del(h)
 			}
+			previewCookies(pr.Out.Header)
 		},
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -175,6 +192,9 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request) {
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			scopeCookies(resp.Header, PreviewPrefix+token)
+			for _, h := range originHeaders {
+				resp.Header.Del(h)
+			}
 			resp.Header.Add("Content-Security-Policy", previewCSP)
 			resp.Header.Set("X-Content-Type-Options", "nosniff")
 			resp.Header.Set("Referrer-Policy", "no-referrer") // the token is in the URL
@@ -188,8 +208,9 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request) {
 // scopeCookies keeps the cookies a sandbox sets to its own preview: each
 // Set-Cookie's Path is put beneath prefix and its Domain dropped, so that
 // the browser never sends them to the API, the console or another
-// sandbox's preview on the same host (and never sends theirs here). One
-// that does not parse is dropped.
+// sandbox's preview on the same host (and never sends theirs here), and
+// its name gets cookiePrefix (previewCookies passes back only those).
+// One that does not parse is dropped.
 func scopeCookies(h http.Header, prefix string) {
 	set := h.Values("Set-Cookie")
 	if len(set) == 0 {
@@ -205,10 +226,29 @@ func scopeCookies(h http.Header, prefix string) {
 		if !strings.HasPrefix(p, "/") {
 			p = "/"
 		}
-		c.Path, c.Domain = prefix+p, ""
+		c.Name, c.Path, c.Domain = cookiePrefix+c.Name, prefix+p, ""
 		if v := c.String(); v != "" {
 			h.Add("Set-Cookie", v)
 		}
+	}
+}
+
+// previewCookies keeps of a request's cookies only those its preview's
+// sandbox set (cookiePrefix), under their own names.
+func previewCookies(h http.Header) {
+	if len(h.Values("Cookie")) == 0 {
+		return
+	}
+	r := http.Request{Header: h}
+	var keep []string
+	for _, c := range r.Cookies() {
+		if name, ok := strings.CutPrefix(c.Name, cookiePrefix); ok && name != "" {
+			keep = append(keep, (&http.Cookie{Name: name, Value: c.Value, Quoted: c.Quoted}).String())
+		}
+	}
+	h.Del("Cookie")
+	if len(keep) > 0 {
+		h.Set("Cookie", strings.Join(keep, "; "))
 	}
 }
 
@@ -224,6 +264,10 @@ func previewError(w http.ResponseWriter, err error) {
 		code = http.StatusGone
 	case errs.Of(err) == errs.Canceled:
 		return
+	case errs.Of(err) == errs.Limit:
+		code = http.StatusTooManyRequests
+	case errs.Of(err) == errs.Unavailable:
+		code = http.StatusServiceUnavailable
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")

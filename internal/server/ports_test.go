@@ -36,8 +36,28 @@ func TestPreviewCookiesScoped(t *testing.T) {
 	}
 	scopeCookies(h, "/preview/TOK")
 	got := h.Values("Set-Cookie")
-	want := []string{"session=1; Path=/preview/TOK/; HttpOnly", "a=2; Path=/preview/TOK/", "b=3; Path=/preview/TOK/app", "c=4; Path=/preview/TOK/"}
+	want := []string{"sbp_session=1; Path=/preview/TOK/; HttpOnly", "sbp_a=2; Path=/preview/TOK/", "sbp_b=3; Path=/preview/TOK/app", "sbp_c=4; Path=/preview/TOK/"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("Set-Cookie\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// Only the cookies a preview's sandbox set are passed back to it, under
+// their own names; the host's other cookies never reach the guest.
+func TestPreviewCookiesFiltered(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"sso_session=HOST-WIDE-SECRET", ""},
+		{"sso_session=x; sbp_a=1; sbp_session=2", "a=1; session=2"},
+		{"sbp_=1; sbp_b=2", "b=2"},
+	} {
+		h := http.Header{}
+		if tc.in != "" {
+			h.Set("Cookie", tc.in)
+		}
+		previewCookies(h)
+		if got := h.Get("Cookie"); got != tc.want {
+			t.Errorf("Cookie %q passed on as %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
