@@ -245,3 +245,84 @@ func status(err error) int {
 	}
 	return 0
 }
+
+// With --preview-listen, previews are served on an origin of their own:
+// the URL names that listener's port, the API's listener serves none,
+// and the preview listener serves nothing but previews.
+func TestPortPreviewOnItsOwnOrigin(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("live S1 sandboxes need root here")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	home := t.TempDir()
+	certFile, keyFile, pool := selfSigned(t)
+	const tok = "port-token-apart-aaaaaaaaaa"
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var addrs []string
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, ln.Addr().String())
+		ln.Close()
+	}
+	api, previews := addrs[0], addrs[1]
+	startServeWith(t, home, nil, "--listen", api, "--preview-listen", previews, "--tls-cert", certFile, "--tls-key", keyFile, "--token-file", tokens, "--ui")
+	tlsConf := &tls.Config{RootCAs: pool}
+	a, err := client.Dial("https://"+api, client.Options{Token: tok, TLS: tlsConf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if err := a.Health(ctx); err == nil {
+			break
+		} else if i > 200 {
+			t.Fatalf("the service does not answer on %s: %v", api, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	web := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConf}, Timeout: time.Minute}
+	fetch := func(u string) (int, string) {
+		t.Helper()
+		resp, err := web.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	sb, err := a.Create(ctx, client.SandboxSpec{Listen: []int{8000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"sh", "-c", echoServer + "; for i in $(seq 100); do /usr/bin/python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8000))' 2>/dev/null && exit 0; sleep 0.1; done; exit 1"}}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.Expose(ctx, sb.ID, client.PreviewSpec{Port: 8000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "https://" + previews + "/preview/" + p.Token + "/"; p.URL != want {
+		t.Fatalf("URL %s, want %s", p.URL, want)
+	}
+	if code, body := fetch(p.URL + "x"); code != 200 || !strings.HasPrefix(body, "/x|") {
+		t.Fatalf("through the preview listener: %d %q", code, body)
+	}
+	if code, _ := fetch("https://" + api + "/preview/" + p.Token + "/x"); code != 401 {
+		t.Fatalf("the API's listener served a preview: %d", code)
+	}
+	for _, path := range []string{"/v1/sandboxes", "/ui/", "/v1/health"} {
+		if code, _ := fetch("https://" + previews + path); code != 404 {
+			t.Fatalf("the preview listener served %s: %d", path, code)
+		}
+	}
+	if _, errOut, code := sandbox(t, t.TempDir(), "serve", "--preview-listen", "127.0.0.1:0"); code != 2 || !strings.Contains(errOut, "--preview-listen needs --listen") {
+		t.Fatalf("--preview-listen alone: %d %s", code, errOut)
+	}
+}

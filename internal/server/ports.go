@@ -76,6 +76,45 @@ func logPath(p string) string {
 	return out
 }
 
+// PreviewsApart serves only previews, on a listener of their own (addr,
+// whose port a preview's URL names): an origin apart from the API's and
+// the console's. Anything else there is 404.
+func (s *Server) PreviewsApart(addr string) http.Handler {
+	s.init()
+	s.previewAddr, s.previewApart = addr, true
+	mux := http.NewServeMux()
+	mux.Handle(PreviewPrefix, s.logged(http.HandlerFunc(s.servePreview)))
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		previewError(w, ErrNotPreview)
+	}))
+	return mux
+}
+
+// ErrNotPreview is what a preview listener says of any other path.
+var ErrNotPreview = fmt.Errorf("%w: this address serves only port previews (/preview/TOKEN/)", live.ErrNoPreview)
+
+// previewBase is HOST:PORT of a preview's URL, for a request r that
+// made it: the listener's address, with the host the caller reached
+// the API by where it came over TLS (a listener's own address may be
+// 0.0.0.0).
+func (s *Server) previewBase(r *http.Request) string {
+	if r.TLS == nil || r.Host == "" {
+		return s.previewAddr
+	}
+	if !s.previewApart {
+		return r.Host // as the caller reached this listener
+	}
+	host, _, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host = r.Host
+	}
+	_, port, err := net.SplitHostPort(s.previewAddr)
+	if err != nil {
+		return s.previewAddr
+	}
+	return net.JoinHostPort(host, port)
+}
+
 // expose: POST /v1/sandboxes/{id}/ports.
 func (s *Server) expose(w http.ResponseWriter, r *http.Request) {
 	var spec client.PreviewSpec
@@ -98,11 +137,7 @@ func (s *Server) expose(w http.ResponseWriter, r *http.Request) {
 	}
 	out := previewOf(p)
 	out.Token = p.Token
-	base := s.previewAddr
-	if r.TLS != nil && r.Host != "" {
-		base = r.Host // as the caller reached this listener
-	}
-	out.URL = "https://" + base + PreviewPrefix + p.Token + "/"
+	out.URL = "https://" + s.previewBase(r) + PreviewPrefix + p.Token + "/"
 	writeJSON(w, 201, out)
 }
 

@@ -66,8 +66,10 @@ type Server struct {
 	peerState
 
 	// previewAddr is the TCP listener previews are served on (""
-	// none: WithPreviews).
-	previewAddr string
+	// none: WithPreviews), previewApart whether it is theirs alone
+	// (PreviewsApart).
+	previewAddr  string
+	previewApart bool
 
 	metrics metrics
 	calls   interrupts

@@ -131,12 +131,16 @@ With --listen the service also serves port previews ('sandbox port',
 POST /v1/sandboxes/ID/ports) at https://HOST:PORT/preview/TOKEN/: each
 reaches one listen port of a live S1 sandbox, for whoever has its URL,
 until it expires or is revoked; its pages are given an opaque origin
-(Content-Security-Policy: sandbox), never the service's.`
+(Content-Security-Policy: sandbox), never the service's. With
+--preview-listen ADDR they are served there instead, an origin apart
+from the API's and the console's (recommended where the console is
+served), at https://HOST:PORT/preview/TOKEN/ with HOST as the API was
+reached and PORT the preview listener's.`
 
 // serveOptions are serve's flags.
 type serveOptions struct {
 	socket, listen, certFile, keyFile, tokenFile, logFormat string
-	cluster, blobs, clusterCA                               string
+	cluster, blobs, clusterCA, previewListen                string
 	grace, idleAfter                                        time.Duration
 	maxLive, itemSlots                                      int
 	poolArgs                                                []string
@@ -178,6 +182,7 @@ func serveCmd(g *cli.Globals) *cobra.Command {
 	c.Flags().StringVar(&o.workspaceMax, "workspace-max", "10GiB", "size bound of each live sandbox's workspace, enforced as it is written (see above; 0: none)")
 	c.Flags().StringVar(&o.outputMax, "output-max", "64MiB", "bytes of each of a run's streams its record keeps; the caller receives all (see above)")
 	c.Flags().StringArrayVar(&o.poolArgs, "pool", nil, "keep a warm pool of ready sandboxes: NAME:size=N,image=REF|manifest=FILE,max-idle=D,max-age=D (see above; repeatable)")
+	c.Flags().StringVar(&o.previewListen, "preview-listen", "", "with --listen: serve port previews on this address (an origin apart from the API's and the console's) instead of on --listen")
 	c.Flags().BoolVar(&o.ui, "ui", false, "with --listen: also serve the web console at https://HOST:PORT/ui/ (open it with #token=TOKEN; see above)")
 	c.Flags().StringVar(&o.logFormat, "log-format", "text", "log lines as text or json")
 	c.Flags().StringVar(&o.blobs, "blobs", "", "with --cluster: where suspended sandboxes' bundles are kept for other hosts: s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), file:///DIR (a directory every host mounts); default the cluster's PostgreSQL")
@@ -214,6 +219,9 @@ func (o *serveOptions) check(cmd *cobra.Command, g *cli.Globals) (*slog.Logger, 
 	}
 	if o.idleAfter < 0 {
 		return nil, nil, errs.Usage{Err: fmt.Errorf("--idle %s: a duration of zero (never) or more", o.idleAfter)}
+	}
+	if o.previewListen != "" && o.listen == "" {
+		return nil, nil, errs.Usage{Err: errors.New("--preview-listen needs --listen (with --tls-cert, --tls-key and --token-file): previews are made through the API and served with its certificate")}
 	}
 	if o.ui && o.listen == "" {
 		return nil, nil, errs.Usage{Err: errors.New("--ui needs --listen (with --tls-cert, --tls-key and --token-file): a browser cannot reach the unix socket, and the console is never served in clear or without tokens")}
@@ -323,7 +331,21 @@ func (o *serveOptions) serve(ctx context.Context, ho *live.Manager, log *slog.Lo
 		if o.ui {
 			h = s.WithConsole(h) // the web console at /ui/ (docs/console.md)
 		}
-		h = s.WithPreviews(h, tl.Addr().String()) // port previews at /preview/ (sandbox port)
+		if o.previewListen == "" {
+			h = s.WithPreviews(h, tl.Addr().String()) // port previews at /preview/ (sandbox port)
+		} else {
+			// Previews on an origin of their own, apart from the API's
+			// and the console's.
+			pl, err := tls.Listen("tcp", o.previewListen, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+			if err != nil {
+				tl.Close()
+				return err
+			}
+			ps := &http.Server{Handler: s.PreviewsApart(pl.Addr().String()), BaseContext: s.BaseContext, ReadHeaderTimeout: 10 * time.Second}
+			servers = append(servers, ps)
+			go func() { errc <- ps.Serve(pl) }()
+			log.Info("serving port previews", "tcp", pl.Addr().String())
+		}
 		ts := &http.Server{Handler: h, BaseContext: s.BaseContext, ReadHeaderTimeout: 10 * time.Second}
 		servers = append(servers, ts)
 		go func() { errc <- ts.Serve(tl) }()
