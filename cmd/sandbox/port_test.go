@@ -75,14 +75,7 @@ func TestPortPreview(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; ; i++ {
-		if err := a.Health(ctx); err == nil {
-			break
-		} else if i > 200 {
-			t.Fatalf("the service does not answer on %s: %v", listen, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitHealthy(t, ctx, a, listen)
 	web := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConf}, Timeout: time.Minute,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	fetch := func(u string, header ...string) (int, string, http.Header) {
@@ -108,9 +101,7 @@ func TestPortPreview(t *testing.T) {
 	if _, err := a.Expose(ctx, sb.ID, client.PreviewSpec{Port: 8000}); status(err) != 503 {
 		t.Fatalf("nothing listening: %v", err)
 	}
-	if _, err := a.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"sh", "-c", echoServer + "; for i in $(seq 100); do /usr/bin/python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8000))' 2>/dev/null && exit 0; sleep 0.1; done; exit 1"}}, io.Discard, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	startEcho(t, ctx, a, sb.ID)
 	// Another token's caller cannot expose, list or revoke it.
 	if _, err := b.Expose(ctx, sb.ID, client.PreviewSpec{Port: 8000}); status(err) != 404 {
 		t.Fatalf("another token exposes: %v", err)
@@ -278,14 +269,7 @@ func TestPortPreviewOnItsOwnOrigin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; ; i++ {
-		if err := a.Health(ctx); err == nil {
-			break
-		} else if i > 200 {
-			t.Fatalf("the service does not answer on %s: %v", api, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitHealthy(t, ctx, a, api)
 	web := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConf}, Timeout: time.Minute}
 	fetch := func(u string) (int, string) {
 		t.Helper()
@@ -301,9 +285,7 @@ func TestPortPreviewOnItsOwnOrigin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"sh", "-c", echoServer + "; for i in $(seq 100); do /usr/bin/python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8000))' 2>/dev/null && exit 0; sleep 0.1; done; exit 1"}}, io.Discard, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	startEcho(t, ctx, a, sb.ID)
 	p, err := a.Expose(ctx, sb.ID, client.PreviewSpec{Port: 8000})
 	if err != nil {
 		t.Fatal(err)
@@ -324,5 +306,27 @@ func TestPortPreviewOnItsOwnOrigin(t *testing.T) {
 	}
 	if _, errOut, code := sandbox(t, t.TempDir(), "serve", "--preview-listen", "127.0.0.1:0"); code != 2 || !strings.Contains(errOut, "--preview-listen needs --listen") {
 		t.Fatalf("--preview-listen alone: %d %s", code, errOut)
+	}
+}
+
+// startEcho starts echoServer in sandbox id and waits until it listens.
+func startEcho(t *testing.T, ctx context.Context, a *client.Client, id string) {
+	t.Helper()
+	if _, err := a.Exec(ctx, id, client.ExecSpec{Args: []string{"sh", "-c", echoServer + "; for i in $(seq 100); do /usr/bin/python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8000))' 2>/dev/null && exit 0; sleep 0.1; done; exit 1"}}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitHealthy waits until the service answers a on addr (it listens on
+// TCP a moment after its socket).
+func waitHealthy(t *testing.T, ctx context.Context, a *client.Client, addr string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if err := a.Health(ctx); err == nil {
+			return
+		} else if i > 200 {
+			t.Fatalf("the service does not answer on %s: %v", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
