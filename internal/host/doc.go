@@ -12,8 +12,9 @@
 //     run at another tier unless the caller asked (--tier with --escalate),
 //     and the attestation records required tier, chosen tier and why.
 //   - A run directory appears complete or not at all: it is written under
-//     a temporary name, every file fsynced, then renamed to
-//     runs/<attestation address hex> and the parent fsynced.
+//     a temporary name, every file made durable, then renamed to
+//     runs/<attestation address hex> and the parent fsynced
+//     (store.Partial.Commit).
 //   - The image is kept in the blob store by content address, so that a run
 //     can be replayed later.
 package host

@@ -415,6 +415,7 @@ func (h *Manager) suspendedInfo(id string, src forkSource) SandboxInfo {
 type stage struct {
 	dir   string
 	store *store.Store
+	sync  *store.Syncer // opened before anything was staged
 	mu    sync.Mutex
 	held  map[addr.Addr]bool
 }
@@ -431,7 +432,12 @@ func (h *Manager) newStage() (*stage, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "blobs"), 0o700); err != nil {
 		return nil, err
 	}
-	return &stage{dir: dir, store: h.Store, held: map[addr.Addr]bool{}}, nil
+	sy, err := store.OpenSyncer(filepath.Join(dir, "blobs"))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &stage{dir: dir, store: h.Store, sync: sy, held: map[addr.Addr]bool{}}, nil
 }
 
 func (s *stage) path(a addr.Addr) string { return filepath.Join(s.dir, "blobs", a.Hex()) }
@@ -513,7 +519,7 @@ func (s *stage) name(ids []string) error {
 		names = append(names, a.Hex())
 	}
 	s.mu.Unlock()
-	if _, err := store.SyncStaged(filepath.Join(s.dir, "blobs"), names); err != nil {
+	if _, err := s.sync.Sync(names); err != nil {
 		return err
 	}
 	b, err := json.Marshal(stageChildren{Children: ids})
@@ -530,7 +536,10 @@ func (s *stage) publish() error {
 }
 
 // remove removes the stage and what it still holds.
-func (s *stage) remove() { os.RemoveAll(s.dir) }
+func (s *stage) remove() {
+	s.sync.Close()
+	os.RemoveAll(s.dir)
+}
 
 // publishStage moves the objects in the stage at dir into st.
 func publishStage(st *store.Store, dir string) error {

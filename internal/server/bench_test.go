@@ -10,6 +10,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
+	"github.com/opensubstrate/sandbox/internal/syscalltest"
 )
 
 // The fast path, side by side in one run (docs/api.md has the figures):
@@ -19,7 +20,8 @@ import (
 //
 // bwrap: bubblewrap's start-to-exit of /bin/true with every namespace
 // unshared; live-exec: an exec of /bin/true in a live S1 sandbox through
-// the API (sealed); wazero-run: the wazero CLI running the C hello
+// the API (sealed); service-s1: a sealed one-shot run of /bin/true
+// through the API; wazero-run: the wazero CLI running the C hello
 // module with its compilation cache; service-s2: the same module as a
 // sealed one-shot run through the API; oneshot-s1 and oneshot-s2: the
 // sandbox CLI with no service.
@@ -48,11 +50,28 @@ func BenchmarkFastPath(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer c.Remove(ctx, sb.ID)
-		for b.Loop() {
+		exec := func() {
 			if r, err := c.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"/bin/true"}}, nil, nil); err != nil || r.ExitStatus != 0 {
 				b.Fatal(err, r)
 			}
 		}
+		syncs := countSyncs(b, exec)
+		for b.Loop() {
+			exec()
+		}
+		b.ReportMetric(syncs, "syncs/run")
+	})
+	b.Run("service-s1", func(b *testing.B) {
+		run := func() {
+			if r, err := c.Run(ctx, client.ExecSpec{Args: []string{"/bin/true"}}, nil, nil); err != nil || r.ExitStatus != 0 {
+				b.Fatal(err, r)
+			}
+		}
+		syncs := countSyncs(b, run)
+		for b.Loop() {
+			run()
+		}
+		b.ReportMetric(syncs, "syncs/run")
 	})
 	b.Run("wazero-run", func(b *testing.B) {
 		wz := filepath.Join(tmp, "wazero")
@@ -68,11 +87,16 @@ func BenchmarkFastPath(b *testing.B) {
 		}
 	})
 	b.Run("service-s2", func(b *testing.B) {
-		for b.Loop() {
+		run := func() {
 			if r, err := c.Run(ctx, client.ExecSpec{Args: []string{hello}, Grants: []string{"cpu:1J"}}, nil, nil); err != nil || r.ExitStatus != 0 {
 				b.Fatal(err, r)
 			}
 		}
+		syncs := countSyncs(b, run)
+		for b.Loop() {
+			run()
+		}
+		b.ReportMetric(syncs, "syncs/run")
 	})
 	sbx := filepath.Join(tmp, "sandbox")
 	if out, err := exec.Command("go", "build", "-o", sbx, "github.com/opensubstrate/sandbox/cmd/sandbox").CombinedOutput(); err != nil {
@@ -107,6 +131,23 @@ func BenchmarkFastPath(b *testing.B) {
 			}
 		})
 	}
+}
+
+// countSyncs says how many sync calls (fsync, fdatasync, syncfs, ...)
+// one sealed run costs, to report beside a benchmark's time: strace
+// counts them over 20 runs before the timed loop, in this process (the
+// service) and the programs it starts.
+func countSyncs(b *testing.B, run func()) float64 {
+	const n = 20
+	got, err := syscalltest.Count(syscalltest.Syncs, func() {
+		for range n {
+			run()
+		}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return float64(syscalltest.Total(got)) / n
 }
 
 // BenchmarkSealedRunsPerSecond: execs of /bin/true in live S1 sandboxes

@@ -30,6 +30,7 @@ const StagingDir = "staging"
 type Batch struct {
 	s    *Store
 	dir  string
+	sync *Syncer // opened before anything was staged
 	mu   sync.Mutex
 	held map[addr.Addr]bool
 	done bool
@@ -44,7 +45,12 @@ func (s *Store) NewBatch() (*Batch, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &Batch{s: s, dir: dir, held: map[addr.Addr]bool{}}, nil
+	sy, err := OpenSyncer(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &Batch{s: s, dir: dir, sync: sy, held: map[addr.Addr]bool{}}, nil
 }
 
 func (b *Batch) path(a addr.Addr) string { return filepath.Join(b.dir, a.Hex()) }
@@ -127,6 +133,7 @@ func (b *Batch) Commit() error {
 		return nil
 	}
 	b.done = true
+	defer b.sync.Close()
 	if len(b.held) == 0 {
 		return os.RemoveAll(b.dir)
 	}
@@ -134,7 +141,7 @@ func (b *Batch) Commit() error {
 	for a := range b.held {
 		names = append(names, a.Hex())
 	}
-	n, err := SyncStaged(b.dir, names)
+	n, err := b.sync.Sync(names)
 	b.Syncs += n
 	if err != nil {
 		return fmt.Errorf("store: sync a batch of %d blobs: %w", len(b.held), err)
@@ -164,6 +171,7 @@ func (b *Batch) Abort() {
 	defer b.mu.Unlock()
 	if !b.done {
 		b.done = true
+		b.sync.Close()
 		os.RemoveAll(b.dir)
 	}
 }

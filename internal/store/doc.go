@@ -8,8 +8,10 @@
 // Invariants:
 //
 //   - A run directory appears complete or not at all: it is written as
-//     runs/.partial-LEASE-N (Begin), every file fsynced, then renamed to
-//     runs/<attestation address hex> and runs/ fsynced (Partial.Commit).
+//     runs/.partial-LEASE-N (Begin), every file and entry made durable
+//     at once (one syncfs; a sync of each while the machine has much
+//     else to write back: Syncer), then renamed to runs/<attestation
+//     address hex> and runs/ fsynced (Partial.Commit): two syncs a run.
 //     Concurrent commits share the fsync of runs/ (group commit).
 //   - Listing reads; it never trusts. Runs reports a damaged run
 //     directory as damaged; verification is package verify's.

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,13 +19,8 @@ type Partial struct {
 	s     *Store
 	files []*os.File
 	ready map[string]*os.File // made ahead (Ready), not yet handed out
-	// synced are files made ahead and handed out: empty and fsynced when
-	// they were made, they need no fsync while they stay empty.
-	synced map[*os.File]bool
-	done   bool
-	// dirty says an entry was made in the directory since it was last
-	// fsynced (one made ahead was fsynced then, with its files).
-	dirty bool
+	sync  *Syncer             // opened before anything was written in Dir
+	done  bool
 }
 
 // Begin makes a run directory to write a run's records in, or takes one
@@ -47,7 +41,12 @@ func (s *Store) begin(names []string) (*Partial, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Partial{Dir: dir, s: s}
+	sy, err := OpenSyncer(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	p := &Partial{Dir: dir, s: s, sync: sy}
 	for _, n := range names {
 		f, err := os.OpenFile(filepath.Join(dir, n), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
@@ -59,25 +58,8 @@ func (s *Store) begin(names []string) (*Partial, error) {
 		}
 		p.ready[n] = f
 	}
-	p.dirty = true
-	if len(names) > 0 {
-		// Made ahead, off the run's path: its files and entries are
-		// made durable now, so that a run that only writes into them
-		// need not sync the directory, nor a file it leaves empty.
-		made := make([]*os.File, 0, len(p.ready))
-		for _, f := range p.ready {
-			made = append(made, f)
-		}
-		if err := syncAll(made, nil); err != nil {
-			p.Abort()
-			return nil, err
-		}
-		if err := safefile.SyncDir(dir); err != nil {
-			p.Abort()
-			return nil, err
-		}
-		p.dirty = false
-	}
+	// Nothing is synced here: Commit makes the files and the
+	// directory's entries durable at once.
 	return p, nil
 }
 
@@ -182,17 +164,12 @@ func (p *Partial) Create(name string) (*os.File, error) {
 	if f, ok := p.ready[name]; ok {
 		delete(p.ready, name)
 		p.files = append(p.files, f)
-		if p.synced == nil {
-			p.synced = map[*os.File]bool{}
-		}
-		p.synced[f] = true
 		return f, nil
 	}
 	f, err := os.OpenFile(filepath.Join(p.Dir, name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	p.dirty = true
 	p.files = append(p.files, f)
 	return f, nil
 }
@@ -207,11 +184,13 @@ func (p *Partial) Write(name string, b []byte) error {
 	return err
 }
 
-// Commit fsyncs every file and the directory, renames it to
-// runs/<id hex>, and fsyncs runs/ (shared with concurrent commits). It
-// returns the run's directory. An error before the rename leaves nothing
-// under the run's name; an error after it says the run is stored but its
-// name may not survive a crash.
+// Commit makes every file of the run directory and its entries durable
+// with one sync (a syncfs of the store's filesystem where the system
+// has it, else an fsync of each file and of the directory), renames the
+// directory to runs/<id hex>, and fsyncs runs/ (shared with concurrent
+// commits): two syncs a run. It returns the run's directory. An error
+// before the rename leaves nothing under the run's name; an error after
+// it says the run is stored but its name may not survive a crash.
 func (p *Partial) Commit(id addr.Addr) (string, error) { return p.CommitIndexed(id, nil) }
 
 // CommitIndexed commits, and indexes the run as row (store.Index): a
@@ -220,16 +199,10 @@ func (p *Partial) CommitIndexed(id addr.Addr, row *IndexedRun) (string, error) {
 	for name, f := range p.ready { // made ahead and not written: not part of the run
 		f.Close()
 		os.Remove(filepath.Join(p.Dir, name))
-		p.dirty = true
 	}
 	p.ready = nil
-	if err := syncAll(p.files, p.synced); err != nil {
-		return "", err
-	}
-	if p.dirty {
-		if err := safefile.SyncDir(p.Dir); err != nil {
-			return "", err
-		}
+	if err := p.makeDurable(); err != nil {
+		return "", fmt.Errorf("store run: %w", err)
 	}
 	crash.At(crash.Sealing)
 	runs := filepath.Dir(p.Dir)
@@ -243,11 +216,28 @@ func (p *Partial) CommitIndexed(id addr.Addr, row *IndexedRun) (string, error) {
 	p.close()
 	crash.At(crash.Renamed)
 	p.s.IndexAfter(row)
+	p.s.syncs.Add(1)
 	if err := p.s.commit.sync(runs); err != nil {
 		return final, &UnsyncedError{Dir: final, Err: err}
 	}
 	return final, nil
 }
+
+// sync makes the run directory's files and entries durable: one syncfs
+// where the system has it, else a sync of each file and the directory.
+func (p *Partial) makeDurable() error {
+	names := make([]string, len(p.files))
+	for i, f := range p.files {
+		names[i] = filepath.Base(f.Name())
+	}
+	n, err := p.sync.Sync(names)
+	p.s.syncs.Add(int64(n))
+	return err
+}
+
+// Syncs is how many sync calls this store's run commits have asked for
+// (a call that shared another's round counts too): benchmarks read it.
+func (s *Store) Syncs() int64 { return s.syncs.Load() }
 
 // UnsyncedError is a run stored under its name whose directory entry
 // could not be made durable.
@@ -279,26 +269,10 @@ func (p *Partial) close() {
 		f.Close()
 	}
 	p.files, p.ready = nil, nil
-}
-
-// syncAll fsyncs files concurrently: the flushes overlap in the device
-// queue instead of waiting for each other, and every one still completes
-// before the run directory is renamed into place.
-func syncAll(files []*os.File, synced map[*os.File]bool) error {
-	errs := make([]error, len(files))
-	var wg sync.WaitGroup
-	for i, f := range files {
-		if fi, err := f.Stat(); err == nil && fi.Size() == 0 && synced[f] {
-			continue // still as it was made and fsynced
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f.Sync()
-		}()
+	if p.sync != nil {
+		p.sync.Close()
+		p.sync = nil
 	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // groupSync fsyncs a directory on behalf of many callers: a caller
@@ -313,7 +287,8 @@ type groupSync struct {
 	busy    bool
 	err     error // the last finished round's
 	waiting int   // callers waiting for a round (tests)
-	// syncDir fsyncs a directory; nil is safefile.SyncDir.
+	// syncDir syncs for the round (nil: safefile.SyncDir, an fsync of
+	// the directory).
 	syncDir func(string) error
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/kv"
@@ -31,7 +32,8 @@ type Store struct {
 	kv     *kv.Store
 	kvErr  error
 
-	commit groupSync
+	commit groupSync // fsyncs of runs/
+	syncs  atomic.Int64
 	pool   pool
 }
 
@@ -41,7 +43,7 @@ func Open(root string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{Dir: d}, nil
+	return Of(d), nil
 }
 
 // Of wraps an opened state directory.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/syscalltest"
 )
 
 func TestCommitStoresUnderTheAddress(t *testing.T) {
@@ -216,5 +218,60 @@ func TestBlobFileMovedInAndRemoved(t *testing.T) {
 	}
 	if err := s.RemoveBlob(a); err != nil {
 		t.Errorf("removing an absent blob: %v", err)
+	}
+}
+
+// A run directory of eight files, some made ahead, is made durable and
+// named with two sync calls (as the kernel counts them): one syncfs for
+// every file and entry, one fsync of runs/ for the name. With much
+// waiting to be written back on the machine (another tenant's
+// gigabytes), it is an fsync of each file and of the directory instead.
+func TestCommitSyncs(t *testing.T) {
+	if runtime.GOOS != "linux" || os.Getuid() != 0 {
+		t.Skip("counted with perf: Linux, as root")
+	}
+	for _, c := range []struct {
+		name     string
+		maxDirty int64
+		want     map[string]int
+	}{
+		{"syncfs", MaxDirtyForSyncfs, map[string]int{"syncfs": 1, "fsync": 1}},
+		{"busy", -1, map[string]int{"fsync": 8 + 1 + 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			defer func(m int64) { maxDirty = m }(maxDirty)
+			maxDirty = c.maxDirty
+			s, _ := Open(t.TempDir())
+			s.Ready(1, []string{"a", "b", "c", "d"})
+			defer s.Close()
+			var dir string
+			got, err := syscalltest.Count(syscalltest.Syncs, func() {
+				p, err := s.Begin()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, n := range []string{"a", "b", "c", "e", "f", "g", "h", "i"} {
+					if err := p.Write(n, []byte{byte(i)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if dir, err = p.Commit(addr.Of([]byte("x"))); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(got, c.want) {
+				t.Fatalf("a commit made %v, want %v", got, c.want)
+			}
+			if n := s.Syncs(); n != int64(syscalltest.Total(c.want)) {
+				t.Fatalf("the store counted %d syncs, want %d", n, syscalltest.Total(c.want))
+			}
+			ents, _ := os.ReadDir(dir)
+			if len(ents) != 8 {
+				t.Fatalf("the run holds %d files, want 8", len(ents))
+			}
+		})
 	}
 }
