@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,19 +18,42 @@ import (
 // does not make every commit wait for them.
 const MaxDirtyForSyncfs = 64 << 20
 
-// maxDirty is MaxDirtyForSyncfs (tests set it).
-var maxDirty int64 = MaxDirtyForSyncfs
+// BusyHold is how long after the machine was last seen with more than
+// MaxDirtyForSyncfs to write back syncs stay one by one: a neighbour
+// writing steadily leaves the count low for moments (a file it
+// truncates drops its dirty pages), and a syncfs begun in such a
+// moment waits for all it writes next.
+const BusyHold = 10 * time.Second
+
+var (
+	// maxDirty is MaxDirtyForSyncfs (tests set it).
+	maxDirty int64 = MaxDirtyForSyncfs
+	// busySeen is when (Unix nanoseconds) more than maxDirty was last
+	// seen waiting.
+	busySeen atomic.Int64
+)
+
+// quiet says whether little waits to be written back, and has for
+// BusyHold.
+func quiet(now time.Time) bool {
+	if dirty() > maxDirty {
+		busySeen.Store(now.UnixNano())
+		return false
+	}
+	last := busySeen.Load()
+	return last == 0 || now.Sub(time.Unix(0, last)) >= BusyHold
+}
 
 // sync makes the named files in the syncer's directory (and its
 // entries) durable, and says how many sync calls it made: one syncfs of
 // their filesystem (which writes back every dirty page of it, these
 // among them, and waits) while little else is waiting to be written
-// (MaxDirtyForSyncfs), else an fsync of each and of the directory. The
+// (quiet), else an fsync of each and of the directory. The
 // directory was opened before the files were written, so a write-back
 // error of any of them since is reported to the syncfs even when
 // another sync met it first.
 func (s *Syncer) sync(names []string) (int, error) {
-	if dirty() <= maxDirty {
+	if quiet(time.Now()) {
 		return 1, unix.Syncfs(int(s.d.Fd()))
 	}
 	return s.each(names)

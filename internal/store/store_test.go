@@ -239,8 +239,9 @@ func TestCommitSyncs(t *testing.T) {
 		{"busy", -1, map[string]int{"fsync": 8 + 1 + 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			defer func(m int64) { maxDirty = m }(maxDirty)
+			defer func(m int64) { maxDirty = m; busySeen.Store(0) }(maxDirty)
 			maxDirty = c.maxDirty
+			busySeen.Store(0)
 			s, _ := Open(t.TempDir())
 			s.Ready(1, []string{"a", "b", "c", "d"})
 			defer s.Close()
