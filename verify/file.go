@@ -108,7 +108,7 @@ func (v *Verifier) read(p string) ([]byte, error) {
 	if v.ReadFile != nil {
 		return v.ReadFile(p)
 	}
-	return os.ReadFile(p)
+	return readFile(p)
 }
 
 // Path verifies a file or a run directory and returns one Result per
