@@ -18,12 +18,45 @@ import (
 
 // cli starts the test binary as the sandbox CLI in a process of its own
 // (its own session, as a detached job would be), with extra environment.
+//
+// A command told to crash (crash.Env) may leave what a killed sandbox
+// leaves: at the test's end, gc collects it, and the test fails if a
+// cgroup of one of home's leases is still there (none may outlive the
+// test on the machine).
 func cliCmd(t testing.TB, home string, env []string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"--home", home}, args...)...)
 	cmd.Env = append(append(os.Environ(), cliEnv+"=1"), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, crash.Env+"=") }) {
+		t.Cleanup(func() { collectCrashed(t, home) })
+	}
 	return cmd
+}
+
+// collectCrashed runs gc in home and fails t if a cgroup named for one
+// of home's leases is left (cgroup.Parent's groups, in every hierarchy).
+func collectCrashed(t testing.TB, home string) {
+	t.Helper()
+	ents, _ := os.ReadDir(filepath.Join(home, "leases"))
+	var leases []string
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), ".lock"); ok {
+			leases = append(leases, id)
+		}
+	}
+	gc := exec.Command(os.Args[0], "--home", home, "gc")
+	gc.Env = append(os.Environ(), cliEnv+"=1")
+	if out, err := gc.CombinedOutput(); err != nil {
+		t.Errorf("gc after a crash: %v\n%s", err, out)
+	}
+	for _, id := range leases {
+		left, _ := filepath.Glob("/sys/fs/cgroup/*/sandbox/partial-" + id + "-*")
+		more, _ := filepath.Glob("/sys/fs/cgroup/sandbox/partial-" + id + "-*")
+		if left = append(left, more...); len(left) > 0 {
+			t.Errorf("a crashed run's cgroups outlive gc: %v", left)
+		}
+	}
 }
 
 // processesWith lists the processes whose command line starts with s
