@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sync"
 
 	"github.com/zeebo/blake3"
 
@@ -74,7 +76,12 @@ var (
 // Export writes sandbox id's durable run to w as a bundle. Only a
 // suspended or closed sandbox is exported: a live one's workspace is
 // not kept.
-func (h *Manager) Export(id string, w io.Writer) error {
+func (h *Manager) Export(id string, w io.Writer) error { return h.export(id, w, nil) }
+
+// export writes a bundle of sandbox id; with shared (a cluster's blob
+// store) the objects its record names go there instead, one by one, each
+// stored only if shared lacks it, and the bundle carries none of them.
+func (h *Manager) export(id string, w io.Writer, shared store.Blobs) error {
 	if !sandboxID.MatchString(id) {
 		return fmt.Errorf("%w: %q is not a sandbox id", ErrNoSandbox, id)
 	}
@@ -137,6 +144,12 @@ func (h *Manager) Export(id string, w io.Writer) error {
 	if err := put("records/"+id+".seals", sb); err != nil {
 		return err
 	}
+	if shared != nil {
+		if err := shareBlobs(h.Store, shared, blobList); err != nil {
+			return err
+		}
+		blobList = nil
+	}
 	for _, a := range blobList {
 		b, err := h.Store.Blob(a)
 		if err != nil {
@@ -152,6 +165,66 @@ func (h *Manager) Export(id string, w io.Writer) error {
 		}
 	}
 	return tw.Close()
+}
+
+// blobWorkers is how many blobs are stored in, or fetched from, a
+// cluster's blob store at once (each is a round trip to an S3 server).
+const blobWorkers = 8
+
+// shareBlobs stores in shared each blob of list that it lacks, from
+// local, blobWorkers at a time; the first failure is the error.
+func shareBlobs(local, shared store.Blobs, list []addr.Addr) error {
+	return eachBlob(list, func(a addr.Addr) error {
+		if shared.HasBlob(a) {
+			return nil
+		}
+		b, err := local.Blob(a)
+		if err != nil {
+			return err
+		}
+		if err := shared.PutBlob(a, b); err != nil {
+			return fmt.Errorf("blob %s into the cluster's store: %w", a, err)
+		}
+		return nil
+	})
+}
+
+// eachBlob calls do for every address of list, blobWorkers at a time,
+// and returns the first error.
+func eachBlob(list []addr.Addr, do func(addr.Addr) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		next  = make(chan addr.Addr)
+	)
+	for range min(blobWorkers, len(list)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for a := range next {
+				if err := do(a); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, a := range list {
+		mu.Lock()
+		failed := first != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
+		next <- a
+	}
+	close(next)
+	wg.Wait()
+	return first
 }
 
 // tarPut writes an entry of a bundle: a regular file, name, of b.
@@ -193,6 +266,7 @@ type Imported struct {
 	Head         addr.Addr
 	Phase        record.Phase
 	Blobs, Runs  int
+	Fetched      int          // of Blobs, those fetched from the cluster's store
 	Signer       key.Public   // the exporting host's, as the bundle says
 	Sealers      []key.Public // the keys that sealed its entries, each once, in order
 	ReplacedPrev bool         // an older copy of the record was extended
@@ -205,6 +279,14 @@ type Imported struct {
 // ctx's narrowings) may give. A record already here is replaced only by
 // one that extends it and carries its seals.
 func (h *Manager) Import(ctx context.Context, r io.Reader, owner string, trust key.Trust) (Imported, error) {
+	return h.importBundle(ctx, r, owner, trust, nil)
+}
+
+// importBundle imports a bundle; with shared (a cluster's blob store) an
+// object its record names that is neither in the bundle nor here is
+// fetched from there, checked against its address and staged as if the
+// bundle had carried it.
+func (h *Manager) importBundle(ctx context.Context, r io.Reader, owner string, trust key.Trust, shared store.Blobs) (Imported, error) {
 	var im Imported
 	var err error
 	// The bundle's objects are staged on disk as they are read and
@@ -228,6 +310,7 @@ func (h *Manager) Import(ctx context.Context, r io.Reader, owner string, trust k
 	if err != nil {
 		return im, err
 	}
+	b.shared, b.stage = shared, stage
 	id := b.manifest.Sandbox
 	im.Sandbox, im.Head, im.Signer = id, b.manifest.Head, b.manifest.Signer
 	st, err := record.VerifyBytes(b.record)
@@ -324,6 +407,9 @@ func (h *Manager) place(b *bundle, st record.State, stage, owner string, im *Imp
 	}
 	for a, staged := range b.blobs {
 		if !h.Store.HasBlob(a) {
+			if b.fetched[a] {
+				im.Fetched++
+			}
 			if err := os.Rename(staged, filepath.Join(blobs, a.Hex())); err != nil {
 				return err
 			}
@@ -397,10 +483,17 @@ func (h *Manager) checkNamed(b *bundle, st record.State) error {
 	if err != nil {
 		return reject.In("bundle", err)
 	}
-	for _, a := range blobList {
-		if !src.HasBlob(a) {
+	if err := eachBlob(blobList, func(a addr.Addr) error {
+		err := src.have(a)
+		switch {
+		case errors.Is(err, errNotHere) && b.shared != nil:
+			return reject.New(reject.Missing, "bundle", "blob %s, which the record names, is neither in the bundle, nor here, nor in the cluster's store", a)
+		case errors.Is(err, errNotHere):
 			return reject.New(reject.Missing, "bundle", "blob %s, which the record names, is neither in the bundle nor here", a)
 		}
+		return err
+	}); err != nil {
+		return err
 	}
 	for _, a := range runList {
 		if err := h.checkRun(b, a, "bundle"); err != nil {
@@ -452,15 +545,73 @@ type bundleBlobs struct {
 }
 
 func (s bundleBlobs) Blob(a addr.Addr) ([]byte, error) {
-	if p, ok := s.b.blobs[a]; ok {
+	if p, ok := s.b.staged(a); ok {
 		return os.ReadFile(p) // hashed to a when it was staged
 	}
-	return s.store.Blob(a)
+	if s.store.HasBlob(a) || s.b.shared == nil {
+		return s.store.Blob(a)
+	}
+	p, err := s.b.fetch(a)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(p)
 }
 
-func (s bundleBlobs) HasBlob(a addr.Addr) bool {
-	_, ok := s.b.blobs[a]
-	return ok || s.store.HasBlob(a)
+func (s bundleBlobs) HasBlob(a addr.Addr) bool { return s.have(a) == nil }
+
+// have says whether blob a is in the bundle or here, fetching it from
+// the cluster's store where the bundle is a cluster's: nil, errNotHere,
+// or why the cluster's copy was not taken.
+func (s bundleBlobs) have(a addr.Addr) error {
+	if _, ok := s.b.staged(a); ok || s.store.HasBlob(a) {
+		return nil
+	}
+	if s.b.shared == nil {
+		return errNotHere
+	}
+	_, err := s.b.fetch(a)
+	return err
+}
+
+var errNotHere = errors.New("not here")
+
+// staged is where blob a was staged, if it was.
+func (b *bundle) staged(a addr.Addr) (string, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p, ok := b.blobs[a]
+	return p, ok
+}
+
+// fetch stages blob a from the cluster's store, checked against its
+// address (the store is not trusted), and returns where.
+func (b *bundle) fetch(a addr.Addr) (string, error) {
+	if p, ok := b.staged(a); ok {
+		return p, nil
+	}
+	data, err := b.shared.Blob(a)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", errNotHere
+	}
+	if err != nil {
+		return "", fmt.Errorf("blob %s from the cluster's store: %w", a, err)
+	}
+	if got := addr.Of(data); got != a {
+		return "", reject.New(reject.Address, "the cluster's store: blob "+a.String(), "its bytes hash to %s", got)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p, ok := b.blobs[a]; ok {
+		return p, nil
+	}
+	p := filepath.Join(b.stage, "blobs", a.Hex())
+	if err := safefile.Write(p, data, 0o600); err != nil {
+		return "", err
+	}
+	b.blobs[a] = p
+	b.fetched[a] = true
+	return p, nil
 }
 
 func (s bundleBlobs) PutBlob(addr.Addr, []byte) error {
@@ -611,15 +762,22 @@ type bundle struct {
 	manifest BundleManifest
 	record   []byte
 	seals    []byte
-	blobs    map[addr.Addr]string            // staged, checked
 	runs     map[addr.Addr]map[string]string // staged: stage/runs/HEX/NAME
+	// A cluster's bundle carries no blobs: those its record names that
+	// are not here are fetched from shared into stage (fetched).
+	shared store.Blobs
+	stage  string
+	mu     sync.Mutex           // blobs, fetched
+	blobs  map[addr.Addr]string // staged, checked
+	// fetched are the staged blobs that came from shared.
+	fetched map[addr.Addr]bool
 }
 
 // readBundle reads a bundle's entries, checking each name and bound, and
 // every blob's and run's address, staging blobs and run files in stage
 // (each fsynced). It reads hostile bytes: nothing leaves stage.
 func readBundle(r io.Reader, stage string) (*bundle, error) {
-	b := &bundle{blobs: map[addr.Addr]string{}, runs: map[addr.Addr]map[string]string{}}
+	b := &bundle{blobs: map[addr.Addr]string{}, runs: map[addr.Addr]map[string]string{}, fetched: map[addr.Addr]bool{}}
 	for _, d := range []string{"blobs", "runs"} {
 		if err := os.Mkdir(filepath.Join(stage, d), 0o700); err != nil {
 			return nil, err

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/tier"
@@ -40,6 +41,25 @@ type Shared interface {
 	Closed(ctx context.Context, id string) error
 	// Claimed says sandbox id, made here for a warm pool, is now owner's.
 	Claimed(ctx context.Context, id, owner string) error
+}
+
+// BlobSharer is a Shared whose blob store keeps a suspended sandbox's
+// objects (its workspace's chunks and trees, memory images, its unit and
+// grants) one by one, by address: a suspension stores there only those
+// the store lacks and publishes a bundle without them (its record, seals
+// and runs), and a host resuming it fetches only those it lacks itself,
+// each checked against its address (docs/cluster.md).
+type BlobSharer interface {
+	Blobs() store.Blobs
+}
+
+// sharedBlobs is the cluster's blob store, where it keeps objects one
+// by one; nil where a bundle travels whole.
+func (h *Manager) sharedBlobs() store.Blobs {
+	if bs, ok := h.Shared.(BlobSharer); ok {
+		return bs.Blobs()
+	}
+	return nil
 }
 
 // shareMade tells the cluster of a sandbox made here; a failure leaves
@@ -82,7 +102,7 @@ func (h *Manager) publish(id, owner string, head addr.Addr) {
 		return
 	}
 	var b bytes.Buffer
-	err := h.Export(id, &b)
+	err := h.export(id, &b, h.sharedBlobs())
 	if err == nil {
 		err = h.Shared.Publish(context.Background(), id, owner, head, b.Bytes())
 	}
@@ -108,10 +128,10 @@ func (h *Manager) take(ctx context.Context, id, owner string) (func(), error) {
 		return release, nil
 	}
 	trust, err := h.Shared.Trust(ctx)
+	var im Imported
 	if err == nil {
 		trust.Add(h.Key.Public())
-		var im Imported
-		im, err = h.Import(ctx, bytes.NewReader(b), owner, trust)
+		im, err = h.importBundle(ctx, bytes.NewReader(b), owner, trust, h.sharedBlobs())
 		if err == nil && im.Phase != record.Parked {
 			err = fmt.Errorf("its bundle's record is %s, not parked", im.Phase)
 		}
@@ -120,7 +140,7 @@ func (h *Manager) take(ctx context.Context, id, owner string) (func(), error) {
 		release()
 		return nil, fmt.Errorf("resume %s from the cluster: %w", id, err)
 	}
-	h.Logger().Info("sandbox brought from the cluster", "sandbox", id)
+	h.Logger().Info("sandbox brought from the cluster", "sandbox", id, "bundle_bytes", len(b), "objects_placed", im.Blobs, "objects_fetched", im.Fetched)
 	return release, nil
 }
 

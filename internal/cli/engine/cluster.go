@@ -368,6 +368,10 @@ func (s *clusterShared) Sandboxes(ctx context.Context, owner string) ([]client.S
 	return out, nil
 }
 
+// Blobs is the cluster's blob store, where a suspension's objects are
+// kept one by one (live.BlobSharer).
+func (s *clusterShared) Blobs() store.Blobs { return s.blobs }
+
 // TLS checks other hosts' certificates (--cluster-ca).
 func (s *clusterShared) TLS() *tls.Config { return s.tls }
 
