@@ -66,6 +66,14 @@ func (c *countingBlobs) counts() (puts, gets int) {
 	return
 }
 
+// joinTwo makes a and b the hosts of a cluster whose blob store is bs.
+func joinTwo(a, b *Manager, bs store.Blobs) *twoHostCluster {
+	c := &twoHostCluster{bundles: map[string][]byte{}, holder: map[string]*Manager{}, blobs: &countingBlobs{Blobs: bs},
+		trust: key.NewTrust(a.Key.Public(), b.Key.Public())}
+	a.Shared, b.Shared = hostOf{c, a}, hostOf{c, b}
+	return c
+}
+
 // hostOf is the cluster as host h sees it.
 type hostOf struct {
 	c *twoHostCluster
@@ -111,9 +119,7 @@ func TestSuspensionSharedObjectByObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &twoHostCluster{bundles: map[string][]byte{}, holder: map[string]*Manager{}, blobs: &countingBlobs{Blobs: bs},
-		trust: key.NewTrust(a.Key.Public(), b.Key.Public())}
-	a.Shared, b.Shared = hostOf{c, a}, hostOf{c, b}
+	c := joinTwo(a, b, bs)
 	ctx := context.Background()
 	sb, err := a.Create(ctx, SandboxSpec{Tier: tier.S2})
 	if err != nil {
@@ -319,9 +325,7 @@ func benchResumeElsewhere(b *testing.B, bs store.Blobs) {
 	hosttest.Lease(b, hB.Store)
 	defer hA.Close()
 	defer hB.Close()
-	c := &twoHostCluster{bundles: map[string][]byte{}, holder: map[string]*Manager{}, blobs: &countingBlobs{Blobs: bs},
-		trust: key.NewTrust(hA.Key.Public(), hB.Key.Public())}
-	hA.Shared, hB.Shared = hostOf{c, hA}, hostOf{c, hB}
+	c := joinTwo(hA, hB, bs)
 	ctx := context.Background()
 	sb, err := hA.Create(ctx, SandboxSpec{Tier: tier.S2})
 	if err != nil {
