@@ -605,6 +605,11 @@ func (b *bundle) fetch(a addr.Addr) (string, error) {
 	if p, ok := b.blobs[a]; ok {
 		return p, nil
 	}
+	if len(b.blobs) >= MaxBundleEntries {
+		// What the entries of a whole bundle are bounded by bounds the
+		// objects fetched for one too.
+		return "", reject.New(reject.Invalid, "bundle", "its record names more than %d objects", MaxBundleEntries)
+	}
 	p := filepath.Join(b.stage, "blobs", a.Hex())
 	if err := safefile.Write(p, data, 0o600); err != nil {
 		return "", err
