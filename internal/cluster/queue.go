@@ -74,20 +74,27 @@ func (m *Member) ClaimN(ctx context.Context, n int, d time.Duration, kinds ...st
 	if n < 1 {
 		return nil, fmt.Errorf("cluster: claim %d jobs: at least one", n)
 	}
-	tx, err := m.c.pool.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: claim: %w", err)
-	}
-	defer tx.Rollback(ctx)
-	rows, err := tx.Query(ctx, `SELECT j.id, j.kind, j.payload, j.by_host, j.sig, h.pub, h.id FROM cluster_jobs j LEFT JOIN cluster_hosts h ON h.id = j.by_host
-WHERE j.kind = ANY($1) AND (j.state = 'queued' OR (j.state = 'leased' AND j.lease_until < now()))
-ORDER BY j.id LIMIT $2 FOR UPDATE OF j SKIP LOCKED`, kinds, n)
+	// One statement, one commit: the oldest jobs nobody holds are leased
+	// and returned with their queuer's key, then checked here; one whose
+	// row does not verify is failed at once, as if never handed out.
+	rows, err := m.c.pool.Query(ctx, `WITH picked AS (
+	SELECT id FROM cluster_jobs
+	WHERE kind = ANY($1) AND (state = 'queued' OR (state = 'leased' AND lease_until < now()))
+	ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED
+), taken AS (
+	UPDATE cluster_jobs j SET state = 'leased', fence = j.fence + 1, holder = $3, attempts = j.attempts + 1,
+		lease_until = now() + make_interval(secs => $4)
+	FROM picked WHERE j.id = picked.id
+	RETURNING j.id, j.kind, j.payload, j.by_host, j.sig, j.fence, j.lease_until, j.attempts
+)
+SELECT t.id, t.kind, t.payload, t.by_host, t.sig, t.fence, t.lease_until, t.attempts, h.pub, h.id
+FROM taken t LEFT JOIN cluster_hosts h ON h.id = t.by_host ORDER BY t.id`, kinds, n, m.Host.ID(), d.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("cluster: claim: %w", err)
 	}
 	var (
 		good    []*Lease
-		refused = map[int64]string{}
+		refused = map[*Lease]string{}
 	)
 	for rows.Next() {
 		var (
@@ -95,15 +102,15 @@ ORDER BY j.id LIMIT $2 FOR UPDATE OF j SKIP LOCKED`, kinds, n)
 			sig, pub []byte
 			hostID   *string
 		)
-		if err := rows.Scan(&l.ID, &l.Job.Kind, &l.Job.Payload, &l.By, &sig, &pub, &hostID); err != nil {
+		if err := rows.Scan(&l.ID, &l.Job.Kind, &l.Job.Payload, &l.By, &sig, &l.Fence, &l.Until, &l.Attempts, &pub, &hostID); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("cluster: claim: %w", err)
 		}
 		switch {
 		case hostID == nil:
-			refused[l.ID] = "its queuer " + l.By + " is no host of the cluster"
+			refused[&l] = "its queuer " + l.By + " is no host of the cluster"
 		case !jobVerifies(pub, &l, sig):
-			refused[l.ID] = "its queuer's signature does not verify (the row was edited, or written without the key)"
+			refused[&l] = "its queuer's signature does not verify (the row was edited, or written without the key)"
 		default:
 			good = append(good, &l)
 		}
@@ -112,33 +119,13 @@ ORDER BY j.id LIMIT $2 FOR UPDATE OF j SKIP LOCKED`, kinds, n)
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("cluster: claim: %w", err)
 	}
-	b := &pgx.Batch{}
-	for id, why := range refused {
-		m.c.log().Warn("cluster: a job refused", "job", id, "why", why)
-		b.Queue(`UPDATE cluster_jobs SET state = 'failed', reason = $2, holder = NULL, lease_until = NULL WHERE id = $1`, id, "refused: "+why)
-	}
-	for _, l := range good {
-		b.Queue(`UPDATE cluster_jobs SET state = 'leased', fence = fence + 1, holder = $2, attempts = attempts + 1,
-lease_until = now() + make_interval(secs => $3) WHERE id = $1 RETURNING fence, lease_until, attempts`, l.ID, m.Host.ID(), d.Seconds())
-	}
-	br := tx.SendBatch(ctx, b)
-	for range refused {
-		if _, err := br.Exec(); err != nil {
-			br.Close()
+	for l, why := range refused {
+		m.c.log().Warn("cluster: a job refused", "job", l.ID, "why", why)
+		// Its claim undone as it is failed: it was never handed out.
+		if _, err := m.c.pool.Exec(ctx, `UPDATE cluster_jobs SET state = 'failed', reason = $3, holder = NULL, lease_until = NULL,
+attempts = attempts - 1 WHERE id = $1 AND fence = $2`, l.ID, l.Fence, "refused: "+why); err != nil {
 			return nil, fmt.Errorf("cluster: claim: %w", err)
 		}
-	}
-	for _, l := range good {
-		if err := br.QueryRow().Scan(&l.Fence, &l.Until, &l.Attempts); err != nil {
-			br.Close()
-			return nil, fmt.Errorf("cluster: claim: %w", err)
-		}
-	}
-	if err := br.Close(); err != nil {
-		return nil, fmt.Errorf("cluster: claim: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("cluster: claim: %w", err)
 	}
 	if len(good) == 0 {
 		if len(refused) > 0 {
