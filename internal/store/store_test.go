@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -235,7 +236,9 @@ func TestCommitSyncs(t *testing.T) {
 		maxDirty int64
 		want     map[string]int
 	}{
-		{"syncfs", MaxDirtyForSyncfs, map[string]int{"syncfs": 1, "fsync": 1}},
+		// Quiet whatever the machine's state (another test's writes):
+		// TestQuietHoldsAfterBusy checks the threshold itself.
+		{"syncfs", math.MaxInt64, map[string]int{"syncfs": 1, "fsync": 1}},
 		{"busy", -1, map[string]int{"fsync": 8 + 1 + 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
