@@ -145,10 +145,10 @@ func (h *Manager) export(id string, w io.Writer, shared store.Blobs) error {
 		return err
 	}
 	if shared != nil {
-		if err := shareBlobs(h.Store, shared, blobList); err != nil {
+		// What the store holds but not whole travels in the bundle.
+		if blobList, err = h.shareBlobs(shared, blobList); err != nil {
 			return err
 		}
-		blobList = nil
 	}
 	for _, a := range blobList {
 		b, err := h.Store.Blob(a)
@@ -171,60 +171,92 @@ func (h *Manager) export(id string, w io.Writer, shared store.Blobs) error {
 // cluster's blob store at once (each is a round trip to an S3 server).
 const blobWorkers = 8
 
-// shareBlobs stores in shared each blob of list that it lacks, from
-// local, blobWorkers at a time; the first failure is the error.
-func shareBlobs(local, shared store.Blobs, list []addr.Addr) error {
-	return eachBlob(list, func(a addr.Addr) error {
-		if shared.HasBlob(a) {
+// shareBlobs stores in shared each blob of list that it lacks, from this
+// host's store, blobWorkers at a time (the first failure is the error),
+// and returns those shared holds but not whole, for the bundle to
+// carry. Anyone who can write the store could have put other bytes
+// under an address before this host did (a chunk's address is a
+// well-known file's), and a store's put does not replace what it has:
+// an object found there that this process has not seen whole is read
+// back and checked once.
+func (h *Manager) shareBlobs(shared store.Blobs, list []addr.Addr) ([]addr.Addr, error) {
+	bad := make([]bool, len(list))
+	err := eachBlob(list, func(i int, a addr.Addr) error {
+		if _, ok := h.sharedGood.Load(a); ok {
 			return nil
 		}
-		b, err := local.Blob(a)
+		if shared.HasBlob(a) {
+			if b, err := shared.Blob(a); err == nil && addr.Of(b) == a {
+				h.sharedGood.Store(a, true)
+				return nil
+			} else {
+				// Other bytes, no file but a link or a FIFO, or no
+				// answer: it travels in the bundle.
+				h.Logger().Warn("an object in the cluster's store could not be read back whole: it travels in the bundle", "blob", a, "err", err)
+			}
+			bad[i] = true
+			return nil
+		}
+		b, err := h.Store.Blob(a)
 		if err != nil {
 			return err
 		}
 		if err := shared.PutBlob(a, b); err != nil {
 			return fmt.Errorf("blob %s into the cluster's store: %w", a, err)
 		}
+		h.sharedGood.Store(a, true)
 		return nil
 	})
+	var carry []addr.Addr
+	for i, a := range list {
+		if bad[i] {
+			carry = append(carry, a)
+		}
+	}
+	return carry, err
 }
 
-// eachBlob calls do for every address of list, blobWorkers at a time,
-// and returns the first error.
-func eachBlob(list []addr.Addr, do func(addr.Addr) error) error {
+// eachBlob calls do for every address of list (with its index),
+// blobWorkers at a time, and returns the error of the first address in
+// list's order whose call failed; none is started once one has failed.
+func eachBlob(list []addr.Addr, do func(int, addr.Addr) error) error {
 	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		next  = make(chan addr.Addr)
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		errs   = make([]error, len(list))
+		failed bool
+		next   = make(chan int)
 	)
 	for range min(blobWorkers, len(list)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for a := range next {
-				if err := do(a); err != nil {
+			for i := range next {
+				if err := do(i, list[i]); err != nil {
 					mu.Lock()
-					if first == nil {
-						first = err
-					}
+					errs[i], failed = err, true
 					mu.Unlock()
 				}
 			}
 		}()
 	}
-	for _, a := range list {
+	for i := range list {
 		mu.Lock()
-		failed := first != nil
+		stop := failed
 		mu.Unlock()
-		if failed {
+		if stop {
 			break
 		}
-		next <- a
+		next <- i
 	}
 	close(next)
 	wg.Wait()
-	return first
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // tarPut writes an entry of a bundle: a regular file, name, of b.
@@ -310,7 +342,7 @@ func (h *Manager) importBundle(ctx context.Context, r io.Reader, owner string, t
 	if err != nil {
 		return im, err
 	}
-	b.shared, b.stage = shared, stage
+	b.shared, b.stage, b.ctx, b.good = shared, stage, ctx, &h.sharedGood
 	id := b.manifest.Sandbox
 	im.Sandbox, im.Head, im.Signer = id, b.manifest.Head, b.manifest.Signer
 	st, err := record.VerifyBytes(b.record)
@@ -483,7 +515,7 @@ func (h *Manager) checkNamed(b *bundle, st record.State) error {
 	if err != nil {
 		return reject.In("bundle", err)
 	}
-	if err := eachBlob(blobList, func(a addr.Addr) error {
+	if err := eachBlob(blobList, func(_ int, a addr.Addr) error {
 		err := src.have(a)
 		switch {
 		case errors.Is(err, errNotHere) && b.shared != nil:
@@ -558,7 +590,10 @@ func (s bundleBlobs) Blob(a addr.Addr) ([]byte, error) {
 	return os.ReadFile(p)
 }
 
-func (s bundleBlobs) HasBlob(a addr.Addr) bool { return s.have(a) == nil }
+// HasBlob says blob a is in the bundle or here, or that fetching it from
+// the cluster's store failed otherwise than by its absence: Blob then
+// says why, so that a reader of it reports that, not a missing blob.
+func (s bundleBlobs) HasBlob(a addr.Addr) bool { return !errors.Is(s.have(a), errNotHere) }
 
 // have says whether blob a is in the bundle or here, fetching it from
 // the cluster's store where the bundle is a cluster's: nil, errNotHere,
@@ -590,15 +625,28 @@ func (b *bundle) fetch(a addr.Addr) (string, error) {
 	if p, ok := b.staged(a); ok {
 		return p, nil
 	}
-	data, err := b.shared.Blob(a)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", errNotHere
+	var data []byte
+	var err error
+	if bc, ok := b.shared.(interface {
+		BlobContext(context.Context, addr.Addr) ([]byte, error)
+	}); ok && b.ctx != nil {
+		data, err = bc.BlobContext(b.ctx, a) // an S3 server that does not answer does not hold the import
+	} else {
+		data, err = b.shared.Blob(a)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", errNotHere
+	case errors.Is(err, store.ErrCorrupt):
+		return "", reject.Wrap(reject.Address, "the cluster's store: blob "+a.String(), err)
+	case err != nil:
 		return "", fmt.Errorf("blob %s from the cluster's store: %w", a, err)
 	}
 	if got := addr.Of(data); got != a {
 		return "", reject.New(reject.Address, "the cluster's store: blob "+a.String(), "its bytes hash to %s", got)
+	}
+	if b.good != nil {
+		b.good.Store(a, true) // seen whole there
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -772,6 +820,8 @@ type bundle struct {
 	// are not here are fetched from shared into stage (fetched).
 	shared store.Blobs
 	stage  string
+	ctx    context.Context
+	good   *sync.Map            // the importing manager's sharedGood
 	mu     sync.Mutex           // blobs, fetched
 	blobs  map[addr.Addr]string // staged, checked
 	// fetched are the staged blobs that came from shared.

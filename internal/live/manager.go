@@ -25,6 +25,10 @@ type Manager struct {
 	// Shared, where set, is the cluster's keeping of suspended
 	// sandboxes (shared.go).
 	Shared Shared
+	// sharedGood holds the addresses (addr.Addr) of objects this
+	// process has seen whole in the cluster's blob store: put there, or
+	// read back and checked.
+	sharedGood sync.Map
 	// Queue, where set, is the cluster's work queue: a fleet's items
 	// run on whichever of its hosts takes them (fleetitem.go).
 	Queue Queue

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -225,36 +226,36 @@ func TestSuspensionSharedObjectByObject(t *testing.T) {
 		t.Errorf("the suspension on B stored %d blobs, want the %d new ones", puts, len(fresh))
 	}
 
-	// Tampered in the cluster's store: refused, naming it, nothing placed.
-	victim := fresh[len(fresh)-1]
-	p := filepath.Join(bs.Root(), "blobs", victim.Hex())
-	orig, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Each new object (chunks and the tree that names them) tampered in
+	// the cluster's store in turn: refused as bytes that are not the
+	// object's (address), naming it, nothing placed.
 	before, _ := os.ReadFile(a.RecordPath(sb.ID))
-	if err := os.WriteFile(p, append([]byte("x"), orig...), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err = a.Resume(ctx, sb.ID, "")
-	if err == nil || !strings.Contains(err.Error(), victim.Hex()) {
-		t.Fatalf("a tampered blob in the cluster's store: %v", err)
-	}
-	if !errors.Is(err, reject.Address) && !strings.Contains(err.Error(), "hash") {
-		t.Errorf("the refusal does not say the bytes are not the blob's: %v", err)
-	}
-	if after, _ := os.ReadFile(a.RecordPath(sb.ID)); !bytes.Equal(after, before) {
-		t.Fatal("a refused import changed A's record")
-	}
-	if a.Store.HasBlob(victim) {
-		t.Fatal("a refused import placed the tampered blob")
+	for _, victim := range fresh {
+		p := filepath.Join(bs.Root(), "blobs", victim.Hex())
+		orig, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, append([]byte("x"), orig...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err = a.Resume(ctx, sb.ID, "")
+		if err == nil || !strings.Contains(err.Error(), victim.Hex()) || !errors.Is(err, reject.Address) {
+			t.Fatalf("blob %s tampered in the cluster's store: %v", victim, err)
+		}
+		if after, _ := os.ReadFile(a.RecordPath(sb.ID)); !bytes.Equal(after, before) {
+			t.Fatal("a refused import changed A's record")
+		}
+		if a.Store.HasBlob(victim) {
+			t.Fatal("a refused import placed the tampered blob")
+		}
+		if err := os.WriteFile(p, orig, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c.blobs.counts()
 
 	// Put right: A fetches only the new blobs, and has the rewrite.
-	if err := os.WriteFile(p, orig, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := a.Resume(ctx, sb.ID, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -376,4 +377,107 @@ func benchResumeElsewhere(b *testing.B, bs store.Blobs) {
 	b.ReportMetric(float64(sus.Milliseconds())/float64(b.N), "suspend-ms")
 	b.ReportMetric(float64(gets)/float64(b.N), "fetched")
 	b.ReportMetric(float64(size)/(1<<20), "workspace-MiB")
+}
+
+// TestAttackObjectsPlantedInSharedStore: whoever can write the cluster's
+// blob store puts, before a sandbox is first suspended, other bytes
+// under the address of one of its chunks (a chunk's address is a
+// well-known file's), a FIFO under another's and a link to /dev/zero
+// under a third's. The suspension does not take them for its objects:
+// each found there is read back, and what is not whole travels in the
+// bundle; the host that resumes it takes the bundle's copies, neither
+// hangs on the FIFO nor reads the link, and has the files. (An
+// attacker's review found the suspension skipped them and every
+// resumption elsewhere was refused for good, or hung.)
+func TestAttackObjectsPlantedInSharedStore(t *testing.T) {
+	t.Parallel()
+	a, b := newHost(t), newHost(t)
+	bs, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sb, err := a.Create(ctx, SandboxSpec{Tier: tier.S2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	for i := range 3 {
+		data := make([]byte, 200<<10)
+		rand.Read(data)
+		files[fmt.Sprintf("f%d", i)] = data
+		if err := os.WriteFile(filepath.Join(sb.Workspace, fmt.Sprintf("f%d", i)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The addresses, learnt the way an attacker would compute them: a
+	// suspension here, with no cluster yet.
+	if _, err := a.Suspend(ctx, sb.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	rb, _ := os.ReadFile(a.RecordPath(sb.ID))
+	entries, _, _ := chain.Split(rb)
+	named, _, err := namedObjects(a.Store, entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunks []addr.Addr
+	for _, x := range named {
+		if b, _ := a.Store.Blob(x); len(b) == 200<<10 {
+			chunks = append(chunks, x)
+		}
+	}
+	if len(chunks) != 3 {
+		t.Fatalf("%d chunks of the files' size among %d objects", len(chunks), len(named))
+	}
+	blobDir := filepath.Join(bs.Root(), "blobs")
+	os.MkdirAll(blobDir, 0o700)
+	if err := os.WriteFile(filepath.Join(blobDir, chunks[0].Hex()), []byte("planted"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(blobDir, chunks[1].Hex()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", filepath.Join(blobDir, chunks[2].Hex())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Resume(ctx, sb.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	c := joinTwo(a, b, bs)
+	if _, err := a.Suspend(ctx, sb.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := tarEntries(t, c.bundles[sb.ID])
+	var carried []string
+	for _, n := range names {
+		if strings.HasPrefix(n, "blobs/") {
+			carried = append(carried, strings.TrimPrefix(n, "blobs/"))
+		}
+	}
+	if len(carried) != 3 {
+		t.Fatalf("the bundle carries %v, want the three planted chunks %v", carried, chunks)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Resume(ctx, sb.ID, "")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("resume on B: %v", err)
+		}
+	case <-time.After(2 * time.Minute): // a bound on a busy machine, not a measure
+		t.Fatal("resume on B hangs on what was planted in the cluster's store")
+	}
+	info, err := b.Sandbox(sb.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range files {
+		if got, err := os.ReadFile(filepath.Join(info.Workspace, name)); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s on B: %d bytes, %v", name, len(got), err)
+		}
+	}
 }

@@ -25,6 +25,10 @@ type Blobs interface {
 
 var _ Blobs = (*Store)(nil)
 
+// ErrCorrupt is wrapped by a blob store's error for a blob whose bytes do
+// not hash to its address (every backend checks on reading).
+var ErrCorrupt = errors.New("blob does not hash to its address")
+
 // Index lists a store's runs and records without reading them
 // (internal/index: SQLite). It is derived: Reindex rebuilds it from the
 // run directories. A backend that keeps runs elsewhere (PostgreSQL, S3)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/kv"
@@ -199,13 +200,27 @@ func (s *Store) BlobInto(a addr.Addr, buf []byte) ([]byte, error) {
 }
 
 // Blob returns stored content, checking its address.
+//
+// Only a regular file is read, without following a link and without
+// waiting on it: a directory others write too (a cluster's, file:///DIR)
+// could hold a FIFO, a device or a link to one under a blob's name.
 func (s *Store) Blob(a addr.Addr) ([]byte, error) {
-	b, err := os.ReadFile(s.Path("blobs", a.Hex()))
+	f, err := os.OpenFile(s.Path("blobs", a.Hex()), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("image %s is not in the blob store: %w", a, err)
 	}
-	if addr.Of(b) != a {
-		return nil, fmt.Errorf("blob %s is corrupt: it hashes to %s", a, addr.Of(b))
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("blob %s: %w: not a regular file (%s)", a, ErrCorrupt, fi.Mode().Type())
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("blob %s: %w", a, err)
+	}
+	if got := addr.Of(b); got != a {
+		return nil, fmt.Errorf("blob %s is corrupt: %w: it hashes to %s", a, ErrCorrupt, got)
 	}
 	return b, nil
 }

@@ -186,7 +186,7 @@ func (s *Store) Blob(a addr.Addr) ([]byte, error) {
 
 // ErrTampered is wrapped by the refusal of a blob whose stored bytes do
 // not hash to its name.
-var ErrTampered = errors.New("a stored blob does not hash to its name")
+var ErrTampered = fmt.Errorf("a stored blob does not hash to its name: %w", store.ErrCorrupt)
 
 // HasBlob says a blob is stored under a (its bytes are checked when read).
 func (s *Store) HasBlob(a addr.Addr) bool {

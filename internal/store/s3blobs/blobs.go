@@ -22,6 +22,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/store"
 )
 
 // MaxBlob is the largest blob a store puts or reads: 1 GiB. A blob is
@@ -43,7 +44,7 @@ var (
 	ErrDenied = errors.New("the S3 server refused the credentials")
 	// ErrCorrupt is wrapped by the error for an object whose bytes do
 	// not hash to the address it is stored under.
-	ErrCorrupt = errors.New("blob does not hash to its address")
+	ErrCorrupt = store.ErrCorrupt
 	// ErrTooLarge is wrapped by the error for a blob over the bound
 	// (Config.MaxSize, at most MaxBlob), put or read.
 	ErrTooLarge = errors.New("blob over the size bound")
