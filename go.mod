@@ -68,3 +68,5 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
+
+replace github.com/klauspost/cpuid/v2 => ./third_party/cpuid

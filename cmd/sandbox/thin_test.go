@@ -47,17 +47,52 @@ func isEngineOnly(pkg string) bool {
 	return false
 }
 
+// slowToStart are packages whose initialisers would cost the thin
+// program's start (docs/cli.md, "Start-up"): it must not link them,
+// unless go.mod replaces the package's module with the directory
+// unless names.
+var slowToStart = []struct{ pkg, unless, why string }{
+	{"github.com/dustin/go-humanize", "", "it compiles a regular expression and builds tables of big integers before main: sizes are cli.IBytes"},
+	{"github.com/klauspost/cpuid/v2", "./third_party/cpuid", "it executes some forty CPUIDs before main: go.mod replaces it with ./third_party/cpuid"},
+}
+
+// thinDeps are the thin program's packages, as the build lists them,
+// each with the directory go.mod replaces its module with ("" where
+// none).
+func thinDeps(t *testing.T) map[string]string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{with .Module}}{{with .Replace}}{{.Path}}{{end}}{{end}}",
+		"github.com/opensubstrate/sandbox/cmd/sandbox").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		p, replace, _ := strings.Cut(l, " ")
+		deps[p] = replace
+	}
+	return deps
+}
+
 // TestThinLinksNoEngine: the thin program's packages, as the build
 // lists them, hold none of the engine's.
 func TestThinLinksNoEngine(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("go", "list", "-deps", "github.com/opensubstrate/sandbox/cmd/sandbox").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	for _, p := range strings.Fields(string(out)) {
+	for p := range thinDeps(t) {
 		if isEngineOnly(p) {
 			t.Errorf("cmd/sandbox links %s", p)
+		}
+	}
+}
+
+// TestThinLinksNothingSlowToStart: nor any package whose initialisers
+// are slow (but as go.mod replaces it).
+func TestThinLinksNothingSlowToStart(t *testing.T) {
+	t.Parallel()
+	deps := thinDeps(t)
+	for _, s := range slowToStart {
+		if replace, ok := deps[s.pkg]; ok && (s.unless == "" || replace != s.unless) {
+			t.Errorf("cmd/sandbox links %s: %s", s.pkg, s.why)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -66,12 +67,16 @@ func (g *Globals) HostKey() (*state.Dir, key.Private, error) {
 // Main is the command line after a program's own checks: a context
 // that ends on SIGINT, SIGTERM or SIGHUP (a closed terminal), with the
 // signal as its cause, then the command. e is nil in the thin program.
+// The caller exits with the status Main returns, at once, so the
+// signals stay caught until then: stopping them first would cost three
+// exchanges with the runtime's signal thread (0.1 ms of `sandbox
+// version`) only to let a signal in the last microseconds kill the
+// process rather than be caught.
 func Main(args []string, e *Engine) int {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	// A closed stdout is an error on write, not a death by SIGPIPE: a run
 	// whose reader went away is ended and sealed (exit 141). Notify, not
 	// Ignore: an ignored signal would stay ignored in the programs run.
@@ -115,23 +120,63 @@ var groups = []*cobra.Group{
 	{ID: "machine", Title: "This machine and this program:"},
 }
 
-// commands are every command, by group: what `sandbox --help` lists.
-func commands(g *Globals) map[string][]*cobra.Command {
-	return map[string][]*cobra.Command{
-		"runs":      runsCommands(g),
-		"sandboxes": sandboxesCommands(g),
-		"records":   recordsCommands(g),
-		"images":    imagesCommands(g),
-		"fleets":    fleetsCommands(g),
-		"trust":     trustCommands(g),
-		"service":   serviceCommands(g),
-		"machine":   machineCommands(g),
+// command is a command as its group lists it: data, made into a
+// *cobra.Command only where it is needed: the thin program makes the one
+// it runs, not the whole tree (docs/cli.md, "Start-up"). The lists are
+// constant, laid out by the compiler: nothing is built before main.
+type command struct {
+	use   string                          // its name, then a stub's arguments
+	short string                          // a stub's summary
+	make  func(g *Globals) *cobra.Command // nil for a stub (Globals.stub)
+}
+
+// name is the command's name, as cobra names it.
+func (c command) name() string {
+	n, _, _ := strings.Cut(c.use, " ")
+	return n
+}
+
+// build makes the command.
+func (c command) build(g *Globals) *cobra.Command {
+	if c.make == nil {
+		return g.stub(c.use, c.short)
 	}
+	return c.make(g)
+}
+
+// commandsOf are group id's commands, as `sandbox --help` lists them.
+func commandsOf(id string) []command {
+	switch id {
+	case "runs":
+		return runsCommands
+	case "sandboxes":
+		return sandboxesCommands
+	case "records":
+		return recordsCommands
+	case "images":
+		return imagesCommands
+	case "fleets":
+		return fleetsCommands
+	case "trust":
+		return trustCommands
+	case "service":
+		return serviceCommands
+	case "machine":
+		return machineCommands
+	}
+	return nil
 }
 
 // Root is the command tree: the thin program's (stubs for the engine's
 // commands) when e is nil, else sandbox-engine's.
-func Root(g *Globals, e *Engine) *cobra.Command {
+func Root(g *Globals, e *Engine) *cobra.Command { return tree(g, e, "") }
+
+// tree is the command tree with every command, or only the one named
+// only (when only is not ""), as the whole tree has it: the root, its
+// flags and groups are the same either way, and so is the command. only
+// is the thin program's (e nil): sandbox-engine makes its commands whole
+// and checks each against its stub.
+func tree(g *Globals, e *Engine, only string) *cobra.Command {
 	g.engine = e
 	root := &cobra.Command{
 		Use:   "sandbox",
@@ -152,15 +197,23 @@ $XDG_STATE_HOME/sandbox, else ~/.local/state/sandbox.`,
 	root.AddGroup(groups...)
 	root.SetHelpCommandGroupID("machine")
 	root.SetCompletionCommandGroupID("machine")
+	if only != "" {
+		// Its completion command would be made for nothing: only the
+		// whole tree runs it (or completes anything).
+		root.CompletionOptions.DisableDefaultCmd = true
+	}
 	full := map[string]*cobra.Command{}
 	if e != nil && e.Commands != nil {
 		for _, c := range e.Commands(g) {
 			full[c.Name()] = c
 		}
 	}
-	byGroup := commands(g)
 	for _, grp := range groups {
-		for _, c := range byGroup[grp.ID] {
+		for _, cmd := range commandsOf(grp.ID) {
+			if only != "" && cmd.name() != only {
+				continue
+			}
+			c := cmd.build(g)
 			if g.stubs.is(c) {
 				if f, ok := full[c.Name()]; ok {
 					delete(full, c.Name())
@@ -174,8 +227,8 @@ $XDG_STATE_HOME/sandbox, else ~/.local/state/sandbox.`,
 			root.AddCommand(c)
 		}
 	}
-	for name := range full {
-		panic("cli: the engine's command " + name + " has no stub in a group")
+	for n := range full {
+		panic("cli: the engine's command " + n + " has no stub in a group")
 	}
 	return root
 }
@@ -183,13 +236,24 @@ $XDG_STATE_HOME/sandbox, else ~/.local/state/sandbox.`,
 // Run runs the command line args with the given streams: in the thin
 // program when e is nil, else in sandbox-engine.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, e *Engine) int {
+	return run(ctx, args, stdout, stderr, e, false)
+}
+
+// run is Run, in the whole tree when whole is set, else (in the thin
+// program) in the tree of the command invoked alone.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, e *Engine, whole bool) int {
 	g := &Globals{Stderr: stderr, argv: args}
 	defer func() {
 		for _, f := range g.atEnd {
 			f()
 		}
 	}()
-	root := Root(g, e)
+	var root *cobra.Command
+	if n := invoked(args); n != "" && e == nil && !whole {
+		root = tree(g, nil, n)
+	} else {
+		root = tree(g, e, "")
+	}
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -219,6 +283,35 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, e *Engine
 		return errs.ExitCode(errs.Invalid)
 	}
 	return errs.ExitCode(errs.Of(err))
+}
+
+// invoked is the name of the command args run, past the root's flag
+// (--home DIR): "" where that is not one of the groups' commands (help,
+// completion, a name that is no command's, an argument that starts
+// with '-' before it, or none), which cobra finds, lists or suggests in
+// the whole tree. Where it is one, cobra finds the same command in the
+// tree of that command alone (it skips --home and its value as this
+// does), and runs it the same way.
+func invoked(args []string) string {
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--home":
+			i++ // its value, whatever it is
+		case strings.HasPrefix(a, "--home="):
+		case strings.HasPrefix(a, "-"):
+			return ""
+		default:
+			for _, grp := range groups {
+				for _, c := range commandsOf(grp.ID) {
+					if c.name() == a {
+						return a
+					}
+				}
+			}
+			return ""
+		}
+	}
+	return ""
 }
 
 // RefusedInput is input refused as it stands: a usage-class failure,

@@ -20,6 +20,10 @@
 //   - Every command is listed in one group of `sandbox --help`, in the
 //     thin program and in sandbox-engine alike; a stub's name, group and
 //     summary are its full command's (tested).
+//   - The thin program makes only the command it runs, with its
+//     subcommands, and the whole tree only for help, completion, or a
+//     name that is no command's; a command's help, output, messages and
+//     exit status are the same in either tree (tested).
 //   - Flags are checked by the code the API checks with:
 //     unit.CheckLimit for limits, grant.Input for grants.
 //   - A command's output, messages and exit status are the same in both

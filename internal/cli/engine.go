@@ -151,24 +151,18 @@ func (g *Globals) execEngine(ctx context.Context) error {
 
 // The groups whose commands all run in sandbox-engine.
 
-func imagesCommands(g *Globals) []*cobra.Command {
-	return []*cobra.Command{
-		g.stub("image", "Import, list, check and remove the images native runs can have as their root"),
-		g.stub("manifest DEVCONTAINER.json", "Read a devcontainer.json into a signed, content-addressed environment manifest"),
-		g.stub("vm", "Build and check the guest image S5 microVMs boot"),
-	}
+var imagesCommands = []command{
+	{use: "image", short: "Import, list, check and remove the images native runs can have as their root"},
+	{use: "manifest DEVCONTAINER.json", short: "Read a devcontainer.json into a signed, content-addressed environment manifest"},
+	{use: "vm", short: "Build and check the guest image S5 microVMs boot"},
 }
 
-func fleetsCommands(g *Globals) []*cobra.Command {
-	return []*cobra.Command{
-		g.stub("fleet", "Run many items as one fleet, each sealed, and prove any one of them"),
-	}
+var fleetsCommands = []command{
+	{use: "fleet", short: "Run many items as one fleet, each sealed, and prove any one of them"},
 }
 
-func serviceCommands(g *Globals) []*cobra.Command {
-	return []*cobra.Command{
-		g.stub("serve", "Serve the host API: live sandboxes, execs, files, one-shot runs (HTTP/JSON)"),
-		g.stub("mcp [--policy FILE] [--jcp FILE --as NAME] [--http ADDR --token-file FILE]", "Serve the sandbox's tools to an MCP client (stdio, or streamable HTTP)"),
-		g.stub("cluster", "See a cluster's hosts and work queue (hosts join with 'serve --cluster')"),
-	}
+var serviceCommands = []command{
+	{use: "serve", short: "Serve the host API: live sandboxes, execs, files, one-shot runs (HTTP/JSON)"},
+	{use: "mcp [--policy FILE] [--jcp FILE --as NAME] [--http ADDR --token-file FILE]", short: "Serve the sandbox's tools to an MCP client (stdio, or streamable HTTP)"},
+	{use: "cluster", short: "See a cluster's hosts and work queue (hosts join with 'serve --cluster')"},
 }

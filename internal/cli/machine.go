@@ -14,12 +14,10 @@ import (
 // uses (version, here), which tiers this machine can give and what
 // ended sandbox processes left behind (doctor, gc: sandbox-engine's).
 
-func machineCommands(g *Globals) []*cobra.Command {
-	return []*cobra.Command{
-		g.stub("doctor", "Probe every tier of the ladder on this host and say which are available and why"),
-		g.stub("gc", "Remove what killed or crashed sandbox processes left behind, and say what"),
-		versionCmd(g),
-	}
+var machineCommands = []command{
+	{use: "doctor", short: "Probe every tier of the ladder on this host and say which are available and why"},
+	{use: "gc", short: "Remove what killed or crashed sandbox processes left behind, and say what"},
+	{use: "version", make: versionCmd},
 }
 
 // VersionJSON is what `sandbox version --json` prints.

@@ -3,12 +3,12 @@ package cli
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/dustin/go-humanize"
 )
 
 // Unit is what a Progress counts.
@@ -185,7 +185,7 @@ func (p *Progress) Line(t time.Time, last bool) string {
 	if (last || el >= ProgressSettle) && secs > 0 && p.done > 0 {
 		rate := float64(p.done) / secs
 		if p.unit == Bytes {
-			fmt.Fprintf(&b, ", %s/s", humanize.IBytes(uint64(rate)))
+			fmt.Fprintf(&b, ", %s/s", IBytes(uint64(rate)))
 		} else {
 			fmt.Fprintf(&b, ", %.1f/s", rate)
 		}
@@ -202,9 +202,44 @@ func (p *Progress) Line(t time.Time, last bool) string {
 
 func (p *Progress) amount(n int64) string {
 	if p.unit == Bytes {
-		return humanize.IBytes(uint64(max(n, 0)))
+		return IBytes(uint64(max(n, 0)))
 	}
 	return fmt.Sprint(n)
+}
+
+// iecUnits are IBytes's units, by power of 1024.
+var iecUnits = [...]string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+
+// IBytes is n bytes for a person, in powers of 1024 with two or three
+// significant digits: "9 B", "1.5 KiB", "15 MiB", "300 GiB". It is
+// go-humanize's IBytes (v1.1.0: the tests hold the two equal), whose
+// package compiles a regular expression and builds tables of big
+// integers before main, in every program that links it.
+func IBytes(n uint64) string {
+	if n < 10 {
+		return strconv.FormatUint(n, 10) + " B"
+	}
+	// The same floating-point steps as go-humanize, so that the same
+	// values round the same way.
+	e := math.Floor(math.Log(float64(n)) / math.Log(1024))
+	v := float64(n) / math.Pow(1024, e)
+	whole := digits(int64(v))
+	places := max(2-whole, 0)
+	r := math.Pow10(places)
+	v = math.Floor(v*r+0.5) / r
+	if d := digits(int64(v)); d > whole { // 9.96 became 10.0: one place fewer
+		places = max(places-(d-whole), 0)
+	}
+	return strconv.FormatFloat(v, 'f', places, 64) + " " + iecUnits[int(e)]
+}
+
+// digits is the number of decimal digits of n > 0 (0 for 0).
+func digits(n int64) int {
+	d := 0
+	for ; n != 0; n /= 10 {
+		d++
+	}
+	return d
 }
 
 // roundLeft rounds a duration for a person: to the second, or to the

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dustin/go-humanize"
 )
 
 // TestProgressLine: what a person reads, for bytes and for items, with a
@@ -85,4 +87,39 @@ func TestNoProgressOffATerminal(t *testing.T) {
 			t.Fatal("the reader was wrapped")
 		}
 	}
+}
+
+// TestIBytesIsHumanizes: IBytes gives what go-humanize's IBytes gives
+// (which it replaced, for the thin program's start), around every power
+// of 1024 and where rounding carries into another digit.
+func TestIBytesIsHumanizes(t *testing.T) {
+	var ns []uint64
+	for e := range 7 {
+		p := uint64(1) << (10 * e)
+		for _, f := range []float64{1, 1.5, 9.94, 9.95, 9.96, 9.99, 10, 99.4, 99.5, 99.6, 100, 999.5, 1000, 1023, 1023.4, 1023.5, 1023.9} {
+			if c := f * float64(p); c < 1<<64 {
+				n := uint64(c)
+				for d := uint64(0); d < 3; d++ {
+					ns = append(ns, n+d, n-min(n, d))
+				}
+			}
+		}
+	}
+	ns = append(ns, 0, 9, 10, 11, 1<<64-1, 1<<63, 1<<62)
+	for _, n := range ns {
+		if got, want := IBytes(n), humanize.IBytes(n); got != want {
+			t.Errorf("IBytes(%d) = %q, go-humanize %q", n, got, want)
+		}
+	}
+}
+
+func FuzzIBytes(f *testing.F) {
+	for _, n := range []uint64{0, 9, 10, 1023, 1024, 10188, 1 << 20, 1<<64 - 1} {
+		f.Add(n)
+	}
+	f.Fuzz(func(t *testing.T, n uint64) {
+		if got, want := IBytes(n), humanize.IBytes(n); got != want {
+			t.Errorf("IBytes(%d) = %q, go-humanize %q", n, got, want)
+		}
+	})
 }

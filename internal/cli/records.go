@@ -16,13 +16,11 @@ import (
 // service when one answers, else read here by sandbox-engine), verified,
 // exported and imported (sandbox-engine's).
 
-func recordsCommands(g *Globals) []*cobra.Command {
-	return []*cobra.Command{
-		recordsCmd(g),
-		g.stub("record", "Work with run records (the durable runs of sandboxes)"),
-		g.stub("export SANDBOX [-o FILE]", "Write a suspended (or closed) sandbox's durable run as a bundle"),
-		g.stub("import BUNDLE|-", "Take a durable run from a bundle into this state directory"),
-	}
+var recordsCommands = []command{
+	{use: "records", make: recordsCmd},
+	{use: "record", short: "Work with run records (the durable runs of sandboxes)"},
+	{use: "export SANDBOX [-o FILE]", short: "Write a suspended (or closed) sandbox's durable run as a bundle"},
+	{use: "import BUNDLE|-", short: "Take a durable run from a bundle into this state directory"},
 }
 
 func recordsCmd(g *Globals) *cobra.Command {

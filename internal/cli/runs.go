@@ -24,13 +24,11 @@ import (
 // The sealed runs: run (here, through a service; in sandbox-engine,
 // in-process), runs, show and replay (sandbox-engine's).
 
-func runsCommands(g *Globals) []*cobra.Command {
-	return []*cobra.Command{
-		runCmd(g),
-		g.stub("runs", "List runs, newest first: id, tier, outcome, started, program, directory"),
-		g.stub("show RUN", "Print a run's records for a person to read (it does not verify them: use verify)"),
-		g.stub("replay RUN", "Re-execute a run from its journal and check that it does exactly the same"),
-	}
+var runsCommands = []command{
+	{use: "run", make: runCmd},
+	{use: "runs", short: "List runs, newest first: id, tier, outcome, started, program, directory"},
+	{use: "show RUN", short: "Print a run's records for a person to read (it does not verify them: use verify)"},
+	{use: "replay RUN", short: "Re-execute a run from its journal and check that it does exactly the same"},
 }
 
 // The exit statuses of `sandbox run` that are sandbox's own: the

@@ -30,9 +30,22 @@ import (
 // nothing of the engine itself. A live sandbox is a durable run (seed
 // 000) whose run record survives it.
 
-func sandboxesCommands(g *Globals) []*cobra.Command {
-	return []*cobra.Command{createCmd(g), execCmd(g), cpCmd(g), lsCmd(g), watchCmd(g), psCmd(g), rmCmd(g),
-		suspendCmd(g), forkCmd(g), portCmd(g), resumeCmd(g), closeCmd(g), seedCmd(g), preservationCmd(g), poolsCmd(g)}
+var sandboxesCommands = []command{
+	{use: "create", make: createCmd},
+	{use: "exec", make: execCmd},
+	{use: "cp", make: cpCmd},
+	{use: "ls", make: lsCmd},
+	{use: "watch", make: watchCmd},
+	{use: "ps", make: psCmd},
+	{use: "rm", make: rmCmd},
+	{use: "suspend", make: suspendCmd},
+	{use: "fork", make: forkCmd},
+	{use: "port", make: portCmd},
+	{use: "resume", make: resumeCmd},
+	{use: "close", make: closeCmd},
+	{use: "seed", make: seedCmd},
+	{use: "preservation", make: preservationCmd},
+	{use: "pools", make: poolsCmd},
 }
 
 func createCmd(g *Globals) *cobra.Command {

@@ -16,21 +16,19 @@ import (
 // host's key and content addresses here; verifying records, policies and
 // the conformance pack in sandbox-engine.
 
-func trustCommands(g *Globals) []*cobra.Command {
-	return []*cobra.Command{
-		grantsCmd(),
-		keyCmd(g),
-		hashCmd(),
-		g.stub("verify [--trust KEY|FILE]... PATH...", "Verify sealed artifacts: attestations, receipts, units, grants, decision logs, run directories"),
-		g.stub("policy", "What a principal may grant: policy documents and the decision log"),
-		g.stub("vectors", "Generate or check the conformance pack (conformance/v1)"),
-		g.stub("proof", "Proof cells: run the pack and every tier here, sealed and signed; verify a cell"),
-		g.stub("jcp", "JCP: principals, grants and delegation chains, budgets, the ledger"),
-		g.stub("tee", "Hardware evidence: verify SEV-SNP reports, TDX quotes and NVIDIA GPU reports offline"),
-	}
+var trustCommands = []command{
+	{use: "grants", make: grantsCmd},
+	{use: "key", make: keyCmd},
+	{use: "hash", make: hashCmd},
+	{use: "verify [--trust KEY|FILE]... PATH...", short: "Verify sealed artifacts: attestations, receipts, units, grants, decision logs, run directories"},
+	{use: "policy", short: "What a principal may grant: policy documents and the decision log"},
+	{use: "vectors", short: "Generate or check the conformance pack (conformance/v1)"},
+	{use: "proof", short: "Proof cells: run the pack and every tier here, sealed and signed; verify a cell"},
+	{use: "jcp", short: "JCP: principals, grants and delegation chains, budgets, the ledger"},
+	{use: "tee", short: "Hardware evidence: verify SEV-SNP reports, TDX quotes and NVIDIA GPU reports offline"},
 }
 
-func grantsCmd() *cobra.Command {
+func grantsCmd(*Globals) *cobra.Command {
 	var gf GrantFlags
 	c := &cobra.Command{
 		Use:   "grants [--grant G]... [--grants FILE] [--inject I]...",
@@ -90,7 +88,7 @@ host signs (fleets, the proof log): --trust of fleet verify and proof log.`,
 	return c
 }
 
-func hashCmd() *cobra.Command {
+func hashCmd(*Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "hash FILE...",
 		Short: "Print the content address (b3:<hex>) of each file ('-' reads standard input)",

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/opensubstrate/sandbox/internal/cli"
@@ -96,7 +95,7 @@ read, their rate and the time left are drawn on stderr.`,
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(imgs)
 			}
 			for _, img := range imgs {
-				fmt.Fprintf(cmd.OutOrStdout(), "imported %s %s: %d layers, %d entries, %s, root %s\n", shortID(img.ID), strings.Join(img.Names, ","), len(img.Layers), img.Files, humanize.IBytes(uint64(img.Bytes)), img.Root)
+				fmt.Fprintf(cmd.OutOrStdout(), "imported %s %s: %d layers, %d entries, %s, root %s\n", shortID(img.ID), strings.Join(img.Names, ","), len(img.Layers), img.Files, cli.IBytes(uint64(img.Bytes)), img.Root)
 				if img.Stats.Special > 0 || img.Stats.SetID > 0 {
 					fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: %s: left out %d device nodes, fifos or sockets; dropped %d setuid/setgid bits\n", shortID(img.ID), img.Stats.Special, img.Stats.SetID)
 				}
@@ -137,7 +136,7 @@ func imageLsCmd(g *cli.Globals) *cobra.Command {
 				if names == "" {
 					names = "-"
 				}
-				return fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s", shortID(img.ID), names, len(img.Layers), humanize.IBytes(uint64(img.Bytes)), img.Root.Short(), img.Imported.Format("2006-01-02 15:04:05"))
+				return fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s", shortID(img.ID), names, len(img.Layers), cli.IBytes(uint64(img.Bytes)), img.Root.Short(), img.Imported.Format("2006-01-02 15:04:05"))
 			})
 		},
 	}
