@@ -778,3 +778,70 @@ func TestJCPBudgetSharedByHosts(t *testing.T) {
 		t.Fatalf("jcp ledger through B: %d %s %s", code, out, e)
 	}
 }
+
+// TestPoolClaimsGoWhereSandboxesAreReady: B keeps a warm pool "dev", A
+// none; a claim of "dev" through A is sent to B (the pool B reported to
+// the cluster, in a row it signed) and hands the caller the sandbox B
+// kept ready: its record there opens with the pool's making and has the
+// claim; A holds nothing, and the sandbox answers through A. With
+// --here, A claims from its own pools alone: it has none.
+func TestPoolClaimsGoWhereSandboxesAreReady(t *testing.T) {
+	t.Parallel()
+	_, dsn := clusterDB(t)
+	a, b := t.TempDir(), t.TempDir()
+	startServeWith(t, a, nil, "--cluster", dsn)
+	startServeWith(t, b, nil, "--cluster", dsn, "--pool", "dev:size=1")
+	unix := func(home string) *http.Client {
+		tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", filepath.Join(home, client.SocketName))
+		}}
+		t.Cleanup(tr.CloseIdleConnections)
+		return &http.Client{Transport: tr}
+	}
+	for i := 0; ; i++ { // B's pool made: a bound, not a measure
+		var pools []struct{ Ready int }
+		resp, err := unix(b).Get("http://sandbox/v1/pools")
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.NewDecoder(resp.Body).Decode(&pools)
+		resp.Body.Close()
+		if len(pools) == 1 && pools[0].Ready == 1 {
+			break
+		}
+		if i == 1200 {
+			t.Fatalf("B's pool never became ready: %+v", pools)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, e, code := runCLI(t, a, "", "create", "--pool", "dev")
+	if code != 0 {
+		t.Fatalf("claim through A: %d %s", code, e)
+	}
+	id := strings.TrimSpace(out)
+	if ids := psIDs(t, b); !slices.Contains(ids, id) {
+		t.Fatalf("B holds %v, not the claimed %s", ids, id)
+	}
+	if ids := psIDs(t, a); len(ids) != 0 {
+		t.Fatalf("A holds %v", ids)
+	}
+	rec, err := os.ReadFile(filepath.Join(b, "records", id+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rec), `"kind":"claimed"`) {
+		t.Fatalf("B's record of the claimed sandbox has no claim:\n%s", rec)
+	}
+	if _, e, code := runCLI(t, a, "", "exec", "-q", id, "--", "true"); code != 0 {
+		t.Fatalf("exec through A: %d %s", code, e)
+	}
+	resp, err := unix(a).Post("http://sandbox/v1/pools/dev/claim?here=true", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Fatalf("a claim through A with here=true: %s, want 404 (A keeps no pool)", resp.Status)
+	}
+}

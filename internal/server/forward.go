@@ -67,6 +67,10 @@ type Peers interface {
 	// Sandboxes are owner's sandboxes the cluster keeps ("": every
 	// owner's), each with the host that holds it.
 	Sandboxes(ctx context.Context, owner string) ([]client.Sandbox, error)
+	// PoolHolder is the other host, alive, that keeps a warm pool
+	// called name with the most ready sandboxes (as it last said), and
+	// how many: ok false where no other host keeps one.
+	PoolHolder(ctx context.Context, name string) (p Peer, ready int, ok bool, err error)
 }
 
 // Peer is a host of the cluster: its id, key and where its API answers

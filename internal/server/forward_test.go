@@ -44,6 +44,9 @@ func (h hostKeys) Place(context.Context, tier.Tier) (Peer, *record.Placement, er
 }
 func (h hostKeys) Kept(context.Context, string) (tier.Tier, bool, error)       { return 0, false, nil }
 func (h hostKeys) Sandboxes(context.Context, string) ([]client.Sandbox, error) { return nil, nil }
+func (h hostKeys) PoolHolder(context.Context, string) (Peer, int, bool, error) {
+	return Peer{}, 0, false, nil
+}
 
 // TestForwardedClaimsChecked: a request that says another host
 // forwarded it is served as the caller it names only when the named

@@ -479,9 +479,37 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 201, sandboxOf(info))
 }
 
-// claim hands the caller a ready sandbox of a warm pool.
+// claim hands the caller a ready sandbox of a warm pool. In a cluster
+// (unless ?here=true) a claim this host cannot serve from a ready
+// sandbox goes to the host whose pool of that name has the most ready,
+// as the hosts last said: where none has one ready, a pool here makes
+// one (a miss), and where there is none here, another host's does.
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
-	info, err := s.Live.Claim(s.life(r), r.PathValue("name"), owner(r))
+	name := r.PathValue("name")
+	here, err := hereParam(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if s.Peers != nil && !here && !forwarded(r) {
+		local, mine := -1, false
+		for _, p := range s.Live.Pools() {
+			if p.Name == name {
+				local, mine = p.Ready, true
+			}
+		}
+		if local <= 0 {
+			p, ready, ok, err := s.Peers.PoolHolder(r.Context(), name)
+			if err != nil {
+				s.Log.Warn("cluster: where a pool's sandboxes are ready", "pool", name, "err", err)
+			}
+			if ok && (ready > 0 || !mine) {
+				s.proxyTo(w, r, p, "pool "+name)
+				return
+			}
+		}
+	}
+	info, err := s.Live.Claim(s.life(r), name, owner(r))
 	if err != nil {
 		writeErr(w, err)
 		return

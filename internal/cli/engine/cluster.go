@@ -86,6 +86,16 @@ func joinCluster(ctx context.Context, dsn, blobsURL, caFile string, ho *live.Man
 		return nil, err
 	}
 	shared := &clusterShared{c: c, m: m, blobs: blobs, key: ho.Key, tls: tlsc}
+	reportPools := func() {
+		ready := map[string]int{}
+		for _, p := range ho.Pools() {
+			ready[p.Name] = p.Ready
+		}
+		if err := m.ReportPools(ctx, ready); err != nil && ctx.Err() == nil {
+			log.Warn("cluster: this host's warm pools not reported: claims through other hosts are not sent here", "err", err)
+		}
+	}
+	reportPools()
 	ho.Shared, ho.Queue = shared, shared
 	// S7 runs append to the cluster's one audit trail, and JCP runs
 	// reserve in its one budget ledger.
@@ -114,6 +124,7 @@ func joinCluster(ctx context.Context, dsn, blobsURL, caFile string, ho *live.Man
 				log.Warn("cluster heartbeat", "err", err)
 				continue
 			}
+			reportPools()
 			// Back from a stall: what the cluster gave to others meanwhile
 			// is not this host's to act on.
 			lost, err := m.Lost(ctx, ho.LiveIDs())
@@ -366,6 +377,27 @@ func (s *clusterShared) Sandboxes(ctx context.Context, owner string) ([]client.S
 		out = append(out, client.Sandbox{ID: l.ID, Tier: t.String(), State: l.State, Host: l.Host, Created: l.Created, Grants: []string{}})
 	}
 	return out, nil
+}
+
+// PoolHolder is the other host of the cluster, alive, that keeps a warm
+// pool called name, with the most ready sandboxes, and how many
+// (server.Peers); ok false where no other host keeps one.
+func (s *clusterShared) PoolHolder(ctx context.Context, name string) (server.Peer, int, bool, error) {
+	ps, err := s.c.PoolHosts(ctx, name)
+	if err != nil {
+		return server.Peer{}, 0, false, err
+	}
+	dead := s.c.DeadAfter
+	if dead <= 0 {
+		dead = cluster.DefaultDeadAfter
+	}
+	for _, p := range ps { // most ready first
+		if p.Host.ID() == s.m.Host.ID() || p.Host.Age >= dead {
+			continue
+		}
+		return server.Peer{ID: p.Host.ID(), Key: p.Host.Key, Addr: p.Host.Addr}, p.Ready, true, nil
+	}
+	return server.Peer{}, 0, false, nil
 }
 
 // Blobs is the cluster's blob store, where a suspension's objects are

@@ -1,0 +1,95 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// Pool is a warm pool a host keeps, as it last said: its name and how
+// many sandboxes it held ready then.
+type Pool struct {
+	Host  Seen
+	Name  string
+	Ready int
+}
+
+func poolMessage(host, name string, ready int) []byte {
+	return fields("sandbox.cluster.pool/1", host, name, strconv.Itoa(ready))
+}
+
+// ReportPools says which warm pools the member keeps and how many ready
+// sandboxes each holds now, each in a row it signs; a pool it reported
+// before and does not name now is removed. A claim through another host
+// is sent where a pool of its name has ready sandboxes (PoolHosts).
+func (m *Member) ReportPools(ctx context.Context, ready map[string]int) error {
+	tx, err := m.c.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster: pools: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	names := make([]string, 0, len(ready))
+	for name, n := range ready {
+		if n < 0 {
+			return fmt.Errorf("cluster: pools: pool %s: %d ready", name, n)
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	id := m.Host.ID()
+	if _, err := tx.Exec(ctx, `DELETE FROM cluster_pools WHERE host = $1 AND NOT (name = ANY($2))`, id, names); err != nil {
+		return fmt.Errorf("cluster: pools: %w", err)
+	}
+	for _, name := range names {
+		n := ready[name]
+		if _, err := tx.Exec(ctx, `INSERT INTO cluster_pools (host, name, ready, sig) VALUES ($1, $2, $3, $4)
+ON CONFLICT (host, name) DO UPDATE SET ready = $3, sig = $4, updated = now()`, id, name, n, m.key.Sign(poolMessage(id, name, n))); err != nil {
+			return fmt.Errorf("cluster: pools: %w", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("cluster: pools: %w", err)
+	}
+	return nil
+}
+
+// PoolHosts lists the hosts that keep a warm pool called name, most
+// ready sandboxes first (then by id), each row checked: its host's row
+// verifies, and the pool's row is signed by that host's key. A row that
+// does not verify is logged and left out. Whether a host is alive is
+// its Age's to say (the caller's dead-after).
+func (c *Cluster) PoolHosts(ctx context.Context, name string) ([]Pool, error) {
+	rows, err := c.pool.Query(ctx, `SELECT p.ready, p.sig, h.id, h.pub, h.tiers, h.capacity, h.idle_mw, h.addr, h.sig, h.joined, h.seen, extract(epoch FROM now() - h.seen)
+FROM cluster_pools p JOIN cluster_hosts h ON h.id = p.host WHERE p.name = $1 ORDER BY p.ready DESC, h.id`, name)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: pool %s: %w", name, err)
+	}
+	defer rows.Close()
+	var out []Pool
+	for rows.Next() {
+		var (
+			p            Pool
+			psig         []byte
+			id, tiers, a string
+			pub, sig     []byte
+			age          float64
+		)
+		if err := rows.Scan(&p.Ready, &psig, &id, &pub, &tiers, &p.Host.Capacity, &p.Host.IdleMW, &a, &sig, &p.Host.Joined, &p.Host.Seen, &age); err != nil {
+			return nil, fmt.Errorf("cluster: pool %s: %w", name, err)
+		}
+		p.Host.Addr, p.Host.Age = a, time.Duration(age*float64(time.Second))
+		if err := p.Host.Host.fill(id, pub, tiers, sig); err != nil {
+			c.log().Warn("cluster: a host row refused", "id", id, "err", err)
+			continue
+		}
+		if p.Ready < 0 || !p.Host.Key.Verify(poolMessage(id, name, p.Ready), psig) {
+			c.log().Warn("cluster: a pool row refused: its host's signature does not verify", "host", id, "pool", name)
+			continue
+		}
+		p.Name = name
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,76 @@
+package cluster
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestPoolsReportedAndChecked: each host says which warm pools it keeps
+// and how many ready sandboxes each holds; PoolHosts lists the hosts of
+// a pool, most ready first; a pool a host no longer names is gone from
+// the list; a row whose ready count was edited by hand, or that names a
+// host with no row, is refused and logged, never listed.
+func TestPoolsReportedAndChecked(t *testing.T) {
+	c, log := open(t)
+	a, b, d := join(t, c, "a"), join(t, c, "b"), join(t, c, "d")
+	ctx := context.Background()
+	for _, r := range []struct {
+		m     *Member
+		ready map[string]int
+	}{
+		{a, map[string]int{"dev": 1, "gpu": 0}},
+		{b, map[string]int{"dev": 3}},
+		{d, map[string]int{"dev": 2}},
+	} {
+		if err := r.m.ReportPools(ctx, r.ready); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hosts := func(name string) []string {
+		t.Helper()
+		ps, err := c.PoolHosts(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range ps {
+			if p.Name != name {
+				t.Fatalf("PoolHosts(%q) listed pool %q", name, p.Name)
+			}
+			out = append(out, p.Host.Addr+"="+string(rune('0'+p.Ready)))
+		}
+		return out
+	}
+	if got := strings.Join(hosts("dev"), " "); got != "b:7070=3 d:7070=2 a:7070=1" {
+		t.Fatalf("dev's hosts: %s", got)
+	}
+	if got := strings.Join(hosts("gpu"), " "); got != "a:7070=0" {
+		t.Fatalf("gpu's hosts: %s", got)
+	}
+	// a keeps dev alone now; b's dev is drained.
+	if err := a.ReportPools(ctx, map[string]int{"dev": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ReportPools(ctx, map[string]int{"dev": 0}); err != nil {
+		t.Fatal(err)
+	}
+	if got := hosts("gpu"); len(got) != 0 {
+		t.Fatalf("a pool its host no longer keeps is listed: %v", got)
+	}
+	if got := strings.Join(hosts("dev"), " "); got != "d:7070=2 a:7070=1 b:7070=0" {
+		t.Fatalf("dev's hosts after: %s", got)
+	}
+	// Edited by hand: d's count raised; a row for a host with no row.
+	exec(t, c, `UPDATE cluster_pools SET ready = 9 WHERE host = $1`, d.Host.ID())
+	exec(t, c, `INSERT INTO cluster_pools (host, name, ready, sig) VALUES ('b3:nobody', 'dev', 5, '\x00')`)
+	if got := strings.Join(hosts("dev"), " "); got != "a:7070=1 b:7070=0" {
+		t.Fatalf("dev's hosts with edited rows: %s", got)
+	}
+	if !strings.Contains(log.String(), "a pool row refused") {
+		t.Errorf("the edited row was not logged: %s", log)
+	}
+	if err := a.ReportPools(ctx, map[string]int{"dev": -1}); err == nil {
+		t.Fatal("a negative ready count was reported")
+	}
+}
