@@ -297,7 +297,13 @@ func (c *Claim) validateRest() error {
 	if c.AuditPrev != nil && c.AuditPrev.IsZero() {
 		return reject.New(reject.MissingField, "claim.audit_prev", "the zero address names no head")
 	}
-	for name, a := range map[string]addr.Addr{"unit": c.Unit, "image": c.Image, "grants": c.Grants, "decisions": c.Decisions, "receipt": c.Receipt} {
+	// In the claim's order, so that a claim with two zero addresses is
+	// refused naming the same one each time.
+	for _, f := range []struct {
+		name string
+		a    addr.Addr
+	}{{"unit", c.Unit}, {"image", c.Image}, {"grants", c.Grants}, {"decisions", c.Decisions}, {"receipt", c.Receipt}} {
+		name, a := f.name, f.a
 		if a.IsZero() {
 			return reject.New(reject.MissingField, "claim."+name, "a claim binds its %s by address", name)
 		}

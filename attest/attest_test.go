@@ -171,6 +171,16 @@ func TestValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("S0 for S1: %v", err)
 	}
+	// Two zero addresses: the first in the claim's order is named, every
+	// time (it was a map's order).
+	for range 50 {
+		c := sample()
+		c.Type = Type
+		c.Grants, c.Receipt = addr.Addr{}, addr.Addr{}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "claim.grants") {
+			t.Fatalf("grants and receipt zero: %v, want claim.grants named", err)
+		}
+	}
 }
 
 // A claim that cites a run record is sealed as /2 and verifies as /2.
