@@ -92,7 +92,7 @@ func backendOf(p string) string {
 var (
 	leaves = []string{"addr", "device", "energy", "reject", "tier",
 		"internal/crash", "internal/safefile", "internal/cgroup", "internal/hostpath", "internal/merkle",
-		"internal/lifecycle", "internal/fuel", "internal/gitobj", "internal/volume", "internal/audit", "internal/vm/wire"}
+		"internal/lifecycle", "internal/fuel", "internal/gitobj", "internal/volume", "internal/audit", "internal/vm/wire", "internal/drain"}
 	backends = []string{"internal/bare", "internal/native", "internal/wasm", "internal/vm"}
 	// Who may import a backend: the built-in list, the tests' helpers,
 	// the commands, the backends' own parts.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/attest"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/drain"
 	"github.com/opensubstrate/sandbox/internal/egress"
 	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
@@ -603,8 +604,17 @@ func newPump(r *os.File, w io.Writer) *pump {
 				p.mu.Unlock()
 			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				close(p.done)
+				// What the pipe holds now was written before the stop
+				// (the program's last words among it): the caller's,
+				// taken without waiting, however late this goroutine
+				// ran. Only what comes after is discarded.
 				r.SetReadDeadline(time.Time{})
+				drain.Now(r, buf, func(b []byte) {
+					p.mu.Lock()
+					p.w.Write(b)
+					p.mu.Unlock()
+				})
+				close(p.done)
 				p.mu.Lock()
 				p.w = io.Discard
 				p.mu.Unlock()
@@ -623,8 +633,9 @@ func newPump(r *os.File, w io.Writer) *pump {
 	return p
 }
 
-// stop lets the pump take what comes within d, then waits until it has
-// stopped writing to its writer.
+// stop lets the pump take what comes within d (and whatever the stream
+// holds when d has passed), then waits until it has stopped writing to
+// its writer.
 func (p *pump) stop(d time.Duration) {
 	p.r.SetReadDeadline(time.Now().Add(d))
 	<-p.done

@@ -1,8 +1,11 @@
 package native
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -44,5 +47,41 @@ func TestDeadSessionCloses(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close hung on a dead init")
+	}
+}
+
+// TestPumpKeepsLastWords: what a program wrote before it ended is in its
+// pipe when the host stops the pump (the exec's end came through init
+// after the write), and is the caller's even when the pump had not read
+// yet and the drain time is already past (a busy machine): only what
+// comes after is discarded. It was lost: an exec of echo through a
+// loaded service returned no output, and its record none either.
+func TestPumpKeepsLastWords(t *testing.T) {
+	// One P: the pump's goroutine does not read before stop has set its
+	// deadline, as on a machine too busy to run it in time.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for range 20 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte("last words\n")); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		p := newPump(r, &out)
+		p.stop(0)
+		if out.String() != "last words\n" {
+			t.Fatalf("the pump stopped with %q, want the program's last words", out.String())
+		}
+		// What comes after the stop is read and discarded, never
+		// blocking its writer.
+		if _, err := w.Write(bytes.Repeat([]byte("x"), 256<<10)); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		if out.String() != "last words\n" {
+			t.Fatalf("after the stop the caller got %d bytes more", out.Len()-len("last words\n"))
+		}
 	}
 }

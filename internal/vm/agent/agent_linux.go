@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/opensubstrate/sandbox/internal/drain"
 	"github.com/opensubstrate/sandbox/internal/vm/wire"
 )
 
@@ -422,6 +423,14 @@ func (a *agent) start(stream uint32, c wire.Command) {
 			n, err := r.Read(buf)
 			if n > 0 {
 				a.data(t, stream, buf[:n])
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// Cut, below, with the program gone: what the pipe
+				// holds was written before (its last words among it),
+				// and is taken without waiting.
+				r.SetReadDeadline(time.Time{})
+				drain.Now(r, buf, func(b []byte) { a.data(t, stream, b) })
+				return
 			}
 			if err != nil {
 				return
