@@ -512,6 +512,14 @@ func TestMadeClosedAndLostSandboxes(t *testing.T) {
 	if err := b.SandboxMade(ctx, made, tier.S1, ""); !errors.Is(err, ErrHeldElsewhere) {
 		t.Fatalf("made twice: %v", err)
 	}
+	// Said again by its holder (a host that joins tells of what it made
+	// before): the same, not another.
+	if err := a.SandboxMade(ctx, made, tier.S1, ""); err != nil {
+		t.Fatalf("said again by its holder: %v", err)
+	}
+	if err := a.SandboxMade(ctx, made, tier.S1, "token:someone"); !errors.Is(err, ErrHeldElsewhere) {
+		t.Fatalf("said again for another owner: %v", err)
+	}
 	h, err := c.Holder(ctx, made)
 	if err != nil || h.Host.ID() != a.Host.ID() || h.State != "live" || h.Host.Addr != a.Host.Addr {
 		t.Fatalf("holder: %+v %v", h, err)

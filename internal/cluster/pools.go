@@ -14,10 +14,13 @@ type Pool struct {
 	Host  Seen
 	Name  string
 	Ready int
+	Said  time.Time // when its host said so, by its own clock (signed)
 }
 
-func poolMessage(host, name string, ready int) []byte {
-	return fields("sandbox.cluster.pool/1", host, name, strconv.Itoa(ready))
+// poolMessage is what a host signs of a pool: the time it says so among
+// the rest, so that an older row of its, put back, is told stale.
+func poolMessage(host, name string, ready int, said int64) []byte {
+	return fields("sandbox.cluster.pool/2", host, name, strconv.Itoa(ready), strconv.FormatInt(said, 10))
 }
 
 // ReportPools says which warm pools the member keeps and how many ready
@@ -39,13 +42,14 @@ func (m *Member) ReportPools(ctx context.Context, ready map[string]int) error {
 	}
 	sort.Strings(names)
 	id := m.Host.ID()
+	said := time.Now().UnixMilli()
 	if _, err := tx.Exec(ctx, `DELETE FROM cluster_pools WHERE host = $1 AND NOT (name = ANY($2))`, id, names); err != nil {
 		return fmt.Errorf("cluster: pools: %w", err)
 	}
 	for _, name := range names {
 		n := ready[name]
-		if _, err := tx.Exec(ctx, `INSERT INTO cluster_pools (host, name, ready, sig) VALUES ($1, $2, $3, $4)
-ON CONFLICT (host, name) DO UPDATE SET ready = $3, sig = $4, updated = now()`, id, name, n, m.key.Sign(poolMessage(id, name, n))); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO cluster_pools (host, name, ready, sig, said) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (host, name) DO UPDATE SET ready = $3, sig = $4, said = $5, updated = now()`, id, name, n, m.key.Sign(poolMessage(id, name, n, said)), said); err != nil {
 			return fmt.Errorf("cluster: pools: %w", err)
 		}
 	}
@@ -58,10 +62,13 @@ ON CONFLICT (host, name) DO UPDATE SET ready = $3, sig = $4, updated = now()`, i
 // PoolHosts lists the hosts that keep a warm pool called name, most
 // ready sandboxes first (then by id), each row checked: its host's row
 // verifies, and the pool's row is signed by that host's key. A row that
-// does not verify is logged and left out. Whether a host is alive is
-// its Age's to say (the caller's dead-after).
+// does not verify is logged and left out, and so is one whose host said
+// it longer ago than the dead-after (by the database's clock, against
+// the time the host signed): hosts say it again at each heartbeat, so an
+// older row of theirs put back is stale. Whether a host is alive is its
+// Age's to say (the caller's dead-after).
 func (c *Cluster) PoolHosts(ctx context.Context, name string) ([]Pool, error) {
-	rows, err := c.pool.Query(ctx, `SELECT p.ready, p.sig, h.id, h.pub, h.tiers, h.capacity, h.idle_mw, h.addr, h.sig, h.joined, h.seen, extract(epoch FROM now() - h.seen)
+	rows, err := c.pool.Query(ctx, `SELECT p.ready, p.sig, p.said, (extract(epoch FROM now()) * 1000)::bigint, h.id, h.pub, h.tiers, h.capacity, h.idle_mw, h.addr, h.sig, h.joined, h.seen, extract(epoch FROM now() - h.seen)
 FROM cluster_pools p JOIN cluster_hosts h ON h.id = p.host WHERE p.name = $1 ORDER BY p.ready DESC, h.id`, name)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: pool %s: %w", name, err)
@@ -72,11 +79,12 @@ FROM cluster_pools p JOIN cluster_hosts h ON h.id = p.host WHERE p.name = $1 ORD
 		var (
 			p            Pool
 			psig         []byte
+			said, now    int64
 			id, tiers, a string
 			pub, sig     []byte
 			age          float64
 		)
-		if err := rows.Scan(&p.Ready, &psig, &id, &pub, &tiers, &p.Host.Capacity, &p.Host.IdleMW, &a, &sig, &p.Host.Joined, &p.Host.Seen, &age); err != nil {
+		if err := rows.Scan(&p.Ready, &psig, &said, &now, &id, &pub, &tiers, &p.Host.Capacity, &p.Host.IdleMW, &a, &sig, &p.Host.Joined, &p.Host.Seen, &age); err != nil {
 			return nil, fmt.Errorf("cluster: pool %s: %w", name, err)
 		}
 		p.Host.Addr, p.Host.Age = a, time.Duration(age*float64(time.Second))
@@ -84,12 +92,24 @@ FROM cluster_pools p JOIN cluster_hosts h ON h.id = p.host WHERE p.name = $1 ORD
 			c.log().Warn("cluster: a host row refused", "id", id, "err", err)
 			continue
 		}
-		if p.Ready < 0 || !p.Host.Key.Verify(poolMessage(id, name, p.Ready), psig) {
+		if p.Ready < 0 || !p.Host.Key.Verify(poolMessage(id, name, p.Ready, said), psig) {
 			c.log().Warn("cluster: a pool row refused: its host's signature does not verify", "host", id, "pool", name)
 			continue
 		}
-		p.Name = name
+		if age := time.Duration(now-said) * time.Millisecond; age > c.deadAfterOr() {
+			c.log().Warn("cluster: a pool row refused: its host said it too long ago", "host", id, "pool", name, "age", age)
+			continue
+		}
+		p.Name, p.Said = name, time.UnixMilli(said)
 		out = append(out, p)
 	}
 	return out, rows.Err()
+}
+
+// deadAfterOr is the cluster's dead-after, or DefaultDeadAfter.
+func (c *Cluster) deadAfterOr() time.Duration {
+	if c.DeadAfter > 0 {
+		return c.DeadAfter
+	}
+	return DefaultDeadAfter
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestPoolsReportedAndChecked: each host says which warm pools it keeps
@@ -72,5 +73,40 @@ func TestPoolsReportedAndChecked(t *testing.T) {
 	}
 	if err := a.ReportPools(ctx, map[string]int{"dev": -1}); err == nil {
 		t.Fatal("a negative ready count was reported")
+	}
+}
+
+// TestAttackPoolRowReplayed: an older row a host signed (7 ready), put
+// back after it said 0: it verifies, but its host said it longer ago
+// than the dead-after, and hosts say theirs again at each heartbeat: it
+// is stale, refused and logged (found by an attacker's review).
+func TestAttackPoolRowReplayed(t *testing.T) {
+	c, log := open(t)
+	c.DeadAfter = time.Second
+	a := join(t, c, "a")
+	ctx := context.Background()
+	if err := a.ReportPools(ctx, map[string]int{"dev": 7}); err != nil {
+		t.Fatal(err)
+	}
+	var old []byte
+	var said int64
+	if err := c.pool.QueryRow(ctx, `SELECT sig, said FROM cluster_pools WHERE host = $1`, a.Host.ID()).Scan(&old, &said); err != nil {
+		t.Fatal(err)
+	}
+	// Later, by the database's clock, than the dead-after.
+	exec(t, c, `SELECT pg_sleep(1.2)`)
+	if err := a.ReportPools(ctx, map[string]int{"dev": 0}); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, c, `UPDATE cluster_pools SET ready = 7, sig = $2, said = $3 WHERE host = $1`, a.Host.ID(), old, said)
+	ps, err := c.PoolHosts(ctx, "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 0 {
+		t.Fatalf("a replayed row is listed: %+v", ps)
+	}
+	if !strings.Contains(log.String(), "too long ago") {
+		t.Errorf("not logged: %s", log)
 	}
 }

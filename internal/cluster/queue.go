@@ -80,6 +80,7 @@ func (m *Member) ClaimN(ctx context.Context, n int, d time.Duration, kinds ...st
 	rows, err := m.c.pool.Query(ctx, `WITH picked AS (
 	SELECT id FROM cluster_jobs
 	WHERE kind = ANY($1) AND (state = 'queued' OR (state = 'leased' AND lease_until < now()))
+		AND attempts < 2147483647 AND fence < 9223372036854775807
 	ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED
 ), taken AS (
 	UPDATE cluster_jobs j SET state = 'leased', fence = j.fence + 1, holder = $3, attempts = j.attempts + 1,
@@ -104,6 +105,7 @@ FROM taken t LEFT JOIN cluster_hosts h ON h.id = t.by_host ORDER BY t.id`, kinds
 		)
 		if err := rows.Scan(&l.ID, &l.Job.Kind, &l.Job.Payload, &l.By, &sig, &l.Fence, &l.Until, &l.Attempts, &pub, &hostID); err != nil {
 			rows.Close()
+			m.giveBack(ctx, good)
 			return nil, fmt.Errorf("cluster: claim: %w", err)
 		}
 		switch {
@@ -117,14 +119,21 @@ FROM taken t LEFT JOIN cluster_hosts h ON h.id = t.by_host ORDER BY t.id`, kinds
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
+		m.giveBack(ctx, good)
 		return nil, fmt.Errorf("cluster: claim: %w", err)
 	}
 	for l, why := range refused {
 		m.c.log().Warn("cluster: a job refused", "job", l.ID, "why", why)
 		// Its claim undone as it is failed: it was never handed out.
-		if _, err := m.c.pool.Exec(ctx, `UPDATE cluster_jobs SET state = 'failed', reason = $3, holder = NULL, lease_until = NULL,
-attempts = attempts - 1 WHERE id = $1 AND fence = $2`, l.ID, l.Fence, "refused: "+why); err != nil {
-			return nil, fmt.Errorf("cluster: claim: %w", err)
+		// The claim is committed: this goes on if the caller's context
+		// ends meanwhile (a host stopping), and a failure leaves the job
+		// leased here, never run, until its lease ends.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		_, err := m.c.pool.Exec(uctx, `UPDATE cluster_jobs SET state = 'failed', reason = $3, holder = NULL, lease_until = NULL,
+attempts = attempts - 1 WHERE id = $1 AND fence = $2`, l.ID, l.Fence, "refused: "+why)
+		cancel()
+		if err != nil {
+			m.c.log().Warn("cluster: a refused job not marked failed: it stays leased here, never run, until its lease ends", "job", l.ID, "err", err)
 		}
 	}
 	if len(good) == 0 {
@@ -134,6 +143,19 @@ attempts = attempts - 1 WHERE id = $1 AND fence = $2`, l.ID, l.Fence, "refused: 
 		return nil, ErrNoJob
 	}
 	return good, nil
+}
+
+// giveBack returns leases a claim committed but could not hand out (its
+// result was not read whole) to the queue, whatever the caller's context
+// says; one not given back is claimed again when its lease ends.
+func (m *Member) giveBack(ctx context.Context, ls []*Lease) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	for _, l := range ls {
+		if err := m.Release(uctx, l); err != nil {
+			m.c.log().Warn("cluster: a claimed job not given back: it is claimed again when its lease ends", "job", l.ID, "err", err)
+		}
+	}
 }
 
 // jobVerifies says l's row is signed by the key pub of its queuer's host.

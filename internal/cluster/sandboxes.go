@@ -185,8 +185,10 @@ FROM cluster_sandboxes s LEFT JOIN cluster_hosts h ON h.id = s.host WHERE s.id =
 // other hosts forward requests for it here. An id the cluster already
 // keeps is refused.
 func (m *Member) SandboxMade(ctx context.Context, id string, t tier.Tier, owner string) error {
+	// Said again of one it holds live (a host that joins tells of what
+	// it made before): the same.
 	tag, err := m.c.pool.Exec(ctx, `INSERT INTO cluster_sandboxes (id, host, state, head, bundle, fence, tier, owner) VALUES ($1, $2, 'live', '', '', 1, $3, $4)
-ON CONFLICT (id) DO NOTHING`, id, m.Host.ID(), t.String(), ownerText(owner))
+ON CONFLICT (id) DO UPDATE SET updated = now() WHERE cluster_sandboxes.host = $2 AND cluster_sandboxes.state = 'live' AND cluster_sandboxes.owner = $4`, id, m.Host.ID(), t.String(), ownerText(owner))
 	if err != nil {
 		return fmt.Errorf("cluster: sandbox %s made: %w", id, err)
 	}

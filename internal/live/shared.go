@@ -73,6 +73,25 @@ func (h *Manager) shareMade(id string, t tier.Tier, owner string) {
 	}
 }
 
+// ShareLive tells the cluster of every sandbox live here: those made
+// before the manager had its Shared (a warm pool fills before its host
+// joins) would otherwise be unknown to the other hosts, which could not
+// forward to them (a claim through another host, then an exec there).
+func (h *Manager) ShareLive() {
+	h.sandboxes.mu.Lock()
+	sbs := make([]*Sandbox, 0, len(h.sandboxes.m))
+	for _, sb := range h.sandboxes.m {
+		sbs = append(sbs, sb)
+	}
+	h.sandboxes.mu.Unlock()
+	for _, sb := range sbs {
+		h.sandboxes.mu.Lock()
+		owner := sb.Owner
+		h.sandboxes.mu.Unlock()
+		h.shareMade(sb.ID, sb.Tier, owner)
+	}
+}
+
 // shareClaimed tells the cluster a pool's sandbox held here was claimed
 // by owner; a failure leaves it the pool's there (other hosts do not
 // list it as owner's), said in the log.

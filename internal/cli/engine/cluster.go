@@ -86,6 +86,9 @@ func joinCluster(ctx context.Context, dsn, blobsURL, caFile string, ho *live.Man
 		return nil, err
 	}
 	shared := &clusterShared{c: c, m: m, blobs: blobs, key: ho.Key, tls: tlsc}
+	ho.Shared, ho.Queue = shared, shared
+	// What it made before it joined (its warm pools' first sandboxes).
+	ho.ShareLive()
 	reportPools := func() {
 		ready := map[string]int{}
 		for _, p := range ho.Pools() {
@@ -96,7 +99,6 @@ func joinCluster(ctx context.Context, dsn, blobsURL, caFile string, ho *live.Man
 		}
 	}
 	reportPools()
-	ho.Shared, ho.Queue = shared, shared
 	// S7 runs append to the cluster's one audit trail, and JCP runs
 	// reserve in its one budget ledger.
 	ho.Trail = m.Trail()
