@@ -3,8 +3,6 @@ package drain
 import (
 	"os"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // maxPipe bounds what Now takes where a pipe's capacity cannot be read:
@@ -25,7 +23,7 @@ func Now(f *os.File, buf []byte, write func([]byte)) {
 	}
 	left := maxPipe
 	rc.Control(func(fd uintptr) {
-		if n, err := unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0); err == nil && n > 0 {
+		if n := pipeSize(fd); n > 0 {
 			left = n
 		}
 	})
