@@ -3,7 +3,11 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -91,5 +95,26 @@ func TestInvoked(t *testing.T) {
 		if got := invoked(tc.args); got != tc.want {
 			t.Errorf("invoked(%q) = %q, want %q", tc.args, got, tc.want)
 		}
+	}
+}
+
+// TestHashStopsAtInterrupt: `sandbox hash` of a file ends when its
+// context does (Ctrl-C: the cause a signal gives it), with the
+// interrupt's exit status and no address printed; it had hashed to the
+// end whatever the signal said.
+func TestHashStopsAtInterrupt(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(p, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(Interrupted{syscall.SIGINT})
+	var out, errb bytes.Buffer
+	if code := Run(ctx, []string{"hash", p, p}, &out, &errb, nil); code != 130 || out.Len() != 0 {
+		t.Fatalf("hash after Ctrl-C: exit %d, printed %q, said %q", code, out.String(), errb.String())
+	}
+	out.Reset()
+	if code := Run(context.Background(), []string{"hash", p}, &out, &errb, nil); code != 0 || !strings.HasPrefix(out.String(), "b3:") {
+		t.Fatalf("hash: exit %d %q %q", code, out.String(), errb.String())
 	}
 }

@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -88,6 +91,37 @@ host signs (fleets, the proof log): --trust of fleet verify and proof log.`,
 	return c
 }
 
+// hashOf is the content address of file p ('-': standard input), read
+// until ctx ends (a large file's hash stops at Ctrl-C).
+func hashOf(ctx context.Context, p string) (addr.Addr, error) {
+	if p == "-" {
+		return addr.OfReader(readUntil{ctx, os.Stdin})
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return addr.Addr{}, err
+	}
+	defer f.Close()
+	a, err := addr.OfReader(readUntil{ctx, f})
+	if err != nil {
+		return addr.Addr{}, fmt.Errorf("hash %s: %w", p, err)
+	}
+	return a, nil
+}
+
+// readUntil reads r until ctx ends, then says why it ended.
+type readUntil struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (r readUntil) Read(b []byte) (int, error) {
+	if err := context.Cause(r.ctx); err != nil {
+		return 0, err
+	}
+	return r.r.Read(b)
+}
+
 func hashCmd(*Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "hash FILE...",
@@ -97,12 +131,9 @@ func hashCmd(*Globals) *cobra.Command {
 			out := cmd.OutOrStdout()
 			failed := false
 			for _, p := range args {
-				var a addr.Addr
-				var err error
-				if p == "-" {
-					a, err = addr.OfReader(os.Stdin)
-				} else {
-					a, err = addr.OfFile(p)
+				a, err := hashOf(cmd.Context(), p)
+				if errors.Is(err, context.Canceled) {
+					return err // Ctrl-C: no further file either
 				}
 				if err != nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "sandbox: %v\n", err)
