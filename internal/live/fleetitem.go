@@ -281,7 +281,7 @@ type Queue interface {
 // its run is brought here, checked under the keys of the cluster's
 // hosts, before it counts.
 func (h *Manager) RunFleet(ctx context.Context, spec host.FleetSpec) (*host.FleetResult, error) {
-	if h.Queue != nil && h.Shared != nil && spec.Dispatch == nil {
+	if h.queue() != nil && h.Shared() != nil && spec.Dispatch == nil {
 		spec.Dispatch = h.dispatchItem
 	}
 	return h.Host.RunFleet(ctx, spec)
@@ -295,11 +295,11 @@ func (h *Manager) dispatchItem(ctx context.Context, id string, i int, req host.R
 		h.Logger().Info("a fleet item runs here", "fleet", id, "item", i, "why", err)
 		return h.RunHere(ctx, req)
 	}
-	res, bundle, err := h.Queue.RunItem(ctx, p)
+	res, bundle, err := h.queue().RunItem(ctx, p)
 	if err != nil {
 		return host.ItemRun{}, err
 	}
-	trust, err := h.Shared.Trust(ctx)
+	trust, err := h.Shared().Trust(ctx)
 	if err != nil {
 		return host.ItemRun{}, err
 	}

@@ -80,7 +80,7 @@ func TestAttackForkOfSandboxClosedElsewhere(t *testing.T) {
 	t.Parallel()
 	h := newHost(t)
 	sh := newAttackShared()
-	h.Shared = sh
+	h.Join(sh, nil)
 	ctx := context.Background()
 	p, err := h.Create(ctx, SandboxSpec{Tier: tier.S2, Grants: grants(t)})
 	if err != nil {
@@ -118,7 +118,7 @@ func TestAttackClaimedPoolSandboxOwnerNotShared(t *testing.T) {
 	t.Parallel()
 	h := newS1Host(t)
 	sh := newAttackShared()
-	h.Shared = sh
+	h.Join(sh, nil)
 	ctx := context.Background()
 	if err := h.StartPool(PoolSpec{Name: "p", Size: 1}); err != nil {
 		t.Fatal(err)

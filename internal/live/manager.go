@@ -2,6 +2,7 @@ package live
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opensubstrate/sandbox/internal/host"
@@ -22,16 +23,16 @@ type Manager struct {
 	// its spec sets none (SandboxSpec.Limits.WorkspaceBytes); 0 means
 	// DefaultWorkspaceMax, a negative value no bound.
 	WorkspaceMax int64
-	// Shared, where set, is the cluster's keeping of suspended
-	// sandboxes (shared.go).
-	Shared Shared
+	// cluster, once set (Join), is the cluster's keeping of suspended
+	// sandboxes (shared.go) and its work queue (a fleet's items run on
+	// whichever of its hosts takes them: fleetitem.go). Set while the
+	// manager's goroutines (warm pools, the idle fence) run: read
+	// atomically.
+	cluster atomic.Pointer[clusterHooks]
 	// sharedGood holds the addresses (addr.Addr) of objects this
 	// process has seen whole in the cluster's blob store: put there, or
 	// read back and checked.
 	sharedGood sync.Map
-	// Queue, where set, is the cluster's work queue: a fleet's items
-	// run on whichever of its hosts takes them (fleetitem.go).
-	Queue Queue
 
 	sandboxes sandboxes
 	pools     pools

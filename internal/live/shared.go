@@ -43,6 +43,37 @@ type Shared interface {
 	Claimed(ctx context.Context, id, owner string) error
 }
 
+// clusterHooks are a manager's cluster: its keeping of suspended
+// sandboxes and its work queue (nil: fleets' items run here).
+type clusterHooks struct {
+	shared Shared
+	queue  Queue
+}
+
+// Join makes the manager a host of a cluster: s keeps its suspended
+// sandboxes, q (nil: none) runs its fleets' items on any host. Safe
+// while the manager's goroutines run.
+func (h *Manager) Join(s Shared, q Queue) {
+	h.cluster.Store(&clusterHooks{shared: s, queue: q})
+}
+
+// Shared is the cluster's keeping of suspended sandboxes, nil outside
+// a cluster.
+func (h *Manager) Shared() Shared {
+	if c := h.cluster.Load(); c != nil {
+		return c.shared
+	}
+	return nil
+}
+
+// queue is the cluster's work queue, nil where there is none.
+func (h *Manager) queue() Queue {
+	if c := h.cluster.Load(); c != nil {
+		return c.queue
+	}
+	return nil
+}
+
 // BlobSharer is a Shared whose blob store keeps a suspended sandbox's
 // objects (its workspace's chunks and trees, memory images, its unit and
 // grants) one by one, by address: a suspension stores there only those
@@ -56,7 +87,7 @@ type BlobSharer interface {
 // sharedBlobs is the cluster's blob store, where it keeps objects one
 // by one; nil where a bundle travels whole.
 func (h *Manager) sharedBlobs() store.Blobs {
-	if bs, ok := h.Shared.(BlobSharer); ok {
+	if bs, ok := h.Shared().(BlobSharer); ok {
 		return bs.Blobs()
 	}
 	return nil
@@ -65,10 +96,11 @@ func (h *Manager) sharedBlobs() store.Blobs {
 // shareMade tells the cluster of a sandbox made here; a failure leaves
 // it reachable through this host only, said in the log.
 func (h *Manager) shareMade(id string, t tier.Tier, owner string) {
-	if h.Shared == nil {
+	shared := h.Shared()
+	if shared == nil {
 		return
 	}
-	if err := h.Shared.Made(context.Background(), id, t, owner); err != nil {
+	if err := shared.Made(context.Background(), id, t, owner); err != nil {
 		h.Logger().Warn("a sandbox made here is not known to the cluster: other hosts will not forward to it", "sandbox", id, "err", err)
 	}
 }
@@ -96,20 +128,22 @@ func (h *Manager) ShareLive() {
 // by owner; a failure leaves it the pool's there (other hosts do not
 // list it as owner's), said in the log.
 func (h *Manager) shareClaimed(id, owner string) {
-	if h.Shared == nil {
+	shared := h.Shared()
+	if shared == nil {
 		return
 	}
-	if err := h.Shared.Claimed(context.Background(), id, owner); err != nil {
+	if err := shared.Claimed(context.Background(), id, owner); err != nil {
 		h.Logger().Warn("the cluster was not told a pool's sandbox was claimed: other hosts do not list it as its claimer's", "sandbox", id, "err", err)
 	}
 }
 
 // shareClosed tells the cluster a sandbox held here was closed.
 func (h *Manager) shareClosed(id string) {
-	if h.Shared == nil {
+	shared := h.Shared()
+	if shared == nil {
 		return
 	}
-	if err := h.Shared.Closed(context.Background(), id); err != nil {
+	if err := shared.Closed(context.Background(), id); err != nil {
 		h.Logger().Warn("the cluster was not told a sandbox closed: a suspension of it it keeps could still be resumed", "sandbox", id, "err", err)
 	}
 }
@@ -117,13 +151,14 @@ func (h *Manager) shareClosed(id string) {
 // publish keeps a suspended sandbox's bundle in the shared store; a
 // failure leaves it suspended here only, said in the log.
 func (h *Manager) publish(id, owner string, head addr.Addr) {
-	if h.Shared == nil {
+	shared := h.Shared()
+	if shared == nil {
 		return
 	}
 	var b bytes.Buffer
 	err := h.export(id, &b, h.sharedBlobs())
 	if err == nil {
-		err = h.Shared.Publish(context.Background(), id, owner, head, b.Bytes())
+		err = shared.Publish(context.Background(), id, owner, head, b.Bytes())
 	}
 	if err != nil {
 		h.Logger().Warn("a suspended sandbox is kept here only: the cluster was not told", "sandbox", id, "err", err)
@@ -136,17 +171,18 @@ func (h *Manager) publish(id, owner string, head addr.Addr) {
 // here, importing it where another host suspended it last; the release
 // it returns gives it back (nil: nothing to give back).
 func (h *Manager) take(ctx context.Context, id, owner string) (func(), error) {
-	if h.Shared == nil {
+	shared := h.Shared()
+	if shared == nil {
 		return nil, nil
 	}
-	b, release, err := h.Shared.Take(ctx, id, owner)
+	b, release, err := shared.Take(ctx, id, owner)
 	if err != nil {
 		return nil, err
 	}
 	if b == nil {
 		return release, nil
 	}
-	trust, err := h.Shared.Trust(ctx)
+	trust, err := shared.Trust(ctx)
 	var im Imported
 	if err == nil {
 		trust.Add(h.Key.Public())

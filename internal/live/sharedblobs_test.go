@@ -71,7 +71,8 @@ func (c *countingBlobs) counts() (puts, gets int) {
 func joinTwo(a, b *Manager, bs store.Blobs) *twoHostCluster {
 	c := &twoHostCluster{bundles: map[string][]byte{}, holder: map[string]*Manager{}, blobs: &countingBlobs{Blobs: bs},
 		trust: key.NewTrust(a.Key.Public(), b.Key.Public())}
-	a.Shared, b.Shared = hostOf{c, a}, hostOf{c, b}
+	a.Join(hostOf{c, a}, nil)
+	b.Join(hostOf{c, b}, nil)
 	return c
 }
 
@@ -480,4 +481,62 @@ func TestAttackObjectsPlantedInSharedStore(t *testing.T) {
 			t.Fatalf("%s on B: %d bytes, %v", name, len(got), err)
 		}
 	}
+}
+
+// TestJoinWhileSandboxesAreMade: a host joins its cluster while its own
+// goroutines (a warm pool filling, the idle fence) tell the cluster of
+// what they do: Join is safe beside them (go test -race finds no race;
+// the cluster was a plain field set while they read it), and what is
+// said after Join reaches the cluster.
+func TestJoinWhileSandboxesAreMade(t *testing.T) {
+	h := newHost(t)
+	bs, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &twoHostCluster{bundles: map[string][]byte{}, holder: map[string]*Manager{}, blobs: &countingBlobs{Blobs: bs}}
+	sh := &madeCounter{hostOf: hostOf{c, h}}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			h.shareMade("sb-000000000001", tier.S1, "")
+		}
+	}()
+	h.Join(sh, nil)
+	for sh.count() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if h.Shared() != Shared(sh) {
+		t.Fatal("the manager's cluster is not the one it joined")
+	}
+}
+
+// madeCounter counts what it is told was made.
+type madeCounter struct {
+	hostOf
+	mu sync.Mutex
+	n  int
+}
+
+func (m *madeCounter) Made(context.Context, string, tier.Tier, string) error {
+	m.mu.Lock()
+	m.n++
+	m.mu.Unlock()
+	return nil
+}
+
+func (m *madeCounter) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.n
 }

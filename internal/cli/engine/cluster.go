@@ -86,7 +86,7 @@ func joinCluster(ctx context.Context, dsn, blobsURL, caFile string, ho *live.Man
 		return nil, err
 	}
 	shared := &clusterShared{c: c, m: m, blobs: blobs, key: ho.Key, tls: tlsc}
-	ho.Shared, ho.Queue = shared, shared
+	ho.Join(shared, shared)
 	// What it made before it joined (its warm pools' first sandboxes).
 	ho.ShareLive()
 	reportPools := func() {

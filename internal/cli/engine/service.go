@@ -308,7 +308,7 @@ func (o *serveOptions) serve(ctx context.Context, ho *live.Manager, log *slog.Lo
 		ho.Policies[server.OwnerOf(t.Secret)] = t.Policy
 	}
 	s := &server.Server{Live: ho, Log: log, Tokens: secrets(tokens)}
-	if cs, ok := ho.Shared.(*clusterShared); ok {
+	if cs, ok := ho.Shared().(*clusterShared); ok {
 		s.Peers = cs
 	}
 	var servers []*http.Server
