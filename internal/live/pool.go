@@ -232,6 +232,7 @@ func (h *Manager) Claim(ctx context.Context, name, owner string) (SandboxInfo, e
 	p.stats.Claims++
 	p.stats.ClaimedUJ += uj
 	p.mu.Unlock()
+	h.poolsChanged()
 	h.Logger().Info("sandbox claimed", "pool", name, "sandbox", sb.ID, "idle_uj", uj)
 	go h.claimEvent(name)
 	return sb.info(), nil
@@ -322,6 +323,7 @@ func (h *Manager) keepPool(p *pool) {
 			p.stats.Made++
 			p.ready = append(p.ready, pooled{sb: sb, made: h.Now()})
 			p.mu.Unlock()
+			h.poolsChanged()
 		}
 		select {
 		case <-p.stop:
@@ -349,6 +351,7 @@ func (h *Manager) evict(p *pool, r pooled, why string) {
 	p.stats.Evictions++
 	p.stats.EvictedUJ += uj
 	p.mu.Unlock()
+	h.poolsChanged()
 	h.Logger().Info("sandbox evicted", "pool", p.spec.Name, "sandbox", r.sb.ID, "idle_uj", uj, "why", why)
 }
 

@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,5 +63,55 @@ func TestPoolSkipsADeadSandbox(t *testing.T) {
 		if s.Name == "p" && s.Evictions == 0 {
 			t.Fatalf("no eviction counted: %+v", s)
 		}
+	}
+}
+
+// poolWatcher is a cluster (Shared) that wants to know of pool changes
+// (PoolReporter): it counts them.
+type poolWatcher struct {
+	*attackShared
+	mu      sync.Mutex
+	changes int
+}
+
+func (w *poolWatcher) PoolsChanged() {
+	w.mu.Lock()
+	w.changes++
+	w.mu.Unlock()
+}
+
+func (w *poolWatcher) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.changes
+}
+
+// TestPoolChangesToldToTheCluster: a cluster that routes claims by the
+// ready counts hosts report (PoolReporter) is told each time a pool's
+// count changes, not only at heartbeats: when the pool makes a sandbox
+// and when one is claimed.
+func TestPoolChangesToldToTheCluster(t *testing.T) {
+	t.Parallel()
+	h := newS1Host(t)
+	w := &poolWatcher{attackShared: newAttackShared()}
+	h.Join(w, nil)
+	ctx := context.Background()
+	if err := h.StartPool(PoolSpec{Name: "p", Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := h.WaitPool(wctx, "p", 1); err != nil {
+		t.Fatal(err)
+	}
+	made := w.count()
+	if made == 0 {
+		t.Fatal("the cluster was not told of the sandbox the pool made")
+	}
+	if _, err := h.Claim(ctx, "p", ""); err != nil {
+		t.Fatal(err)
+	}
+	if w.count() <= made {
+		t.Fatalf("the cluster was not told of the claim (%d changes before it, %d after)", made, w.count())
 	}
 }

@@ -74,6 +74,22 @@ func (h *Manager) queue() Queue {
 	return nil
 }
 
+// PoolReporter is a Shared that tells the cluster how many sandboxes
+// this host's warm pools hold ready, for claims through other hosts to
+// go where one is: PoolsChanged says the counts changed (a claim, a
+// sandbox made or evicted); it must not block.
+type PoolReporter interface {
+	PoolsChanged()
+}
+
+// poolsChanged tells the cluster, where it wants to know, that a pool's
+// ready count changed.
+func (h *Manager) poolsChanged() {
+	if pr, ok := h.Shared().(PoolReporter); ok {
+		pr.PoolsChanged()
+	}
+}
+
 // BlobSharer is a Shared whose blob store keeps a suspended sandbox's
 // objects (its workspace's chunks and trees, memory images, its unit and
 // grants) one by one, by address: a suspension stores there only those

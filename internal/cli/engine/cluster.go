@@ -85,7 +85,7 @@ func joinCluster(ctx context.Context, dsn, blobsURL, caFile string, ho *live.Man
 		c.Close()
 		return nil, err
 	}
-	shared := &clusterShared{c: c, m: m, blobs: blobs, key: ho.Key, tls: tlsc}
+	shared := &clusterShared{c: c, m: m, blobs: blobs, key: ho.Key, tls: tlsc, poke: make(chan struct{}, 1)}
 	ho.Join(shared, shared)
 	// What it made before it joined (its warm pools' first sandboxes).
 	ho.ShareLive()
@@ -99,6 +99,19 @@ func joinCluster(ctx context.Context, dsn, blobsURL, caFile string, ho *live.Man
 		}
 	}
 	reportPools()
+	// Said again whenever a pool's ready count changes (a claim, a
+	// sandbox made or evicted), one report for however many changes
+	// came meanwhile, besides each heartbeat.
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-shared.poke:
+				reportPools()
+			}
+		}
+	}()
 	// S7 runs append to the cluster's one audit trail, and JCP runs
 	// reserve in its one budget ledger.
 	ho.Trail = m.Trail()
@@ -288,6 +301,8 @@ type clusterShared struct {
 	blobs store.Blobs
 	key   key.Private
 	tls   *tls.Config
+	// poke asks for this host's pools to be reported (PoolsChanged).
+	poke chan struct{}
 }
 
 // Holder is the other host of the cluster that holds sandbox id, live
@@ -379,6 +394,15 @@ func (s *clusterShared) Sandboxes(ctx context.Context, owner string) ([]client.S
 		out = append(out, client.Sandbox{ID: l.ID, Tier: t.String(), State: l.State, Host: l.Host, Created: l.Created, Grants: []string{}})
 	}
 	return out, nil
+}
+
+// PoolsChanged has this host's pools reported soon (live.PoolReporter):
+// it never blocks, and changes that come before the report are in it.
+func (s *clusterShared) PoolsChanged() {
+	select {
+	case s.poke <- struct{}{}:
+	default: // a report is due already
+	}
 }
 
 // PoolHolder is the other host of the cluster, alive, that keeps a warm
