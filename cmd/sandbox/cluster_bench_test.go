@@ -29,6 +29,18 @@ func (f *firstByte) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// dialHome is a client of the service of state directory home, closed
+// with the benchmark.
+func dialHome(b *testing.B, home string) *client.Client {
+	b.Helper()
+	c, err := client.Dial(filepath.Join(home, client.SocketName), client.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	return c
+}
+
 // BenchmarkCreateOnAnotherHost: a cold create through host A of a
 // cluster, placed on host B (where a sandbox already shares the idle
 // power) and forwarded there, then an exec of echo through A, to its
@@ -39,15 +51,7 @@ func BenchmarkCreateOnAnotherHost(b *testing.B) {
 	_, dsn := clusterDB(b)
 	a, hb, _ := twoHosts(b, dsn, nil)
 	ctx := context.Background()
-	dial := func(home string) *client.Client {
-		c, err := client.Dial(filepath.Join(home, client.SocketName), client.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(c.Close)
-		return c
-	}
-	ca, cb := dial(a), dial(hb)
+	ca, cb := dialHome(b, a), dialHome(b, hb)
 	anchor, err := cb.Create(ctx, client.SandboxSpec{}) // B's anchor: placement prefers B
 	if err != nil {
 		b.Fatal(err)
@@ -160,15 +164,7 @@ func BenchmarkResumeOnAnotherHost(b *testing.B) {
 	g := s3test.Start(b)
 	a, hb, _ := twoHosts(b, dsn, g.Env(), "--blobs", g.URL(g.Bucket()))
 	ctx := context.Background()
-	dial := func(home string) *client.Client {
-		c, err := client.Dial(filepath.Join(home, client.SocketName), client.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(c.Close)
-		return c
-	}
-	ca, cb := dial(a), dial(hb)
+	ca, cb := dialHome(b, a), dialHome(b, hb)
 	sb, err := ca.Create(ctx, client.SandboxSpec{})
 	if err != nil {
 		b.Fatal(err)

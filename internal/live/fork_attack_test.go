@@ -120,14 +120,7 @@ func TestAttackClaimedPoolSandboxOwnerNotShared(t *testing.T) {
 	sh := newAttackShared()
 	h.Join(sh, nil)
 	ctx := context.Background()
-	if err := h.StartPool(PoolSpec{Name: "p", Size: 1}); err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := h.WaitPool(wctx, "p", 1); err != nil {
-		t.Fatal(err)
-	}
+	readyPool(t, h)
 	const claimer = "token:0123456789abcdef"
 	info, err := h.Claim(ctx, "p", claimer)
 	if err != nil {

@@ -61,14 +61,7 @@ func TestPoolClaimMintsUnderAStandingGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := h.StartPool(PoolSpec{Name: "p", Size: 1}); err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute) // a bound, not a measure
-	defer cancel()
-	if err := h.WaitPool(wctx, "p", 1); err != nil {
-		t.Fatal(err)
-	}
+	readyPool(t, h)
 	if _, err := h.Claim(ctx, "p", host.LocalOwner); err != nil {
 		t.Fatal(err)
 	}

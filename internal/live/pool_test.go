@@ -17,14 +17,7 @@ func TestPoolSkipsADeadSandbox(t *testing.T) {
 	t.Parallel()
 	h := newS1Host(t)
 	ctx := context.Background()
-	if err := h.StartPool(PoolSpec{Name: "p", Size: 1}); err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := h.WaitPool(wctx, "p", 1); err != nil {
-		t.Fatal(err)
-	}
+	readyPool(t, h)
 	h.pools.mu.Lock()
 	p := h.pools.m["p"]
 	h.pools.mu.Unlock()
@@ -66,6 +59,20 @@ func TestPoolSkipsADeadSandbox(t *testing.T) {
 	}
 }
 
+// readyPool starts pool "p" of one S1 sandbox on h and waits until its
+// sandbox is ready.
+func readyPool(t *testing.T, h *Manager) {
+	t.Helper()
+	if err := h.StartPool(PoolSpec{Name: "p", Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a bound on a busy machine, not a measure
+	defer cancel()
+	if err := h.WaitPool(wctx, "p", 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // poolWatcher is a cluster (Shared) that wants to know of pool changes
 // (PoolReporter): it counts them.
 type poolWatcher struct {
@@ -96,14 +103,7 @@ func TestPoolChangesToldToTheCluster(t *testing.T) {
 	w := &poolWatcher{attackShared: newAttackShared()}
 	h.Join(w, nil)
 	ctx := context.Background()
-	if err := h.StartPool(PoolSpec{Name: "p", Size: 1}); err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := h.WaitPool(wctx, "p", 1); err != nil {
-		t.Fatal(err)
-	}
+	readyPool(t, h)
 	made := w.count()
 	if made == 0 {
 		t.Fatal("the cluster was not told of the sandbox the pool made")
