@@ -634,34 +634,39 @@ func (b *bundle) fetch(a addr.Addr) (string, error) {
 	} else {
 		data, err = b.shared.Blob(a)
 	}
+	where := "the cluster's store: blob " + a.String()
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "", errNotHere
 	case errors.Is(err, store.ErrCorrupt):
-		return "", reject.Wrap(reject.Address, "the cluster's store: blob "+a.String(), err)
+		return "", reject.Wrap(reject.Address, where, err)
 	case err != nil:
 		return "", fmt.Errorf("blob %s from the cluster's store: %w", a, err)
 	}
-	if got := addr.Of(data); got != a {
-		return "", reject.New(reject.Address, "the cluster's store: blob "+a.String(), "its bytes hash to %s", got)
+	b.mu.Lock()
+	full := len(b.blobs) >= MaxBundleEntries
+	b.mu.Unlock()
+	if full {
+		// What the entries of a whole bundle are bounded by bounds the
+		// objects fetched for one too.
+		return "", reject.New(reject.Invalid, "bundle", "its record names more than %d objects", MaxBundleEntries)
+	}
+	// Staged as a bundle's blob is (stageFile: fsynced, hashed), outside
+	// the lock, so that fetches write side by side.
+	p := filepath.Join(b.stage, "blobs", a.Hex())
+	got, err := stageFile(bytes.NewReader(data), int64(len(data)), p, where)
+	if err != nil {
+		return "", err
+	}
+	if got != a {
+		os.Remove(p)
+		return "", reject.New(reject.Address, where, "its bytes hash to %s", got)
 	}
 	if b.good != nil {
 		b.good.Store(a, true) // seen whole there
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if p, ok := b.blobs[a]; ok {
-		return p, nil
-	}
-	if len(b.blobs) >= MaxBundleEntries {
-		// What the entries of a whole bundle are bounded by bounds the
-		// objects fetched for one too.
-		return "", reject.New(reject.Invalid, "bundle", "its record names more than %d objects", MaxBundleEntries)
-	}
-	p := filepath.Join(b.stage, "blobs", a.Hex())
-	if err := safefile.Write(p, data, 0o600); err != nil {
-		return "", err
-	}
 	b.blobs[a] = p
 	b.fetched[a] = true
 	return p, nil
