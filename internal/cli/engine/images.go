@@ -297,6 +297,9 @@ is sandbox-vmagent beside this executable unless --agent names it
 (build it with: CGO_ENABLED=0 go build -trimpath -o sandbox-vmagent
 ./cmd/sandbox-vmagent).
 
+The image's kernel is the ELF inside the bzImage, which the guest enters
+directly (its PVH entry point; taking it out of Debian's xz payload needs
+the xz command); without either, the bzImage itself, which boots slower.
 The build is reproducible: the same kernel and agent give the same
 initramfs, and so the same addresses. It prints the manifest's address.
 scripts/vm-image installs QEMU and fetches the kernel and busybox

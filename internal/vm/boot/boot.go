@@ -22,7 +22,9 @@ const Type = "sandbox.vm/1"
 // Manifest names a guest's kernel and initramfs by content address.
 type Manifest struct {
 	Type string `json:"type"`
-	// Kernel is the kernel image (bzImage), Initrd the initramfs.
+	// Kernel is the kernel: the ELF (vmlinux) with a PVH entry point
+	// where Build could take it out of the bzImage (Uncompress), else
+	// the bzImage. Initrd is the initramfs.
 	Kernel addr.Addr `json:"kernel"`
 	Initrd addr.Addr `json:"initrd"`
 	// Release is the kernel's release, as the guest's uname -r says it.
@@ -141,7 +143,8 @@ const ToolDir = "/sandbox/bin"
 // (kernelDir holds boot/vmlinuz-* and lib/modules/*, as `dpkg-deb -x`
 // leaves them) and the guest agent binary, with busybox (a static one,
 // Debian's busybox-static; "" for none) in ToolDir, and returns it
-// checked.
+// checked. The image's kernel is the uncompressed ELF inside the
+// bzImage where Uncompress can take it out, else the bzImage.
 func Build(kernelDir, agent, busybox, out string) (*Image, error) {
 	kernels, _ := filepath.Glob(filepath.Join(kernelDir, "boot", "vmlinuz-*"))
 	if len(kernels) != 1 {
@@ -205,6 +208,13 @@ func Build(kernelDir, agent, busybox, out string) (*Image, error) {
 	}
 	kb, err := os.ReadFile(kernels[0])
 	if err != nil {
+		return nil, err
+	}
+	// The guest boots the ELF inside, entered directly, where it can be
+	// had; else the bzImage, which decompresses itself (slower).
+	if elfKernel, err := Uncompress(kb); err == nil {
+		kb = elfKernel
+	} else if !errors.Is(err, ErrNoPVH) {
 		return nil, err
 	}
 	m := Manifest{Type: Type, Kernel: addr.Of(kb), Initrd: addr.Of(initrd.Bytes()), Release: release, Cmdline: Cmdline}
