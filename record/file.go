@@ -1,6 +1,8 @@
 package record
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -112,59 +114,86 @@ func open(path string, header []byte, s *Sealer) (*File, error) {
 }
 
 // openSeals opens the seals beside the record, checks those there and
-// seals the entries they do not cover.
+// seals the entries they do not cover. Seals are written without an
+// fsync (each can be made again from the record, which is synced), so
+// after a crash the file may have lost its last lines, or end in bytes
+// that were never written; such a tail, every line of it unreadable, is
+// cut, and its entries are sealed again. An unreadable seal with a
+// readable one after it was not torn: it is refused, as is a readable
+// seal of another record, entry or head.
 func (f *File) openSeals(entries [][]byte) error {
 	path := SealPath(f.path)
+	b, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	heads, _, err := Heads(entries)
+	if err != nil {
+		return err
+	}
+	keep, whole := 0, 0 // bytes, and seals, of the readable prefix
+	var bad error       // why the first unreadable line is
+	badAt := 0
+	for rest, n := b, 1; len(rest) > 0; n++ {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			break // a torn fragment: cut below
+		}
+		line := rest[:i]
+		rest = rest[i+1:]
+		s, err := ParseSeal(line)
+		if err != nil {
+			if bad == nil {
+				bad, badAt = err, n
+			}
+			continue
+		}
+		if bad != nil {
+			return fmt.Errorf("%s: seal %d: %w (seal %d after it is whole: the seals were changed, not torn by a crash)", path, badAt, bad, n)
+		}
+		if n <= len(entries) && (s.Record != f.sealer.ID || s.Entry != n || s.Head != heads[n-1]) {
+			return fmt.Errorf("%s: %w", path, reject.New(reject.HeadMismatch, fmt.Sprintf("seal %d", n), "it seals entry %d of %s at %s; the record's entry %d is at %s", s.Entry, s.Record, s.Head, n, heads[n-1]))
+		}
+		if n <= len(entries) {
+			keep, whole = len(b)-len(rest), n
+		}
+	}
+	if keep < len(b) {
+		// A torn or unreadable tail, or seals of entries the record does
+		// not have (an import cut short before its record took them).
+		if err := safefile.Write(path, b[:keep], 0o600); err != nil {
+			return err
+		}
+	}
 	sl, seals, err := chain.OpenFile(path)
 	if err != nil {
 		return err
 	}
-	if len(seals) > len(entries) {
-		// Seals of entries the record does not have: written before a
-		// record that never took its new entries (an import cut short).
+	if len(seals) != whole {
 		sl.Close()
-		var b []byte
-		for _, l := range seals[:len(entries)] {
-			b = append(append(b, l...), '\n')
-		}
-		if err := safefile.Write(path, b, 0o600); err != nil {
-			return err
-		}
-		if sl, seals, err = chain.OpenFile(path); err != nil {
-			return err
-		}
+		return fmt.Errorf("%s: changed while it was opened", path) // another writer: the record's lock excludes it
 	}
-	heads, _, err := Heads(entries)
-	if err != nil {
-		sl.Close()
-		return err
-	}
-	for i, b := range seals {
-		s, err := ParseSeal(b)
-		if err == nil && (s.Record != f.sealer.ID || s.Entry != i+1 || s.Head != heads[i]) {
-			err = reject.New(reject.HeadMismatch, fmt.Sprintf("seal %d", i+1), "it seals entry %d of %s at %s; the record's entry %d is at %s", s.Entry, s.Record, s.Head, i+1, heads[i])
-		}
-		if err != nil {
-			sl.Close()
-			return fmt.Errorf("%s: %w", path, err)
-		}
-	}
-	f.seals, f.sealed = sl, len(seals)
+	f.seals, f.sealed = sl, whole
 	for n := f.sealed + 1; n <= len(entries); n++ {
-		if err := f.seal(n, heads[n-1]); err != nil {
+		if err := f.seal(n, heads[n-1], true); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// seal appends the seal of entry n at head.
-func (f *File) seal(n int, head addr.Addr) error {
+// seal appends the seal of entry n at head, fsynced where sync says.
+func (f *File) seal(n int, head addr.Addr, sync bool) error {
 	b, err := NewSeal(f.sealer.Key, f.sealer.ID, n, head).Bytes()
 	if err != nil {
 		return err
 	}
-	if err := f.seals.Append(b); err != nil {
+	if sync {
+		err = f.seals.Append(b)
+	} else {
+		err = f.seals.AppendUnsynced(b)
+	}
+	if err != nil {
 		return err
 	}
 	f.sealed = n
@@ -202,10 +231,11 @@ func (f *File) Append(seg Segment) (addr.Addr, error) {
 	}
 	f.named.add(seg, n)
 	if f.sealer != nil && f.sealed == f.st.Segments {
-		// The entry is acknowledged: it is in the record. A seal that
-		// does not take is made when the record is next opened (an
-		// entry with no seal does not leave this host: export refuses).
-		f.seal(f.st.Segments+1, f.st.Head)
+		// The entry is acknowledged: it is in the record. Its seal is
+		// written, not synced: one lost to a crash, or one that does
+		// not take, is made when the record is next opened (an entry
+		// with no seal does not leave this host: export refuses).
+		f.seal(f.st.Segments+1, f.st.Head, false)
 	}
 	return f.st.Head, nil
 }

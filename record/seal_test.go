@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/chain"
+	"github.com/opensubstrate/sandbox/internal/syscalltest"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/reject"
 )
@@ -131,6 +133,91 @@ func TestSealsMadeWholeOnOpen(t *testing.T) {
 	os.WriteFile(SealPath(path), append(append([]byte{}, seals[1]...), '\n'), 0o600)
 	if _, err := OpenSealed(path, &Sealer{Key: k, ID: "sb-000000000001"}); err == nil || !strings.Contains(err.Error(), "seal 1") {
 		t.Fatalf("a wrong seal: %v", err)
+	}
+}
+
+// Seals are written without an fsync, so a crash can leave the seals
+// file short, or ending in bytes that were never written (a filesystem
+// that does not order data before metadata: zeros, or another file's
+// old bytes). Such a tail is cut and its entries sealed again when the
+// record is next opened; an unreadable seal followed by a whole one was
+// not torn, and is refused.
+func TestSealsTornByACrash(t *testing.T) {
+	k, _ := key.Generate(rand.Reader)
+	_, entries := sealedRecord(t, k)
+	_, seals := sealedRecord(t, k) // another record's: a stale block's
+	for _, c := range []struct {
+		name, tail string
+		refused    string // "" where the tail is cut
+	}{
+		{"nothing", "", ""},
+		{"zeros", strings.Repeat("\x00", 300), ""},
+		{"zeros and newlines", "\x00\x00\n\n\x00\n", ""},
+		{"half a seal", string(seals[1][:60]) + "\n", ""},
+		{"another file's text", "PATH=/usr/bin\nHOME=/root\n", ""},
+		{"a whole seal after junk", "junk\n" + string(seals[2]) + "\n", "seal 2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path, _ := sealedRecord(t, k)
+			own, _ := ReadSeals(path)
+			if c.refused != "" {
+				// Entry 3's own seal, after junk in place of entry 2's.
+				c.tail = "junk\n" + string(own[2]) + "\n"
+			}
+			os.WriteFile(SealPath(path), append(append([]byte{}, own[0]...), '\n'), 0o600)
+			fh, _ := os.OpenFile(SealPath(path), os.O_APPEND|os.O_WRONLY, 0)
+			fh.WriteString(c.tail)
+			fh.Close()
+			f, err := OpenSealed(path, &Sealer{Key: k, ID: "sb-000000000001"})
+			if c.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), c.refused) || !strings.Contains(err.Error(), "not torn") {
+					t.Fatalf("junk before a whole seal: %v, want refused at %s", err, c.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			got, _ := ReadSeals(path)
+			if _, err := CheckSeals("sb-000000000001", entries, got, trusting(k.Public())); err != nil {
+				t.Fatalf("after reopening: %v", err)
+			}
+			if b, _ := os.ReadFile(SealPath(path)); bytes.Count(b, []byte("\n")) != len(entries) || b[len(b)-1] != '\n' {
+				t.Fatalf("the seals file after reopening:\n%q", b)
+			}
+		})
+	}
+}
+
+// An entry appended to a sealed record costs one fsync: the record's.
+// Its seal is written, not synced (TestSealsTornByACrash).
+func TestAppendSyncsOnce(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("counting system calls with perf needs root")
+	}
+	k, _ := key.Generate(rand.Reader)
+	path := filepath.Join(t.TempDir(), "sb-000000000001.jsonl")
+	f, err := CreateSealed(path, addr.Of([]byte("unit")), addr.Of([]byte("grants")), &Sealer{Key: k, ID: "sb-000000000001"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := syscalltest.Count(syscalltest.Syncs, func() {
+		if _, err := f.Append(Segment{Kind: Executed, Attestation: addr.Of([]byte("run1"))}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, map[string]int{"fsync": 1}) {
+		t.Fatalf("an append made %v, want one fsync", got)
+	}
+	entries, _, _ := chain.Read(path)
+	seals, _ := ReadSeals(path)
+	if _, err := CheckSeals("sb-000000000001", entries, seals, trusting(k.Public())); err != nil {
+		t.Fatalf("the appended entry is not sealed: %v", err)
 	}
 }
 

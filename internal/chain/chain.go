@@ -176,7 +176,19 @@ func (l *File) Append(entry []byte) error { return l.AppendBatch([][]byte{entry}
 // log in one write and fsyncs them once: a group commit. They are
 // acknowledged together only when it returns nil; otherwise the file is
 // cut back to what it held, and none of them is.
-func (l *File) AppendBatch(entries [][]byte) error {
+func (l *File) AppendBatch(entries [][]byte) error { return l.appendBatch(entries, true) }
+
+// AppendUnsynced writes entry and a newline at the end of the log
+// without an fsync: for a log whose every entry can be made again from
+// another, synced one (a record's seals). After a crash it may have lost
+// its last entries, or end in bytes that were never written (a
+// filesystem that does not order data before metadata); its reader
+// handles both. On an error the file is cut back to what it held.
+func (l *File) AppendUnsynced(entry []byte) error {
+	return l.appendBatch([][]byte{entry}, false)
+}
+
+func (l *File) appendBatch(entries [][]byte, sync bool) error {
 	n := 0
 	for _, e := range entries {
 		if len(e) == 0 || len(e) > MaxEntry || bytes.IndexByte(e, '\n') >= 0 {
@@ -200,12 +212,14 @@ func (l *File) AppendBatch(entries [][]byte) error {
 		l.cut()
 		return fmt.Errorf("%s: append: %w", l.path, err)
 	}
-	crash.At(crash.LogWritten)
-	if err := l.f.Sync(); err != nil {
-		l.cut()
-		return fmt.Errorf("%s: append: %w", l.path, err)
+	if sync {
+		crash.At(crash.LogWritten)
+		if err := l.f.Sync(); err != nil {
+			l.cut()
+			return fmt.Errorf("%s: append: %w", l.path, err)
+		}
+		crash.At(crash.LogSynced)
 	}
-	crash.At(crash.LogSynced)
 	l.size += int64(len(lines))
 	return nil
 }
