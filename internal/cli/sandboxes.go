@@ -77,9 +77,12 @@ image. Each exec is sealed as a run of its own, its
 attestation naming the sandbox. 'sandbox rm' ends it.
 
 --listen PORT lets an S1 sandbox's processes listen on a TCP port inside
-its own network namespace (loopback only; recorded in each exec's
-attestation): nothing outside the sandbox can reach it, until 'sandbox
-port' exposes it through the service for a while.
+its own network namespace (loopback only), and an S5 sandbox's in its VM
+(on 0.0.0.0 or the guest's address, 10.0.2.15: its VM monitor forwards
+the port from the loopback of a network namespace of its own); recorded
+in each exec's attestation. Nothing outside the sandbox but the service
+can reach it, and the service only once 'sandbox port' exposes it for a
+while.
 
 --pool NAME claims a sandbox the service's warm pool NAME made ahead
 ('sandbox serve --pool'): ready at once, its record carrying the energy
@@ -924,7 +927,7 @@ func portCmd(g *Globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "port SANDBOX [PORT] [--ttl D] [--revoke]",
 		Short: "Preview a port a live sandbox listens on, through the service",
-		Long: `Expose one of a live S1 sandbox's listen ports (create --listen PORT)
+		Long: `Expose one of a live S1 or S5 sandbox's listen ports (create --listen PORT)
 through the service: the service answers with a URL on its TCP listener
 (serve --listen), https://HOST:PORT/preview/TOKEN/, that reaches the port
 as a process inside the sandbox would, for whoever has the URL, until it

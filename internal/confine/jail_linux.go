@@ -25,7 +25,8 @@ var MonitorKeeps = []uintptr{unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH, un
 
 // RunMonitorJail starts an S5 VM's monitor confined, as the helper's
 // arguments (MonitorJailArg) say; it returns only on failure, with the
-// exit code. In a mount namespace of its own every mount is made read-only, then
+// exit code. In a network namespace of its own (its loopback alone, up)
+// and a mount namespace of its own every mount is made read-only, then
 // each WRITABLE directory (the VM's own: its shares come to QEMU by
 // descriptor) is walked without following a link and bound on itself
 // read-write; the capabilities but MonitorKeeps leave the
@@ -61,8 +62,17 @@ func monitorJail(filter []Insn, writable, argv []string) error {
 	if err != nil {
 		return err
 	}
-	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-		return fmt.Errorf("a mount namespace: %w", err)
+	// A network namespace of its own, with only its loopback: QEMU's
+	// user network reaches the host through Unix sockets alone (the
+	// egress proxy's), and its forwards to the guest's listen ports
+	// listen on this loopback, which only the host reaches, by entering
+	// the namespace (internal/confine/netns). A monitor that escapes its
+	// guest reaches no network.
+	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("a mount and a network namespace: %w", err)
+	}
+	if err := loopbackUp(); err != nil {
+		return err
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("make / a slave: %w", err)
@@ -121,6 +131,28 @@ func bindWritable(w string) error {
 	}
 	if err := unix.MoveMount(tree, "", o.FD(), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		return fmt.Errorf("bind %s: %w", w, err)
+	}
+	return nil
+}
+
+// loopbackUp brings up the loopback of the calling thread's network
+// namespace (a new one has it down, without 127.0.0.1).
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("the loopback: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("the loopback: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring the loopback up: %w", err)
 	}
 	return nil
 }

@@ -240,7 +240,7 @@ func dialerOf(sb *Sandbox) (executor.PortDialer, error) {
 	if d, ok := sb.sess.(executor.PortDialer); ok {
 		return d, nil
 	}
-	return nil, &unavailableError{fmt.Sprintf("sandbox %s is %s: only an S1 sandbox's listen ports can be previewed", sb.ID, sb.Tier)}
+	return nil, &unavailableError{fmt.Sprintf("sandbox %s is %s: only an S1 or S5 sandbox's listen ports can be previewed", sb.ID, sb.Tier)}
 }
 
 // Previews are the open previews of owner's live sandbox id, by port and

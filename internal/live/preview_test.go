@@ -219,7 +219,7 @@ func TestPreviewRefusedForS2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Expose(context.Background(), info.ID, "", 8000, 0); errs.Of(err) != errs.Unavailable || !strings.Contains(err.Error(), "only an S1") {
+	if _, err := h.Expose(context.Background(), info.ID, "", 8000, 0); errs.Of(err) != errs.Unavailable || !strings.Contains(err.Error(), "only an S1 or S5") {
 		t.Fatalf("S2: %v", err)
 	}
 }

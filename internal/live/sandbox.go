@@ -57,9 +57,10 @@ type SandboxSpec struct {
 	Placement *record.Placement
 	// NoWorkspace: no workspace directory.
 	NoWorkspace bool
-	// Listen are TCP ports an S1 sandbox's processes may listen on, in
-	// its own network namespace (loopback only): recorded in every exec's
-	// attestation notes.
+	// Listen are TCP ports an S1 or S5 sandbox's processes may listen
+	// on, reached only by this service (S1: in its own network namespace,
+	// loopback only; S5: forwarded by its VM's monitor from the loopback
+	// of the monitor's own): recorded in every exec's attestation notes.
 	Listen []int
 	// GrantArgs are the grants as they were given (for people).
 	GrantArgs []string
@@ -308,9 +309,6 @@ func (h *Manager) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *S
 	}
 	if spec.Tier != tier.S1 && spec.Tier != tier.S2 && spec.Tier != tier.S5 {
 		return SandboxInfo{}, nil, &host.InvalidError{Err: fmt.Errorf("a live sandbox is S1 (native programs), S2 (WebAssembly modules) or S5 (native programs in a microVM), not %s", spec.Tier)}
-	}
-	if spec.Tier == tier.S5 && len(spec.Listen) > 0 {
-		return SandboxInfo{}, nil, &host.InvalidError{Err: fmt.Errorf("an S5 sandbox cannot listen: its guest has no network device")}
 	}
 	if p := h.Probe(ctx, spec.Tier); !p.Available {
 		return SandboxInfo{}, nil, &tier.UnavailableError{Tier: spec.Tier, Reason: p.Reason, Available: h.Availability(ctx).Available()}
@@ -621,7 +619,11 @@ func (h *Manager) execIn(ctx context.Context, sb *Sandbox, req host.Request, n i
 	if cont == nil {
 		req.Notes = []string{fmt.Sprintf("an exec (#%d) in live sandbox %s, %s", n, sb.ID, sb.Tier)}
 		if len(sb.Listen) > 0 {
-			req.Notes = append(req.Notes, fmt.Sprintf("the sandbox's processes may listen on TCP ports %v inside its own network namespace (loopback only)", sb.Listen))
+			if sb.Tier == tier.S5 {
+				req.Notes = append(req.Notes, fmt.Sprintf("the sandbox's processes may listen on TCP ports %v in its VM, forwarded from the loopback of the VM monitor's own network namespace", sb.Listen))
+			} else {
+				req.Notes = append(req.Notes, fmt.Sprintf("the sandbox's processes may listen on TCP ports %v inside its own network namespace (loopback only)", sb.Listen))
+			}
 		}
 		if sb.record != nil {
 			st := sb.record.State()

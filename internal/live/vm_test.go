@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
@@ -316,5 +318,92 @@ func TestS5WorkspaceBoundHoldsOverItsShare(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("the exec's attestation does not say the workspace is at its bound: %q", r.Attestation.Claim.Notes)
+	}
+}
+
+// TestPreviewOfAnS5ListenPort: a live S5 sandbox made with a listen port
+// (and no net grant) is reached on it through a preview, from the
+// loopback of its VM monitor's own network namespace, once a server in
+// the guest listens on the guest's address: before that, and while one
+// listens on the guest's loopback alone, the preview is refused saying
+// why. A suspension ends the preview; the server, resumed with the
+// guest's memory, is reached again through a new one (a new monitor, in
+// a new namespace).
+func TestPreviewOfAnS5ListenPort(t *testing.T) {
+	t.Parallel()
+	h := newS1Host(t)
+	addS5(t, h)
+	ctx := context.Background()
+	// Emulated (TCG), an exec costs more CPU time than the tests' usual
+	// 20 J buys: the budget is not under test.
+	g, err := grant.ParseArgs([]string{"cpu:2000J"}, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const port = 8000
+	info, err := h.Create(ctx, SandboxSpec{Tier: tier.S5, Grants: g, Listen: []int{port}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Remove(info.ID, "")
+	if _, err := h.Expose(ctx, info.ID, "", port, 0); errs.Of(err) != errs.Unavailable || !strings.Contains(err.Error(), "nothing in the guest listens") {
+		t.Fatalf("nothing listening yet: %v", err)
+	}
+	// On the guest's loopback alone: the monitor's forwarding does not
+	// reach it, and the refusal says where to listen instead.
+	execIn(t, h, info.ID, "/bin/sh", "-c", `cd /; python3 -c '
+import os, socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 8000))
+s.listen()
+if os.fork():
+    open("/tmp/loopback.pid", "w").write(str(os.getpid() + 0))
+    os._exit(0)
+os.setsid()
+os.close(1)
+s.accept()
+' </dev/null; sleep 0.2`)
+	if _, err := h.Expose(ctx, info.ID, "", port, 0); errs.Of(err) != errs.Unavailable || !strings.Contains(err.Error(), "loopback alone") || !strings.Contains(err.Error(), "0.0.0.0") {
+		t.Fatalf("a server on the guest's loopback: %v", err)
+	}
+	execIn(t, h, info.ID, "/bin/sh", "-c", "cd /; /sandbox/bin/kill $(/sandbox/bin/ps -o pid,args | /sandbox/bin/grep '[p]ython3 -c' | /sandbox/bin/sed 's/^ *\\([0-9]*\\).*/\\1/'); "+
+		"/sandbox/bin/nc -ll -p 8000 -e /sandbox/bin/echo hello from inside </dev/null >/dev/null 2>&1 & "+
+		"until /sandbox/bin/netstat -ltn | /sandbox/bin/grep -q ':8000 .*LISTEN'; do /sandbox/bin/sleep 0.1; done")
+	greeting := func(what string) {
+		t.Helper()
+		p, err := h.Expose(ctx, info.ID, "", port, time.Hour)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		c, err := h.DialPreview(ctx, p.Token)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		if b, err := io.ReadAll(c); err != nil || string(b) != "hello from inside\n" {
+			t.Fatalf("%s: read %q (%v)", what, b, err)
+		}
+		if _, err := h.Suspend(ctx, info.ID, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.DialPreview(ctx, p.Token); err == nil {
+			t.Fatalf("%s: the preview outlived its sandbox's suspension", what)
+		}
+		if _, err := h.Resume(ctx, info.ID, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	greeting("booted")
+	greeting("resumed")
+	seg := lastSegments(t, h, info.ID, 3)
+	if seg[0].Kind != record.Exposed || seg[0].Port != port || seg[1].Kind != record.Suspended || seg[2].Kind != record.Resumed {
+		t.Fatalf("the record's last segments: %+v", seg)
+	}
+	r, _ := execIn(t, h, info.ID, "/bin/sh", "-c", "cd /; true")
+	notes, _ := os.ReadFile(filepath.Join(r.Dir, "attestation.json"))
+	if !strings.Contains(string(notes), "VM monitor's own network namespace") {
+		t.Fatalf("the exec's attestation does not say how its ports are reached:\n%s", notes)
 	}
 }

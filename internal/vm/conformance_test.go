@@ -45,15 +45,30 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 			g.Kernel = true // a live S5 sandbox's grants say it is behind the kernel boundary
-			return executor.SessionSpec{Grants: g}
+			return executor.SessionSpec{Grants: g, Listen: []int{listenPort}}
 		},
 		Start: executortest.Program{Job: own.Job(`cd /; exec /sandbox/bin/sh -c "$SCRIPT"`, net)},
 		Check: executortest.Program{Job: sh.Job(executortest.CheckScript, net), Stdout: executortest.CheckOutput},
 		Hang:  executortest.Program{Job: sh.Job("echo ready; exec sleep 1000", net), Ready: "ready"},
 		Deny:  deny,
+		// The guest image's own nc, greeting each connection, left
+		// running off every share (a suspension waits for the guest to
+		// let go of them).
+		Listen: &executortest.ListenPrograms{Port: listenPort, Greeting: "hello from inside\n",
+			Serve: executortest.Program{Job: own.Job(serveScript, net), Stdout: "listening\n"}},
 	}
 	executortest.Run(t, s)
 }
+
+// listenPort is the port the conformance suite's sessions listen on.
+const listenPort = 8000
+
+// serveScript leaves a server on listenPort, on every address of the
+// guest, that greets each connection; it ends once the server listens.
+const serveScript = `cd /
+/sandbox/bin/nc -ll -p 8000 -e /sandbox/bin/echo hello from inside </dev/null >/dev/null 2>&1 &
+until /sandbox/bin/netstat -ltn | /sandbox/bin/grep -q ':8000 '; do /sandbox/bin/sleep 0.1; done
+echo listening`
 
 // The Firecracker executor, over the stand-in VMM the tests use (the
 // hardware edge: no Firecracker here), passes the suite with vm units in

@@ -14,9 +14,16 @@
 //   - The guest sees the host's /usr read-only (so the same programs run
 //     at the same paths, under the guest's kernel), its storage grants at
 //     the same absolute paths over 9p (read-only where granted so, which
-//     QEMU enforces), no network device unless it has a net grant, and
-//     then one that reaches only the run's egress proxy (QEMU's user
-//     network with restrict=on and one forwarded address).
+//     QEMU enforces), no network device unless it has a net grant or
+//     listen ports, and then one that reaches only the run's egress
+//     proxy (QEMU's user network with restrict=on and one forwarded
+//     address), and is reached only on its listen ports.
+//   - A live sandbox's listen ports are forwarded by QEMU from the
+//     loopback of the monitor's own network namespace (the jail's), so
+//     only a process that enters that namespace (the service, as root)
+//     reaches them; nothing of a sandbox listens on the host's network.
+//     A port is dialled only once the guest's own tables say something
+//     listens on it on an address the forwarding reaches.
 //   - Every share is reached as every tier reaches a grant (grant.Reach:
 //     no link followed, never the state directory) and held as a clone
 //     of the walked directory's mount, whose descriptor QEMU inherits and

@@ -20,6 +20,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/confine"
+	"github.com/opensubstrate/sandbox/internal/confine/netns"
 	"github.com/opensubstrate/sandbox/internal/confine/syscalls"
 	"github.com/opensubstrate/sandbox/internal/egress"
 	"github.com/opensubstrate/sandbox/internal/vm/boot"
@@ -46,13 +47,19 @@ type Spec struct {
 	// each held by hold: QEMU opens it through the descriptor it is
 	// handed, never by path. Their holder closes them after Start.
 	Shares []Share
-	// Egress is the run's egress proxy (nil: no network device at all).
+	// Egress is the run's egress proxy (nil: none; without Listen ports
+	// either, no network device at all).
 	// The guest reaches it at GuestProxy, the one address QEMU's user
 	// network forwards, to a Unix socket in Dir on which the proxy
 	// serves only this VM's QEMU; another connection is closed unserved
 	// and said through Refused (nil: not said).
 	Egress  *egress.Proxy
 	Refused func(string)
+	// Listen are the guest's listen ports. QEMU's user network forwards
+	// each from the same port on the loopback of the monitor's network
+	// namespace (the jail's: Jail must be set) to the guest's address;
+	// the host reaches them by entering that namespace (NetNS).
+	Listen []int
 	// Cgroup takes the QEMU process from its first instruction.
 	Cgroup *cgroup.Group
 	// Dir holds the VM's sockets and console log; it must exist.
@@ -138,9 +145,17 @@ func (s Spec) args() []string {
 		}
 		a = append(a, "-fsdev", fs, "-device", fmt.Sprintf("virtio-9p-device,fsdev=fs%d,mount_tag=%s", i, sh.Mount.Tag))
 	}
-	if s.Egress != nil {
-		a = append(a, "-netdev", "user,id=n0,restrict=on,net=10.0.2.0/24,guestfwd=tcp:"+GuestProxy+"-unix:"+filepath.Join(s.Dir, egressSock),
-			"-device", "virtio-net-device,netdev=n0")
+	if s.Egress != nil || len(s.Listen) > 0 {
+		// restrict=on: the guest reaches nothing but what is forwarded.
+		nd := "user,id=n0,restrict=on,net=10.0.2.0/24"
+		if s.Egress != nil {
+			nd += ",guestfwd=tcp:" + GuestProxy + "-unix:" + filepath.Join(s.Dir, egressSock)
+		}
+		guest, _, _ := strings.Cut(GuestAddr, "/")
+		for _, p := range s.Listen {
+			nd += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-%s:%d", p, guest, p)
+		}
+		a = append(a, "-netdev", nd, "-device", "virtio-net-device,netdev=n0")
 	}
 	if s.Incoming != "" {
 		a = append(a, "-incoming", "defer")
@@ -269,8 +284,11 @@ func (m *Machine) greet(ctx context.Context) error {
 
 func (m *Machine) setup(ctx context.Context) error {
 	cfg := wire.Config{Mounts: m.spec.mounts(), Hostname: m.spec.Hostname}
-	if m.spec.Egress != nil {
-		cfg.Net = &wire.Net{Addr: GuestAddr, Proxy: "http://" + GuestProxy}
+	if m.spec.Egress != nil || len(m.spec.Listen) > 0 {
+		cfg.Net = &wire.Net{Addr: GuestAddr}
+		if m.spec.Egress != nil {
+			cfg.Net.Proxy = "http://" + GuestProxy
+		}
 	}
 	st, err := m.control(ctx, wire.Setup, cfg, "setup")
 	if err == nil && st.Error != "" {
@@ -417,6 +435,31 @@ func (m *Machine) Kill() {
 	if m.egress != nil {
 		m.egress.Close()
 	}
+}
+
+// NetNS opens the network namespace of the VM's monitor, whose loopback
+// its Listen ports are forwarded from. It is refused when the monitor is
+// in the service's own namespace (started without the jail) or has
+// ended: its pid then names nothing of the VM's.
+func (m *Machine) NetNS() (*os.File, error) {
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", m.cmd.Process.Pid))
+	if err != nil {
+		return nil, fmt.Errorf("vm: the monitor's network namespace: %w", err)
+	}
+	select {
+	case <-m.exited: // the pid may be another process's by now
+		ns.Close()
+		return nil, m.ended(errors.New("vm: QEMU ended before its network namespace was held"))
+	default: // not reaped: the pid is still QEMU's
+	}
+	if own, err := netns.Own(ns); err != nil || !own {
+		ns.Close()
+		if err == nil {
+			err = errors.New("it is the service's own: QEMU was started without the monitor jail")
+		}
+		return nil, fmt.Errorf("vm: the monitor's network namespace: %w", err)
+	}
+	return ns, nil
 }
 
 // Exited is closed when QEMU has ended.

@@ -5,6 +5,7 @@ package vm
 import (
 	"context"
 	"errors"
+	"net"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/cgroup"
@@ -40,6 +41,10 @@ func (e *Executor) Reopen(context.Context, grant.Set, unit.Limits, *cgroup.Group
 	return nil, errNotSupported
 }
 
+func (e *Executor) open(context.Context, grant.Set, unit.Limits, *cgroup.Group, string, []int) (*Session, error) {
+	return nil, errNotSupported
+}
+
 // BootImage refuses.
 func (e *Executor) BootImage() (addr.Addr, error) { return addr.Addr{}, errNotSupported }
 
@@ -57,6 +62,9 @@ func (s *Session) Frozen(context.Context) (bool, string, error) { return false, 
 func (s *Session) Continue(context.Context) error               { return errNotSupported }
 func (s *Session) Paused(context.Context) (bool, string, error) { return false, "", errNotSupported }
 func (s *Session) Close() error                                 { return nil }
+func (s *Session) DialPort(context.Context, int) (net.Conn, error) {
+	return nil, errNotSupported
+}
 
 // Firecracker: S5 needs Linux.
 type Firecracker struct{}

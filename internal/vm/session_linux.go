@@ -2,12 +2,18 @@ package vm
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
+	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/opensubstrate/sandbox/internal/cgroup"
+	"github.com/opensubstrate/sandbox/internal/confine/netns"
 	"github.com/opensubstrate/sandbox/internal/egress"
 	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
@@ -34,25 +40,34 @@ type Session struct {
 	env   map[string]string
 	files map[string][]byte
 
+	// listen are its listen ports, reached in netns, the namespace of
+	// its monitor (held from its start: the monitor's whatever becomes
+	// of its pid).
+	listen []int
+	netns  *os.File
+
 	mu sync.Mutex
 	// cpuHeld says an exec's group holds QEMU for its accounting.
 	cpuHeld bool
+	closed  bool
 }
 
 // Open boots a live sandbox's VM with its grants (its workspace among
 // them) and limits, QEMU in cg.
 func (e *Executor) Open(ctx context.Context, g grant.Set, lim unit.Limits, cg *cgroup.Group) (*Session, error) {
-	return e.open(ctx, g, lim, cg, "")
+	return e.open(ctx, g, lim, cg, "", nil)
 }
 
 // Reopen resumes a suspended sandbox's VM from its memory image (a file
 // whose address the caller checked), with the grants it has now: the
 // same shares in the same order, its workspace perhaps at another path.
 func (e *Executor) Reopen(ctx context.Context, g grant.Set, lim unit.Limits, cg *cgroup.Group, memory string) (*Session, error) {
-	return e.open(ctx, g, lim, cg, memory)
+	return e.open(ctx, g, lim, cg, memory, nil)
 }
 
-func (e *Executor) open(ctx context.Context, g grant.Set, lim unit.Limits, cg *cgroup.Group, memory string) (s *Session, err error) {
+// open boots (or, from memory, resumes) a live sandbox's VM, its guest
+// listening on the ports in listen (SessionSpec.Listen).
+func (e *Executor) open(ctx context.Context, g grant.Set, lim unit.Limits, cg *cgroup.Group, memory string, listen []int) (s *Session, err error) {
 	j := &executor.Job{Grants: g, Unit: unit.Unit{Limits: lim}}
 	if err := check(j); err != nil {
 		return nil, err
@@ -77,7 +92,8 @@ func (e *Executor) open(ctx context.Context, g grant.Set, lim unit.Limits, cg *c
 			made.Close()
 		}
 	}()
-	s.spec = Spec{Image: im, QEMU: e.cfg.QEMU, Jail: e.cfg.Jail, Accel: accel, Dir: dir, Cgroup: cg, Hostname: "sandbox", Incoming: memory}
+	s.spec = Spec{Image: im, QEMU: e.cfg.QEMU, Jail: e.cfg.Jail, Accel: accel, Dir: dir, Cgroup: cg, Hostname: "sandbox", Incoming: memory, Listen: listen}
+	s.listen = listen
 	s.spec.MemoryMiB, s.spec.CPUs = e.cfg.size(lim)
 	if err := limitVM(cg, s.spec.MemoryMiB, lim); err != nil {
 		return nil, err
@@ -101,6 +117,11 @@ func (e *Executor) open(ctx context.Context, g grant.Set, lim unit.Limits, cg *c
 	defer cancel()
 	if s.m, err = Start(bctx, s.spec); err != nil {
 		return nil, err
+	}
+	if len(listen) > 0 {
+		if s.netns, err = s.m.NetNS(); err != nil {
+			return nil, err
+		}
 	}
 	if memory != "" {
 		// Resumed: the guest let go of its shares before it was
@@ -235,11 +256,74 @@ func (s *Session) Frozen(ctx context.Context) (bool, string, error) { return s.P
 
 // Close ends the VM and the sandbox's egress proxy.
 func (s *Session) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	if s.m != nil {
 		s.m.Kill()
+	}
+	if s.netns != nil {
+		s.netns.Close()
 	}
 	if s.proxy != nil {
 		s.proxy.Close()
 	}
 	return os.RemoveAll(s.spec.Dir)
 }
+
+// DialPort connects to port in the guest, one of those it was made to
+// listen on, through its monitor's forwarding: from the loopback of the
+// monitor's network namespace (the jail's, held since the VM started)
+// to the guest's address, 10.0.2.15. A server in the guest must listen
+// on that address (or on all of them): one bound to the guest's own
+// loopback alone is not reached. Entering the namespace needs the
+// service to hold CAP_SYS_ADMIN over it (root).
+func (s *Session) DialPort(ctx context.Context, port int) (net.Conn, error) {
+	if !slices.Contains(s.listen, port) {
+		return nil, &portError{fmt.Sprintf("port %d: not one of the sandbox's listen ports (it listens on %v)", port, s.listen)}
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed || !s.Alive() {
+		return nil, fmt.Errorf("port %d: the sandbox's VM has ended", port)
+	}
+	// QEMU's forwarding accepts a connection whether or not anything in
+	// the guest listens (and then closes it): the guest is asked first.
+	if err := s.listening(ctx, port); err != nil {
+		return nil, err
+	}
+	return netns.Dial(ctx, s.netns, "127.0.0.1", port)
+}
+
+// listening says why nothing in the guest would answer on port, if
+// nothing would: no listening socket on it, or one on the guest's
+// loopback alone. Both wrap ECONNREFUSED, as a refused connect does.
+func (s *Session) listening(ctx context.Context, port int) error {
+	var tables [2][]byte
+	for i, p := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := s.m.ReadFile(ctx, p, MaxNetTable)
+		var ge *GuestError
+		if err != nil && !(i == 1 && errors.As(err, &ge) && ge.Errno == syscall.ENOENT) {
+			return fmt.Errorf("port %d: what the guest listens on: %w", port, err)
+		}
+		tables[i] = b
+	}
+	l, err := ListeningOn(tables[0], tables[1], port)
+	switch {
+	case err != nil:
+		return fmt.Errorf("port %d: what the guest listens on: %w", port, err)
+	case l.Reachable:
+		return nil
+	case l.Loopback:
+		return fmt.Errorf("port %d: the guest listens on it on its loopback alone, which the host does not reach (listen on 0.0.0.0 or %s): %w", port, strings.Split(GuestAddr, "/")[0], syscall.ECONNREFUSED)
+	}
+	return fmt.Errorf("port %d: nothing in the guest listens on it: %w", port, syscall.ECONNREFUSED)
+}
+
+// portError is a port asked of a sandbox that was not made to listen on
+// it: bad input.
+type portError struct{ msg string }
+
+func (e *portError) Error() string { return e.msg }
+func (e *portError) Invalid() bool { return true }

@@ -186,18 +186,21 @@ var (
 	_ executor.Limiter     = (*Executor)(nil)
 	_ executor.Session     = (*Session)(nil)
 	_ executor.Snapshotter = (*Session)(nil)
+	_ executor.PortDialer  = (*Session)(nil)
 	_ executor.Executor    = (*Firecracker)(nil)
 )
 
 // OpenSession boots a live S5 sandbox's VM (Open) with spec. Its execs
 // are native programs: the executor of vm units opens none, and a VM
-// has no network device to listen on, nor a root filesystem but its
-// boot image's.
+// has no root filesystem but its boot image's. Its listen ports
+// (spec.Listen) are forwarded by QEMU's user network from the loopback
+// of the monitor's network namespace (Session.DialPort), which only the
+// monitor jail gives it: without Config.Jail they are refused.
 func (e *Executor) OpenSession(ctx context.Context, spec executor.SessionSpec) (executor.Session, error) {
 	if err := e.sessionSpec(spec); err != nil {
 		return nil, err
 	}
-	s, err := e.Open(ctx, spec.Grants, spec.Limits, spec.Cgroup)
+	s, err := e.open(ctx, spec.Grants, spec.Limits, spec.Cgroup, "", spec.Listen)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +213,7 @@ func (e *Executor) ResumeSession(ctx context.Context, spec executor.SessionSpec,
 	if err := e.sessionSpec(spec); err != nil {
 		return nil, err
 	}
-	s, err := e.Reopen(ctx, spec.Grants, spec.Limits, spec.Cgroup, path)
+	s, err := e.open(ctx, spec.Grants, spec.Limits, spec.Cgroup, path, spec.Listen)
 	if err != nil {
 		return nil, err
 	}
@@ -232,8 +235,8 @@ func (e *Executor) sessionSpec(spec executor.SessionSpec) error {
 	switch {
 	case e.kind != tier.Native:
 		return &RefusedError{"a live sandbox of vm units: a live S5 sandbox runs native programs in the executor's own guest image"}
-	case len(spec.Listen) > 0:
-		return &RefusedError{"listen ports: its guest has no network device"}
+	case len(spec.Listen) > 0 && e.cfg.Jail == "":
+		return &RefusedError{"listen ports without the monitor jail: the guest's ports are forwarded from the loopback of the network namespace the jail gives QEMU, and QEMU started as it is has the service's own"}
 	case spec.RootDir != "":
 		return &RefusedError{"an image's root filesystem: an S5 guest runs on its own boot image (a vm unit)"}
 	}

@@ -45,7 +45,7 @@ const Cmdline = "console=ttyS0 panic=-1 oops=panic reboot=t loglevel=4 i8042.noa
 var Modules = []string{"virtio_mmio", "virtio_console", "vmw_vsock_virtio_transport", "9pnet_virtio", "9p", "virtio_net"}
 
 // Applets are the busybox commands linked in ToolDir.
-var Applets = []string{"sh", "cat", "echo", "ls", "sleep", "kill", "mkdir", "rm", "cp", "mv", "head", "tail", "wc", "dd", "uname", "id", "ps", "mount", "umount", "grep", "sed", "tr", "true", "false", "test", "seq", "sha256sum", "sync", "free", "hostname", "stat", "touch", "chmod", "ln", "env"}
+var Applets = []string{"sh", "cat", "echo", "ls", "sleep", "kill", "mkdir", "rm", "cp", "mv", "head", "tail", "wc", "dd", "uname", "id", "ps", "mount", "umount", "grep", "sed", "tr", "true", "false", "test", "seq", "sha256sum", "sync", "free", "hostname", "stat", "touch", "chmod", "ln", "env", "nc", "netstat"}
 
 // ManifestName is the manifest's file name in an image directory; the
 // kernel and initramfs lie beside it, named by their addresses.

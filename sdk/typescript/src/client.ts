@@ -270,7 +270,7 @@ export class SandboxClient {
 
   /**
    * POST /v1/sandboxes/{id}/ports: exposes `spec.port`, one of a live S1
-   * sandbox's listen ports, through the service's TCP listener for
+   * or S5 sandbox's listen ports, through the service's TCP listener for
    * `spec.ttl_seconds` (1 to 86 400; absent or 0: an hour). Resolves with
    * the preview, its `url` (`https://HOST:PORT/preview/TOKEN/`) and
    * `token` said only here: whoever has the URL reaches the port, with no

@@ -257,7 +257,7 @@ export interface Forked {
   children: ForkChild[];
 }
 
-/** A preview of one of a live S1 sandbox's listen ports (POST /v1/sandboxes/{id}/ports). */
+/** A preview of one of a live S1 or S5 sandbox's listen ports (POST /v1/sandboxes/{id}/ports). */
 export interface PreviewSpec {
   /** One of the ports the sandbox was made with (`listen`). */
   port: number;
