@@ -469,15 +469,22 @@ func (h *Manager) keepKnown(id string, ks []tree.Known) {
 // in its memory.
 func (h *Manager) capturer(id string, blobs tree.Blobs) *tree.Capturer {
 	c := &tree.Capturer{Blobs: blobs}
+	c.Seed(h.known(id))
+	return c
+}
+
+// known is what the last capture of sandbox id's workspace read, as
+// keepKnown kept it (nil: nothing kept).
+func (h *Manager) known(id string) []tree.Known {
 	b, err := os.ReadFile(h.Store.Path("cache", "trees", id+".json"))
 	if err != nil {
-		return c
+		return nil
 	}
 	var ks []tree.Known
-	if json.Unmarshal(b, &ks) == nil {
-		c.Seed(ks)
+	if json.Unmarshal(b, &ks) != nil {
+		return nil
 	}
-	return c
+	return ks
 }
 
 func (h *Manager) writeParked(id string, p parked) error {

@@ -22,7 +22,10 @@ import (
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/jcs"
 	"github.com/opensubstrate/sandbox/internal/safefile"
+	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/store"
+	"github.com/opensubstrate/sandbox/internal/tree"
+	"github.com/opensubstrate/sandbox/internal/volume"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -114,6 +117,12 @@ type forkSource struct {
 	snap     record.Snapshot
 	retained int64
 	stage    *stage
+	// image is a copy of the parent's workspace volume as the snapshot
+	// was taken, sharing its extents, in imageDir ("": none, where the
+	// filesystem under the workspaces has no reflinks): each child's
+	// workspace is made a copy of it, not restored file by file.
+	image, imageDir string
+	known           []tree.Known // what the capture of the state read
 }
 
 // Fork makes spec.Count sandboxes from the state of owner's sandbox id,
@@ -130,6 +139,9 @@ func (h *Manager) Fork(ctx context.Context, id, owner string, spec ForkSpec) (Fo
 	}
 	if src.stage != nil {
 		defer src.stage.remove() // whatever happens below, nothing of it is left
+	}
+	if src.imageDir != "" {
+		defer os.RemoveAll(src.imageDir) // each child has its own copy by then
 	}
 	out := Forked{Parent: id, Genesis: record.Genesis(src.state.Header.Unit, src.state.Header.Grants), Head: src.state.Head, Snapshot: src.snap}
 	parent := record.Parent{Record: id, Genesis: out.Genesis, Head: out.Head}
@@ -181,8 +193,21 @@ func (h *Manager) Fork(ctx context.Context, id, owner string, spec ForkSpec) (Fo
 		h.Logger().Info("sandbox forked", "sandbox", id, "head", out.Head, "children", named, "suspended", true)
 		return out, nil
 	}
-	// Started side by side: each restores its workspace from the shared
-	// chunks and starts its session.
+	// Started side by side: each makes its workspace a copy of the
+	// parent's image where there is one, else restores it from the
+	// shared chunks, and starts its session.
+	if src.image != "" {
+		for _, c := range out.Children {
+			if c.Err == nil {
+				h.forkImages.Store(c.ID, forkImage{root: src.snap.Root, path: src.image, known: src.known})
+			}
+		}
+		defer func() {
+			for _, c := range out.Children {
+				h.forkImages.Delete(c.ID)
+			}
+		}()
+	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(2, runtime.NumCPU()))
 	for i := range out.Children {
@@ -336,9 +361,36 @@ func (h *Manager) forkLive(ctx context.Context, sb *Sandbox) (src forkSource, er
 	if err != nil {
 		return src, err
 	}
+	if sb.Tier != tier.S5 && sb.Workspace != "" {
+		if src.image, src.imageDir = h.snapshotWorkspace(sb); src.image != "" {
+			src.known = h.known(sb.ID)
+		}
+	}
 	snap.Memory = memory
 	src.snap, src.retained = snap, retained+memBytes
 	return src, nil
+}
+
+// snapshotWorkspace copies live sandbox sb's workspace volume, stilled
+// and just captured, sharing its extents (volume.Snapshot), into a
+// directory of its own beside the workspaces, named by this process's
+// lease (gc removes one a crash left). It returns the image and its
+// directory, or "" where there is no copy to share (no reflinks under the
+// workspaces: the children are restored from the snapshot's chunks).
+func (h *Manager) snapshotWorkspace(sb *Sandbox) (img, dir string) {
+	dir, err := state.MkdirNamed(os.TempDir(), "sandbox-fork", h.Store.Namer())
+	if err != nil {
+		return "", ""
+	}
+	img = filepath.Join(dir, "workspace.img")
+	if err := volume.Snapshot(sb.Workspace, img); err != nil {
+		os.RemoveAll(dir)
+		if !errors.Is(err, volume.ErrNoClone) {
+			h.Logger().Info("a fork's children restored from its snapshot's chunks: its workspace volume was not copied", "sandbox", sb.ID, "err", err)
+		}
+		return "", ""
+	}
+	return img, dir
 }
 
 // beginFork begins child id's record: its unit (its parent's, under its

@@ -6,11 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/volume"
+	"github.com/opensubstrate/sandbox/internal/volume/volumetest"
 	"github.com/opensubstrate/sandbox/record"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -88,15 +91,7 @@ func TestForkS1(t *testing.T) {
 			t.Fatalf("child %d's second segment: %+v %v", i, resumed, err)
 		}
 	}
-	// What one child writes is its own.
-	a, b := out.Children[0].ID, out.Children[1].ID
-	execIn(t, h, a, "sh", "-c", "echo mine > d/f")
-	if _, got := execIn(t, h, b, "cat", "d/f"); got != "state\n" {
-		t.Fatalf("a sibling sees %q", got)
-	}
-	if _, got := execIn(t, h, p.ID, "cat", "d/f"); got != "state\n" {
-		t.Fatalf("the parent sees %q", got)
-	}
+	ownWrites(t, h, p.ID, out)
 	// The parent ran on: its background process, and nothing in its
 	// record from the fork (the exec just now is the one segment since).
 	if l := processesWith(t, "sleep 303"); len(l) == 0 {
@@ -111,6 +106,21 @@ func TestForkS1(t *testing.T) {
 	}
 	if err := h.Remove(out.Children[2].ID, ""); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// ownWrites checks that what fork out's first child writes (d/f, which
+// holds "state" in parent's state) is its own: neither its sibling nor
+// the parent sees it.
+func ownWrites(t *testing.T, h *Manager, parent string, out Forked) {
+	t.Helper()
+	a, b := out.Children[0].ID, out.Children[1].ID
+	execIn(t, h, a, "sh", "-c", "echo mine > d/f")
+	if _, got := execIn(t, h, b, "cat", "d/f"); got != "state\n" {
+		t.Fatalf("a sibling sees %q", got)
+	}
+	if _, got := execIn(t, h, parent, "cat", "d/f"); got != "state\n" {
+		t.Fatalf("the parent sees %q", got)
 	}
 }
 
@@ -341,5 +351,81 @@ func TestForkStageCollected(t *testing.T) {
 		}
 		live.Close()
 		h.Close()
+	}
+}
+
+// Where the workspaces lie on a filesystem with reflinks (XFS here), a
+// fork copies the parent's workspace volume once, sharing its extents,
+// and makes each child's workspace a copy of that copy: the children
+// hold the parent's state and write their own, and the filesystem under
+// them loses about what the parent's capture stored, not a workspace a
+// child. A copy that does not hold the snapshot's tree is not used.
+func TestForkSharesTheWorkspaceImage(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("live S1 sandboxes with their own cgroups need root")
+	}
+	xfs := volumetest.XFS(t, 2<<30)
+	t.Setenv("TMPDIR", xfs) // the workspaces (and this test's state) on it
+	h := newS1Host(t)
+	ctx := context.Background()
+	p, err := h.Create(ctx, SandboxSpec{Grants: grants(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	execIn(t, h, p.ID, "sh", "-c", "mkdir -p d && echo state > d/f && head -c 33554432 /dev/urandom > big")
+	syscall.Sync()
+	free := volumetest.Free(t, xfs)
+	out, err := h.Fork(ctx, p.ID, "", ForkSpec{Count: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Sync()
+	// Copied file by file, three children and the capture's chunks would
+	// take 4 x 32 MiB; shared, about the chunks' 32.
+	if used := free - volumetest.Free(t, xfs); used > 64<<20 {
+		t.Fatalf("a fork of a 32 MiB workspace into 3 took %d bytes of the filesystem: the children's workspaces were not shared", used)
+	}
+	for i, c := range out.Children {
+		if c.Err != nil {
+			t.Fatalf("child %d: %v", i, c.Err)
+		}
+		if _, ok, _ := volume.Of(c.Sandbox.Workspace); !ok {
+			t.Fatalf("child %d's workspace is not a volume", i)
+		}
+		if _, got := execIn(t, h, c.ID, "sh", "-c", "cat d/f; wc -c < big"); got != "state\n33554432\n" {
+			t.Fatalf("child %d sees %q", i, got)
+		}
+	}
+	ownWrites(t, h, p.ID, out)
+	a := out.Children[0].ID
+	// A child suspended and resumed holds what it wrote: its workspace's
+	// capture reads its copy as any workspace.
+	if _, err := h.Suspend(ctx, a, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Resume(ctx, a, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, got := execIn(t, h, a, "cat", "d/f"); got != "mine\n" {
+		t.Fatalf("the child after its resumption sees %q", got)
+	}
+
+	// A copy whose tree is not the snapshot's is removed, not used.
+	sb, err := h.sandbox(p.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, dir := h.snapshotWorkspace(sb)
+	if img == "" {
+		t.Fatal("no copy of the parent's workspace volume on XFS")
+	}
+	defer os.RemoveAll(dir)
+	before, _ := filepath.Glob(filepath.Join(xfs, "sandbox-ws-*"))
+	ws, err := h.makeWorkspaceFrom("sb-000000000000", forkImage{root: addr.Of([]byte("another tree")), path: img, known: h.known(p.ID)}, sb.Limits.WorkspaceBytes)
+	if err == nil || ws != "" || !strings.Contains(err.Error(), "not the fork's snapshot") {
+		t.Fatalf("a copy of another tree: %q, %v", ws, err)
+	}
+	if after, _ := filepath.Glob(filepath.Join(xfs, "sandbox-ws-*")); len(after) != len(before) {
+		t.Fatalf("the refused copy was left: %v, before %v", after, before)
 	}
 }

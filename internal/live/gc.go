@@ -162,6 +162,7 @@ func (h *Manager) GC(dryRun bool) ([]Leftover, error) {
 		out = append(out, Leftover{Kind: kind, Path: h.RecordPath(r.ID), Err: r.Err})
 	}
 	scan(os.TempDir(), "sandbox-ws-", "live sandbox workspace", false)
+	scan(os.TempDir(), "sandbox-fork-", "a fork's copy of a workspace volume", false)
 	scan(os.TempDir(), "sandbox-seed-", "a seed's fetched repository", false)
 	// A copy of a suspended sandbox's workspace that an earlier version
 	// kept beside its snapshot: the snapshot is the workspace's copy.

@@ -33,6 +33,9 @@ type Manager struct {
 	// process has seen whole in the cluster's blob store: put there, or
 	// read back and checked.
 	sharedGood sync.Map
+	// forkImages are the workspace images a fork made for its children
+	// (child id → forkImage), taken by each child's making.
+	forkImages sync.Map
 
 	sandboxes sandboxes
 	pools     pools

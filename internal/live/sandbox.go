@@ -375,16 +375,29 @@ func (h *Manager) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *S
 	sb.Limits.WorkspaceBytes = 0 // none without a workspace
 	if !spec.NoWorkspace {
 		sb.Limits.WorkspaceBytes, sb.unbounded = h.workspaceBound(spec.Limits.WorkspaceBytes)
-		ws, err := h.makeWorkspace(sb.Limits.WorkspaceBytes)
-		if err != nil {
-			return SandboxInfo{}, nil, err
-		}
-		sb.Workspace = ws
-		if spec.restore != nil {
-			if err := h.restoreWorkspace(id, ws, *spec.restore, spec.Tier); err != nil {
-				return fail(err)
+		// A fork's child whose parent's workspace volume was copied as
+		// its state was taken: a copy of that image, sharing its extents,
+		// instead of its files restored one by one.
+		ws := ""
+		if fi, ok := h.forkImages.LoadAndDelete(id); ok && spec.restore != nil && fi.(forkImage).root == *spec.restore {
+			var err error
+			if ws, err = h.makeWorkspaceFrom(id, fi.(forkImage), sb.Limits.WorkspaceBytes); err != nil {
+				h.Logger().Info("a fork's child restored from its snapshot's chunks: its workspace image was not shared", "sandbox", id, "err", err)
 			}
 		}
+		if ws == "" {
+			var err error
+			if ws, err = h.makeWorkspace(sb.Limits.WorkspaceBytes); err != nil {
+				return SandboxInfo{}, nil, err
+			}
+			sb.Workspace = ws
+			if spec.restore != nil {
+				if err := h.restoreWorkspace(id, ws, *spec.restore, spec.Tier); err != nil {
+					return fail(err)
+				}
+			}
+		}
+		sb.Workspace = ws
 		g.Storage = append(g.Storage, grant.Storage{Path: ws, Mode: grant.RW})
 		sb.grantArgs = append(append([]string{}, spec.GrantArgs...), "fs:"+ws+":rw")
 		if err := g.Normalize(); err != nil {

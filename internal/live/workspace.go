@@ -8,8 +8,12 @@ import (
 	"fmt"
 	"os"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/state"
+	"github.com/opensubstrate/sandbox/internal/tree"
 	"github.com/opensubstrate/sandbox/internal/volume"
 )
 
@@ -83,6 +87,58 @@ func (h *Manager) makeWorkspace(bound int64) (string, error) {
 			return "", &WorkspaceBoundError{Bound: bound, Err: err}
 		}
 	}
+	return ws, nil
+}
+
+// forkImage is a copy of a forked sandbox's workspace volume, made at the
+// moment its state was taken (volume.Snapshot), for its children: the
+// tree of that state, and the image.
+type forkImage struct {
+	root  addr.Addr
+	path  string
+	known []tree.Known // what the capture of that state read
+}
+
+// makeWorkspaceFrom makes sandbox id's workspace a copy of fi's image
+// sharing its extents (volume.MakeFrom), where the image's size is the
+// bound, and checks that it holds the fork's snapshot: captured, with
+// what the parent's capture read (the same files, on a copy of its
+// filesystem), it must give the snapshot's tree, or it is removed. It
+// returns "" and why where it cannot (the caller makes one and restores
+// it from the snapshot's chunks).
+func (h *Manager) makeWorkspaceFrom(id string, fi forkImage, bound int64) (string, error) {
+	if st, err := os.Stat(fi.path); err != nil || st.Size() != bound {
+		return "", fmt.Errorf("the fork's workspace image is not of the bound %d: %v", bound, err)
+	}
+	ws, err := state.MkdirNamed(os.TempDir(), "sandbox-ws", h.Store.Namer())
+	if err != nil {
+		return "", err
+	}
+	if err := volume.MakeFrom(ws, fi.path); err != nil {
+		os.Remove(ws)
+		return "", err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(ws, &st); err != nil {
+		removeWorkspace(ws)
+		return "", err
+	}
+	ks := make([]tree.Known, len(fi.known))
+	for i, k := range fi.known {
+		k.Dev = uint64(st.Dev) // the same inode on the copy's device
+		ks[i] = k
+	}
+	c := &tree.Capturer{Blobs: h.Store}
+	c.Seed(ks)
+	root, cst, err := c.Capture(ws)
+	if err == nil && root != fi.root {
+		err = fmt.Errorf("the copy holds tree %s, not the fork's snapshot %s (written to between its capture and its copy)", root, fi.root)
+	}
+	if err != nil {
+		removeWorkspace(ws)
+		return "", err
+	}
+	h.keepKnown(id, cst.Known)
 	return ws, nil
 }
 

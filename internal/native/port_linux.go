@@ -41,4 +41,3 @@ func (s *Session) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	}
 	return c, err
 }
-

@@ -8,6 +8,11 @@ import (
 // ErrNotSupported is wrapped where no volume can be made on this host.
 var ErrNotSupported = errors.New("a bounded workspace filesystem is not supported here")
 
+// ErrNoClone is wrapped where a volume cannot be copied by sharing its
+// image's extents (the filesystem the images lie on has no reflinks:
+// ext4, tmpfs), so nothing was copied: the caller copies files instead.
+var ErrNoClone = errors.New("the filesystem under the workspace images cannot share extents (reflinks: XFS, btrfs)")
+
 // MinSize is the least a volume is made with: an ext4 filesystem with a
 // journal needs a few MiB of its own.
 const MinSize = 16 << 20

@@ -102,13 +102,8 @@ func make1(dir string, size int64) (err error) {
 	if out, err := exec.Command(mk, "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", img).CombinedOutput(); err != nil {
 		return fmt.Errorf("mkfs.ext4: %v: %s", err, strings.TrimSpace(string(out)))
 	}
-	loop, dev, err := attach(f)
-	if err != nil {
+	if err := mountImage(f, dir); err != nil {
 		return err
-	}
-	defer loop.Close() // autoclear: the device goes with the last unmount
-	if err := unix.Mount(dev, dir, "ext4", unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-		return fmt.Errorf("mount %s on %s: %w", dev, dir, err)
 	}
 	defer func() {
 		if err != nil {
@@ -117,6 +112,120 @@ func make1(dir string, size int64) (err error) {
 	}()
 	os.Remove(filepath.Join(dir, "lost+found"))
 	return os.Chmod(dir, fi.Mode().Perm())
+}
+
+// The ioctls that freeze a mounted filesystem (its dirty data written,
+// new writes held) and thaw it: _IOWR('X', 119, int) and 120.
+const (
+	fiFreeze = 0xc0045877
+	fiThaw   = 0xc0045878
+)
+
+// Snapshot writes to img, a new file, a copy of the volume mounted on dir
+// as it is at this moment, sharing its image's extents (a reflink: the
+// copy costs no data, and each side's later writes are its own). For the
+// moment of the copy the volume's filesystem is frozen, so that the
+// image holds everything written to it and nothing half written; it is
+// thawed before Snapshot returns. Where the filesystem under the images
+// cannot share extents, nothing is copied and the error wraps
+// ErrNoClone. The caller stills the volume's writers first if the copy
+// must be of one moment of theirs.
+func Snapshot(dir, img string) (err error) {
+	if _, ok, err := Of(dir); err != nil || !ok {
+		return fmt.Errorf("%s: not a volume's mount point (%v)", dir, err)
+	}
+	src, err := os.Open(Image(dir))
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	out, err := os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		out.Close()
+		if err != nil {
+			os.Remove(img)
+		}
+	}()
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, d.Fd(), fiFreeze, 0); e != 0 {
+		return fmt.Errorf("freeze %s: %w", dir, e)
+	}
+	err = clone(out, src)
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, d.Fd(), fiThaw, 0); e != 0 && err == nil {
+		err = fmt.Errorf("thaw %s: %w", dir, e)
+	}
+	return err
+}
+
+// MakeFrom makes dir, an empty directory, the mount point of a volume
+// whose image is a copy of img sharing its extents (Snapshot's), mounted
+// as Make mounts one; its bound is img's. Where the filesystem under the
+// images cannot share extents, nothing is made and the error wraps
+// ErrNoClone. On failure nothing of it is left.
+func MakeFrom(dir, img string) (err error) {
+	if err := Probe(); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) > 0 || !fi.IsDir() {
+		return fmt.Errorf("%s: not an empty directory", dir)
+	}
+	src, err := os.Open(img)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	f, err := os.OpenFile(Image(dir), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	defer func() {
+		if err != nil {
+			os.Remove(Image(dir))
+		}
+	}()
+	if err := clone(f, src); err != nil {
+		return err
+	}
+	return mountImage(f, dir)
+}
+
+// mountImage mounts the ext4 image f on dir (nosuid, nodev), through a
+// loop device that goes with the last unmount (autoclear).
+func mountImage(f *os.File, dir string) error {
+	loop, dev, err := attach(f)
+	if err != nil {
+		return err
+	}
+	defer loop.Close()
+	if err := unix.Mount(dev, dir, "ext4", unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("mount %s on %s: %w", dev, dir, err)
+	}
+	return nil
+}
+
+// clone makes dst share every extent of src (FICLONE), or says why not:
+// ErrNoClone where the filesystem cannot.
+func clone(dst, src *os.File) error {
+	err := unix.IoctlFileClone(int(dst.Fd()), int(src.Fd()))
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EXDEV), errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOTTY):
+		return fmt.Errorf("%w (%s: %v)", ErrNoClone, src.Name(), err)
+	}
+	return fmt.Errorf("share the extents of %s: %w", src.Name(), err)
 }
 
 // attach puts the image f on a free loop device, released when its last
@@ -206,13 +315,8 @@ func Attach(dir string) (bool, error) {
 		return false, err
 	}
 	defer f.Close()
-	loop, dev, err := attach(f)
-	if err != nil {
+	if err := mountImage(f, dir); err != nil {
 		return false, err
-	}
-	defer loop.Close()
-	if err := unix.Mount(dev, dir, "ext4", unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-		return false, fmt.Errorf("mount %s on %s: %w", dev, dir, err)
 	}
 	return true, nil
 }

@@ -21,3 +21,9 @@ func Attach(dir string) (bool, error) { return false, nil }
 
 // Of says no volume is mounted on dir.
 func Of(dir string) (Usage, bool, error) { return Usage{}, false, nil }
+
+// Snapshot refuses: volumes need Linux.
+func Snapshot(dir, img string) error { return ErrNoClone }
+
+// MakeFrom refuses: volumes need Linux.
+func MakeFrom(dir, img string) error { return ErrNoClone }

@@ -1,11 +1,15 @@
 package volume
 
 import (
+	"bytes"
+	"crypto/rand"
 	"errors"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/opensubstrate/sandbox/internal/volume/volumetest"
 )
 
 // TestAVolumeBoundsItsDirectoryWhileItIsWritten: a writer past the
@@ -100,5 +104,91 @@ func TestAttachMountsAVolumeAgain(t *testing.T) {
 	}
 	if ok, err := Attach(dir); err != nil || ok {
 		t.Fatalf("a mounted volume attached again: %v %v", ok, err)
+	}
+}
+
+// A volume copied by Snapshot and made again by MakeFrom holds what the
+// volume held at the snapshot, not what was written after it, and each
+// side's writes are its own afterwards; the copies share their extents
+// (the filesystem under them loses far less than the data they hold).
+// Where the images lie on a filesystem without reflinks (ext4), both
+// refuse with ErrNoClone and leave nothing.
+func TestSnapshotSharesExtents(t *testing.T) {
+	if err := Probe(); err != nil {
+		t.Skip(err)
+	}
+	xfs := volumetest.XFS(t, 1<<30)
+	a, b := filepath.Join(xfs, "a"), filepath.Join(xfs, "b")
+	for _, d := range []string{a, b} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Make(a, 256<<20); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Release(a) })
+	data := make([]byte, 64<<20)
+	rand.Read(data)
+	if err := os.WriteFile(filepath.Join(a, "data"), data, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(xfs, "snap.img")
+	syscall.Sync() // the data on the filesystem under the image, before it is measured
+	free := volumetest.Free(t, xfs)
+	if err := Snapshot(a, img); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(a, "later"), []byte("after the snapshot"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := MakeFrom(b, img); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Release(b) })
+	if used := free - volumetest.Free(t, xfs); used > 8<<20 {
+		t.Fatalf("a copy of a volume holding 64 MiB took %d bytes of the filesystem under it: not shared", used)
+	}
+	if got, err := os.ReadFile(filepath.Join(b, "data")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the copy's data: %d bytes, %v", len(got), err)
+	}
+	if _, err := os.Stat(filepath.Join(b, "later")); !os.IsNotExist(err) {
+		t.Fatalf("the copy holds a file written after its snapshot: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(b, "data")); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("the copy's mode: %v %v", fi, err)
+	}
+	if u, ok, err := Of(b); err != nil || !ok || u.Size > 256<<20 {
+		t.Fatalf("the copy's bound: %+v %v %v", u, ok, err)
+	}
+	if err := os.WriteFile(filepath.Join(b, "data"), []byte("the copy's own"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(a, "data")); !bytes.Equal(got, data) {
+		t.Fatal("a write to the copy reached the original")
+	}
+	// Ext4 under the images: no reflinks.
+	plain := t.TempDir()
+	c, d := filepath.Join(plain, "c"), filepath.Join(plain, "d")
+	os.Mkdir(c, 0o700)
+	os.Mkdir(d, 0o700)
+	if err := Make(c, MinSize); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Release(c) })
+	if err := Snapshot(c, filepath.Join(plain, "snap.img")); !errors.Is(err, ErrNoClone) {
+		t.Fatalf("a snapshot on ext4: %v, want ErrNoClone", err)
+	}
+	if _, err := os.Stat(filepath.Join(plain, "snap.img")); !os.IsNotExist(err) {
+		t.Fatalf("a refused snapshot left its image: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(c, "x"), []byte("still writable"), 0o600); err != nil {
+		t.Fatalf("the volume after a refused snapshot (left frozen?): %v", err)
+	}
+	if err := MakeFrom(d, Image(c)); !errors.Is(err, ErrNoClone) {
+		t.Fatalf("a copy on ext4: %v, want ErrNoClone", err)
+	}
+	if _, err := os.Stat(Image(d)); !os.IsNotExist(err) || mounted(d) {
+		t.Fatalf("a refused copy left its image or mount: %v", err)
 	}
 }
