@@ -116,11 +116,15 @@ func open(path string, header []byte, s *Sealer) (*File, error) {
 // openSeals opens the seals beside the record, checks those there and
 // seals the entries they do not cover. Seals are written without an
 // fsync (each can be made again from the record, which is synced), so
-// after a crash the file may have lost its last lines, or end in bytes
-// that were never written; such a tail, every line of it unreadable, is
-// cut, and its entries are sealed again. An unreadable seal with a
-// readable one after it was not torn: it is refused, as is a readable
-// seal of another record, entry or head.
+// after a crash the file may have lost its last lines, or hold, from
+// some line on, bytes that were never written there (a filesystem that
+// does not order data before metadata: zeros, a block of another file's,
+// a later block kept and an earlier one lost). So the seals are cut from
+// the first that is unreadable, or of another record or entry, and the
+// entries from there are sealed again (the same bytes, for what was
+// sealed before: Ed25519 is deterministic). A readable seal of this
+// record and entry that signs another head is refused: the record is
+// not what its host sealed.
 func (f *File) openSeals(entries [][]byte) error {
 	path := SealPath(f.path)
 	b, err := os.ReadFile(path)
@@ -131,35 +135,24 @@ func (f *File) openSeals(entries [][]byte) error {
 	if err != nil {
 		return err
 	}
-	keep, whole := 0, 0 // bytes, and seals, of the readable prefix
-	var bad error       // why the first unreadable line is
-	badAt := 0
-	for rest, n := b, 1; len(rest) > 0; n++ {
-		i := bytes.IndexByte(rest, '\n')
-		if i < 0 {
-			break // a torn fragment: cut below
+	keep, whole := 0, 0 // bytes, and seals, of the good prefix
+	for rest, n := b, 1; n <= len(entries); n++ {
+		line, after, ok := bytes.Cut(rest, []byte("\n"))
+		if !ok {
+			break // a torn fragment, or the end
 		}
-		line := rest[:i]
-		rest = rest[i+1:]
 		s, err := ParseSeal(line)
-		if err != nil {
-			if bad == nil {
-				bad, badAt = err, n
-			}
-			continue
+		if err != nil || s.Record != f.sealer.ID || s.Entry != n {
+			break // never written there: cut from here
 		}
-		if bad != nil {
-			return fmt.Errorf("%s: seal %d: %w (seal %d after it is whole: the seals were changed, not torn by a crash)", path, badAt, bad, n)
-		}
-		if n <= len(entries) && (s.Record != f.sealer.ID || s.Entry != n || s.Head != heads[n-1]) {
+		if s.Head != heads[n-1] {
 			return fmt.Errorf("%s: %w", path, reject.New(reject.HeadMismatch, fmt.Sprintf("seal %d", n), "it seals entry %d of %s at %s; the record's entry %d is at %s", s.Entry, s.Record, s.Head, n, heads[n-1]))
 		}
-		if n <= len(entries) {
-			keep, whole = len(b)-len(rest), n
-		}
+		rest = after
+		keep, whole = len(b)-len(rest), n
 	}
 	if keep < len(b) {
-		// A torn or unreadable tail, or seals of entries the record does
+		// A torn or unwritten tail, or seals of entries the record does
 		// not have (an import cut short before its record took them).
 		if err := safefile.Write(path, b[:keep], 0o600); err != nil {
 			return err
@@ -174,6 +167,14 @@ func (f *File) openSeals(entries [][]byte) error {
 		return fmt.Errorf("%s: changed while it was opened", path) // another writer: the record's lock excludes it
 	}
 	f.seals, f.sealed = sl, whole
+	if whole < len(entries) {
+		// The entries about to be sealed (and synced) are durable first:
+		// a process that ended between writing one and syncing it left
+		// it only in the page cache.
+		if err := f.log.Sync(); err != nil {
+			return err
+		}
+	}
 	for n := f.sealed + 1; n <= len(entries); n++ {
 		if err := f.seal(n, heads[n-1], true); err != nil {
 			return err

@@ -129,52 +129,47 @@ func TestSealsMadeWholeOnOpen(t *testing.T) {
 	if got, _ := ReadSeals(path); len(got) != 1 {
 		t.Fatalf("%d seals for one entry", len(got))
 	}
-	// A seal that is not of this record is refused, never overwritten.
-	os.WriteFile(SealPath(path), append(append([]byte{}, seals[1]...), '\n'), 0o600)
-	if _, err := OpenSealed(path, &Sealer{Key: k, ID: "sb-000000000001"}); err == nil || !strings.Contains(err.Error(), "seal 1") {
-		t.Fatalf("a wrong seal: %v", err)
+	// A seal of this record and entry that signs another head says the
+	// record is not what its host sealed: refused, never overwritten.
+	other, _ := NewSeal(k, "sb-000000000001", 1, addr.Of([]byte("another head"))).Bytes()
+	os.WriteFile(SealPath(path), append(other, '\n'), 0o600)
+	if _, err := OpenSealed(path, &Sealer{Key: k, ID: "sb-000000000001"}); !errors.Is(err, reject.HeadMismatch) || !strings.Contains(err.Error(), "seal 1") {
+		t.Fatalf("a seal of another head: %v", err)
+	}
+	if b, _ := os.ReadFile(SealPath(path)); !bytes.Equal(b, append(other, '\n')) {
+		t.Fatal("the refused seal was overwritten")
 	}
 }
 
 // Seals are written without an fsync, so a crash can leave the seals
-// file short, or ending in bytes that were never written (a filesystem
-// that does not order data before metadata: zeros, or another file's
-// old bytes). Such a tail is cut and its entries sealed again when the
-// record is next opened; an unreadable seal followed by a whole one was
-// not torn, and is refused.
+// file short, or holding from some line on bytes that were never written
+// there (a filesystem that does not order data before metadata: zeros,
+// another file's old block, a later block kept where an earlier one was
+// lost). The seals are cut from the first that is unreadable or of
+// another record or entry, and those entries sealed again when the
+// record is next opened, whatever follows.
 func TestSealsTornByACrash(t *testing.T) {
 	k, _ := key.Generate(rand.Reader)
-	_, entries := sealedRecord(t, k)
-	_, seals := sealedRecord(t, k) // another record's: a stale block's
-	for _, c := range []struct {
-		name, tail string
-		refused    string // "" where the tail is cut
-	}{
-		{"nothing", "", ""},
-		{"zeros", strings.Repeat("\x00", 300), ""},
-		{"zeros and newlines", "\x00\x00\n\n\x00\n", ""},
-		{"half a seal", string(seals[1][:60]) + "\n", ""},
-		{"another file's text", "PATH=/usr/bin\nHOME=/root\n", ""},
-		{"a whole seal after junk", "junk\n" + string(seals[2]) + "\n", "seal 2"},
+	path0, entries := sealedRecord(t, k)
+	own, _ := ReadSeals(path0) // the same bytes in every record sealedRecord makes
+	another, _ := NewSeal(k, "sb-000000000002", 2, addr.Of([]byte("x"))).Bytes()
+	for _, c := range []struct{ name, tail string }{
+		{"nothing", ""},
+		{"zeros", strings.Repeat("\x00", 300)},
+		{"zeros and newlines", "\x00\x00\n\n\x00\n"},
+		{"half a seal", string(own[1][:60]) + "\n"},
+		{"another file's text", "PATH=/usr/bin\nHOME=/root\n"},
+		{"an earlier block lost, a later kept", strings.Repeat("\x00", 40) + string(own[1][40:]) + "\n" + string(own[2]) + "\n"},
+		{"another record's seal", string(another) + "\n"},
+		{"another entry's seal", string(own[2]) + "\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path, _ := sealedRecord(t, k)
-			own, _ := ReadSeals(path)
-			if c.refused != "" {
-				// Entry 3's own seal, after junk in place of entry 2's.
-				c.tail = "junk\n" + string(own[2]) + "\n"
-			}
 			os.WriteFile(SealPath(path), append(append([]byte{}, own[0]...), '\n'), 0o600)
 			fh, _ := os.OpenFile(SealPath(path), os.O_APPEND|os.O_WRONLY, 0)
 			fh.WriteString(c.tail)
 			fh.Close()
 			f, err := OpenSealed(path, &Sealer{Key: k, ID: "sb-000000000001"})
-			if c.refused != "" {
-				if err == nil || !strings.Contains(err.Error(), c.refused) || !strings.Contains(err.Error(), "not torn") {
-					t.Fatalf("junk before a whole seal: %v, want refused at %s", err, c.refused)
-				}
-				return
-			}
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -224,6 +224,17 @@ func (l *File) appendBatch(entries [][]byte, sync bool) error {
 	return nil
 }
 
+// Sync makes what the log holds durable (entries a process that ended
+// wrote and never synced, say).
+func (l *File) Sync() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return fmt.Errorf("%s: %w", l.path, os.ErrClosed)
+	}
+	return l.f.Sync()
+}
+
 // Close closes the file.
 func (l *File) Close() error {
 	l.mu.Lock()

@@ -74,6 +74,12 @@ func monitorJail(filter []Insn, writable, argv []string) error {
 	if err := loopbackUp(); err != nil {
 		return err
 	}
+	// Its forwards may listen on any port of that loopback (a sandbox
+	// made to listen on 80, say), though it keeps no capability to bind
+	// one under 1024: the setting is this namespace's alone.
+	if err := os.WriteFile("/proc/sys/net/ipv4/ip_unprivileged_port_start", []byte("0"), 0); err != nil {
+		return fmt.Errorf("the network namespace's unprivileged ports: %w", err)
+	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("make / a slave: %w", err)
 	}

@@ -57,6 +57,7 @@ func TestMonitorJail(t *testing.T) {
 		"echo x > " + dir + "/ok && echo dir written",
 		"sed -n 's/^ *\\([a-z0-9]*\\):.*/net: \\1/p' /proc/net/dev",
 		"perl -MIO::Socket::INET -e 'print IO::Socket::INET->new(Listen => 1, LocalAddr => \"127.0.0.1:0\") ? \"loopback up\\n\" : \"loopback: $@\\n\"'",
+		"perl -MIO::Socket::INET -e 'print IO::Socket::INET->new(Listen => 1, LocalAddr => \"127.0.0.1:80\") ? \"port 80 bound\\n\" : \"port 80: $@\\n\"'",
 		"perl -MIO::Socket::INET -e 'print IO::Socket::INET->new(PeerAddr => \"127.0.0.1:" + strconv.Itoa(hostPort) + "\") ? \"host reached\\n\" : \"host not reached\\n\"'",
 		"sleep 5 & perl -e 'if (syscall(101, 16, $ARGV[0]+0, 0, 0) == -1) { print \"ptrace: $!\\n\" } else { print \"ptrace: attached\\n\" }' $!; kill $!",
 	}, "; ")
@@ -64,7 +65,7 @@ func TestMonitorJail(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	want := "CapBnd:\t000000000000000e\nNoNewPrivs:\t1\nSeccomp_filters:\t1\netc refused\ncore_pattern refused\ndir written\nnet: lo\nloopback up\nhost not reached\nptrace: Operation not permitted\n"
+	want := "CapBnd:\t000000000000000e\nNoNewPrivs:\t1\nSeccomp_filters:\t1\netc refused\ncore_pattern refused\ndir written\nnet: lo\nloopback up\nport 80 bound\nhost not reached\nptrace: Operation not permitted\n"
 	if string(out) != want {
 		t.Fatalf("in the jail:\n%s\nwant:\n%s", out, want)
 	}

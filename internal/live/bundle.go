@@ -109,20 +109,23 @@ func (h *Manager) export(id string, w io.Writer, shared store.Blobs) error {
 		return fmt.Errorf("%s: %w", h.RecordPath(id), err)
 	}
 	// Every entry leaves sealed: one this host appended but did not seal
-	// (it ended between the two) is sealed now, by opening the record.
-	seals, err := record.ReadSeals(h.RecordPath(id))
-	if err != nil {
-		return err
+	// (it ended between the two), or whose seal a crash lost or left
+	// unreadable, is sealed now, by opening the record.
+	sealed := func() ([][]byte, error) {
+		seals, err := record.ReadSeals(h.RecordPath(id))
+		if err == nil {
+			_, err = record.CheckSeals(id, entries, seals, func(key.Public) bool { return true })
+		}
+		return seals, err
 	}
-	if len(seals) < len(entries) && h.sealer(id) != nil {
+	seals, err := sealed()
+	if err != nil && h.sealer(id) != nil {
 		if f, err := record.OpenSealed(h.RecordPath(id), h.sealer(id)); err == nil {
 			f.Close()
 		}
-		if seals, err = record.ReadSeals(h.RecordPath(id)); err != nil {
-			return err
-		}
+		seals, err = sealed()
 	}
-	if _, err := record.CheckSeals(id, entries, seals, func(key.Public) bool { return true }); err != nil {
+	if err != nil {
 		return fmt.Errorf("%s: its seals: %w", h.RecordPath(id), err)
 	}
 	tw := tar.NewWriter(w)

@@ -284,6 +284,17 @@ func TestRecordsAreSealedAsAppended(t *testing.T) {
 	if _, err := record.CheckSeals(info.ID, entries, seals, key.NewTrust(h.Key.Public()).Trusts); err != nil || len(entries) != 3 {
 		t.Fatalf("%d entries: %v", len(entries), err)
 	}
+	// A crash left junk where entry 2's seal was, entry 3's kept: the
+	// export seals them again before anything leaves the host.
+	junk := append(append(append([]byte{}, seals[0]...), "\n\x00\x00\n\n"...), append(seals[2], '\n')...)
+	os.WriteFile(record.SealPath(h.RecordPath(info.ID)), junk, 0o600)
+	if err := h.Export(info.ID, io.Discard); err != nil {
+		t.Fatalf("an export with junk among its seals: %v", err)
+	}
+	seals, _ = record.ReadSeals(h.RecordPath(info.ID))
+	if _, err := record.CheckSeals(info.ID, entries, seals, key.NewTrust(h.Key.Public()).Trusts); err != nil {
+		t.Fatalf("after the export: %v", err)
+	}
 	os.Remove(record.SealPath(h.RecordPath(info.ID)))
 	if _, err := h.Resume(ctx, info.ID, ""); err != nil {
 		t.Fatal(err)

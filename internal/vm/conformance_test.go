@@ -3,10 +3,14 @@
 package vm
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/executor/executortest"
 	"github.com/opensubstrate/sandbox/internal/grant"
@@ -84,4 +88,56 @@ func TestConformanceFirecrackerStandIn(t *testing.T) {
 	s := sh.Subject(f)
 	s.Deny = executortest.Program{Job: sh.Job("echo ran", "fs:"+t.TempDir()+":rw"), Refused: true}
 	executortest.Run(t, s)
+}
+
+// A live S5 sandbox's ports: a port under 1024 and a port asked twice
+// are forwarded (the monitor's namespace lets it bind any, once), and a
+// dial of a stilled guest, which never answers what listens, ends by
+// its bound whatever the caller's context, and holds nothing.
+func TestDialPortBounded(t *testing.T) {
+	im := image(t, "")
+	e := New(Config{ImageDir: filepath.Dir(im.Kernel), Accel: "tcg", Jail: jail(t), StateDir: t.TempDir()})[0]
+	g, err := grant.ParseArgs([]string{"fs:" + t.TempDir() + ":rw"}, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Kernel = true
+	ctx := context.Background()
+	if _, err := e.OpenSession(ctx, executor.SessionSpec{Grants: g, Listen: []int{0}}); errs.Of(err) != errs.Invalid {
+		t.Fatalf("port 0: %v", err)
+	}
+	s, err := e.OpenSession(ctx, executor.SessionSpec{Grants: g, Listen: []int{80, 80, 8000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	d := s.(executor.PortDialer)
+	if _, err := d.DialPort(ctx, 80); err == nil || !strings.Contains(err.Error(), "nothing in the guest listens") {
+		t.Fatalf("port 80, nothing listening: %v", err)
+	}
+	defer func(w time.Duration) { dialWait = w }(dialWait)
+	dialWait = 500 * time.Millisecond
+	f := s.(executor.Freezer)
+	if err := f.Freeze(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		c, err := d.DialPort(context.Background(), 8000)
+		if c != nil {
+			c.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a stilled guest's port was reached")
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("a dial of a stilled guest did not end by its bound")
+	}
+	if err := f.Thaw(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

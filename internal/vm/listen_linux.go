@@ -30,15 +30,34 @@ type Listening struct {
 func ListeningOn(tcp, tcp6 []byte, port int) (Listening, error) {
 	var l Listening
 	guest := netip.MustParsePrefix(GuestAddr).Addr()
-	for _, t := range []struct {
+	for _, t := range [...]struct {
 		name string
 		b    []byte
 		size int
 	}{{"/proc/net/tcp", tcp, 4}, {"/proc/net/tcp6", tcp6, 16}} {
-		for n, line := range bytes.Split(t.b, []byte("\n")) {
-			f := bytes.Fields(line)
-			if n == 0 || len(f) == 0 {
-				continue // the header, or the end
+		// Line by line, nothing held but the line: a table of nothing
+		// but newlines allocates nothing.
+		for n, rest := 0, t.b; len(rest) > 0; n++ {
+			var line []byte
+			line, rest, _ = bytes.Cut(rest, []byte("\n"))
+			if n == 0 || len(bytes.TrimSpace(line)) == 0 {
+				continue // the header, or an empty line
+			}
+			var f [4][]byte
+			nf := 0
+			for rem := line; nf < len(f); nf++ {
+				rem = bytes.TrimLeft(rem, " \t")
+				if len(rem) == 0 {
+					break
+				}
+				i := bytes.IndexAny(rem, " \t")
+				if i < 0 {
+					i = len(rem)
+				}
+				f[nf], rem = rem[:i], rem[i:]
+			}
+			if nf < 4 {
+				return Listening{}, fmt.Errorf("%s line %d: %d fields, want at least 4", t.name, n+1, nf)
 			}
 			if len(f) < 4 {
 				return Listening{}, fmt.Errorf("%s line %d: %d fields, want at least 4", t.name, n+1, len(f))

@@ -3,6 +3,7 @@ package vm
 import (
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -88,4 +89,17 @@ func FuzzListeningOn(f *testing.F) {
 	f.Fuzz(func(t *testing.T, tcp, tcp6 []byte, port int) {
 		ListeningOn(tcp, tcp6, port) // an error or an answer, never a panic
 	})
+}
+
+// A table of nothing but newlines, at the bound, is read without
+// holding more than a line: a guest cannot make the host allocate by it.
+func TestListeningOnAllocatesNoLines(t *testing.T) {
+	tcp := []byte(strings.Repeat("\n", MaxNetTable))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	ListeningOn(tcp, tcp, 8000)
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<10 {
+		t.Fatalf("%d bytes allocated to read %d empty lines", n, 2*MaxNetTable)
+	}
 }

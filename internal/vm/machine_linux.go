@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/confine"
 	"github.com/opensubstrate/sandbox/internal/confine/netns"
@@ -100,7 +102,11 @@ type Machine struct {
 	Hello   wire.HelloMsg
 	exited  chan struct{}
 	waitErr error
-	stderr  bytes.Buffer
+	// pidfd is QEMU's (the jail executes it in its own process): it
+	// names that process, never one its pid is given to after it.
+	pidfd     int
+	pidfdOnce sync.Once
+	stderr    bytes.Buffer
 	// Booted is when the agent's hello arrived.
 	Booted time.Time
 	// pause and resume stop and continue the guest's vCPUs through its
@@ -216,7 +222,8 @@ func Start(ctx context.Context, spec Spec) (*Machine, error) {
 		return nil, fmt.Errorf("vm: the monitor's seccomp filter: %w", err)
 	}
 	m.cmd = &exec.Cmd{Path: prog, Args: argv, Stderr: &lockedBuffer{b: &m.stderr}}
-	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	m.pidfd = -1
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, PidFD: &m.pidfd}
 	for _, sh := range spec.Shares {
 		if sh.tree == nil {
 			return nil, fmt.Errorf("vm: the share %s was not held (hold makes shares)", sh.Mount.Path)
@@ -233,6 +240,9 @@ func Start(ctx context.Context, spec Spec) (*Machine, error) {
 	if err := cgroup.StartIn(m.cmd, spec.Cgroup); err != nil {
 		if m.egress != nil {
 			m.egress.Close()
+		}
+		if m.pidfd >= 0 {
+			unix.Close(m.pidfd)
 		}
 		return nil, fmt.Errorf("vm: starting QEMU: %w", err)
 	}
@@ -432,6 +442,11 @@ func (m *Machine) Kill() {
 		m.cmd.Process.Kill()
 	}
 	<-m.exited
+	m.pidfdOnce.Do(func() {
+		if m.pidfd >= 0 {
+			unix.Close(m.pidfd)
+		}
+	})
 	if m.egress != nil {
 		m.egress.Close()
 	}
@@ -446,11 +461,11 @@ func (m *Machine) NetNS() (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vm: the monitor's network namespace: %w", err)
 	}
-	select {
-	case <-m.exited: // the pid may be another process's by now
+	// QEMU still lives (or is not reaped) after the open: the pid was
+	// its when the namespace was opened, not another's it was given to.
+	if m.pidfd < 0 || unix.PidfdSendSignal(m.pidfd, 0, nil, 0) != nil {
 		ns.Close()
 		return nil, m.ended(errors.New("vm: QEMU ended before its network namespace was held"))
-	default: // not reaped: the pid is still QEMU's
 	}
 	if own, err := netns.Own(ns); err != nil || !own {
 		ns.Close()

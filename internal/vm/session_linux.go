@@ -92,6 +92,7 @@ func (e *Executor) open(ctx context.Context, g grant.Set, lim unit.Limits, cg *c
 			made.Close()
 		}
 	}()
+	listen = slices.Compact(slices.Sorted(slices.Values(listen))) // one forward a port
 	s.spec = Spec{Image: im, QEMU: e.cfg.QEMU, Jail: e.cfg.Jail, Accel: accel, Dir: dir, Cgroup: cg, Hostname: "sandbox", Incoming: memory, Listen: listen}
 	s.listen = listen
 	s.spec.MemoryMiB, s.spec.CPUs = e.cfg.size(lim)
@@ -288,6 +289,10 @@ func (s *Session) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	if closed || !s.Alive() {
 		return nil, fmt.Errorf("port %d: the sandbox's VM has ended", port)
 	}
+	// Bounded whatever the caller's context: a guest that never answers
+	// (a stilled VM, a hostile agent) holds no dial, nor its slot.
+	ctx, cancel := context.WithTimeout(ctx, dialWait)
+	defer cancel()
 	// QEMU's forwarding accepts a connection whether or not anything in
 	// the guest listens (and then closes it): the guest is asked first.
 	if err := s.listening(ctx, port); err != nil {
@@ -295,6 +300,10 @@ func (s *Session) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	}
 	return netns.Dial(ctx, s.netns, "127.0.0.1", port)
 }
+
+// dialWait bounds a DialPort, the guest's answer and the connect
+// together.
+var dialWait = netns.DialTimeout
 
 // listening says why nothing in the guest would answer on port, if
 // nothing would: no listening socket on it, or one on the guest's

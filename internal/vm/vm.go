@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 
@@ -235,6 +236,8 @@ func (e *Executor) sessionSpec(spec executor.SessionSpec) error {
 	switch {
 	case e.kind != tier.Native:
 		return &RefusedError{"a live sandbox of vm units: a live S5 sandbox runs native programs in the executor's own guest image"}
+	case slices.ContainsFunc(spec.Listen, func(p int) bool { return p < 1 || p > 65535 }):
+		return &RefusedError{fmt.Sprintf("listen ports %v: a TCP port is 1 to 65535", spec.Listen)}
 	case len(spec.Listen) > 0 && e.cfg.Jail == "":
 		return &RefusedError{"listen ports without the monitor jail: the guest's ports are forwarded from the loopback of the network namespace the jail gives QEMU, and QEMU started as it is has the service's own"}
 	case spec.RootDir != "":

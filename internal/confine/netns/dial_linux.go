@@ -68,15 +68,26 @@ func Dial(ctx context.Context, ns *os.File, host string, port int) (net.Conn, er
 	return r.c, r.err
 }
 
-// Own reports whether ns is a namespace other than the calling
-// process's own: a sandbox's, not the service's.
+// service is the network namespace this process started in, taken
+// before main, while no thread of it can have entered another (a thread
+// that Dial could not bring back stays in a sandbox's; /proc/self names
+// the main thread's, which may be such a one).
+var service = func() (st unix.Stat_t) {
+	if unix.Stat("/proc/thread-self/ns/net", &st) != nil {
+		st = unix.Stat_t{}
+	}
+	return st
+}()
+
+// Own reports whether ns is a namespace other than the one the service
+// started in: a sandbox's, not the service's.
 func Own(ns *os.File) (bool, error) {
-	var a, b unix.Stat_t
+	if service.Ino == 0 {
+		return false, errors.New("the service's own network namespace was not read at its start")
+	}
+	var a unix.Stat_t
 	if err := unix.Fstat(int(ns.Fd()), &a); err != nil {
 		return false, err
 	}
-	if err := unix.Stat("/proc/self/ns/net", &b); err != nil {
-		return false, err
-	}
-	return a.Dev != b.Dev || a.Ino != b.Ino, nil
+	return a.Dev != service.Dev || a.Ino != service.Ino, nil
 }

@@ -77,6 +77,13 @@ func TestDial(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("entering a network namespace needs root")
 	}
+	runtime.LockOSThread() // a thread of the service's namespace, whatever namespace makes
+	self, err := os.Open("/proc/thread-self/ns/net")
+	runtime.UnlockOSThread()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer self.Close()
 	ns, port := namespace(t)
 	c, err := Dial(context.Background(), ns, "127.0.0.1", port)
 	if err != nil {
@@ -97,11 +104,6 @@ func TestDial(t *testing.T) {
 	if own, err := Own(ns); err != nil || !own {
 		t.Fatalf("a new namespace: own %v, %v", own, err)
 	}
-	self, err := os.Open("/proc/self/ns/net")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer self.Close()
 	if own, err := Own(self); err != nil || own {
 		t.Fatalf("the service's namespace: own %v, %v", own, err)
 	}
