@@ -27,7 +27,14 @@ type File struct {
 	sealer *Sealer
 	seals  *chain.File
 	sealed int // entries sealed
+	// repaired says what opening cut from the seals, if anything.
+	repaired string
 }
+
+// Repaired says what opening the record cut from its seals file and
+// sealed again (a crash's torn or unwritten tail), or "" if nothing: for
+// the host's log.
+func (f *File) Repaired() string { return f.repaired }
 
 // Sealer seals a record's entries as a host appends them: the host's key
 // and the id of the sandbox whose record it is.
@@ -157,6 +164,7 @@ func (f *File) openSeals(entries [][]byte) error {
 		if err := safefile.Write(path, b[:keep], 0o600); err != nil {
 			return err
 		}
+		f.repaired = fmt.Sprintf("%d bytes cut from the seals after seal %d (torn or never written there, or of entries the record does not have); entries %d to %d sealed again", len(b)-keep, whole, whole+1, len(entries))
 	}
 	sl, seals, err := chain.OpenFile(path)
 	if err != nil {

@@ -173,6 +173,9 @@ func TestSealsTornByACrash(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if r := f.Repaired(); (c.tail != "") != strings.Contains(r, "cut from the seals after seal 1") {
+				t.Errorf("what opening says it repaired: %q", r)
+			}
 			f.Close()
 			got, _ := ReadSeals(path)
 			if _, err := CheckSeals("sb-000000000001", entries, got, trusting(k.Public())); err != nil {

@@ -120,7 +120,7 @@ func (h *Manager) export(id string, w io.Writer, shared store.Blobs) error {
 	}
 	seals, err := sealed()
 	if err != nil && h.sealer(id) != nil {
-		if f, err := record.OpenSealed(h.RecordPath(id), h.sealer(id)); err == nil {
+		if f, err := h.openSealed(id); err == nil {
 			f.Close()
 		}
 		seals, err = sealed()

@@ -552,7 +552,7 @@ func (h *Manager) resumeHere(ctx context.Context, id, owner string, pl *record.P
 	if (err == nil && p.Owner != owner) || (err != nil && owner != host.LocalOwner) {
 		return SandboxInfo{}, fmt.Errorf("%w: %q", ErrNoSandbox, id)
 	}
-	f, err := record.OpenSealed(h.RecordPath(id), h.sealer(id))
+	f, err := h.openSealed(id)
 	if errors.Is(err, os.ErrNotExist) {
 		return SandboxInfo{}, fmt.Errorf("%w: %q (no record of it here)", ErrNoSandbox, id)
 	}
@@ -670,7 +670,7 @@ func (h *Manager) CloseRecord(id, owner, reason string) error {
 	if err != nil || p.Owner != owner {
 		return fmt.Errorf("%w: %q (no suspended sandbox of yours by that id)", ErrNoSandbox, id)
 	}
-	f, err := record.OpenSealed(h.RecordPath(id), h.sealer(id))
+	f, err := h.openSealed(id)
 	if err != nil {
 		return err
 	}
@@ -883,8 +883,18 @@ func (h *Manager) Recover(dead func(lease string) bool, dryRun bool) []Recovered
 	return out
 }
 
-func (h *Manager) recover(id string, l live) (string, error) {
+// openSealed opens sandbox id's record, every entry this host appends
+// sealed, and logs what opening it repaired in its seals (a crash's).
+func (h *Manager) openSealed(id string) (*record.File, error) {
 	f, err := record.OpenSealed(h.RecordPath(id), h.sealer(id))
+	if err == nil && f.Repaired() != "" {
+		h.Logger().Warn("a run record's seals repaired on opening", "sandbox", id, "repaired", f.Repaired())
+	}
+	return f, err
+}
+
+func (h *Manager) recover(id string, l live) (string, error) {
+	f, err := h.openSealed(id)
 	if errors.Is(err, os.ErrNotExist) {
 		removeWorkspace(l.Workspace)
 		return "cleaned", os.Remove(h.livePath(id))
