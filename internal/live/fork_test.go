@@ -429,3 +429,44 @@ func TestForkSharesTheWorkspaceImage(t *testing.T) {
 		t.Fatalf("the refused copy was left: %v, before %v", after, before)
 	}
 }
+
+// The copy of a workspace volume that a fork's process left when it was
+// killed (between its copy and its children) is removed by gc, as
+// anything beside the workspaces named by a dead lease of this state
+// directory; one named by a lease this state directory does not know (of
+// another's) is left alone.
+func TestForkCopyCollected(t *testing.T) {
+	t.Parallel()
+	h := newHost(t)
+	const id = "0f0e0d0c0b0a0908" // the killed process's lease
+	dir := filepath.Join(os.TempDir(), "sandbox-fork-"+id+"-1")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.WriteFile(filepath.Join(dir, "workspace.img"), []byte("an image"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.GC(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("gc removed a copy named by a lease it does not know: %v", err)
+	}
+	// Killed, the process left its lease's file, unlocked.
+	os.MkdirAll(h.Store.Dir.Path("leases"), 0o700)
+	if err := os.WriteFile(h.Store.Dir.Path("leases", id+".lock"), []byte("pid 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := h.GC(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, l := range ls {
+		found = found || l.Path == dir && l.Err == nil && strings.Contains(l.Kind, "fork's copy")
+	}
+	if _, err := os.Stat(dir); !found || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("gc did not collect the fork's copy (%v): %+v", err, ls)
+	}
+}
