@@ -361,7 +361,11 @@ func (h *Manager) forkLive(ctx context.Context, sb *Sandbox) (src forkSource, er
 	if err != nil {
 		return src, err
 	}
-	if sb.Tier != tier.S5 && sb.Workspace != "" {
+	// Only where nothing can write the workspace while it is copied: an
+	// S1 sandbox's processes frozen in their cgroup (without one, a write
+	// through a shared mapping would reach the copy and not the capture),
+	// an S2 sandbox with no exec in flight (its writes are the service's).
+	if sb.Workspace != "" && (sb.Tier == tier.S1 && sb.cg != nil || sb.Tier == tier.S2) {
 		if src.image, src.imageDir = h.snapshotWorkspace(sb); src.image != "" {
 			src.known = h.known(sb.ID)
 		}

@@ -398,6 +398,25 @@ func TestForkSharesTheWorkspaceImage(t *testing.T) {
 	}
 	ownWrites(t, h, p.ID, out)
 	a := out.Children[0].ID
+	// What a tree does not hold (a second name of a file, a FIFO,
+	// extended attributes) is not in the parent's snapshot: a child of it
+	// has none of it, as one restored from the chunks would not.
+	for _, c := range []struct{ what, make, check, want string }{
+		{"a hard link", "ln d/f d/g", "stat -c %h d/f", "1\n"},
+		{"an extended attribute", "rm d/g; python3 -c 'import os; os.setxattr(\"d/f\", \"user.hidden\", b\"not in the record\")'", "python3 -c 'import os; print(os.listxattr(\"d/f\"))'", "[]\n"},
+		{"a set-id bit", "python3 -c 'import os; os.removexattr(\"d/f\", \"user.hidden\")'; chmod u+s d/f", "stat -c %a d/f", "644\n"},
+		{"a FIFO", "chmod u-s d/f; mkfifo pipe", "ls", "big\nd\n"},
+	} {
+		execIn(t, h, p.ID, "sh", "-c", c.make)
+		more, err := h.Fork(ctx, p.ID, "", ForkSpec{Count: 1})
+		if err != nil || more.Children[0].Err != nil {
+			t.Fatalf("a fork of a workspace with %s: %v %+v", c.what, err, more.Children)
+		}
+		if _, got := execIn(t, h, more.Children[0].ID, "sh", "-c", c.check); got != c.want {
+			t.Fatalf("the child of a workspace holding %s sees %q, want %q", c.what, got, c.want)
+		}
+		h.Remove(more.Children[0].ID, "")
+	}
 	// A child suspended and resumed holds what it wrote: its workspace's
 	// capture reads its copy as any workspace.
 	if _, err := h.Suspend(ctx, a, ""); err != nil {

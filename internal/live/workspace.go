@@ -6,7 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
@@ -134,12 +136,45 @@ func (h *Manager) makeWorkspaceFrom(id string, fi forkImage, bound int64) (strin
 	if err == nil && root != fi.root {
 		err = fmt.Errorf("the copy holds tree %s, not the fork's snapshot %s (written to between its capture and its copy)", root, fi.root)
 	}
+	if err == nil && len(cst.Skipped) > 0 {
+		err = fmt.Errorf("the copy holds special files a tree does not (%v)", cst.Skipped)
+	}
+	if err == nil {
+		err = outsideTree(ws)
+	}
 	if err != nil {
 		removeWorkspace(ws)
 		return "", err
 	}
 	h.keepKnown(id, cst.Known)
 	return ws, nil
+}
+
+// outsideTree says what of workspace ws a tree does not hold, if
+// anything: a file with another name (a hard link), extended attributes
+// (ACLs among them), set-id or sticky bits. A child restored from the
+// tree would have none of it, so a copy that has any is not its
+// snapshot, whatever its tree says.
+func outsideTree(ws string) error {
+	return filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		switch {
+		case st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1:
+			return fmt.Errorf("%s has %d names (hard links): a tree holds each file once", p, st.Nlink)
+		case st.Mode&(unix.S_ISUID|unix.S_ISGID|unix.S_ISVTX) != 0 && p != ws:
+			return fmt.Errorf("%s has set-id or sticky bits: a tree holds permissions only", p)
+		}
+		if n, err := unix.Llistxattr(p, nil); err == nil && n > 0 {
+			return fmt.Errorf("%s has extended attributes: a tree holds none", p)
+		}
+		return nil
+	})
 }
 
 // removeWorkspace removes a workspace and its filesystem.

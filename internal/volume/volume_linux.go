@@ -164,6 +164,16 @@ func Snapshot(dir, img string) (err error) {
 	return err
 }
 
+// thaw thaws the filesystem mounted on dir, if it is frozen.
+func thaw(dir string) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	unix.Syscall(unix.SYS_IOCTL, d.Fd(), fiThaw, 0)
+}
+
 // MakeFrom makes dir, an empty directory, the mount point of a volume
 // whose image is a copy of img sharing its extents (Snapshot's), mounted
 // as Make mounts one; its bound is img's. Where the filesystem under the
@@ -198,7 +208,16 @@ func MakeFrom(dir, img string) (err error) {
 	if err := clone(f, src); err != nil {
 		return err
 	}
-	return mountImage(f, dir)
+	if err := mountImage(f, dir); err != nil {
+		return err
+	}
+	// Its top directory as Make leaves one (the copy's is the original's,
+	// whatever its users made of it): dir's mode, root's.
+	if err := errors.Join(os.Chown(dir, 0, 0), os.Chmod(dir, fi.Mode().Perm())); err != nil {
+		unix.Unmount(dir, unix.MNT_DETACH)
+		return err
+	}
+	return nil
 }
 
 // mountImage mounts the ext4 image f on dir (nosuid, nodev), through a
@@ -288,6 +307,10 @@ func Release(dir string) error {
 	}
 	var errs []error
 	if mounted(dir) {
+		// A volume a process froze (Snapshot) and never thawed, killed in
+		// between, would stay frozen in the kernel after its unmount, its
+		// loop device held: thawed first (EINVAL where it is not frozen).
+		thaw(dir)
 		if err := unix.Unmount(dir, 0); err != nil {
 			if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
 				errs = append(errs, fmt.Errorf("unmount %s: %w", dir, err))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -190,5 +191,40 @@ func TestSnapshotSharesExtents(t *testing.T) {
 	}
 	if _, err := os.Stat(Image(d)); !os.IsNotExist(err) || mounted(d) {
 		t.Fatalf("a refused copy left its image or mount: %v", err)
+	}
+}
+
+// A volume frozen by a process that was killed before it thawed it
+// (Snapshot's window) is thawed by Release before it is unmounted: its
+// loop device goes, as any volume's. Unthawed, the frozen filesystem
+// would stay in the kernel, holding the device and the deleted image.
+func TestReleaseThawsAFrozenVolume(t *testing.T) {
+	if err := Probe(); err != nil {
+		t.Skip(err)
+	}
+	dir := filepath.Join(t.TempDir(), "ws")
+	os.Mkdir(dir, 0o700)
+	if err := Make(dir, MinSize); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { thaw(dir); Release(dir) })
+	img := Image(dir)
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, e := syscall.Syscall(syscall.SYS_IOCTL, d.Fd(), fiFreeze, 0)
+	d.Close()
+	if e != 0 {
+		t.Fatalf("freeze: %v", e)
+	}
+	if err := Release(dir); err != nil {
+		t.Fatal(err)
+	}
+	backing, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, b := range backing {
+		if f, _ := os.ReadFile(b); strings.HasPrefix(string(f), img) {
+			t.Fatalf("%s still backs a loop device (%s): the volume was unmounted frozen", img, b)
+		}
 	}
 }
