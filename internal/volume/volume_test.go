@@ -84,15 +84,7 @@ func TestAVolumeBoundsItsDirectoryWhileItIsWritten(t *testing.T) {
 // TestAttachMountsAVolumeAgain: a volume whose mount went (a restart) is
 // mounted again from its image, with what it held.
 func TestAttachMountsAVolumeAgain(t *testing.T) {
-	if err := Probe(); err != nil {
-		t.Skip(err)
-	}
-	dir := filepath.Join(t.TempDir(), "ws")
-	os.Mkdir(dir, 0o700)
-	if err := Make(dir, MinSize); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { Release(dir) })
+	dir := smallVolume(t)
 	os.WriteFile(filepath.Join(dir, "kept"), []byte("x"), 0o644)
 	if err := syscall.Unmount(dir, 0); err != nil {
 		t.Fatal(err)
@@ -199,15 +191,8 @@ func TestSnapshotSharesExtents(t *testing.T) {
 // loop device goes, as any volume's. Unthawed, the frozen filesystem
 // would stay in the kernel, holding the device and the deleted image.
 func TestReleaseThawsAFrozenVolume(t *testing.T) {
-	if err := Probe(); err != nil {
-		t.Skip(err)
-	}
-	dir := filepath.Join(t.TempDir(), "ws")
-	os.Mkdir(dir, 0o700)
-	if err := Make(dir, MinSize); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { thaw(dir); Release(dir) })
+	dir := smallVolume(t)
+	t.Cleanup(func() { thaw(dir) }) // before smallVolume's Release
 	img := Image(dir)
 	d, err := os.Open(dir)
 	if err != nil {
@@ -227,4 +212,20 @@ func TestReleaseThawsAFrozenVolume(t *testing.T) {
 			t.Fatalf("%s still backs a loop device (%s): the volume was unmounted frozen", img, b)
 		}
 	}
+}
+
+// smallVolume is a volume of MinSize on a directory of the test's,
+// released when it ends (skipped where volumes cannot be made).
+func smallVolume(t *testing.T) string {
+	t.Helper()
+	if err := Probe(); err != nil {
+		t.Skip(err)
+	}
+	dir := filepath.Join(t.TempDir(), "ws")
+	os.Mkdir(dir, 0o700)
+	if err := Make(dir, MinSize); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Release(dir) })
+	return dir
 }
