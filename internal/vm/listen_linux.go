@@ -16,7 +16,7 @@ const MaxNetTable = 4 << 20
 // /proc/net/tcp and /proc/net/tcp6 (ListeningOn).
 type Listening struct {
 	// Reachable: a listening socket on every address, or on the guest's
-	// own (GuestAddr), which QEMU's forwarding connects to.
+	// own (GuestIP), which QEMU's forwarding connects to.
 	Reachable bool
 	// Loopback: a listening socket on the guest's loopback, which the
 	// forwarding does not reach.
@@ -29,7 +29,7 @@ type Listening struct {
 // cannot read is an error naming it, never a panic.
 func ListeningOn(tcp, tcp6 []byte, port int) (Listening, error) {
 	var l Listening
-	guest := netip.MustParsePrefix(GuestAddr).Addr()
+	guest := netip.MustParseAddr(GuestIP)
 	for _, t := range [...]struct {
 		name string
 		b    []byte

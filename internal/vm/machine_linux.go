@@ -29,11 +29,13 @@ import (
 	"github.com/opensubstrate/sandbox/internal/vm/wire"
 )
 
-// GuestProxy is where a guest with net grants reaches its egress proxy:
-// QEMU's user network forwards this one address to the host's proxy and
-// nothing else (restrict=on).
+// GuestIP is the guest's address on its network device, GuestAddr with
+// its prefix. GuestProxy is where a guest with net grants reaches its
+// egress proxy: QEMU's user network forwards this one address to the
+// host's proxy and nothing else (restrict=on).
 const (
-	GuestAddr  = "10.0.2.15/24"
+	GuestIP    = "10.0.2.15"
+	GuestAddr  = GuestIP + "/24"
 	GuestProxy = "10.0.2.100:3128"
 )
 
@@ -157,9 +159,8 @@ func (s Spec) args() []string {
 		if s.Egress != nil {
 			nd += ",guestfwd=tcp:" + GuestProxy + "-unix:" + filepath.Join(s.Dir, egressSock)
 		}
-		guest, _, _ := strings.Cut(GuestAddr, "/")
 		for _, p := range s.Listen {
-			nd += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-%s:%d", p, guest, p)
+			nd += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-%s:%d", p, GuestIP, p)
 		}
 		a = append(a, "-netdev", nd, "-device", "virtio-net-device,netdev=n0")
 	}

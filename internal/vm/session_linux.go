@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -40,11 +39,10 @@ type Session struct {
 	env   map[string]string
 	files map[string][]byte
 
-	// listen are its listen ports, reached in netns, the namespace of
-	// its monitor (held from its start: the monitor's whatever becomes
-	// of its pid).
-	listen []int
-	netns  *os.File
+	// netns is the network namespace of its monitor, where its listen
+	// ports (spec.Listen) are reached: held from its start, the
+	// monitor's whatever becomes of its pid.
+	netns *os.File
 
 	mu sync.Mutex
 	// cpuHeld says an exec's group holds QEMU for its accounting.
@@ -94,7 +92,6 @@ func (e *Executor) open(ctx context.Context, g grant.Set, lim unit.Limits, cg *c
 	}()
 	listen = slices.Compact(slices.Sorted(slices.Values(listen))) // one forward a port
 	s.spec = Spec{Image: im, QEMU: e.cfg.QEMU, Jail: e.cfg.Jail, Accel: accel, Dir: dir, Cgroup: cg, Hostname: "sandbox", Incoming: memory, Listen: listen}
-	s.listen = listen
 	s.spec.MemoryMiB, s.spec.CPUs = e.cfg.size(lim)
 	if err := limitVM(cg, s.spec.MemoryMiB, lim); err != nil {
 		return nil, err
@@ -280,8 +277,8 @@ func (s *Session) Close() error {
 // loopback alone is not reached. Entering the namespace needs the
 // service to hold CAP_SYS_ADMIN over it (root).
 func (s *Session) DialPort(ctx context.Context, port int) (net.Conn, error) {
-	if !slices.Contains(s.listen, port) {
-		return nil, &portError{fmt.Sprintf("port %d: not one of the sandbox's listen ports (it listens on %v)", port, s.listen)}
+	if !slices.Contains(s.spec.Listen, port) {
+		return nil, &portError{fmt.Sprintf("port %d: not one of the sandbox's listen ports (it listens on %v)", port, s.spec.Listen)}
 	}
 	s.mu.Lock()
 	closed := s.closed
@@ -325,7 +322,7 @@ func (s *Session) listening(ctx context.Context, port int) error {
 	case l.Reachable:
 		return nil
 	case l.Loopback:
-		return fmt.Errorf("port %d: the guest listens on it on its loopback alone, which the host does not reach (listen on 0.0.0.0 or %s): %w", port, strings.Split(GuestAddr, "/")[0], syscall.ECONNREFUSED)
+		return fmt.Errorf("port %d: the guest listens on it on its loopback alone, which the host does not reach (listen on 0.0.0.0 or %s): %w", port, GuestIP, syscall.ECONNREFUSED)
 	}
 	return fmt.Errorf("port %d: nothing in the guest listens on it: %w", port, syscall.ECONNREFUSED)
 }
