@@ -401,7 +401,7 @@ func (h *Manager) capture(sb *Sandbox) (record.Snapshot, int64, error) {
 	if err != nil {
 		return record.Snapshot{}, 0, err
 	}
-	snap, n, err := h.captureIn(b, sb)
+	snap, n, _, err := h.captureIn(b, sb)
 	if err != nil {
 		b.Abort()
 		return record.Snapshot{}, 0, err
@@ -413,17 +413,19 @@ func (h *Manager) capture(sb *Sandbox) (record.Snapshot, int64, error) {
 	return snap, n, nil
 }
 
-// captureIn is capture, its objects stored in blobs (a fork's stage).
-func (h *Manager) captureIn(blobs tree.Blobs, sb *Sandbox) (record.Snapshot, int64, error) {
+// captureIn is capture, its objects stored in blobs (a fork's stage); it
+// also returns what the capture read of the workspace (tree.Known), as
+// keepKnown keeps it.
+func (h *Manager) captureIn(blobs tree.Blobs, sb *Sandbox) (record.Snapshot, int64, []tree.Known, error) {
 	env, err := h.environmentIn(blobs, sb.Tier, sb.Root, sb.Manifest)
 	if err != nil {
-		return record.Snapshot{}, 0, err
+		return record.Snapshot{}, 0, nil, err
 	}
 	dir := sb.Workspace
 	if dir == "" {
 		// No workspace: an empty tree.
 		if dir, err = os.MkdirTemp("", "sandbox-empty-"); err != nil {
-			return record.Snapshot{}, 0, err
+			return record.Snapshot{}, 0, nil, err
 		}
 		defer os.Remove(dir)
 	}
@@ -431,22 +433,22 @@ func (h *Manager) captureIn(blobs tree.Blobs, sb *Sandbox) (record.Snapshot, int
 		// Its guest's modes are in extended attributes: the tree records
 		// them, and a restoration gives them back (restoreWorkspace).
 		if err := foldGuestModes(dir); err != nil {
-			return record.Snapshot{}, 0, fmt.Errorf("the guest's modes in its workspace: %w", err)
+			return record.Snapshot{}, 0, nil, fmt.Errorf("the guest's modes in its workspace: %w", err)
 		}
 	}
 	root, st, err := h.capturer(sb.ID, blobs).Capture(dir)
 	if err != nil {
-		return record.Snapshot{}, 0, err
+		return record.Snapshot{}, 0, nil, err
 	}
 	mem, parkBytes, err := h.storePark(sb)
 	if err != nil {
-		return record.Snapshot{}, 0, fmt.Errorf("its parked execs: %w", err)
+		return record.Snapshot{}, 0, nil, fmt.Errorf("its parked execs: %w", err)
 	}
 	h.keepKnown(sb.ID, st.Known)
 	if len(st.Skipped) > 0 {
 		h.Logger().Info("special files left out of a suspended workspace", "sandbox", sb.ID, "files", st.Skipped)
 	}
-	return record.Snapshot{Root: root, Manifest: env, Memory: mem}, st.Bytes + parkBytes, nil
+	return record.Snapshot{Root: root, Manifest: env, Memory: mem}, st.Bytes + parkBytes, st.Known, nil
 }
 
 // keepKnown keeps what a capture of sandbox id's workspace read

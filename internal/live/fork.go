@@ -357,7 +357,7 @@ func (h *Manager) forkLive(ctx context.Context, sb *Sandbox) (src forkSource, er
 		}
 		defer sb.cg.Thaw()
 	}
-	snap, retained, err := h.captureIn(src.stage, sb)
+	snap, retained, known, err := h.captureIn(src.stage, sb)
 	if err != nil {
 		return src, err
 	}
@@ -366,9 +366,8 @@ func (h *Manager) forkLive(ctx context.Context, sb *Sandbox) (src forkSource, er
 	// through a shared mapping would reach the copy and not the capture),
 	// an S2 sandbox with no exec in flight (its writes are the service's).
 	if sb.Workspace != "" && (sb.Tier == tier.S1 && sb.cg != nil || sb.Tier == tier.S2) {
-		if src.image, src.imageDir = h.snapshotWorkspace(sb); src.image != "" {
-			src.known = h.known(sb.ID)
-		}
+		src.image, src.imageDir = h.snapshotWorkspace(sb)
+		src.known = known
 	}
 	snap.Memory = memory
 	src.snap, src.retained = snap, retained+memBytes

@@ -292,7 +292,7 @@ func TestForkStageCollected(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		snap, _, err := h.captureIn(st, &Sandbox{ID: "sb-aaaaaaaaaaaa", Tier: tier.S2, Workspace: ws})
+		snap, _, _, err := h.captureIn(st, &Sandbox{ID: "sb-aaaaaaaaaaaa", Tier: tier.S2, Workspace: ws})
 		if err != nil {
 			t.Fatal(err)
 		}
