@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -13,13 +12,14 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/opensubstrate/sandbox/internal/h1"
 )
 
 // SocketName is the service's socket in the state directory.
@@ -27,10 +27,10 @@ const SocketName = "serve.sock"
 
 // Client calls one sandbox service.
 type Client struct {
-	base   string // "http://sandbox" for a unix socket, else the URL
+	prefix string // of every path: the URL's path, without its last '/'
 	token  string
 	policy string // the Sandbox-Policy header's value; "" for none
-	hc     *http.Client
+	tr     *h1.Transport
 }
 
 // PolicyHeader is the request header in which a caller asks the service
@@ -53,69 +53,89 @@ func (c *Client) Narrowed(doc []byte) *Client {
 type Options struct {
 	// Token is the bearer token for a TCP service.
 	Token string
-	// TLS configures the TLS of an https:// service (its roots, say).
-	TLS *tls.Config
+	// DialTLS makes the TLS connection to an https:// service: with the
+	// standard library, (&tls.Dialer{Config: cfg}).DialContext, where
+	// cfg holds the roots the service's certificate is checked against
+	// (nil for the system's). The client itself links no TLS, so that a
+	// program that only talks to a unix socket (the sandbox command)
+	// starts without it.
+	DialTLS func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Dial returns a client of the service at addr: a unix socket's path,
-// "unix:PATH", or an "https://host:port" URL. Nothing is sent until the
-// first call.
+// "unix:PATH", or an "https://host:port" URL (with Options.DialTLS).
+// Nothing is sent until the first call. The client speaks HTTP/1.1,
+// keeping connections between calls.
 func Dial(addr string, o Options) (*Client, error) {
 	if p, ok := strings.CutPrefix(addr, "unix:"); ok || strings.HasPrefix(addr, "/") {
 		if !ok {
 			p = addr
 		}
-		tr := &http.Transport{
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "unix", p)
-			},
-			DisableCompression:  true,
-			MaxIdleConnsPerHost: 64,
-		}
-		return &Client{base: "http://sandbox", hc: &http.Client{Transport: tr}, token: o.Token}, nil
+		return &Client{token: o.Token, tr: &h1.Transport{Host: "sandbox", MaxIdle: 64, Dial: func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", p)
+		}}}, nil
 	}
 	u, err := url.Parse(addr)
-	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") || u.RawQuery != "" || u.User != nil {
 		return nil, fmt.Errorf("client: %q: want a unix socket path, unix:PATH, or https://HOST:PORT", addr)
 	}
-	tr := &http.Transport{TLSClientConfig: o.TLS, MaxIdleConnsPerHost: 64}
-	return &Client{base: strings.TrimSuffix(u.String(), "/"), hc: &http.Client{Transport: tr}, token: o.Token}, nil
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), map[string]string{"https": "443", "http": "80"}[u.Scheme])
+	}
+	dial := func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", host)
+	}
+	if u.Scheme == "https" {
+		if o.DialTLS == nil {
+			return nil, fmt.Errorf("client: %q: an https:// service needs Options.DialTLS, e.g. (&tls.Dialer{Config: cfg}).DialContext", addr)
+		}
+		dial = func(ctx context.Context) (net.Conn, error) { return o.DialTLS(ctx, "tcp", host) }
+	}
+	return &Client{prefix: strings.TrimSuffix(u.EscapedPath(), "/"), token: o.Token, tr: &h1.Transport{Host: u.Host, MaxIdle: 64, Dial: dial}}, nil
 }
 
 // Close releases idle connections.
-func (c *Client) Close() { c.hc.CloseIdleConnections() }
+func (c *Client) Close() { c.tr.CloseIdle() }
 
-func (c *Client) do(ctx context.Context, method, path string, body io.Reader, ctype string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
-	if err != nil {
-		return nil, err
+// do makes a request; a body that is a *bytes.Reader is sent whole (and
+// again, where a kept connection turned out closed), any other is
+// streamed. A response of 400 or more is returned as an *APIError.
+func (c *Client) do(ctx context.Context, method, path string, body io.Reader, ctype string) (*h1.Response, error) {
+	req := &h1.Request{Method: method, Target: c.prefix + path}
+	if br, ok := body.(*bytes.Reader); ok {
+		req.Body = make([]byte, br.Len())
+		br.Read(req.Body)
+	} else if body != nil {
+		req.Stream = body
 	}
 	if ctype != "" {
-		req.Header.Set("Content-Type", ctype)
+		req.Header = append(req.Header, h1.Field{Name: "Content-Type", Value: ctype})
 	}
 	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+		req.Header = append(req.Header, h1.Field{Name: "Authorization", Value: "Bearer " + c.token})
 	}
 	if c.policy != "" {
-		req.Header.Set(PolicyHeader, c.policy)
+		req.Header = append(req.Header, h1.Field{Name: PolicyHeader, Value: c.policy})
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.tr.Do(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode >= 400 {
+	if resp.Status >= 400 {
 		defer resp.Body.Close()
 		return nil, readError(resp)
 	}
 	return resp, nil
 }
 
-func readError(resp *http.Response) error {
-	e := &APIError{Status: resp.StatusCode}
+func readError(resp *h1.Response) error {
+	e := &APIError{Status: resp.Status}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if json.Unmarshal(b, e) != nil || e.Message == "" {
-		e.Category, e.Message = "internal", fmt.Sprintf("the service answered %s: %s", resp.Status, bytes.TrimSpace(b))
+		e.Category, e.Message = "internal", fmt.Sprintf("the service answered %s: %s", resp.StatusLine(), bytes.TrimSpace(b))
 	}
 	return e
 }
@@ -139,7 +159,13 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 		io.Copy(io.Discard, resp.Body)
 		return nil
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return err
+	}
+	// What is left is the encoder's line end: read to the end, the
+	// connection is kept for the next call.
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	return nil
 }
 
 // Health says whether the service answers.
@@ -470,7 +496,7 @@ func (c *Client) stream(ctx context.Context, path string, x ExecSpec, stdout, st
 						break
 					}
 					var ae *APIError
-					if !errors.As(err, &ae) || ae.Status != http.StatusNotFound || try == 20 {
+					if !errors.As(err, &ae) || ae.Status != 404 || try == 20 {
 						drop()
 						return
 					}
@@ -511,7 +537,7 @@ func (c *Client) stream(ctx context.Context, path string, x ExecSpec, stdout, st
 		}
 		switch {
 		case f.Error != nil:
-			f.Error.Status = resp.StatusCode
+			f.Error.Status = resp.Status
 			return nil, f.Error
 		case f.Result != nil:
 			return f.Result, outErr
@@ -563,8 +589,8 @@ func (c *Client) Download(ctx context.Context, id, p string, w io.Writer) (int64
 	}
 	defer resp.Body.Close()
 	n, err := io.Copy(w, resp.Body)
-	if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
-		err = fmt.Errorf("client: %s: got %d of %d bytes", p, n, resp.ContentLength)
+	if err == nil && resp.Length >= 0 && n != resp.Length {
+		err = fmt.Errorf("client: %s: got %d of %d bytes", p, n, resp.Length)
 	}
 	return n, err
 }

@@ -11,5 +11,9 @@
 // The wire format is HTTP/JSON, described by docs/api.md and the OpenAPI
 // document the service serves at /v1/openapi.json. The client dials the
 // service's unix socket (the state directory's serve.sock) or, for
-// "https://…", TCP with TLS and a bearer token.
+// "https://…", TCP with the TLS its caller dials (Options.DialTLS: the
+// package links no TLS, so that the sandbox command starts small) and a
+// bearer token. It speaks HTTP/1.1 itself (internal/h1), keeping
+// connections between calls; it does not use net/http, so no proxy
+// settings ($HTTPS_PROXY) apply.
 package client

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -52,7 +53,9 @@ func Example() {
 		home, _ := os.UserHomeDir()
 		addr = filepath.Join(home, ".local/state/sandbox", client.SocketName)
 	}
-	c, err := client.Dial(addr, client.Options{Token: os.Getenv("SANDBOX_TOKEN")})
+	// An https:// service's certificate is checked against the system's
+	// roots here (tls.Dialer's Config holds others).
+	c, err := client.Dial(addr, client.Options{Token: os.Getenv("SANDBOX_TOKEN"), DialTLS: (&tls.Dialer{}).DialContext})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -111,7 +111,10 @@ func TestClientCoversTheAPI(t *testing.T) {
 		io.WriteString(w, `{"category":"not-found","message":"recorded"}`)
 	}))
 	defer ts.Close()
-	c := &Client{base: ts.URL, hc: ts.Client()}
+	c, err := Dial(ts.URL, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var missing []string
 	for op := range ops {
 		if _, ok := calls[op]; !ok {

@@ -692,7 +692,7 @@ func TestTokensTravel(t *testing.T) {
 		urls = append(urls, "https://"+listen)
 	}
 	dial := func(url, token string) *client.Client {
-		c, err := client.Dial(url, client.Options{Token: token, TLS: &tls.Config{RootCAs: pool}})
+		c, err := client.Dial(url, client.Options{Token: token, DialTLS: (&tls.Dialer{Config: &tls.Config{RootCAs: pool}}).DialContext})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -58,7 +58,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		c   **client.Client
 		tok string
 	}{{&a, tokA}, {&b, tokB}} {
-		if *x.c, err = client.Dial(base, client.Options{Token: x.tok, TLS: tlsConf}); err != nil {
+		if *x.c, err = client.Dial(base, client.Options{Token: x.tok, DialTLS: (&tls.Dialer{Config: tlsConf}).DialContext}); err != nil {
 			t.Fatal(err)
 		}
 	}

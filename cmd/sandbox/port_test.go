@@ -67,11 +67,11 @@ func TestPortPreview(t *testing.T) {
 	cmd.Stderr = serveLog
 	startServeCmd(t, home, cmd)
 	tlsConf := &tls.Config{RootCAs: pool}
-	a, err := client.Dial("https://"+listen, client.Options{Token: tokA, TLS: tlsConf})
+	a, err := client.Dial("https://"+listen, client.Options{Token: tokA, DialTLS: (&tls.Dialer{Config: tlsConf}).DialContext})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := client.Dial("https://"+listen, client.Options{Token: tokB, TLS: tlsConf})
+	b, err := client.Dial("https://"+listen, client.Options{Token: tokB, DialTLS: (&tls.Dialer{Config: tlsConf}).DialContext})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestPortPreviewOnItsOwnOrigin(t *testing.T) {
 	api, previews := addrs[0], addrs[1]
 	startServeWith(t, home, nil, "--listen", api, "--preview-listen", previews, "--tls-cert", certFile, "--tls-key", keyFile, "--token-file", tokens, "--ui")
 	tlsConf := &tls.Config{RootCAs: pool}
-	a, err := client.Dial("https://"+api, client.Options{Token: tok, TLS: tlsConf})
+	a, err := client.Dial("https://"+api, client.Options{Token: tok, DialTLS: (&tls.Dialer{Config: tlsConf}).DialContext})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -54,6 +55,8 @@ func isEngineOnly(pkg string) bool {
 var slowToStart = []struct{ pkg, unless, why string }{
 	{"github.com/dustin/go-humanize", "", "it compiles a regular expression and builds tables of big integers before main: sizes are cli.IBytes"},
 	{"github.com/klauspost/cpuid/v2", "./third_party/cpuid", "it executes some forty CPUIDs before main: go.mod replaces it with ./third_party/cpuid"},
+	{"net/http", "", "its initialisers and the TLS it brings cost a fifth of the thin program's start: package client speaks HTTP/1.1 through internal/h1"},
+	{"crypto/tls", "", "linked for its types alone it adds a fifth of an empty program's start: an https:// service is sandbox-engine's (client.Options.DialTLS)"},
 }
 
 // thinDeps are the thin program's packages, as the build lists them,
@@ -117,12 +120,11 @@ func thinProgram(t *testing.T) string {
 func installed(t *testing.T, built string, engine bool) string {
 	t.Helper()
 	dir := t.TempDir()
-	b, err := os.ReadFile(built)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A link, not a copy: a file this process held open for writing
+	// would be inherited by a program another test starts meanwhile,
+	// and executing it would fail with ETXTBSY until that one execs.
 	p := filepath.Join(dir, "sandbox")
-	if err := os.WriteFile(p, b, 0o755); err != nil {
+	if err := os.Link(built, p); err != nil {
 		t.Fatal(err)
 	}
 	if engine {
@@ -215,8 +217,34 @@ func TestThinProgram(t *testing.T) {
 		}
 	}
 
+	// version catches no signal (cli.instant): a closed pipe ends it as
+	// it ends any small program, by SIGPIPE, where run catches it.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr.Close()
+	cmd := exec.Command(bin, "--home", home, "version")
+	cmd.Stdout = pw
+	err = cmd.Run()
+	pw.Close()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGPIPE {
+		t.Errorf("version into a closed pipe: %v, want an end by SIGPIPE", err)
+	}
+
+	// An https:// service is sandbox-engine's to talk to (the thin
+	// program links no TLS): the engine's dial, refused here, is what
+	// the command says.
+	https := []string{"SANDBOX_HOST=https://127.0.0.1:1"}
+	if o, e, code := thin(t, bin, home, https, "ps"); code != 7 || !strings.Contains(e, "connection refused") {
+		t.Errorf("ps of an https:// service: exit %d (want 7), want the engine's refused dial\n%s%s", code, o, e)
+	}
+
 	// With no sandbox-engine beside it.
 	alone := installed(t, built, false)
+	if o, e, code := thin(t, alone, home, https, "ps"); code != 7 || !strings.Contains(e, "$SANDBOX_HOST is an https:// service, which sandbox reaches in sandbox-engine, and there is none at") {
+		t.Errorf("alone: ps of an https:// service: exit %d (want 7)\n%s%s", code, o, e)
+	}
 	for _, tc := range []struct {
 		args []string
 		code int

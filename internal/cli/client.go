@@ -34,7 +34,11 @@ func (NoService) Unavailable() bool { return true }
 // socket when something answers on it.
 func (g *Globals) Client() (*client.Client, error) {
 	if h := os.Getenv(EnvHost); h != "" {
-		return client.Dial(h, client.Options{Token: os.Getenv("SANDBOX_TOKEN")})
+		o := client.Options{Token: os.Getenv("SANDBOX_TOKEN")}
+		if g.engine != nil {
+			o.DialTLS = g.engine.DialTLS
+		}
+		return client.Dial(h, o)
 	}
 	return g.ownClient()
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,6 +42,15 @@ type Engine struct {
 	// NAME). The thin program hands a presented run to sandbox-engine:
 	// it links no COSE or CBOR.
 	Present func(g *Globals, file, as string) (*client.JCP, error)
+	// DialTLS makes the connection to an https:// service. The thin
+	// program links no TLS: it hands every command to sandbox-engine
+	// when $SANDBOX_HOST is one (tlsHost).
+	DialTLS func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// tlsHost says whether $SANDBOX_HOST names a service reached by TLS.
+func tlsHost() bool {
+	return strings.HasPrefix(strings.ToLower(os.Getenv(EnvHost)), "https:")
 }
 
 // stubIndex is the set of stubs made.
@@ -96,8 +106,12 @@ func (g *Globals) forwardCompletion(root *cobra.Command, args []string) error {
 type noEngine struct{ path, self string }
 
 func (e noEngine) Error() string {
-	return fmt.Sprintf("this command runs in %s, and there is none at %s: build it beside %s with 'go build -o %s ./cmd/%s' (README, Install)",
-		EngineName, e.path, e.self, e.path, EngineName)
+	what := "this command runs"
+	if tlsHost() {
+		what = "$" + EnvHost + " is an https:// service, which sandbox reaches"
+	}
+	return fmt.Sprintf("%s in %s, and there is none at %s: build it beside %s with 'go build -o %s ./cmd/%s' (README, Install)",
+		what, EngineName, e.path, e.self, e.path, EngineName)
 }
 
 // Unavailable: this installation lacks the program.

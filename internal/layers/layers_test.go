@@ -92,7 +92,7 @@ func backendOf(p string) string {
 var (
 	leaves = []string{"addr", "device", "energy", "reject", "tier",
 		"internal/crash", "internal/safefile", "internal/cgroup", "internal/hostpath", "internal/merkle",
-		"internal/lifecycle", "internal/fuel", "internal/gitobj", "internal/volume", "internal/audit", "internal/vm/wire", "internal/drain"}
+		"internal/lifecycle", "internal/fuel", "internal/gitobj", "internal/volume", "internal/audit", "internal/vm/wire", "internal/drain", "internal/h1"}
 	backends = []string{"internal/bare", "internal/native", "internal/wasm", "internal/vm"}
 	// Who may import a backend: the built-in list, the tests' helpers,
 	// the commands, the backends' own parts.
@@ -101,7 +101,7 @@ var (
 	// What the locality records package may import of the module.
 	localityImports = []string{"key", "addr", "reject", "internal/jcs"}
 	// The formats a public package may be written in.
-	formats = []string{"internal/jcs", "internal/detcbor", "internal/chain", "internal/merkle", "internal/note", "internal/safefile", "internal/grant", "internal/journal", "internal/unit", "internal/hostpath", "internal/crash"}
+	formats = []string{"internal/jcs", "internal/detcbor", "internal/chain", "internal/merkle", "internal/note", "internal/safefile", "internal/grant", "internal/journal", "internal/unit", "internal/hostpath", "internal/crash", "internal/h1"}
 )
 
 // rule is the rule p importing i breaks, or "".
@@ -121,8 +121,8 @@ func rule(p, i string) string {
 		return "live knows nothing above it"
 	case under(p, "locality") && !under(i, "locality") && !slices.Contains(localityImports, i):
 		return "a locality claim is made of keys, addresses, reject codes and JCS only"
-	case p == "client":
-		return "the client imports nothing of the module"
+	case p == "client" && i != "internal/h1":
+		return "the client imports nothing of the module but the HTTP/1.1 it speaks"
 	case p == "evidence/spdm" && i != "reject":
 		return "the SPDM verifier imports nothing of the module but the reject codes"
 	case p == "evidence" && i != "reject" && i != "evidence/spdm":
@@ -169,6 +169,8 @@ func TestRulesCatchBreaks(t *testing.T) {
 		{"addr", "key", true},
 		{"internal/errs", "internal/grant", true},
 		{"client", "internal/jcs", true},
+		{"client", "internal/h1", false},
+		{"internal/h1", "reject", true},
 		{"internal/mcp", "internal/host", true},
 		{"record", "internal/host", true},
 		{"record", "internal/jcs", false},

@@ -34,7 +34,7 @@ func tokenClients(t *testing.T, s *Server, policies map[string]authority.Policy,
 	tlsConf := &tls.Config{RootCAs: ts.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
 	var out []*client.Client
 	for _, tok := range tokens {
-		c, err := client.Dial(ts.URL, client.Options{Token: tok, TLS: tlsConf})
+		c, err := client.Dial(ts.URL, client.Options{Token: tok, DialTLS: (&tls.Dialer{Config: tlsConf}).DialContext})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -32,7 +32,7 @@ func TestConsoleTokensAndHeaders(t *testing.T) {
 	ts := httptest.NewTLSServer(s.WithConsole(s.TCP(s.Handler())))
 	defer ts.Close()
 	tlsConf := &tls.Config{RootCAs: ts.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
-	a, _ := client.Dial(ts.URL, client.Options{Token: tokA, TLS: tlsConf})
+	a, _ := client.Dial(ts.URL, client.Options{Token: tokA, DialTLS: (&tls.Dialer{Config: tlsConf}).DialContext})
 	ctx := context.Background()
 	sb, err := a.Create(ctx, client.SandboxSpec{})
 	if err != nil {

@@ -504,10 +504,10 @@ func TestServiceTokens(t *testing.T) {
 	ts := httptest.NewTLSServer(s.TCP(s.Handler()))
 	defer ts.Close()
 	tlsConf := &tls.Config{RootCAs: ts.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
-	a, _ := client.Dial(ts.URL, client.Options{Token: "token-aaaaaaaaaaaaaaaa", TLS: tlsConf})
-	b, _ := client.Dial(ts.URL, client.Options{Token: "token-bbbbbbbbbbbbbbbb", TLS: tlsConf})
-	none, _ := client.Dial(ts.URL, client.Options{TLS: tlsConf})
-	bad, _ := client.Dial(ts.URL, client.Options{Token: "token-cccccccccccccccc", TLS: tlsConf})
+	a, _ := client.Dial(ts.URL, client.Options{Token: "token-aaaaaaaaaaaaaaaa", DialTLS: (&tls.Dialer{Config: tlsConf}).DialContext})
+	b, _ := client.Dial(ts.URL, client.Options{Token: "token-bbbbbbbbbbbbbbbb", DialTLS: (&tls.Dialer{Config: tlsConf}).DialContext})
+	none, _ := client.Dial(ts.URL, client.Options{DialTLS: (&tls.Dialer{Config: tlsConf}).DialContext})
+	bad, _ := client.Dial(ts.URL, client.Options{Token: "token-cccccccccccccccc", DialTLS: (&tls.Dialer{Config: tlsConf}).DialContext})
 	ctx := context.Background()
 	sb, err := a.Create(ctx, client.SandboxSpec{Tier: "S2"})
 	if err != nil {

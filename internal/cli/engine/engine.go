@@ -13,6 +13,7 @@ package engine
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -41,6 +42,9 @@ func New() *cli.Engine {
 		ExitOf:   exitOf,
 		Failed:   failed,
 		Present:  presentHere,
+		// An https:// service ($SANDBOX_HOST), checked against the
+		// system's roots.
+		DialTLS: (&tls.Dialer{}).DialContext,
 	}
 }
 

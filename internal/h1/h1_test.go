@@ -1,0 +1,369 @@
+package h1
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// server is a net/http server on a unix socket, counting the
+// connections it accepted, and a Transport of it.
+func server(t *testing.T, h http.Handler) (*Transport, *atomic.Int64, *http.Server) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns atomic.Int64
+	hs := &http.Server{Handler: h, ConnState: func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}}
+	go hs.Serve(l)
+	t.Cleanup(func() { hs.Close() })
+	tr := &Transport{Host: "sandbox", Dial: func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}
+	t.Cleanup(tr.CloseIdle)
+	return tr, &conns, hs
+}
+
+func readAll(t *testing.T, resp *Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return string(b)
+}
+
+func TestRoundTrips(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("0123456789", 10000)
+	tr, conns, _ := server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		switch r.URL.Path {
+		case "/echo":
+			w.Header().Set("X-Method", r.Method)
+			w.Header().Set("X-Length", fmt.Sprint(r.ContentLength))
+			w.Header().Set("X-Host", r.Host)
+			w.Header().Set("X-Query", r.URL.Query().Get("q"))
+			w.Write(b)
+		case "/big": // chunked: longer than the server's buffer
+			io.WriteString(w, big)
+		case "/none":
+			w.WriteHeader(http.StatusNoContent)
+		case "/missing":
+			http.Error(w, "no such thing", http.StatusNotFound)
+		}
+	}))
+	ctx := context.Background()
+	resp, err := tr.Do(ctx, &Request{Method: "POST", Target: "/echo?q=a%20b", Header: Header{{"Content-Type", "application/json"}}, Body: []byte(`{"a":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status != 200 || resp.StatusLine() != "200 OK" || resp.Length != 7 {
+		t.Errorf("status %q, length %d", resp.StatusLine(), resp.Length)
+	}
+	if got := readAll(t, resp); got != `{"a":1}` {
+		t.Errorf("body %q", got)
+	}
+	for k, want := range map[string]string{"x-method": "POST", "X-LENGTH": "7", "x-host": "sandbox", "x-query": "a b"} {
+		if got := resp.Header.Get(k); got != want {
+			t.Errorf("%s: %q, want %q", k, got, want)
+		}
+	}
+	resp, err = tr.Do(ctx, &Request{Method: "GET", Target: "/big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Length != -1 || resp.Header.Get("Transfer-Encoding") != "chunked" {
+		t.Errorf("length %d, coding %q: want a chunked body", resp.Length, resp.Header.Get("Transfer-Encoding"))
+	}
+	if got := readAll(t, resp); got != big {
+		t.Errorf("chunked body: %d bytes, want %d", len(got), len(big))
+	}
+	resp, err = tr.Do(ctx, &Request{Method: "DELETE", Target: "/none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status != 204 || readAll(t, resp) != "" {
+		t.Errorf("204: %s", resp.StatusLine())
+	}
+	resp, err = tr.Do(ctx, &Request{Method: "GET", Target: "/missing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusLine() != "404 Not Found" || readAll(t, resp) != "no such thing\n" {
+		t.Errorf("404: %s", resp.StatusLine())
+	}
+	// Every request was read to its end: one connection carried them all.
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for four requests read whole, want 1", n)
+	}
+	// A body closed before its end takes its connection with it.
+	resp, err = tr.Do(ctx, &Request{Method: "GET", Target: "/big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadFull(resp.Body, make([]byte, 10))
+	resp.Body.Close()
+	if _, err := resp.Body.Read(make([]byte, 1)); err == nil {
+		t.Error("a closed body read")
+	}
+	resp, err = tr.Do(ctx, &Request{Method: "GET", Target: "/none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2: a body closed early does not give its connection back", n)
+	}
+}
+
+// TestKeptConnectionClosedByServer: a kept connection the server closed
+// while idle is not used, and a request that met one anyway is sent
+// again on a new one.
+func TestKeptConnectionClosedByServer(t *testing.T) {
+	t.Parallel()
+	tr, conns, hs := server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, r.Method)
+	}))
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		resp, err := tr.Do(ctx, &Request{Method: "POST", Target: "/", Body: []byte("x")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readAll(t, resp); got != "POST" {
+			t.Fatalf("body %q", got)
+		}
+		// The server ends its idle connections (as at its idle timeout),
+		// once it has seen this one idle.
+		for tr.idleOpen() {
+			hs.SetKeepAlivesEnabled(false)
+			hs.SetKeepAlivesEnabled(true)
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if n := conns.Load(); n != 3 {
+		t.Errorf("%d connections, want 3", n)
+	}
+	// A connection that looks open but whose server went away between
+	// the look and the request: the request goes again on a new one.
+	c, _, err := tr.conn(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.nc = &closedWriter{c.nc}
+	tr.put(c)
+	resp, err := tr.Do(ctx, &Request{Method: "GET", Target: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); got != "GET" {
+		t.Errorf("body %q", got)
+	}
+}
+
+// idleOpen says whether a kept connection is still open.
+func (t *Transport) idleOpen() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range t.idle {
+		if open(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// closedWriter is a connection whose writes fail, as one the server
+// closed does.
+type closedWriter struct{ net.Conn }
+
+func (c *closedWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+// TestStreamBothWays: a chunked request is sent as it is read while
+// the response streams back, as an exec's input and output do.
+func TestStreamBothWays(t *testing.T) {
+	t.Parallel()
+	tr, _, _ := server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		rc.EnableFullDuplex()
+		rc.Flush() // the head first, as the service's streams send it
+		sc := bufio.NewScanner(r.Body)
+		for sc.Scan() {
+			fmt.Fprintf(w, "got %s\n", sc.Text())
+			rc.Flush()
+		}
+		fmt.Fprintf(w, "length %d, coding %v\n", r.ContentLength, r.TransferEncoding)
+	}))
+	pr, pw := io.Pipe()
+	resp, err := tr.Do(context.Background(), &Request{Method: "POST", Target: "/", Stream: pr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	for _, l := range []string{"one", "two"} {
+		io.WriteString(pw, l+"\n")
+		got, err := br.ReadString('\n')
+		if err != nil || got != "got "+l+"\n" {
+			t.Fatalf("echo of %q: %q, %v", l, got, err)
+		}
+	}
+	pw.Close()
+	rest, _ := io.ReadAll(br)
+	if string(rest) != "length -1, coding [chunked]\n" {
+		t.Errorf("end %q", rest)
+	}
+	resp.Body.Close()
+}
+
+// TestContextEndsTheCall: ending the context ends a request waiting
+// for its response and a body being read, with the context's error.
+func TestContextEndsTheCall(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	tr, _, _ := server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/body" {
+			io.WriteString(w, "first\n")
+			http.NewResponseController(w).Flush()
+		}
+		<-release
+	}))
+	defer close(release)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	if _, err := tr.Do(ctx, &Request{Method: "GET", Target: "/head"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("waiting for the head: %v, want context.Canceled", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	resp, err := tr.Do(ctx, &Request{Method: "GET", Target: "/body"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	if l, _ := br.ReadString('\n'); l != "first\n" {
+		t.Fatalf("first line %q", l)
+	}
+	cancel()
+	if _, err := br.ReadString('\n'); !errors.Is(err, context.Canceled) {
+		t.Errorf("reading the body: %v, want context.Canceled", err)
+	}
+	resp.Body.Close()
+}
+
+// TestRefusesWhatWouldBeReadAsMore: a request line or field that would
+// split into another is refused before anything is sent.
+func TestRefusesWhatWouldBeReadAsMore(t *testing.T) {
+	t.Parallel()
+	tr := &Transport{Host: "sandbox", Dial: func(context.Context) (net.Conn, error) {
+		t.Error("dialled")
+		return nil, errors.New("no")
+	}}
+	for name, req := range map[string]*Request{
+		"method":       {Method: "GET /x HTTP/1.1\r\n", Target: "/"},
+		"target space": {Method: "GET", Target: "/a b"},
+		"target":       {Method: "GET", Target: "/a\r\nX: y"},
+		"not a path":   {Method: "GET", Target: "http://x/"},
+		"field name":   {Method: "GET", Target: "/", Header: Header{{"A:b", "c"}}},
+		"field value":  {Method: "GET", Target: "/", Header: Header{{"A", "b\r\nX-Injected: 1"}}},
+	} {
+		if _, err := tr.Do(context.Background(), req); err == nil {
+			t.Errorf("%s: sent", name)
+		}
+	}
+}
+
+// TestReadsResponses: heads and bodies as servers frame them, and what
+// is refused, each with an error naming it.
+func TestReadsResponses(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, in, body, err string
+		keep                bool
+	}{
+		{name: "length", in: "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabcdef", body: "abc", keep: true},
+		{name: "chunked with extensions and a trailer", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\n3;x=y\r\nabc\r\n1\r\nd\r\n0\r\nT: v\r\n\r\n", body: "abcd", keep: true},
+		{name: "bare line feeds", in: "HTTP/1.1 200 OK\nContent-Length: 1\n\nx", body: "x", keep: true},
+		{name: "until close", in: "HTTP/1.1 200 OK\r\n\r\nall of it", body: "all of it"},
+		{name: "connection close", in: "HTTP/1.1 200 OK\r\nConnection: keep-alive, Close\r\nContent-Length: 0\r\n\r\n"},
+		{name: "HTTP/1.0", in: "HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n"},
+		{name: "interim", in: "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", body: "ok", keep: true},
+		{name: "no reason", in: "HTTP/1.1 204\r\n\r\n", keep: true},
+		{name: "HTTP/2", in: "HTTP/2 200 OK\r\n\r\n", err: "not an HTTP/1.x status line"},
+		{name: "status", in: "HTTP/1.1 2x0 OK\r\n\r\n", err: "not three digits"},
+		{name: "status 099", in: "HTTP/1.1 099 X\r\n\r\n", err: "not one HTTP has"},
+		{name: "folded", in: "HTTP/1.1 200 OK\r\nA: b\r\n c\r\n\r\n", err: "is not NAME: VALUE"},
+		{name: "folded with a colon", in: "HTTP/1.1 200 OK\r\nA: b\r\n c: d\r\n\r\n", err: "is not a token"},
+		{name: "no colon", in: "HTTP/1.1 200 OK\r\nAb\r\n\r\n", err: "is not NAME: VALUE"},
+		{name: "both framings", in: "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", err: "both"},
+		{name: "gzip", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", err: "only chunked"},
+		{name: "negative length", in: "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", err: "not a length"},
+		{name: "lengths disagree", in: "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", err: "disagree"},
+		{name: "short body", in: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab", err: "before the body did"},
+		{name: "chunk size", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-3\r\nabc\r\n0\r\n\r\n", err: "not a size"},
+		{name: "chunk overrun", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nabc\r\n0\r\n\r\n", err: "runs past its size"},
+		{name: "chunk cut", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", err: "inside a chunk"},
+		{name: "no head end", in: "HTTP/1.1 200 OK\r\nA: b\r\n", err: "unexpected EOF"},
+		{name: "switching", in: "HTTP/1.1 101 Switching Protocols\r\n\r\n", err: "switched protocols"},
+		{name: "long line", in: "HTTP/1.1 200 OK\r\nA: " + strings.Repeat("x", readBuffer) + "\r\n\r\n", err: "longer than"},
+		{name: "control in value", in: "HTTP/1.1 200 OK\r\nA: b\x00c\r\n\r\n", err: "control character"},
+	} {
+		resp, r, keep, err := readResponse(bufio.NewReaderSize(strings.NewReader(c.in), readBuffer), "GET")
+		var body []byte
+		if err == nil {
+			body, err = io.ReadAll(r)
+		}
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.err)
+		case c.err == "" && (string(body) != c.body || keep != c.keep):
+			t.Errorf("%s: body %q keep %v, want %q %v", c.name, body, keep, c.body, c.keep)
+		case c.err == "" && resp == nil:
+			t.Errorf("%s: no response", c.name)
+		}
+	}
+}
+
+// FuzzResponse: whatever a server sends, the head is read or refused
+// and the body read to its end or refused, within bounds, never a
+// panic; a body read is never longer than what was sent.
+func FuzzResponse(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x\r\nabc\r\n0\r\nT: v\r\n\r\n",
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 404 Not Found\r\nConnection: close\r\n\r\nx",
+		"HTTP/1.1 204\n\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		_, r, _, err := readResponse(bufio.NewReaderSize(bytes.NewReader(in), readBuffer), "GET")
+		if err != nil {
+			return
+		}
+		body, _ := io.ReadAll(r)
+		if len(body) > len(in) {
+			t.Fatalf("a body of %d bytes from %d", len(body), len(in))
+		}
+	})
+}
