@@ -86,13 +86,12 @@ func TestNativeEscapeSealed(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the battery runs as root, where the guest becomes nobody")
 	}
-	b := guestbuild.Read(t, guestbuild.Native, "escape")
 	home, g, q, rw := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
 	os.Chmod(g, 0o755)
 	os.Chmod(rw, 0o777)
-	os.WriteFile(filepath.Join(g, "escape"), b, 0o755)
-	os.WriteFile(filepath.Join(g, "suid-escape"), b, 0o755)
-	os.Chmod(filepath.Join(g, "suid-escape"), 0o4755)
+	guestbuild.Install(t, guestbuild.Native, "escape", filepath.Join(g, "escape"), 0o755)
+	// Set-user-ID root (os.ModeSetuid: os.Chmod drops a bare 0o4000).
+	guestbuild.Install(t, guestbuild.Native, "escape", filepath.Join(g, "suid-escape"), os.ModeSetuid|0o755)
 	out, errOut, code := sandbox(t, home, "run", "-q", "--grant", "fs:"+g+":ro", "--grant", "fs:"+q+":rw:quota=1MiB", "--grant", "fs:"+rw+":rw",
 		"--env", "ESCAPE_GRANT="+g, "--env", "ESCAPE_QUOTA_DIR="+q, "--env", "ESCAPE_RW_DIR="+rw, "--env", "ESCAPE_PORT=1",
 		"--env", "ESCAPE_HOSTPID="+strconv.Itoa(os.Getpid()), "--", filepath.Join(g, "escape"))

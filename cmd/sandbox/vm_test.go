@@ -120,13 +120,12 @@ func TestS5RunSealed(t *testing.T) {
 // it sees, and the host is intact afterwards.
 func TestS5EscapeBattery(t *testing.T) {
 	vmImage(t)
-	b := guestbuild.Read(t, guestbuild.Native, "escape")
 	home, g, rw := s5Home(t), t.TempDir(), t.TempDir()
 	os.Chmod(g, 0o755)
 	os.Chmod(rw, 0o777)
-	os.WriteFile(filepath.Join(g, "escape"), b, 0o755)
-	os.WriteFile(filepath.Join(g, "suid-escape"), b, 0o755)
-	os.Chmod(filepath.Join(g, "suid-escape"), 0o4755)
+	guestbuild.Install(t, guestbuild.Native, "escape", filepath.Join(g, "escape"), 0o755)
+	// Set-user-ID root (os.ModeSetuid: os.Chmod drops a bare 0o4000).
+	guestbuild.Install(t, guestbuild.Native, "escape", filepath.Join(g, "suid-escape"), os.ModeSetuid|0o755)
 	passwd := sum(t, "/etc/passwd")
 	out, errOut, code := sandbox(t, home, "run", "-q", "--tier", "S5", "--escalate", "--pids", "64", "--deadline", s5Deadline,
 		"--grant", "fs:"+g+":ro", "--grant", "fs:"+rw+":rw",

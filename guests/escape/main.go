@@ -139,6 +139,14 @@ func main() {
 	blockedIf("DNS lookup", err)
 
 	if s := filepath.Join(grant, "suid-escape"); fileExists(s) {
+		// Only a program that is set-user-ID tests anything: a setup
+		// that failed to make it one fails here. (Its owner, root on the
+		// host, reads as the overflow ID in a user namespace that does
+		// not map root.)
+		var st unix.Stat_t
+		if err := unix.Stat(s, &st); err != nil || st.Mode&unix.S_ISUID == 0 {
+			report("setuid binary", true, "the test's setuid binary is not set-user-ID (mode %#o, %v): nothing was tried", st.Mode, err)
+		}
 		out, err := exec.Command(s, "euid").Output()
 		euid := strings.TrimSpace(string(out))
 		report("setuid binary", err == nil && euid == "0", "it ran as euid %q (%v)", euid, err)

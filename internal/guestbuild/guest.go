@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/safefile"
 	"github.com/opensubstrate/sandbox/internal/vm/boot"
 )
 
@@ -170,14 +169,48 @@ func cached(name, key string, build func(out string) error) (string, error) {
 	if err := build(out); err != nil {
 		return "", err
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
+	// The compiler's file is renamed into place, not written again here:
+	// a program a parallel test starts meanwhile would inherit a file this
+	// process held open for writing, and executing the guest would fail
+	// with ETXTBSY until that program execs. Synced through a read-only
+	// descriptor, which nobody can be refused for.
+	if err := syncFile(out); err != nil {
 		return "", err
 	}
-	if err := safefile.Write(final, b, 0o755); err != nil {
+	if err := os.Chmod(out, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Rename(out, final); err != nil {
 		return "", err
 	}
 	return final, nil
+}
+
+// syncFile makes p's bytes durable through a read-only descriptor.
+func syncFile(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// Install builds the guest name with build and puts a copy at dst with
+// mode (a set-id bit included). The copy is written by cp(1), a child
+// process, never by this one: see cached on ETXTBSY.
+func Install(tb testing.TB, build func(string) (string, error), name, dst string, mode os.FileMode) {
+	tb.Helper()
+	p, err := build(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if out, err := exec.Command("cp", p, dst).CombinedOutput(); err != nil {
+		tb.Fatalf("copying guest %s: %v: %s", name, err, out)
+	}
+	if err := os.Chmod(dst, mode); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // Read builds the guest name with build (Go, C, Native) and returns its

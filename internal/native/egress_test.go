@@ -211,10 +211,9 @@ curl -sS -o /dev/null -w 'other %%{http_code}\n' -k https://127.0.0.2:%d/without
 // secret injected. A control run, given the secret on purpose, shows the
 // search finds it where it is.
 func TestSecretNeverEntersTheUnit(t *testing.T) {
-	b := guestbuild.Read(t, guestbuild.Native, "seeker")
 	bin := t.TempDir()
 	os.Chmod(bin, 0o755)
-	os.WriteFile(filepath.Join(bin, "seeker"), b, 0o755)
+	guestbuild.Install(t, guestbuild.Native, "seeker", filepath.Join(bin, "seeker"), 0o755)
 
 	since := time.Now().Add(-time.Second)
 	raw := make([]byte, 16)

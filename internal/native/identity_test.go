@@ -42,10 +42,6 @@ var intruderAttempts = []string{
 // through or is missing.
 func intrude(t *testing.T, who string, uid, pid int, paths ...string) {
 	t.Helper()
-	bin, err := guestbuild.Native("intruder")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A copy every user may execute (the build cache is root's).
 	dir, err := os.MkdirTemp("", "intruder-")
 	if err != nil {
@@ -53,14 +49,8 @@ func intrude(t *testing.T, who string, uid, pid int, paths ...string) {
 	}
 	defer os.RemoveAll(dir)
 	os.Chmod(dir, 0o755)
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
 	prog := filepath.Join(dir, "intruder")
-	if err := os.WriteFile(prog, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	guestbuild.Install(t, guestbuild.Native, "intruder", prog, 0o755)
 	cmd := exec.Command(prog, append([]string{strconv.Itoa(pid)}, paths...)...)
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}}

@@ -121,7 +121,6 @@ func TestEscapeBattery(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the battery runs as root, where the guest becomes nobody")
 	}
-	b := guestbuild.Read(t, guestbuild.Native, "escape")
 	g := t.TempDir()
 	os.Chmod(g, 0o755)
 	secret := t.TempDir()
@@ -129,9 +128,13 @@ func TestEscapeBattery(t *testing.T) {
 	os.Symlink(secret, filepath.Join(g, "abs"))
 	rel, _ := filepath.Rel(g, secret)
 	os.Symlink(rel, filepath.Join(g, "rel"))
-	os.WriteFile(filepath.Join(g, "escape"), b, 0o755)
-	os.WriteFile(filepath.Join(g, "suid-escape"), b, 0o755)
-	os.Chmod(filepath.Join(g, "suid-escape"), 0o4755)
+	guestbuild.Install(t, guestbuild.Native, "escape", filepath.Join(g, "escape"), 0o755)
+	b, err := os.ReadFile(filepath.Join(g, "escape"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Set-user-ID root (os.ModeSetuid: os.Chmod drops a bare 0o4000).
+	guestbuild.Install(t, guestbuild.Native, "escape", filepath.Join(g, "suid-escape"), os.ModeSetuid|0o755)
 	q := t.TempDir()
 	rw := t.TempDir()
 	os.Chmod(rw, 0o777)
