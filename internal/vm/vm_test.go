@@ -133,6 +133,12 @@ func TestGuestRunsCommandsAndMovesFiles(t *testing.T) {
 	if st.Code == 0 {
 		t.Fatal("a write into the read-only grant succeeded")
 	}
+	// The guest's /tmp is every user's and sticky, as every /tmp: no one
+	// removes or renames another's file in it.
+	out.Reset()
+	if st, err := m.Exec(ctx, wire.Command{Path: "/usr/bin/stat", Argv: []string{"stat", "-c", "%a", "/tmp"}, Dir: "/"}, nil, &out, nil, time.Second); err != nil || st.Code != 0 || strings.TrimSpace(out.String()) != "1777" {
+		t.Errorf("the guest's /tmp: mode %q (%+v %v), want 1777", out.String(), st, err)
+	}
 	// A process a program leaves behind ends as the agent's child (it is
 	// PID 1), and is waited for: no zombie stays.
 	st, _ = m.Exec(ctx, wire.Command{Path: "/usr/bin/sh", Argv: []string{"sh", "-c", "(/usr/bin/sleep 0.2; exit 0) & exit 0"}, Dir: "/"}, nil, nil, nil, time.Second)

@@ -56,7 +56,7 @@ func run() error {
 			return fmt.Errorf("mount %s: %w", m.dst, err)
 		}
 	}
-	os.Chmod("/tmp", 0o1777)
+	os.Chmod("/tmp", os.ModeSticky|0o777) // not 0o1777: os.Chmod drops a bare 0o1000
 	os.Chmod("/", 0o755) // the initramfs's root is the kernel's, writable by all until told
 
 	if err := loadModules(); err != nil {
