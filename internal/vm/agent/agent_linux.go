@@ -57,7 +57,7 @@ func run() error {
 		}
 	}
 	os.Chmod("/tmp", os.ModeSticky|0o777) // not 0o1777: os.Chmod drops a bare 0o1000
-	os.Chmod("/", 0o755) // the initramfs's root is the kernel's, writable by all until told
+	os.Chmod("/", 0o755)                  // the initramfs's root is the kernel's, writable by all until told
 
 	if err := loadModules(); err != nil {
 		return err
