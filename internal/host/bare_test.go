@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -149,6 +150,31 @@ func TestS0DeadlineEndsTheWholeGroup(t *testing.T) {
 	for _, s := range []string{"sleep 311", "sleep 312"} {
 		if l := processesWith(t, s); len(l) > 0 {
 			t.Fatalf("left running: %v", l)
+		}
+	}
+}
+
+// TestCommandReadsTheProgramOnce: a command named by its path is read
+// once, to sniff what it is and as the unit's image; one found in PATH
+// is read once, where it was found.
+func TestCommandReadsTheProgramOnce(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"/bin/true", "true"} {
+		reads := map[string]int{}
+		read := func(p string) ([]byte, error) {
+			reads[p]++
+			return readRegular(p)
+		}
+		req, err := Command(CommandLine{Args: []string{arg}, Cwd: "/", Read: read})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := os.ReadFile(req.Entry)
+		if !bytes.Equal(req.Image, want) || req.Kind != tier.Native {
+			t.Errorf("%s: a %v unit of %d bytes, want the %d of %s", arg, req.Kind, len(req.Image), len(want), req.Entry)
+		}
+		if len(reads) != 1 || reads[req.Entry] != 1 {
+			t.Errorf("%s: read %v, want %s once", arg, reads, req.Entry)
 		}
 	}
 }

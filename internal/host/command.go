@@ -136,6 +136,12 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 	if sniff {
 		b, err = read(mod)
 	}
+	// What was read to sniff is the program when the command is that
+	// file: it is not read (and hashed later) twice.
+	sniffed := []byte(nil)
+	if err == nil {
+		sniffed = b
+	}
 	if errors.Is(err, grant.ErrDenied) {
 		// A path the caller may not have read: refused before the host
 		// says whether anything is there.
@@ -174,6 +180,8 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 		image, err = readInRoot(rootDir, path)
 	case !Visible(path, g):
 		return Request{}, &InvalidError{Err: fmt.Errorf("%s is not visible inside a native run: it is neither in a system directory (/usr, /bin, /sbin, /lib, /etc, /opt) nor under a storage grant; grant its directory with --grant fs:%s:ro", path, filepath.Dir(path))}
+	case sniffed != nil && path == mod:
+		image = sniffed
 	default:
 		image, err = read(path)
 	}
