@@ -45,9 +45,12 @@ type Request struct {
 	Method string // GET, POST, PUT, DELETE, ...
 	Target string // the path and query: /v1/sandboxes?here=true
 	Header Header // besides Host, Content-Length and Transfer-Encoding
-	// Body is sent whole, with its Content-Length. A request with no
-	// Stream is sent again, once, on a new connection when a kept one
-	// turns out to have been closed by the server before it read a byte.
+	// Body is sent with its Content-Length. A request is sent again,
+	// once, on a new connection when a kept one turns out closed before
+	// the response began, and either none of it had left (the server
+	// cannot have read it) or its method is idempotent (GET, HEAD,
+	// OPTIONS, TRACE): a POST the server may have acted on is never
+	// sent twice.
 	Body []byte
 	// Stream, when not nil, is the body instead: sent chunked as it is
 	// read, while the response is read. Such a request has a new
@@ -108,11 +111,12 @@ func (t *Transport) Do(ctx context.Context, req *Request) (*Response, error) {
 	if err := check(req, t.Host); err != nil {
 		return nil, err
 	}
+	reuse := req.Stream == nil
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("h1: %s %s: %w", req.Method, req.Target, err)
 		}
-		c, reused, err := t.conn(ctx, req.Stream == nil)
+		c, reused, err := t.conn(ctx, reuse)
 		if err != nil {
 			if ctx.Err() != nil {
 				err = ctx.Err()
@@ -127,15 +131,25 @@ func (t *Transport) Do(ctx context.Context, req *Request) (*Response, error) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("h1: %s %s: %w", req.Method, req.Target, ctx.Err())
 		}
-		var nr nothingRead
-		if reused && errors.As(err, &nr) {
-			// A kept connection the server had closed, which it read
-			// nothing from: once more on another (at worst a new one,
-			// which is not retried).
+		var br beforeResponse
+		if reused && errors.As(err, &br) && (!br.sent || idempotent(req.Method)) {
+			// A kept connection that was closed, the request unread
+			// (or harmless to repeat): once more, on a new connection.
+			reuse = false
 			continue
 		}
 		return nil, fmt.Errorf("h1: %s %s: %w", req.Method, req.Target, err)
 	}
+}
+
+// idempotent says whether a request of method may be sent twice with
+// the effect of once (as net/http's Transport replays).
+func idempotent(method string) bool {
+	switch method {
+	case "GET", "HEAD", "OPTIONS", "TRACE":
+		return true
+	}
+	return false
 }
 
 // CloseIdle closes the connections kept for later requests.
@@ -149,11 +163,15 @@ func (t *Transport) CloseIdle() {
 	}
 }
 
-// nothingRead is a failure before the response's first byte.
-type nothingRead struct{ err error }
+// beforeResponse is a failure before the response's first byte; sent
+// says whether any byte of the request had left.
+type beforeResponse struct {
+	err  error
+	sent bool
+}
 
-func (e nothingRead) Error() string { return e.err.Error() }
-func (e nothingRead) Unwrap() error { return e.err }
+func (e beforeResponse) Error() string { return e.err.Error() }
+func (e beforeResponse) Unwrap() error { return e.err }
 
 // conn is a kept connection that is still open (reuse), else a new one.
 func (t *Transport) conn(ctx context.Context, reuse bool) (*conn, bool, error) {
@@ -181,14 +199,18 @@ func (t *Transport) conn(ctx context.Context, reuse bool) (*conn, bool, error) {
 
 // open says whether a kept connection may carry a request: nothing
 // arrived on it since its last response (no bytes, and no end: a
-// server that closed an idle connection). What it cannot look at (a
-// TLS connection) is taken as open; Do retries the request when it was
-// not.
+// server that closed an idle connection), looked at in the socket
+// beneath TLS. A connection it cannot look at is taken as open; Do
+// retries what may be retried when it was not.
 func open(c *conn) bool {
 	if c.br.Buffered() > 0 {
 		return false
 	}
-	sc, ok := c.nc.(syscall.Conn)
+	nc := c.nc
+	if u, ok := nc.(interface{ NetConn() net.Conn }); ok {
+		nc = u.NetConn() // TLS: its close_notify and the end are in the socket
+	}
+	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return true
 	}
@@ -226,35 +248,40 @@ func (t *Transport) put(c *conn) {
 	}
 }
 
+// inline bounds a request written before its response is read: a
+// larger one is written while the response is read, so that a server
+// that answers before reading it all (a body over its limit) is heard.
+const inline = 64 << 10
+
+// sendResult is how a request written beside its response's reading
+// ended: bytes written, and the error.
+type sendResult struct {
+	n   int64
+	err error
+}
+
 // roundTrip sends req on c and reads the response's head.
 func (t *Transport) roundTrip(ctx context.Context, c *conn, req *Request) (*Response, error) {
 	stop := context.AfterFunc(ctx, func() { c.nc.Close() })
 	head := t.head(req)
-	var wrote chan error
-	if req.Stream == nil {
-		if _, err := c.nc.Write(append(head, req.Body...)); err != nil {
+	var wrote chan sendResult // nil: written whole before the response
+	if req.Stream == nil && len(head)+len(req.Body) <= inline {
+		if n, err := c.nc.Write(append(head, req.Body...)); err != nil {
 			stop()
-			return nil, nothingRead{fmt.Errorf("writing the request: %w", err)}
+			return nil, beforeResponse{fmt.Errorf("writing the request: %w", err), n > 0}
 		}
 	} else {
-		if _, err := c.nc.Write(head); err != nil {
-			stop()
-			return nil, nothingRead{fmt.Errorf("writing the request: %w", err)}
-		}
-		wrote = make(chan error, 1)
-		go func() {
-			err := writeChunked(c.nc, req.Stream)
-			if err != nil {
-				// The body cannot be ended as the server would read it
-				// whole: it must not take what was sent as all of it.
-				c.nc.Close()
-			}
-			wrote <- err
-		}()
+		wrote = make(chan sendResult, 1)
+		go func() { wrote <- send(c.nc, head, req) }()
 	}
 	if _, err := c.br.Peek(1); err != nil {
 		stop()
-		return nil, nothingRead{fmt.Errorf("reading the response: %w", err)}
+		sent := true
+		if wrote != nil {
+			c.nc.Close() // the writer's end, if it is stuck
+			sent = (<-wrote).n > 0
+		}
+		return nil, beforeResponse{fmt.Errorf("reading the response: %w", err), sent}
 	}
 	resp, r, keep, err := readResponse(c.br, req.Method)
 	if err != nil {
@@ -263,6 +290,28 @@ func (t *Transport) roundTrip(ctx context.Context, c *conn, req *Request) (*Resp
 	}
 	resp.Body = &body{t: t, c: c, r: r, keep: keep, stop: stop, wrote: wrote, ctx: ctx}
 	return resp, nil
+}
+
+// send writes req's head, then its body: whole, or its Stream chunked.
+// A Stream that fails to read closes the connection: the server must
+// not take what was sent as the whole body. A failed write leaves the
+// connection to the response, which may already be there (a server that
+// refused the body and closed).
+func send(nc net.Conn, head []byte, req *Request) sendResult {
+	if req.Stream == nil {
+		n, err := nc.Write(append(head, req.Body...))
+		return sendResult{int64(n), err}
+	}
+	n, err := nc.Write(head)
+	if err != nil {
+		return sendResult{int64(n), err}
+	}
+	m, err := writeChunked(nc, req.Stream)
+	var src sourceError
+	if errors.As(err, &src) {
+		nc.Close()
+	}
+	return sendResult{int64(n) + m, err}
 }
 
 // head is req's request line and header.
@@ -292,10 +341,12 @@ func (t *Transport) head(req *Request) []byte {
 }
 
 // writeChunked sends r as a chunked body, a chunk for each read (a
-// program's input reaches it as it is typed), then its last chunk.
-func writeChunked(w io.Writer, r io.Reader) error {
+// program's input reaches it as it is typed), then its last chunk; it
+// returns the bytes written.
+func writeChunked(w io.Writer, r io.Reader) (int64, error) {
 	buf := make([]byte, 32<<10)
 	frame := make([]byte, 0, len(buf)+32)
+	var total int64
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
@@ -303,19 +354,27 @@ func writeChunked(w io.Writer, r io.Reader) error {
 			frame = append(frame, "\r\n"...)
 			frame = append(frame, buf[:n]...)
 			frame = append(frame, "\r\n"...)
-			if _, werr := w.Write(frame); werr != nil {
-				return werr
+			m, werr := w.Write(frame)
+			total += int64(m)
+			if werr != nil {
+				return total, werr
 			}
 		}
 		if err == io.EOF {
-			_, werr := w.Write([]byte("0\r\n\r\n"))
-			return werr
+			m, werr := w.Write([]byte("0\r\n\r\n"))
+			return total + int64(m), werr
 		}
 		if err != nil {
-			return fmt.Errorf("reading the request's body: %w", err)
+			return total, sourceError{err}
 		}
 	}
 }
+
+// sourceError is a failure to read a request's Stream.
+type sourceError struct{ err error }
+
+func (e sourceError) Error() string { return "reading the request's body: " + e.err.Error() }
+func (e sourceError) Unwrap() error { return e.err }
 
 // check refuses a request whose line or header would be read as
 // something else: a method that is not a token, a target that is not a
@@ -334,6 +393,11 @@ func check(req *Request, host string) error {
 		if f.Name == "" || !isToken(f.Name) {
 			return fmt.Errorf("h1: header name %q is not a token", f.Name)
 		}
+		for _, own := range []string{"Host", "Content-Length", "Transfer-Encoding", "Connection"} {
+			if equalFold(f.Name, own) {
+				return fmt.Errorf("h1: header %s is the transport's own", f.Name)
+			}
+		}
 		if !isFieldValue(f.Value) {
 			return fmt.Errorf("h1: header %s holds a control character", f.Name)
 		}
@@ -348,7 +412,7 @@ type body struct {
 	r     io.Reader // the framing's reader
 	keep  bool      // the connection may carry another request after it
 	stop  func() bool
-	wrote chan error // the chunked request's end; nil when sent whole
+	wrote chan sendResult // the request's end, written beside the response; nil when written first
 	ctx   context.Context
 
 	eof    atomic.Bool // read to its end
@@ -385,8 +449,8 @@ func (b *body) Close() error {
 	reuse := b.stop() && b.keep && b.eof.Load()
 	if reuse && b.wrote != nil {
 		select {
-		case err := <-b.wrote:
-			reuse = err == nil
+		case r := <-b.wrote:
+			reuse = r.err == nil
 		default:
 			reuse = false
 		}

@@ -4,14 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -20,15 +24,27 @@ import (
 // connections it accepted, and a Transport of it.
 func server(t *testing.T, h http.Handler) (*Transport, *atomic.Int64, *http.Server) {
 	t.Helper()
+	tr, conns, hs, _ := serverClosing(t, h)
+	return tr, conns, hs
+}
+
+// serverClosing is server, with a channel told of each connection the
+// server closed.
+func serverClosing(t *testing.T, h http.Handler) (*Transport, *atomic.Int64, *http.Server, chan struct{}) {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var conns atomic.Int64
+	closed := make(chan struct{}, 1024)
 	hs := &http.Server{Handler: h, ConnState: func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
+		switch s {
+		case http.StateNew:
 			conns.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			closed <- struct{}{}
 		}
 	}}
 	go hs.Serve(l)
@@ -38,7 +54,7 @@ func server(t *testing.T, h http.Handler) (*Transport, *atomic.Int64, *http.Serv
 		return d.DialContext(ctx, "unix", sock)
 	}}
 	t.Cleanup(tr.CloseIdle)
-	return tr, &conns, hs
+	return tr, &conns, hs, closed
 }
 
 func readAll(t *testing.T, resp *Response) string {
@@ -136,11 +152,11 @@ func TestRoundTrips(t *testing.T) {
 }
 
 // TestKeptConnectionClosedByServer: a kept connection the server closed
-// while idle is not used, and a request that met one anyway is sent
-// again on a new one.
+// while idle is seen closed and not used; a request that met one anyway,
+// none of it sent, is sent again on a new one.
 func TestKeptConnectionClosedByServer(t *testing.T) {
 	t.Parallel()
-	tr, conns, hs := server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	tr, conns, hs, closed := serverClosing(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		io.WriteString(w, r.Method)
 	}))
@@ -153,31 +169,168 @@ func TestKeptConnectionClosedByServer(t *testing.T) {
 		if got := readAll(t, resp); got != "POST" {
 			t.Fatalf("body %q", got)
 		}
-		// The server ends its idle connections (as at its idle timeout),
-		// once it has seen this one idle.
-		for tr.idleOpen() {
+		// The server ends its idle connections (as at its idle timeout);
+		// wait until it says it closed this one.
+		done := false
+		for !done {
 			hs.SetKeepAlivesEnabled(false)
 			hs.SetKeepAlivesEnabled(true)
-			time.Sleep(time.Millisecond)
+			select {
+			case <-closed:
+				done = true
+			case <-time.After(time.Millisecond):
+			}
+		}
+		// Its end reaches this side's socket at once (a unix socket).
+		if tr.idleOpen() {
+			t.Fatal("a kept connection the server closed is taken as open")
 		}
 	}
 	if n := conns.Load(); n != 3 {
 		t.Errorf("%d connections, want 3", n)
 	}
 	// A connection that looks open but whose server went away between
-	// the look and the request: the request goes again on a new one.
+	// the look and the request (its write fails, nothing sent): a POST
+	// goes again on a new one.
 	c, _, err := tr.conn(ctx, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.nc = &closedWriter{c.nc}
 	tr.put(c)
-	resp, err := tr.Do(ctx, &Request{Method: "GET", Target: "/"})
+	resp, err := tr.Do(ctx, &Request{Method: "POST", Target: "/"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := readAll(t, resp); got != "GET" {
+	if got := readAll(t, resp); got != "POST" {
 		t.Errorf("body %q", got)
+	}
+}
+
+// TestNeverSendsAPOSTTwice: a request the server read and dropped its
+// connection on before answering (a handler that panicked, a service
+// killed) is not sent again when it is a POST, whatever kept
+// connections there are; a GET is sent again once, on a new connection.
+func TestNeverSendsAPOSTTwice(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	tr, _, _ := server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ok" {
+			return
+		}
+		calls.Add(1)
+		panic(http.ErrAbortHandler) // the connection closed, no response
+	}))
+	ctx := context.Background()
+	keep := func(n int) {
+		// n kept connections, each used once: n requests at once.
+		var resps []*Response
+		for i := 0; i < n; i++ {
+			resp, err := tr.Do(ctx, &Request{Method: "GET", Target: "/ok"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resps = append(resps, resp)
+		}
+		for _, r := range resps {
+			readAll(t, r)
+		}
+	}
+	keep(5)
+	if _, err := tr.Do(ctx, &Request{Method: "POST", Target: "/create", Body: []byte("{}")}); err == nil {
+		t.Error("a POST the server dropped succeeded")
+	}
+	if n := calls.Swap(0); n != 1 {
+		t.Errorf("the server got the POST %d times, want 1", n)
+	}
+	keep(5)
+	if _, err := tr.Do(ctx, &Request{Method: "GET", Target: "/read"}); err == nil {
+		t.Error("a GET the server dropped twice succeeded")
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("the server got the GET %d times, want 2: once on a kept connection, once on a new one", n)
+	}
+}
+
+// TestTLSConnectionSeenClosed: beneath TLS too, a kept connection whose
+// server closed it is seen closed.
+func TestTLSConnectionSeenClosed(t *testing.T) {
+	t.Parallel()
+	closed := make(chan struct{}, 16)
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			closed <- struct{}{}
+		}
+	}
+	ts.StartTLS()
+	defer ts.Close()
+	cfg := ts.Client().Transport.(*http.Transport).TLSClientConfig
+	tr := &Transport{Host: "x", Dial: func(ctx context.Context) (net.Conn, error) {
+		return (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", ts.Listener.Addr().String())
+	}}
+	defer tr.CloseIdle()
+	resp, err := tr.Do(context.Background(), &Request{Method: "GET", Target: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if !tr.idleOpen() {
+		t.Fatal("a kept TLS connection is taken as closed while its server keeps it")
+	}
+	for done := false; !done; {
+		ts.Config.SetKeepAlivesEnabled(false)
+		ts.Config.SetKeepAlivesEnabled(true)
+		select {
+		case <-closed:
+			done = true
+		case <-time.After(time.Millisecond):
+		}
+	}
+	// The server's close reaches this side's socket soon after it
+	// closed (loopback TCP): wait for the fact, then ask.
+	raw := tr.idle[0].nc.(*tls.Conn).NetConn()
+	for !readable(raw) {
+		time.Sleep(time.Millisecond)
+	}
+	if tr.idleOpen() {
+		t.Error("a kept TLS connection whose server closed it is taken as open")
+	}
+}
+
+// readable says whether bytes or an end wait in nc's socket.
+func readable(nc net.Conn) bool {
+	rc, err := nc.(syscall.Conn).SyscallConn()
+	if err != nil {
+		return true
+	}
+	var (
+		b      [1]byte
+		peeked error
+	)
+	rc.Read(func(fd uintptr) bool {
+		_, _, peeked = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return true
+	})
+	return peeked != syscall.EAGAIN
+}
+
+// TestAnswerBeforeTheBodyIsHeard: a server that answers a large body
+// before reading it all (refused over its limit) and closes is heard,
+// not reported as a broken pipe.
+func TestAnswerBeforeTheBodyIsHeard(t *testing.T) {
+	t.Parallel()
+	tr, _, _ := server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, 1<<20)); err != nil {
+			http.Error(w, "at most 1 MiB", http.StatusRequestEntityTooLarge)
+		}
+	}))
+	resp, err := tr.Do(context.Background(), &Request{Method: "POST", Target: "/", Body: bytes.Repeat([]byte("A"), 32<<20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); resp.Status != 413 || got != "at most 1 MiB\n" {
+		t.Errorf("%s %q, want the server's 413", resp.StatusLine(), got)
 	}
 }
 
@@ -239,17 +392,22 @@ func TestStreamBothWays(t *testing.T) {
 // for its response and a body being read, with the context's error.
 func TestContextEndsTheCall(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
+	release, arrived := make(chan struct{}), make(chan struct{}, 1)
 	tr, _, _ := server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/body" {
 			io.WriteString(w, "first\n")
 			http.NewResponseController(w).Flush()
+		} else {
+			arrived <- struct{}{}
 		}
 		<-release
 	}))
 	defer close(release)
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(50*time.Millisecond, cancel)
+	go func() {
+		<-arrived // the request is in the server: Do waits for the head
+		cancel()
+	}()
 	if _, err := tr.Do(ctx, &Request{Method: "GET", Target: "/head"}); !errors.Is(err, context.Canceled) {
 		t.Errorf("waiting for the head: %v, want context.Canceled", err)
 	}
@@ -284,6 +442,9 @@ func TestRefusesWhatWouldBeReadAsMore(t *testing.T) {
 		"not a path":   {Method: "GET", Target: "http://x/"},
 		"field name":   {Method: "GET", Target: "/", Header: Header{{"A:b", "c"}}},
 		"field value":  {Method: "GET", Target: "/", Header: Header{{"A", "b\r\nX-Injected: 1"}}},
+		"a length":     {Method: "POST", Target: "/", Header: Header{{"content-length", "0"}}, Body: []byte("x")},
+		"a coding":     {Method: "POST", Target: "/", Header: Header{{"Transfer-Encoding", "chunked"}}},
+		"a host":       {Method: "GET", Target: "/", Header: Header{{"Host", "other"}}},
 	} {
 		if _, err := tr.Do(context.Background(), req); err == nil {
 			t.Errorf("%s: sent", name)
@@ -366,4 +527,90 @@ func FuzzResponse(f *testing.F) {
 			t.Fatalf("a body of %d bytes from %d", len(body), len(in))
 		}
 	})
+}
+
+// FuzzResponseAgainstNetHTTP: where both this package and net/http read
+// a response and its body whole, they read the same body, and where
+// this package keeps the connection, they leave the same bytes after it.
+// (Not compared: interim responses, which net/http returns to its
+// caller, and HTTP/1.0, where this package keeps no connection.)
+func FuzzResponseAgainstNetHTTP(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabcHTTP/1.1 200 OK\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x\r\nabc\r\n0\r\nT: v\r\n\r\nrest",
+		"HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\nx",
+		"HTTP/1.1 204\n\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		br := bufio.NewReaderSize(bytes.NewReader(in), readBuffer)
+		resp, r, keep, err := readResponse(br, "GET")
+		if err != nil {
+			return
+		}
+		body, err := io.ReadAll(r)
+		if err != nil {
+			return
+		}
+		rest, _ := io.ReadAll(br)
+		hb := bufio.NewReader(bytes.NewReader(in))
+		hr, err := http.ReadResponse(hb, nil)
+		if err != nil || hr.StatusCode < 200 || hr.ProtoMinor == 0 || hr.StatusCode != resp.Status {
+			return
+		}
+		hbody, err := io.ReadAll(hr.Body)
+		if err != nil {
+			return
+		}
+		hrest, _ := io.ReadAll(hb)
+		if !bytes.Equal(body, hbody) || (keep && !bytes.Equal(rest, hrest)) {
+			t.Fatalf("body %q rest %q keep %v; net/http's body %q rest %q", body, rest, keep, hbody, hrest)
+		}
+	})
+}
+
+// TestReadCloseAndCancelAtOnce: a body read in one goroutine, closed in
+// another, its context ended in a third; every connection kept after
+// carries a whole, right response.
+func TestReadCloseAndCancelAtOnce(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", 70000)
+	tr, _, _ := server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/small" {
+			io.WriteString(w, "small")
+			return
+		}
+		io.WriteString(w, big)
+	}))
+	for i := 0; i < 200; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		target := "/big"
+		if i%2 == 0 {
+			target = "/small"
+		}
+		resp, err := tr.Do(ctx, &Request{Method: "GET", Target: target})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Add(3)
+		go func() { defer wg.Done(); io.Copy(io.Discard, resp.Body) }()
+		go func() { defer wg.Done(); resp.Body.Close() }()
+		go func() {
+			defer wg.Done()
+			if i%3 == 0 {
+				cancel()
+			}
+		}()
+		wg.Wait()
+		cancel()
+		resp, err = tr.Do(context.Background(), &Request{Method: "GET", Target: "/small"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readAll(t, resp); got != "small" {
+			t.Fatalf("after %d: %q", i, got)
+		}
+	}
 }
