@@ -10,13 +10,10 @@ import (
 	"github.com/opensubstrate/sandbox/internal/jcs"
 )
 
-// jcpFiles are the JCP vectors files of a fresh generation.
+// jcpFiles are the JCP vectors files of the generated pack.
 func jcpFiles(t *testing.T) map[string]*JCPVectors {
 	t.Helper()
-	files, err := Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := generated(t)
 	out := map[string]*JCPVectors{}
 	for _, name := range []string{"positive/jcp.json", "positive/standing.json"} {
 		var v JCPVectors
@@ -89,10 +86,7 @@ func TestIndependentJCPVerifier(t *testing.T) {
 		t.Skip("python3 is not installed: the independent JCP verifier (conformance/independent/jcp.py) needs it")
 	}
 	const script, blake3 = "../../conformance/independent/jcp.py", "../../testdata/vectors/blake3/test_vectors.json"
-	dir := t.TempDir()
-	if _, err := Write(dir); err != nil {
-		t.Fatal(err)
-	}
+	dir := writePack(t)
 	for _, pack := range []string{committed, dir} {
 		for _, f := range []string{"jcp.json", "standing.json"} {
 			p := filepath.Join(pack, "positive", f)

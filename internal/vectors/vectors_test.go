@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/opensubstrate/sandbox/internal/jcs"
@@ -52,11 +53,11 @@ func checkPack(t *testing.T, dir string) {
 // TestRegenerationIsByteIdentical: generating twice gives the same bytes,
 // and the committed pack is exactly what generation gives now.
 func TestRegenerationIsByteIdentical(t *testing.T) {
-	a, err := Generate()
+	a := generated(t)
+	b, err := Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := Generate()
 	for n, x := range a {
 		if !bytes.Equal(x, b[n]) {
 			t.Fatalf("%s differs between two generations", n)
@@ -90,13 +91,7 @@ func TestRegenerationIsByteIdentical(t *testing.T) {
 // refuses the pack, naming the file; so do a file missing and a file
 // the manifest does not pin.
 func TestPackFilesArePinned(t *testing.T) {
-	fresh := func() string {
-		dir := t.TempDir()
-		if _, err := Write(dir); err != nil {
-			t.Fatal(err)
-		}
-		return dir
-	}
+	fresh := func() string { return writePack(t) }
 	durable := filepath.Join("positive", "durable.json")
 	for _, tc := range []struct {
 		name   string
@@ -143,18 +138,13 @@ func TestPackFilesArePinned(t *testing.T) {
 
 // TestEveryNegativeNamedInTheIssue is present, with its code.
 func TestEveryRequiredNegative(t *testing.T) {
-	files, err := Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = files
 	want := map[reject.Code]bool{
 		reject.Signature: false, reject.Address: false, reject.NonCanonical: false, reject.Float: false,
 		reject.IntRange: false, reject.NonShortest: false, reject.Indefinite: false, reject.DuplicateKey: false,
 		reject.UnsortedKeys: false, reject.Alg: false, reject.UnknownCritical: false, reject.Truncated: false,
 		reject.UntrustedKey: false, reject.TotalMismatch: false,
 	}
-	outs, err := inMemory()
+	outs, err := inMemory(t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,27 +163,52 @@ func TestEveryRequiredNegative(t *testing.T) {
 	}
 }
 
-// inMemory checks a freshly generated pack without the committed files.
-func inMemory() ([]Outcome, error) {
-	dir, err := os.MkdirTemp("", "pack")
+// inMemory checks the generated pack without the committed files.
+func inMemory(t *testing.T) ([]Outcome, error) {
+	return Verify(writePack(t))
+}
+
+// generatedOnce is Generate's pack, made once for the tests that read it
+// or change a copy: generation is deterministic
+// (TestRegenerationIsByteIdentical), and each took seconds of the
+// suite's CPU under the race detector, some fifteen times a run.
+var generatedOnce = sync.OnceValues(Generate)
+
+// generated is a copy of the generated pack's files.
+func generated(t testing.TB) map[string][]byte {
+	t.Helper()
+	files, err := generatedOnce()
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
-	if _, err := Write(dir); err != nil {
-		return nil, err
+	out := make(map[string][]byte, len(files))
+	for n, b := range files {
+		out[n] = bytes.Clone(b)
 	}
-	return Verify(dir)
+	return out
+}
+
+// writePack writes the generated pack in a new directory, as Write does
+// (TestGeneratedPackVerifies checks Write itself).
+func writePack(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	for n, b := range generated(t) {
+		p := filepath.Join(dir, filepath.FromSlash(n))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
 
 // TestEncodingCheckCatchesChanges: the encoding vectors are a real check.
 // A changed output byte, a changed input and an unknown codec each fail.
 func TestEncodingCheckCatchesChanges(t *testing.T) {
-	files, err := Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	good := files["positive/encoding.json"]
+	good := generated(t)["positive/encoding.json"]
 	if err := CheckEncoding(good); err != nil {
 		t.Fatalf("the generated encoding vectors fail: %v", err)
 	}
@@ -259,7 +274,7 @@ func TestCornerCaseVectors(t *testing.T) {
 		"attestation-signature-63-bytes.json":   reject.Signature,
 		"receipt-signature-63-bytes.cose":       reject.Signature,
 	}
-	outs, err := inMemory()
+	outs, err := inMemory(t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,10 +313,7 @@ func TestIndependentRecordVerifier(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), " 0 differ") || !strings.Contains(string(out), " 0 disagree") {
 		t.Fatalf("the committed pack: %v\n%s", err, out)
 	}
-	dir := t.TempDir()
-	if _, err := Write(dir); err != nil {
-		t.Fatal(err)
-	}
+	dir := writePack(t)
 	p := filepath.Join(dir, "positive", "durable.json")
 	var d Durable
 	b, _ := os.ReadFile(p)
