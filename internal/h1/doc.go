@@ -13,5 +13,6 @@
 // A response is hostile input: its status line, headers and chunk
 // framing are parsed with bounds on every line and on the header's
 // size, and anything that is not HTTP/1.x is refused with an error
-// naming what was wrong (FuzzResponse).
+// naming what was wrong (FuzzResponseAgainstNetHTTP, which also
+// compares what it reads with net/http).
 package h1

@@ -210,13 +210,21 @@ func open(c *conn) bool {
 	if u, ok := nc.(interface{ NetConn() net.Conn }); ok {
 		nc = u.NetConn() // TLS: its close_notify and the end are in the socket
 	}
+	waiting, looked := arrived(nc)
+	return !looked || !waiting
+}
+
+// arrived says whether bytes or an end wait in nc's socket (peeked,
+// not read), or the look failed; looked is false where nc has no socket
+// to look at.
+func arrived(nc net.Conn) (waiting, looked bool) {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
-		return true
+		return false, false
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return false
+		return true, true
 	}
 	var (
 		b      [1]byte
@@ -226,9 +234,9 @@ func open(c *conn) bool {
 		_, _, peeked = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		return true
 	}); err != nil {
-		return false
+		return true, true
 	}
-	return peeked == syscall.EAGAIN
+	return peeked != syscall.EAGAIN, true
 }
 
 // put keeps c for a later request.
@@ -266,9 +274,9 @@ func (t *Transport) roundTrip(ctx context.Context, c *conn, req *Request) (*Resp
 	head := t.head(req)
 	var wrote chan sendResult // nil: written whole before the response
 	if req.Stream == nil && len(head)+len(req.Body) <= inline {
-		if n, err := c.nc.Write(append(head, req.Body...)); err != nil {
+		if r := send(c.nc, head, req); r.err != nil {
 			stop()
-			return nil, beforeResponse{fmt.Errorf("writing the request: %w", err), n > 0}
+			return nil, beforeResponse{fmt.Errorf("writing the request: %w", r.err), r.n > 0}
 		}
 	} else {
 		wrote = make(chan sendResult, 1)
