@@ -82,7 +82,11 @@ func Dial(addr string, o Options) (*Client, error) {
 	}
 	host := u.Host
 	if u.Port() == "" {
-		host = net.JoinHostPort(u.Hostname(), map[string]string{"https": "443", "http": "80"}[u.Scheme])
+		port := "443"
+		if u.Scheme == "http" {
+			port = "80"
+		}
+		host = net.JoinHostPort(u.Hostname(), port)
 	}
 	dial := func(ctx context.Context) (net.Conn, error) {
 		var d net.Dialer
@@ -100,17 +104,10 @@ func Dial(addr string, o Options) (*Client, error) {
 // Close releases idle connections.
 func (c *Client) Close() { c.tr.CloseIdle() }
 
-// do makes a request; a body that is a *bytes.Reader is sent whole (and
-// again, where a kept connection turned out closed), any other is
-// streamed. A response of 400 or more is returned as an *APIError.
-func (c *Client) do(ctx context.Context, method, path string, body io.Reader, ctype string) (*h1.Response, error) {
-	req := &h1.Request{Method: method, Target: c.prefix + path}
-	if br, ok := body.(*bytes.Reader); ok {
-		req.Body = make([]byte, br.Len())
-		br.Read(req.Body)
-	} else if body != nil {
-		req.Stream = body
-	}
+// do makes a request with a body sent whole, or one streamed (stream
+// not nil). A response of 400 or more is returned as an *APIError.
+func (c *Client) do(ctx context.Context, method, path string, body []byte, stream io.Reader, ctype string) (*h1.Response, error) {
+	req := &h1.Request{Method: method, Target: c.prefix + path, Body: body, Stream: stream}
 	if ctype != "" {
 		req.Header = append(req.Header, h1.Field{Name: "Content-Type", Value: ctype})
 	}
@@ -141,16 +138,16 @@ func readError(resp *h1.Response) error {
 }
 
 func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
+	var body []byte
 	ctype := ""
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
 		}
-		body, ctype = bytes.NewReader(b), "application/json"
+		body, ctype = b, "application/json"
 	}
-	resp, err := c.do(ctx, method, path, body, ctype)
+	resp, err := c.do(ctx, method, path, body, nil, ctype)
 	if err != nil {
 		return err
 	}
@@ -206,7 +203,7 @@ func (c *Client) Fleet(ctx context.Context, spec FleetSpec, progress func(done, 
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.do(ctx, "POST", "/v1/fleets", bytes.NewReader(b), "application/json")
+	resp, err := c.do(ctx, "POST", "/v1/fleets", b, nil, "application/json")
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +244,7 @@ func (c *Client) Watch(ctx context.Context, id, p string, recursive bool, fn fun
 	if recursive {
 		q.Set("recursive", "true")
 	}
-	resp, err := c.do(ctx, "GET", "/v1/sandboxes/"+url.PathEscape(id)+"/watch?"+q.Encode(), nil, "")
+	resp, err := c.do(ctx, "GET", "/v1/sandboxes/"+url.PathEscape(id)+"/watch?"+q.Encode(), nil, nil, "")
 	if err != nil {
 		return err
 	}
@@ -368,7 +365,7 @@ func (c *Client) Metrics(ctx context.Context) ([]byte, error) { return c.raw(ctx
 
 // raw is a GET's body, whole (at most 16 MiB).
 func (c *Client) raw(ctx context.Context, path string) ([]byte, error) {
-	resp, err := c.do(ctx, "GET", path, nil, "")
+	resp, err := c.do(ctx, "GET", path, nil, nil, "")
 	if err != nil {
 		return nil, err
 	}
@@ -391,7 +388,7 @@ func (c *Client) HostKey(ctx context.Context) (string, error) {
 // RunBundle writes run id's directory, as a tar of runs/HEX/NAME
 // entries, to w: its sealed files, to verify offline.
 func (c *Client) RunBundle(ctx context.Context, id string, w io.Writer) error {
-	resp, err := c.do(ctx, "GET", "/v1/runs/"+url.PathEscape(id)+"/bundle", nil, "")
+	resp, err := c.do(ctx, "GET", "/v1/runs/"+url.PathEscape(id)+"/bundle", nil, nil, "")
 	if err != nil {
 		return err
 	}
@@ -474,9 +471,9 @@ func (c *Client) stream(ctx context.Context, path string, x ExecSpec, stdout, st
 	if err != nil {
 		return nil, err
 	}
-	body, ctype := io.Reader(bytes.NewReader(b)), "application/json"
+	body, stream, ctype := b, io.Reader(nil), "application/json"
 	if x.StdinStream != nil && x.Stdin == nil {
-		body, ctype = io.MultiReader(bytes.NewReader(append(b, '\n')), x.StdinStream), StdinStreamType
+		body, stream, ctype = nil, io.MultiReader(bytes.NewReader(append(b, '\n')), x.StdinStream), StdinStreamType
 	}
 	rctx, drop := context.WithCancel(context.WithoutCancel(ctx))
 	defer drop()
@@ -513,7 +510,7 @@ func (c *Client) stream(ctx context.Context, path string, x ExecSpec, stdout, st
 		})
 	}
 	defer context.AfterFunc(ctx, interrupt)()
-	resp, err := c.do(rctx, "POST", path, body, ctype)
+	resp, err := c.do(rctx, "POST", path, body, stream, ctype)
 	if err != nil {
 		return nil, ended(ctx, err)
 	}
@@ -570,7 +567,7 @@ func filesPath(id, p string, q url.Values) string {
 // Upload writes r to path p in a live sandbox (under a read-write grant).
 func (c *Client) Upload(ctx context.Context, id, p string, r io.Reader, mode os.FileMode) (int64, error) {
 	q := url.Values{"mode": {strconv.FormatUint(uint64(mode.Perm()), 8)}}
-	resp, err := c.do(ctx, "PUT", filesPath(id, p, q), r, "application/octet-stream")
+	resp, err := c.do(ctx, "PUT", filesPath(id, p, q), nil, r, "application/octet-stream")
 	if err != nil {
 		return 0, err
 	}
@@ -583,7 +580,7 @@ func (c *Client) Upload(ctx context.Context, id, p string, r io.Reader, mode os.
 
 // Download writes file p of a live sandbox to w.
 func (c *Client) Download(ctx context.Context, id, p string, w io.Writer) (int64, error) {
-	resp, err := c.do(ctx, "GET", filesPath(id, p, nil), nil, "")
+	resp, err := c.do(ctx, "GET", filesPath(id, p, nil), nil, nil, "")
 	if err != nil {
 		return 0, err
 	}

@@ -188,19 +188,13 @@ func generated(t testing.TB) map[string][]byte {
 	return out
 }
 
-// writePack writes the generated pack in a new directory, as Write does
-// (TestGeneratedPackVerifies checks Write itself).
+// writePack writes the generated pack in a new directory, as Write
+// does (TestGeneratedPackVerifies checks Write itself).
 func writePack(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
-	for n, b := range generated(t) {
-		p := filepath.Join(dir, filepath.FromSlash(n))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := writeFiles(dir, generated(t)); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }

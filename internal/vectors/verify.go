@@ -40,6 +40,11 @@ func Write(dir string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return writeFiles(dir, files)
+}
+
+// writeFiles writes a generated pack's files into dir.
+func writeFiles(dir string, files map[string][]byte) (int, error) {
 	names := make([]string, 0, len(files))
 	for n := range files {
 		names = append(names, n)
