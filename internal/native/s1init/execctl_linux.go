@@ -192,18 +192,13 @@ type seccompNotifResp struct {
 // loadExecNotify installs, on the calling thread, a filter that hands
 // every execve and execveat to a listener, and returns the listener.
 func loadExecNotify() (int, error) {
-	var auditArch uint32
-	switch runtime.GOARCH {
-	case "amd64":
-		auditArch = unix.AUDIT_ARCH_X86_64
-	case "arm64":
-		auditArch = unix.AUDIT_ARCH_AARCH64
-	default:
-		return -1, fmt.Errorf("exec control: no filter for %s", runtime.GOARCH)
+	arch, err := auditArch()
+	if err != nil {
+		return -1, fmt.Errorf("exec control: %w", err)
 	}
 	f := []unix.SockFilter{
 		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 4}, // arch
-		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: auditArch, Jt: 0, Jf: 4},
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: arch, Jt: 0, Jf: 4},
 		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0}, // nr
 		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.SYS_EXECVE, Jt: 2, Jf: 0},
 		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.SYS_EXECVEAT, Jt: 1, Jf: 0},

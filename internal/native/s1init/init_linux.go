@@ -300,6 +300,10 @@ func confineThreadAndStart(ex *Exec, xc *execCtl, files []uintptr, cgroups []int
 	if err := confine.LoadFilter(ex.Seccomp); err != nil {
 		return 0, err
 	}
+	// This thread is the program's until it ends: out of its reach.
+	if err := loadThreadGuard(); err != nil {
+		return 0, err
+	}
 	if xc != nil && !ex.KernelExecOnly {
 		// Stacked on the deny list: for execve and execveat the notifier
 		// wins over its allow, and its denials win over the notifier.
