@@ -110,14 +110,7 @@ func TestSandboxMovesAcrossHosts(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args, env, kept := c.blobs(t)
-			moveAcross(t, pg.NewDatabase(t), env, args)
-			// Kept object by object: the unit, the grants, trees and
-			// chunks beside each suspension's bundle, not one whole bundle.
-			if kept != nil {
-				if n := kept(); n < 4 {
-					t.Errorf("%d objects kept where --blobs says, want each suspension's objects one by one", n)
-				}
-			}
+			moveAcross(t, pg.NewDatabase(t), env, args, kept)
 		})
 	}
 }
@@ -134,33 +127,73 @@ func filesUnder(dir string) int {
 	return n
 }
 
-func moveAcross(t *testing.T, dsn string, env, args []string) {
+// moveAcross moves a sandbox from A to B and back through the cluster
+// dsn names, with the blob store args name; kept (nil: not counted)
+// counts the objects in that store. The store is collected on the way
+// (sandbox cluster gc): while the sandbox is kept, only what no
+// suspension names any more goes, and it moves again after; once it is
+// closed, everything goes.
+func moveAcross(t *testing.T, dsn string, env, args []string, kept func() int) {
 	a, b, _ := twoHosts(t, dsn, env, args...)
+	gc := func(want string, flags ...string) string {
+		t.Helper()
+		cmd := cliCmd(t, a, env, append(append([]string{"cluster", "gc", "--cluster", dsn}, args...), flags...)...)
+		out, err := cmd.Output()
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Fatalf("cluster gc: %v %q, want %q", err, out, want)
+		}
+		return string(out)
+	}
 	id := createWriting(t, a, "travelled")
-	if _, e, code := runCLI(t, a, "", "suspend", id); code != 0 {
-		t.Fatalf("suspend on A: %d %s", code, e)
+	// move suspends the sandbox through from, resumes it through to,
+	// and reads its file there.
+	move := func(from, to, what string) {
+		t.Helper()
+		if _, e, code := runCLI(t, from, "", "suspend", id); code != 0 {
+			t.Fatalf("suspend, %s: %d %s", what, code, e)
+		}
+		if _, e, code := runCLI(t, to, "", "resume", id); code != 0 {
+			t.Fatalf("resume, %s: %d %s", what, code, e)
+		}
+		if out := catF(t, to, id); out != "travelled\n" {
+			t.Fatalf("%s: %q", what, out)
+		}
 	}
-	if _, e, code := runCLI(t, b, "", "resume", id); code != 0 {
-		t.Fatalf("resume through B: %d %s", code, e)
-	}
-	if out := catF(t, b, id); out != "travelled\n" {
-		t.Fatalf("on B: %q", out)
-	}
+	move(a, b, "from A to B")
 	if _, e, code := runCLI(t, a, "", "resume", id); code == 0 || !strings.Contains(e, "held by another host") {
 		t.Fatalf("resume on A while B holds it: %d %s", code, e)
 	}
-	// Back to A the same way.
-	if _, e, code := runCLI(t, b, "", "suspend", id); code != 0 {
-		t.Fatalf("suspend on B: %d %s", code, e)
+	move(b, a, "back to A")
+	// Kept object by object: the unit, the grants, trees and chunks
+	// beside each suspension's bundle, not one whole bundle.
+	if kept != nil {
+		if n := kept(); n < 4 {
+			t.Errorf("%d objects kept where --blobs says, want each suspension's objects one by one", n)
+		}
 	}
-	if _, e, code := runCLI(t, a, "", "resume", id); code != 0 {
-		t.Fatalf("resume back on A: %d %s", code, e)
+	// Collected while it is kept: A's first bundle, which B's
+	// suspension replaced, goes; what B's names stays, and it moves
+	// again. A dry run first removes nothing.
+	before := -1
+	if kept != nil {
+		before = kept()
 	}
-	if out := catF(t, a, id); out != "travelled\n" {
-		t.Fatalf("back on A: %q", out)
+	gc("would remove 1\n", "--dry-run")
+	if kept != nil && kept() != before {
+		t.Fatalf("a dry run removed objects: %d, was %d", kept(), before)
 	}
-	runCLI(t, a, "", "close", id)
-	if out, e, code := runCLI(t, a, "", "record", "verify", "--runs", "--trust-host", "--trust", filepath.Join(b, "host.pub"), id); code != 0 {
+	gc("named by 1 kept sandboxes and 0 fleet results not yet taken: removed 1\n")
+	move(a, b, "from A to B after a collection")
+	runCLI(t, b, "", "close", id)
+	// Closed: nothing of it is kept in the cluster's store.
+	gc("named by 0 kept sandboxes")
+	if kept != nil {
+		if n := kept(); n != 0 {
+			t.Errorf("%d objects left in the store once the only sandbox closed", n)
+		}
+	}
+	gc("0 objects stored")
+	if out, e, code := runCLI(t, b, "", "record", "verify", "--runs", "--trust-host", "--trust", filepath.Join(a, "host.pub"), id); code != 0 {
 		t.Fatalf("the record with both keys: %d %s %s", code, out, e)
 	}
 }

@@ -85,6 +85,14 @@ CREATE TABLE IF NOT EXISTS cluster_chain_entries (
 	sig BYTEA NOT NULL,
 	PRIMARY KEY (name, seq)
 );
+CREATE TABLE IF NOT EXISTS cluster_blobgc (
+	one BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
+	epoch BIGINT NOT NULL DEFAULT 0,
+	until TIMESTAMPTZ,
+	by_host TEXT NOT NULL DEFAULT ''
+);
+INSERT INTO cluster_blobgc (one) VALUES (true) ON CONFLICT DO NOTHING;
+ALTER TABLE cluster_jobs ADD COLUMN IF NOT EXISTS taken BOOLEAN NOT NULL DEFAULT false;
 `
 
 // Errors a member meets.

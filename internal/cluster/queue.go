@@ -207,12 +207,29 @@ func (m *Member) EnqueueBatch(ctx context.Context, jobs []Job) ([]int64, error) 
 // fenced runs an update of a leased job that holds only under l's
 // fencing token and holder, and says ErrStaleFence where it does not.
 func (m *Member) fenced(ctx context.Context, what string, l *Lease, set string, args ...any) error {
+	return m.fencedIn(ctx, what, l, nil, set, args...)
+}
+
+// execer is a pool or a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// fencedIn is fenced, in a transaction held at hold's epoch where hold
+// is not nil (Cluster.held).
+func (m *Member) fencedIn(ctx context.Context, what string, l *Lease, hold *BlobHold, set string, args ...any) error {
 	q := `UPDATE cluster_jobs SET ` + set + ` WHERE id = $1 AND fence = $2 AND holder = $3 AND state = 'leased'`
 	var tag pgconn.CommandTag
-	err := m.c.retry(ctx, what, func() (err error) {
-		tag, err = m.c.pool.Exec(ctx, q, append([]any{l.ID, l.Fence, m.Host.ID()}, args...)...)
+	exec := func(e execer) (err error) {
+		tag, err = e.Exec(ctx, q, append([]any{l.ID, l.Fence, m.Host.ID()}, args...)...)
 		return err
-	})
+	}
+	var err error
+	if hold != nil {
+		err = m.c.held(ctx, what, *hold, func(tx pgx.Tx) error { return exec(tx) })
+	} else {
+		err = m.c.retry(ctx, what, func() error { return exec(m.c.pool) })
+	}
 	if err != nil {
 		return fmt.Errorf("cluster: %s job %d: %w", what, l.ID, err)
 	}
@@ -234,6 +251,17 @@ func (m *Member) Complete(ctx context.Context, l *Lease, result []byte) error {
 		result = []byte{}
 	}
 	return m.fenced(ctx, "complete", l, `state = 'done', result = $4, lease_until = NULL`, result)
+}
+
+// CompleteHeld ends l's job with a result that names objects of the
+// blob store, stored under hold (HoldBlobs): ErrCollected where the
+// store was collected since. The objects stay until the host that waits
+// for the job says it took the result (Cluster.ResultTaken).
+func (m *Member) CompleteHeld(ctx context.Context, hold BlobHold, l *Lease, result []byte) error {
+	if result == nil {
+		result = []byte{}
+	}
+	return m.fencedIn(ctx, "complete", l, &hold, `state = 'done', result = $4, lease_until = NULL`, result)
 }
 
 // Fail ends l's job as failed, saying why.

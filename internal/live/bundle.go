@@ -76,12 +76,13 @@ var (
 // Export writes sandbox id's durable run to w as a bundle. Only a
 // suspended or closed sandbox is exported: a live one's workspace is
 // not kept.
-func (h *Manager) Export(id string, w io.Writer) error { return h.export(id, w, nil) }
+func (h *Manager) Export(id string, w io.Writer) error { return h.export(id, w, nil, 0) }
 
 // export writes a bundle of sandbox id; with shared (a cluster's blob
-// store) the objects its record names go there instead, one by one, each
-// stored only if shared lacks it, and the bundle carries none of them.
-func (h *Manager) export(id string, w io.Writer, shared store.Blobs) error {
+// store, at epoch: BlobHolder) the objects its record names go there
+// instead, one by one, each stored only if shared lacks it, and the
+// bundle carries none of them.
+func (h *Manager) export(id string, w io.Writer, shared store.Blobs, epoch int64) error {
 	if !sandboxID.MatchString(id) {
 		return fmt.Errorf("%w: %q is not a sandbox id", ErrNoSandbox, id)
 	}
@@ -149,7 +150,7 @@ func (h *Manager) export(id string, w io.Writer, shared store.Blobs) error {
 	}
 	if shared != nil {
 		// What the store holds but not whole travels in the bundle.
-		if blobList, err = h.shareBlobs(shared, blobList); err != nil {
+		if blobList, err = h.shareBlobs(shared, epoch, blobList); err != nil {
 			return err
 		}
 	}
@@ -181,16 +182,17 @@ const blobWorkers = 8
 // under an address before this host did (a chunk's address is a
 // well-known file's), and a store's put does not replace what it has:
 // an object found there that this process has not seen whole is read
-// back and checked once.
-func (h *Manager) shareBlobs(shared store.Blobs, list []addr.Addr) ([]addr.Addr, error) {
+// back and checked once. What it saw under an earlier epoch than the
+// store's now (a collection ran since) it looks at again.
+func (h *Manager) shareBlobs(shared store.Blobs, epoch int64, list []addr.Addr) ([]addr.Addr, error) {
 	bad := make([]bool, len(list))
 	err := eachBlob(list, func(i int, a addr.Addr) error {
-		if _, ok := h.sharedGood.Load(a); ok {
+		if h.sharedKnown(a, epoch) {
 			return nil
 		}
 		if shared.HasBlob(a) {
 			if b, err := shared.Blob(a); err == nil && addr.Of(b) == a {
-				h.sharedGood.Store(a, true)
+				h.sharedSeen(a, epoch)
 				return nil
 			} else {
 				// Other bytes, no file but a link or a FIFO, or no
@@ -207,7 +209,7 @@ func (h *Manager) shareBlobs(shared store.Blobs, list []addr.Addr) ([]addr.Addr,
 		if err := shared.PutBlob(a, b); err != nil {
 			return fmt.Errorf("blob %s into the cluster's store: %w", a, err)
 		}
-		h.sharedGood.Store(a, true)
+		h.sharedSeen(a, epoch)
 		return nil
 	})
 	var carry []addr.Addr
@@ -314,14 +316,14 @@ type Imported struct {
 // ctx's narrowings) may give. A record already here is replaced only by
 // one that extends it and carries its seals.
 func (h *Manager) Import(ctx context.Context, r io.Reader, owner string, trust key.Trust) (Imported, error) {
-	return h.importBundle(ctx, r, owner, trust, nil)
+	return h.importBundle(ctx, r, owner, trust, nil, 0)
 }
 
-// importBundle imports a bundle; with shared (a cluster's blob store) an
-// object its record names that is neither in the bundle nor here is
-// fetched from there, checked against its address and staged as if the
-// bundle had carried it.
-func (h *Manager) importBundle(ctx context.Context, r io.Reader, owner string, trust key.Trust, shared store.Blobs) (Imported, error) {
+// importBundle imports a bundle; with shared (a cluster's blob store, at
+// epoch) an object its record names that is neither in the bundle nor
+// here is fetched from there, checked against its address and staged as
+// if the bundle had carried it.
+func (h *Manager) importBundle(ctx context.Context, r io.Reader, owner string, trust key.Trust, shared store.Blobs, epoch int64) (Imported, error) {
 	var im Imported
 	var err error
 	// The bundle's objects are staged on disk as they are read and
@@ -345,7 +347,7 @@ func (h *Manager) importBundle(ctx context.Context, r io.Reader, owner string, t
 	if err != nil {
 		return im, err
 	}
-	b.shared, b.stage, b.ctx, b.good = shared, stage, ctx, &h.sharedGood
+	b.shared, b.stage, b.ctx, b.seen = shared, stage, ctx, func(a addr.Addr) { h.sharedSeen(a, epoch) }
 	id := b.manifest.Sandbox
 	im.Sandbox, im.Head, im.Signer = id, b.manifest.Head, b.manifest.Signer
 	st, err := record.VerifyBytes(b.record)
@@ -665,8 +667,8 @@ func (b *bundle) fetch(a addr.Addr) (string, error) {
 		os.Remove(p)
 		return "", reject.New(reject.Address, where, "its bytes hash to %s", got)
 	}
-	if b.good != nil {
-		b.good.Store(a, true) // seen whole there
+	if b.seen != nil {
+		b.seen(a) // seen whole there
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -829,7 +831,7 @@ type bundle struct {
 	shared store.Blobs
 	stage  string
 	ctx    context.Context
-	good   *sync.Map            // the importing manager's sharedGood
+	seen   func(addr.Addr)      // the importing manager's sharedSeen
 	mu     sync.Mutex           // blobs, fetched
 	blobs  map[addr.Addr]string // staged, checked
 	// fetched are the staged blobs that came from shared.

@@ -30,8 +30,9 @@ type Manager struct {
 	// atomically.
 	cluster atomic.Pointer[clusterHooks]
 	// sharedGood holds the addresses (addr.Addr) of objects this
-	// process has seen whole in the cluster's blob store: put there, or
-	// read back and checked.
+	// process has seen whole in the cluster's blob store (put there, or
+	// read back and checked), each with the store's epoch then
+	// (BlobHolder): known only while no collection has begun since.
 	sharedGood sync.Map
 	// forkImages are the workspace images a fork made for its children
 	// (child id → forkImage), taken by each child's making.

@@ -3,6 +3,7 @@ package live
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -172,9 +173,29 @@ func (h *Manager) publish(id, owner string, head addr.Addr) {
 		return
 	}
 	var b bytes.Buffer
-	err := h.export(id, &b, h.sharedBlobs())
-	if err == nil {
-		err = shared.Publish(context.Background(), id, owner, head, b.Bytes())
+	ctx := context.Background()
+	holder, _ := shared.(BlobHolder)
+	var err error
+	for try := 1; ; try++ {
+		var epoch int64
+		if holder != nil {
+			if epoch, err = holder.HoldBlobs(ctx); err != nil {
+				break
+			}
+		}
+		b.Reset()
+		if err = h.export(id, &b, h.sharedBlobs(), epoch); err != nil {
+			break
+		}
+		if holder != nil {
+			err = holder.PublishHeld(ctx, epoch, id, owner, head, b.Bytes())
+		} else {
+			err = shared.Publish(ctx, id, owner, head, b.Bytes())
+		}
+		if !errors.Is(err, ErrCollected) || try == publishTries {
+			break
+		}
+		h.Logger().Info("the cluster's blob store was collected while a suspension was stored there: storing it again", "sandbox", id, "try", try)
 	}
 	if err != nil {
 		h.Logger().Warn("a suspended sandbox is kept here only: the cluster was not told", "sandbox", id, "err", err)
@@ -198,11 +219,18 @@ func (h *Manager) take(ctx context.Context, id, owner string) (func(), error) {
 	if b == nil {
 		return release, nil
 	}
+	var epoch int64
+	if holder, ok := shared.(BlobHolder); ok {
+		if epoch, err = holder.BlobEpoch(ctx); err != nil {
+			release()
+			return nil, fmt.Errorf("resume %s from the cluster: %w", id, err)
+		}
+	}
 	trust, err := shared.Trust(ctx)
 	var im Imported
 	if err == nil {
 		trust.Add(h.Key.Public())
-		im, err = h.importBundle(ctx, bytes.NewReader(b), owner, trust, h.sharedBlobs())
+		im, err = h.importBundle(ctx, bytes.NewReader(b), owner, trust, h.sharedBlobs(), epoch)
 		if err == nil && im.Phase != record.Parked {
 			err = fmt.Errorf("its bundle's record is %s, not parked", im.Phase)
 		}
@@ -256,4 +284,44 @@ func (h *Manager) Forfeit(id, why string) error {
 	}
 	h.Logger().Warn("sandbox forfeited: another host holds it now; what it did here since its last suspension is lost", "sandbox", id, "why", why)
 	return err
+}
+
+// BlobHolder is a BlobSharer whose store a collector sweeps
+// (docs/cluster.md, "Collecting the blob store"): a suspension holds it
+// from its first look at the store until the cluster names what it
+// stored, and is refused where a collection began meanwhile.
+type BlobHolder interface {
+	BlobSharer
+	// HoldBlobs waits while a collection of the store runs, and returns
+	// the store's epoch: what this host saw there under an earlier one
+	// may have been collected since.
+	HoldBlobs(ctx context.Context) (int64, error)
+	// BlobEpoch is the store's epoch now, without waiting: a resumption
+	// reads only what the cluster keeps, which no collection removes.
+	BlobEpoch(ctx context.Context) (int64, error)
+	// PublishHeld is Publish of a bundle whose objects were stored
+	// under epoch: refused, with an error wrapping ErrCollected, where a
+	// collection began since.
+	PublishHeld(ctx context.Context, epoch int64, id, owner string, head addr.Addr, bundle []byte) error
+}
+
+// ErrCollected is wrapped by the refusal of a suspension whose objects
+// were stored before a collection of the cluster's blob store began:
+// they are stored again (publishTries in all).
+var ErrCollected = errors.New("the cluster's blob store was collected since the objects were stored")
+
+// publishTries is how many times a suspension is stored and published
+// while collections keep beginning in between.
+const publishTries = 3
+
+// sharedSeen notes that object a was seen whole in the cluster's blob
+// store, or put there, at the store's epoch.
+func (h *Manager) sharedSeen(a addr.Addr, epoch int64) { h.sharedGood.Store(a, epoch) }
+
+// sharedKnown says whether object a was seen whole in the cluster's
+// blob store at epoch: seen at another, a collection may have removed it
+// since.
+func (h *Manager) sharedKnown(a addr.Addr, epoch int64) bool {
+	v, ok := h.sharedGood.Load(a)
+	return ok && v.(int64) == epoch
 }

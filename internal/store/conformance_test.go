@@ -17,3 +17,14 @@ func TestBlobsConformance(t *testing.T) {
 		return s
 	})
 }
+
+// And the collector's part of it (a cluster's shared directory).
+func TestCollectableConformance(t *testing.T) {
+	storetest.Collectable(t, func(t *testing.T) store.Collectable {
+		s, err := store.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}

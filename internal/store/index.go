@@ -1,8 +1,10 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -260,3 +262,55 @@ func sortRuns(out []Summary) {
 
 // ErrNoIndex is wrapped when an index cannot be opened.
 var ErrNoIndex = errors.New("no index")
+
+// Collectable is a Blobs whose objects can be listed and removed: what a
+// cluster's collector sweeps (docs/cluster.md, "Collecting the blob
+// store"). The three stores a cluster can keep its objects in (a
+// directory, PostgreSQL, an S3 bucket) implement it, and pass
+// storetest.Collectable.
+type Collectable interface {
+	Blobs
+	// EachBlob calls f with the address of every blob stored, in no
+	// particular order; what is not named as a blob is (a put's
+	// temporary file, another program's object) is left out. An error
+	// from f ends it, and is its error.
+	EachBlob(ctx context.Context, f func(addr.Addr) error) error
+	// RemoveBlob removes the blob at a; one not stored is no error.
+	RemoveBlob(a addr.Addr) error
+}
+
+var _ Collectable = (*Store)(nil)
+
+// EachBlob calls f with the address of every blob in the store's blobs/
+// directory (Collectable): each file named by 64 lowercase hex digits.
+func (s *Store) EachBlob(ctx context.Context, f func(addr.Addr) error) error {
+	d, err := os.Open(s.Path("blobs"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	for {
+		names, err := d.Readdirnames(1024)
+		for _, n := range names {
+			a, perr := addr.Parse(addr.Prefix + n)
+			if perr != nil || a.Hex() != n {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := f(a); err != nil {
+				return err
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

@@ -154,7 +154,9 @@ func (s *Store) PutBlobFile(a addr.Addr, path string) error {
 
 // RemoveBlob removes the blob at address a, which no record may name: a
 // caller removes only what it stored itself and never recorded (a
-// suspension's memory image when the suspension failed after storing it).
+// suspension's memory image when the suspension failed after storing it),
+// or what a cluster's collector found no sandbox or job names
+// (Collectable).
 func (s *Store) RemoveBlob(a addr.Addr) error {
 	p := s.Path("blobs", a.Hex())
 	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {

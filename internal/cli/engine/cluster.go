@@ -170,8 +170,89 @@ address) and heartbeats every 5 s. See docs/cluster.md for what works
 across hosts today and what does not yet.`,
 		Args: cli.UsageArgs(cobra.NoArgs),
 	}
-	c.AddCommand(clusterHostsCmd(g), clusterTrailCmd(g))
+	c.AddCommand(clusterHostsCmd(g), clusterTrailCmd(g), clusterGCCmd(g))
 	return c
+}
+
+func clusterGCCmd(g *cli.Globals) *cobra.Command {
+	var dsn, blobsURL string
+	var dryRun, asJSON bool
+	c := &cobra.Command{
+		Use:   "gc --cluster DSN [--blobs URL] [--dry-run] [--json]",
+		Short: "Remove from the cluster's blob store every object no kept sandbox or untaken fleet result names",
+		Long: `Collect the cluster's blob store (docs/cluster.md, "Collecting the blob
+store"): remove every object that no sandbox the cluster keeps (live,
+suspended or lost: all but closed ones; every object its record names,
+its bundle among them) and no fleet item's result not yet taken by its
+fleet's host names. Hosts wait to store objects while it runs, and a
+suspension stored while it began is stored again, so nothing a sandbox
+needs is removed; a collector that stalls past its lease removes
+nothing more. A kept sandbox whose bundle cannot be read (tampered,
+or an object it names missing) stops the collection before anything
+is removed, naming the sandbox. --blobs names the store as 'serve
+--blobs' does (default the cluster's PostgreSQL). --dry-run removes
+nothing and says what a collection would remove now.`,
+		Args: cli.UsageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := openCluster(cmd, dsn)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			if dsn == "" {
+				dsn = os.Getenv("SANDBOX_CLUSTER")
+			}
+			b, closeBlobs, err := openClusterBlobs(cmd.Context(), dsn, blobsURL)
+			if err != nil {
+				return err
+			}
+			defer closeBlobs()
+			cb, ok := b.(store.Collectable)
+			if !ok {
+				return fmt.Errorf("the blob store %s cannot be listed: it is not collected", blobsURL)
+			}
+			by, _ := os.Hostname()
+			col, err := cl.CollectBlobs(cmd.Context(), cb, collectNamer{blobs: b}, "sandbox cluster gc on "+by, dryRun)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return cli.PrintJSON(cmd.OutOrStdout(), col)
+			}
+			verb := "removed"
+			if dryRun {
+				verb = "would remove"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%d objects stored, %d named by %d kept sandboxes and %d fleet results not yet taken: %s %d\n",
+				col.Stored, col.Named, col.Sandboxes, col.Results, verb, col.Removed)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&dsn, "cluster", "", "the cluster's PostgreSQL (postgres://… or key=value; default $SANDBOX_CLUSTER)")
+	c.Flags().StringVar(&blobsURL, "blobs", "", "the cluster's blob store, as 'serve --blobs' names it: s3://BUCKET[/PREFIX]?endpoint=…, file:///DIR; default the cluster's PostgreSQL")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "remove nothing: say what a collection would remove")
+	c.Flags().BoolVar(&asJSON, "json", false, "print what was found and done as JSON")
+	return c
+}
+
+// collectNamer says which objects of the cluster's blob store what the
+// cluster keeps names (cluster.Namer): a kept sandbox's bundle and
+// the objects its record names; a fleet item's run bundle.
+type collectNamer struct{ blobs store.Blobs }
+
+func (n collectNamer) Bundle(ctx context.Context, a addr.Addr) ([]addr.Addr, error) {
+	return live.BundleObjects(n.blobs, a)
+}
+
+func (n collectNamer) Result(kind string, result []byte) ([]addr.Addr, error) {
+	if kind != fleetItemKind {
+		return nil, nil // the queue's other jobs name no object
+	}
+	res, err := live.ParseItemResult(result)
+	if err != nil {
+		return nil, err
+	}
+	return []addr.Addr{res.Bundle}, nil
 }
 
 // openCluster opens the cluster --cluster (else $SANDBOX_CLUSTER)
@@ -433,12 +514,36 @@ func (s *clusterShared) Blobs() store.Blobs { return s.blobs }
 // TLS checks other hosts' certificates (--cluster-ca).
 func (s *clusterShared) TLS() *tls.Config { return s.tls }
 
+// Publish is never called: a suspension stores its objects under a
+// hold on the blob store (live.BlobHolder), and publishes with
+// PublishHeld. One that did not is refused.
 func (s *clusterShared) Publish(ctx context.Context, id, owner string, head addr.Addr, bundle []byte) error {
+	return fmt.Errorf("cluster: sandbox %s: a suspension published without a hold on the blob store: %w", id, live.ErrCollected)
+}
+
+// HoldBlobs waits while a collection of the blob store runs, and is its
+// epoch (live.BlobHolder).
+func (s *clusterShared) HoldBlobs(ctx context.Context) (int64, error) {
+	h, err := s.c.HoldBlobs(ctx)
+	return h.Epoch, err
+}
+
+// BlobEpoch is the blob store's epoch now (live.BlobHolder).
+func (s *clusterShared) BlobEpoch(ctx context.Context) (int64, error) { return s.c.BlobEpoch(ctx) }
+
+// PublishHeld keeps a suspension's bundle in the blob store and names it
+// in the cluster, refused where a collection began since epoch
+// (live.BlobHolder).
+func (s *clusterShared) PublishHeld(ctx context.Context, epoch int64, id, owner string, head addr.Addr, bundle []byte) error {
 	a := addr.Of(bundle)
 	if err := s.blobs.PutBlob(a, bundle); err != nil {
 		return err
 	}
-	return s.m.SandboxSuspended(ctx, id, owner, head, a)
+	err := s.m.SandboxSuspended(ctx, cluster.BlobHold{Epoch: epoch}, id, owner, head, a)
+	if errors.Is(err, cluster.ErrCollected) {
+		return fmt.Errorf("%w: %w", live.ErrCollected, err)
+	}
+	return err
 }
 
 // asker is who takes a sandbox, as the cluster checks it: the host's own
@@ -534,6 +639,10 @@ func (s *clusterShared) RunItem(ctx context.Context, payload []byte) (live.ItemR
 	if err != nil {
 		return res, nil, fmt.Errorf("job %d, run by host %s: its run's bundle %s: %w", id, st.Holder, res.Bundle, err)
 	}
+	// Taken: the bundle is the collector's now (the fleet keeps the run).
+	if err := s.c.ResultTaken(context.WithoutCancel(ctx), id); err != nil {
+		s.c.Log.Warn("a fleet item's result not marked taken: its run's bundle stays in the cluster's blob store", "job", id, "err", err)
+	}
 	return res, b, nil
 }
 
@@ -602,14 +711,28 @@ func (s *clusterShared) workItems(ctx context.Context, ho *live.Manager, slots i
 	}
 }
 
-// handBack puts an item's run bundle in the cluster's blob store and is
-// the job's result naming it.
-func (s *clusterShared) handBack(res live.ItemResult, bundle []byte) ([]byte, error) {
+// handBack puts an item's run bundle in the cluster's blob store and
+// completes l's job with a result naming it, both under a hold on the
+// store: put again where a collection began in between.
+func (s *clusterShared) handBack(ctx context.Context, l *cluster.Lease, res live.ItemResult, bundle []byte) error {
 	res.Bundle = addr.Of(bundle)
-	if err := s.blobs.PutBlob(res.Bundle, bundle); err != nil {
-		return nil, err
+	result, err := json.Marshal(res)
+	if err != nil {
+		return err
 	}
-	return json.Marshal(res)
+	for try := 1; ; try++ {
+		hold, err := s.c.HoldBlobs(ctx)
+		if err != nil {
+			return err
+		}
+		if err := s.blobs.PutBlob(res.Bundle, bundle); err != nil {
+			return err
+		}
+		err = s.m.CompleteHeld(ctx, hold, l, result)
+		if !errors.Is(err, cluster.ErrCollected) || try == 3 {
+			return err
+		}
+	}
 }
 
 // workItem runs one fleet item this host took, renewing its lease while
@@ -642,12 +765,8 @@ func (s *clusterShared) workItem(ctx context.Context, ho *live.Manager, l *clust
 		}
 		return
 	}
-	var result []byte
 	if err == nil {
-		result, err = s.handBack(res, bundle)
-	}
-	if err == nil {
-		if err := s.m.Complete(after, l, result); err != nil {
+		if err := s.handBack(after, l, res, bundle); err != nil {
 			log.Warn("cluster: a fleet item's result not recorded", "job", l.ID, "run", res.Run, "err", err)
 			return
 		}

@@ -126,12 +126,15 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func (s *Store) ctx() (context.Context, context.CancelFunc) {
+func (s *Store) ctx() (context.Context, context.CancelFunc) { return s.ctxFrom(context.Background()) }
+
+// ctxFrom is parent bounded by the store's Timeout.
+func (s *Store) ctxFrom(parent context.Context) (context.Context, context.CancelFunc) {
 	d := s.Timeout
 	if d <= 0 {
 		d = 30 * time.Second
 	}
-	return context.WithTimeout(context.Background(), d)
+	return context.WithTimeout(parent, d)
 }
 
 // PutBlob stores b under a, once; bytes that are not a's are refused
@@ -463,4 +466,76 @@ func prefixRange(prefix string) (lo, hi []byte, err error) {
 		step = 1
 	}
 	return lo, nil, nil
+}
+
+var _ store.Collectable = (*Store)(nil)
+
+// EachBlob calls f with the address of every blob stored
+// (store.Collectable), read in pages of 1,000 by address, so that no
+// statement stays open while f runs (f may remove what it is given).
+func (s *Store) EachBlob(ctx context.Context, f func(addr.Addr) error) error {
+	after := []byte{}
+	for {
+		page, last, err := s.blobPage(ctx, after)
+		if err != nil {
+			return err
+		}
+		for _, a := range page {
+			if err := f(a); err != nil {
+				return err
+			}
+		}
+		if last == nil {
+			return nil
+		}
+		after = last
+	}
+}
+
+// blobPageSize is how many addresses EachBlob reads at once.
+const blobPageSize = 1000
+
+// blobPage reads the addresses of up to blobPageSize blobs after after,
+// in order, and the last row's key where the page was full (nil: the
+// last page).
+func (s *Store) blobPage(ctx context.Context, after []byte) (page []addr.Addr, last []byte, err error) {
+	ctx, cancel := s.ctxFrom(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `SELECT addr FROM sandbox_blobs WHERE addr > $1 ORDER BY addr LIMIT $2`, after, blobPageSize)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pgstore: listing blobs: %w", err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, nil, fmt.Errorf("pgstore: listing blobs: %w", err)
+		}
+		n, last = n+1, b
+		var a addr.Addr
+		if len(b) != len(a) {
+			continue // not a blob's row (edited by hand): an address is 32 bytes
+		}
+		copy(a[:], b)
+		page = append(page, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("pgstore: listing blobs: %w", err)
+	}
+	if n < blobPageSize {
+		last = nil
+	}
+	return page, last, nil
+}
+
+// RemoveBlob removes the blob at a (store.Collectable); one not stored
+// is no error.
+func (s *Store) RemoveBlob(a addr.Addr) error {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, `DELETE FROM sandbox_blobs WHERE addr = $1`, a[:]); err != nil {
+		return fmt.Errorf("pgstore: remove blob %s: %w", a, err)
+	}
+	return nil
 }

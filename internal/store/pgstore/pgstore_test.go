@@ -58,6 +58,10 @@ func TestBlobsConformance(t *testing.T) {
 	storetest.Blobs(t, func(t *testing.T) store.Blobs { return open(t) })
 }
 
+func TestCollectableConformance(t *testing.T) {
+	storetest.Collectable(t, func(t *testing.T) store.Collectable { return open(t) })
+}
+
 func TestIndexConformance(t *testing.T) {
 	storetest.Index(t, func(t *testing.T) store.Index { return open(t) })
 }

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -306,4 +307,46 @@ func (b *Blobs) fail(op string, a *addr.Addr, err error) error {
 		return fmt.Errorf("s3 blob store %s: %s: %w", b.where, what, fs.ErrNotExist)
 	}
 	return fmt.Errorf("s3 blob store %s: %s: %w", b.where, what, err)
+}
+
+var _ store.Collectable = (*Blobs)(nil)
+
+// EachBlob calls f with the address of every blob in the store
+// (store.Collectable): each object under PREFIX/blobs/ whose name is 64
+// lowercase hex digits, listed a page (at most 1,000 keys) at a time.
+func (b *Blobs) EachBlob(ctx context.Context, f func(addr.Addr) error) error {
+	dir := b.prefix + "blobs/"
+	p := s3.NewListObjectsV2Paginator(b.s3, &s3.ListObjectsV2Input{Bucket: aws.String(b.bucket), Prefix: aws.String(dir)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return b.fail("list", nil, err)
+		}
+		for _, o := range page.Contents {
+			n := strings.TrimPrefix(aws.ToString(o.Key), dir)
+			a, err := addr.Parse(addr.Prefix + n)
+			if err != nil || a.Hex() != n {
+				continue
+			}
+			if err := f(a); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// RemoveBlob removes the blob at a (store.Collectable); one not stored
+// is no error (S3's DELETE of an absent key succeeds).
+func (b *Blobs) RemoveBlob(a addr.Addr) error {
+	return b.RemoveBlobContext(context.Background(), a)
+}
+
+// RemoveBlobContext is RemoveBlob under ctx.
+func (b *Blobs) RemoveBlobContext(ctx context.Context, a addr.Addr) error {
+	_, err := b.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(b.key(a))})
+	if err != nil && !notFound(err) {
+		return b.fail("remove", &a, err)
+	}
+	return nil
 }

@@ -32,6 +32,12 @@ func TestBlobsConformance(t *testing.T) {
 	storetest.Blobs(t, func(t *testing.T) store.Blobs { return g.open(t, Config{}) })
 }
 
+// And the collector's part of it.
+func TestCollectableConformance(t *testing.T) {
+	g := startGateway(t)
+	storetest.Collectable(t, func(t *testing.T) store.Collectable { return g.open(t, Config{}) })
+}
+
 // pattern is n bytes that are not all alike.
 func pattern(n int, seed byte) []byte {
 	b := make([]byte, n)

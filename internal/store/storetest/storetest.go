@@ -2,9 +2,11 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -290,4 +292,90 @@ func parallel(n int, f func(i int) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// Collectable checks a store a collector sweeps: it lists each blob
+// put, once, and nothing it did not put; a removed blob is gone, listed
+// no more, and can be put again; removing one that is not there is no
+// error; an error from the caller's function ends the listing.
+func Collectable(t *testing.T, open func(t *testing.T) store.Collectable) {
+	list := func(t *testing.T, b store.Collectable) map[addr.Addr]int {
+		t.Helper()
+		got := map[addr.Addr]int{}
+		if err := b.EachBlob(context.Background(), func(a addr.Addr) error { got[a]++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	t.Run("lists what was put", func(t *testing.T) {
+		b := open(t)
+		if got := list(t, b); len(got) != 0 {
+			t.Fatalf("an empty store lists %v", got)
+		}
+		const n = 1100 // more than a page of each backend's listing (1,000 or 1,024)
+		sem := make(chan struct{}, 16)
+		if err := parallel(n, func(i int) error {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			d := []byte(fmt.Sprintf("blob %d", i))
+			return b.PutBlob(addr.Of(d), d)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		want := map[addr.Addr]int{}
+		for i := range n {
+			want[addr.Of([]byte(fmt.Sprintf("blob %d", i)))] = 1
+		}
+		if got := list(t, b); !maps.Equal(got, want) {
+			t.Fatalf("listed %v, want %v", got, want)
+		}
+	})
+	t.Run("remove", func(t *testing.T) {
+		b := open(t)
+		keep, drop := []byte("kept"), []byte("removed")
+		for _, d := range [][]byte{keep, drop} {
+			if err := b.PutBlob(addr.Of(d), d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.RemoveBlob(addr.Of(drop)); err != nil {
+			t.Fatal(err)
+		}
+		if b.HasBlob(addr.Of(drop)) {
+			t.Fatal("a removed blob is still there")
+		}
+		if _, err := b.Blob(addr.Of(drop)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("reading a removed blob: %v (want one wrapping fs.ErrNotExist)", err)
+		}
+		if got := list(t, b); !maps.Equal(got, map[addr.Addr]int{addr.Of(keep): 1}) {
+			t.Fatalf("after a removal, listed %v", got)
+		}
+		if err := b.RemoveBlob(addr.Of(drop)); err != nil {
+			t.Fatalf("removing a blob a second time: %v", err)
+		}
+		if err := b.RemoveBlob(addr.Of([]byte("never put"))); err != nil {
+			t.Fatalf("removing a blob never put: %v", err)
+		}
+		if err := b.PutBlob(addr.Of(drop), drop); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := b.Blob(addr.Of(drop)); err != nil || !bytes.Equal(got, drop) {
+			t.Fatalf("put again after its removal: %q %v", got, err)
+		}
+	})
+	t.Run("an error ends the listing", func(t *testing.T) {
+		b := open(t)
+		for i := range 3 {
+			d := []byte(fmt.Sprintf("blob %d", i))
+			if err := b.PutBlob(addr.Of(d), d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stop := errors.New("stop")
+		n := 0
+		err := b.EachBlob(context.Background(), func(addr.Addr) error { n++; return stop })
+		if !errors.Is(err, stop) || n != 1 {
+			t.Fatalf("EachBlob went on after an error: %d calls, %v", n, err)
+		}
+	})
 }
