@@ -304,12 +304,7 @@ func startDoomedServe(t *testing.T, home, point string, args ...string) *exec.Cm
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sv.Process.Kill(); sv.Wait() })
-	for i := 0; i < 200; i++ {
-		if _, err := os.Stat(filepath.Join(home, client.SocketName)); err == nil {
-			break
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	waitServing(sv, home) // or it died at its point on the way
 	return sv
 }
 

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/store"
@@ -61,14 +63,48 @@ func startServeCmd(t testing.TB, home string, cmd *exec.Cmd) *exec.Cmd {
 		}
 		cleanHome(t, home)
 	})
-	for i := 0; i < 200; i++ {
-		if _, err := os.Stat(filepath.Join(home, client.SocketName)); err == nil {
-			return cmd
-		}
-		time.Sleep(25 * time.Millisecond)
+	switch waitServing(cmd, home) {
+	case served:
+		return cmd
+	case endedFirst:
+		t.Fatalf("serve ended before it served:\n%s", log.String())
 	}
-	t.Fatalf("serve did not start:\n%s", log.String())
+	t.Fatalf("serve did not start in %v:\n%s", serveStartLimit, log.String())
 	return nil
+}
+
+// How a service's start went (waitServing).
+const (
+	served = iota
+	endedFirst
+	timedOut
+)
+
+// waitServing waits for home's socket to appear, however long a loaded
+// machine takes to start cmd's service (a cluster's host joins first),
+// or for cmd's process to end first, or for serveStartLimit.
+func waitServing(cmd *exec.Cmd, home string) int {
+	for deadline := time.Now().Add(serveStartLimit); time.Now().Before(deadline); time.Sleep(25 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(home, client.SocketName)); err == nil {
+			return served
+		}
+		if ended(cmd) {
+			return endedFirst
+		}
+	}
+	return timedOut
+}
+
+// serveStartLimit is how long a service may take to start in a test: a
+// bound for a hang, not a measure of speed.
+const serveStartLimit = 3 * time.Minute
+
+// ended says whether cmd's process has ended, without reaping it (the
+// test may still Wait for it).
+func ended(cmd *exec.Cmd) bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err == nil && info.Signo != 0
 }
 
 func runCLI(t testing.TB, home string, stdin string, args ...string) (string, string, int) {
@@ -610,20 +646,7 @@ func TestExportImportAcrossStateDirs(t *testing.T) {
 // startServeEnv is startServe with extra environment (a crash point).
 func startServeEnv(t *testing.T, home string, env []string) *exec.Cmd {
 	t.Helper()
-	os.Remove(filepath.Join(home, client.SocketName))
-	cmd := cliCmd(t, home, env, "serve")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); cleanHome(t, home) })
-	for i := 0; i < 200; i++ {
-		if _, err := os.Stat(filepath.Join(home, client.SocketName)); err == nil {
-			return cmd
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatal("serve did not start")
-	return nil
+	return startServeWith(t, home, env)
 }
 
 // kill -9 of the service at every step of a suspension and a
