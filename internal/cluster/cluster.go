@@ -92,6 +92,13 @@ CREATE TABLE IF NOT EXISTS cluster_blobgc (
 	by_host TEXT NOT NULL DEFAULT ''
 );
 INSERT INTO cluster_blobgc (one) VALUES (true) ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS cluster_pool_sends (
+	host TEXT NOT NULL,
+	name TEXT NOT NULL,
+	said BIGINT NOT NULL,
+	sent INTEGER NOT NULL,
+	PRIMARY KEY (host, name)
+);
 ALTER TABLE cluster_jobs ADD COLUMN IF NOT EXISTS taken BOOLEAN NOT NULL DEFAULT false;
 `
 

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -108,5 +110,86 @@ func TestAttackPoolRowReplayed(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "too long ago") {
 		t.Errorf("not logged: %s", log)
+	}
+}
+
+// TestPoolClaimsSpread: claims sent before a host reports again take
+// its ready sandboxes once each, however many claim at once, and then
+// go to the host with some left; none is left once every report's are
+// taken; a host's next report starts its count again; a host that said
+// it anew since the claimer's list is not taken on the old word.
+func TestPoolClaimsSpread(t *testing.T) {
+	c, _ := open(t)
+	b, d := join(t, c, "b"), join(t, c, "d")
+	ctx := context.Background()
+	if err := b.ReportPools(ctx, map[string]int{"dev": 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.ReportPools(ctx, map[string]int{"dev": 2}); err != nil {
+		t.Fatal(err)
+	}
+	list := func() []Pool {
+		t.Helper()
+		ps, err := c.PoolHosts(ctx, "dev")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ps
+	}
+	// Eight claims at once, each from its own list: five find a
+	// sandbox, three of b's and two of d's; three find none left.
+	var mu sync.Mutex
+	got := map[string]int{}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, ok, err := c.ReservePool(ctx, list())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if ok {
+				got[p.Host.Addr]++
+			} else {
+				got["none"]++
+			}
+		}()
+	}
+	wg.Wait()
+	if want := map[string]int{"b:7070": 3, "d:7070": 2, "none": 3}; !maps.Equal(got, want) {
+		t.Fatalf("claims went %v, want %v", got, want)
+	}
+	for _, p := range list() {
+		if p.Left() != 0 {
+			t.Fatalf("%s: %d left after its every ready sandbox was taken", p.Host.Addr, p.Left())
+		}
+	}
+	// b says anew (a later time): its count starts again. A list made
+	// before that says the old word, which takes nothing, even where it
+	// seems to have some left, nor undoes the new word's count.
+	stale := list()
+	for i := range stale {
+		stale[i].Sent = 0
+	}
+	time.Sleep(2 * time.Millisecond) // a later millisecond for b's word
+	if err := b.ReportPools(ctx, map[string]int{"dev": 2}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, false, true, false} {
+		from := list()
+		if i%2 == 1 {
+			from = stale
+		}
+		p, ok, err := c.ReservePool(ctx, from)
+		if err != nil || ok != want || ok && (p.Host.Addr != "b:7070" || p.Sent != i/2+1) {
+			t.Fatalf("claim %d after b said anew (from an old list: %v): %+v %v %v", i, i%2 == 1, p, ok, err)
+		}
+	}
+	if _, ok, _ := c.ReservePool(ctx, list()); ok {
+		t.Fatal("a claim past b's new word")
 	}
 }

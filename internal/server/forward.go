@@ -67,9 +67,11 @@ type Peers interface {
 	// Sandboxes are owner's sandboxes the cluster keeps ("": every
 	// owner's), each with the host that holds it.
 	Sandboxes(ctx context.Context, owner string) ([]client.Sandbox, error)
-	// PoolHolder is the other host, alive, that keeps a warm pool
-	// called name with the most ready sandboxes (as it last said), and
-	// how many: ok false where no other host keeps one.
+	// PoolHolder is the other host, alive, where a claim of warm pool
+	// name goes: one with a ready sandbox left (as it last said, less
+	// the claims sent there since), taken for this claim, and how many
+	// it had left; else one that keeps the pool, and 0. ok false where
+	// no other host keeps one.
 	PoolHolder(ctx context.Context, name string) (p Peer, ready int, ok bool, err error)
 }
 

@@ -486,9 +486,11 @@ func (s *clusterShared) PoolsChanged() {
 	}
 }
 
-// PoolHolder is the other host of the cluster, alive, that keeps a warm
-// pool called name, with the most ready sandboxes, and how many
-// (server.Peers); ok false where no other host keeps one.
+// PoolHolder is the other host of the cluster, alive, where a claim of
+// warm pool name goes (server.Peers): one with a ready sandbox left,
+// taken for this claim (cluster.ReservePool), with how many it had
+// left; where none has one left, the one that keeps the pool with the
+// most ready, and 0. ok false where no other host keeps one.
 func (s *clusterShared) PoolHolder(ctx context.Context, name string) (server.Peer, int, bool, error) {
 	ps, err := s.c.PoolHosts(ctx, name)
 	if err != nil {
@@ -498,13 +500,26 @@ func (s *clusterShared) PoolHolder(ctx context.Context, name string) (server.Pee
 	if dead <= 0 {
 		dead = cluster.DefaultDeadAfter
 	}
-	for _, p := range ps { // most ready first
-		if p.Host.ID() == s.m.Host.ID() || p.Host.Age >= dead {
-			continue
+	others := ps[:0]
+	for _, p := range ps { // most left first
+		if p.Host.ID() != s.m.Host.ID() && p.Host.Age < dead {
+			others = append(others, p)
 		}
-		return server.Peer{ID: p.Host.ID(), Key: p.Host.Key, Addr: p.Host.Addr}, p.Ready, true, nil
 	}
-	return server.Peer{}, 0, false, nil
+	if len(others) == 0 {
+		return server.Peer{}, 0, false, nil
+	}
+	peer := func(p cluster.Pool) server.Peer {
+		return server.Peer{ID: p.Host.ID(), Key: p.Host.Key, Addr: p.Host.Addr}
+	}
+	p, ok, err := s.c.ReservePool(ctx, others)
+	if err != nil {
+		return server.Peer{}, 0, false, err
+	}
+	if ok {
+		return peer(p), p.Ready - p.Sent + 1, true, nil
+	}
+	return peer(others[0]), 0, true, nil
 }
 
 // Blobs is the cluster's blob store, where a suspension's objects are
