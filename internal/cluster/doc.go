@@ -19,4 +19,10 @@
 // something without the key, does not verify and is refused and logged,
 // never acted on: a claimed job whose signature fails is marked failed
 // with the reason.
+//
+// The cluster's blob store is collected (CollectBlobs, blobgc.go): what
+// no kept sandbox and no untaken fleet result names is removed, while
+// hosts that store objects hold the store at an epoch a collection
+// raises, and are refused (ErrCollected) when they name what they
+// stored after a collection began.
 package cluster
