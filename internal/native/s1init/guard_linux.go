@@ -21,8 +21,24 @@ import (
 // before the program runs: on a busy machine the program could find it
 // (the escape battery's "signal a thread of init" did, once, under
 // load). So the thread loads threadGuard, naming itself, before it
-// starts the program: every call that names a task by id is refused
-// (EPERM) when the id is that thread's.
+// starts the program, which inherits it:
+//
+//   - every call that names a task by id (taskCalls) is refused (EPERM)
+//     when the id is that thread's;
+//   - so is making that thread the owner of a descriptor's signals
+//     (SIGIO, or any signal F_SETSIG names, sent with the owner's
+//     permission when I/O is ready): fcntl F_SETOWN naming it, and,
+//     since the id they take is in memory a filter cannot read, fcntl
+//     F_SETOWN_EX and ioctl FIOSETOWN and SIOCSPGRP for any id (F_SETOWN
+//     with a pid, how most programs ask for SIGIO, still works);
+//   - renicing by process group or user (setpriority, ioprio_set), which
+//     reaches that thread without naming it, is refused outright.
+//
+// The filter stays with the program and what it starts for the whole
+// run: once the thread has ended its id may be another process's, whose
+// siblings are then refused those calls on it (pids wrap after
+// pid_max; a long-lived live sandbox that starts millions of processes
+// could meet it).
 
 // taskCalls are the system calls that act on a task they name by its
 // id, each with the argument that names it.
@@ -32,10 +48,16 @@ var taskCalls = []struct {
 }{
 	{unix.SYS_KILL, 0}, {unix.SYS_TKILL, 0}, {unix.SYS_TGKILL, 1},
 	{unix.SYS_RT_SIGQUEUEINFO, 0}, {unix.SYS_RT_TGSIGQUEUEINFO, 1}, {unix.SYS_PIDFD_OPEN, 0},
-	{unix.SYS_PRLIMIT64, 0}, {unix.SYS_SETPRIORITY, 1}, {unix.SYS_IOPRIO_SET, 1},
+	{unix.SYS_PRLIMIT64, 0},
 	{unix.SYS_SCHED_SETAFFINITY, 0}, {unix.SYS_SCHED_SETSCHEDULER, 0}, {unix.SYS_SCHED_SETPARAM, 0},
 	{unix.SYS_SCHED_SETATTR, 0}, {unix.SYS_MIGRATE_PAGES, 0}, {unix.SYS_MOVE_PAGES, 0},
 }
+
+// Calls the guard looks into, by an argument other than an id.
+const (
+	fioSetOwn        = 0x8901 // FIOSETOWN (asm-generic/sockios.h)
+	ioprioWhoProcess = 1      // IOPRIO_WHO_PROCESS
+)
 
 // auditArch is this architecture's AUDIT_ARCH, as seccomp_data has it.
 func auditArch() (uint32, error) {
@@ -48,10 +70,52 @@ func auditArch() (uint32, error) {
 	return 0, fmt.Errorf("no seccomp filter for %s", runtime.GOARCH)
 }
 
-// threadGuard is a filter refusing (EPERM) each of taskCalls whose task
-// argument is tid (its low 32 bits: the kernel reads a pid_t). A call
-// through another architecture's ABI is left to the S1 filter, which
-// refuses them all.
+// insn is a classic BPF instruction whose jumps name labels ("" falls
+// through), for asm to place.
+type insn struct {
+	label  string // this instruction's, if a jump lands here
+	code   uint16
+	k      uint32
+	jt, jf string
+}
+
+// asm lays out p, resolving each jump's label to an offset.
+func asm(p []insn) ([]unix.SockFilter, error) {
+	at := map[string]int{}
+	for i, in := range p {
+		if in.label != "" {
+			at[in.label] = i
+		}
+	}
+	off := func(i int, l string) (uint8, error) {
+		if l == "" {
+			return 0, nil
+		}
+		t, ok := at[l]
+		if !ok || t <= i || t-i-1 > 255 {
+			return 0, fmt.Errorf("seccomp: jump from %d to %q", i, l)
+		}
+		return uint8(t - i - 1), nil
+	}
+	out := make([]unix.SockFilter, len(p))
+	for i, in := range p {
+		jt, err := off(i, in.jt)
+		if err != nil {
+			return nil, err
+		}
+		jf, err := off(i, in.jf)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = unix.SockFilter{Code: in.code, K: in.k, Jt: jt, Jf: jf}
+	}
+	return out, nil
+}
+
+// threadGuard is the filter (above) naming thread tid: ids are compared
+// by their low 32 bits, as the kernel reads a pid_t. A call through
+// another architecture's ABI is left to the S1 filter, which refuses
+// them all.
 func threadGuard(tid int) ([]unix.SockFilter, error) {
 	arch, err := auditArch()
 	if err != nil {
@@ -62,34 +126,46 @@ func threadGuard(tid int) ([]unix.SockFilter, error) {
 		jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
 		ret = unix.BPF_RET | unix.BPF_K
 	)
-	n := len(taskCalls)
-	// 0 arch; 1 not native: allow; 2 nr; 3..3+n-1 each call to its
-	// argument's check; 3+n allow; then for argument 0 and 1 a load and
-	// a test (deny or allow); then deny; then allow.
-	checkAt := func(arg uint32) int { return 3 + n + 1 + 2*int(arg) }
-	deny, allow := 3+n+1+4, 3+n+1+4+1
-	p := []unix.SockFilter{
-		{Code: ld, K: 4},
-		{Code: jeq, K: arch, Jt: 0, Jf: uint8(allow - 2)},
-		{Code: ld, K: 0},
+	arg := func(i uint32) uint32 { return 16 + 8*i } // seccomp_data.args[i], its low word
+	id := uint32(tid)
+	p := []insn{
+		{code: ld, k: 4},
+		{code: jeq, k: arch, jf: "allow"},
+		{code: ld, k: 0},
 	}
-	for i, c := range taskCalls {
-		at := 3 + i
-		p = append(p, unix.SockFilter{Code: jeq, K: c.nr, Jt: uint8(checkAt(c.arg) - at - 1)})
-	}
-	p = append(p, unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ALLOW})
-	for arg := range uint32(2) {
-		at := checkAt(arg)
-		p = append(p,
-			unix.SockFilter{Code: ld, K: 16 + 8*arg}, // seccomp_data.args[arg], its low word
-			unix.SockFilter{Code: jeq, K: uint32(tid), Jt: uint8(deny - at - 2), Jf: uint8(allow - at - 2)},
-		)
+	for _, c := range taskCalls {
+		p = append(p, insn{code: jeq, k: c.nr, jt: fmt.Sprintf("id%d", c.arg)})
 	}
 	p = append(p,
-		unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
-		unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ALLOW},
+		insn{code: jeq, k: unix.SYS_FCNTL, jt: "fcntl"},
+		insn{code: jeq, k: unix.SYS_IOCTL, jt: "ioctl"},
+		insn{code: jeq, k: unix.SYS_SETPRIORITY, jt: "setpriority"},
+		insn{code: jeq, k: unix.SYS_IOPRIO_SET, jt: "ioprio"},
+		insn{code: ret, k: unix.SECCOMP_RET_ALLOW},
+		// fcntl(fd, cmd, arg)
+		insn{label: "fcntl", code: ld, k: arg(1)},
+		insn{code: jeq, k: unix.F_SETOWN_EX, jt: "deny"},
+		insn{code: jeq, k: unix.F_SETOWN, jf: "allow"},
+		insn{code: ld, k: arg(2)},
+		insn{code: jeq, k: id, jt: "deny", jf: "allow"},
+		// ioctl(fd, request, &id)
+		insn{label: "ioctl", code: ld, k: arg(1)},
+		insn{code: jeq, k: fioSetOwn, jt: "deny"},
+		insn{code: jeq, k: unix.SIOCSPGRP, jt: "deny", jf: "allow"},
+		// setpriority(which, who, prio), ioprio_set(which, who, prio)
+		insn{label: "setpriority", code: ld, k: arg(0)},
+		insn{code: jeq, k: unix.PRIO_PROCESS, jt: "id1", jf: "deny"},
+		insn{label: "ioprio", code: ld, k: arg(0)},
+		insn{code: jeq, k: ioprioWhoProcess, jt: "id1", jf: "deny"},
+		// a call naming a task by argument 0 or 1
+		insn{label: "id0", code: ld, k: arg(0)},
+		insn{code: jeq, k: id, jt: "deny", jf: "allow"},
+		insn{label: "id1", code: ld, k: arg(1)},
+		insn{code: jeq, k: id, jt: "deny", jf: "allow"},
+		insn{label: "deny", code: ret, k: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
+		insn{label: "allow", code: ret, k: unix.SECCOMP_RET_ALLOW},
 	)
-	return p, nil
+	return asm(p)
 }
 
 // loadThreadGuard installs threadGuard, naming the calling thread, on

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,22 +22,36 @@ import (
 func onThread(t *testing.T, guard bool, f func(tid int)) {
 	t.Helper()
 	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+	go onThreadOf(t, guard, f, done)
+	<-done
+}
+
+func onThreadOf(t *testing.T, guard bool, f func(tid int), done chan struct{}) {
+	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+	if unix.Gettid() == os.Getpid() {
+		// The main thread, which does not end, and whose id is the
+		// process's: on another thread (this one is held meanwhile, so
+		// the goroutine cannot land here), and this one given back
+		// untouched.
+		inner := make(chan struct{})
+		go onThreadOf(t, guard, f, inner)
+		<-inner
+		runtime.UnlockOSThread()
+		close(done)
+		return
+	}
+	defer close(done)
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		t.Error(err)
+		return
+	}
+	if guard {
+		if err := loadThreadGuard(); err != nil {
 			t.Error(err)
 			return
 		}
-		if guard {
-			if err := loadThreadGuard(); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-		f(unix.Gettid())
-	}()
-	<-done
+	}
+	f(unix.Gettid())
 }
 
 // TestThreadGuard: a program started by a thread that loaded the guard
@@ -77,6 +92,23 @@ func TestThreadGuard(t *testing.T) {
 				t.Errorf("%s of the guarded thread: %v, want EPERM", name, err)
 			}
 		}
+		// Nor can it be made the owner of a descriptor's signals.
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fds[0])
+		defer unix.Close(fds[1])
+		if _, err := unix.FcntlInt(uintptr(fds[0]), unix.F_SETOWN, tid); !errors.Is(err, unix.EPERM) {
+			t.Errorf("F_SETOWN to the guarded thread: %v, want EPERM", err)
+		}
+		owner := struct{ typ, pid int32 }{0, int32(tid)} // struct f_owner_ex: F_OWNER_TID is 0
+		if _, _, e := unix.RawSyscall(unix.SYS_FCNTL, uintptr(fds[0]), unix.F_SETOWN_EX, uintptr(unsafe.Pointer(&owner))); e != unix.EPERM {
+			t.Errorf("F_SETOWN_EX: %v, want EPERM", e)
+		}
+		if _, err := unix.FcntlInt(uintptr(fds[0]), unix.F_SETOWN, os.Getpid()); err != nil {
+			t.Errorf("F_SETOWN to the process: %v", err)
+		}
 		// Other ids are not its business: init's own, this process's.
 		if err := unix.Kill(os.Getpid(), 0); err != nil {
 			t.Errorf("kill of the process: %v", err)
@@ -106,21 +138,25 @@ func TestThreadGuardProgram(t *testing.T) {
 		t.Fatal(err)
 	}
 	arch, _ := auditArch()
-	run := func(data [6]uint32) uint32 { // nr, arch, args[0] low, args[0] high, args[1] low, args[1] high
+	type call struct {
+		nr   uint32
+		arch uint32
+		args [3]uint32 // the low words of args[0..2]
+	}
+	run := func(c call) uint32 {
+		t.Helper()
 		var acc uint32
 		for pc := 0; pc < len(p); pc++ {
 			in := p[pc]
 			switch in.Code {
 			case unix.BPF_LD | unix.BPF_W | unix.BPF_ABS:
-				switch in.K {
-				case 0:
-					acc = data[0]
-				case 4:
-					acc = data[1]
-				case 16:
-					acc = data[2]
-				case 24:
-					acc = data[4]
+				switch {
+				case in.K == 0:
+					acc = c.nr
+				case in.K == 4:
+					acc = c.arch
+				case in.K >= 16 && in.K <= 32 && in.K%8 == 0:
+					acc = c.args[(in.K-16)/8]
 				default:
 					t.Fatalf("a load at offset %d", in.K)
 				}
@@ -139,28 +175,50 @@ func TestThreadGuardProgram(t *testing.T) {
 		t.Fatal("ran off the end")
 		return 0
 	}
-	deny := uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
+	const deny, allow = uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)), uint32(unix.SECCOMP_RET_ALLOW)
 	for _, c := range taskCalls {
-		var d [6]uint32
-		d[0], d[1] = c.nr, arch
-		d[2+2*c.arg] = tid
+		d := call{nr: c.nr, arch: arch}
+		d.args[c.arg] = tid
 		if got := run(d); got != deny {
 			t.Errorf("call %d naming the thread in argument %d: %#x, want EPERM", c.nr, c.arg, got)
 		}
-		d[2+2*c.arg] = tid + 1
-		if got := run(d); got != unix.SECCOMP_RET_ALLOW {
+		d.args[c.arg] = tid + 1
+		if got := run(d); got != allow {
 			t.Errorf("call %d naming another: %#x, want allow", c.nr, got)
 		}
-		d[2+2*c.arg], d[2+2*(1-c.arg)] = 0, tid // the id in the other argument
-		if got := run(d); got != unix.SECCOMP_RET_ALLOW {
+		d.args[c.arg], d.args[1-c.arg] = 0, tid // the id in the other argument
+		if got := run(d); got != allow {
 			t.Errorf("call %d with the id in its other argument: %#x, want allow", c.nr, got)
 		}
-		d[1] = arch + 1 // another ABI: the S1 filter's to refuse
-		if got := run(d); got != unix.SECCOMP_RET_ALLOW {
+		d.arch = arch + 1 // another ABI: the S1 filter's to refuse
+		if got := run(d); got != allow {
 			t.Errorf("call %d through another ABI: %#x, want allow", c.nr, got)
 		}
 	}
-	if got := run([6]uint32{unix.SYS_GETPID, arch, tid, 0, tid, 0}); got != unix.SECCOMP_RET_ALLOW {
-		t.Errorf("getpid: %#x, want allow", got)
+	for _, c := range []struct {
+		what string
+		call call
+		want uint32
+	}{
+		{"getpid", call{unix.SYS_GETPID, arch, [3]uint32{tid, tid, tid}}, allow},
+		{"F_SETOWN to the thread", call{unix.SYS_FCNTL, arch, [3]uint32{3, unix.F_SETOWN, tid}}, deny},
+		{"F_SETOWN to another", call{unix.SYS_FCNTL, arch, [3]uint32{3, unix.F_SETOWN, tid + 1}}, allow},
+		{"F_SETOWN_EX", call{unix.SYS_FCNTL, arch, [3]uint32{3, unix.F_SETOWN_EX, 0}}, deny},
+		{"F_GETFL", call{unix.SYS_FCNTL, arch, [3]uint32{tid, unix.F_GETFL, tid}}, allow},
+		{"FIOSETOWN", call{unix.SYS_IOCTL, arch, [3]uint32{3, fioSetOwn, 0}}, deny},
+		{"SIOCSPGRP", call{unix.SYS_IOCTL, arch, [3]uint32{3, unix.SIOCSPGRP, 0}}, deny},
+		{"FIONREAD", call{unix.SYS_IOCTL, arch, [3]uint32{3, 0x541b, tid}}, allow}, // FIONREAD,
+		{"renice the thread", call{unix.SYS_SETPRIORITY, arch, [3]uint32{unix.PRIO_PROCESS, tid, 19}}, deny},
+		{"renice itself", call{unix.SYS_SETPRIORITY, arch, [3]uint32{unix.PRIO_PROCESS, 0, 19}}, allow},
+		{"renice a user", call{unix.SYS_SETPRIORITY, arch, [3]uint32{unix.PRIO_USER, 0, 19}}, deny},
+		{"renice a group", call{unix.SYS_SETPRIORITY, arch, [3]uint32{unix.PRIO_PGRP, 0, 19}}, deny},
+		{"ioprio of the thread", call{unix.SYS_IOPRIO_SET, arch, [3]uint32{ioprioWhoProcess, tid, 0}}, deny},
+		{"ioprio of itself", call{unix.SYS_IOPRIO_SET, arch, [3]uint32{ioprioWhoProcess, 0, 0}}, allow},
+		{"ioprio of a user", call{unix.SYS_IOPRIO_SET, arch, [3]uint32{3, 0, 0}}, deny},
+		{"F_SETOWN_EX through another ABI", call{unix.SYS_FCNTL, arch + 1, [3]uint32{3, unix.F_SETOWN_EX, 0}}, allow},
+	} {
+		if got := run(c.call); got != c.want {
+			t.Errorf("%s: %#x, want %#x", c.what, got, c.want)
+		}
 	}
 }
