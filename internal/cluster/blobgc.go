@@ -55,8 +55,9 @@ type BlobHold struct {
 var holdPoll = 200 * time.Millisecond
 
 // HoldBlobs waits until no collection of the blob store runs (or its
-// lease has ended: a collector that died) and returns a hold at the
-// store's epoch.
+// lease has ended, and leaseGrace more: a collector that died, or
+// stalled with a remove in flight) and returns a hold at the store's
+// epoch.
 func (c *Cluster) HoldBlobs(ctx context.Context) (BlobHold, error) {
 	for logged := false; ; {
 		var (
@@ -65,7 +66,7 @@ func (c *Cluster) HoldBlobs(ctx context.Context) (BlobHold, error) {
 			by      string
 		)
 		err := c.retry(ctx, "hold the blob store", func() error {
-			return c.pool.QueryRow(ctx, `SELECT epoch, COALESCE(until > now(), false), by_host FROM cluster_blobgc`).Scan(&epoch, &running, &by)
+			return c.pool.QueryRow(ctx, `SELECT epoch, COALESCE(until + make_interval(secs => $1) > now(), false), by_host FROM cluster_blobgc`, leaseGrace().Seconds()).Scan(&epoch, &running, &by)
 		})
 		if err != nil {
 			return BlobHold{}, fmt.Errorf("cluster: hold the blob store: %w", err)
@@ -151,9 +152,14 @@ type Collection struct {
 }
 
 // CollectLease is how long a collection holds the blob store between
-// renewals (every third of it); it removes nothing in the last quarter
-// of a lease it could not renew.
+// renewals (every sixth of it); it removes nothing in the last quarter
+// of a lease it could not renew, each remove bounded to end before
+// that, and hosts wait leaseGrace after a lease that was not ended.
 var CollectLease = 60 * time.Second
+
+// leaseGrace is how long after an unended lease hosts still wait: for a
+// remove a stalled collector sent before its stop to land.
+func leaseGrace() time.Duration { return CollectLease / 4 }
 
 // CollectBlobs collects the cluster's blob store (see above), as host
 // by (named in the row and the log); a dry run removes nothing and
@@ -199,7 +205,10 @@ func (c *Cluster) CollectBlobs(ctx context.Context, blobs store.Collectable, nam
 		if err := keep(); err != nil {
 			return col, err
 		}
-		if err := blobs.RemoveBlob(a); err != nil {
+		rctx, cancel := context.WithTimeout(ctx, lease.left())
+		err := blobs.RemoveBlobContext(rctx, a)
+		cancel()
+		if err != nil {
 			return col, fmt.Errorf("cluster: collect the blob store: %w", err)
 		}
 		col.Removed++
@@ -302,24 +311,31 @@ var errEdited = errors.New("a row edited by hand")
 // collectLease is a running collection's lease on the blob store.
 type collectLease struct {
 	epoch int64
-	// stop is when, by this process's clock, the collection stops
-	// removing unless it renews: a quarter of the lease before the
-	// database's until, counted from before the statement that set it.
-	stop    time.Time
-	renewed time.Time
+	// stop is when, by this machine's boot clock (sinceBoot: it goes
+	// on through a suspend, as the database's does), the collection
+	// stops removing unless it renews: a quarter of the lease before
+	// the database's until, counted from before the statement that set
+	// it.
+	stop    time.Duration
+	renewed time.Duration
 }
+
+// left is how long the collection may still remove: a remove is bounded
+// to end by the lease's stop.
+func (l *collectLease) left() time.Duration { return max(l.stop-sinceBoot(), 0) }
 
 // beginCollect raises the blob store's epoch and leases it to by, once
 // every transaction that holds it for share has ended; ErrCollecting
-// where another collection's lease runs.
+// where another collection's lease runs. A lease held under by already
+// (this collector's first try, whose answer was lost) is taken over.
 func (c *Cluster) beginCollect(ctx context.Context, by string) (*collectLease, error) {
 	var l collectLease
 	var found bool
 	var other string
 	err := c.retry(ctx, "collect: begin", func() error {
-		l.renewed = time.Now()
+		l.renewed = sinceBoot()
 		err := c.pool.QueryRow(ctx, `UPDATE cluster_blobgc SET epoch = epoch + 1, until = now() + make_interval(secs => $1), by_host = $2
-WHERE until IS NULL OR until <= now() RETURNING epoch`, CollectLease.Seconds(), by).Scan(&l.epoch)
+WHERE until IS NULL OR until + make_interval(secs => $3) <= now() OR by_host = $2 RETURNING epoch`, CollectLease.Seconds(), by, leaseGrace().Seconds()).Scan(&l.epoch)
 		if errors.Is(err, pgx.ErrNoRows) {
 			found = false
 			return c.pool.QueryRow(ctx, `SELECT by_host FROM cluster_blobgc`).Scan(&other)
@@ -333,32 +349,35 @@ WHERE until IS NULL OR until <= now() RETURNING epoch`, CollectLease.Seconds(), 
 	if !found {
 		return nil, fmt.Errorf("cluster: collect the blob store: %w (by %s)", ErrCollecting, other)
 	}
-	l.stop = l.renewed.Add(CollectLease * 3 / 4)
+	l.stop = l.renewed + CollectLease*3/4
 	c.log().Info("cluster: collecting the blob store", "collector", by, "epoch", l.epoch)
 	return &l, nil
 }
 
-// renewCollect renews l when a third of it has passed, and refuses once
-// its stop has passed without a renewal.
+// renewCollect renews l when a sixth of it has passed. It refuses at
+// once where the database says the lease is no longer l's (it ended, or
+// another collection took the row), and once l's stop has passed
+// without a renewal; a renewal the database did not answer is tried
+// again at the next call until then.
 func (c *Cluster) renewCollect(ctx context.Context, l *collectLease) error {
-	now := time.Now()
-	if now.Sub(l.renewed) < CollectLease/3 {
+	now := sinceBoot()
+	if now >= l.stop {
+		return fmt.Errorf("cluster: collect the blob store: the lease not renewed, stopped before its end")
+	}
+	if now-l.renewed < CollectLease/6 {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, CollectLease/8)
+	rctx, cancel := context.WithTimeout(ctx, min(CollectLease/8, l.stop-now))
 	tag, err := c.pool.Exec(rctx, `UPDATE cluster_blobgc SET until = now() + make_interval(secs => $1) WHERE epoch = $2 AND until > now()`, CollectLease.Seconds(), l.epoch)
 	cancel()
-	if err == nil && tag.RowsAffected() == 1 {
-		l.renewed, l.stop = now, now.Add(CollectLease*3/4)
-		return nil
+	if err != nil {
+		return nil // not answered: tried again before the stop
 	}
-	if err == nil {
-		err = errors.New("its lease ended")
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("cluster: collect the blob store: the database says its lease (epoch %d) ended: stopped", l.epoch)
 	}
-	if time.Now().Before(l.stop) {
-		return nil // not renewed this time: it tries again before its stop
-	}
-	return fmt.Errorf("cluster: collect the blob store: the lease not renewed, stopped before its end: %w", err)
+	l.renewed, l.stop = now, now+CollectLease*3/4
+	return nil
 }
 
 // endCollect ends l's lease: hosts may store again.

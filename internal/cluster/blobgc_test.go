@@ -266,14 +266,8 @@ func TestCollectionFencesHosts(t *testing.T) {
 // lease (here 1 s: its names took 1.5 s) removes nothing once it comes
 // back, and hosts store again once the lease has run out.
 func TestStalledCollectorRemovesNothing(t *testing.T) {
-	c, _ := open(t)
-	m := join(t, c, "a")
+	c, b, o := oneKept(t)
 	ctx := context.Background()
-	b := blobStore(t)
-	o := put(t, b, "bundle", "stray")
-	if err := m.SandboxSuspended(ctx, hold(t, m), "sb-000000000001", "", addr.Of([]byte("head")), o[0]); err != nil {
-		t.Fatal(err)
-	}
 	defer func(d time.Duration) { CollectLease = d }(CollectLease)
 	CollectLease = time.Second
 	n := &names{block: make(chan struct{})}
@@ -389,4 +383,70 @@ func TestCollectionsBesideSuspensions(t *testing.T) {
 	if kept != len(ms) {
 		t.Fatalf("%d sandboxes kept, want %d", kept, len(ms))
 	}
+}
+
+// TestCollectorStopsWhenTheDatabaseSaysItsLeaseEnded: a collector whose
+// renewal finds its lease ended by the database's word (here set so by
+// hand; a clock that stepped, or another collection) stops at once,
+// removing nothing, however much its own clock says it has left.
+func TestCollectorStopsWhenTheDatabaseSaysItsLeaseEnded(t *testing.T) {
+	c, b, o := oneKept(t)
+	ctx := context.Background()
+	defer func(d time.Duration) { CollectLease = d }(CollectLease)
+	CollectLease = 6 * time.Second
+	n := &names{entered: make(chan struct{}, 1), block: make(chan struct{})}
+	n.set(o[0])
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.CollectBlobs(ctx, b, n, "test", false)
+		done <- err
+	}()
+	<-n.entered
+	exec(t, c, `UPDATE cluster_blobgc SET until = now() - interval '1 hour'`)
+	time.Sleep(CollectLease / 6) // its next look asks the database
+	close(n.block)
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "stopped") {
+		t.Fatalf("a collector whose lease the database ended: %v", err)
+	}
+	if !b.HasBlob(o[1]) {
+		t.Fatal("it removed an object after its lease ended")
+	}
+}
+
+// TestCollectorTakesBackItsOwnLease: a collector whose first statement
+// took the lease but whose answer was lost (here: the lease already its
+// own) takes it over, where another collector's is refused.
+func TestCollectorTakesBackItsOwnLease(t *testing.T) {
+	c, _ := open(t)
+	ctx := context.Background()
+	l, err := c.beginCollect(ctx, "gc (pid 1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.beginCollect(ctx, "gc (pid 2)"); !errors.Is(err, ErrCollecting) {
+		t.Fatalf("another collector: %v", err)
+	}
+	again, err := c.beginCollect(ctx, "gc (pid 1)")
+	if err != nil || again.epoch != l.epoch+1 {
+		t.Fatalf("its own lease again: %+v %v", again, err)
+	}
+	c.endCollect(again)
+	if h, err := c.HoldBlobs(ctx); err != nil || h.Epoch != again.epoch {
+		t.Fatalf("a hold once it ended: %+v %v", h, err)
+	}
+}
+
+// oneKept is a cluster keeping one suspended sandbox, and a store
+// holding its bundle (o[0], which names nothing else) and a stray object
+// (o[1]).
+func oneKept(t *testing.T) (*Cluster, *store.Store, []addr.Addr) {
+	t.Helper()
+	c, _ := open(t)
+	m := join(t, c, "a")
+	b := blobStore(t)
+	o := put(t, b, "bundle", "stray")
+	if err := m.SandboxSuspended(context.Background(), hold(t, m), "sb-000000000001", "", addr.Of([]byte("head")), o[0]); err != nil {
+		t.Fatal(err)
+	}
+	return c, b, o
 }

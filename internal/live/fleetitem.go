@@ -272,8 +272,10 @@ func (h *Manager) importRun(r io.Reader, want addr.Addr, trust key.Trust) error 
 type Queue interface {
 	// RunItem queues payload (ItemOf's) for any host of the cluster and
 	// waits until one ran it: its result and its run directory's
-	// bundle, as that host handed them back.
-	RunItem(ctx context.Context, payload []byte) (ItemResult, []byte, error)
+	// bundle, as that host handed them back, and kept, to be called
+	// once the run is kept here (the cluster may then collect the
+	// bundle).
+	RunItem(ctx context.Context, payload []byte) (res ItemResult, bundle []byte, kept func(), err error)
 }
 
 // RunFleet runs a fleet (host.RunFleet); with a Queue, each item that
@@ -295,7 +297,7 @@ func (h *Manager) dispatchItem(ctx context.Context, id string, i int, req host.R
 		h.Logger().Info("a fleet item runs here", "fleet", id, "item", i, "why", err)
 		return h.RunHere(ctx, req)
 	}
-	res, bundle, err := h.queue().RunItem(ctx, p)
+	res, bundle, kept, err := h.queue().RunItem(ctx, p)
 	if err != nil {
 		return host.ItemRun{}, err
 	}
@@ -309,6 +311,7 @@ func (h *Manager) dispatchItem(ctx context.Context, id string, i int, req host.R
 	if err != nil {
 		return host.ItemRun{}, fmt.Errorf("fleet %s item %d: the run handed back: %w", id, i, err)
 	}
+	kept()
 	return host.ItemRun{Run: res.Run, ExitCode: exit}, nil
 }
 

@@ -275,8 +275,9 @@ type Collectable interface {
 	// temporary file, another program's object) is left out. An error
 	// from f ends it, and is its error.
 	EachBlob(ctx context.Context, f func(addr.Addr) error) error
-	// RemoveBlob removes the blob at a; one not stored is no error.
-	RemoveBlob(a addr.Addr) error
+	// RemoveBlobContext removes the blob at a, within ctx (a remove
+	// that ctx ended may still land); one not stored is no error.
+	RemoveBlobContext(ctx context.Context, a addr.Addr) error
 }
 
 var _ Collectable = (*Store)(nil)
@@ -313,4 +314,13 @@ func (s *Store) EachBlob(ctx context.Context, f func(addr.Addr) error) error {
 			return err
 		}
 	}
+}
+
+// RemoveBlobContext is RemoveBlob, refused once ctx has ended
+// (Collectable).
+func (s *Store) RemoveBlobContext(ctx context.Context, a addr.Addr) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.RemoveBlob(a)
 }

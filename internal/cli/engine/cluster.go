@@ -211,8 +211,12 @@ nothing and says what a collection would remove now.`,
 			if !ok {
 				return fmt.Errorf("the blob store %s cannot be listed: it is not collected", blobsURL)
 			}
-			by, _ := os.Hostname()
-			col, err := cl.CollectBlobs(cmd.Context(), cb, collectNamer{blobs: b}, "sandbox cluster gc on "+by, dryRun)
+			if err := notAStateDir(blobsURL); err != nil {
+				return err
+			}
+			hostname, _ := os.Hostname()
+			by := fmt.Sprintf("sandbox cluster gc on %s (pid %d)", hostname, os.Getpid())
+			col, err := cl.CollectBlobs(cmd.Context(), cb, collectNamer{blobs: b}, by, dryRun)
 			if err != nil {
 				return err
 			}
@@ -233,6 +237,25 @@ nothing and says what a collection would remove now.`,
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "remove nothing: say what a collection would remove")
 	c.Flags().BoolVar(&asJSON, "json", false, "print what was found and done as JSON")
 	return c
+}
+
+// notAStateDir refuses a file:// blob store that is a host's state
+// directory (its host key, runs or index there): its blobs are that
+// host's records' too, which a cluster's collection does not see.
+func notAStateDir(raw string) error {
+	if !strings.HasPrefix(raw, "file://") {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errs.Usage{Err: fmt.Errorf("--blobs %q: %w", raw, err)}
+	}
+	for _, n := range []string{"host.key", "runs", "index.db"} {
+		if _, err := os.Lstat(filepath.Join(u.Path, n)); err == nil {
+			return errs.Usage{Err: fmt.Errorf("--blobs %q holds %s: a host's state directory, whose blobs its own records name too: not collected as a cluster's store", raw, n)}
+		}
+	}
+	return nil
 }
 
 // collectNamer says which objects of the cluster's blob store what the
@@ -630,35 +653,38 @@ const fleetItemKind = "fleet-item"
 const itemLease = 60 * time.Second
 
 // RunItem queues a fleet item for any host of the cluster (this one
-// too) and waits for the one that ran it (live.Queue).
-func (s *clusterShared) RunItem(ctx context.Context, payload []byte) (live.ItemResult, []byte, error) {
+// too) and waits for the one that ran it (live.Queue); kept marks its
+// result taken, for the collector.
+func (s *clusterShared) RunItem(ctx context.Context, payload []byte) (live.ItemResult, []byte, func(), error) {
 	id, err := s.m.Enqueue(ctx, cluster.Job{Kind: fleetItemKind, Payload: payload})
 	if err != nil {
-		return live.ItemResult{}, nil, err
+		return live.ItemResult{}, nil, nil, err
 	}
 	st, err := s.c.Wait(ctx, id, 200*time.Millisecond)
 	if err != nil {
 		if ctx.Err() != nil {
 			s.m.Withdraw(context.WithoutCancel(ctx), id, "its fleet ended")
 		}
-		return live.ItemResult{}, nil, err
+		return live.ItemResult{}, nil, nil, err
 	}
 	if st.State != "done" {
-		return live.ItemResult{}, nil, fmt.Errorf("job %d, run by host %s: %s", id, st.Holder, st.Reason)
+		return live.ItemResult{}, nil, nil, fmt.Errorf("job %d, run by host %s: %s", id, st.Holder, st.Reason)
 	}
 	res, err := live.ParseItemResult(st.Result)
 	if err != nil {
-		return res, nil, fmt.Errorf("job %d, run by host %s: %w", id, st.Holder, err)
+		return res, nil, nil, fmt.Errorf("job %d, run by host %s: %w", id, st.Holder, err)
 	}
 	b, err := s.blobs.Blob(res.Bundle)
 	if err != nil {
-		return res, nil, fmt.Errorf("job %d, run by host %s: its run's bundle %s: %w", id, st.Holder, res.Bundle, err)
+		return res, nil, nil, fmt.Errorf("job %d, run by host %s: its run's bundle %s: %w", id, st.Holder, res.Bundle, err)
 	}
-	// Taken: the bundle is the collector's now (the fleet keeps the run).
-	if err := s.c.ResultTaken(context.WithoutCancel(ctx), id); err != nil {
-		s.c.Log.Warn("a fleet item's result not marked taken: its run's bundle stays in the cluster's blob store", "job", id, "err", err)
+	kept := func() {
+		// The run is kept here: its bundle is the collector's now.
+		if err := s.c.ResultTaken(context.WithoutCancel(ctx), id); err != nil {
+			s.c.Log.Warn("a fleet item's result not marked taken: its run's bundle stays in the cluster's blob store", "job", id, "err", err)
+		}
 	}
-	return res, b, nil
+	return res, b, kept, nil
 }
 
 // workItems takes fleet items from the cluster's queue, up to slots at

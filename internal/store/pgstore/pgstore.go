@@ -529,10 +529,10 @@ func (s *Store) blobPage(ctx context.Context, after []byte) (page []addr.Addr, l
 	return page, last, nil
 }
 
-// RemoveBlob removes the blob at a (store.Collectable); one not stored
-// is no error.
-func (s *Store) RemoveBlob(a addr.Addr) error {
-	ctx, cancel := s.ctx()
+// RemoveBlobContext removes the blob at a within ctx (and the store's
+// Timeout) (store.Collectable); one not stored is no error.
+func (s *Store) RemoveBlobContext(ctx context.Context, a addr.Addr) error {
+	ctx, cancel := s.ctxFrom(ctx)
 	defer cancel()
 	if _, err := s.pool.Exec(ctx, `DELETE FROM sandbox_blobs WHERE addr = $1`, a[:]); err != nil {
 		return fmt.Errorf("pgstore: remove blob %s: %w", a, err)

@@ -336,13 +336,9 @@ func (b *Blobs) EachBlob(ctx context.Context, f func(addr.Addr) error) error {
 	return nil
 }
 
-// RemoveBlob removes the blob at a (store.Collectable); one not stored
-// is no error (S3's DELETE of an absent key succeeds).
-func (b *Blobs) RemoveBlob(a addr.Addr) error {
-	return b.RemoveBlobContext(context.Background(), a)
-}
-
-// RemoveBlobContext is RemoveBlob under ctx.
+// RemoveBlobContext removes the blob at a within ctx
+// (store.Collectable); one not stored is no error (S3's DELETE of an
+// absent key succeeds).
 func (b *Blobs) RemoveBlobContext(ctx context.Context, a addr.Addr) error {
 	_, err := b.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(b.key(a))})
 	if err != nil && !notFound(err) {

@@ -338,11 +338,16 @@ func Collectable(t *testing.T, open func(t *testing.T) store.Collectable) {
 				t.Fatal(err)
 			}
 		}
-		if err := b.RemoveBlob(addr.Of(drop)); err != nil {
+		if err := b.RemoveBlobContext(context.Background(), addr.Of(drop)); err != nil {
 			t.Fatal(err)
 		}
 		if b.HasBlob(addr.Of(drop)) {
 			t.Fatal("a removed blob is still there")
+		}
+		ended, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := b.RemoveBlobContext(ended, addr.Of(keep)); err == nil || !b.HasBlob(addr.Of(keep)) {
+			t.Fatalf("a remove under an ended context: %v, kept %v", err, b.HasBlob(addr.Of(keep)))
 		}
 		if _, err := b.Blob(addr.Of(drop)); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("reading a removed blob: %v (want one wrapping fs.ErrNotExist)", err)
@@ -350,10 +355,10 @@ func Collectable(t *testing.T, open func(t *testing.T) store.Collectable) {
 		if got := list(t, b); !maps.Equal(got, map[addr.Addr]int{addr.Of(keep): 1}) {
 			t.Fatalf("after a removal, listed %v", got)
 		}
-		if err := b.RemoveBlob(addr.Of(drop)); err != nil {
+		if err := b.RemoveBlobContext(context.Background(), addr.Of(drop)); err != nil {
 			t.Fatalf("removing a blob a second time: %v", err)
 		}
-		if err := b.RemoveBlob(addr.Of([]byte("never put"))); err != nil {
+		if err := b.RemoveBlobContext(context.Background(), addr.Of([]byte("never put"))); err != nil {
 			t.Fatalf("removing a blob never put: %v", err)
 		}
 		if err := b.PutBlob(addr.Of(drop), drop); err != nil {
