@@ -20,7 +20,7 @@ import (
 // Schema names the tables this package makes.
 const Schema = "sandbox.cluster/1"
 
-const schemaSQL = `
+const tablesSQL = `
 CREATE TABLE IF NOT EXISTS cluster_meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS cluster_hosts (
 	id TEXT PRIMARY KEY,
@@ -58,9 +58,6 @@ CREATE TABLE IF NOT EXISTS cluster_sandboxes (
 	fence BIGINT NOT NULL,
 	updated TIMESTAMPTZ NOT NULL DEFAULT now()
 );
-ALTER TABLE cluster_sandboxes ADD COLUMN IF NOT EXISTS tier TEXT NOT NULL DEFAULT '';
-ALTER TABLE cluster_sandboxes ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT '';
-ALTER TABLE cluster_sandboxes ADD COLUMN IF NOT EXISTS created TIMESTAMPTZ NOT NULL DEFAULT now();
 CREATE TABLE IF NOT EXISTS cluster_pools (
 	host TEXT NOT NULL,
 	name TEXT NOT NULL,
@@ -69,7 +66,6 @@ CREATE TABLE IF NOT EXISTS cluster_pools (
 	updated TIMESTAMPTZ NOT NULL DEFAULT now(),
 	PRIMARY KEY (host, name)
 );
-ALTER TABLE cluster_pools ADD COLUMN IF NOT EXISTS said BIGINT NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS cluster_chains (
 	name TEXT PRIMARY KEY,
 	size BIGINT NOT NULL,
@@ -99,8 +95,16 @@ CREATE TABLE IF NOT EXISTS cluster_pool_sends (
 	sent INTEGER NOT NULL,
 	PRIMARY KEY (host, name)
 );
-ALTER TABLE cluster_jobs ADD COLUMN IF NOT EXISTS taken BOOLEAN NOT NULL DEFAULT false;
 `
+
+// schemaSQL makes the tables and adds the columns later versions added
+// (pgstore.AddColumn: no lock taken on a table that has it already).
+var schemaSQL = tablesSQL +
+	pgstore.AddColumn("cluster_sandboxes", "tier", "TEXT NOT NULL DEFAULT ''") +
+	pgstore.AddColumn("cluster_sandboxes", "owner", "TEXT NOT NULL DEFAULT ''") +
+	pgstore.AddColumn("cluster_sandboxes", "created", "TIMESTAMPTZ NOT NULL DEFAULT now()") +
+	pgstore.AddColumn("cluster_pools", "said", "BIGINT NOT NULL DEFAULT 0") +
+	pgstore.AddColumn("cluster_jobs", "taken", "BOOLEAN NOT NULL DEFAULT false")
 
 // Errors a member meets.
 var (

@@ -767,3 +767,66 @@ func hold(t testing.TB, m *Member) BlobHold {
 	}
 	return h
 }
+
+// TestHostsStartWhileOthersRun: hosts that open the cluster's database
+// (making its schema where anything is missing) while other hosts use
+// it, claiming and suspending, all open it: none fails on the locks the
+// schema's statements take (PostgreSQL had ended one with "deadlock
+// detected" on a busy CI run).
+func TestHostsStartWhileOthersRun(t *testing.T) {
+	dsn := server.NewDatabase(t)
+	ctx := context.Background()
+	c, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m := join(t, c, "a")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("sb-%012d", i*100000+j)
+				h, err := c.HoldBlobs(ctx)
+				if err == nil {
+					err = m.SandboxSuspended(ctx, h, id, "", addr.Of([]byte("head")), addr.Of([]byte(id)))
+				}
+				if err == nil {
+					_, err = m.Enqueue(ctx, Job{Kind: "k", Payload: []byte(id)})
+				}
+				if err == nil {
+					_, err = m.Claim(ctx, time.Minute, "k")
+				}
+				if err != nil && !errors.Is(err, ErrNoJob) {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			o, err := Open(ctx, dsn)
+			if err == nil {
+				o.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Errorf("a host opening the database while others use it: %v", err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+}

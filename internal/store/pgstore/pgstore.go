@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/opensubstrate/sandbox/addr"
@@ -92,8 +93,41 @@ func (s *Store) init(ctx context.Context) error {
 // MakeSchema makes a schema where it is missing, under an advisory lock
 // (hosts opening one database at once), and names it in meta (a table
 // of k, v the schema makes); a database whose meta names another schema
-// is refused, never altered.
+// is refused, never altered. The schema's statements take locks on
+// tables other hosts use meanwhile: a transaction PostgreSQL ended to
+// break a deadlock with theirs is tried again (five times in all).
 func MakeSchema(ctx context.Context, pool *pgxpool.Pool, lock int64, meta, schemaSQL, schema string) error {
+	var err error
+	for try := 1; try <= 5; try++ {
+		err = makeSchema(ctx, pool, lock, meta, schemaSQL, schema)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "40P01" {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(try) * 50 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// AddColumn is a statement that adds column col (of definition def) to
+// table where it has none, taking no lock on a table that has it:
+// ALTER TABLE takes an exclusive one even to find there is nothing to
+// add, which hosts of a cluster starting while others run would queue
+// behind, and deadlock with.
+func AddColumn(table, col, def string) string {
+	return `DO $$ BEGIN
+IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '` + table + `'::regclass AND attname = '` + col + `' AND NOT attisdropped) THEN
+ALTER TABLE ` + table + ` ADD COLUMN ` + col + ` ` + def + `;
+END IF;
+END $$;
+`
+}
+
+func makeSchema(ctx context.Context, pool *pgxpool.Pool, lock int64, meta, schemaSQL, schema string) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return err
