@@ -882,3 +882,48 @@ func TestPoolClaimsGoWhereSandboxesAreReady(t *testing.T) {
 		t.Fatalf("a claim through A with here=true: %s, want 404 (A keeps no pool)", resp.Status)
 	}
 }
+
+// TestClusterCollectsByItself: hosts serving with --cluster-gc-every
+// collect the cluster's blob store themselves: the bundle a later
+// suspension replaced goes, without anyone running 'cluster gc', and
+// the sandbox still moves. The flag wants --cluster.
+func TestClusterCollectsByItself(t *testing.T) {
+	t.Parallel()
+	_, dsn := clusterDB(t)
+	if _, e, code := runCLI(t, t.TempDir(), "", "serve", "--cluster-gc-every", "1s"); code != 2 || !strings.Contains(e, "--cluster-gc-every") {
+		t.Fatalf("--cluster-gc-every without --cluster: %d %s", code, e)
+	}
+	dir := t.TempDir()
+	a, b, _ := twoHosts(t, dsn, nil, "--blobs", "file://"+dir, "--cluster-gc-every", "300ms")
+	id := createWriting(t, a, "kept")
+	var first []string // what the first suspension stored: all of it named until the second
+	for i, step := range []string{"suspend", "resume", "suspend"} {
+		if _, e, code := runCLI(t, a, "", step, id); code != 0 {
+			t.Fatalf("%s on A: %d %s", step, code, e)
+		}
+		if i == 0 {
+			first, _ = filepath.Glob(filepath.Join(dir, "blobs", "*"))
+		}
+	}
+	// The first suspension's bundle, which the second replaced, goes.
+	// (A bound for a hang, not a measure: collections run every 300 ms.)
+	gone := func() bool {
+		for _, p := range first {
+			if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(2 * time.Minute); !gone(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no collection removed the replaced bundle: all %d objects of the first suspension are there", len(first))
+		}
+	}
+	if _, e, code := runCLI(t, b, "", "resume", id); code != 0 {
+		t.Fatalf("resume through B after the hosts collected: %d %s", code, e)
+	}
+	if out := catF(t, b, id); out != "kept\n" {
+		t.Fatalf("on B: %q", out)
+	}
+}

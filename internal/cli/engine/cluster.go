@@ -40,12 +40,14 @@ import (
 // alive.
 const heartbeatEvery = 5 * time.Second
 
-// joinCluster registers the host in the cluster dsn names (its key, the
-// tiers its probes earned, its capacity, its rated idle power, where it
-// answers) and heartbeats until ctx ends. The closer it returns closes
-// the cluster and its blob store: after the manager has suspended (and
-// published) its sandboxes at shutdown.
-func joinCluster(ctx context.Context, dsn, blobsURL, caFile string, ho *live.Manager, maxLive, itemSlots int, addr string, log *slog.Logger) (func(), error) {
+// joinCluster registers the host in the cluster o.cluster names (its
+// key, the tiers its probes earned, its capacity, its rated idle power,
+// where it answers) and heartbeats until ctx ends; it takes fleet items
+// (o.itemSlots) and collects the blob store (o.gcEvery). The closer it
+// returns closes the cluster and its blob store: after the manager has
+// suspended (and published) its sandboxes at shutdown.
+func joinCluster(ctx context.Context, o *serveOptions, ho *live.Manager, addr string, log *slog.Logger) (func(), error) {
+	dsn, blobsURL, caFile, maxLive, itemSlots := o.cluster, o.blobs, o.clusterCA, o.maxLive, o.itemSlots
 	var tlsc *tls.Config
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
@@ -122,35 +124,29 @@ func joinCluster(ctx context.Context, dsn, blobsURL, caFile string, ho *live.Man
 		defer close(working)
 		shared.workItems(wctx, ho, itemSlots, log)
 	}()
+	if o.gcEvery > 0 {
+		go shared.collectEvery(ctx, o.gcEvery, log)
+	}
 	every := heartbeatEvery
 	if d := c.DeadAfter; d > 0 && d/3 < every {
 		every = d / 3 // three heartbeats in each DeadAfter
 	}
-	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if err := m.Heartbeat(ctx); err != nil && ctx.Err() == nil {
-				log.Warn("cluster heartbeat", "err", err)
-				continue
-			}
-			reportPools()
-			// Back from a stall: what the cluster gave to others meanwhile
-			// is not this host's to act on.
-			lost, err := m.Lost(ctx, ho.LiveIDs())
-			if err != nil && ctx.Err() == nil {
-				log.Warn("cluster: the sandboxes held here", "err", err)
-			}
-			for _, id := range lost {
-				ho.Forfeit(id, "the cluster gave it to another host while this one did not heartbeat")
-			}
+	go tick(ctx, every, func() {
+		if err := m.Heartbeat(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("cluster heartbeat", "err", err)
+			return
 		}
-	}()
+		reportPools()
+		// Back from a stall: what the cluster gave to others meanwhile
+		// is not this host's to act on.
+		lost, err := m.Lost(ctx, ho.LiveIDs())
+		if err != nil && ctx.Err() == nil {
+			log.Warn("cluster: the sandboxes held here", "err", err)
+		}
+		for _, id := range lost {
+			ho.Forfeit(id, "the cluster gave it to another host while this one did not heartbeat")
+		}
+	})
 	return func() {
 		stopWork() // what it holds and has not run goes back to the queue
 		<-working
@@ -237,6 +233,42 @@ nothing and says what a collection would remove now.`,
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "remove nothing: say what a collection would remove")
 	c.Flags().BoolVar(&asJSON, "json", false, "print what was found and done as JSON")
 	return c
+}
+
+// collectEvery collects the cluster's blob store every d until ctx
+// ends (serve --cluster-gc-every), as 'sandbox cluster gc' does; a
+// collection another host runs is left to it.
+func (s *clusterShared) collectEvery(ctx context.Context, d time.Duration, log *slog.Logger) {
+	cb, ok := s.blobs.(store.Collectable)
+	if !ok {
+		log.Warn("cluster: the blob store cannot be listed: it is not collected")
+		return
+	}
+	by := fmt.Sprintf("host %s (pid %d)", s.m.Host.ID(), os.Getpid())
+	tick(ctx, d, func() {
+		// (What it found and removed, the cluster logs.)
+		_, err := s.c.CollectBlobs(ctx, cb, collectNamer{blobs: s.blobs}, by, false)
+		switch {
+		case errors.Is(err, cluster.ErrCollecting):
+			log.Info("cluster: a collection of the blob store runs elsewhere", "err", err)
+		case err != nil && ctx.Err() == nil:
+			log.Warn("cluster: the blob store not collected", "err", err)
+		}
+	})
+}
+
+// tick calls f every d until ctx ends.
+func tick(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		f()
+	}
 }
 
 // notAStateDir refuses a file:// blob store that is a host's state

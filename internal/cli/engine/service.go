@@ -141,7 +141,7 @@ reached and PORT the preview listener's.`
 type serveOptions struct {
 	socket, listen, certFile, keyFile, tokenFile, logFormat string
 	cluster, blobs, clusterCA, previewListen                string
-	grace, idleAfter                                        time.Duration
+	grace, idleAfter, gcEvery                               time.Duration
 	maxLive, itemSlots                                      int
 	poolArgs                                                []string
 	workspaceMax, outputMax                                 string
@@ -189,6 +189,7 @@ func serveCmd(g *cli.Globals) *cobra.Command {
 	c.Flags().StringVar(&o.cluster, "cluster", "", "join the cluster whose PostgreSQL this names (postgres://… or key=value; docs/cluster.md): register this host, signed with its key, and heartbeat")
 	c.Flags().StringVar(&o.clusterCA, "cluster-ca", "", "with --cluster: the certificates (PEM) other hosts' --listen certificates are checked against when a request is forwarded to them (default: the system's roots)")
 	c.Flags().IntVar(&o.itemSlots, "cluster-workers", runtime.NumCPU(), "with --cluster: fleet items from the cluster's queue this host runs at once, any host's fleet (0: none; it still queues its own fleets' items for the others)")
+	c.Flags().DurationVar(&o.gcEvery, "cluster-gc-every", 0, "with --cluster: collect the cluster's blob store from this host this often, as 'sandbox cluster gc' does (e.g. 24h; one host is enough, and a collection another host runs is left to it; hosts wait to suspend while one runs; default: never)")
 	g.LimitFlags(c, "a native run's or a live S1 sandbox's")
 	return c
 }
@@ -213,6 +214,14 @@ func (o *serveOptions) check(cmd *cobra.Command, g *cli.Globals) (*slog.Logger, 
 	}
 	if o.blobs != "" && o.cluster == "" {
 		return nil, nil, errs.Usage{Err: errors.New("--blobs is where a cluster keeps suspended sandboxes: it needs --cluster")}
+	}
+	if o.gcEvery < 0 || o.gcEvery > 0 && o.cluster == "" {
+		return nil, nil, errs.Usage{Err: fmt.Errorf("--cluster-gc-every %s: a duration above zero, with --cluster (or 0: never)", o.gcEvery)}
+	}
+	if o.gcEvery > 0 {
+		if err := notAStateDir(o.blobs); err != nil {
+			return nil, nil, err
+		}
 	}
 	if (o.certFile == "") != (o.keyFile == "") || o.listen != "" && (o.certFile == "" || o.tokenFile == "") {
 		return nil, nil, errs.Usage{Err: errors.New("--listen needs --tls-cert, --tls-key and --token-file: the API is never served in clear or without tokens")}
@@ -290,7 +299,7 @@ func (o *serveOptions) serve(ctx context.Context, ho *live.Manager, log *slog.Lo
 		if o.listen != "" {
 			addr = o.listen
 		}
-		leave, err := joinCluster(ctx, o.cluster, o.blobs, o.clusterCA, ho, o.maxLive, o.itemSlots, addr, log)
+		leave, err := joinCluster(ctx, o, ho, addr, log)
 		if err != nil {
 			return err
 		}
