@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
@@ -326,16 +327,28 @@ func (l *collectLease) left() time.Duration { return max(l.stop-sinceBoot(), 0) 
 
 // beginCollect raises the blob store's epoch and leases it to by, once
 // every transaction that holds it for share has ended; ErrCollecting
-// where another collection's lease runs. A lease held under by already
-// (this collector's first try, whose answer was lost) is taken over.
+// where another collection's lease runs.
 func (c *Cluster) beginCollect(ctx context.Context, by string) (*collectLease, error) {
+	// This call's own name: two collectors of one name (two containers
+	// of one host name, each pid 1) never take each other's lease.
+	var token [6]byte
+	if _, err := rand.Read(token[:]); err != nil {
+		return nil, err
+	}
+	return c.leaseAs(ctx, fmt.Sprintf("%s [%x]", by, token))
+}
+
+// leaseAs is beginCollect under name, tried again while the database is
+// away: a lease held under name already (a first try whose answer was
+// lost) is taken over.
+func (c *Cluster) leaseAs(ctx context.Context, name string) (*collectLease, error) {
 	var l collectLease
 	var found bool
 	var other string
 	err := c.retry(ctx, "collect: begin", func() error {
 		l.renewed = sinceBoot()
 		err := c.pool.QueryRow(ctx, `UPDATE cluster_blobgc SET epoch = epoch + 1, until = now() + make_interval(secs => $1), by_host = $2
-WHERE until IS NULL OR until + make_interval(secs => $3) <= now() OR by_host = $2 RETURNING epoch`, CollectLease.Seconds(), by, leaseGrace().Seconds()).Scan(&l.epoch)
+WHERE until IS NULL OR until + make_interval(secs => $3) <= now() OR by_host = $2 RETURNING epoch`, CollectLease.Seconds(), name, leaseGrace().Seconds()).Scan(&l.epoch)
 		if errors.Is(err, pgx.ErrNoRows) {
 			found = false
 			return c.pool.QueryRow(ctx, `SELECT by_host FROM cluster_blobgc`).Scan(&other)
@@ -350,7 +363,7 @@ WHERE until IS NULL OR until + make_interval(secs => $3) <= now() OR by_host = $
 		return nil, fmt.Errorf("cluster: collect the blob store: %w (by %s)", ErrCollecting, other)
 	}
 	l.stop = l.renewed + CollectLease*3/4
-	c.log().Info("cluster: collecting the blob store", "collector", by, "epoch", l.epoch)
+	c.log().Info("cluster: collecting the blob store", "collector", name, "epoch", l.epoch)
 	return &l, nil
 }
 

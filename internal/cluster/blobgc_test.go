@@ -414,8 +414,9 @@ func TestCollectorStopsWhenTheDatabaseSaysItsLeaseEnded(t *testing.T) {
 }
 
 // TestCollectorTakesBackItsOwnLease: a collector whose first statement
-// took the lease but whose answer was lost (here: the lease already its
-// own) takes it over, where another collector's is refused.
+// took the lease but whose answer was lost (here: the lease already held
+// under the call's name) takes it over; another call, even of the same
+// name (two containers of one host name, each pid 1), is refused.
 func TestCollectorTakesBackItsOwnLease(t *testing.T) {
 	c, _ := open(t)
 	ctx := context.Background()
@@ -423,10 +424,14 @@ func TestCollectorTakesBackItsOwnLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.beginCollect(ctx, "gc (pid 2)"); !errors.Is(err, ErrCollecting) {
-		t.Fatalf("another collector: %v", err)
+	if _, err := c.beginCollect(ctx, "gc (pid 1)"); !errors.Is(err, ErrCollecting) {
+		t.Fatalf("another collector of the same name: %v", err)
 	}
-	again, err := c.beginCollect(ctx, "gc (pid 1)")
+	var name string
+	if err := c.pool.QueryRow(ctx, `SELECT by_host FROM cluster_blobgc`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.leaseAs(ctx, name) // the call's retry
 	if err != nil || again.epoch != l.epoch+1 {
 		t.Fatalf("its own lease again: %+v %v", again, err)
 	}

@@ -48,7 +48,6 @@ CREATE TABLE IF NOT EXISTS cluster_jobs (
 	reason TEXT,
 	queued TIMESTAMPTZ NOT NULL DEFAULT now()
 );
-CREATE INDEX IF NOT EXISTS cluster_jobs_ready ON cluster_jobs (kind, id) WHERE state IN ('queued', 'leased');
 CREATE TABLE IF NOT EXISTS cluster_sandboxes (
 	id TEXT PRIMARY KEY,
 	host TEXT NOT NULL,
@@ -97,9 +96,11 @@ CREATE TABLE IF NOT EXISTS cluster_pool_sends (
 );
 `
 
-// schemaSQL makes the tables and adds the columns later versions added
-// (pgstore.AddColumn: no lock taken on a table that has it already).
+// schemaSQL makes the tables, the queue's index, and the columns later
+// versions added (pgstore.AddIndex, AddColumn: no lock taken on a table
+// that has them already).
 var schemaSQL = tablesSQL +
+	pgstore.AddIndex("cluster_jobs_ready", "ON cluster_jobs (kind, id) WHERE state IN ('queued', 'leased')") +
 	pgstore.AddColumn("cluster_sandboxes", "tier", "TEXT NOT NULL DEFAULT ''") +
 	pgstore.AddColumn("cluster_sandboxes", "owner", "TEXT NOT NULL DEFAULT ''") +
 	pgstore.AddColumn("cluster_sandboxes", "created", "TIMESTAMPTZ NOT NULL DEFAULT now()") +

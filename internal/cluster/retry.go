@@ -20,7 +20,8 @@ import (
 const RetryFor = 2 * time.Minute
 
 // Transient says err is the database being away (a connection refused
-// or cut, the server shutting down or starting), not a refusal.
+// or cut, the server shutting down or starting), or a transaction it
+// ended to break a deadlock, not a refusal.
 func Transient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
@@ -28,8 +29,11 @@ func Transient(err error) bool {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		// 08: connection exceptions; 57P: operator intervention
-		// (admin shutdown, crash shutdown, cannot connect now).
-		return len(pe.Code) == 5 && (pe.Code[:2] == "08" || pe.Code[:3] == "57P")
+		// (admin shutdown, crash shutdown, cannot connect now); 40P01,
+		// 40001: a transaction PostgreSQL ended, rolled back, to break
+		// a deadlock (with a host making the schema) or a
+		// serialization conflict.
+		return len(pe.Code) == 5 && (pe.Code[:2] == "08" || pe.Code[:3] == "57P" || pe.Code == "40P01" || pe.Code == "40001")
 	}
 	var ce *pgconn.ConnectError
 	var ne net.Error

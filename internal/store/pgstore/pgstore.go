@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"regexp"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,7 +26,7 @@ const Schema = "sandbox.pgstore/1"
 // bound is 1 GB; a row that size is a poor use of a database).
 const MaxBlob = 256 << 20
 
-const schemaSQL = `
+const tablesSQL = `
 CREATE TABLE IF NOT EXISTS sandbox_meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sandbox_blobs (addr BYTEA PRIMARY KEY, data BYTEA NOT NULL);
 CREATE TABLE IF NOT EXISTS sandbox_runs (
@@ -38,7 +40,6 @@ CREATE TABLE IF NOT EXISTS sandbox_runs (
 	pending BOOLEAN NOT NULL,
 	indexed BIGINT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS sandbox_runs_order ON sandbox_runs (started DESC, id);
 CREATE TABLE IF NOT EXISTS sandbox_records (
 	id TEXT PRIMARY KEY,
 	phase TEXT NOT NULL,
@@ -49,6 +50,9 @@ CREATE TABLE IF NOT EXISTS sandbox_records (
 	indexed BIGINT NOT NULL
 );
 `
+
+// schemaSQL makes the tables and their index (AddIndex).
+var schemaSQL = tablesSQL + AddIndex("sandbox_runs_order", "ON sandbox_runs (started DESC, id)")
 
 // Store is one PostgreSQL database's blobs and index.
 type Store struct {
@@ -117,14 +121,41 @@ func MakeSchema(ctx context.Context, pool *pgxpool.Pool, lock int64, meta, schem
 // table where it has none, taking no lock on a table that has it:
 // ALTER TABLE takes an exclusive one even to find there is nothing to
 // add, which hosts of a cluster starting while others run would queue
-// behind, and deadlock with.
+// behind, and deadlock with. table and col are lower-case SQL names
+// (constants of the caller's: anything else panics).
 func AddColumn(table, col, def string) string {
-	return `DO $$ BEGIN
-IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '` + table + `'::regclass AND attname = '` + col + `' AND NOT attisdropped) THEN
+	mustName(table, col)
+	return `DO $add_column$ BEGIN
+IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = '` + table + `'::regclass AND attname = '` + col + `' AND NOT attisdropped) THEN
 ALTER TABLE ` + table + ` ADD COLUMN ` + col + ` ` + def + `;
 END IF;
-END $$;
+END $add_column$;
 `
+}
+
+// AddIndex is a statement that makes index name (CREATE INDEX name
+// ...on, e.g. "ON t (a, b)") where there is none of that name, taking no
+// lock on its table where there is: CREATE INDEX IF NOT EXISTS takes a
+// share lock on the table before it looks, which waits for every writer.
+func AddIndex(name, on string) string {
+	mustName(name)
+	return `DO $add_index$ BEGIN
+IF pg_catalog.to_regclass('` + name + `') IS NULL THEN
+CREATE INDEX ` + name + ` ` + on + `;
+END IF;
+END $add_index$;
+`
+}
+
+// sqlName is a lower-case SQL name that needs no quoting.
+var sqlName = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+func mustName(names ...string) {
+	for _, n := range names {
+		if !sqlName.MatchString(n) {
+			panic("pgstore: " + strconv.Quote(n) + " is not a lower-case SQL name")
+		}
+	}
 }
 
 func makeSchema(ctx context.Context, pool *pgxpool.Pool, lock int64, meta, schemaSQL, schema string) error {

@@ -263,3 +263,26 @@ func FuzzPrefixRange(f *testing.F) {
 		}
 	})
 }
+
+// TestSchemaStatementsRefuseOddNames: AddColumn and AddIndex paste their
+// names into SQL: anything but a lower-case name is a programming error,
+// refused before any SQL is made.
+func TestSchemaStatementsRefuseOddNames(t *testing.T) {
+	for _, f := range []func(){
+		func() { AddColumn("t'; DROP TABLE x; --", "c", "INT") },
+		func() { AddColumn("t", "Mixed", "INT") },
+		func() { AddIndex("i$$", "ON t (a)") },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Error("an odd name made SQL")
+				}
+			}()
+			f()
+		}()
+	}
+	if s := AddColumn("cluster_jobs", "taken", "BOOLEAN"); !strings.Contains(s, "pg_catalog.pg_attribute") {
+		t.Fatalf("AddColumn: %s", s)
+	}
+}

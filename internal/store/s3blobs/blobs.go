@@ -340,7 +340,10 @@ func (b *Blobs) EachBlob(ctx context.Context, f func(addr.Addr) error) error {
 // (store.Collectable); one not stored is no error (S3's DELETE of an
 // absent key succeeds).
 func (b *Blobs) RemoveBlobContext(ctx context.Context, a addr.Addr) error {
-	_, err := b.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(b.key(a))})
+	// Sent once: a retry the SDK made after ctx's caller stopped
+	// counting (a collector whose lease may have ended) would land late.
+	_, err := b.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(b.key(a))},
+		func(o *s3.Options) { o.RetryMaxAttempts = 1 })
 	if err != nil && !notFound(err) {
 		return b.fail("remove", &a, err)
 	}
