@@ -192,7 +192,7 @@ func (h *Manager) publish(id, owner string, head addr.Addr) {
 		} else {
 			err = shared.Publish(ctx, id, owner, head, b.Bytes())
 		}
-		if !errors.Is(err, ErrCollected) || try == publishTries {
+		if !errors.Is(err, ErrCollected) || try == HeldTries {
 			break
 		}
 		h.Logger().Info("the cluster's blob store was collected while a suspension was stored there: storing it again", "sandbox", id, "try", try)
@@ -307,12 +307,13 @@ type BlobHolder interface {
 
 // ErrCollected is wrapped by the refusal of a suspension whose objects
 // were stored before a collection of the cluster's blob store began:
-// they are stored again (publishTries in all).
+// they are stored again (HeldTries in all).
 var ErrCollected = errors.New("the cluster's blob store was collected since the objects were stored")
 
-// publishTries is how many times a suspension is stored and published
-// while collections keep beginning in between.
-const publishTries = 3
+// HeldTries is how many times objects are stored in the cluster's blob
+// store and named (a suspension, a fleet item's run) while collections
+// keep beginning in between.
+const HeldTries = 3
 
 // sharedSeen notes that object a was seen whole in the cluster's blob
 // store, or put there, at the store's epoch.

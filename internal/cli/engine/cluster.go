@@ -190,15 +190,15 @@ is removed, naming the sandbox. --blobs names the store as 'serve
 nothing and says what a collection would remove now.`,
 		Args: cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := notAStateDir(blobsURL); err != nil {
+				return err
+			}
 			cl, err := openCluster(cmd, dsn)
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			if dsn == "" {
-				dsn = os.Getenv("SANDBOX_CLUSTER")
-			}
-			b, closeBlobs, err := openClusterBlobs(cmd.Context(), dsn, blobsURL)
+			b, closeBlobs, err := openClusterBlobs(cmd.Context(), clusterDSN(dsn), blobsURL)
 			if err != nil {
 				return err
 			}
@@ -206,9 +206,6 @@ nothing and says what a collection would remove now.`,
 			cb, ok := b.(store.Collectable)
 			if !ok {
 				return fmt.Errorf("the blob store %s cannot be listed: it is not collected", blobsURL)
-			}
-			if err := notAStateDir(blobsURL); err != nil {
-				return err
 			}
 			hostname, _ := os.Hostname()
 			by := fmt.Sprintf("sandbox cluster gc on %s (pid %d)", hostname, os.Getpid())
@@ -310,12 +307,18 @@ func (n collectNamer) Result(kind string, result []byte) ([]addr.Addr, error) {
 	return []addr.Addr{res.Bundle}, nil
 }
 
+// clusterDSN is --cluster's value, else $SANDBOX_CLUSTER.
+func clusterDSN(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return os.Getenv("SANDBOX_CLUSTER")
+}
+
 // openCluster opens the cluster --cluster (else $SANDBOX_CLUSTER)
 // names, logging what it refuses to the command's stderr.
 func openCluster(cmd *cobra.Command, dsn string) (*cluster.Cluster, error) {
-	if dsn == "" {
-		dsn = os.Getenv("SANDBOX_CLUSTER")
-	}
+	dsn = clusterDSN(dsn)
 	if dsn == "" {
 		return nil, errs.Usage{Err: fmt.Errorf("--cluster DSN (or $SANDBOX_CLUSTER) names the cluster's PostgreSQL")}
 	}
@@ -572,7 +575,7 @@ func (s *clusterShared) PoolHolder(ctx context.Context, name string) (server.Pee
 		return server.Peer{}, 0, false, err
 	}
 	if ok {
-		return peer(p), p.Ready - p.Sent + 1, true, nil
+		return peer(p), p.Left() + 1, true, nil // this one among them
 	}
 	return peer(others[0]), 0, true, nil
 }
@@ -802,7 +805,7 @@ func (s *clusterShared) handBack(ctx context.Context, l *cluster.Lease, res live
 			return err
 		}
 		err = s.m.CompleteHeld(ctx, hold, l, result)
-		if !errors.Is(err, cluster.ErrCollected) || try == 3 {
+		if !errors.Is(err, cluster.ErrCollected) || try == live.HeldTries {
 			return err
 		}
 	}
