@@ -237,51 +237,76 @@ func checkEntry(name string, keys map[string][]byte, n, seq int64, line []byte, 
 // every entry's signature checked under its writer's host row, and the
 // head it replays to from genesis, which must be the row's.
 func (c *Cluster) ChainBytes(ctx context.Context, name string, genesis addr.Addr) ([]byte, addr.Addr, error) {
+	r, err := retried(ctx, c, "chain "+name, func() (r chainRead, err error) {
+		// One snapshot for the row and its entries: an entry appended
+		// between two reads would not replay to the row's head.
+		err = pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			r, err = readChain(ctx, tx, name)
+			return err
+		})
+		return r, err
+	})
+	if err != nil || !r.found {
+		return nil, genesis, err
+	}
 	keys, err := c.hostKeys(ctx)
 	if err != nil {
 		return nil, addr.Addr{}, err
 	}
-	var size int64
-	var headB []byte
-	err = c.pool.QueryRow(ctx, `SELECT size, head FROM cluster_chains WHERE name = $1`, name).Scan(&size, &headB)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, genesis, nil
-	}
-	if err != nil {
-		return nil, addr.Addr{}, fmt.Errorf("cluster: chain %s: %w", name, err)
-	}
-	rows, err := c.pool.Query(ctx, `SELECT seq, line, by_host, sig FROM cluster_chain_entries WHERE name = $1 ORDER BY seq`, name)
-	if err != nil {
-		return nil, addr.Addr{}, fmt.Errorf("cluster: chain %s: %w", name, err)
-	}
-	defer rows.Close()
 	var b bytes.Buffer
 	head := genesis
-	var n int64
-	for rows.Next() {
-		var (
-			seq      int64
-			line, sg []byte
-			by       string
-		)
-		if err := rows.Scan(&seq, &line, &by, &sg); err != nil {
+	for i, e := range r.entries {
+		if err := checkEntry(name, keys, int64(i)+1, e.seq, e.line, e.by, e.sig); err != nil {
 			return nil, addr.Addr{}, err
 		}
-		n++
-		if err := checkEntry(name, keys, n, seq, line, by, sg); err != nil {
-			return nil, addr.Addr{}, err
-		}
-		head = chain.Step(head, line)
-		b.Write(line)
+		head = chain.Step(head, e.line)
+		b.Write(e.line)
 		b.WriteByte('\n')
 	}
-	if err := rows.Err(); err != nil {
-		return nil, addr.Addr{}, err
-	}
-	if n != size || !bytes.Equal(head[:], headB) {
-		return nil, addr.Addr{}, fmt.Errorf("cluster: chain %s: its %d entries replay to %s, its row says %d entries and another head: %w", name, n, head, size, ErrForged)
+	if n := int64(len(r.entries)); n != r.size || !bytes.Equal(head[:], r.head) {
+		return nil, addr.Addr{}, fmt.Errorf("cluster: chain %s: its %d entries replay to %s, its row says %d entries and another head: %w", name, n, head, r.size, ErrForged)
 	}
 	return b.Bytes(), head, nil
+}
+
+// chainRead is a chain's row and entries as read, not yet checked.
+type chainRead struct {
+	found   bool
+	size    int64
+	head    []byte
+	entries []chainEntry
+}
+
+type chainEntry struct {
+	seq       int64
+	line, sig []byte
+	by        string
+}
+
+// readChain reads chain name's row and entries in tx.
+func readChain(ctx context.Context, tx pgx.Tx, name string) (chainRead, error) {
+	var r chainRead
+	err := tx.QueryRow(ctx, `SELECT size, head FROM cluster_chains WHERE name = $1`, name).Scan(&r.size, &r.head)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, nil
+	}
+	if err != nil {
+		return r, fmt.Errorf("cluster: chain %s: %w", name, err)
+	}
+	r.found = true
+	rows, err := tx.Query(ctx, `SELECT seq, line, by_host, sig FROM cluster_chain_entries WHERE name = $1 ORDER BY seq`, name)
+	if err != nil {
+		return r, fmt.Errorf("cluster: chain %s: %w", name, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var e chainEntry
+		if err := rows.Scan(&e.seq, &e.line, &e.by, &e.sig); err != nil {
+			return r, fmt.Errorf("cluster: chain %s: %w", name, err)
+		}
+		r.entries = append(r.entries, e)
+	}
+	return r, rows.Err()
 }
 
 // LedgerName is the JCP budget ledger's chain in cluster_chains.

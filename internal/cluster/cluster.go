@@ -254,6 +254,10 @@ type Seen struct {
 // Hosts lists the hosts whose rows verify, by id; a row that does not
 // verify is logged and left out.
 func (c *Cluster) Hosts(ctx context.Context) ([]Seen, error) {
+	return retried(ctx, c, "hosts", func() ([]Seen, error) { return c.hosts(ctx) })
+}
+
+func (c *Cluster) hosts(ctx context.Context) ([]Seen, error) {
 	rows, err := c.pool.Query(ctx, `SELECT id, pub, tiers, capacity, idle_mw, addr, sig, joined, seen, extract(epoch FROM now() - seen) FROM cluster_hosts ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: hosts: %w", err)

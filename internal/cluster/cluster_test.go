@@ -644,6 +644,84 @@ func TestQueueOutlivesARestart(t *testing.T) {
 	}
 }
 
+// TestReadsOutliveARestart: every read a host makes of the cluster
+// (its hosts, one host, a sandbox's holder, the live counts, the
+// sandboxes, a pool's hosts, a chain), asked while PostgreSQL is down,
+// is tried again, said in the log, and answers once the database is
+// back: a fleet or a placement under way goes on (issue 27: a fleet's
+// item failed on "cluster: hosts" across a restart).
+func TestReadsOutliveARestart(t *testing.T) {
+	pg, err := pgtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	c, err := Open(context.Background(), pg.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	log := &logged{}
+	c.Log = slog.New(slog.NewTextHandler(log, nil))
+	a := join(t, c, "a")
+	ctx := context.Background()
+	if err := a.SandboxMade(ctx, "sb-1", tier.S1, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ReportPools(ctx, map[string]int{"dev": 2}); err != nil {
+		t.Fatal(err)
+	}
+	var genesis addr.Addr
+	ch := a.Chain("c", genesis)
+	if _, _, err := ch.Hold(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.Append([]byte(`{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	reads := []struct {
+		op   string // the op its retry logs
+		read func() error
+	}{
+		{"hosts", func() error { _, err := c.Hosts(ctx); return err }},
+		{"host", func() error { _, err := c.Host(ctx, a.Host.ID()); return err }},
+		{"holder", func() error { _, err := c.Holder(ctx, "sb-1"); return err }},
+		{"live sandboxes", func() error { _, err := c.LiveCounts(ctx); return err }},
+		{"sandboxes", func() error { _, err := c.Sandboxes(ctx, ""); return err }},
+		{"pool hosts", func() error { _, err := c.PoolHosts(ctx, "dev"); return err }},
+		{"chain c", func() error { _, _, err := c.ChainBytes(ctx, "c", genesis); return err }},
+	}
+	pg.Down()
+	errs := make(chan error, len(reads))
+	for _, r := range reads {
+		go func() {
+			if err := r.read(); err != nil {
+				errs <- fmt.Errorf("%s: %w", r.op, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	// Each read has failed once and waits to try again.
+	deadline := time.Now().Add(time.Minute)
+	for _, r := range reads {
+		for !strings.Contains(log.String(), fmt.Sprintf("op=%q", r.op)) && !strings.Contains(log.String(), "op="+r.op+" ") {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no retry logged while the database was down:\n%s", r.op, log)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if err := pg.Up(); err != nil {
+		t.Fatal(err)
+	}
+	for range reads {
+		if err := <-errs; err != nil {
+			t.Errorf("after the restart: %v", err)
+		}
+	}
+}
+
 // TestSandboxesOfAPrincipal: a principal's sandbox is taken by that
 // principal, or by a host's operator, never by another principal (as if
 // it were not there).

@@ -28,6 +28,10 @@ const DefaultK = 3
 // LiveCounts is how many sandboxes each host holds live, as the
 // cluster keeps them.
 func (c *Cluster) LiveCounts(ctx context.Context) (map[string]int64, error) {
+	return retried(ctx, c, "live sandboxes", func() (map[string]int64, error) { return c.liveCounts(ctx) })
+}
+
+func (c *Cluster) liveCounts(ctx context.Context) (map[string]int64, error) {
 	rows, err := c.pool.Query(ctx, `SELECT host, count(*) FROM cluster_sandboxes WHERE state = 'live' GROUP BY host`)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: live sandboxes: %w", err)

@@ -81,6 +81,10 @@ ON CONFLICT (host, name) DO UPDATE SET ready = $3, sig = $4, said = $5, updated 
 // older row of theirs put back is stale. Whether a host is alive is its
 // Age's to say (the caller's dead-after).
 func (c *Cluster) PoolHosts(ctx context.Context, name string) ([]Pool, error) {
+	return retried(ctx, c, "pool hosts", func() ([]Pool, error) { return c.poolHosts(ctx, name) })
+}
+
+func (c *Cluster) poolHosts(ctx context.Context, name string) ([]Pool, error) {
 	rows, err := c.pool.Query(ctx, `SELECT p.ready, COALESCE(CASE WHEN s.said = p.said THEN s.sent END, 0) AS sent, p.sig, p.said, (extract(epoch FROM now()) * 1000)::bigint, h.id, h.pub, h.tiers, h.capacity, h.idle_mw, h.addr, h.sig, h.joined, h.seen, extract(epoch FROM now() - h.seen)
 FROM cluster_pools p JOIN cluster_hosts h ON h.id = p.host LEFT JOIN cluster_pool_sends s ON s.host = p.host AND s.name = p.name
 WHERE p.name = $1 ORDER BY GREATEST(p.ready - COALESCE(CASE WHEN s.said = p.said THEN s.sent END, 0), 0) DESC, p.ready DESC, h.id`, name)

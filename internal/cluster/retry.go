@@ -41,6 +41,17 @@ func Transient(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
+// retried is f's answer, f called as retry calls it: for reads, which
+// are safe to ask again.
+func retried[T any](ctx context.Context, c *Cluster, what string, f func() (T, error)) (T, error) {
+	var out T
+	err := c.retry(ctx, what, func() (err error) {
+		out, err = f()
+		return err
+	})
+	return out, err
+}
+
 // retry calls f until it succeeds, fails for a reason that is not
 // Transient, ctx ends, or RetryFor passes; the last error is returned.
 func (c *Cluster) retry(ctx context.Context, what string, f func() error) error {

@@ -245,7 +245,9 @@ type Holding struct {
 func (c *Cluster) Holder(ctx context.Context, id string) (Holding, error) {
 	var h Holding
 	var host, t string
-	err := c.pool.QueryRow(ctx, `SELECT host, state, tier, length(bundle) = 32 FROM cluster_sandboxes WHERE id = $1`, id).Scan(&host, &h.State, &t, &h.Kept)
+	err := c.retry(ctx, "holder", func() error {
+		return c.pool.QueryRow(ctx, `SELECT host, state, tier, length(bundle) = 32 FROM cluster_sandboxes WHERE id = $1`, id).Scan(&host, &h.State, &t, &h.Kept)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return h, fmt.Errorf("cluster: sandbox %s: %w", id, ErrNotShared)
 	}
@@ -269,8 +271,10 @@ func (c *Cluster) Host(ctx context.Context, id string) (Seen, error) {
 		pub, sig []byte
 		age      float64
 	)
-	err := c.pool.QueryRow(ctx, `SELECT pub, tiers, capacity, idle_mw, addr, sig, joined, seen, extract(epoch FROM now() - seen) FROM cluster_hosts WHERE id = $1`, id).
-		Scan(&pub, &tiers, &s.Capacity, &s.IdleMW, &a, &sig, &s.Joined, &s.Seen, &age)
+	err := c.retry(ctx, "host", func() error {
+		return c.pool.QueryRow(ctx, `SELECT pub, tiers, capacity, idle_mw, addr, sig, joined, seen, extract(epoch FROM now() - seen) FROM cluster_hosts WHERE id = $1`, id).
+			Scan(&pub, &tiers, &s.Capacity, &s.IdleMW, &a, &sig, &s.Joined, &s.Seen, &age)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, fmt.Errorf("cluster: host %s: no such host", id)
 	}
@@ -299,6 +303,10 @@ type Listed struct {
 // owner's): live on a host, suspended, or lost with their host; closed
 // ones are not listed. Oldest first.
 func (c *Cluster) Sandboxes(ctx context.Context, owner string) ([]Listed, error) {
+	return retried(ctx, c, "sandboxes", func() ([]Listed, error) { return c.sandboxes(ctx, owner) })
+}
+
+func (c *Cluster) sandboxes(ctx context.Context, owner string) ([]Listed, error) {
 	rows, err := c.pool.Query(ctx, `SELECT id, host, state, tier, created, updated FROM cluster_sandboxes
 WHERE state IN ('live', 'suspended', 'lost') AND ($1 = '' OR owner = $1) ORDER BY created, id`, ownerText(owner))
 	if err != nil {

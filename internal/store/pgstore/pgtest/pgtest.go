@@ -180,9 +180,17 @@ func (s *Server) NewDatabase(t testing.TB) string {
 // Restart stops the server (fast shutdown: connections are cut) and
 // starts it again on the same data.
 func (s *Server) Restart() error {
-	s.halt(syscall.SIGINT)
-	return s.start()
+	s.Down()
+	return s.Up()
 }
+
+// Down stops the server (fast shutdown: connections are cut), its data
+// kept for Up.
+func (s *Server) Down() { s.halt(syscall.SIGINT) }
+
+// Up starts the server Down stopped, on the same data, and returns once
+// it answers.
+func (s *Server) Up() error { return s.start() }
 
 func (s *Server) halt(sig syscall.Signal) {
 	if s.cmd == nil || s.cmd.Process == nil {
