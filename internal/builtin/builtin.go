@@ -78,7 +78,7 @@ func (c Config) Executors(site executor.Site) ([]executor.Executor, error) {
 		return fail(err)
 	}
 	made = append(made, w)
-	n, err := native.New(native.Config{StateDir: site.StateDir, Memory: c.Memory, Pids: c.Pids, CPUs: c.CPUs, NoWarm: !site.Warm, EgressRoots: c.EgressRoots, TempName: site.TempName, Self: c.S1Helper})
+	n, err := native.New(native.Config{StateDir: site.StateDir, Memory: c.Memory, Pids: c.Pids, CPUs: c.CPUs, NoWarm: !site.Warm, EgressRoots: c.EgressRoots, TempName: site.TempName, Self: c.S1Helper, Cgroups: site.Cgroups})
 	if err != nil {
 		return fail(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -93,6 +94,10 @@ type Group struct {
 	// cpuFromV1 is set once a thread was placed through v1 tasks files,
 	// whose CPU time v2's cpu.stat does not see.
 	cpuFromV1 atomic.Bool
+	// mark is what CPU read when MarkCPU was called, and from where.
+	markMu sync.Mutex
+	mark   time.Duration
+	markOf string
 }
 
 // Parent is the directory name under which groups are made.
@@ -232,9 +237,35 @@ func threadCgroup(tid int, controller, dir string) (string, error) {
 	return "", fmt.Errorf("cgroup: thread %d is in no %s cgroup", tid, controller)
 }
 
-// CPU returns the CPU time used by everything that was ever in the group,
-// and where the figure came from.
+// CPU returns the CPU time used by everything that was ever in the group
+// (since MarkCPU, where it was called), and where the figure came from.
 func (g *Group) CPU() (time.Duration, string, error) {
+	d, src, err := g.cpu()
+	if err != nil {
+		return d, src, err
+	}
+	g.markMu.Lock()
+	defer g.markMu.Unlock()
+	if g.markOf == src && d >= g.mark {
+		d -= g.mark
+	}
+	return d, src, nil
+}
+
+// MarkCPU makes CPU count from now: what the group's processes used
+// before (a process made ready in it ahead of its run) is not the run's.
+func (g *Group) MarkCPU() error {
+	d, src, err := g.cpu()
+	if err != nil {
+		return err
+	}
+	g.markMu.Lock()
+	g.mark, g.markOf = d, src
+	g.markMu.Unlock()
+	return nil
+}
+
+func (g *Group) cpu() (time.Duration, string, error) {
 	if dir, ok := g.V1["cpuacct"]; ok && (g.cpuFromV1.Load() || g.V2 == "") {
 		b, err := os.ReadFile(filepath.Join(dir, "cpuacct.usage"))
 		if err != nil {

@@ -3,8 +3,10 @@ package cgroup
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -74,13 +76,7 @@ func TestDetectFakeTrees(t *testing.T) {
 // v1 cpuacct hierarchy (hybrid hosts); on pure v2 it checks that the
 // thread placement is refused, as documented.
 func TestRealThreadAccounting(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create cgroups")
-	}
-	h, err := Detect("/sys/fs/cgroup")
-	if err != nil {
-		t.Skipf("no cgroup hierarchy mounted: %v", err)
-	}
+	h := realHierarchy(t)
 	g, err := h.Create("test-"+strings.ReplaceAll(t.Name(), "/", "-"), "cpuacct")
 	if err != nil {
 		t.Fatal(err)
@@ -127,4 +123,92 @@ func threadCPU(t *testing.T) time.Duration {
 		t.Fatal(err)
 	}
 	return time.Duration(ts.Nano())
+}
+
+// TestMarkCPU: what a group's processes used before MarkCPU is not in
+// CPU after it (a process placed ahead of its run: its start is not the
+// run's), and what they use after it is.
+func TestMarkCPU(t *testing.T) {
+	h := realHierarchy(t)
+	g, err := h.Create("test-"+strings.ReplaceAll(t.Name(), "/", "-"), "cpuacct", "cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Remove()
+	// A shell counting to 200,000 in the group: tens of milliseconds of
+	// CPU.
+	burn := func() {
+		t.Helper()
+		cmd := exec.Command("/bin/sh", "-c", `i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done`)
+		if err := StartIn(cmd, g); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	burn()
+	before, src, err := g.CPU()
+	if err != nil || before < 10*time.Millisecond {
+		t.Fatalf("CPU of a busy shell: %v (%s) %v", before, src, err)
+	}
+	if err := g.MarkCPU(); err != nil {
+		t.Fatal(err)
+	}
+	if d, _, err := g.CPU(); err != nil || d != 0 {
+		t.Fatalf("CPU right after MarkCPU, nothing in the group: %v %v", d, err)
+	}
+	burn()
+	after, _, err := g.CPU()
+	if err != nil || after < before/4 || after > 20*before {
+		t.Fatalf("CPU of the same busy shell after MarkCPU: %v (before it: %v) %v", after, before, err)
+	}
+}
+
+// BenchmarkMove: a process moved into a new group of every controller a
+// run's group has (AddProc), the cost on a run's path that placing its
+// init ahead takes off (docs/s1.md). On a kernel without favordynmods,
+// the first write to cgroup.procs waits for an RCU grace period.
+func BenchmarkMove(b *testing.B) {
+	h := realHierarchy(b)
+	cmd := exec.Command("/bin/sleep", "3600")
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		i++
+		g, err := h.Create("bench-move-"+strconv.Itoa(i), "cpuacct", "cpu", "memory", "pids", "freezer", "devices")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := g.AddProc(cmd.Process.Pid); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		prev := g
+		defer prev.Remove()
+		b.StartTimer()
+	}
+	b.StopTimer()
+	cmd.Process.Kill()
+	cmd.Wait()
+}
+
+// realHierarchy is the machine's cgroup layout, where tb may make groups
+// (root); tb is skipped where it may not.
+func realHierarchy(tb testing.TB) *Hierarchy {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("needs root to create cgroups")
+	}
+	h, err := Detect("/sys/fs/cgroup")
+	if err != nil {
+		tb.Skipf("no cgroup hierarchy mounted: %v", err)
+	}
+	return h
 }

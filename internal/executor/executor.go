@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 
+	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/tee"
 	"github.com/opensubstrate/sandbox/key"
 
@@ -64,6 +65,23 @@ type Limiter interface {
 // run's records.
 type Prewarmer interface {
 	Prewarm()
+}
+
+// Placer is an Executor that keeps the process its next run starts in
+// ready in a control group made ahead for that run, so that the run does
+// not wait to move it there: on a kernel whose cgroup hierarchies do not
+// favour dynamic changes (favordynmods), the first move of a process
+// waits for an RCU grace period, milliseconds. The engine asks for the
+// group instead of making one; it calls Unplace for a group it took,
+// whether or not a Run used it, before it removes the group.
+type Placer interface {
+	// PlacedGroup is a group with controllers ctls holding the process
+	// the next Run given it as Job.Cgroup starts in, or nil (none ready:
+	// the engine makes the group). Its CPU is counted from that Run's
+	// start (cgroup.Group.MarkCPU).
+	PlacedGroup(ctls []string) *cgroup.Group
+	// Unplace ends what PlacedGroup kept in g, where no Run took it.
+	Unplace(g *cgroup.Group)
 }
 
 // RootProber is an Executor that can run a unit in an image's root

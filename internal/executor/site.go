@@ -1,5 +1,7 @@
 package executor
 
+import "github.com/opensubstrate/sandbox/internal/cgroup"
+
 // Site is what a host gives the executors it makes (host.Config's
 // Executors): where they keep what they make and cache, how they name
 // it, the keys their caches are sealed with, and what kind of host it is.
@@ -17,6 +19,10 @@ type Site struct {
 	// Warm says the host runs many units (the service): an executor may
 	// keep something started ready for the next run (S1's init).
 	Warm bool
+	// Cgroups is the host's cgroup layout where runs get groups of their
+	// own (root), nil where they do not: an executor that places its
+	// next run's process ahead (Placer) makes its groups there.
+	Cgroups *cgroup.Hierarchy
 	// Warn receives warnings meant for people (a cache that cannot be
 	// written); nil drops them.
 	Warn func(string)

@@ -617,11 +617,24 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 		if ctls == nil {
 			ctls = []string{"cpuacct", "cpu", "memory", "pids", "freezer", "devices"}
 		}
-		if cg, err = h.Cgroups.Create(rec.Name(), ctls...); err != nil {
-			h.Logger().Warn("no cgroup for the run", "err", err)
-			cg = nil
-		} else {
+		// A run of the executor's own (not a live sandbox's exec) may
+		// start in a process it placed in a group ahead.
+		pl, _ := p.ex.(executor.Placer)
+		if pl != nil && !p.Live {
+			cg = pl.PlacedGroup(ctls)
+		}
+		if cg == nil {
+			pl = nil
+			if cg, err = h.Cgroups.Create(rec.Name(), ctls...); err != nil {
+				h.Logger().Warn("no cgroup for the run", "err", err)
+				cg = nil
+			}
+		}
+		if cg != nil {
 			defer func() {
+				if pl != nil {
+					pl.Unplace(cg)
+				}
 				if err := cg.Remove(); err != nil && p.LeftoverGroup != nil {
 					p.LeftoverGroup(cg)
 				}

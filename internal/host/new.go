@@ -79,9 +79,17 @@ func New(cfg Config) (*Host, error) {
 		}
 		return nil, err
 	}
+	root := cfg.CgroupRoot
+	if root == "" {
+		root = "/sys/fs/cgroup"
+	}
+	var groups *cgroup.Hierarchy
+	if cg, err := cgroup.Detect(root); err == nil && os.Geteuid() == 0 {
+		groups = cg
+	}
 	var executors []executor.Executor
 	if cfg.Executors != nil {
-		site := executor.Site{StateDir: s.Root(), CacheDir: s.CacheDir(), TempName: s.Namer(), Derive: k.Derive, Warm: cfg.Warm, Warn: cfg.Warn}
+		site := executor.Site{StateDir: s.Root(), CacheDir: s.CacheDir(), TempName: s.Namer(), Derive: k.Derive, Warm: cfg.Warm, Warn: cfg.Warn, Cgroups: groups}
 		if executors, err = cfg.Executors(site); err != nil {
 			s.Lease.Close()
 			return nil, err
@@ -100,13 +108,7 @@ func New(cfg Config) (*Host, error) {
 		// A host that runs many makes each run's directory ahead.
 		s.Ready(4, RecordFiles)
 	}
-	root := cfg.CgroupRoot
-	if root == "" {
-		root = "/sys/fs/cgroup"
-	}
-	if cg, err := cgroup.Detect(root); err == nil && os.Geteuid() == 0 {
-		h.Cgroups = cg
-	}
+	h.Cgroups = groups
 	for _, src := range m.Sources {
 		if nv, ok := src.(*nvml.Source); ok {
 			for _, st := range m.Statuses() {

@@ -5,8 +5,10 @@
 // this binary, re-executed, where that helper is missing) in new mount,
 // pid, network, IPC, UTS and cgroup namespaces (and a user namespace when
 // not root) and sends it the base of the root, which init builds at once;
-// a long-lived host keeps one such init ready. For a run it moves the init
-// into the run's cgroup and sends the spec: storage grants (read-only,
+// a long-lived host keeps one such init ready, placed ahead in the cgroup
+// made for its run (executor.Placer; docs/s1.md). For a run it moves the
+// init into the run's cgroup (unless it is there already) and sends the
+// spec: storage grants (read-only,
 // read-write id mapped, or, with a quota, an overlay on a tmpfs of the
 // quota's size committed when the run ends), and the program with what
 // confines it: rlimits, no capabilities, an unprivileged user (nobody when

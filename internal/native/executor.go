@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/hw/nvidia"
@@ -52,6 +53,10 @@ type Config struct {
 	// DevRoot is where the host's devices and the driver's /proc files
 	// and libraries are found ("/" by default; tests give a fake tree).
 	DevRoot string
+	// Cgroups is the host's cgroup layout where runs get groups of their
+	// own (executor.Site's): the warm init is placed ahead in a group
+	// made for its run (executor.Placer). Nil: it is not.
+	Cgroups *cgroup.Hierarchy
 }
 
 // mkTemp makes a temporary directory under parent, named by TempName.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/internal/cgroup"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
+	"github.com/opensubstrate/sandbox/internal/native/s1init"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/attest"
@@ -464,26 +466,14 @@ func TestKernelPathGrantRefused(t *testing.T) {
 // TestWarmInit checks that a run takes the init started ahead for its
 // base, and that an init built for another base is not used.
 func TestWarmInit(t *testing.T) {
-	helper, err := guestbuild.S1Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := New(Config{StateDir: t.TempDir(), Self: helper})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	b, err := e.base("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, b := warmTest(t, nil)
 	e.refill(b)
 	e.waitWarm()
 	ready := e.warm.ready
 	if ready == nil {
 		t.Fatal("no warm init after refill")
 	}
-	p, err := e.claim(b)
+	p, err := e.claim(b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,7 +487,7 @@ func TestWarmInit(t *testing.T) {
 	ready = e.warm.ready
 	other := b
 	other.TmpSize++
-	p, err = e.claim(other)
+	p, err = e.claim(other, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,6 +497,106 @@ func TestWarmInit(t *testing.T) {
 	}
 	if ready.cmd.ProcessState == nil { // claim reaps what it discards
 		t.Error("the init of the other base was not ended")
+	}
+}
+
+// warmTest is an executor for the warm init's tests (groups made in h,
+// if not nil), closed when t ends, and the base of its runs.
+func warmTest(t *testing.T, h *cgroup.Hierarchy) (*Executor, s1init.Base) {
+	t.Helper()
+	helper, err := guestbuild.S1Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Config{StateDir: t.TempDir(), Self: helper, Cgroups: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	b, err := e.base("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, b
+}
+
+// TestWarmInitPlacedAhead: with the host's cgroups, once a group's
+// controllers were asked for, the warm init is placed ahead in a group
+// of its own; PlacedGroup hands that group out and the run given it
+// starts in that init; a group handed out and not run is ended with its
+// init by Unplace; a group of other controllers is not handed out.
+func TestWarmInitPlacedAhead(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make cgroups")
+	}
+	h, err := cgroup.Detect("/sys/fs/cgroup")
+	if err != nil {
+		t.Skipf("no cgroup hierarchy: %v", err)
+	}
+	e, b := warmTest(t, h)
+	ctls := []string{"cpuacct", "cpu", "memory", "pids", "freezer", "devices"}
+	warm := func() *initProc {
+		t.Helper()
+		e.refill(b)
+		e.waitWarm()
+		if e.warm.ready == nil {
+			t.Fatal("no warm init after refill")
+		}
+		return e.warm.ready
+	}
+	if g := e.PlacedGroup(ctls); g != nil {
+		t.Fatalf("a group handed out before its controllers were known: %s", g.Name)
+	}
+	ready := warm()
+	if ready.group == nil {
+		t.Fatal("the warm init was not placed ahead")
+	}
+	in := func(p *initProc, g *cgroup.Group) bool {
+		cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.cmd.Process.Pid))
+		return err == nil && strings.Contains(string(cg), "/"+cgroup.Parent+"/"+g.Name+"\n")
+	}
+	if !in(ready, ready.group) {
+		t.Fatalf("the warm init is not in its group %s", ready.group.Name)
+	}
+	g := e.PlacedGroup(ctls)
+	if g != ready.group {
+		t.Fatalf("PlacedGroup: %v, want the warm init's group", g)
+	}
+	p, err := e.claim(b, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p != ready {
+		t.Fatal("the run given the placed group did not start in the init placed in it")
+	}
+	p.discard()
+	if _, err := os.Stat(g.V2); g.V2 != "" && !os.IsNotExist(err) {
+		t.Errorf("the group of an init discarded is left: %v", err)
+	}
+
+	ready = warm()
+	g = e.PlacedGroup(ctls)
+	e.Unplace(g)
+	if ready.cmd.ProcessState == nil {
+		t.Error("Unplace left the init running")
+	}
+	if err := g.Remove(); err != nil {
+		t.Errorf("the group Unplace emptied: %v", err)
+	}
+
+	ready = warm()
+	if g := e.PlacedGroup([]string{"cpuacct"}); g != nil {
+		t.Fatalf("a group of other controllers handed out: %v", g.V1)
+	}
+	if e.warm.ready != ready {
+		t.Fatal("the warm init not handed out was not kept for the next run")
+	}
+	if p, err := e.claim(b, nil); err != nil || p != ready {
+		t.Fatalf("claim after the group was not handed out: %v", err)
+	}
+	ready.discard()
+	if ready = warm(); ready.group == nil || !slices.Equal(ready.ctls, []string{"cpuacct"}) {
+		t.Fatalf("the next warm init is not placed with the controllers asked for last: %+v", ready.ctls)
 	}
 }
 

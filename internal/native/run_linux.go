@@ -5,6 +5,7 @@ package native
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -445,6 +446,10 @@ type initProc struct {
 	// closed when it has exited, for any number of lookers.
 	done   chan error
 	exited chan struct{}
+	// group is the control group it was placed in ahead of its run, with
+	// controllers ctls (Placer); nil if none.
+	group *cgroup.Group
+	ctls  []string
 }
 
 func (p *initProc) discard() {
@@ -454,6 +459,9 @@ func (p *initProc) discard() {
 		f.Close()
 	}
 	os.Remove(p.root)
+	if p.group != nil {
+		p.group.Remove()
+	}
 }
 
 // baseKey identifies a base apart from its root.
@@ -568,18 +576,33 @@ func (e *Executor) startInit(b s1init.Base, session bool) (*initProc, error) {
 
 // warmPool keeps at most one init started ahead, so that a run does not
 // wait for a process start and the base root (several milliseconds).
+// Where the host gives runs cgroups (Site.Cgroups) and has asked for a
+// placed group once, that init is placed ahead too, in a group of its
+// own made for its run (PlacedGroup).
 type warmPool struct {
 	mu       sync.Mutex
 	ready    *initProc
 	starting chan struct{} // while a start is in flight; closed when it ends
 	closed   bool
+	// ctls are the controllers PlacedGroup was last asked for: warm
+	// inits are placed in groups of them (none until it is asked).
+	ctls []string
+	// placed are the inits PlacedGroup handed out with their groups,
+	// until the Run given the group (or Unplace) takes them.
+	placed map[*cgroup.Group]*initProc
 }
 
-// claim returns an init for a run with base b: the warm one, if it is
-// alive and was built for b (waiting for it if it is still starting),
-// else a new one.
-func (e *Executor) claim(b s1init.Base) (*initProc, error) {
-	p := e.warm.take()
+// claim returns an init for a run with base b in group cg (nil: none):
+// the one placed in cg ahead, or the warm one, if it is alive and was
+// built for b (waiting for it if it is still starting), else a new one.
+func (e *Executor) claim(b s1init.Base, cg *cgroup.Group) (*initProc, error) {
+	var p *initProc
+	if cg != nil {
+		p = e.warm.unplace(cg)
+	}
+	if p == nil {
+		p = e.warm.take()
+	}
 	if p != nil {
 		select {
 		case <-p.done: // it died while waiting
@@ -596,6 +619,95 @@ func (e *Executor) claim(b s1init.Base) (*initProc, error) {
 		return p, nil
 	}
 	return e.startInit(b, false)
+}
+
+// PlacedGroup hands out the warm init's group, the init inside it, for
+// the Run given that group (executor.Placer), if the init is alive and
+// was placed with controllers ctls; else nil, and the warm inits started
+// from now on are placed in groups of ctls.
+func (e *Executor) PlacedGroup(ctls []string) *cgroup.Group {
+	if e.cfg.Cgroups == nil {
+		return nil
+	}
+	w := &e.warm
+	w.mu.Lock()
+	w.ctls = slices.Clone(ctls)
+	w.mu.Unlock()
+	p := w.take()
+	if p == nil {
+		return nil
+	}
+	select {
+	case <-p.done:
+		p.discard()
+		return nil
+	default:
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p.group == nil || !slices.Equal(p.ctls, ctls) || w.closed {
+		if w.ready == nil && !w.closed {
+			w.ready = p // for claim, unplaced
+		} else {
+			go p.discard()
+		}
+		return nil
+	}
+	if w.placed == nil {
+		w.placed = map[*cgroup.Group]*initProc{}
+	}
+	w.placed[p.group] = p
+	return p.group
+}
+
+// Unplace ends the init PlacedGroup handed out with g, where no Run took
+// it (executor.Placer); the group is the caller's to remove.
+func (e *Executor) Unplace(g *cgroup.Group) {
+	if p := e.warm.unplace(g); p != nil {
+		p.group = nil
+		p.discard()
+	}
+}
+
+// unplace takes the init handed out with g, nil if there is none.
+func (w *warmPool) unplace(g *cgroup.Group) *initProc {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p := w.placed[g]
+	delete(w.placed, g)
+	return p
+}
+
+// placeAhead puts a warm init in a group of its own made for its run,
+// with the controllers PlacedGroup was last asked for; where that fails
+// the init stays unplaced (its run moves it, as without a Placer).
+func (e *Executor) placeAhead(p *initProc) {
+	w := &e.warm
+	w.mu.Lock()
+	ctls := w.ctls
+	w.mu.Unlock()
+	if e.cfg.Cgroups == nil || ctls == nil {
+		return
+	}
+	g, err := e.cfg.Cgroups.Create(e.groupName(), ctls...)
+	if err != nil {
+		return
+	}
+	if err := g.AddProc(p.cmd.Process.Pid); err != nil {
+		g.Remove()
+		return
+	}
+	p.group, p.ctls = g, ctls
+}
+
+// groupName names a group made ahead as the host names its runs'
+// ("partial-…", by the lease where TempName is set), so that a collector
+// finds it when its host is gone.
+func (e *Executor) groupName() string {
+	if e.cfg.TempName != nil {
+		return e.cfg.TempName("partial")
+	}
+	return "partial-" + rand.Text()
 }
 
 // refill starts the next warm init in the background, unless warm inits
@@ -629,6 +741,9 @@ func (e *Executor) startWarm(b s1init.Base) {
 	w.starting = s
 	go func() {
 		p, err := e.startInit(b, false)
+		if err == nil {
+			e.placeAhead(p)
+		}
 		w.mu.Lock()
 		w.starting = nil
 		if err == nil {
@@ -676,6 +791,13 @@ func (e *Executor) Close() error {
 	if p := w.take(); p != nil {
 		p.discard()
 	}
+	w.mu.Lock()
+	placed := w.placed
+	w.placed = nil
+	w.mu.Unlock()
+	for _, p := range placed {
+		p.discard()
+	}
 	return nil
 }
 
@@ -720,15 +842,23 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 	if err != nil {
 		return s1init.Status{}, end, err
 	}
-	p, err := e.claim(sp.Base)
+	p, err := e.claim(sp.Base, cg)
 	if err != nil {
 		return s1init.Status{}, end, err
+	}
+	ahead := p.group
+	placed := cg != nil && ahead == cg
+	p.group = nil // cg is the run's, which its host removes
+	if ahead != nil && !placed {
+		// Made ahead for a run that did not take it: removed once init
+		// has left it (moved to cg, or ended).
+		defer ahead.Remove()
 	}
 	defer os.Remove(p.root)
 	// The next run's init starts once this one has ended.
 	defer e.refill(sp.Base)
 	sp.Base.Root = p.root
-	if cg != nil {
+	if cg != nil && !placed {
 		if err := cg.AddProc(p.cmd.Process.Pid); err != nil {
 			p.discard()
 			return s1init.Status{}, end, err
@@ -762,6 +892,12 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 	run := o.enforcer != nil // not the tier probe
 	if run {
 		crash.At(crash.Init)
+	}
+	if placed {
+		// What init used starting ahead of the run is not the run's.
+		if err := cg.MarkCPU(); err != nil {
+			note("S1: the run's CPU is counted from its init's start, not from the run's own: %v", err)
+		}
 	}
 	end.start = time.Now()
 	json.NewEncoder(p.specW).Encode(sp)
