@@ -129,7 +129,7 @@ FROM taken t LEFT JOIN cluster_hosts h ON h.id = t.by_host ORDER BY t.id`, kinds
 		// ends meanwhile (a host stopping), and a failure leaves the job
 		// leased here, never run, until its lease ends.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		_, err := m.c.pool.Exec(uctx, `UPDATE cluster_jobs SET state = 'failed', reason = $3, holder = NULL, lease_until = NULL,
+		_, err := m.c.pool.Exec(uctx, `UPDATE cluster_jobs SET state = 'failed', reason = $3, holder = NULL, lease_until = NULL, ended = now(),
 attempts = attempts - 1 WHERE id = $1 AND fence = $2`, l.ID, l.Fence, "refused: "+why)
 		cancel()
 		if err != nil {
@@ -250,7 +250,7 @@ func (m *Member) Complete(ctx context.Context, l *Lease, result []byte) error {
 	if result == nil {
 		result = []byte{}
 	}
-	return m.fenced(ctx, "complete", l, `state = 'done', result = $4, lease_until = NULL`, result)
+	return m.fenced(ctx, "complete", l, `state = 'done', result = $4, lease_until = NULL, ended = now()`, result)
 }
 
 // CompleteHeld ends l's job with a result that names objects of the
@@ -261,12 +261,12 @@ func (m *Member) CompleteHeld(ctx context.Context, hold BlobHold, l *Lease, resu
 	if result == nil {
 		result = []byte{}
 	}
-	return m.fencedIn(ctx, "complete", l, &hold, `state = 'done', result = $4, lease_until = NULL`, result)
+	return m.fencedIn(ctx, "complete", l, &hold, `state = 'done', result = $4, lease_until = NULL, ended = now()`, result)
 }
 
 // Fail ends l's job as failed, saying why.
 func (m *Member) Fail(ctx context.Context, l *Lease, reason string) error {
-	return m.fenced(ctx, "fail", l, `state = 'failed', reason = $4, lease_until = NULL`, reason)
+	return m.fenced(ctx, "fail", l, `state = 'failed', reason = $4, lease_until = NULL, ended = now()`, reason)
 }
 
 // State is a job as the queue has it.
@@ -303,7 +303,7 @@ func (c *Cluster) JobState(ctx context.Context, id int64) (State, error) {
 // failed with reason (its queuer no longer waits for it); a job a host
 // holds, or that ended, is left to end as it will: false.
 func (m *Member) Withdraw(ctx context.Context, id int64, reason string) (bool, error) {
-	tag, err := m.c.pool.Exec(ctx, `UPDATE cluster_jobs SET state = 'failed', reason = $3 WHERE id = $1 AND by_host = $2 AND state = 'queued'`, id, m.Host.ID(), "withdrawn: "+reason)
+	tag, err := m.c.pool.Exec(ctx, `UPDATE cluster_jobs SET state = 'failed', reason = $3, ended = now() WHERE id = $1 AND by_host = $2 AND state = 'queued'`, id, m.Host.ID(), "withdrawn: "+reason)
 	if err != nil {
 		return false, fmt.Errorf("cluster: withdraw job %d: %w", id, err)
 	}

@@ -185,9 +185,11 @@ suspension stored while it began is stored again, so nothing a sandbox
 needs is removed; a collector that stalls past its lease removes
 nothing more. A kept sandbox whose bundle cannot be read (tampered,
 or an object it names missing) stops the collection before anything
-is removed, naming the sandbox. --blobs names the store as 'serve
---blobs' does (default the cluster's PostgreSQL). --dry-run removes
-nothing and says what a collection would remove now.`,
+is removed, naming the sandbox. Before it, the queue's rows of jobs
+that ended more than a day ago are removed (a week for a fleet result
+no host took: its objects go with it). --blobs names the store as
+'serve --blobs' does (default the cluster's PostgreSQL). --dry-run
+removes nothing and says what a collection would remove now.`,
 		Args: cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := notAStateDir(blobsURL); err != nil {
@@ -209,19 +211,35 @@ nothing and says what a collection would remove now.`,
 			}
 			hostname, _ := os.Hostname()
 			by := fmt.Sprintf("sandbox cluster gc on %s (pid %d)", hostname, os.Getpid())
-			col, err := cl.CollectBlobs(cmd.Context(), cb, collectNamer{blobs: b}, by, dryRun)
+			var res struct {
+				cluster.Collection
+				Jobs *cluster.Pruned `json:"jobs_pruned,omitempty"` // nil in a dry run
+			}
+			if !dryRun {
+				p, err := cl.Prune(cmd.Context())
+				if err != nil {
+					return err
+				}
+				res.Jobs = &p
+			}
+			res.Collection, err = cl.CollectBlobs(cmd.Context(), cb, collectNamer{blobs: b}, by, dryRun)
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				return cli.PrintJSON(cmd.OutOrStdout(), col)
+				return cli.PrintJSON(cmd.OutOrStdout(), res)
 			}
+			col := res.Collection
 			verb := "removed"
 			if dryRun {
 				verb = "would remove"
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%d objects stored, %d named by %d kept sandboxes and %d fleet results not yet taken: %s %d\n",
 				col.Stored, col.Named, col.Sandboxes, col.Results, verb, col.Removed)
+			if res.Jobs != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "%d rows of ended jobs removed (%d of them fleet results no host took)\n",
+					res.Jobs.Ended+res.Jobs.Untaken, res.Jobs.Untaken)
+			}
 			return nil
 		},
 	}
@@ -243,6 +261,11 @@ func (s *clusterShared) collectEvery(ctx context.Context, d time.Duration, log *
 	}
 	by := fmt.Sprintf("host %s (pid %d)", s.m.Host.ID(), os.Getpid())
 	tick(ctx, d, func() {
+		if p, err := s.c.Prune(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("cluster: the queue's ended jobs not pruned", "err", err)
+		} else if p.Ended+p.Untaken > 0 {
+			log.Info("cluster: the queue's ended jobs pruned", "ended", p.Ended, "untaken", p.Untaken)
+		}
 		// (What it found and removed, the cluster logs.)
 		_, err := s.c.CollectBlobs(ctx, cb, collectNamer{blobs: s.blobs}, by, false)
 		switch {

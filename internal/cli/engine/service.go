@@ -189,7 +189,7 @@ func serveCmd(g *cli.Globals) *cobra.Command {
 	c.Flags().StringVar(&o.cluster, "cluster", "", "join the cluster whose PostgreSQL this names (postgres://… or key=value; docs/cluster.md): register this host, signed with its key, and heartbeat")
 	c.Flags().StringVar(&o.clusterCA, "cluster-ca", "", "with --cluster: the certificates (PEM) other hosts' --listen certificates are checked against when a request is forwarded to them (default: the system's roots)")
 	c.Flags().IntVar(&o.itemSlots, "cluster-workers", runtime.NumCPU(), "with --cluster: fleet items from the cluster's queue this host runs at once, any host's fleet (0: none; it still queues its own fleets' items for the others)")
-	c.Flags().DurationVar(&o.gcEvery, "cluster-gc-every", 0, "with --cluster: collect the cluster's blob store from this host this often, as 'sandbox cluster gc' does (e.g. 24h; one host is enough, and a collection another host runs is left to it; hosts wait to suspend while one runs; default: never)")
+	c.Flags().DurationVar(&o.gcEvery, "cluster-gc-every", 0, "with --cluster: collect the cluster's blob store (and prune the queue's ended jobs) from this host this often, as 'sandbox cluster gc' does (e.g. 24h; one host is enough, and a collection another host runs is left to it; hosts wait to suspend while one runs; default: never)")
 	g.LimitFlags(c, "a native run's or a live S1 sandbox's")
 	return c
 }
