@@ -473,7 +473,7 @@ func TestWarmInit(t *testing.T) {
 	if ready == nil {
 		t.Fatal("no warm init after refill")
 	}
-	p, err := e.claim(b, nil)
+	p, _, err := e.claim(b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,7 +487,7 @@ func TestWarmInit(t *testing.T) {
 	ready = e.warm.ready
 	other := b
 	other.TmpSize++
-	p, err = e.claim(other, nil)
+	p, _, err = e.claim(other, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -562,16 +562,37 @@ func TestWarmInitPlacedAhead(t *testing.T) {
 	if g != ready.group {
 		t.Fatalf("PlacedGroup: %v, want the warm init's group", g)
 	}
-	p, err := e.claim(b, g)
+	p, placed, err := e.claim(b, g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p != ready {
-		t.Fatal("the run given the placed group did not start in the init placed in it")
+	if p != ready || !placed {
+		t.Fatalf("the run given the placed group did not start in the init placed in it (placed: %v)", placed)
 	}
 	p.discard()
-	if _, err := os.Stat(g.V2); g.V2 != "" && !os.IsNotExist(err) {
-		t.Errorf("the group of an init discarded is left: %v", err)
+	if err := g.Remove(); err != nil {
+		t.Errorf("the run's group, its init ended: %v", err)
+	}
+
+	// A run of another base (an image's root) given the placed group:
+	// a new init, which the run moves into that group, kept for it.
+	ready = warm()
+	g = e.PlacedGroup(ctls)
+	other := b
+	other.TmpSize++
+	p, placed, err = e.claim(other, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p == ready || placed || ready.cmd.ProcessState == nil {
+		t.Fatalf("a run of another base: the init placed for another (%v), placed %v, ended %v", p == ready, placed, ready.cmd.ProcessState != nil)
+	}
+	if err := g.AddProc(p.cmd.Process.Pid); err != nil {
+		t.Fatalf("the run's group, after the init placed in it for another base ended: %v", err)
+	}
+	p.discard()
+	if err := g.Remove(); err != nil {
+		t.Errorf("the run's group, its init ended: %v", err)
 	}
 
 	ready = warm()
@@ -591,7 +612,7 @@ func TestWarmInitPlacedAhead(t *testing.T) {
 	if e.warm.ready != ready {
 		t.Fatal("the warm init not handed out was not kept for the next run")
 	}
-	if p, err := e.claim(b, nil); err != nil || p != ready {
+	if p, _, err := e.claim(b, nil); err != nil || p != ready {
 		t.Fatalf("claim after the group was not handed out: %v", err)
 	}
 	ready.discard()

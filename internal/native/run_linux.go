@@ -592,33 +592,35 @@ type warmPool struct {
 	placed map[*cgroup.Group]*initProc
 }
 
-// claim returns an init for a run with base b in group cg (nil: none):
-// the one placed in cg ahead, or the warm one, if it is alive and was
-// built for b (waiting for it if it is still starting), else a new one.
-func (e *Executor) claim(b s1init.Base, cg *cgroup.Group) (*initProc, error) {
-	var p *initProc
-	if cg != nil {
-		p = e.warm.unplace(cg)
-	}
-	if p == nil {
-		p = e.warm.take()
-	}
-	if p != nil {
+// claim returns an init for a run with base b in group cg (nil: none),
+// and whether it is in cg already: the one placed in cg ahead, or the
+// warm one, if it is alive and was built for b (waiting for it if it is
+// still starting), else a new one.
+func (e *Executor) claim(b s1init.Base, cg *cgroup.Group) (*initProc, bool, error) {
+	usable := func(p *initProc) bool {
 		select {
 		case <-p.done: // it died while waiting
-			p.discard()
-			p = nil
 		default:
-			if p.base != baseKey(b) {
-				p.discard()
-				p = nil
+			if p.base == baseKey(b) {
+				return true
+			}
+		}
+		p.discard()
+		return false
+	}
+	if cg != nil {
+		if p := e.warm.unplace(cg); p != nil {
+			p.group = nil // cg is the run's now: its host removes it
+			if usable(p) {
+				return p, true, nil
 			}
 		}
 	}
-	if p != nil {
-		return p, nil
+	if p := e.warm.take(); p != nil && usable(p) {
+		return p, false, nil
 	}
-	return e.startInit(b, false)
+	p, err := e.startInit(b, false)
+	return p, false, err
 }
 
 // PlacedGroup hands out the warm init's group, the init inside it, for
@@ -842,16 +844,14 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 	if err != nil {
 		return s1init.Status{}, end, err
 	}
-	p, err := e.claim(sp.Base, cg)
+	p, placed, err := e.claim(sp.Base, cg)
 	if err != nil {
 		return s1init.Status{}, end, err
 	}
-	ahead := p.group
-	placed := cg != nil && ahead == cg
-	p.group = nil // cg is the run's, which its host removes
-	if ahead != nil && !placed {
+	if ahead := p.group; ahead != nil {
 		// Made ahead for a run that did not take it: removed once init
 		// has left it (moved to cg, or ended).
+		p.group = nil
 		defer ahead.Remove()
 	}
 	defer os.Remove(p.root)
