@@ -619,6 +619,36 @@ func TestWarmInitPlacedAhead(t *testing.T) {
 	if ready = warm(); ready.group == nil || !slices.Equal(ready.ctls, []string{"cpuacct"}) {
 		t.Fatalf("the next warm init is not placed with the controllers asked for last: %+v", ready.ctls)
 	}
+
+	// A warm init that died waiting: not handed out, its group removed,
+	// and nothing waits for it (this hung: its one exit was taken twice).
+	ctls = []string{"cpuacct"}
+	ready.cmd.Process.Kill()
+	<-ready.exited
+	dead := ready.group
+	if g := e.PlacedGroup(ctls); g != nil {
+		t.Fatal("the group of a dead init handed out")
+	}
+	if dir := dead.V1["cpuacct"]; dir != "" {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("the group of a dead init is left: %v", err)
+		}
+	}
+
+	// Closed with a group handed out: the group is its host's, left for
+	// it to remove; the init in it is ended.
+	ready = warm()
+	g = e.PlacedGroup(ctls)
+	if g == nil {
+		t.Fatal("no group handed out")
+	}
+	e.Close()
+	if ready.cmd.ProcessState == nil {
+		t.Error("Close left the init of a group handed out running")
+	}
+	if err := g.Remove(); err != nil {
+		t.Errorf("the group handed out, after Close: %v", err)
+	}
 }
 
 // TestInitReport trusts init's report only when the kernel says init

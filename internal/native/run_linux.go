@@ -599,7 +599,7 @@ type warmPool struct {
 func (e *Executor) claim(b s1init.Base, cg *cgroup.Group) (*initProc, bool, error) {
 	usable := func(p *initProc) bool {
 		select {
-		case <-p.done: // it died while waiting
+		case <-p.exited: // it died while waiting (discard reaps it)
 		default:
 			if p.base == baseKey(b) {
 				return true
@@ -640,7 +640,7 @@ func (e *Executor) PlacedGroup(ctls []string) *cgroup.Group {
 		return nil
 	}
 	select {
-	case <-p.done:
+	case <-p.exited:
 		p.discard()
 		return nil
 	default:
@@ -649,7 +649,7 @@ func (e *Executor) PlacedGroup(ctls []string) *cgroup.Group {
 	defer w.mu.Unlock()
 	if p.group == nil || !slices.Equal(p.ctls, ctls) || w.closed {
 		if w.ready == nil && !w.closed {
-			w.ready = p // for claim, unplaced
+			w.ready = p // for claim, unplaced (a start since keeps its own)
 		} else {
 			go p.discard()
 		}
@@ -681,25 +681,24 @@ func (w *warmPool) unplace(g *cgroup.Group) *initProc {
 }
 
 // placeAhead puts a warm init in a group of its own made for its run,
-// with the controllers PlacedGroup was last asked for; where that fails
-// the init stays unplaced (its run moves it, as without a Placer).
-func (e *Executor) placeAhead(p *initProc) {
+// with the controllers PlacedGroup was last asked for; where the group
+// cannot be made the init stays unplaced (its run moves it, as without a
+// Placer). False: the init is in some of the group's hierarchies and not
+// in others, and must be ended (which removes the group).
+func (e *Executor) placeAhead(p *initProc) bool {
 	w := &e.warm
 	w.mu.Lock()
 	ctls := w.ctls
 	w.mu.Unlock()
 	if e.cfg.Cgroups == nil || ctls == nil {
-		return
+		return true
 	}
 	g, err := e.cfg.Cgroups.Create(e.groupName(), ctls...)
 	if err != nil {
-		return
-	}
-	if err := g.AddProc(p.cmd.Process.Pid); err != nil {
-		g.Remove()
-		return
+		return true
 	}
 	p.group, p.ctls = g, ctls
+	return g.AddProc(p.cmd.Process.Pid) == nil
 }
 
 // groupName names a group made ahead as the host names its runs'
@@ -743,14 +742,16 @@ func (e *Executor) startWarm(b s1init.Base) {
 	w.starting = s
 	go func() {
 		p, err := e.startInit(b, false)
-		if err == nil {
-			e.placeAhead(p)
+		if err == nil && !e.placeAhead(p) {
+			p.discard()
+			err = errors.New("not placed")
 		}
 		w.mu.Lock()
 		w.starting = nil
 		if err == nil {
-			if w.closed {
-				p.discard()
+			if w.closed || w.ready != nil {
+				// Closed, or one was put back meanwhile (PlacedGroup).
+				go p.discard()
 			} else {
 				w.ready = p
 			}
@@ -798,6 +799,7 @@ func (e *Executor) Close() error {
 	w.placed = nil
 	w.mu.Unlock()
 	for _, p := range placed {
+		p.group = nil // handed out: its host removes it
 		p.discard()
 	}
 	return nil
@@ -893,8 +895,10 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 	if run {
 		crash.At(crash.Init)
 	}
-	if placed {
-		// What init used starting ahead of the run is not the run's.
+	if cg != nil {
+		// The run's CPU counts from here: what init used starting ahead
+		// of it, or an init of another base ended in its group, is not
+		// the run's.
 		if err := cg.MarkCPU(); err != nil {
 			note("S1: the run's CPU is counted from its init's start, not from the run's own: %v", err)
 		}
