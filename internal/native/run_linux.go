@@ -450,6 +450,9 @@ type initProc struct {
 	// controllers ctls (Placer); nil if none.
 	group *cgroup.Group
 	ctls  []string
+	// lease is the host identity its launcher was started ahead as
+	// (Base.Launcher), for its run; nil if none.
+	lease *idLease
 }
 
 func (p *initProc) discard() {
@@ -462,18 +465,26 @@ func (p *initProc) discard() {
 	if p.group != nil {
 		p.group.Remove()
 	}
+	if p.lease != nil {
+		p.lease.Release() // init, and its launcher with it, has ended
+		p.lease = nil
+	}
 }
 
 // baseKey identifies a base apart from its root.
 func baseKey(b s1init.Base) string {
-	b.Root = ""
+	b.Root, b.Launcher = "", 0
 	k, _ := json.Marshal(b)
 	return string(k)
 }
 
 // startInit starts an init in new namespaces, its own process group and
 // its stdio on pipes, and sends it the base; it waits for a spec on fd 3.
-func (e *Executor) startInit(b s1init.Base, session bool) (*initProc, error) {
+// Where lease is not nil, the init starts its run's launcher ahead as
+// that host identity, and holds the lease until it ends. before, if not
+// nil, is called once init has started and before it has the base (it
+// has done nothing yet): false ends it.
+func (e *Executor) startInit(b s1init.Base, session bool, lease *idLease, before func(*initProc) bool) (*initProc, error) {
 	roots := filepath.Join(e.cfg.StateDir, "roots")
 	if err := os.MkdirAll(roots, 0o700); err != nil {
 		return nil, err
@@ -561,12 +572,19 @@ func (e *Executor) startInit(b s1init.Base, session bool) (*initProc, error) {
 		os.Remove(root)
 		return nil, fmt.Errorf("S1: start the run's init: %w", err)
 	}
-	p := &initProc{base: baseKey(b), cmd: cmd, root: root, specW: specW, ctl: ctlP, session: sessP, statR: statR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR, done: make(chan error, 1), exited: make(chan struct{})}
+	p := &initProc{base: baseKey(b), cmd: cmd, root: root, specW: specW, ctl: ctlP, session: sessP, statR: statR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR, done: make(chan error, 1), exited: make(chan struct{}), lease: lease}
 	go func() {
 		p.done <- cmd.Wait()
 		close(p.exited)
 	}()
+	if before != nil && !before(p) {
+		p.discard()
+		return nil, errors.New("S1: the run's init could not be placed in its group")
+	}
 	b.Root = root
+	if lease != nil {
+		b.Launcher = lease.ID
+	}
 	if err := json.NewEncoder(specW).Encode(b); err != nil {
 		p.discard()
 		return nil, fmt.Errorf("S1: send the run's init its base: %w", err)
@@ -619,7 +637,7 @@ func (e *Executor) claim(b s1init.Base, cg *cgroup.Group) (*initProc, bool, erro
 	if p := e.warm.take(); p != nil && usable(p) {
 		return p, false, nil
 	}
-	p, err := e.startInit(b, false)
+	p, err := e.startInit(b, false, nil, nil)
 	return p, false, err
 }
 
@@ -741,10 +759,16 @@ func (e *Executor) startWarm(b s1init.Base) {
 	s := make(chan struct{})
 	w.starting = s
 	go func() {
-		p, err := e.startInit(b, false)
-		if err == nil && !e.placeAhead(p) {
-			p.discard()
-			err = errors.New("not placed")
+		// The run's host identity, taken now, so that its launcher is
+		// started ahead too (root; rootless, the run is the invoking
+		// user's).
+		var l *idLease
+		if !b.UserNS {
+			l, _ = e.ids().lease() // none: the run takes one
+		}
+		p, err := e.startInit(b, false, l, e.placeAhead)
+		if err != nil && l != nil {
+			l.Release()
 		}
 		w.mu.Lock()
 		w.starting = nil
@@ -831,12 +855,22 @@ func (o launchOpts) note(format string, args ...any) {
 func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s1init.Status, ending, error) {
 	cg, stdin, stdout, stderr, deadline, onStart, note := o.cg, o.stdin, o.stdout, o.stderr, o.deadline, o.onStart, o.note
 	var end ending
+	p, placed, err := e.claim(sp.Base, cg)
+	if err != nil {
+		return s1init.Status{}, end, err
+	}
 	if !sp.Base.UserNS {
 		// The program's own host identity, for this run alone (root;
-		// rootless, the run is the invoking user's in a user namespace).
-		l, err := e.ids().lease()
-		if err != nil {
-			return s1init.Status{}, end, err
+		// rootless, the run is the invoking user's in a user namespace):
+		// the one its launcher was started ahead as, else a new one.
+		l := p.lease
+		p.lease = nil
+		if l == nil {
+			if l, err = e.ids().lease(); err != nil {
+				p.discard()
+				e.refill(sp.Base)
+				return s1init.Status{}, end, err
+			}
 		}
 		defer l.Release() // last: init, and with it every process of the run, has ended
 		sp.Exec.HostUID, sp.Exec.HostGID = l.ID, l.ID
@@ -844,12 +878,14 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 	unmap, err := e.mapOwners(sp, note)
 	defer unmap()
 	if err != nil {
+		p.discard()
+		e.refill(sp.Base)
 		return s1init.Status{}, end, err
 	}
-	p, placed, err := e.claim(sp.Base, cg)
-	if err != nil {
-		return s1init.Status{}, end, err
-	}
+	// A launcher started ahead is in init's group and cgroup namespace
+	// as they were then: the run's only if init was placed in the run's
+	// group before it had its base (or the run has no group).
+	sp.LauncherReady = cg == nil || placed
 	if ahead := p.group; ahead != nil {
 		// Made ahead for a run that did not take it: removed once init
 		// has left it (moved to cg, or ended).

@@ -149,7 +149,7 @@ func (e *Executor) Open(ctx context.Context, g grant.Set, l unit.Limits, cg *cgr
 		s.kept(&s1init.Status{})
 		return nil, err
 	}
-	p, err := e.startInit(sp.Base, true)
+	p, err := e.startInit(sp.Base, true, nil, nil)
 	if err != nil {
 		s.release()
 		return nil, err

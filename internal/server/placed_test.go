@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,9 +17,11 @@ import (
 
 // TestOneShotRunsStartPlacedAhead: between one-shot runs the service
 // keeps the next run's init waiting in a group of its own made ahead
-// (executor.Placer), one group at a time, never more; runs through it
-// are sealed as before; and once the service closes, none of its groups
-// is left.
+// (executor.Placer), one group at a time, never more, with the run's
+// launcher started ahead beside it (as root, where runs have host ids
+// of their own); the next run's program is that launcher, executed in
+// place, in that group; runs are sealed as before; and once the service
+// closes, none of its groups is left.
 func TestOneShotRunsStartPlacedAhead(t *testing.T) {
 	var groups *cgroup.Hierarchy
 	var prefix string
@@ -46,24 +50,33 @@ func TestOneShotRunsStartPlacedAhead(t *testing.T) {
 	n := h.Host.Store.Namer()("partial")
 	prefix = n[:strings.LastIndex(n, "-")+1]
 	ctx := context.Background()
-	for i := range 4 {
-		r, err := c.Run(ctx, client.ExecSpec{Args: []string{"/bin/sh", "-c", "echo $((6*7))"}}, nil, nil)
+	// bound waits for what a run sets going after it ended (a bound, not
+	// a measure).
+	bound := func(what string, f func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); !f(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within a minute", what)
+			}
+		}
+	}
+	read := func(pid int, file string) string {
+		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), file))
+		return string(b)
+	}
+	run := func(i int, args ...string) {
+		t.Helper()
+		r, err := c.Run(ctx, client.ExecSpec{Args: args}, nil, nil)
 		if err != nil || r.ExitStatus != 0 || r.Run == "" {
 			t.Fatalf("run %d: %+v %v", i, r, err)
 		}
-		if i == 0 {
-			continue // it told the executor the controllers
-		}
-		// The next run's init starts once a run ended: wait for it (a
-		// bound, not a measure).
+	}
+	run(0, "/bin/sh", "-c", "echo $((6*7))") // it tells the executor the controllers
+	for i := 1; i < 4; i++ {
 		var ahead []string
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
-			if ahead = mine(); len(ahead) > 0 || time.Now().After(deadline) {
-				break
-			}
-		}
+		bound("the next run's group", func() bool { ahead = mine(); return len(ahead) > 0 })
 		if len(ahead) != 1 {
-			t.Fatalf("after run %d, %d groups made ahead, want 1: %v", i, len(ahead), ahead)
+			t.Fatalf("before run %d, %d groups made ahead, want 1: %v", i, len(ahead), ahead)
 		}
 		g := groups.Open(ahead[0])
 		dir := g.V2
@@ -72,15 +85,58 @@ func TestOneShotRunsStartPlacedAhead(t *testing.T) {
 				dir = d
 			}
 		}
-		procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-		if err != nil {
-			t.Fatal(err)
+		var launcher int
+		bound("the launcher started ahead", func() bool {
+			procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			launcher = 0
+			for _, f := range strings.Fields(string(procs)) {
+				pid, _ := strconv.Atoi(f)
+				switch cmd := read(pid, "cmdline"); {
+				case strings.HasPrefix(cmd, "sandbox-s1-init\x00"):
+				case strings.HasPrefix(cmd, "sandbox-s1-launch\x00"):
+					launcher = pid
+				default:
+					t.Fatalf("group %s made ahead holds pid %d (%q), not a waiting init or its launcher", ahead[0], pid, cmd)
+				}
+			}
+			return launcher != 0
+		})
+		// The run's program is that launcher, executed in place, in
+		// the group made ahead (the run's), in a cgroup namespace rooted
+		// there, as nobody mapped to a host id of its own.
+		done := make(chan error, 1)
+		var out bytes.Buffer
+		go func() {
+			r, err := c.Run(ctx, client.ExecSpec{Args: []string{"/bin/sh", "-c", "cat /proc/self/cgroup; exec sleep 1"}}, &out, nil)
+			if err == nil && r.ExitStatus != 0 {
+				err = fmt.Errorf("exit status %d", r.ExitStatus)
+			}
+			done <- err
+		}()
+		var err error
+		bound("the program in the launcher started ahead", func() bool {
+			select {
+			case err = <-done:
+				t.Fatalf("run %d ended before its program was seen in the launcher started ahead: %v", i, err)
+			default:
+			}
+			return read(launcher, "comm") == "sleep\n"
+		})
+		if cg := read(launcher, "cgroup"); !strings.Contains(cg, "/"+cgroup.Parent+"/"+ahead[0]+"\n") {
+			t.Errorf("the program is not in the run's group %s:\n%s", ahead[0], cg)
 		}
-		for _, f := range strings.Fields(string(procs)) {
-			pid, _ := strconv.Atoi(f)
-			cmd, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
-			if !strings.HasPrefix(string(cmd), "sandbox-s1-init") {
-				t.Errorf("group %s made ahead holds pid %d (%q), not a waiting init", ahead[0], pid, cmd)
+		if m := strings.Fields(read(launcher, "uid_map")); len(m) != 3 || m[0] != "65534" || m[1] == "0" || m[2] != "1" {
+			t.Errorf("the program's user namespace maps %q, want nobody alone to a host id of its own", m)
+		}
+		if err = <-done; err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			if !strings.HasSuffix(line, ":/") {
+				t.Errorf("the program sees a cgroup outside its own: %q (its cgroup namespace is not rooted at its group)", line)
 			}
 		}
 	}

@@ -20,7 +20,10 @@
 // root), that thread instead clones the launcher (this helper again)
 // into a new user namespace whose maps hold the program's user alone,
 // mapped to that host id; the launcher applies the same confinement to
-// itself and executes the program (launch_linux.go).
+// itself and executes the program (launch_linux.go). A warm init starts
+// its run's launcher ahead, once its base is built (Base.Launcher), and
+// the run's program starts in it where the spec allows
+// (Spec.LauncherReady).
 //
 // The same helper starts an S5 VM's monitor (QEMU) confined: in a mount
 // namespace where every mount but the VM's directory and its read-write

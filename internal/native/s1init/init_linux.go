@@ -105,6 +105,9 @@ func runInit() int {
 		report(Status{Error: "init: build root: " + err.Error()})
 		return 1
 	}
+	if base.Launcher != 0 {
+		startAhead(base.Launcher)
+	}
 	var sp Spec
 	if err := dec.Decode(&sp); err != nil {
 		report(Status{Error: "init: read spec: " + err.Error()})
@@ -112,6 +115,10 @@ func runInit() int {
 	}
 	in.Close()
 	sp.Base = base
+	if !sp.LauncherReady || sp.Session || sp.Exec.HostUID != base.Launcher || sp.Exec.HostGID != base.Launcher {
+		// Not this run's: nothing of it may outlive the start.
+		dropAhead()
+	}
 	if err := buildRun(&sp); err != nil {
 		report(Status{Error: "init: build root: " + err.Error()})
 		return 1

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"slices"
 	"syscall"
 	"unsafe"
 
@@ -34,9 +36,13 @@ import (
 // launcher's.
 //
 // The launcher's descriptors: 0-2 the program's streams; 3 the Exec, as
-// JSON; 4 a SOCK_SEQPACKET socket back to init (LaunchMsg); 5 the
-// Landlock ruleset; 6 the run's root. All of them but 0-2 close on the
-// program's exec, so init reads the end of the socket as "executed".
+// JSON; 4 a SOCK_SEQPACKET socket back to init (LaunchMsg), on which
+// init first sends the Landlock ruleset and the run's root (an "fds"
+// message, SCM_RIGHTS), which the launcher puts at 5 and 6. A warm
+// init starts its run's launcher ahead (Base.Launcher): it waits for
+// that message while init waits for its run. All of them but 0-2 close
+// on the program's exec, so init reads the end of the socket as
+// "executed".
 
 // LaunchMsg is what the launcher tells init before it executes the
 // program: "notify" carries exec control's seccomp listener
@@ -130,50 +136,105 @@ func launcherHint(err error) string {
 	return fmt.Sprintf(" (the S1 helper's mode is %04o: the launcher runs as an unprivileged user and needs it executable by others; chmod 755 it)", fi.Mode().Perm())
 }
 
-// startInUserns starts ex's program through the launcher, from the
-// calling (locked, root) thread, in a user namespace of its own; ll is
-// the run's Landlock ruleset. It returns once the program was executed
-// (or the launcher failed), with its pid.
-func startInUserns(ex *Exec, xc *execCtl, files []uintptr, ll int) (int, error) {
-	if selfExe == nil {
-		return 0, errors.New("init could not open its own program to start the launcher from")
+// launcher is a launcher started, waiting for the run's Landlock
+// ruleset and root (an "fds" message on its socket) and then its Exec
+// (on its spec pipe).
+type launcher struct {
+	pid     int
+	specW   *os.File
+	sock    int // init's end of its socket
+	hostUID int
+	hostGID int
+}
+
+// ahead is the launcher a warm init started before its run was known
+// (Base.Launcher), nil if none: the run's program starts in it where the
+// host says it may (Spec.LauncherReady) and it was started for the
+// run's identity and streams.
+var ahead *launcher
+
+// startAhead starts the launcher of a run not yet known, as the host
+// identity hostID, from a thread of its own: in a cgroup namespace rooted
+// at init's group, as the run's program must be (the host placed init
+// in the run's group before it sent the base, or says the launcher may
+// not be used). Where it cannot, the run starts its own.
+func startAhead(hostID int) {
+	// The user namespace's maps are written through /proc/PID, PID as
+	// init's pid namespace numbers it: until the run's root is taken,
+	// init's /proc is the host's, so one of init's own goes over it
+	// while the launcher starts (init's mounts alone), and then away:
+	// the run's grants are reached through the host's.
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return
 	}
-	if ex.UID == 0 || ex.GID == 0 || ex.HostUID <= 0 || ex.HostGID <= 0 {
-		return 0, fmt.Errorf("a program's own host identity must map an unprivileged user to an unprivileged host id (uid %d → %d, gid %d → %d)", ex.UID, ex.HostUID, ex.GID, ex.HostGID)
+	defer unix.Unmount("/proc", unix.MNT_DETACH)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the thread ends with it
+		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+			return
+		}
+		if l, err := startLauncher(Nobody, Nobody, hostID, hostID, stdio); err == nil {
+			ahead = l
+		}
+	}()
+	<-done
+}
+
+// dropAhead ends the launcher started ahead, if there is one.
+func dropAhead() {
+	if ahead != nil {
+		ahead.kill()
+		ahead = nil
+	}
+}
+
+// kill ends a launcher that did not start a program, and reaps it.
+func (l *launcher) kill() {
+	unix.Kill(l.pid, unix.SIGKILL)
+	for {
+		if _, err := unix.Wait4(l.pid, nil, 0, nil); err != unix.EINTR {
+			break
+		}
+	}
+	l.specW.Close()
+	unix.Close(l.sock)
+}
+
+// startLauncher starts the launcher, from the calling (locked, root)
+// thread, in a user namespace of its own that maps uid and gid alone, to
+// hostUID and hostGID, with files as its standard streams.
+func startLauncher(uid, gid, hostUID, hostGID int, files []uintptr) (*launcher, error) {
+	if selfExe == nil {
+		return nil, errors.New("init could not open its own program to start the launcher from")
+	}
+	if uid == 0 || gid == 0 || hostUID <= 0 || hostGID <= 0 {
+		return nil, fmt.Errorf("a program's own host identity must map an unprivileged user to an unprivileged host id (uid %d → %d, gid %d → %d)", uid, hostUID, gid, hostGID)
 	}
 	// The user namespace refuses setgroups (its gid map is written that
 	// way), so the launcher keeps the supplementary groups of this
 	// thread: none. Raw, so only this thread changes.
 	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
-		return 0, fmt.Errorf("setgroups: %w", e)
+		return nil, fmt.Errorf("setgroups: %w", e)
 	}
 	specR, specW, err := os.Pipe()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		specR.Close()
 		specW.Close()
-		return 0, err
+		return nil, err
 	}
-	// The run's root, for the launcher to return to.
-	runRoot, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
+	fds := append(append([]uintptr{}, files[:3]...), specR.Fd(), uintptr(pair[1]))
+	if selfExe.Fd() < uintptr(2*launchFDs) || hostRoot != nil && hostRoot.Fd() < uintptr(2*launchFDs) {
 		specR.Close()
 		specW.Close()
 		unix.Close(pair[0])
 		unix.Close(pair[1])
-		return 0, fmt.Errorf("open the run's root: %w", err)
-	}
-	defer unix.Close(runRoot)
-	fds := append(append([]uintptr{}, files[:3]...), specR.Fd(), uintptr(pair[1]), uintptr(ll), uintptr(runRoot))
-	if selfExe.Fd() < uintptr(2*len(fds)) || hostRoot != nil && hostRoot.Fd() < uintptr(2*len(fds)) {
-		specR.Close()
-		specW.Close()
-		unix.Close(pair[0])
-		unix.Close(pair[1])
-		return 0, fmt.Errorf("init's own program (descriptor %d) is where the launcher's descriptors go: it would execute another file", selfExe.Fd())
+		return nil, fmt.Errorf("init's own program (descriptor %d) is where the launcher's descriptors go: it would execute another file", selfExe.Fd())
 	}
 	attr := &syscall.ProcAttr{
 		Dir:   "/",
@@ -181,10 +242,10 @@ func startInUserns(ex *Exec, xc *execCtl, files []uintptr, ll int) (int, error) 
 		Files: fds,
 		Sys: &syscall.SysProcAttr{
 			Cloneflags:                 unix.CLONE_NEWUSER,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: ex.UID, HostID: ex.HostUID, Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: ex.GID, HostID: ex.HostGID, Size: 1}},
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: hostUID, Size: 1}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: hostGID, Size: 1}},
 			GidMappingsEnableSetgroups: false,
-			Credential:                 &syscall.Credential{Uid: uint32(ex.UID), Gid: uint32(ex.GID)},
+			Credential:                 &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)},
 			AmbientCaps:                []uintptr{unix.CAP_SYS_CHROOT, unix.CAP_SETPCAP},
 			// No Pdeathsig: the thread that starts it ends at once. The
 			// pid namespace ends with init instead.
@@ -200,17 +261,61 @@ func startInUserns(ex *Exec, xc *execCtl, files []uintptr, ll int) (int, error) 
 	if err != nil {
 		specW.Close()
 		unix.Close(pair[0])
-		return 0, fmt.Errorf("start the program's launcher: %w%s", err, launcherHint(err))
+		return nil, fmt.Errorf("start the program's launcher: %w%s", err, launcherHint(err))
 	}
-	defer unix.Close(pair[0])
+	return &launcher{pid: pid, specW: specW, sock: pair[0], hostUID: hostUID, hostGID: hostGID}, nil
+}
+
+// launchFDs is how many descriptors the launcher has: 0-2, the spec,
+// the socket, and the ruleset and root it is sent.
+const launchFDs = 7
+
+// sendRun sends the launcher the run's Landlock ruleset ll and the
+// run's root (init's, now).
+func (l *launcher) sendRun(ll int) error {
+	runRoot, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open the run's root: %w", err)
+	}
+	defer unix.Close(runRoot)
+	if err := unix.Sendmsg(l.sock, []byte(`{"op":"fds"}`), unix.UnixRights(ll, runRoot), nil, 0); err != nil {
+		return fmt.Errorf("send the program's launcher its root: %w", err)
+	}
+	return nil
+}
+
+// startInUserns starts ex's program through the launcher, from the
+// calling (locked, root) thread: the one started ahead where it may, else
+// a new one, in a user namespace of its own; ll is the run's Landlock
+// ruleset. It returns once the program was executed (or the launcher
+// failed), with its pid.
+func startInUserns(ex *Exec, xc *execCtl, files []uintptr, ll int) (int, error) {
+	l := ahead
+	ahead = nil
+	if l != nil && (l.hostUID != ex.HostUID || l.hostGID != ex.HostGID || ex.UID != Nobody || ex.GID != Nobody || !slices.Equal(files, stdio) || l.sendRun(ll) != nil) {
+		l.kill() // not this run's, or gone
+		l = nil
+	}
+	if l == nil {
+		var err error
+		if l, err = startLauncher(ex.UID, ex.GID, ex.HostUID, ex.HostGID, files); err != nil {
+			return 0, err
+		}
+		if err := l.sendRun(ll); err != nil {
+			l.kill()
+			return 0, err
+		}
+	}
+	defer unix.Close(l.sock)
 	go func() {
-		json.NewEncoder(specW).Encode(ex)
-		specW.Close()
+		json.NewEncoder(l.specW).Encode(ex)
+		l.specW.Close()
 	}()
+	pid := l.pid
 	buf := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(4))
 	for {
-		n, oobn, _, _, err := unix.Recvmsg(pair[0], buf, oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, _, _, err := unix.Recvmsg(l.sock, buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if err == unix.EINTR {
 			continue
 		}
@@ -277,6 +382,11 @@ func runLaunch() int {
 		say(m)
 		return 127
 	}
+	// The run's ruleset and root, once init has them (a launcher started
+	// ahead of its run waits here).
+	if err := takeRunFDs(initFD, rulesetFD, rootFD); err != nil {
+		return fail(fmt.Errorf("launcher: %w", err))
+	}
 	// Back into the run's root, from the host's (see hostRoot); nothing
 	// before this reads a file.
 	if err := unix.Fchdir(rootFD); err != nil {
@@ -341,4 +451,44 @@ func runLaunch() int {
 	err = syscall.Exec(ex.Path, ex.Args, ex.Env)
 	e, _ := err.(syscall.Errno)
 	return fail(execError{ex.Path, e, err})
+}
+
+// takeRunFDs waits for init's "fds" message on sock and puts the two
+// descriptors it carries at ruleset and root (close-on-exec).
+func takeRunFDs(sock, ruleset, root int) error {
+	buf := make([]byte, 64)
+	oob := make([]byte, unix.CmsgSpace(2*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(sock, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("wait for the run: %w", err)
+		}
+		fds := ReceivedFDs(oob[:oobn])
+		if string(buf[:n]) != `{"op":"fds"}` || len(fds) != 2 {
+			CloseFDs(fds)
+			return fmt.Errorf("init sent %q and %d descriptors, not the run's ruleset and root", buf[:n], len(fds))
+		}
+		// Above both places first: a descriptor received may be at one.
+		var high []int
+		for _, fd := range fds {
+			h, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, max(ruleset, root)+1)
+			if err != nil {
+				CloseFDs(fds)
+				CloseFDs(high)
+				return fmt.Errorf("place the run's descriptors: %w", err)
+			}
+			high = append(high, h)
+		}
+		CloseFDs(fds)
+		defer CloseFDs(high)
+		for i, to := range []int{ruleset, root} {
+			if err := unix.Dup3(high[i], to, unix.O_CLOEXEC); err != nil {
+				return fmt.Errorf("place the run's descriptors: %w", err)
+			}
+		}
+		return nil
+	}
 }

@@ -33,6 +33,11 @@ type Base struct {
 	TmpSize  int64  `json:"tmp_size"` // bytes of the private /tmp
 	Hostname string `json:"hostname"`
 	UserNS   bool   `json:"user_ns"`
+	// Launcher, when not 0, is the host id the run will have (leased by
+	// the host for it): init starts the run's launcher ahead, as Nobody
+	// mapped to that id, once the base is built, and the run's program
+	// starts in it where the spec allows (LauncherReady).
+	Launcher int `json:"launcher,omitempty"`
 }
 
 // Spec is one run: its grants and its program.
@@ -61,6 +66,11 @@ type Spec struct {
 	// ("nvidia" for a GPU run); every other entry stays masked. "" keeps
 	// the whole directory masked.
 	ProcDriver string `json:"proc_driver,omitempty"`
+	// LauncherReady says the launcher init started ahead (Base.Launcher)
+	// is in the run's cgroup and cgroup namespace: the host placed init
+	// in the run's group before it sent the base, or the run has none.
+	// Otherwise init ends that launcher and starts the program's anew.
+	LauncherReady bool `json:"launcher_ready,omitempty"`
 }
 
 // DevNode is one device node a run is given.
