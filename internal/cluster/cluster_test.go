@@ -590,11 +590,10 @@ func TestMadeClosedAndLostSandboxes(t *testing.T) {
 	}
 }
 
-// TestQueueOutlivesARestart: PostgreSQL restarted (its connections cut)
-// while a queuer waits on a job and before its host completes it: the
-// wait, the completion and a new job each go on once it answers again,
-// said in the log; nothing is lost.
-func TestQueueOutlivesARestart(t *testing.T) {
+// ownServer is a PostgreSQL of t's own (one it may stop and start), a
+// cluster on it, and what the cluster logs.
+func ownServer(t *testing.T) (*pgtest.Server, *Cluster, *logged) {
+	t.Helper()
 	pg, err := pgtest.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -607,6 +606,15 @@ func TestQueueOutlivesARestart(t *testing.T) {
 	t.Cleanup(c.Close)
 	log := &logged{}
 	c.Log = slog.New(slog.NewTextHandler(log, nil))
+	return pg, c, log
+}
+
+// TestQueueOutlivesARestart: PostgreSQL restarted (its connections cut)
+// while a queuer waits on a job and before its host completes it: the
+// wait, the completion and a new job each go on once it answers again,
+// said in the log; nothing is lost.
+func TestQueueOutlivesARestart(t *testing.T) {
+	pg, c, _ := ownServer(t)
 	a, b := join(t, c, "a"), join(t, c, "b")
 	ctx := context.Background()
 	id, err := a.Enqueue(ctx, Job{Kind: "fleet-item", Payload: []byte("1")})
@@ -651,18 +659,7 @@ func TestQueueOutlivesARestart(t *testing.T) {
 // back: a fleet or a placement under way goes on (issue 27: a fleet's
 // item failed on "cluster: hosts" across a restart).
 func TestReadsOutliveARestart(t *testing.T) {
-	pg, err := pgtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pg.Stop)
-	c, err := Open(context.Background(), pg.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	log := &logged{}
-	c.Log = slog.New(slog.NewTextHandler(log, nil))
+	pg, c, log := ownServer(t)
 	a := join(t, c, "a")
 	ctx := context.Background()
 	if err := a.SandboxMade(ctx, "sb-1", tier.S1, "alice"); err != nil {
