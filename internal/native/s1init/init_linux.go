@@ -115,8 +115,11 @@ func runInit() int {
 	}
 	in.Close()
 	sp.Base = base
-	if !sp.LauncherReady || sp.Session || sp.Exec.HostUID != base.Launcher || sp.Exec.HostGID != base.Launcher {
-		// Not this run's: nothing of it may outlive the start.
+	if !sp.LauncherReady || sp.Session || sp.Exec.HostUID != base.Launcher || sp.Exec.HostGID != base.Launcher ||
+		sp.Exec.UID != Nobody || sp.Exec.GID != Nobody {
+		// Not this run's (its group, its identity; a live sandbox's
+		// execs have streams of their own): nothing of it may outlive
+		// the start.
 		dropAhead()
 	}
 	if err := buildRun(&sp); err != nil {

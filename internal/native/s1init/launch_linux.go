@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"slices"
 	"syscall"
 	"unsafe"
 
@@ -140,17 +139,16 @@ func launcherHint(err error) string {
 // ruleset and root (an "fds" message on its socket) and then its Exec
 // (on its spec pipe).
 type launcher struct {
-	pid     int
-	specW   *os.File
-	sock    int // init's end of its socket
-	hostUID int
-	hostGID int
+	pid   int
+	specW *os.File
+	sock  int // init's end of its socket
 }
 
 // ahead is the launcher a warm init started before its run was known
-// (Base.Launcher), nil if none: the run's program starts in it where the
-// host says it may (Spec.LauncherReady) and it was started for the
-// run's identity and streams.
+// (Base.Launcher), nil if none: the run's program starts in it; init
+// ends it first where it is not the run's (runInit: the host does not
+// say it may, Spec.LauncherReady, or the run's identity or streams are
+// not the ones it was started with).
 var ahead *launcher
 
 // startAhead starts the launcher of a run not yet known, as the host
@@ -263,7 +261,7 @@ func startLauncher(uid, gid, hostUID, hostGID int, files []uintptr) (*launcher, 
 		unix.Close(pair[0])
 		return nil, fmt.Errorf("start the program's launcher: %w%s", err, launcherHint(err))
 	}
-	return &launcher{pid: pid, specW: specW, sock: pair[0], hostUID: hostUID, hostGID: hostGID}, nil
+	return &launcher{pid: pid, specW: specW, sock: pair[0]}, nil
 }
 
 // launchFDs is how many descriptors the launcher has: 0-2, the spec,
@@ -292,8 +290,8 @@ func (l *launcher) sendRun(ll int) error {
 func startInUserns(ex *Exec, xc *execCtl, files []uintptr, ll int) (int, error) {
 	l := ahead
 	ahead = nil
-	if l != nil && (l.hostUID != ex.HostUID || l.hostGID != ex.HostGID || ex.UID != Nobody || ex.GID != Nobody || !slices.Equal(files, stdio) || l.sendRun(ll) != nil) {
-		l.kill() // not this run's, or gone
+	if l != nil && l.sendRun(ll) != nil {
+		l.kill() // gone
 		l = nil
 	}
 	if l == nil {
