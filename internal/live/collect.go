@@ -7,6 +7,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/chain"
+	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/reject"
 )
@@ -19,13 +20,15 @@ import (
 // The bundle is read as an import reads it (readBundle, staged in a
 // temporary directory); an object it carries itself is read from it. An
 // error (a bundle that is not one, a tree that is not in the store) means
-// what it needs cannot be known.
-func BundleObjects(shared store.Blobs, a addr.Addr) ([]addr.Addr, error) {
+// what it needs cannot be known. tempName names the staging directory
+// (a host's Store.Namer, so that its GC finds one a killed collector
+// left; nil: a random name).
+func BundleObjects(shared store.Blobs, a addr.Addr, tempName func(prefix string) string) ([]addr.Addr, error) {
 	data, err := shared.Blob(a) // checked against a
 	if err != nil {
 		return nil, err
 	}
-	stage, err := os.MkdirTemp("", "sandbox-collect-")
+	stage, err := state.MkdirNamed(os.TempDir(), "sandbox-collect", tempName)
 	if err != nil {
 		return nil, err
 	}

@@ -450,27 +450,35 @@ func TestForkSharesTheWorkspaceImage(t *testing.T) {
 }
 
 // The copy of a workspace volume that a fork's process left when it was
-// killed (between its copy and its children) is removed by gc, as
+// killed (between its copy and its children), and the bundle a killed
+// collector of a cluster's blob store staged, are removed by gc, as
 // anything beside the workspaces named by a dead lease of this state
-// directory; one named by a lease this state directory does not know (of
-// another's) is left alone.
+// directory; ones named by a lease this state directory does not know
+// (of another's) are left alone.
 func TestForkCopyCollected(t *testing.T) {
 	t.Parallel()
 	h := newHost(t)
 	const id = "0f0e0d0c0b0a0908" // the killed process's lease
-	dir := filepath.Join(os.TempDir(), "sandbox-fork-"+id+"-1")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
+	left := map[string]string{    // directory → the kind gc names it by
+		filepath.Join(os.TempDir(), "sandbox-fork-"+id+"-1"):    "fork's copy",
+		filepath.Join(os.TempDir(), "sandbox-collect-"+id+"-2"): "collection of the cluster's blob store",
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.WriteFile(filepath.Join(dir, "workspace.img"), []byte("an image"), 0o600); err != nil {
-		t.Fatal(err)
+	for dir := range left {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		if err := os.WriteFile(filepath.Join(dir, "workspace.img"), []byte("an image"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := h.GC(false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Fatalf("gc removed a copy named by a lease it does not know: %v", err)
+	for dir := range left {
+		if _, err := os.Stat(dir); err != nil {
+			t.Fatalf("gc removed %s, named by a lease it does not know: %v", dir, err)
+		}
 	}
 	// Killed, the process left its lease's file, unlocked.
 	os.MkdirAll(h.Store.Dir.Path("leases"), 0o700)
@@ -481,11 +489,13 @@ func TestForkCopyCollected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := false
-	for _, l := range ls {
-		found = found || l.Path == dir && l.Err == nil && strings.Contains(l.Kind, "fork's copy")
-	}
-	if _, err := os.Stat(dir); !found || !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("gc did not collect the fork's copy (%v): %+v", err, ls)
+	for dir, kind := range left {
+		found := false
+		for _, l := range ls {
+			found = found || l.Path == dir && l.Err == nil && strings.Contains(l.Kind, kind)
+		}
+		if _, err := os.Stat(dir); !found || !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("gc did not collect %s (%v): %+v", dir, err, ls)
+		}
 	}
 }

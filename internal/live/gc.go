@@ -164,6 +164,7 @@ func (h *Manager) GC(dryRun bool) ([]Leftover, error) {
 	scan(os.TempDir(), "sandbox-ws-", "live sandbox workspace", false)
 	scan(os.TempDir(), "sandbox-fork-", "a fork's copy of a workspace volume", false)
 	scan(os.TempDir(), "sandbox-seed-", "a seed's fetched repository", false)
+	scan(os.TempDir(), "sandbox-collect-", "a bundle a collection of the cluster's blob store staged", false)
 	// A copy of a suspended sandbox's workspace that an earlier version
 	// kept beside its snapshot: the snapshot is the workspace's copy.
 	for _, id := range h.recordIDs() {

@@ -87,7 +87,7 @@ func joinCluster(ctx context.Context, o *serveOptions, ho *live.Manager, addr st
 		c.Close()
 		return nil, err
 	}
-	shared := &clusterShared{c: c, m: m, blobs: blobs, key: ho.Key, tls: tlsc, poke: make(chan struct{}, 1)}
+	shared := &clusterShared{c: c, m: m, blobs: blobs, key: ho.Key, tls: tlsc, poke: make(chan struct{}, 1), tempName: ho.Store.Namer()}
 	ho.Join(shared, shared)
 	// What it made before it joined (its warm pools' first sandboxes).
 	ho.ShareLive()
@@ -267,7 +267,7 @@ func (s *clusterShared) collectEvery(ctx context.Context, d time.Duration, log *
 			log.Info("cluster: the queue's ended jobs pruned", "ended", p.Ended, "untaken", p.Untaken)
 		}
 		// (What it found and removed, the cluster logs.)
-		_, err := s.c.CollectBlobs(ctx, cb, collectNamer{blobs: s.blobs}, by, false)
+		_, err := s.c.CollectBlobs(ctx, cb, collectNamer{blobs: s.blobs, tempName: s.tempName}, by, false)
 		switch {
 		case errors.Is(err, cluster.ErrCollecting):
 			log.Info("cluster: a collection of the blob store runs elsewhere", "err", err)
@@ -313,10 +313,15 @@ func notAStateDir(raw string) error {
 // collectNamer says which objects of the cluster's blob store what the
 // cluster keeps names (cluster.Namer): a kept sandbox's bundle and
 // the objects its record names; a fleet item's run bundle.
-type collectNamer struct{ blobs store.Blobs }
+// tempName names its staging directories (serve: the host's, so that
+// its GC finds what a killed collector left; nil: random names).
+type collectNamer struct {
+	blobs    store.Blobs
+	tempName func(prefix string) string
+}
 
 func (n collectNamer) Bundle(ctx context.Context, a addr.Addr) ([]addr.Addr, error) {
-	return live.BundleObjects(n.blobs, a)
+	return live.BundleObjects(n.blobs, a, n.tempName)
 }
 
 func (n collectNamer) Result(kind string, result []byte) ([]addr.Addr, error) {
@@ -465,6 +470,8 @@ type clusterShared struct {
 	tls   *tls.Config
 	// poke asks for this host's pools to be reported (PoolsChanged).
 	poke chan struct{}
+	// tempName names what this host makes outside its state directory.
+	tempName func(prefix string) string
 }
 
 // Holder is the other host of the cluster that holds sandbox id, live
