@@ -183,7 +183,7 @@ func (c *Cluster) CollectBlobs(ctx context.Context, blobs store.Collectable, nam
 		}
 		return c.renewCollect(ctx, lease)
 	}
-	named, err := c.named(ctx, names, keep, &col)
+	named, err := c.named(ctx, blobs, names, keep, &col)
 	if err != nil {
 		return col, err
 	}
@@ -218,32 +218,39 @@ func (c *Cluster) CollectBlobs(ctx context.Context, blobs store.Collectable, nam
 	return col, nil
 }
 
-// named reads what the cluster keeps and the objects it names.
-func (c *Cluster) named(ctx context.Context, names Namer, keep func() error, col *Collection) (map[addr.Addr]bool, error) {
+// named reads what the cluster keeps and the objects it names: a kept
+// sandbox's from the object list its suspension stored (read from
+// blobs), or where its row names none (an earlier version's), from its
+// bundle (names).
+func (c *Cluster) named(ctx context.Context, blobs store.Blobs, names Namer, keep func() error, col *Collection) (map[addr.Addr]bool, error) {
 	type kept struct {
-		id     string
-		bundle addr.Addr
+		id              string
+		bundle, objects addr.Addr
 	}
 	var sbs []kept
 	err := c.retry(ctx, "collect: sandboxes", func() error {
 		sbs = sbs[:0]
-		rows, err := c.pool.Query(ctx, `SELECT id, bundle FROM cluster_sandboxes WHERE state <> 'closed' AND length(bundle) > 0 ORDER BY id`)
+		rows, err := c.pool.Query(ctx, `SELECT id, bundle, objects FROM cluster_sandboxes WHERE state <> 'closed' AND length(bundle) > 0 ORDER BY id`)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var id string
-			var b []byte
-			if err := rows.Scan(&id, &b); err != nil {
+			var b, o []byte
+			if err := rows.Scan(&id, &b, &o); err != nil {
 				return err
 			}
 			var k kept
 			if len(b) != len(k.bundle) {
 				return fmt.Errorf("sandbox %s: its row's bundle is %d bytes, not an address: %w", id, len(b), errEdited)
 			}
+			if len(o) != 0 && len(o) != len(k.objects) {
+				return fmt.Errorf("sandbox %s: its row's object list is %d bytes, not an address: %w", id, len(o), errEdited)
+			}
 			k.id = id
 			copy(k.bundle[:], b)
+			copy(k.objects[:], o)
 			sbs = append(sbs, k)
 		}
 		return rows.Err()
@@ -281,6 +288,19 @@ func (c *Cluster) named(ctx context.Context, names Namer, keep func() error, col
 		if err := keep(); err != nil {
 			return nil, err
 		}
+		if !k.objects.IsZero() {
+			as, err := listed(blobs, k.objects)
+			if err != nil {
+				c.log().Warn("cluster: a kept sandbox's object list could not be read: nothing collected", "sandbox", k.id, "objects", k.objects, "err", err)
+				return nil, fmt.Errorf("cluster: collect the blob store: sandbox %s's object list %s: %w (nothing was removed: close the sandbox, or put the list back)", k.id, k.objects, err)
+			}
+			named[k.bundle], named[k.objects] = true, true
+			for _, a := range as {
+				named[a] = true
+			}
+			col.Sandboxes++
+			continue
+		}
 		as, err := names.Bundle(ctx, k.bundle)
 		if err != nil {
 			c.log().Warn("cluster: a kept sandbox's bundle could not be read: nothing collected", "sandbox", k.id, "bundle", k.bundle, "err", err)
@@ -304,6 +324,15 @@ func (c *Cluster) named(ctx context.Context, names Namer, keep func() error, col
 	}
 	col.Named = len(named)
 	return named, nil
+}
+
+// listed reads the object list at a from blobs (checked against a).
+func listed(blobs store.Blobs, a addr.Addr) ([]addr.Addr, error) {
+	b, err := blobs.Blob(a)
+	if err != nil {
+		return nil, err
+	}
+	return ParseObjects(b)
 }
 
 // errEdited is wrapped by the refusal of a row no host wrote so.

@@ -119,7 +119,7 @@ func TestCollectRemovesWhatNoOneNames(t *testing.T) {
 		id     string
 		bundle addr.Addr
 	}{{"sb-000000000001", o[0]}, {"sb-000000000002", o[3]}} {
-		if err := m.SandboxSuspended(ctx, hold(t, m), s.id, "", addr.Of([]byte("head")), s.bundle); err != nil {
+		if err := m.SandboxSuspended(ctx, hold(t, m), s.id, "", addr.Of([]byte("head")), s.bundle, addr.Addr{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -167,7 +167,7 @@ func TestCollectionRemovesNothingItCannotRead(t *testing.T) {
 	ctx := context.Background()
 	b := blobStore(t)
 	o := put(t, b, "bundle", "stray")
-	if err := m.SandboxSuspended(ctx, hold(t, m), "sb-00000000000a", "", addr.Of([]byte("head")), o[0]); err != nil {
+	if err := m.SandboxSuspended(ctx, hold(t, m), "sb-00000000000a", "", addr.Of([]byte("head")), o[0], addr.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	n := &names{fail: errors.New("a tree it names is not in the store")}
@@ -215,7 +215,7 @@ func TestCollectionFencesHosts(t *testing.T) {
 	}
 	n := &names{entered: make(chan struct{}, 1), block: make(chan struct{})}
 	n.set(o[0])
-	if err := m.SandboxSuspended(ctx, before, "sb-000000000001", "", addr.Of([]byte("head")), o[0]); err != nil {
+	if err := m.SandboxSuspended(ctx, before, "sb-000000000001", "", addr.Of([]byte("head")), o[0], addr.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -224,7 +224,7 @@ func TestCollectionFencesHosts(t *testing.T) {
 		done <- err
 	}()
 	<-n.entered // the collection runs: its epoch is raised
-	if err := m.SandboxSuspended(ctx, before, "sb-000000000002", "", addr.Of([]byte("head")), o[0]); !errors.Is(err, ErrCollected) {
+	if err := m.SandboxSuspended(ctx, before, "sb-000000000002", "", addr.Of([]byte("head")), o[0], addr.Addr{}); !errors.Is(err, ErrCollected) {
 		t.Fatalf("a suspension held before the collection: %v", err)
 	}
 	if err := m.CompleteHeld(ctx, before, l, []byte(o[0].String())); !errors.Is(err, ErrCollected) {
@@ -339,7 +339,7 @@ func TestCollectionsBesideSuspensions(t *testing.T) {
 					}
 					time.Sleep(time.Millisecond) // between the look and the name
 					b.PutBlob(addr.Of(bundle), bundle)
-					err = m.SandboxSuspended(ctx, h, id, "", addr.Of([]byte("head")), addr.Of(bundle))
+					err = m.SandboxSuspended(ctx, h, id, "", addr.Of([]byte("head")), addr.Of(bundle), addr.Addr{})
 					if err == nil {
 						break
 					}
@@ -450,7 +450,7 @@ func oneKept(t *testing.T) (*Cluster, *store.Store, []addr.Addr) {
 	m := join(t, c, "a")
 	b := blobStore(t)
 	o := put(t, b, "bundle", "stray")
-	if err := m.SandboxSuspended(context.Background(), hold(t, m), "sb-000000000001", "", addr.Of([]byte("head")), o[0]); err != nil {
+	if err := m.SandboxSuspended(context.Background(), hold(t, m), "sb-000000000001", "", addr.Of([]byte("head")), o[0], addr.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	return c, b, o

@@ -355,7 +355,7 @@ func TestSandboxTravelsOnce(t *testing.T) {
 	if _, err := b.TakeSandbox(ctx, "sb-000000000001", ""); !errors.Is(err, ErrNotShared) {
 		t.Fatalf("a sandbox the cluster does not keep: %v", err)
 	}
-	if err := a.SandboxSuspended(ctx, hold(t, a), "sb-000000000001", "", head, bundle); err != nil {
+	if err := a.SandboxSuspended(ctx, hold(t, a), "sb-000000000001", "", head, bundle, addr.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	k, err := b.TakeSandbox(ctx, "sb-000000000001", "")
@@ -365,7 +365,7 @@ func TestSandboxTravelsOnce(t *testing.T) {
 	if _, err := a.TakeSandbox(ctx, "sb-000000000001", ""); !errors.Is(err, ErrHeldElsewhere) || !strings.Contains(err.Error(), b.Host.ID()) {
 		t.Fatalf("a takes it while b holds it: %v", err)
 	}
-	if err := a.SandboxSuspended(ctx, hold(t, a), "sb-000000000001", "", head, bundle); !errors.Is(err, ErrHeldElsewhere) {
+	if err := a.SandboxSuspended(ctx, hold(t, a), "sb-000000000001", "", head, bundle, addr.Addr{}); !errors.Is(err, ErrHeldElsewhere) {
 		t.Fatalf("a suspends what b holds: %v", err)
 	}
 	if err := b.ReleaseSandbox(ctx, "sb-000000000001", k.Fence); err != nil {
@@ -378,7 +378,7 @@ func TestSandboxTravelsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.SandboxSuspended(ctx, hold(t, b), "sb-000000000001", "", addr.Of([]byte("head 2")), addr.Of([]byte("bundle 2"))); err != nil {
+	if err := b.SandboxSuspended(ctx, hold(t, b), "sb-000000000001", "", addr.Of([]byte("head 2")), addr.Of([]byte("bundle 2")), addr.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	if k, err := a.TakeSandbox(ctx, "sb-000000000001", ""); err != nil || k.Host != b.Host.ID() || k.Bundle != addr.Of([]byte("bundle 2")) {
@@ -395,7 +395,7 @@ func TestSandboxOfADeadHostComesBack(t *testing.T) {
 	a, b := join(t, c, "a"), join(t, c, "b")
 	ctx := context.Background()
 	id := "sb-00000000000d"
-	if err := a.SandboxSuspended(ctx, hold(t, a), id, "", addr.Of([]byte("h")), addr.Of([]byte("b"))); err != nil {
+	if err := a.SandboxSuspended(ctx, hold(t, a), id, "", addr.Of([]byte("h")), addr.Of([]byte("b")), addr.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.TakeSandbox(ctx, id, ""); err != nil { // resumed on a: live there
@@ -422,7 +422,7 @@ func TestSandboxOfADeadHostComesBack(t *testing.T) {
 	if err != nil || len(lost) != 1 || lost[0] != id {
 		t.Fatalf("what a lost: %v %v", lost, err)
 	}
-	if err := a.SandboxSuspended(ctx, hold(t, a), id, "", addr.Of([]byte("h2")), addr.Of([]byte("b2"))); !errors.Is(err, ErrHeldElsewhere) {
+	if err := a.SandboxSuspended(ctx, hold(t, a), id, "", addr.Of([]byte("h2")), addr.Of([]byte("b2")), addr.Addr{}); !errors.Is(err, ErrHeldElsewhere) {
 		t.Fatalf("a suspends what it lost: %v", err)
 	}
 	if lost, _ := b.Lost(ctx, []string{id}); len(lost) != 0 {
@@ -531,7 +531,7 @@ func TestMadeClosedAndLostSandboxes(t *testing.T) {
 		t.Fatalf("taken from a live host: %v", err)
 	}
 	// The closed one was suspended and published first.
-	if err := a.SandboxSuspended(ctx, hold(t, a), closed, "", addr.Of([]byte("h")), addr.Of([]byte("b"))); err != nil {
+	if err := a.SandboxSuspended(ctx, hold(t, a), closed, "", addr.Of([]byte("h")), addr.Of([]byte("b")), addr.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.SandboxClosed(ctx, closed); err != nil {
@@ -730,7 +730,7 @@ func TestSandboxesOfAPrincipal(t *testing.T) {
 	if err := a.SandboxMade(ctx, id, tier.S1, "token:alice"); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.SandboxSuspended(ctx, hold(t, a), id, "token:alice", addr.Of([]byte("h")), addr.Of([]byte("b"))); err != nil {
+	if err := a.SandboxSuspended(ctx, hold(t, a), id, "token:alice", addr.Of([]byte("h")), addr.Of([]byte("b")), addr.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.TakeSandbox(ctx, id, "token:mallory"); !errors.Is(err, ErrNotYours) {
@@ -739,7 +739,7 @@ func TestSandboxesOfAPrincipal(t *testing.T) {
 	if _, err := b.TakeSandbox(ctx, id, "token:alice"); err != nil {
 		t.Fatalf("its principal: %v", err)
 	}
-	if err := b.SandboxSuspended(ctx, hold(t, b), id, "token:alice", addr.Of([]byte("h2")), addr.Of([]byte("b2"))); err != nil {
+	if err := b.SandboxSuspended(ctx, hold(t, b), id, "token:alice", addr.Of([]byte("h2")), addr.Of([]byte("b2")), addr.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.TakeSandbox(ctx, id, ""); err != nil {
@@ -872,7 +872,7 @@ func TestHostsStartWhileOthersRun(t *testing.T) {
 				id := fmt.Sprintf("sb-%012d", i*100000+j)
 				h, err := c.HoldBlobs(ctx)
 				if err == nil {
-					err = m.SandboxSuspended(ctx, h, id, "", addr.Of([]byte("head")), addr.Of([]byte(id)))
+					err = m.SandboxSuspended(ctx, h, id, "", addr.Of([]byte("head")), addr.Of([]byte(id)), addr.Addr{})
 				}
 				if err == nil {
 					_, err = m.Enqueue(ctx, Job{Kind: "k", Payload: []byte(id)})

@@ -39,18 +39,24 @@ type Kept struct {
 }
 
 // SandboxSuspended says this host suspended sandbox id, owner's, its
-// record at head, its bundle stored under bundle (the owner is kept
-// from when the sandbox was made, where it was), with the objects it
+// record at head, its bundle stored under bundle and the list of the
+// objects it names (EncodeObjects) under objects (zero: none, as an
+// earlier version wrote; a collection then reads the bundle), the owner
+// kept from when the sandbox was made, where it was, with the objects it
 // names stored under hold (HoldBlobs): ErrCollected where the blob store
 // was collected since. Refused (ErrHeldElsewhere) when
 // another host took the sandbox since this one held it: the suspension
 // this host made is then of a copy it no longer holds.
-func (m *Member) SandboxSuspended(ctx context.Context, hold BlobHold, id, owner string, head, bundle addr.Addr) error {
+func (m *Member) SandboxSuspended(ctx context.Context, hold BlobHold, id, owner string, head, bundle, objects addr.Addr) error {
+	list := []byte{}
+	if !objects.IsZero() {
+		list = objects[:]
+	}
 	var tag pgconn.CommandTag
 	err := m.c.held(ctx, "sandbox suspended", hold, func(tx pgx.Tx) (err error) {
-		tag, err = tx.Exec(ctx, `INSERT INTO cluster_sandboxes (id, host, state, head, bundle, fence, owner) VALUES ($1, $2, 'suspended', $3, $4, 1, $5)
-ON CONFLICT (id) DO UPDATE SET state = 'suspended', head = $3, bundle = $4, fence = cluster_sandboxes.fence + 1, updated = now()
-WHERE cluster_sandboxes.host = $2`, id, m.Host.ID(), head[:], bundle[:], ownerText(owner))
+		tag, err = tx.Exec(ctx, `INSERT INTO cluster_sandboxes (id, host, state, head, bundle, objects, fence, owner) VALUES ($1, $2, 'suspended', $3, $4, $6, 1, $5)
+ON CONFLICT (id) DO UPDATE SET state = 'suspended', head = $3, bundle = $4, objects = $6, fence = cluster_sandboxes.fence + 1, updated = now()
+WHERE cluster_sandboxes.host = $2`, id, m.Host.ID(), head[:], bundle[:], ownerText(owner), list)
 		return err
 	})
 	if err != nil {

@@ -76,38 +76,42 @@ var (
 // Export writes sandbox id's durable run to w as a bundle. Only a
 // suspended or closed sandbox is exported: a live one's workspace is
 // not kept.
-func (h *Manager) Export(id string, w io.Writer) error { return h.export(id, w, nil, 0) }
+func (h *Manager) Export(id string, w io.Writer) error {
+	_, err := h.export(id, w, nil, 0)
+	return err
+}
 
-// export writes a bundle of sandbox id; with shared (a cluster's blob
-// store, at epoch: BlobHolder) the objects its record names go there
-// instead, one by one, each stored only if shared lacks it, and the
-// bundle carries none of them.
-func (h *Manager) export(id string, w io.Writer, shared store.Blobs, epoch int64) error {
+// export writes a bundle of sandbox id and returns the objects its
+// record names; with shared (a cluster's blob store, at epoch:
+// BlobHolder) those go there instead, one by one, each stored only if
+// shared lacks it, and the bundle carries only those shared holds but
+// not whole.
+func (h *Manager) export(id string, w io.Writer, shared store.Blobs, epoch int64) (named []addr.Addr, err error) {
 	if !sandboxID.MatchString(id) {
-		return fmt.Errorf("%w: %q is not a sandbox id", ErrNoSandbox, id)
+		return nil, fmt.Errorf("%w: %q is not a sandbox id", ErrNoSandbox, id)
 	}
 	rb, err := os.ReadFile(h.RecordPath(id))
 	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%w: %q (no record of it here)", ErrNoSandbox, id)
+		return nil, fmt.Errorf("%w: %q (no record of it here)", ErrNoSandbox, id)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	entries, torn, err := chain.Split(rb)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rb = rb[:len(rb)-torn]
 	st, err := record.Verify(entries)
 	if err != nil {
-		return fmt.Errorf("%s: %w", h.RecordPath(id), err)
+		return nil, fmt.Errorf("%s: %w", h.RecordPath(id), err)
 	}
 	if st.Phase == record.Active {
-		return &host.InvalidError{Err: fmt.Errorf("sandbox %s is live: suspend it (or close it) before it is exported", id)}
+		return nil, &host.InvalidError{Err: fmt.Errorf("sandbox %s is live: suspend it (or close it) before it is exported", id)}
 	}
 	blobList, runs, err := namedObjects(h.Store, entries)
 	if err != nil {
-		return fmt.Errorf("%s: %w", h.RecordPath(id), err)
+		return nil, fmt.Errorf("%s: %w", h.RecordPath(id), err)
 	}
 	// Every entry leaves sealed: one this host appended but did not seal
 	// (it ended between the two), or whose seal a crash lost or left
@@ -127,48 +131,49 @@ func (h *Manager) export(id string, w io.Writer, shared store.Blobs, epoch int64
 		seals, err = sealed()
 	}
 	if err != nil {
-		return fmt.Errorf("%s: its seals: %w", h.RecordPath(id), err)
+		return nil, fmt.Errorf("%s: its seals: %w", h.RecordPath(id), err)
 	}
 	tw := tar.NewWriter(w)
 	put := tarPut(tw)
 	mb, err := jcs.Marshal(BundleManifest{Bundle: BundleType, Sandbox: id, Head: st.Head, Signer: h.Key.Public()})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := put("bundle.json", mb); err != nil {
-		return err
+		return nil, err
 	}
 	if err := put("records/"+id+".jsonl", rb); err != nil {
-		return err
+		return nil, err
 	}
 	var sb []byte
 	for _, l := range seals[:len(entries)] {
 		sb = append(append(sb, l...), '\n')
 	}
 	if err := put("records/"+id+".seals", sb); err != nil {
-		return err
+		return nil, err
 	}
+	carried := blobList
 	if shared != nil {
 		// What the store holds but not whole travels in the bundle.
-		if blobList, err = h.shareBlobs(shared, epoch, blobList); err != nil {
-			return err
+		if carried, err = h.shareBlobs(shared, epoch, blobList); err != nil {
+			return nil, err
 		}
 	}
-	for _, a := range blobList {
+	for _, a := range carried {
 		b, err := h.Store.Blob(a)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := put("blobs/"+a.Hex(), b); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, a := range runs {
 		if err := h.putRun(put, a); err != nil {
-			return fmt.Errorf("run %s, which the record names: %w", a, err)
+			return nil, fmt.Errorf("run %s, which the record names: %w", a, err)
 		}
 	}
-	return tw.Close()
+	return blobList, tw.Close()
 }
 
 // blobWorkers is how many blobs are stored in, or fetched from, a

@@ -184,11 +184,12 @@ func (h *Manager) publish(id, owner string, head addr.Addr) {
 			}
 		}
 		b.Reset()
-		if err = h.export(id, &b, h.sharedBlobs(), epoch); err != nil {
+		var named []addr.Addr
+		if named, err = h.export(id, &b, h.sharedBlobs(), epoch); err != nil {
 			break
 		}
 		if holder != nil {
-			err = holder.PublishHeld(ctx, epoch, id, owner, head, b.Bytes())
+			err = holder.PublishHeld(ctx, epoch, id, owner, head, b.Bytes(), named)
 		} else {
 			err = shared.Publish(ctx, id, owner, head, b.Bytes())
 		}
@@ -299,10 +300,12 @@ type BlobHolder interface {
 	// BlobEpoch is the store's epoch now, without waiting: a resumption
 	// reads only what the cluster keeps, which no collection removes.
 	BlobEpoch(ctx context.Context) (int64, error)
-	// PublishHeld is Publish of a bundle whose objects were stored
-	// under epoch: refused, with an error wrapping ErrCollected, where a
-	// collection began since.
-	PublishHeld(ctx context.Context, epoch int64, id, owner string, head addr.Addr, bundle []byte) error
+	// PublishHeld is Publish of a bundle whose objects (named: every
+	// object its record names, stored or carried) were stored under
+	// epoch: refused, with an error wrapping ErrCollected, where a
+	// collection began since. A collector keeps what named lists
+	// without reading the bundle.
+	PublishHeld(ctx context.Context, epoch int64, id, owner string, head addr.Addr, bundle []byte, named []addr.Addr) error
 }
 
 // ErrCollected is wrapped by the refusal of a suspension whose objects

@@ -76,6 +76,23 @@ func joinTwo(a, b *Manager, bs store.Blobs) *twoHostCluster {
 	return c
 }
 
+// sharingS2 makes two hosts of a cluster whose blob store is a state
+// directory's, and an S2 sandbox on the first.
+func sharingS2(t *testing.T) (a, b *Manager, bs *store.Store, c *twoHostCluster, sb SandboxInfo) {
+	t.Helper()
+	a, b = newHost(t), newHost(t)
+	bs, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = joinTwo(a, b, bs)
+	sb, err = a.Create(context.Background(), SandboxSpec{Tier: tier.S2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, b, bs, c, sb
+}
+
 // hostOf is the cluster as host h sees it.
 type hostOf struct {
 	c *twoHostCluster
@@ -116,17 +133,8 @@ func (s hostOf) Claimed(context.Context, string, string) error         { return 
 // refused when fetched, naming it, and nothing is placed.
 func TestSuspensionSharedObjectByObject(t *testing.T) {
 	t.Parallel()
-	a, b := newHost(t), newHost(t)
-	bs, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := joinTwo(a, b, bs)
+	a, b, bs, c, sb := sharingS2(t)
 	ctx := context.Background()
-	sb, err := a.Create(ctx, SandboxSpec{Tier: tier.S2})
-	if err != nil {
-		t.Fatal(err)
-	}
 	files := map[string][]byte{}
 	for i := range 8 {
 		data := make([]byte, 300<<10)
@@ -539,4 +547,55 @@ func (m *madeCounter) count() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.n
+}
+
+// TestExportNamesWhatACollectionReads: what a suspension into a
+// cluster's store lists as its objects (export's list, which the
+// cluster keeps beside the bundle for collections to read) is exactly
+// what reading its bundle as an import does finds (BundleObjects), the
+// bundle aside: a collection that reads the list keeps what one that
+// read the bundle would.
+func TestExportNamesWhatACollectionReads(t *testing.T) {
+	t.Parallel()
+	a, _, bs, c, sb := sharingS2(t)
+	ctx := context.Background()
+	for i := range 3 {
+		if err := os.WriteFile(filepath.Join(sb.Workspace, fmt.Sprintf("f%d", i)), bytes.Repeat([]byte{byte(i)}, 200<<10), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Suspend(ctx, sb.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	var bundle bytes.Buffer
+	listed, err := a.export(sb.ID, &bundle, c.blobs, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ba := addr.Of(bundle.Bytes())
+	if err := bs.PutBlob(ba, bundle.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	read, err := BundleObjects(bs, ba, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[addr.Addr]bool{}
+	for _, x := range read {
+		if x != ba {
+			want[x] = true
+		}
+	}
+	got := map[addr.Addr]bool{}
+	for _, x := range listed {
+		got[x] = true
+	}
+	if len(got) != len(want) || len(got) < 5 {
+		t.Fatalf("export listed %d objects, reading the bundle finds %d (want the same, at least the unit, grants, a tree and chunks)", len(got), len(want))
+	}
+	for x := range want {
+		if !got[x] {
+			t.Fatalf("reading the bundle finds %s, which export did not list", x)
+		}
+	}
 }

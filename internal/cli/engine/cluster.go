@@ -634,15 +634,21 @@ func (s *clusterShared) HoldBlobs(ctx context.Context) (int64, error) {
 // BlobEpoch is the blob store's epoch now (live.BlobHolder).
 func (s *clusterShared) BlobEpoch(ctx context.Context) (int64, error) { return s.c.BlobEpoch(ctx) }
 
-// PublishHeld keeps a suspension's bundle in the blob store and names it
-// in the cluster, refused where a collection began since epoch
-// (live.BlobHolder).
-func (s *clusterShared) PublishHeld(ctx context.Context, epoch int64, id, owner string, head addr.Addr, bundle []byte) error {
+// PublishHeld keeps a suspension's bundle and the list of the objects it
+// names (cluster.EncodeObjects, what a collection reads) in the blob
+// store and names both in the cluster, refused where a collection began
+// since epoch (live.BlobHolder).
+func (s *clusterShared) PublishHeld(ctx context.Context, epoch int64, id, owner string, head addr.Addr, bundle []byte, named []addr.Addr) error {
+	list := cluster.EncodeObjects(named)
+	la := addr.Of(list)
+	if err := s.blobs.PutBlob(la, list); err != nil {
+		return err
+	}
 	a := addr.Of(bundle)
 	if err := s.blobs.PutBlob(a, bundle); err != nil {
 		return err
 	}
-	err := s.m.SandboxSuspended(ctx, cluster.BlobHold{Epoch: epoch}, id, owner, head, a)
+	err := s.m.SandboxSuspended(ctx, cluster.BlobHold{Epoch: epoch}, id, owner, head, a, la)
 	if errors.Is(err, cluster.ErrCollected) {
 		return fmt.Errorf("%w: %w", live.ErrCollected, err)
 	}
