@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// BenchmarkClusterCollect: what a collection of a cluster's blob store
+// (sandbox cluster gc --dry-run, one process each) costs with four kept
+// sandboxes of 256 files of 256 KiB each (64 MiB apiece) in a
+// file:// store, reading each sandbox's object list, and reading each
+// bundle as an earlier version's rows made it (their lists taken out of
+// the rows).
+func BenchmarkClusterCollect(b *testing.B) {
+	_, dsn := clusterDB(b)
+	blobs := "file://" + b.TempDir()
+	a, _, _ := twoHosts(b, dsn, nil, "--blobs", blobs)
+	for range 4 {
+		out, e, code := runCLI(b, a, "", "create")
+		if code != 0 {
+			b.Fatalf("create: %d %s", code, e)
+		}
+		id := strings.TrimSpace(out)
+		if _, e, code := runCLI(b, a, "", "exec", "-q", id, "--", "sh", "-c", "for i in $(seq 256); do head -c 262144 /dev/urandom > f$i; done"); code != 0 {
+			b.Fatalf("exec: %d %s", code, e)
+		}
+		if _, e, code := runCLI(b, a, "", "suspend", id); code != 0 {
+			b.Fatalf("suspend: %d %s", code, e)
+		}
+	}
+	gc := func(b *testing.B) {
+		for b.Loop() {
+			out, err := cliCmd(b, a, nil, "cluster", "gc", "--dry-run", "--cluster", dsn, "--blobs", blobs).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "named by 4 kept sandboxes") {
+				b.Fatalf("cluster gc: %v %s", err, out)
+			}
+		}
+	}
+	b.Run("list", gc)
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `UPDATE cluster_sandboxes SET objects = ''`); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("bundle", gc)
+}
+
+// TestAttackSpoiledObjectList: someone who can write the cluster's blob
+// store puts other bytes under the address of a suspension's object
+// list (foreseeable: the same objects make the same list). A collection
+// then stops before removing anything, naming the list; the next
+// suspension of the same objects, whose put keeps the spoiled copy,
+// finds it not whole and names no list, so collections read its bundle
+// again and the sandbox still moves.
+func TestAttackSpoiledObjectList(t *testing.T) {
+	t.Parallel()
+	_, dsn := clusterDB(t)
+	dir := t.TempDir()
+	blobs := "file://" + dir
+	a, b, _ := twoHosts(t, dsn, nil, "--blobs", blobs)
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	id := createWriting(t, a, "kept")
+	objects := func() []byte {
+		t.Helper()
+		var o []byte
+		if err := conn.QueryRow(context.Background(), `SELECT objects FROM cluster_sandboxes WHERE id = $1`, id).Scan(&o); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	gc := func() (string, error) {
+		out, err := cliCmd(t, a, nil, "cluster", "gc", "--cluster", dsn, "--blobs", blobs).CombinedOutput()
+		return string(out), err
+	}
+	if _, e, code := runCLI(t, a, "", "suspend", id); code != 0 {
+		t.Fatalf("suspend: %d %s", code, e)
+	}
+	list := objects()
+	if len(list) != 32 {
+		t.Fatalf("the suspension's row names no object list: %x", list)
+	}
+	p := filepath.Join(dir, "blobs", hex.EncodeToString(list))
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("sandbox-objects/1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := gc(); err == nil || !strings.Contains(out, "object list") || !strings.Contains(out, "nothing was removed") {
+		t.Fatalf("a collection with a kept sandbox's list spoiled: %v %s", err, out)
+	}
+	for _, step := range []string{"resume", "suspend"} {
+		if _, e, code := runCLI(t, a, "", step, id); code != 0 {
+			t.Fatalf("%s: %d %s", step, code, e)
+		}
+	}
+	if o := objects(); len(o) != 0 {
+		t.Fatalf("the suspension named the list the store holds spoiled: %x", o)
+	}
+	if out, err := gc(); err != nil || !strings.Contains(out, "named by 1 kept sandboxes") {
+		t.Fatalf("a collection reading the bundle instead: %v %s", err, out)
+	}
+	if _, e, code := runCLI(t, b, "", "resume", id); code != 0 {
+		t.Fatalf("resume on B after the collection: %d %s", code, e)
+	}
+	if out := catF(t, b, id); out != "kept\n" {
+		t.Fatalf("on B: %q", out)
+	}
+}
