@@ -171,18 +171,18 @@ func moveAcross(t *testing.T, dsn string, env, args []string, kept func() int) {
 			t.Errorf("%d objects kept where --blobs says, want each suspension's objects one by one", n)
 		}
 	}
-	// Collected while it is kept: A's first bundle, which B's
-	// suspension replaced, goes; what B's names stays, and it moves
-	// again. A dry run first removes nothing.
+	// Collected while it is kept: A's first bundle and its object list,
+	// which B's suspension replaced, go; what B's names stays, and it
+	// moves again. A dry run first removes nothing.
 	before := -1
 	if kept != nil {
 		before = kept()
 	}
-	gc("would remove 1\n", "--dry-run")
+	gc("would remove 2\n", "--dry-run")
 	if kept != nil && kept() != before {
 		t.Fatalf("a dry run removed objects: %d, was %d", kept(), before)
 	}
-	gc("named by 1 kept sandboxes and 0 fleet results not yet taken: removed 1\n")
+	gc("named by 1 kept sandboxes and 0 fleet results not yet taken: removed 2\n")
 	move(a, b, "from A to B after a collection")
 	runCLI(t, b, "", "close", id)
 	// Closed: nothing of it is kept in the cluster's store.

@@ -289,17 +289,17 @@ func (c *Cluster) named(ctx context.Context, blobs store.Blobs, names Namer, kee
 			return nil, err
 		}
 		if !k.objects.IsZero() {
-			as, err := listed(blobs, k.objects)
-			if err != nil {
-				c.log().Warn("cluster: a kept sandbox's object list could not be read: nothing collected", "sandbox", k.id, "objects", k.objects, "err", err)
-				return nil, fmt.Errorf("cluster: collect the blob store: sandbox %s's object list %s: %w (nothing was removed: close the sandbox, or put the list back)", k.id, k.objects, err)
+			as, err := listed(blobs, k.objects, k.bundle)
+			if err == nil {
+				named[k.bundle], named[k.objects] = true, true
+				for _, a := range as {
+					named[a] = true
+				}
+				col.Sandboxes++
+				continue
 			}
-			named[k.bundle], named[k.objects] = true, true
-			for _, a := range as {
-				named[a] = true
-			}
-			col.Sandboxes++
-			continue
+			// Read the bundle instead, as for a row without a list.
+			c.log().Warn("cluster: a kept sandbox's object list could not be used: its bundle is read", "sandbox", k.id, "objects", k.objects, "err", err)
 		}
 		as, err := names.Bundle(ctx, k.bundle)
 		if err != nil {
@@ -326,13 +326,21 @@ func (c *Cluster) named(ctx context.Context, blobs store.Blobs, names Namer, kee
 	return named, nil
 }
 
-// listed reads the object list at a from blobs (checked against a).
-func listed(blobs store.Blobs, a addr.Addr) ([]addr.Addr, error) {
+// listed reads the object list at a from blobs (checked against a),
+// refused unless it was made for bundle.
+func listed(blobs store.Blobs, a, bundle addr.Addr) ([]addr.Addr, error) {
 	b, err := blobs.Blob(a)
 	if err != nil {
 		return nil, err
 	}
-	return ParseObjects(b)
+	madeFor, as, err := ParseObjects(b)
+	if err != nil {
+		return nil, err
+	}
+	if madeFor != bundle {
+		return nil, fmt.Errorf("object list %s: made for bundle %s, not the row's %s", a, madeFor, bundle)
+	}
+	return as, nil
 }
 
 // errEdited is wrapped by the refusal of a row no host wrote so.

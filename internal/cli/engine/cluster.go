@@ -637,22 +637,24 @@ func (s *clusterShared) BlobEpoch(ctx context.Context) (int64, error) { return s
 // PublishHeld keeps a suspension's bundle and the list of the objects it
 // names (cluster.EncodeObjects, what a collection reads) in the blob
 // store and names both in the cluster, refused where a collection began
-// since epoch (live.BlobHolder). A list's address is foreseeable (the
-// same objects make the same list), and a store's put keeps what it
-// holds: one the store holds but not whole (someone who can write it
-// put other bytes there first) is named by no row, and a collection
-// reads the bundle instead.
+// since epoch (live.BlobHolder). A list over cluster.MaxObjects, or one
+// the store holds but not whole (a store's put keeps what it holds), is
+// named by no row: a collection then reads the bundle.
 func (s *clusterShared) PublishHeld(ctx context.Context, epoch int64, id, owner string, head addr.Addr, bundle []byte, named []addr.Addr) error {
-	list := cluster.EncodeObjects(named)
-	la := addr.Of(list)
-	if err := s.blobs.PutBlob(la, list); err != nil {
-		return err
-	}
-	if _, err := s.blobs.Blob(la); err != nil { // checked against la
-		s.c.Log.Warn("the cluster's blob store holds a suspension's object list but not whole: the sandbox's row names none, and a collection reads its bundle", "sandbox", id, "objects", la, "err", err)
-		la = addr.Addr{}
-	}
 	a := addr.Of(bundle)
+	var la addr.Addr
+	if list, ok := cluster.EncodeObjects(a, named); !ok {
+		s.c.Log.Warn("a suspension names more objects than an object list holds: the sandbox's row names none, and a collection reads its bundle", "sandbox", id, "objects", len(named), "max", cluster.MaxObjects)
+	} else {
+		la = addr.Of(list)
+		if err := s.blobs.PutBlob(la, list); err != nil {
+			return err
+		}
+		if _, err := s.blobs.Blob(la); err != nil { // checked against la
+			s.c.Log.Warn("the cluster's blob store holds a suspension's object list but not whole: the sandbox's row names none, and a collection reads its bundle", "sandbox", id, "objects", la, "err", err)
+			la = addr.Addr{}
+		}
+	}
 	if err := s.blobs.PutBlob(a, bundle); err != nil {
 		return err
 	}

@@ -1,12 +1,21 @@
 package engine
 
 import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/cluster"
 	"github.com/opensubstrate/sandbox/internal/store"
+	"github.com/opensubstrate/sandbox/internal/store/pgstore/pgtest"
+	"github.com/opensubstrate/sandbox/key"
+	"github.com/opensubstrate/sandbox/tier"
 )
 
 // TestGCRefusesAStateDirectory: a host's state directory named as a
@@ -31,5 +40,92 @@ func TestGCRefusesAStateDirectory(t *testing.T) {
 	}
 	if err := notAStateDir("s3://bucket?endpoint=http://127.0.0.1:1"); err != nil {
 		t.Fatalf("an S3 store: %v", err)
+	}
+}
+
+// plantedLists is a cluster's blob store where someone who can write it
+// put other bytes under each object list's address before a host did:
+// a put keeps what the store holds.
+type plantedLists struct{ *store.Store }
+
+func (p plantedLists) PutBlob(a addr.Addr, b []byte) error {
+	if bytes.HasPrefix(b, []byte("sandbox-objects/")) {
+		return os.WriteFile(p.Path("blobs", a.Hex()), []byte("planted"), 0o644)
+	}
+	return p.Store.PutBlob(a, b)
+}
+
+// bundleReads counts the bundles a collection reads (cluster.Namer).
+type bundleReads struct{ n int }
+
+func (r *bundleReads) Bundle(ctx context.Context, a addr.Addr) ([]addr.Addr, error) {
+	r.n++
+	return []addr.Addr{a}, nil
+}
+
+func (r *bundleReads) Result(string, []byte) ([]addr.Addr, error) { return nil, nil }
+
+// TestPublishNamesNoPlantedList: a suspension whose object list the
+// blob store holds but not whole (read back after the put) is named
+// without a list, and a collection reads its bundle; a whole list is
+// named, and the bundle is not read.
+func TestPublishNamesNoPlantedList(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("pgtest runs PostgreSQL as its own user: needs root here")
+	}
+	pg, err := pgtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	ctx := context.Background()
+	c, err := cluster.Open(ctx, pg.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	var logs bytes.Buffer
+	c.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	k, err := key.Generate(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Join(ctx, k, cluster.Host{Key: k.Public(), Tiers: []tier.Tier{tier.S1}, Capacity: 1, Addr: "a:7070"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := addr.Of([]byte("chunk"))
+	if err := st.PutBlob(chunk, []byte("chunk")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		blobs  store.Blobs
+		bundle string
+		reads  int
+	}{
+		{"a whole list", st, "bundle 1", 0},
+		{"a planted list", plantedLists{st}, "bundle 2", 1},
+	} {
+		s := &clusterShared{c: c, m: m, blobs: tc.blobs}
+		epoch, err := s.HoldBlobs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PublishHeld(ctx, epoch, "sb-000000000001", "", addr.Of([]byte("head")), []byte(tc.bundle), []addr.Addr{chunk}); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		r := &bundleReads{}
+		col, err := c.CollectBlobs(ctx, st, r, "test", false)
+		if err != nil || r.n != tc.reads || !st.HasBlob(chunk) && tc.reads == 0 {
+			t.Fatalf("%s: collected %+v, %v, %d bundles read, want %d", tc.name, col, err, r.n, tc.reads)
+		}
+	}
+	if !strings.Contains(logs.String(), "holds a suspension's object list but not whole") {
+		t.Fatalf("the planted list not logged: %s", logs.String())
 	}
 }
