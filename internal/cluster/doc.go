@@ -24,5 +24,7 @@
 // no kept sandbox and no untaken fleet result names is removed, while
 // hosts that store objects hold the store at an epoch a collection
 // raises, and are refused (ErrCollected) when they name what they
-// stored after a collection began.
+// stored after a collection began. A kept sandbox's objects are read
+// from the object list its suspension stored beside its bundle
+// (objects.go), and from the bundle only where no list can be used.
 package cluster
