@@ -27,13 +27,14 @@ import (
 //     (ErrCollected): a collection began meanwhile and may have removed
 //     an object the host found stored and did not put again. The host
 //     then holds again and stores again.
-//   - A collection raises the epoch and leases the row (until), which
-//     waits for those transactions: every name said before it is in
-//     what it reads next, and none is said after it until it ends. It
-//     reads what the cluster's rows name, then removes what they do
-//     not, stopping before its lease ends unless it renewed it: a
-//     collector that stalled or lost its network removes nothing once
-//     hosts may store again.
+//   - A collection lists the store, then raises the epoch and leases
+//     the row (until), which waits for those transactions: every name
+//     said before it is in what it reads next, and none is said after
+//     it until it ends. It reads what the cluster's rows name, then
+//     removes what they do not of what it listed, stopping before its
+//     lease ends unless it renewed it: a collector that stalled or lost
+//     its network removes nothing once hosts may store again. What was
+//     stored after the listing is not in it.
 
 // ErrCollected: a collection of the blob store began since this host's
 // hold, so an object it found stored may be gone: store again, then
@@ -61,14 +62,7 @@ var holdPoll = 200 * time.Millisecond
 // epoch.
 func (c *Cluster) HoldBlobs(ctx context.Context) (BlobHold, error) {
 	for logged := false; ; {
-		var (
-			epoch   int64
-			running bool
-			by      string
-		)
-		err := c.retry(ctx, "hold the blob store", func() error {
-			return c.pool.QueryRow(ctx, `SELECT epoch, COALESCE(until + make_interval(secs => $1) > now(), false), by_host FROM cluster_blobgc`, leaseGrace().Seconds()).Scan(&epoch, &running, &by)
-		})
+		epoch, running, by, err := c.blobState(ctx, "hold the blob store")
 		if err != nil {
 			return BlobHold{}, fmt.Errorf("cluster: hold the blob store: %w", err)
 		}
@@ -165,8 +159,32 @@ func leaseGrace() time.Duration { return CollectLease / 4 }
 // CollectBlobs collects the cluster's blob store (see above), as host
 // by (named in the row and the log); a dry run removes nothing and
 // holds nothing, and says what a collection would remove now.
+//
+// The store is listed before the collection takes it from the hosts, so
+// that they wait only while it reads what the rows name and removes
+// what they do not, not while a large store is listed: an object stored
+// after the listing is not in it and stays; one a host found listed and
+// named before the collection began is in what the rows name; one it
+// names after is refused (the epoch moved), and stored again.
 func (c *Cluster) CollectBlobs(ctx context.Context, blobs store.Collectable, names Namer, by string, dryRun bool) (Collection, error) {
 	col := Collection{DryRun: dryRun}
+	if !dryRun {
+		// Left to the collection that runs, before listing for nothing.
+		if _, running, other, err := c.blobState(ctx, "collect: is one running"); err != nil {
+			return col, fmt.Errorf("cluster: collect the blob store: %w", err)
+		} else if running {
+			return col, fmt.Errorf("cluster: collect the blob store: %w (by %s)", ErrCollecting, other)
+		}
+	}
+	var stored []addr.Addr
+	err := blobs.EachBlob(ctx, func(a addr.Addr) error {
+		stored = append(stored, a)
+		return nil
+	})
+	if err != nil {
+		return col, fmt.Errorf("cluster: collect the blob store: listing it: %w", err)
+	}
+	col.Stored = len(stored)
 	var lease *collectLease
 	if !dryRun {
 		l, err := c.beginCollect(ctx, by)
@@ -188,15 +206,10 @@ func (c *Cluster) CollectBlobs(ctx context.Context, blobs store.Collectable, nam
 		return col, err
 	}
 	var gone []addr.Addr
-	err = blobs.EachBlob(ctx, func(a addr.Addr) error {
-		col.Stored++
+	for _, a := range stored {
 		if !named[a] {
 			gone = append(gone, a)
 		}
-		return keep()
-	})
-	if err != nil {
-		return col, fmt.Errorf("cluster: collect the blob store: listing it: %w", err)
 	}
 	if dryRun {
 		col.Removed = len(gone)
@@ -216,6 +229,16 @@ func (c *Cluster) CollectBlobs(ctx context.Context, blobs store.Collectable, nam
 	}
 	c.log().Info("cluster: the blob store collected", "collector", by, "epoch", col.Epoch, "sandboxes", col.Sandboxes, "results", col.Results, "named", col.Named, "stored", col.Stored, "removed", col.Removed)
 	return col, nil
+}
+
+// blobState is the blob store's row: its epoch, whether a collection's
+// lease runs (or ended less than leaseGrace ago without being ended),
+// and whose.
+func (c *Cluster) blobState(ctx context.Context, what string) (epoch int64, running bool, by string, err error) {
+	err = c.retry(ctx, what, func() error {
+		return c.pool.QueryRow(ctx, `SELECT epoch, COALESCE(until + make_interval(secs => $1) > now(), false), by_host FROM cluster_blobgc`, leaseGrace().Seconds()).Scan(&epoch, &running, &by)
+	})
+	return epoch, running, by, err
 }
 
 // named reads what the cluster keeps and the objects it names: a kept

@@ -455,3 +455,60 @@ func oneKept(t *testing.T) (*Cluster, *store.Store, []addr.Addr) {
 	}
 	return c, b, o
 }
+
+// slowList is a blob store whose listing, once it has listed what the
+// store holds, says so and waits.
+type slowList struct {
+	store.Collectable
+	listed, release chan struct{}
+}
+
+func (s slowList) EachBlob(ctx context.Context, f func(addr.Addr) error) error {
+	if err := s.Collectable.EachBlob(ctx, f); err != nil {
+		return err
+	}
+	s.listed <- struct{}{}
+	<-s.release
+	return nil
+}
+
+// TestHostsStoreWhileTheStoreIsListed: a collection lists the store
+// before it takes the store from the hosts, so a host that stores and
+// names objects while a (slow) listing runs does not wait for it, and
+// what it stored and named then stays; what no one names goes.
+func TestHostsStoreWhileTheStoreIsListed(t *testing.T) {
+	c, _ := open(t)
+	m := join(t, c, "a")
+	ctx := context.Background()
+	b := blobStore(t)
+	stray := put(t, b, "stray")[0]
+	s := slowList{Collectable: b, listed: make(chan struct{}), release: make(chan struct{})}
+	n := &names{}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.CollectBlobs(ctx, s, n, "test", false)
+		done <- err
+	}()
+	<-s.listed
+	// (A bound for a hang: a hold waits only while a collection's lease runs.)
+	hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	h, err := m.c.HoldBlobs(hctx)
+	if err != nil {
+		close(s.release)
+		t.Fatalf("a hold while the store is listed: %v", err)
+	}
+	o := put(t, b, "bundle stored while listing")[0]
+	n.set(o)
+	if err := m.SandboxSuspended(ctx, h, "sb-000000000001", "", addr.Of([]byte("head")), o, addr.Addr{}); err != nil {
+		close(s.release)
+		t.Fatalf("named while the store is listed: %v", err)
+	}
+	close(s.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !b.HasBlob(o) || b.HasBlob(stray) {
+		t.Fatalf("after the collection: stored while listing kept %v (want true), stray kept %v (want false)", b.HasBlob(o), b.HasBlob(stray))
+	}
+}
