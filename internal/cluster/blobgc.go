@@ -243,8 +243,8 @@ func (c *Cluster) blobState(ctx context.Context, what string) (epoch int64, runn
 
 // named reads what the cluster keeps and the objects it names: a kept
 // sandbox's from the object list its suspension stored (read from
-// blobs), or where its row names none (an earlier version's), from its
-// bundle (names).
+// blobs), or where its row names no list it can use (none, unreadable,
+// made for another bundle), from its bundle (names).
 func (c *Cluster) named(ctx context.Context, blobs store.Blobs, names Namer, keep func() error, col *Collection) (map[addr.Addr]bool, error) {
 	type kept struct {
 		id              string
