@@ -29,6 +29,18 @@ type residue struct {
 	partial     []string // runs/.partial-*
 }
 
+// launcherName says a process's "pid (comm)" is a launcher's: named
+// sandbox-launch, or still the number of the descriptor it was executed
+// from.
+func launcherName(stat string) bool {
+	comm := stat[strings.IndexByte(stat, '(')+1 : len(stat)-1]
+	if comm == "sandbox-launch" {
+		return true
+	}
+	_, err := strconv.Atoi(comm)
+	return err == nil
+}
+
 func descendantsOf(pid int) []string {
 	children := map[int][]int{}
 	cmd := map[int]string{}
@@ -58,8 +70,10 @@ func descendantsOf(pid int) []string {
 		for _, c := range children[p] {
 			// By name: the warm init waiting for the next run is a new
 			// process after every run. The launcher it starts ahead for
-			// its run (once its root is built) is part of it.
-			if strings.HasSuffix(cmd[c], " (sandbox-launch)") && len(children[c]) == 0 && p != pid {
+			// its run (once its root is built) is part of it; until it
+			// names itself, just after its exec of /proc/self/fd/N, its
+			// name is N.
+			if launcherName(cmd[c]) && len(children[c]) == 0 && p != pid {
 				continue
 			}
 			out = append(out, cmd[c][strings.IndexByte(cmd[c], ' ')+1:])
