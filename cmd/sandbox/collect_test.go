@@ -15,11 +15,11 @@ import (
 // (sandbox cluster gc --dry-run, one process each) costs with four kept
 // sandboxes of 256 files of 256 KiB each (64 MiB apiece) in a
 // file:// store, reading each sandbox's object list, and reading each
-// bundle as an earlier version's rows made it (their lists taken out of
-// the rows).
+// bundle where no list can be used (each list spoiled in the store).
 func BenchmarkClusterCollect(b *testing.B) {
 	_, dsn := clusterDB(b)
-	blobs := "file://" + b.TempDir()
+	dir := b.TempDir()
+	blobs := "file://" + dir
 	a, _, _ := twoHosts(b, dsn, nil, "--blobs", blobs)
 	for range 4 {
 		out, e, code := runCLI(b, a, "", "create")
@@ -48,8 +48,22 @@ func BenchmarkClusterCollect(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(context.Background(), `UPDATE cluster_sandboxes SET objects = ''`); err != nil {
+	rows, err := conn.Query(context.Background(), `SELECT objects FROM cluster_sandboxes`)
+	if err != nil {
 		b.Fatal(err)
+	}
+	lists, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil || len(lists) != 4 {
+		b.Fatalf("the object lists: %d %v", len(lists), err)
+	}
+	for _, l := range lists {
+		p := filepath.Join(dir, "blobs", hex.EncodeToString(l))
+		if err := os.Remove(p); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("sandbox-objects/1\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.Run("bundle", gc)
 }

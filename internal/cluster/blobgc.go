@@ -244,7 +244,9 @@ func (c *Cluster) blobState(ctx context.Context, what string) (epoch int64, runn
 // named reads what the cluster keeps and the objects it names: a kept
 // sandbox's from the object list its suspension stored (read from
 // blobs), or where its row names no list it can use (none, unreadable,
-// made for another bundle), from its bundle (names).
+// made for another bundle), from its bundle (names). A kept sandbox's
+// row that is not as the host that suspended it signed it (suspension)
+// stops the collection: nothing is removed.
 func (c *Cluster) named(ctx context.Context, blobs store.Blobs, names Namer, keep func() error, col *Collection) (map[addr.Addr]bool, error) {
 	type kept struct {
 		id              string
@@ -253,28 +255,25 @@ func (c *Cluster) named(ctx context.Context, blobs store.Blobs, names Namer, kee
 	var sbs []kept
 	err := c.retry(ctx, "collect: sandboxes", func() error {
 		sbs = sbs[:0]
-		rows, err := c.pool.Query(ctx, `SELECT id, bundle, objects FROM cluster_sandboxes WHERE state <> 'closed' AND length(bundle) > 0 ORDER BY id`)
+		rows, err := c.pool.Query(ctx, `SELECT s.id, s.owner, s.head, s.bundle, s.objects, s.by_host, s.sig, p.pub
+FROM cluster_sandboxes s LEFT JOIN cluster_hosts p ON p.id = s.by_host
+WHERE s.state <> 'closed' AND length(s.bundle) > 0 ORDER BY s.id`)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var id string
-			var b, o []byte
-			if err := rows.Scan(&id, &b, &o); err != nil {
+			var id, owner, by string
+			var head, b, o, sig, pub []byte
+			if err := rows.Scan(&id, &owner, &head, &b, &o, &by, &sig, &pub); err != nil {
 				return err
 			}
-			var k kept
-			if len(b) != len(k.bundle) {
-				return fmt.Errorf("sandbox %s: its row's bundle is %d bytes, not an address: %w", id, len(b), errEdited)
+			s, err := signedRow(id, owner, by, head, b, o, pub, sig)
+			if err != nil {
+				c.log().Warn("cluster: a kept sandbox's row refused: nothing collected", "sandbox", id, "err", err)
+				return err
 			}
-			if len(o) != 0 && len(o) != len(k.objects) {
-				return fmt.Errorf("sandbox %s: its row's object list is %d bytes, not an address: %w", id, len(o), errEdited)
-			}
-			k.id = id
-			copy(k.bundle[:], b)
-			copy(k.objects[:], o)
-			sbs = append(sbs, k)
+			sbs = append(sbs, kept{id: id, bundle: s.bundle, objects: s.objects})
 		}
 		return rows.Err()
 	})

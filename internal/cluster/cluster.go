@@ -105,6 +105,8 @@ var schemaSQL = tablesSQL +
 	pgstore.AddColumn("cluster_sandboxes", "owner", "TEXT NOT NULL DEFAULT ''") +
 	pgstore.AddColumn("cluster_sandboxes", "created", "TIMESTAMPTZ NOT NULL DEFAULT now()") +
 	pgstore.AddColumn("cluster_sandboxes", "objects", "BYTEA NOT NULL DEFAULT ''") +
+	pgstore.AddColumn("cluster_sandboxes", "by_host", "TEXT NOT NULL DEFAULT ''") +
+	pgstore.AddColumn("cluster_sandboxes", "sig", "BYTEA NOT NULL DEFAULT ''") +
 	pgstore.AddColumn("cluster_pools", "said", "BIGINT NOT NULL DEFAULT 0") +
 	pgstore.AddColumn("cluster_jobs", "taken", "BOOLEAN NOT NULL DEFAULT false") +
 	pgstore.AddColumn("cluster_jobs", "ended", "TIMESTAMPTZ")

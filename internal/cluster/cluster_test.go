@@ -47,6 +47,13 @@ func (l *logged) Write(p []byte) (int, error) {
 	return l.buf.Write(p)
 }
 
+// Reset forgets what was logged.
+func (l *logged) Reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Reset()
+}
+
 func (l *logged) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -904,4 +911,92 @@ func TestHostsStartWhileOthersRun(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// TestEditedSandboxRowRefused: each column a suspension's signature
+// covers, edited in the database by hand (another owner, head, bundle or
+// object list, another signer, no signature), makes the row refused:
+// no host takes the sandbox (it stays suspended, and a claim of it is
+// refused too), a collection removes nothing, and each is logged. Put
+// back as its host signed it, the row is taken again. A claim of a kept
+// sandbox signs its suspension again, for its new owner.
+func TestEditedSandboxRowRefused(t *testing.T) {
+	c, log := open(t)
+	a, b := join(t, c, "a"), join(t, c, "b")
+	ctx := context.Background()
+	blobs := blobStore(t)
+	o := put(t, blobs, "bundle", "tree", "stray")
+	list := put(t, blobs, string(encode(t, o[0], o[1])))[0]
+	id := "sb-0000000000e1"
+	if err := a.SandboxSuspended(ctx, hold(t, a), id, "token:alice", addr.Of([]byte("head")), o[0], list); err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		owner, by    string
+		head, bundle []byte
+		objects, sig []byte
+	}
+	var was row
+	if err := c.pool.QueryRow(ctx, `SELECT owner, by_host, head, bundle, objects, sig FROM cluster_sandboxes WHERE id = $1`, id).
+		Scan(&was.owner, &was.by, &was.head, &was.bundle, &was.objects, &was.sig); err != nil {
+		t.Fatal(err)
+	}
+	other := addr.Of([]byte("another sandbox's bundle"))
+	for _, tc := range []struct{ name, set string }{
+		{"owner", `owner = 'token:mallory'`},
+		{"head", `head = '\x` + addr.Of([]byte("an older head")).Hex() + `'`},
+		{"bundle", `bundle = '\x` + other.Hex() + `'`},
+		{"object list", `objects = ''`},
+		{"signer", `by_host = '` + b.Host.ID() + `'`},
+		{"no signer", `by_host = ''`},
+		{"no signature", `sig = ''`},
+		{"a signer the cluster does not have", `by_host = 'b3:nobody'`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			exec(t, c, `UPDATE cluster_sandboxes SET `+tc.set+` WHERE id = $1`, id)
+			log.Reset()
+			if _, err := b.TakeSandbox(ctx, id, ""); !errors.Is(err, errEdited) || !strings.Contains(err.Error(), id) {
+				t.Fatalf("taken: %v", err)
+			}
+			if !strings.Contains(log.String(), "a sandbox's row refused") {
+				t.Fatalf("not logged: %s", log)
+			}
+			var state string
+			if err := c.pool.QueryRow(ctx, `SELECT state FROM cluster_sandboxes WHERE id = $1`, id).Scan(&state); err != nil || state != "suspended" {
+				t.Fatalf("after the refusal: %q %v", state, err)
+			}
+			n := &names{}
+			n.set(o[0], o[1])
+			if _, err := c.CollectBlobs(ctx, blobs, n, "test", false); !errors.Is(err, errEdited) || !blobs.HasBlob(o[2]) {
+				t.Fatalf("collected: %v", err)
+			}
+			if !strings.Contains(log.String(), "a kept sandbox's row refused") {
+				t.Fatalf("the collection's refusal not logged: %s", log)
+			}
+			exec(t, c, `UPDATE cluster_sandboxes SET owner = $2, by_host = $3, head = $4, bundle = $5, objects = $6, sig = $7 WHERE id = $1`,
+				id, was.owner, was.by, was.head, was.bundle, was.objects, was.sig)
+		})
+	}
+	k, err := b.TakeSandbox(ctx, id, "token:alice")
+	if err != nil || k.Bundle != o[0] {
+		t.Fatalf("the row as a signed it: %+v %v", k, err)
+	}
+	// Claimed on b (as a pool's sandbox is): signed again, by b, for
+	// its new owner; a claim of an edited row is refused.
+	if err := b.SandboxClaimed(ctx, id, "token:bob"); err != nil {
+		t.Fatal(err)
+	}
+	// b stops heartbeating: a takes the sandbox from b's claim's
+	// signature, for bob alone.
+	exec(t, c, `UPDATE cluster_hosts SET seen = now() - interval '1 hour' WHERE id = $1`, b.Host.ID())
+	if _, err := a.TakeSandbox(ctx, id, "token:alice"); !errors.Is(err, ErrNotYours) {
+		t.Fatalf("its old owner took it: %v", err)
+	}
+	if k, err = a.TakeSandbox(ctx, id, "token:bob"); err != nil || !k.Dead || k.Bundle != o[0] {
+		t.Fatalf("its new owner: %+v %v", k, err)
+	}
+	exec(t, c, `UPDATE cluster_sandboxes SET bundle = $2 WHERE id = $1`, id, other[:])
+	if err := a.SandboxClaimed(ctx, id, "token:carol"); !errors.Is(err, errEdited) {
+		t.Fatalf("a claim of an edited row: %v", err)
+	}
 }

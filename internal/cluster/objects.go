@@ -14,9 +14,9 @@ import (
 // record it exported, so a collection reads one small blob per kept
 // sandbox instead of reading its bundle as an import would (staging it,
 // loading each tree). A list names the bundle it was made for: a row
-// whose bundle is another (a host of an earlier version suspended the
-// sandbox since, and left the list of the suspension before) is read
-// from its bundle, as is one whose list cannot be read.
+// whose bundle is another is read from its bundle, as is one whose list
+// cannot be read. (The row itself is signed by the host that suspended
+// the sandbox: a row whose signature does not hold is refused first.)
 //
 // Its form: the line "sandbox-objects/1\n", the bundle's address, then
 // the addresses of the objects, 32 bytes each, in increasing order,

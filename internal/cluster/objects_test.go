@@ -90,10 +90,9 @@ func FuzzParseObjects(f *testing.F) {
 // TestCollectionReadsObjectLists: a kept sandbox whose suspension stored
 // an object list keeps what the list names, the list and the bundle,
 // without its bundle being read (the namer here refuses every bundle).
-// A row without a list (an earlier version's), a list missing or
-// spoiled, or one made for another bundle (a host of an earlier version
-// suspended the sandbox since) is read from its bundle instead; a row
-// whose list is not an address stops the collection.
+// A row without a list, a list missing or spoiled, or one made for
+// another bundle is read from its bundle instead; a row whose list is
+// not an address stops the collection.
 func TestCollectionReadsObjectLists(t *testing.T) {
 	c, logs := open(t)
 	m := join(t, c, "a")

@@ -40,23 +40,26 @@ type Kept struct {
 
 // SandboxSuspended says this host suspended sandbox id, owner's, its
 // record at head, its bundle stored under bundle and the list of the
-// objects it names (EncodeObjects) under objects (zero: none, as an
-// earlier version wrote; a collection then reads the bundle), the owner
-// kept from when the sandbox was made, where it was, with the objects it
-// names stored under hold (HoldBlobs): ErrCollected where the blob store
-// was collected since. Refused (ErrHeldElsewhere) when
-// another host took the sandbox since this one held it: the suspension
-// this host made is then of a copy it no longer holds.
+// objects it names (EncodeObjects) under objects (zero: none; a
+// collection then reads the bundle), with the objects it names stored
+// under hold (HoldBlobs): ErrCollected where the blob store was
+// collected since. The row says all of that under this host's signature
+// (suspension); owner is the sandbox's as this host, which holds it,
+// knows it. Refused (ErrHeldElsewhere) when another host took the
+// sandbox since this one held it: the suspension this host made is then
+// of a copy it no longer holds.
 func (m *Member) SandboxSuspended(ctx context.Context, hold BlobHold, id, owner string, head, bundle, objects addr.Addr) error {
 	list := []byte{}
 	if !objects.IsZero() {
 		list = objects[:]
 	}
+	s := suspension{id: id, by: m.Host.ID(), owner: ownerText(owner), head: head, bundle: bundle, objects: objects}
+	sig := m.key.Sign(s.message())
 	var tag pgconn.CommandTag
 	err := m.c.held(ctx, "sandbox suspended", hold, func(tx pgx.Tx) (err error) {
-		tag, err = tx.Exec(ctx, `INSERT INTO cluster_sandboxes (id, host, state, head, bundle, objects, fence, owner) VALUES ($1, $2, 'suspended', $3, $4, $6, 1, $5)
-ON CONFLICT (id) DO UPDATE SET state = 'suspended', head = $3, bundle = $4, objects = $6, fence = cluster_sandboxes.fence + 1, updated = now()
-WHERE cluster_sandboxes.host = $2`, id, m.Host.ID(), head[:], bundle[:], ownerText(owner), list)
+		tag, err = tx.Exec(ctx, `INSERT INTO cluster_sandboxes (id, host, state, head, bundle, objects, fence, owner, by_host, sig) VALUES ($1, $2, 'suspended', $3, $4, $6, 1, $5, $2, $7)
+ON CONFLICT (id) DO UPDATE SET state = 'suspended', head = $3, bundle = $4, objects = $6, owner = $5, by_host = $2, sig = $7, fence = cluster_sandboxes.fence + 1, updated = now()
+WHERE cluster_sandboxes.host = $2`, id, m.Host.ID(), head[:], bundle[:], s.owner, list, sig)
 		return err
 	})
 	if err != nil {
@@ -83,6 +86,8 @@ const DefaultDeadAfter = 30 * time.Second
 // included, is refused (ErrHeldElsewhere, naming the host); one the
 // cluster keeps nothing of is ErrNotShared. owner is who asks: "" (the
 // operator of a host) takes any; a principal only its own (ErrNotYours).
+// A row that is not as the host that suspended the sandbox signed it
+// (suspension) is refused and logged, and the sandbox is not taken.
 func (m *Member) TakeSandbox(ctx context.Context, id, owner string) (Kept, error) {
 	var k Kept
 	var head, bundle []byte
@@ -91,20 +96,29 @@ func (m *Member) TakeSandbox(ctx context.Context, id, owner string) (Kept, error
 	if dead <= 0 {
 		dead = DefaultDeadAfter
 	}
-	err := m.c.pool.QueryRow(ctx, `WITH prev AS (
-	SELECT s.id, s.host, s.state FROM cluster_sandboxes s LEFT JOIN cluster_hosts h ON h.id = s.host
-	WHERE s.id = $1 AND length(s.bundle) = 32 AND ($4 = '' OR s.owner = $4) AND (s.state = 'suspended' OR (s.state = 'live' AND s.host <> $2 AND (h.seen IS NULL OR h.seen < now() - make_interval(secs => $3))))
-	FOR UPDATE OF s)
-UPDATE cluster_sandboxes s SET state = 'live', host = $2, fence = s.fence + 1, updated = now() FROM prev
-WHERE s.id = prev.id RETURNING prev.host, prev.state, s.head, s.bundle, s.fence`, id, m.Host.ID(), dead.Seconds(), ownerText(owner)).Scan(&k.Host, &prevState, &head, &bundle, &k.Fence)
+	var owned, by string
+	var objects, sig, pub []byte
+	err := pgx.BeginFunc(ctx, m.c.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `SELECT s.host, s.state, s.head, s.bundle, s.objects, s.owner, s.by_host, s.sig, p.pub, s.fence
+FROM cluster_sandboxes s LEFT JOIN cluster_hosts h ON h.id = s.host LEFT JOIN cluster_hosts p ON p.id = s.by_host
+WHERE s.id = $1 AND length(s.bundle) = 32 AND ($4 = '' OR s.owner = $4) AND (s.state = 'suspended' OR (s.state = 'live' AND s.host <> $2 AND (h.seen IS NULL OR h.seen < now() - make_interval(secs => $3))))
+FOR UPDATE OF s`, id, m.Host.ID(), dead.Seconds(), ownerText(owner)).Scan(&k.Host, &prevState, &head, &bundle, &objects, &owned, &by, &sig, &pub, &k.Fence)
+		if err != nil {
+			return err
+		}
+		if _, err := signedRow(id, owned, by, head, bundle, objects, pub, sig); err != nil {
+			m.c.log().Warn("cluster: a sandbox's row refused: it is not taken", "sandbox", id, "err", err)
+			return err
+		}
+		k.Fence++
+		_, err = tx.Exec(ctx, `UPDATE cluster_sandboxes SET state = 'live', host = $2, fence = $3, updated = now() WHERE id = $1`, id, m.Host.ID(), k.Fence)
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return k, m.notTaken(ctx, id, owner, dead)
 	}
 	if err != nil {
 		return k, fmt.Errorf("cluster: sandbox %s: %w", id, err)
-	}
-	if len(head) != len(k.Head) || len(bundle) != len(k.Bundle) {
-		return k, fmt.Errorf("cluster: sandbox %s: its row names no addresses (%d, %d bytes): refused", id, len(head), len(bundle))
 	}
 	copy(k.Head[:], head)
 	copy(k.Bundle[:], bundle)
@@ -213,14 +227,38 @@ ON CONFLICT (id) DO UPDATE SET updated = now() WHERE cluster_sandboxes.host = $2
 
 // SandboxClaimed says sandbox id, made here for a warm pool and held
 // here live, was claimed by owner: it is owner's in the cluster too (its
-// list, who may take it).
+// list, who may take it). Where the cluster keeps a suspension of it,
+// this host signs that suspension again, with its new owner, once the
+// old signature holds (a row edited by hand is refused, and logged).
 func (m *Member) SandboxClaimed(ctx context.Context, id, owner string) error {
-	tag, err := m.c.pool.Exec(ctx, `UPDATE cluster_sandboxes SET owner = $3, fence = fence + 1, updated = now() WHERE id = $1 AND host = $2 AND state = 'live'`, id, m.Host.ID(), ownerText(owner))
+	err := pgx.BeginFunc(ctx, m.c.pool, func(tx pgx.Tx) error {
+		var was, by string
+		var head, bundle, objects, sig, pub []byte
+		err := tx.QueryRow(ctx, `SELECT s.owner, s.head, s.bundle, s.objects, s.by_host, s.sig, p.pub
+FROM cluster_sandboxes s LEFT JOIN cluster_hosts p ON p.id = s.by_host
+WHERE s.id = $1 AND s.host = $2 AND s.state = 'live' FOR UPDATE OF s`, id, m.Host.ID()).Scan(&was, &head, &bundle, &objects, &by, &sig, &pub)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("the cluster does not keep it live here: %w", ErrHeldElsewhere)
+		}
+		if err != nil {
+			return err
+		}
+		if len(bundle) == 0 {
+			_, err = tx.Exec(ctx, `UPDATE cluster_sandboxes SET owner = $2, fence = fence + 1, updated = now() WHERE id = $1`, id, ownerText(owner))
+			return err
+		}
+		s, err := signedRow(id, was, by, head, bundle, objects, pub, sig)
+		if err != nil {
+			m.c.log().Warn("cluster: a sandbox's row refused: its claim is not said", "sandbox", id, "err", err)
+			return err
+		}
+		s.by, s.owner = m.Host.ID(), ownerText(owner)
+		_, err = tx.Exec(ctx, `UPDATE cluster_sandboxes SET owner = $2, by_host = $3, sig = $4, fence = fence + 1, updated = now() WHERE id = $1`,
+			id, s.owner, s.by, m.key.Sign(s.message()))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("cluster: sandbox %s claimed: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("cluster: sandbox %s claimed here, but the cluster does not keep it live here: %w", id, ErrHeldElsewhere)
 	}
 	return nil
 }
