@@ -245,8 +245,9 @@ func (c *Cluster) blobState(ctx context.Context, what string) (epoch int64, runn
 // sandbox's from the object list its suspension stored (read from
 // blobs), or where its row names no list it can use (none, unreadable,
 // made for another bundle), from its bundle (names). A kept sandbox's
-// row that is not as the host that suspended it signed it (suspension)
-// stops the collection: nothing is removed.
+// row that is not as the host that suspended it signed it (suspension),
+// or a result its holder did not sign, stops the collection: nothing is
+// removed.
 func (c *Cluster) named(ctx context.Context, blobs store.Blobs, names Namer, keep func() error, col *Collection) (map[addr.Addr]bool, error) {
 	type kept struct {
 		id              string
@@ -288,14 +289,22 @@ WHERE s.state <> 'closed' AND length(s.bundle) > 0 ORDER BY s.id`)
 	var res []result
 	err = c.retry(ctx, "collect: results", func() error {
 		res = res[:0]
-		rows, err := c.pool.Query(ctx, `SELECT id, kind, result FROM cluster_jobs WHERE state = 'done' AND NOT taken AND result IS NOT NULL ORDER BY id`)
+		rows, err := c.pool.Query(ctx, `SELECT j.id, j.kind, j.result, coalesce(j.holder, ''), j.result_sig, p.pub
+FROM cluster_jobs j LEFT JOIN cluster_hosts p ON p.id = j.holder
+WHERE j.state = 'done' AND NOT j.taken AND j.result IS NOT NULL ORDER BY j.id`)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var r result
-			if err := rows.Scan(&r.id, &r.kind, &r.result); err != nil {
+			var holder string
+			var sig, pub []byte
+			if err := rows.Scan(&r.id, &r.kind, &r.result, &holder, &sig, &pub); err != nil {
+				return err
+			}
+			if err := resultChecked(r.id, holder, r.result, pub, sig); err != nil {
+				c.log().Warn("cluster: a job's result refused: nothing collected", "job", r.id, "err", err)
 				return err
 			}
 			res = append(res, r)

@@ -109,7 +109,8 @@ var schemaSQL = tablesSQL +
 	pgstore.AddColumn("cluster_sandboxes", "sig", "BYTEA NOT NULL DEFAULT ''") +
 	pgstore.AddColumn("cluster_pools", "said", "BIGINT NOT NULL DEFAULT 0") +
 	pgstore.AddColumn("cluster_jobs", "taken", "BOOLEAN NOT NULL DEFAULT false") +
-	pgstore.AddColumn("cluster_jobs", "ended", "TIMESTAMPTZ")
+	pgstore.AddColumn("cluster_jobs", "ended", "TIMESTAMPTZ") +
+	pgstore.AddColumn("cluster_jobs", "result_sig", "BYTEA NOT NULL DEFAULT ''")
 
 // Errors a member meets.
 var (

@@ -273,6 +273,54 @@ func TestEditedJobRefused(t *testing.T) {
 	}
 }
 
+// TestEditedResultRefused: a job's result is signed by the host that
+// completed it. Edited by hand (another run named, another holder, no
+// signature), it is refused when read, logged, and a collection removes
+// nothing; put back, it reads again.
+func TestEditedResultRefused(t *testing.T) {
+	c, log := open(t)
+	a, b := join(t, c, "a"), join(t, c, "b")
+	ctx := context.Background()
+	blobs := blobStore(t)
+	o := put(t, blobs, "a run's bundle", "another run's bundle", "stray")
+	id := completeWith(t, a, "fleet-item", []byte(o[0].String()))
+	st, err := c.JobState(ctx, id)
+	if err != nil || string(st.Result) != o[0].String() {
+		t.Fatalf("the result as completed: %+v %v", st, err)
+	}
+	var sig []byte
+	if err := c.pool.QueryRow(ctx, `SELECT result_sig FROM cluster_jobs WHERE id = $1`, id).Scan(&sig); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, set string }{
+		{"result", `result = '` + o[1].String() + `'`},
+		{"holder", `holder = '` + b.Host.ID() + `'`},
+		{"a holder the cluster does not have", `holder = 'b3:nobody'`},
+		{"no signature", `result_sig = ''`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			exec(t, c, `UPDATE cluster_jobs SET `+tc.set+` WHERE id = $1`, id)
+			log.Reset()
+			if _, err := c.Wait(ctx, id, time.Millisecond); !errors.Is(err, errEdited) {
+				t.Fatalf("read: %v", err)
+			}
+			if !strings.Contains(log.String(), "a job's result refused") {
+				t.Fatalf("not logged: %s", log)
+			}
+			if _, err := c.CollectBlobs(ctx, blobs, &names{}, "test", false); !errors.Is(err, errEdited) || !blobs.HasBlob(o[2]) {
+				t.Fatalf("collected: %v", err)
+			}
+			exec(t, c, `UPDATE cluster_jobs SET result = $2, holder = $3, result_sig = $4 WHERE id = $1`, id, []byte(o[0].String()), a.Host.ID(), sig)
+		})
+	}
+	if st, err := c.Wait(ctx, id, time.Millisecond); err != nil || string(st.Result) != o[0].String() {
+		t.Fatalf("put back: %+v %v", st, err)
+	}
+	if _, err := c.CollectBlobs(ctx, blobs, &names{}, "test", false); err != nil || !blobs.HasBlob(o[0]) || blobs.HasBlob(o[2]) {
+		t.Fatalf("collected: %v", err)
+	}
+}
+
 // BenchmarkClaim: jobs claimed and completed per second by 8 workers of
 // 2 members, one job per claim, PostgreSQL with fsync on (its default).
 func BenchmarkClaim(b *testing.B) { benchClaim(b, 1) }

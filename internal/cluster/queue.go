@@ -245,12 +245,35 @@ func (m *Member) Renew(ctx context.Context, l *Lease, d time.Duration) error {
 	return m.fenced(ctx, "renew", l, `lease_until = now() + make_interval(secs => $4)`, d.Seconds())
 }
 
-// Complete ends l's job with its result.
+// Complete ends l's job with its result, signed by this host
+// (resultMessage): whoever reads it (JobState, a collection) refuses a
+// result its holder did not sign.
 func (m *Member) Complete(ctx context.Context, l *Lease, result []byte) error {
 	if result == nil {
 		result = []byte{}
 	}
-	return m.fenced(ctx, "complete", l, `state = 'done', result = $4, lease_until = NULL, ended = now()`, result)
+	return m.fenced(ctx, "complete", l, `state = 'done', result = $4, result_sig = $5, lease_until = NULL, ended = now()`, result, m.key.Sign(resultMessage(l.ID, m.Host.ID(), result)))
+}
+
+// resultMessage is what the host that completed job id signs of its
+// result.
+func resultMessage(id int64, holder string, result []byte) []byte {
+	return fields("sandbox.cluster.result/1", strconv.FormatInt(id, 10), holder, string(result))
+}
+
+// resultChecked says whether job id's result, as its row keeps it, is
+// signed by its holder, whose key is pub (nil: the cluster has no such
+// host); where not, the error wraps errEdited.
+func resultChecked(id int64, holder string, result, pub, sig []byte) error {
+	var k key.Public
+	if holder == "" || len(pub) != len(k) {
+		return fmt.Errorf("job %d: its result names no host the cluster has (%q): %w", id, holder, errEdited)
+	}
+	copy(k[:], pub)
+	if k.ID().String() != holder || !k.Verify(resultMessage(id, holder, result), sig) {
+		return fmt.Errorf("job %d: its result is not as host %s signed it: %w", id, holder, errEdited)
+	}
+	return nil
 }
 
 // CompleteHeld ends l's job with a result that names objects of the
@@ -261,7 +284,7 @@ func (m *Member) CompleteHeld(ctx context.Context, hold BlobHold, l *Lease, resu
 	if result == nil {
 		result = []byte{}
 	}
-	return m.fencedIn(ctx, "complete", l, &hold, `state = 'done', result = $4, lease_until = NULL, ended = now()`, result)
+	return m.fencedIn(ctx, "complete", l, &hold, `state = 'done', result = $4, result_sig = $5, lease_until = NULL, ended = now()`, result, m.key.Sign(resultMessage(l.ID, m.Host.ID(), result)))
 }
 
 // Fail ends l's job as failed, saying why.
@@ -286,9 +309,14 @@ func (c *Cluster) JobState(ctx context.Context, id int64) (State, error) {
 		holder *string
 		reason *string
 	)
-	err := c.pool.QueryRow(ctx, `SELECT state, fence, holder, attempts, result, reason FROM cluster_jobs WHERE id = $1`, id).Scan(&s.State, &s.Fence, &holder, &s.Attempts, &s.Result, &reason)
+	var sig, pub []byte
+	err := c.pool.QueryRow(ctx, `SELECT j.state, j.fence, j.holder, j.attempts, j.result, j.reason, j.result_sig, p.pub
+FROM cluster_jobs j LEFT JOIN cluster_hosts p ON p.id = j.holder WHERE j.id = $1`, id).Scan(&s.State, &s.Fence, &holder, &s.Attempts, &s.Result, &reason, &sig, &pub)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, fmt.Errorf("cluster: job %s: no such job", strconv.FormatInt(id, 10))
+	}
+	if err != nil {
+		return s, err
 	}
 	if holder != nil {
 		s.Holder = *holder
@@ -296,7 +324,13 @@ func (c *Cluster) JobState(ctx context.Context, id int64) (State, error) {
 	if reason != nil {
 		s.Reason = *reason
 	}
-	return s, err
+	if s.State == "done" {
+		if err := resultChecked(id, s.Holder, s.Result, pub, sig); err != nil {
+			c.log().Warn("cluster: a job's result refused", "job", id, "err", err)
+			return s, fmt.Errorf("cluster: %w", err)
+		}
+	}
+	return s, nil
 }
 
 // Withdraw ends job id, queued by this member and not yet claimed, as
