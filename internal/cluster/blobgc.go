@@ -258,7 +258,7 @@ func (c *Cluster) named(ctx context.Context, blobs store.Blobs, names Namer, kee
 		sbs = sbs[:0]
 		rows, err := c.pool.Query(ctx, `SELECT s.id, s.owner, s.head, s.bundle, s.objects, s.by_host, s.sig, p.pub
 FROM cluster_sandboxes s LEFT JOIN cluster_hosts p ON p.id = s.by_host
-WHERE s.state <> 'closed' AND length(s.bundle) > 0 ORDER BY s.id`)
+WHERE s.state <> 'closed' AND (length(s.bundle) > 0 OR s.by_host <> '' OR length(s.sig) > 0) ORDER BY s.id`)
 		if err != nil {
 			return err
 		}
@@ -289,21 +289,21 @@ WHERE s.state <> 'closed' AND length(s.bundle) > 0 ORDER BY s.id`)
 	var res []result
 	err = c.retry(ctx, "collect: results", func() error {
 		res = res[:0]
-		rows, err := c.pool.Query(ctx, `SELECT j.id, j.kind, j.result, coalesce(j.holder, ''), j.result_sig, p.pub
+		rows, err := c.pool.Query(ctx, `SELECT j.id, j.kind, j.result, coalesce(j.holder, ''), j.by_host, j.payload, j.result_sig, p.pub
 FROM cluster_jobs j LEFT JOIN cluster_hosts p ON p.id = j.holder
-WHERE j.state = 'done' AND NOT j.taken AND j.result IS NOT NULL ORDER BY j.id`)
+WHERE j.state = 'done' AND NOT j.taken ORDER BY j.id`)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var r result
-			var holder string
-			var sig, pub []byte
-			if err := rows.Scan(&r.id, &r.kind, &r.result, &holder, &sig, &pub); err != nil {
+			var holder, by string
+			var payload, sig, pub []byte
+			if err := rows.Scan(&r.id, &r.kind, &r.result, &holder, &by, &payload, &sig, &pub); err != nil {
 				return err
 			}
-			if err := resultChecked(r.id, holder, r.result, pub, sig); err != nil {
+			if err := resultChecked(r.id, holder, r.kind, by, payload, r.result, pub, sig); err != nil {
 				c.log().Warn("cluster: a job's result refused: nothing collected", "job", r.id, "err", err)
 				return err
 			}
@@ -374,8 +374,17 @@ func listed(blobs store.Blobs, a, bundle addr.Addr) ([]addr.Addr, error) {
 	return as, nil
 }
 
-// errEdited is wrapped by the refusal of a row no host wrote so.
-var errEdited = errors.New("a row edited by hand")
+// ErrEdited is wrapped by the refusal of a row no host wrote so: a
+// column a host signs, edited in the database by hand (or written by a
+// version before it was signed), or a column that is not of its form.
+var ErrEdited error = edited{}
+
+type edited struct{}
+
+func (edited) Error() string { return "a row edited by hand" }
+
+// Category is errs' integrity: what was stored does not verify.
+func (edited) Category() string { return "integrity" }
 
 // collectLease is a running collection's lease on the blob store.
 type collectLease struct {

@@ -179,7 +179,7 @@ func TestCollectionRemovesNothingItCannotRead(t *testing.T) {
 	}
 	exec(t, c, `UPDATE cluster_sandboxes SET bundle = '\x0102' WHERE id = 'sb-00000000000a'`)
 	n.fail = nil
-	if _, err := c.CollectBlobs(ctx, b, n, "test", false); !errors.Is(err, errEdited) {
+	if _, err := c.CollectBlobs(ctx, b, n, "test", false); !errors.Is(err, ErrEdited) {
 		t.Fatalf("a row whose bundle is not an address: %v", err)
 	}
 	if !b.HasBlob(o[1]) {

@@ -274,9 +274,12 @@ func TestEditedJobRefused(t *testing.T) {
 }
 
 // TestEditedResultRefused: a job's result is signed by the host that
-// completed it. Edited by hand (another run named, another holder, no
-// signature), it is refused when read, logged, and a collection removes
-// nothing; put back, it reads again.
+// completed it, with the job it ran. Edited by hand (another run named,
+// none, another holder, another kind, no signature, another job's signed
+// result copied in), it is refused when read, logged, and a collection
+// removes nothing; put back, it reads again. A job whose payload was
+// swapped for another's before it ran reads with the payload it ran, so
+// its queuer sees that it is not what it queued.
 func TestEditedResultRefused(t *testing.T) {
 	c, log := open(t)
 	a, b := join(t, c, "a"), join(t, c, "b")
@@ -284,40 +287,69 @@ func TestEditedResultRefused(t *testing.T) {
 	blobs := blobStore(t)
 	o := put(t, blobs, "a run's bundle", "another run's bundle", "stray")
 	id := completeWith(t, a, "fleet-item", []byte(o[0].String()))
+	second := completeWith(t, b, "fleet-item", []byte(o[1].String()))
 	st, err := c.JobState(ctx, id)
-	if err != nil || string(st.Result) != o[0].String() {
+	if err != nil || string(st.Result) != o[0].String() || string(st.Payload) != "p" {
 		t.Fatalf("the result as completed: %+v %v", st, err)
 	}
-	var sig []byte
+	var sig, theirs []byte
 	if err := c.pool.QueryRow(ctx, `SELECT result_sig FROM cluster_jobs WHERE id = $1`, id).Scan(&sig); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ name, set string }{
-		{"result", `result = '` + o[1].String() + `'`},
-		{"holder", `holder = '` + b.Host.ID() + `'`},
-		{"a holder the cluster does not have", `holder = 'b3:nobody'`},
-		{"no signature", `result_sig = ''`},
+	if err := c.pool.QueryRow(ctx, `SELECT result_sig FROM cluster_jobs WHERE id = $1`, second).Scan(&theirs); err != nil {
+		t.Fatal(err)
+	}
+	n := &names{}
+	for _, tc := range []struct {
+		name, set string
+		args      []any
+	}{
+		{"result", `result = '` + o[1].String() + `'`, nil},
+		{"no result", `result = NULL`, nil},
+		{"holder", `holder = '` + b.Host.ID() + `'`, nil},
+		{"a holder the cluster does not have", `holder = 'b3:nobody'`, nil},
+		{"kind", `kind = 'not-a-fleet-item'`, nil},
+		{"payload", `payload = 'q'`, nil},
+		{"no signature", `result_sig = ''`, nil},
+		{"another job's result", `result = $2, holder = $3, result_sig = $4`, []any{[]byte(o[1].String()), b.Host.ID(), theirs}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			exec(t, c, `UPDATE cluster_jobs SET `+tc.set+` WHERE id = $1`, id)
+			exec(t, c, `UPDATE cluster_jobs SET `+tc.set+` WHERE id = $1`, append([]any{id}, tc.args...)...)
 			log.Reset()
-			if _, err := c.Wait(ctx, id, time.Millisecond); !errors.Is(err, errEdited) {
-				t.Fatalf("read: %v", err)
+			if st, err := c.Wait(ctx, id, time.Millisecond); !errors.Is(err, ErrEdited) || st.Result != nil {
+				t.Fatalf("read: %+v %v", st, err)
 			}
 			if !strings.Contains(log.String(), "a job's result refused") {
 				t.Fatalf("not logged: %s", log)
 			}
-			if _, err := c.CollectBlobs(ctx, blobs, &names{}, "test", false); !errors.Is(err, errEdited) || !blobs.HasBlob(o[2]) {
+			if _, err := c.CollectBlobs(ctx, blobs, n, "test", false); !errors.Is(err, ErrEdited) || !blobs.HasBlob(o[2]) {
 				t.Fatalf("collected: %v", err)
 			}
-			exec(t, c, `UPDATE cluster_jobs SET result = $2, holder = $3, result_sig = $4 WHERE id = $1`, id, []byte(o[0].String()), a.Host.ID(), sig)
+			exec(t, c, `UPDATE cluster_jobs SET result = $2, holder = $3, result_sig = $4, kind = 'fleet-item', payload = 'p' WHERE id = $1`, id, []byte(o[0].String()), a.Host.ID(), sig)
 		})
 	}
 	if st, err := c.Wait(ctx, id, time.Millisecond); err != nil || string(st.Result) != o[0].String() {
 		t.Fatalf("put back: %+v %v", st, err)
 	}
-	if _, err := c.CollectBlobs(ctx, blobs, &names{}, "test", false); err != nil || !blobs.HasBlob(o[0]) || blobs.HasBlob(o[2]) {
+	if _, err := c.CollectBlobs(ctx, blobs, n, "test", false); err != nil || !blobs.HasBlob(o[0]) || !blobs.HasBlob(o[1]) || blobs.HasBlob(o[2]) {
 		t.Fatalf("collected: %v", err)
+	}
+
+	// Two jobs queued; the second's payload and signature copied into
+	// the first's row before either ran: the first runs the second's
+	// payload, honestly signed, and reads so.
+	x, _ := a.Enqueue(ctx, Job{Kind: "swap", Payload: []byte("item x")})
+	y, _ := a.Enqueue(ctx, Job{Kind: "swap", Payload: []byte("item y")})
+	exec(t, c, `UPDATE cluster_jobs SET payload = j.payload, sig = j.sig FROM cluster_jobs j WHERE cluster_jobs.id = $1 AND j.id = $2`, x, y)
+	l, err := b.Claim(ctx, time.Minute, "swap")
+	if err != nil || l.ID != x || string(l.Job.Payload) != "item y" {
+		t.Fatalf("the claim: %+v %v", l, err)
+	}
+	if err := b.Complete(ctx, l, []byte("ran item y")); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.Wait(ctx, x, time.Millisecond); err != nil || string(st.Payload) != "item y" {
+		t.Fatalf("job %d reads: %+v %v, want the payload it ran", x, st, err)
 	}
 }
 
@@ -963,20 +995,26 @@ func TestHostsStartWhileOthersRun(t *testing.T) {
 
 // TestEditedSandboxRowRefused: each column a suspension's signature
 // covers, edited in the database by hand (another owner, head, bundle or
-// object list, another signer, no signature), makes the row refused:
-// no host takes the sandbox (it stays suspended, and a claim of it is
-// refused too), a collection removes nothing, and each is logged. Put
-// back as its host signed it, the row is taken again. A claim of a kept
-// sandbox signs its suspension again, for its new owner.
+// object list, none, another signer, no signature, another sandbox's
+// signed suspension copied in), makes the row refused: no host takes the
+// sandbox (it stays suspended, and a claim of it is refused too), a
+// collection removes nothing, and each is logged. Put back as its host
+// signed it, the row is taken again. A claim of a kept sandbox signs its
+// suspension again, for its new owner (a pool's, whose owner holds a
+// NUL, claimed).
 func TestEditedSandboxRowRefused(t *testing.T) {
 	c, log := open(t)
 	a, b := join(t, c, "a"), join(t, c, "b")
 	ctx := context.Background()
 	blobs := blobStore(t)
-	o := put(t, blobs, "bundle", "tree", "stray")
+	o := put(t, blobs, "bundle", "tree", "stray", "another sandbox's bundle")
 	list := put(t, blobs, string(encode(t, o[0], o[1])))[0]
-	id := "sb-0000000000e1"
-	if err := a.SandboxSuspended(ctx, hold(t, a), id, "token:alice", addr.Of([]byte("head")), o[0], list); err != nil {
+	id, another := "sb-0000000000e1", "sb-0000000000e2"
+	const pool = "\x00pool:py"
+	if err := a.SandboxSuspended(ctx, hold(t, a), id, pool, addr.Of([]byte("head")), o[0], list); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SandboxSuspended(ctx, hold(t, a), another, "token:mallory", addr.Of([]byte("its head")), o[3], addr.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	type row struct {
@@ -984,26 +1022,37 @@ func TestEditedSandboxRowRefused(t *testing.T) {
 		head, bundle []byte
 		objects, sig []byte
 	}
-	var was row
-	if err := c.pool.QueryRow(ctx, `SELECT owner, by_host, head, bundle, objects, sig FROM cluster_sandboxes WHERE id = $1`, id).
-		Scan(&was.owner, &was.by, &was.head, &was.bundle, &was.objects, &was.sig); err != nil {
-		t.Fatal(err)
+	read := func(id string) (r row) {
+		t.Helper()
+		if err := c.pool.QueryRow(ctx, `SELECT owner, by_host, head, bundle, objects, sig FROM cluster_sandboxes WHERE id = $1`, id).
+			Scan(&r.owner, &r.by, &r.head, &r.bundle, &r.objects, &r.sig); err != nil {
+			t.Fatal(err)
+		}
+		return r
 	}
+	was, theirs := read(id), read(another)
 	other := addr.Of([]byte("another sandbox's bundle"))
-	for _, tc := range []struct{ name, set string }{
-		{"owner", `owner = 'token:mallory'`},
-		{"head", `head = '\x` + addr.Of([]byte("an older head")).Hex() + `'`},
-		{"bundle", `bundle = '\x` + other.Hex() + `'`},
-		{"object list", `objects = ''`},
-		{"signer", `by_host = '` + b.Host.ID() + `'`},
-		{"no signer", `by_host = ''`},
-		{"no signature", `sig = ''`},
-		{"a signer the cluster does not have", `by_host = 'b3:nobody'`},
+	for _, tc := range []struct {
+		name, set string
+		args      []any
+		owner     string // who takes it
+	}{
+		{"owner", `owner = 'token:mallory'`, nil, "token:mallory"},
+		{"head", `head = '\x` + addr.Of([]byte("an older head")).Hex() + `'`, nil, ""},
+		{"bundle", `bundle = '\x` + other.Hex() + `'`, nil, ""},
+		{"no bundle", `bundle = ''`, nil, ""},
+		{"object list", `objects = ''`, nil, ""},
+		{"signer", `by_host = '` + b.Host.ID() + `'`, nil, ""},
+		{"no signer", `by_host = ''`, nil, ""},
+		{"no signature", `sig = ''`, nil, ""},
+		{"neither signer nor signature", `by_host = '', sig = ''`, nil, ""},
+		{"a signer the cluster does not have", `by_host = 'b3:nobody'`, nil, ""},
+		{"another sandbox's suspension", `owner = $2, head = $3, bundle = $4, objects = $5, sig = $6`, []any{theirs.owner, theirs.head, theirs.bundle, theirs.objects, theirs.sig}, "token:mallory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			exec(t, c, `UPDATE cluster_sandboxes SET `+tc.set+` WHERE id = $1`, id)
+			exec(t, c, `UPDATE cluster_sandboxes SET `+tc.set+` WHERE id = $1`, append([]any{id}, tc.args...)...)
 			log.Reset()
-			if _, err := b.TakeSandbox(ctx, id, ""); !errors.Is(err, errEdited) || !strings.Contains(err.Error(), id) {
+			if _, err := b.TakeSandbox(ctx, id, tc.owner); !errors.Is(err, ErrEdited) || !strings.Contains(err.Error(), id) {
 				t.Fatalf("taken: %v", err)
 			}
 			if !strings.Contains(log.String(), "a sandbox's row refused") {
@@ -1015,7 +1064,8 @@ func TestEditedSandboxRowRefused(t *testing.T) {
 			}
 			n := &names{}
 			n.set(o[0], o[1])
-			if _, err := c.CollectBlobs(ctx, blobs, n, "test", false); !errors.Is(err, errEdited) || !blobs.HasBlob(o[2]) {
+			n.set(o[3])
+			if _, err := c.CollectBlobs(ctx, blobs, n, "test", false); !errors.Is(err, ErrEdited) || !blobs.HasBlob(o[2]) {
 				t.Fatalf("collected: %v", err)
 			}
 			if !strings.Contains(log.String(), "a kept sandbox's row refused") {
@@ -1025,7 +1075,21 @@ func TestEditedSandboxRowRefused(t *testing.T) {
 				id, was.owner, was.by, was.head, was.bundle, was.objects, was.sig)
 		})
 	}
-	k, err := b.TakeSandbox(ctx, id, "token:alice")
+	// Neither signer nor signature, on the host that suspended it (a
+	// version before signed suspensions): that host takes it, from what
+	// it keeps itself; another host does not (above).
+	exec(t, c, `UPDATE cluster_sandboxes SET by_host = '', sig = '' WHERE id = $1`, id)
+	k, err := a.TakeSandbox(ctx, id, "")
+	if err != nil || k.Host != a.Host.ID() || !k.Bundle.IsZero() {
+		t.Fatalf("an unsigned row of its own suspension, on its host: %+v %v", k, err)
+	}
+	if err := a.SandboxSuspended(ctx, hold(t, a), id, pool, addr.Of([]byte("head")), o[0], list); err != nil {
+		t.Fatal(err)
+	}
+	if r := read(id); r.by != a.Host.ID() || len(r.sig) == 0 {
+		t.Fatalf("suspended again, not signed: %+v", r)
+	}
+	k, err = b.TakeSandbox(ctx, id, pool)
 	if err != nil || k.Bundle != o[0] {
 		t.Fatalf("the row as a signed it: %+v %v", k, err)
 	}
@@ -1037,14 +1101,55 @@ func TestEditedSandboxRowRefused(t *testing.T) {
 	// b stops heartbeating: a takes the sandbox from b's claim's
 	// signature, for bob alone.
 	exec(t, c, `UPDATE cluster_hosts SET seen = now() - interval '1 hour' WHERE id = $1`, b.Host.ID())
-	if _, err := a.TakeSandbox(ctx, id, "token:alice"); !errors.Is(err, ErrNotYours) {
-		t.Fatalf("its old owner took it: %v", err)
+	for _, who := range []string{pool, "token:alice"} {
+		if _, err := a.TakeSandbox(ctx, id, who); !errors.Is(err, ErrNotYours) {
+			t.Fatalf("%q took it: %v", who, err)
+		}
 	}
 	if k, err = a.TakeSandbox(ctx, id, "token:bob"); err != nil || !k.Dead || k.Bundle != o[0] {
 		t.Fatalf("its new owner: %+v %v", k, err)
 	}
 	exec(t, c, `UPDATE cluster_sandboxes SET bundle = $2 WHERE id = $1`, id, other[:])
-	if err := a.SandboxClaimed(ctx, id, "token:carol"); !errors.Is(err, errEdited) {
+	if err := a.SandboxClaimed(ctx, id, "token:carol"); !errors.Is(err, ErrEdited) {
 		t.Fatalf("a claim of an edited row: %v", err)
+	}
+}
+
+// TestSandboxTakenByOneAtATime: two hosts that take one suspended
+// sandbox at once: one takes it, the other is told another host holds
+// it, every time (the row is locked before its holder's heartbeat is
+// read).
+func TestSandboxTakenByOneAtATime(t *testing.T) {
+	c, _ := open(t)
+	x, a, b := join(t, c, "x"), join(t, c, "a"), join(t, c, "b")
+	ctx := context.Background()
+	for i := range 30 {
+		id := fmt.Sprintf("sb-%012x", 0xc000+i)
+		if err := x.SandboxSuspended(ctx, hold(t, x), id, "", addr.Of([]byte("head")), addr.Of([]byte("bundle")), addr.Addr{}); err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, 2)
+		start := make(chan struct{})
+		for _, m := range []*Member{a, b} {
+			go func() {
+				<-start
+				_, err := m.TakeSandbox(ctx, id, "")
+				errs <- err
+			}()
+		}
+		close(start)
+		e1, e2 := <-errs, <-errs
+		taken := 0
+		for _, err := range []error{e1, e2} {
+			switch {
+			case err == nil:
+				taken++
+			case !errors.Is(err, ErrHeldElsewhere):
+				t.Fatalf("sandbox %d: %v", i, err)
+			}
+		}
+		if taken != 1 {
+			t.Fatalf("sandbox %d taken by %d hosts at once: %v, %v", i, taken, e1, e2)
+		}
 	}
 }

@@ -165,7 +165,7 @@ func TestCollectionReadsObjectLists(t *testing.T) {
 	}
 	exec(t, c, `UPDATE cluster_sandboxes SET objects = '\x0102' WHERE id = 'sb-000000000001'`)
 	stray := put(t, b, "stray 3")[0]
-	if _, err := c.CollectBlobs(ctx, b, n, "test", false); !errors.Is(err, errEdited) || !b.HasBlob(stray) {
+	if _, err := c.CollectBlobs(ctx, b, n, "test", false); !errors.Is(err, ErrEdited) || !b.HasBlob(stray) {
 		t.Fatalf("a row whose list is not an address: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/key"
 )
 
@@ -245,33 +246,42 @@ func (m *Member) Renew(ctx context.Context, l *Lease, d time.Duration) error {
 	return m.fenced(ctx, "renew", l, `lease_until = now() + make_interval(secs => $4)`, d.Seconds())
 }
 
-// Complete ends l's job with its result, signed by this host
-// (resultMessage): whoever reads it (JobState, a collection) refuses a
-// result its holder did not sign.
+// Complete ends l's job with its result, signed by this host with the
+// job it ran (resultMessage): whoever reads it (JobState, a collection)
+// refuses a result its holder did not sign for that job.
 func (m *Member) Complete(ctx context.Context, l *Lease, result []byte) error {
 	if result == nil {
 		result = []byte{}
 	}
-	return m.fenced(ctx, "complete", l, `state = 'done', result = $4, result_sig = $5, lease_until = NULL, ended = now()`, result, m.key.Sign(resultMessage(l.ID, m.Host.ID(), result)))
+	return m.fenced(ctx, "complete", l, `state = 'done', result = $4, result_sig = $5, lease_until = NULL, ended = now()`, result, m.resultSig(l, result))
+}
+
+// resultSig is this host's signature of l's result.
+func (m *Member) resultSig(l *Lease, result []byte) []byte {
+	return m.key.Sign(resultMessage(l.ID, m.Host.ID(), l.Job.Kind, l.By, l.Job.Payload, result))
 }
 
 // resultMessage is what the host that completed job id signs of its
-// result.
-func resultMessage(id int64, holder string, result []byte) []byte {
-	return fields("sandbox.cluster.result/1", strconv.FormatInt(id, 10), holder, string(result))
+// result: the job as it ran it (its kind, its queuer, its payload's
+// address) and the result, so that neither another job's result nor
+// another payload's passes for this one's.
+func resultMessage(id int64, holder, kind, by string, payload, result []byte) []byte {
+	pa := addr.Of(payload)
+	return fields("sandbox.cluster.result/1", strconv.FormatInt(id, 10), holder, kind, by, string(pa[:]), string(result))
 }
 
-// resultChecked says whether job id's result, as its row keeps it, is
-// signed by its holder, whose key is pub (nil: the cluster has no such
-// host); where not, the error wraps errEdited.
-func resultChecked(id int64, holder string, result, pub, sig []byte) error {
+// resultChecked says whether job id's result, as its row keeps it (its
+// kind, queuer and payload too), is signed by its holder, whose key is
+// pub (nil: the cluster has no such host); where not, the error wraps
+// ErrEdited.
+func resultChecked(id int64, holder, kind, by string, payload, result, pub, sig []byte) error {
 	var k key.Public
 	if holder == "" || len(pub) != len(k) {
-		return fmt.Errorf("job %d: its result names no host the cluster has (%q): %w", id, holder, errEdited)
+		return fmt.Errorf("job %d: its result names no host the cluster has (%q): %w", id, holder, ErrEdited)
 	}
 	copy(k[:], pub)
-	if k.ID().String() != holder || !k.Verify(resultMessage(id, holder, result), sig) {
-		return fmt.Errorf("job %d: its result is not as host %s signed it: %w", id, holder, errEdited)
+	if k.ID().String() != holder || !k.Verify(resultMessage(id, holder, kind, by, payload, result), sig) {
+		return fmt.Errorf("job %d: its result is not as host %s signed it for the job: %w", id, holder, ErrEdited)
 	}
 	return nil
 }
@@ -284,7 +294,7 @@ func (m *Member) CompleteHeld(ctx context.Context, hold BlobHold, l *Lease, resu
 	if result == nil {
 		result = []byte{}
 	}
-	return m.fencedIn(ctx, "complete", l, &hold, `state = 'done', result = $4, result_sig = $5, lease_until = NULL, ended = now()`, result, m.key.Sign(resultMessage(l.ID, m.Host.ID(), result)))
+	return m.fencedIn(ctx, "complete", l, &hold, `state = 'done', result = $4, result_sig = $5, lease_until = NULL, ended = now()`, result, m.resultSig(l, result))
 }
 
 // Fail ends l's job as failed, saying why.
@@ -300,6 +310,11 @@ type State struct {
 	Attempts int
 	Result   []byte
 	Reason   string
+	// Payload is the job's payload as its row keeps it (its queuer's
+	// signature is checked when it is claimed; a done job's result is
+	// signed with it): a queuer waiting for its job compares it with
+	// what it queued.
+	Payload []byte
 }
 
 // JobState reads job id's state.
@@ -310,13 +325,14 @@ func (c *Cluster) JobState(ctx context.Context, id int64) (State, error) {
 		reason *string
 	)
 	var sig, pub []byte
-	err := c.pool.QueryRow(ctx, `SELECT j.state, j.fence, j.holder, j.attempts, j.result, j.reason, j.result_sig, p.pub
-FROM cluster_jobs j LEFT JOIN cluster_hosts p ON p.id = j.holder WHERE j.id = $1`, id).Scan(&s.State, &s.Fence, &holder, &s.Attempts, &s.Result, &reason, &sig, &pub)
+	var kind, by string
+	err := c.pool.QueryRow(ctx, `SELECT j.state, j.fence, j.holder, j.attempts, j.result, j.reason, j.result_sig, p.pub, j.kind, j.by_host, j.payload
+FROM cluster_jobs j LEFT JOIN cluster_hosts p ON p.id = j.holder WHERE j.id = $1`, id).Scan(&s.State, &s.Fence, &holder, &s.Attempts, &s.Result, &reason, &sig, &pub, &kind, &by, &s.Payload)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return s, fmt.Errorf("cluster: job %s: no such job", strconv.FormatInt(id, 10))
+		return State{}, fmt.Errorf("cluster: job %s: no such job", strconv.FormatInt(id, 10))
 	}
 	if err != nil {
-		return s, err
+		return State{}, err
 	}
 	if holder != nil {
 		s.Holder = *holder
@@ -325,9 +341,9 @@ FROM cluster_jobs j LEFT JOIN cluster_hosts p ON p.id = j.holder WHERE j.id = $1
 		s.Reason = *reason
 	}
 	if s.State == "done" {
-		if err := resultChecked(id, s.Holder, s.Result, pub, sig); err != nil {
+		if err := resultChecked(id, s.Holder, kind, by, s.Payload, s.Result, pub, sig); err != nil {
 			c.log().Warn("cluster: a job's result refused", "job", id, "err", err)
-			return s, fmt.Errorf("cluster: %w", err)
+			return State{}, fmt.Errorf("cluster: %w", err)
 		}
 	}
 	return s, nil

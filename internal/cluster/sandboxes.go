@@ -82,47 +82,100 @@ const DefaultDeadAfter = 30 * time.Second
 // another host suspended it last). A sandbox that is suspended is taken;
 // so is one live on a host that has not heartbeaten for DeadAfter (it
 // comes back from its last suspension: what it did since is lost, and
-// Kept.Dead says so). One live on a host that is alive, this one
-// included, is refused (ErrHeldElsewhere, naming the host); one the
-// cluster keeps nothing of is ErrNotShared. owner is who asks: "" (the
-// operator of a host) takes any; a principal only its own (ErrNotYours).
-// A row that is not as the host that suspended the sandbox signed it
-// (suspension) is refused and logged, and the sandbox is not taken.
+// Kept.Dead says so; one never suspended is lost with its host,
+// ErrLost). One live on a host that is alive, this one included, is
+// refused (ErrHeldElsewhere, naming the host); one the cluster keeps
+// nothing of is ErrNotShared; a closed one ErrClosed. owner is who asks:
+// "" (the operator of a host) takes any; a principal only its own
+// (ErrNotYours). A row that is not as the host that suspended the
+// sandbox signed it (suspension) is refused and logged, and the
+// sandbox is not taken (ErrEdited); one that no host signed (written by
+// a version before signed suspensions) is taken by the host that
+// suspended it alone, which keeps that suspension itself.
+//
+// The row is locked first, then its host's heartbeat read: two hosts
+// that take one sandbox at once are one after the other, and the second
+// sees the first alive.
 func (m *Member) TakeSandbox(ctx context.Context, id, owner string) (Kept, error) {
 	var k Kept
-	var head, bundle []byte
-	var prevState string
 	dead := m.c.DeadAfter
 	if dead <= 0 {
 		dead = DefaultDeadAfter
 	}
-	var owned, by string
-	var objects, sig, pub []byte
+	var markedLost bool
 	err := pgx.BeginFunc(ctx, m.c.pool, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `SELECT s.host, s.state, s.head, s.bundle, s.objects, s.owner, s.by_host, s.sig, p.pub, s.fence
-FROM cluster_sandboxes s LEFT JOIN cluster_hosts h ON h.id = s.host LEFT JOIN cluster_hosts p ON p.id = s.by_host
-WHERE s.id = $1 AND length(s.bundle) = 32 AND ($4 = '' OR s.owner = $4) AND (s.state = 'suspended' OR (s.state = 'live' AND s.host <> $2 AND (h.seen IS NULL OR h.seen < now() - make_interval(secs => $3))))
-FOR UPDATE OF s`, id, m.Host.ID(), dead.Seconds(), ownerText(owner)).Scan(&k.Host, &prevState, &head, &bundle, &objects, &owned, &by, &sig, &pub, &k.Fence)
-		if err != nil {
-			return err
+		var (
+			state, owned, by           string
+			head, bundle, objects, sig []byte
+		)
+		err := tx.QueryRow(ctx, `SELECT host, state, head, bundle, objects, owner, by_host, sig, fence FROM cluster_sandboxes WHERE id = $1 FOR UPDATE`, id).
+			Scan(&k.Host, &state, &head, &bundle, &objects, &owned, &by, &sig, &k.Fence)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("cluster: sandbox %s: %w", id, ErrNotShared)
 		}
-		if _, err := signedRow(id, owned, by, head, bundle, objects, pub, sig); err != nil {
+		if err != nil {
+			return fmt.Errorf("cluster: sandbox %s: %w", id, err)
+		}
+		if owner != "" && owned != ownerText(owner) {
+			// Another principal's, as if it were not there.
+			return fmt.Errorf("cluster: sandbox %s: %w", id, ErrNotYours)
+		}
+		suspended := len(bundle) > 0 || by != "" || len(sig) > 0 // a suspension is kept (or its row says so)
+		gone := false
+		if state == "live" && k.Host != m.Host.ID() {
+			if err := tx.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM cluster_hosts WHERE id = $1 AND seen >= now() - make_interval(secs => $2))`, k.Host, dead.Seconds()).Scan(&gone); err != nil {
+				return fmt.Errorf("cluster: sandbox %s: its host's heartbeat: %w", id, err)
+			}
+		}
+		switch {
+		case state == "closed":
+			return fmt.Errorf("cluster: sandbox %s, on host %s: %w", id, k.Host, ErrClosed)
+		case state == "lost":
+			return fmt.Errorf("cluster: sandbox %s, of host %s: %w", id, k.Host, ErrLost)
+		case state == "live" && !gone:
+			return fmt.Errorf("cluster: sandbox %s is live on host %s: %w", id, k.Host, ErrHeldElsewhere)
+		case state == "live" && !suspended:
+			if _, err := tx.Exec(ctx, `UPDATE cluster_sandboxes SET state = 'lost', fence = fence + 1, updated = now() WHERE id = $1`, id); err != nil {
+				return fmt.Errorf("cluster: sandbox %s: %w", id, err)
+			}
+			markedLost = true
+			return nil
+		case state != "live" && state != "suspended":
+			err := fmt.Errorf("cluster: sandbox %s: its row's state is %q: %w", id, state, ErrEdited)
 			m.c.log().Warn("cluster: a sandbox's row refused: it is not taken", "sandbox", id, "err", err)
 			return err
 		}
+		if by == "" && len(sig) == 0 && state == "suspended" && k.Host == m.Host.ID() {
+			// Its own suspension, from before signed suspensions: this
+			// host resumes it from what it keeps (the row's addresses
+			// are not used), and signs the next.
+			m.c.log().Info("cluster: a sandbox suspended here before suspensions were signed is taken here", "sandbox", id)
+		} else {
+			var pub []byte
+			if by != "" {
+				if err := tx.QueryRow(ctx, `SELECT pub FROM cluster_hosts WHERE id = $1`, by).Scan(&pub); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+					return fmt.Errorf("cluster: sandbox %s: the key of host %s: %w", id, by, err)
+				}
+			}
+			s, err := signedRow(id, owned, by, head, bundle, objects, pub, sig)
+			if err != nil {
+				m.c.log().Warn("cluster: a sandbox's row refused: it is not taken", "sandbox", id, "err", err)
+				return fmt.Errorf("cluster: %w", err)
+			}
+			k.Head, k.Bundle = s.head, s.bundle
+		}
 		k.Fence++
+		k.State, k.Dead = "live", state == "live"
 		_, err = tx.Exec(ctx, `UPDATE cluster_sandboxes SET state = 'live', host = $2, fence = $3, updated = now() WHERE id = $1`, id, m.Host.ID(), k.Fence)
 		return err
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return k, m.notTaken(ctx, id, owner, dead)
-	}
 	if err != nil {
-		return k, fmt.Errorf("cluster: sandbox %s: %w", id, err)
+		return Kept{}, err
 	}
-	copy(k.Head[:], head)
-	copy(k.Bundle[:], bundle)
-	k.State, k.Dead = "live", prevState == "live"
+	if markedLost {
+		m.c.log().Warn("cluster: a sandbox lost with its host: never suspended there", "sandbox", id, "host", k.Host)
+		return Kept{}, fmt.Errorf("cluster: sandbox %s, of host %s: %w", id, k.Host, ErrLost)
+	}
 	if k.Dead {
 		m.c.log().Warn("cluster: a sandbox taken from a host that stopped heartbeating: it comes back from its last suspension", "sandbox", id, "from", k.Host, "head", k.Head)
 	}
@@ -177,36 +230,6 @@ var ErrNotYours = errors.New("no sandbox of yours by that id")
 
 // ErrClosed: the sandbox's record was closed; it is never resumed.
 var ErrClosed = errors.New("the sandbox was closed")
-
-// notTaken says why sandbox id could not be taken: kept by nothing, held
-// by a live host, closed, or lost (marked so, once its host is dead).
-func (m *Member) notTaken(ctx context.Context, id, owner string, dead time.Duration) error {
-	var (
-		host, state, whose string
-		bundle             []byte
-		gone               bool
-	)
-	err := m.c.pool.QueryRow(ctx, `SELECT s.host, s.state, s.bundle, (h.seen IS NULL OR h.seen < now() - make_interval(secs => $2)), s.owner
-FROM cluster_sandboxes s LEFT JOIN cluster_hosts h ON h.id = s.host WHERE s.id = $1`, id, dead.Seconds()).Scan(&host, &state, &bundle, &gone, &whose)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("cluster: sandbox %s: %w", id, ErrNotShared)
-	case err != nil:
-		return fmt.Errorf("cluster: sandbox %s: %w", id, err)
-	case owner != "" && whose != ownerText(owner):
-		// Another principal's, as if it were not there.
-		return fmt.Errorf("cluster: sandbox %s: %w", id, ErrNotYours)
-	case state == "closed":
-		return fmt.Errorf("cluster: sandbox %s, on host %s: %w", id, host, ErrClosed)
-	case state == "lost" || state == "live" && gone && len(bundle) == 0 && host != m.Host.ID():
-		if state == "live" {
-			m.c.pool.Exec(ctx, `UPDATE cluster_sandboxes SET state = 'lost', fence = fence + 1, updated = now() WHERE id = $1 AND state = 'live' AND host = $2`, id, host)
-			m.c.log().Warn("cluster: a sandbox lost with its host: never suspended there", "sandbox", id, "host", host)
-		}
-		return fmt.Errorf("cluster: sandbox %s, of host %s: %w", id, host, ErrLost)
-	}
-	return fmt.Errorf("cluster: sandbox %s is %s on host %s: %w", id, state, host, ErrHeldElsewhere)
-}
 
 // SandboxMade says sandbox id, owner's, was made here and is held here, live:
 // other hosts forward requests for it here. An id the cluster already

@@ -32,18 +32,18 @@ func (s suspension) message() []byte {
 
 // check says whether sig, of the host whose key is pub (as its row
 // keeps it; nil where the row names no host the cluster has), signs s;
-// where not, the error wraps errEdited and says what does not hold.
+// where not, the error wraps ErrEdited and says what does not hold.
 func (s suspension) check(pub, sig []byte) error {
 	var k key.Public
 	switch {
 	case s.by == "" || len(sig) == 0:
-		return fmt.Errorf("sandbox %s: its row's suspension is signed by no host (edited by hand, or written by a version before signed suspensions): %w", s.id, errEdited)
+		return fmt.Errorf("sandbox %s: its row's suspension is signed by no host (edited by hand, or written by a version before signed suspensions): %w", s.id, ErrEdited)
 	case len(pub) != len(k):
-		return fmt.Errorf("sandbox %s: its row's suspension names host %s, which the cluster does not have: %w", s.id, s.by, errEdited)
+		return fmt.Errorf("sandbox %s: its row's suspension names host %s, which the cluster does not have: %w", s.id, s.by, ErrEdited)
 	}
 	copy(k[:], pub)
 	if k.ID().String() != s.by || !k.Verify(s.message(), sig) {
-		return fmt.Errorf("sandbox %s: its row is not as host %s signed it (its owner, head, bundle or object list changed): %w", s.id, s.by, errEdited)
+		return fmt.Errorf("sandbox %s: its row is not as host %s signed it (its owner, head, bundle or object list changed): %w", s.id, s.by, ErrEdited)
 	}
 	return nil
 }
@@ -51,7 +51,7 @@ func (s suspension) check(pub, sig []byte) error {
 // signedRow is the suspension a sandbox's row keeps (its columns as
 // read, pub the key of the host by_host names, nil where the cluster has
 // none), where it is as that host signed it; else an error that wraps
-// errEdited, saying what does not hold.
+// ErrEdited, saying what does not hold.
 func signedRow(id, owner, by string, head, bundle, objects, pub, sig []byte) (suspension, error) {
 	s := suspension{id: id, by: by, owner: owner}
 	var err error
@@ -65,12 +65,12 @@ func signedRow(id, owner, by string, head, bundle, objects, pub, sig []byte) (su
 		return s, err
 	}
 	if s.head.IsZero() || s.bundle.IsZero() {
-		return s, fmt.Errorf("sandbox %s: its row names no head or no bundle: %w", id, errEdited)
+		return s, fmt.Errorf("sandbox %s: its row names no head or no bundle: %w", id, ErrEdited)
 	}
 	return s, s.check(pub, sig)
 }
 
-// addrOf is b as an address: zero where b is empty, an error (errEdited)
+// addrOf is b as an address: zero where b is empty, an error (ErrEdited)
 // where it is neither empty nor an address's length.
 func addrOf(id, what string, b []byte) (addr.Addr, error) {
 	var a addr.Addr
@@ -79,7 +79,7 @@ func addrOf(id, what string, b []byte) (addr.Addr, error) {
 	case len(a):
 		copy(a[:], b)
 	default:
-		return a, fmt.Errorf("sandbox %s: its row's %s is %d bytes, not an address: %w", id, what, len(b), errEdited)
+		return a, fmt.Errorf("sandbox %s: its row's %s is %d bytes, not an address: %w", id, what, len(b), ErrEdited)
 	}
 	return a, nil
 }

@@ -682,6 +682,9 @@ func (s *clusterShared) Take(ctx context.Context, id, owner string) ([]byte, fun
 	if errors.Is(err, cluster.ErrLost) || errors.Is(err, cluster.ErrClosed) || errors.Is(err, cluster.ErrNotYours) {
 		return nil, nil, fmt.Errorf("%w: %v", live.ErrNoSandbox, err)
 	}
+	if errors.Is(err, cluster.ErrEdited) {
+		return nil, nil, err // integrity: the cluster's row does not verify
+	}
 	if err != nil {
 		return nil, nil, &host.InvalidError{Err: err}
 	}
@@ -750,6 +753,12 @@ func (s *clusterShared) RunItem(ctx context.Context, payload []byte) (live.ItemR
 	}
 	if st.State != "done" {
 		return live.ItemResult{}, nil, nil, fmt.Errorf("job %d, run by host %s: %s", id, st.Holder, st.Reason)
+	}
+	if !bytes.Equal(st.Payload, payload) {
+		// Its result is signed for the payload its row holds, which is
+		// not this item's: another job's payload put in its row.
+		s.c.Log.Warn("a fleet item's job ran another payload than was queued: its result refused", "job", id, "host", st.Holder)
+		return live.ItemResult{}, nil, nil, fmt.Errorf("job %d, run by host %s: it ran another payload than this item's (its row was edited): %w", id, st.Holder, cluster.ErrEdited)
 	}
 	res, err := live.ParseItemResult(st.Result)
 	if err != nil {
