@@ -98,6 +98,12 @@ type Group struct {
 	markMu sync.Mutex
 	mark   time.Duration
 	markOf string
+	// limits and devices are what SetLimits and SetDevices last set
+	// whole (nil: nothing, or a write failed): set again, the same, they
+	// write nothing. A group made ahead of its run (a warm init's) is
+	// given the usual ones then, off the run's path.
+	limits  *Limits
+	devices []Device
 }
 
 // Parent is the directory name under which groups are made.
@@ -336,6 +342,10 @@ type Limits struct {
 // controller: v2 memory.max, memory.swap.max, pids.max, cpu.max; v1
 // memory.limit_in_bytes (and memsw), pids.max, cpu.cfs_quota_us.
 func (g *Group) SetLimits(l Limits) error {
+	if g.limits != nil && *g.limits == l {
+		return nil
+	}
+	g.limits = nil
 	write := func(dir, file, v string) error {
 		p := filepath.Join(dir, file)
 		if _, err := os.Stat(p); err != nil {
@@ -368,7 +378,11 @@ func (g *Group) SetLimits(l Limits) error {
 	if dir, ok := g.V1["cpu"]; ok && l.CPUs > 0 {
 		errs = append(errs, write(dir, "cpu.cfs_period_us", "100000"), write(dir, "cpu.cfs_quota_us", strconv.FormatInt(int64(l.CPUs*100000), 10)))
 	}
-	return errors.Join(errs...)
+	err := errors.Join(errs...)
+	if err == nil {
+		g.limits = &l
+	}
+	return err
 }
 
 // OOMKills returns how many processes the kernel killed in the group for

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -55,7 +56,14 @@ func (d Device) valid() error {
 // has no v1 devices controller but is in the unified hierarchy, it
 // attaches an eBPF program (BPF_PROG_TYPE_CGROUP_DEVICE) that allows
 // exactly those devices. Call it before any process is in the group.
+// Set again to the same devices, it writes nothing; on v1 another set
+// replaces the first, but on v2 the programs of both hold at once (a
+// device must pass each), so set a group's devices there once.
 func (g *Group) SetDevices(allow []Device) error {
+	if g.devices != nil && slices.Equal(g.devices, allow) {
+		return nil
+	}
+	g.devices = nil
 	for _, d := range allow {
 		if err := d.valid(); err != nil {
 			return fmt.Errorf("cgroup: %w", err)
@@ -70,10 +78,21 @@ func (g *Group) SetDevices(allow []Device) error {
 				return fmt.Errorf("cgroup: %s/devices.allow %q: %w", dir, d, err)
 			}
 		}
-		return nil
+	} else if g.V2 != "" {
+		if err := attachDeviceProgram(g.V2, allow); err != nil {
+			return err
+		}
+	} else {
+		return fmt.Errorf("%w %s (no v1 devices controller, no unified hierarchy)", ErrNoDeviceControl, g.Name)
 	}
-	if g.V2 != "" {
-		return attachDeviceProgram(g.V2, allow)
-	}
-	return fmt.Errorf("%w %s (no v1 devices controller, no unified hierarchy)", ErrNoDeviceControl, g.Name)
+	g.devices = append([]Device{}, allow...)
+	return nil
+}
+
+// DevicesReplaceable says whether a second SetDevices replaces the
+// first (v1's devices controller), rather than adding a program that
+// must pass too (v2).
+func (g *Group) DevicesReplaceable() bool {
+	_, ok := g.V1["devices"]
+	return ok
 }

@@ -715,6 +715,16 @@ func (e *Executor) placeAhead(p *initProc) bool {
 	if err != nil {
 		return true
 	}
+	// The limits and devices most runs are given (Run), set now, off the
+	// run's path: a run given the same writes nothing (Group.SetLimits,
+	// SetDevices). Devices only where another set replaces these (v1),
+	// so that a run given a GPU still gets it; a write that fails here is
+	// made again by the run.
+	d := e.DefaultLimits()
+	g.SetLimits(cgroup.Limits{Memory: d.MemoryBytes, Pids: d.Pids, CPUs: float64(d.CPUMillis) / 1000})
+	if g.DevicesReplaceable() {
+		g.SetDevices(baseDevices)
+	}
 	p.group, p.ctls = g, ctls
 	return g.AddProc(p.cmd.Process.Pid) == nil
 }

@@ -109,8 +109,16 @@ func TestOneShotRunsStartPlacedAhead(t *testing.T) {
 		// there, as nobody mapped to a host id of its own.
 		done := make(chan error, 1)
 		var out bytes.Buffer
+		// The group's limits and devices were set when it was made; a run
+		// given others (the last) has its own.
+		memory, pids := int64(256<<20), int64(128) // serve's defaults
+		var limits *client.Limits
+		if i == 3 {
+			memory, pids = 200<<20, 77
+			limits = &client.Limits{MemoryBytes: memory, Pids: pids}
+		}
 		go func() {
-			r, err := c.Run(ctx, client.ExecSpec{Args: []string{"/bin/sh", "-c", "cat /proc/self/cgroup; exec sleep 1"}}, &out, nil)
+			r, err := c.Run(ctx, client.ExecSpec{Args: []string{"/bin/sh", "-c", "cat /proc/self/cgroup; exec sleep 1"}, Limits: limits}, &out, nil)
 			if err == nil && r.ExitStatus != 0 {
 				err = fmt.Errorf("exit status %d", r.ExitStatus)
 			}
@@ -127,6 +135,29 @@ func TestOneShotRunsStartPlacedAhead(t *testing.T) {
 		})
 		if cg := read(launcher, "cgroup"); !strings.Contains(cg, "/"+cgroup.Parent+"/"+ahead[0]+"\n") {
 			t.Errorf("the program is not in the run's group %s:\n%s", ahead[0], cg)
+		}
+		limit := func(v2, v1ctl, v1 string) string {
+			p := filepath.Join(g.V2, v2)
+			if d, ok := g.V1[v1ctl]; ok {
+				p = filepath.Join(d, v1)
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.TrimSpace(string(b))
+		}
+		if got := limit("memory.max", "memory", "memory.limit_in_bytes"); got != strconv.FormatInt(memory, 10) {
+			t.Errorf("run %d's memory limit: %s, want %d", i, got, memory)
+		}
+		if got := limit("pids.max", "pids", "pids.max"); got != strconv.FormatInt(pids, 10) {
+			t.Errorf("run %d's process limit: %s, want %d", i, got, pids)
+		}
+		if d, ok := g.V1["devices"]; ok {
+			b, _ := os.ReadFile(filepath.Join(d, "devices.list"))
+			if l := string(b); strings.Contains(l, "a *:*") || !strings.Contains(l, "c 1:3 rw") {
+				t.Errorf("run %d's devices: %q, want /dev's own alone", i, l)
+			}
 		}
 		if m := strings.Fields(read(launcher, "uid_map")); len(m) != 3 || m[0] != "65534" || m[1] == "0" || m[2] != "1" {
 			t.Errorf("the program's user namespace maps %q, want nobody alone to a host id of its own", m)
