@@ -309,6 +309,7 @@ func TestEditedResultRefused(t *testing.T) {
 		{"holder", `holder = '` + b.Host.ID() + `'`, nil},
 		{"a holder the cluster does not have", `holder = 'b3:nobody'`, nil},
 		{"kind", `kind = 'not-a-fleet-item'`, nil},
+		{"queuer", `by_host = '` + b.Host.ID() + `'`, nil},
 		{"payload", `payload = 'q'`, nil},
 		{"no signature", `result_sig = ''`, nil},
 		{"another job's result", `result = $2, holder = $3, result_sig = $4`, []any{[]byte(o[1].String()), b.Host.ID(), theirs}},
@@ -325,7 +326,7 @@ func TestEditedResultRefused(t *testing.T) {
 			if _, err := c.CollectBlobs(ctx, blobs, n, "test", false); !errors.Is(err, ErrEdited) || !blobs.HasBlob(o[2]) {
 				t.Fatalf("collected: %v", err)
 			}
-			exec(t, c, `UPDATE cluster_jobs SET result = $2, holder = $3, result_sig = $4, kind = 'fleet-item', payload = 'p' WHERE id = $1`, id, []byte(o[0].String()), a.Host.ID(), sig)
+			exec(t, c, `UPDATE cluster_jobs SET result = $2, holder = $3, result_sig = $4, kind = 'fleet-item', payload = 'p', by_host = $3 WHERE id = $1`, id, []byte(o[0].String()), a.Host.ID(), sig)
 		})
 	}
 	if st, err := c.Wait(ctx, id, time.Millisecond); err != nil || string(st.Result) != o[0].String() {
@@ -1117,27 +1118,49 @@ func TestEditedSandboxRowRefused(t *testing.T) {
 
 // TestSandboxTakenByOneAtATime: two hosts that take one suspended
 // sandbox at once: one takes it, the other is told another host holds
-// it, every time (the row is locked before its holder's heartbeat is
-// read).
+// it, every time. Both are made to wait on the sandbox's row (a
+// transaction of the test's holds it) before either reads anything, so
+// that they meet every time: the row is locked before its holder's
+// heartbeat is read, and the second sees the first alive.
 func TestSandboxTakenByOneAtATime(t *testing.T) {
 	c, _ := open(t)
+	c.DeadAfter = time.Hour // the hosts are alive however slow this machine is
 	x, a, b := join(t, c, "x"), join(t, c, "a"), join(t, c, "b")
 	ctx := context.Background()
-	for i := range 30 {
+	for i := range 5 {
 		id := fmt.Sprintf("sb-%012x", 0xc000+i)
 		if err := x.SandboxSuspended(ctx, hold(t, x), id, "", addr.Of([]byte("head")), addr.Of([]byte("bundle")), addr.Addr{}); err != nil {
 			t.Fatal(err)
 		}
+		tx, err := c.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM cluster_sandboxes WHERE id = $1 FOR UPDATE`, id); err != nil {
+			t.Fatal(err)
+		}
 		errs := make(chan error, 2)
-		start := make(chan struct{})
 		for _, m := range []*Member{a, b} {
 			go func() {
-				<-start
 				_, err := m.TakeSandbox(ctx, id, "")
 				errs <- err
 			}()
 		}
-		close(start)
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+			var waiting int
+			if err := c.pool.QueryRow(ctx, `SELECT count(DISTINCT pid) FROM pg_locks WHERE NOT granted`).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+			if waiting >= 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sandbox %d: the two takers did not both wait on its row within a minute (%d waiting)", i, waiting)
+			}
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
 		e1, e2 := <-errs, <-errs
 		taken := 0
 		for _, err := range []error{e1, e2} {
@@ -1150,6 +1173,43 @@ func TestSandboxTakenByOneAtATime(t *testing.T) {
 		}
 		if taken != 1 {
 			t.Fatalf("sandbox %d taken by %d hosts at once: %v, %v", i, taken, e1, e2)
+		}
+	}
+}
+
+// TestTakenFromItsLastSuspension: a host resumes a sandbox from what it
+// keeps itself only where the sandbox's last suspension is its own: one
+// another host suspended since is fetched, even after this host took it
+// and gave it back (the row then names this host as its holder, with
+// the other's suspension).
+func TestTakenFromItsLastSuspension(t *testing.T) {
+	c, _ := open(t)
+	h, g := join(t, c, "h"), join(t, c, "g")
+	ctx := context.Background()
+	id := "sb-0000000000f1"
+	if err := h.SandboxSuspended(ctx, hold(t, h), id, "", addr.Of([]byte("v1")), addr.Of([]byte("bundle 1")), addr.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	k, err := h.TakeSandbox(ctx, id, "")
+	if err != nil || !k.Local {
+		t.Fatalf("its own suspension: %+v %v", k, err)
+	}
+	if err := h.SandboxSuspended(ctx, hold(t, h), id, "", addr.Of([]byte("v1")), addr.Of([]byte("bundle 1")), addr.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	if k, err = g.TakeSandbox(ctx, id, ""); err != nil || k.Local || k.Bundle != addr.Of([]byte("bundle 1")) {
+		t.Fatalf("g takes h's: %+v %v", k, err)
+	}
+	if err := g.SandboxSuspended(ctx, hold(t, g), id, "", addr.Of([]byte("v2")), addr.Of([]byte("bundle 2")), addr.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second time after h gave it back
+		k, err = h.TakeSandbox(ctx, id, "")
+		if err != nil || k.Local || k.Bundle != addr.Of([]byte("bundle 2")) {
+			t.Fatalf("h takes g's: %+v %v", k, err)
+		}
+		if err := h.ReleaseSandbox(ctx, id, k.Fence); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -267,7 +267,7 @@ func (m *Member) resultSig(l *Lease, result []byte) []byte {
 // another payload's passes for this one's.
 func resultMessage(id int64, holder, kind, by string, payload, result []byte) []byte {
 	pa := addr.Of(payload)
-	return fields("sandbox.cluster.result/1", strconv.FormatInt(id, 10), holder, kind, by, string(pa[:]), string(result))
+	return fields("sandbox.cluster.result/2", strconv.FormatInt(id, 10), holder, kind, by, string(pa[:]), string(result))
 }
 
 // resultChecked says whether job id's result, as its row keeps it (its
@@ -310,10 +310,11 @@ type State struct {
 	Attempts int
 	Result   []byte
 	Reason   string
-	// Payload is the job's payload as its row keeps it (its queuer's
-	// signature is checked when it is claimed; a done job's result is
-	// signed with it): a queuer waiting for its job compares it with
-	// what it queued.
+	// Payload is a done job's payload as its row keeps it (its queuer's
+	// signature is checked when it is claimed; its result is signed
+	// with it): a queuer waiting for its job compares it with what it
+	// queued. Read once the job is done only (it can be large: a fleet
+	// item's holds its module).
 	Payload []byte
 }
 
@@ -326,7 +327,7 @@ func (c *Cluster) JobState(ctx context.Context, id int64) (State, error) {
 	)
 	var sig, pub []byte
 	var kind, by string
-	err := c.pool.QueryRow(ctx, `SELECT j.state, j.fence, j.holder, j.attempts, j.result, j.reason, j.result_sig, p.pub, j.kind, j.by_host, j.payload
+	err := c.pool.QueryRow(ctx, `SELECT j.state, j.fence, j.holder, j.attempts, j.result, j.reason, j.result_sig, p.pub, j.kind, j.by_host, CASE WHEN j.state = 'done' THEN j.payload END
 FROM cluster_jobs j LEFT JOIN cluster_hosts p ON p.id = j.holder WHERE j.id = $1`, id).Scan(&s.State, &s.Fence, &holder, &s.Attempts, &s.Result, &reason, &sig, &pub, &kind, &by, &s.Payload)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return State{}, fmt.Errorf("cluster: job %s: no such job", strconv.FormatInt(id, 10))

@@ -36,6 +36,10 @@ type Kept struct {
 	Fence  int64
 	// Dead: it was taken live from a host that stopped heartbeating.
 	Dead bool
+	// Local: its last suspension is this host's own (it signed it, or
+	// it is a row from before signed suspensions that this host wrote):
+	// it is resumed from what this host keeps, not from the bundle.
+	Local bool
 }
 
 // SandboxSuspended says this host suspended sandbox id, owner's, its
@@ -116,41 +120,18 @@ func (m *Member) TakeSandbox(ctx context.Context, id, owner string) (Kept, error
 		if err != nil {
 			return fmt.Errorf("cluster: sandbox %s: %w", id, err)
 		}
-		if owner != "" && owned != ownerText(owner) {
-			// Another principal's, as if it were not there.
-			return fmt.Errorf("cluster: sandbox %s: %w", id, ErrNotYours)
-		}
 		suspended := len(bundle) > 0 || by != "" || len(sig) > 0 // a suspension is kept (or its row says so)
-		gone := false
-		if state == "live" && k.Host != m.Host.ID() {
-			if err := tx.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM cluster_hosts WHERE id = $1 AND seen >= now() - make_interval(secs => $2))`, k.Host, dead.Seconds()).Scan(&gone); err != nil {
-				return fmt.Errorf("cluster: sandbox %s: its host's heartbeat: %w", id, err)
-			}
-		}
 		switch {
-		case state == "closed":
-			return fmt.Errorf("cluster: sandbox %s, on host %s: %w", id, k.Host, ErrClosed)
-		case state == "lost":
-			return fmt.Errorf("cluster: sandbox %s, of host %s: %w", id, k.Host, ErrLost)
-		case state == "live" && !gone:
-			return fmt.Errorf("cluster: sandbox %s is live on host %s: %w", id, k.Host, ErrHeldElsewhere)
-		case state == "live" && !suspended:
-			if _, err := tx.Exec(ctx, `UPDATE cluster_sandboxes SET state = 'lost', fence = fence + 1, updated = now() WHERE id = $1`, id); err != nil {
-				return fmt.Errorf("cluster: sandbox %s: %w", id, err)
-			}
-			markedLost = true
-			return nil
-		case state != "live" && state != "suspended":
-			err := fmt.Errorf("cluster: sandbox %s: its row's state is %q: %w", id, state, ErrEdited)
-			m.c.log().Warn("cluster: a sandbox's row refused: it is not taken", "sandbox", id, "err", err)
-			return err
-		}
-		if by == "" && len(sig) == 0 && state == "suspended" && k.Host == m.Host.ID() {
+		case state != "suspended" && state != "live":
+			// Closed or lost: not taken, whatever its row says.
+		case by == "" && len(sig) == 0 && state == "suspended" && k.Host == m.Host.ID():
 			// Its own suspension, from before signed suspensions: this
 			// host resumes it from what it keeps (the row's addresses
 			// are not used), and signs the next.
-			m.c.log().Info("cluster: a sandbox suspended here before suspensions were signed is taken here", "sandbox", id)
-		} else {
+			k.Local = true
+		case suspended:
+			// Checked before anything else is read of it, so that an
+			// edit is refused and logged, whoever asks.
 			var pub []byte
 			if by != "" {
 				if err := tx.QueryRow(ctx, `SELECT pub FROM cluster_hosts WHERE id = $1`, by).Scan(&pub); err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -162,7 +143,38 @@ func (m *Member) TakeSandbox(ctx context.Context, id, owner string) (Kept, error
 				m.c.log().Warn("cluster: a sandbox's row refused: it is not taken", "sandbox", id, "err", err)
 				return fmt.Errorf("cluster: %w", err)
 			}
-			k.Head, k.Bundle = s.head, s.bundle
+			k.Head, k.Bundle, k.Local = s.head, s.bundle, s.by == m.Host.ID()
+		}
+		if owner != "" && owned != ownerText(owner) {
+			// Another principal's, as if it were not there.
+			return fmt.Errorf("cluster: sandbox %s: %w", id, ErrNotYours)
+		}
+		gone := false
+		if state == "live" && k.Host != m.Host.ID() {
+			if err := tx.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM cluster_hosts WHERE id = $1 AND seen >= now() - make_interval(secs => $2))`, k.Host, dead.Seconds()).Scan(&gone); err != nil {
+				return fmt.Errorf("cluster: sandbox %s: its host's heartbeat: %w", id, err)
+			}
+		}
+		switch {
+		case state == "closed":
+			return fmt.Errorf("cluster: sandbox %s, on host %s: %w", id, k.Host, ErrClosed)
+		case state == "lost":
+			return fmt.Errorf("cluster: sandbox %s, of host %s: %w", id, k.Host, ErrLost)
+		case state != "live" && state != "suspended":
+			err := fmt.Errorf("cluster: sandbox %s: its row's state is %q: %w", id, state, ErrEdited)
+			m.c.log().Warn("cluster: a sandbox's row refused: it is not taken", "sandbox", id, "err", err)
+			return err
+		case state == "live" && !gone:
+			return fmt.Errorf("cluster: sandbox %s is live on host %s: %w", id, k.Host, ErrHeldElsewhere)
+		case state == "live" && !suspended:
+			if _, err := tx.Exec(ctx, `UPDATE cluster_sandboxes SET state = 'lost', fence = fence + 1, updated = now() WHERE id = $1`, id); err != nil {
+				return fmt.Errorf("cluster: sandbox %s: %w", id, err)
+			}
+			markedLost = true
+			return nil
+		}
+		if k.Local && k.Bundle.IsZero() {
+			m.c.log().Info("cluster: a sandbox suspended here before suspensions were signed is taken here", "sandbox", id)
 		}
 		k.Fence++
 		k.State, k.Dead = "live", state == "live"
@@ -266,7 +278,7 @@ WHERE s.id = $1 AND s.host = $2 AND s.state = 'live' FOR UPDATE OF s`, id, m.Hos
 		if err != nil {
 			return err
 		}
-		if len(bundle) == 0 {
+		if len(bundle) == 0 && by == "" && len(sig) == 0 { // never suspended
 			_, err = tx.Exec(ctx, `UPDATE cluster_sandboxes SET owner = $2, fence = fence + 1, updated = now() WHERE id = $1`, id, ownerText(owner))
 			return err
 		}

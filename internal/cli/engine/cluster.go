@@ -693,8 +693,8 @@ func (s *clusterShared) Take(ctx context.Context, id, owner string) ([]byte, fun
 			s.c.Log.Warn("a sandbox not given back to the cluster", "sandbox", id, "err", err)
 		}
 	}
-	if k.Host == s.m.Host.ID() {
-		return nil, release, nil // suspended here last: what is here is it
+	if k.Local {
+		return nil, release, nil // its last suspension is this host's own: what is here is it
 	}
 	b, err := s.blobs.Blob(k.Bundle)
 	if err != nil {

@@ -4,14 +4,19 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/cluster"
+	"github.com/opensubstrate/sandbox/internal/live"
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/store/pgstore/pgtest"
 	"github.com/opensubstrate/sandbox/key"
@@ -127,5 +132,87 @@ func TestPublishNamesNoPlantedList(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "holds a suspension's object list but not whole") {
 		t.Fatalf("the planted list not logged: %s", logs.String())
+	}
+}
+
+// TestFleetItemRunsWhatWasQueued: a fleet item's job whose payload (and
+// its queuer's signature) was replaced, in the database, by another
+// job's before a host ran it: the host runs the other payload and signs
+// its result honestly, and the fleet's host refuses that result, logged,
+// because it is not what it queued.
+func TestFleetItemRunsWhatWasQueued(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("pgtest runs PostgreSQL as its own user: needs root here")
+	}
+	pg, err := pgtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	ctx := context.Background()
+	dsn := pg.NewDatabase(t)
+	c, err := cluster.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	var logs bytes.Buffer
+	c.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	k, err := key.Generate(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Join(ctx, k, cluster.Host{Key: k.Public(), Tiers: []tier.Tier{tier.S1}, Capacity: 1, Addr: "a:7070"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &clusterShared{c: c, m: m, blobs: st}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	type ran struct {
+		err error
+	}
+	done := make(chan ran, 1)
+	go func() {
+		_, _, _, err := s.RunItem(ctx, []byte("item x"))
+		done <- ran{err}
+	}()
+	var x int64
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		err := conn.QueryRow(ctx, `SELECT id FROM cluster_jobs WHERE payload = 'item x'`).Scan(&x)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, pgx.ErrNoRows) || time.Now().After(deadline) {
+			t.Fatalf("the item's job was not queued within a minute: %v", err)
+		}
+	}
+	y, err := m.Enqueue(ctx, cluster.Job{Kind: fleetItemKind, Payload: []byte("item y")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `UPDATE cluster_jobs SET payload = j.payload, sig = j.sig FROM cluster_jobs j WHERE cluster_jobs.id = $1 AND j.id = $2`, x, y); err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.Claim(ctx, time.Minute, fleetItemKind)
+	if err != nil || l.ID != x || string(l.Job.Payload) != "item y" {
+		t.Fatalf("the claim: %+v %v", l, err)
+	}
+	if err := m.Complete(ctx, l, []byte(`{"type":"`+live.ItemResultType+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if !errors.Is(r.err, cluster.ErrEdited) || !strings.Contains(r.err.Error(), "another payload") {
+		t.Fatalf("the fleet's host took the result of another payload: %v", r.err)
+	}
+	if !strings.Contains(logs.String(), "ran another payload") {
+		t.Fatalf("not logged: %s", logs.String())
 	}
 }
