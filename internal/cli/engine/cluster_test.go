@@ -75,30 +75,8 @@ func (r *bundleReads) Result(string, []byte) ([]addr.Addr, error) { return nil, 
 // without a list, and a collection reads its bundle; a whole list is
 // named, and the bundle is not read.
 func TestPublishNamesNoPlantedList(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("pgtest runs PostgreSQL as its own user: needs root here")
-	}
-	pg, err := pgtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pg.Stop)
+	c, m, _, logs := oneHost(t)
 	ctx := context.Background()
-	c, err := cluster.Open(ctx, pg.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	var logs bytes.Buffer
-	c.Log = slog.New(slog.NewTextHandler(&logs, nil))
-	k, err := key.Generate(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := c.Join(ctx, k, cluster.Host{Key: k.Public(), Tiers: []tier.Tier{tier.S1}, Capacity: 1, Addr: "a:7070"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	st, err := store.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -141,31 +119,8 @@ func TestPublishNamesNoPlantedList(t *testing.T) {
 // its result honestly, and the fleet's host refuses that result, logged,
 // because it is not what it queued.
 func TestFleetItemRunsWhatWasQueued(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("pgtest runs PostgreSQL as its own user: needs root here")
-	}
-	pg, err := pgtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pg.Stop)
+	c, m, dsn, logs := oneHost(t)
 	ctx := context.Background()
-	dsn := pg.NewDatabase(t)
-	c, err := cluster.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	var logs bytes.Buffer
-	c.Log = slog.New(slog.NewTextHandler(&logs, nil))
-	k, err := key.Generate(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := c.Join(ctx, k, cluster.Host{Key: k.Public(), Tiers: []tier.Tier{tier.S1}, Capacity: 1, Addr: "a:7070"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	st, err := store.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -215,4 +170,36 @@ func TestFleetItemRunsWhatWasQueued(t *testing.T) {
 	if !strings.Contains(logs.String(), "ran another payload") {
 		t.Fatalf("not logged: %s", logs.String())
 	}
+}
+
+// oneHost is a cluster on a PostgreSQL of the test's own, one host
+// joined to it, its database's DSN, and what the cluster logs.
+func oneHost(t *testing.T) (*cluster.Cluster, *cluster.Member, string, *bytes.Buffer) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("pgtest runs PostgreSQL as its own user: needs root here")
+	}
+	pg, err := pgtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	ctx := context.Background()
+	dsn := pg.NewDatabase(t)
+	c, err := cluster.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	logs := &bytes.Buffer{}
+	c.Log = slog.New(slog.NewTextHandler(logs, nil))
+	k, err := key.Generate(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Join(ctx, k, cluster.Host{Key: k.Public(), Tiers: []tier.Tier{tier.S1}, Capacity: 1, Addr: "a:7070"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, m, dsn, logs
 }
