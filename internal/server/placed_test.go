@@ -136,6 +136,9 @@ func TestOneShotRunsStartPlacedAhead(t *testing.T) {
 		if cg := read(launcher, "cgroup"); !strings.Contains(cg, "/"+cgroup.Parent+"/"+ahead[0]+"\n") {
 			t.Errorf("the program is not in the run's group %s:\n%s", ahead[0], cg)
 		}
+		// Opened again now that its init is in it: the group is seen as
+		// soon as its first hierarchy has it, before the others do.
+		g = groups.Open(ahead[0])
 		limit := func(v2, v1ctl, v1 string) string {
 			p := filepath.Join(g.V2, v2)
 			if d, ok := g.V1[v1ctl]; ok {
