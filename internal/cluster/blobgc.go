@@ -258,7 +258,7 @@ func (c *Cluster) named(ctx context.Context, blobs store.Blobs, names Namer, kee
 		sbs = sbs[:0]
 		rows, err := c.pool.Query(ctx, `SELECT s.id, s.owner, s.head, s.bundle, s.objects, s.by_host, s.sig, p.pub
 FROM cluster_sandboxes s LEFT JOIN cluster_hosts p ON p.id = s.by_host
-WHERE s.state <> 'closed' AND (length(s.bundle) > 0 OR s.by_host <> '' OR length(s.sig) > 0) ORDER BY s.id`)
+WHERE s.state <> 'closed' AND (s.state = 'suspended' OR length(s.bundle) > 0 OR s.by_host <> '' OR length(s.sig) > 0) ORDER BY s.id`)
 		if err != nil {
 			return err
 		}

@@ -1047,6 +1047,7 @@ func TestEditedSandboxRowRefused(t *testing.T) {
 		{"no signer", `by_host = ''`, nil, ""},
 		{"no signature", `sig = ''`, nil, ""},
 		{"neither signer nor signature", `by_host = '', sig = ''`, nil, ""},
+		{"no suspension at all", `head = '', bundle = '', objects = '', by_host = '', sig = ''`, nil, ""},
 		{"a signer the cluster does not have", `by_host = 'b3:nobody'`, nil, ""},
 		{"another sandbox's suspension", `owner = $2, head = $3, bundle = $4, objects = $5, sig = $6`, []any{theirs.owner, theirs.head, theirs.bundle, theirs.objects, theirs.sig}, "token:mallory"},
 	} {

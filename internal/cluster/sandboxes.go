@@ -129,9 +129,10 @@ func (m *Member) TakeSandbox(ctx context.Context, id, owner string) (Kept, error
 			// host resumes it from what it keeps (the row's addresses
 			// are not used), and signs the next.
 			k.Local = true
-		case suspended:
+		case suspended || state == "suspended":
 			// Checked before anything else is read of it, so that an
-			// edit is refused and logged, whoever asks.
+			// edit is refused and logged, whoever asks (one that says
+			// suspended and names no suspension too).
 			var pub []byte
 			if by != "" {
 				if err := tx.QueryRow(ctx, `SELECT pub FROM cluster_hosts WHERE id = $1`, by).Scan(&pub); err != nil && !errors.Is(err, pgx.ErrNoRows) {
