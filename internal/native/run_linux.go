@@ -33,6 +33,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"github.com/opensubstrate/sandbox/internal/image"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
+	"github.com/opensubstrate/sandbox/internal/unit"
 )
 
 // systemDirs are the host directories every run sees read-only, where
@@ -139,6 +140,14 @@ func or(a, b int64) int64 {
 	return b
 }
 
+// groupLimits are the cgroup limits of a run or sandbox whose unit says
+// l: the configuration's where the unit has none (a caller that did not
+// fill them in).
+func (e *Executor) groupLimits(l unit.Limits) cgroup.Limits {
+	d := e.DefaultLimits()
+	return cgroup.Limits{Memory: or(l.MemoryBytes, d.MemoryBytes), Pids: or(l.Pids, d.Pids), CPUs: float64(or(l.CPUMillis, d.CPUMillis)) / 1000}
+}
+
 // guard is what no grant of this executor's runs may reach: its state
 // directory and the binaries of sandbox and its S1 helper. Made once.
 func (e *Executor) guard() (hostpath.Guard, error) {
@@ -177,11 +186,7 @@ func (e *Executor) Run(ctx context.Context, j *executor.Job) (*executor.Result, 
 		ex.Dir = "/tmp"
 	}
 	if j.Cgroup != nil {
-		// The unit's limits, as recorded; the configuration's where the
-		// unit has none (a caller that did not fill them in).
-		l, d := j.Unit.Limits, e.DefaultLimits()
-		lim := cgroup.Limits{Memory: or(l.MemoryBytes, d.MemoryBytes), Pids: or(l.Pids, d.Pids), CPUs: float64(or(l.CPUMillis, d.CPUMillis)) / 1000}
-		if err := j.Cgroup.SetLimits(lim); err != nil {
+		if err := j.Cgroup.SetLimits(e.groupLimits(j.Unit.Limits)); err != nil {
 			return nil, err
 		}
 	}
@@ -720,8 +725,7 @@ func (e *Executor) placeAhead(p *initProc) bool {
 	// SetDevices). Devices only where another set replaces these (v1),
 	// so that a run given a GPU still gets it; a write that fails here is
 	// made again by the run.
-	d := e.DefaultLimits()
-	g.SetLimits(cgroup.Limits{Memory: d.MemoryBytes, Pids: d.Pids, CPUs: float64(d.CPUMillis) / 1000})
+	g.SetLimits(e.groupLimits(unit.Limits{}))
 	if g.DevicesReplaceable() {
 		g.SetDevices(baseDevices)
 	}

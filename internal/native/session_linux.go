@@ -120,9 +120,7 @@ func (e *Executor) Open(ctx context.Context, g grant.Set, l unit.Limits, cg *cgr
 	s.env = append([]string(nil), sp.Exec.Env...) // the proxy's settings, if any
 	note := func(format string, args ...any) { s.notes = append(s.notes, fmt.Sprintf(format, args...)) }
 	if cg != nil {
-		d := e.DefaultLimits()
-		lim := cgroup.Limits{Memory: or(l.MemoryBytes, d.MemoryBytes), Pids: or(l.Pids, d.Pids), CPUs: float64(or(l.CPUMillis, d.CPUMillis)) / 1000}
-		if err := cg.SetLimits(lim); err != nil {
+		if err := cg.SetLimits(e.groupLimits(l)); err != nil {
 			return nil, err
 		}
 	} else {
