@@ -190,6 +190,18 @@ func (h Host) message() []byte {
 	return fields("sandbox.cluster.host/1", h.ID(), h.Key.String(), strings.Join(ts, ","), strconv.Itoa(h.Capacity), strconv.FormatInt(h.IdleMW, 10), h.Addr)
 }
 
+// signedBy says whether sig signs msg under pub, the key the cluster's
+// row of host id holds (nil where it has no such row), and that key is
+// id's.
+func signedBy(id string, pub, msg, sig []byte) bool {
+	var k key.Public
+	if len(pub) != len(k) {
+		return false
+	}
+	copy(k[:], pub)
+	return k.ID().String() == id && k.Verify(msg, sig)
+}
+
 // fields is a signed message: a domain, then each field, each preceded
 // by its length, so no two lists of fields make the same bytes.
 func fields(domain string, fs ...string) []byte {

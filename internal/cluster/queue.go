@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/key"
 )
 
 // Job is work queued for any host: its kind (create, exec, suspend,
@@ -161,12 +160,7 @@ func (m *Member) giveBack(ctx context.Context, ls []*Lease) {
 
 // jobVerifies says l's row is signed by the key pub of its queuer's host.
 func jobVerifies(pub []byte, l *Lease, sig []byte) bool {
-	var k key.Public
-	if len(pub) != len(k) {
-		return false
-	}
-	copy(k[:], pub)
-	return k.Verify(jobMessage(l.Job.Kind, l.By, l.Job.Payload), sig)
+	return signedBy(l.By, pub, jobMessage(l.Job.Kind, l.By, l.Job.Payload), sig)
 }
 
 // EnqueueBatch queues jobs in one transaction (a fleet's items): all or
@@ -275,12 +269,10 @@ func resultMessage(id int64, holder, kind, by string, payload, result []byte) []
 // pub (nil: the cluster has no such host); where not, the error wraps
 // ErrEdited.
 func resultChecked(id int64, holder, kind, by string, payload, result, pub, sig []byte) error {
-	var k key.Public
-	if holder == "" || len(pub) != len(k) {
+	if holder == "" || pub == nil {
 		return fmt.Errorf("job %d: its result names no host the cluster has (%q): %w", id, holder, ErrEdited)
 	}
-	copy(k[:], pub)
-	if k.ID().String() != holder || !k.Verify(resultMessage(id, holder, kind, by, payload, result), sig) {
+	if !signedBy(holder, pub, resultMessage(id, holder, kind, by, payload, result), sig) {
 		return fmt.Errorf("job %d: its result is not as host %s signed it for the job: %w", id, holder, ErrEdited)
 	}
 	return nil

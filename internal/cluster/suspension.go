@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/key"
 )
 
 // suspension is what a host that suspends a sandbox into the cluster
@@ -34,15 +33,13 @@ func (s suspension) message() []byte {
 // keeps it; nil where the row names no host the cluster has), signs s;
 // where not, the error wraps ErrEdited and says what does not hold.
 func (s suspension) check(pub, sig []byte) error {
-	var k key.Public
 	switch {
 	case s.by == "" || len(sig) == 0:
 		return fmt.Errorf("sandbox %s: its row's suspension is signed by no host (edited by hand, or written by a version before signed suspensions): %w", s.id, ErrEdited)
-	case len(pub) != len(k):
+	case pub == nil:
 		return fmt.Errorf("sandbox %s: its row's suspension names host %s, which the cluster does not have: %w", s.id, s.by, ErrEdited)
 	}
-	copy(k[:], pub)
-	if k.ID().String() != s.by || !k.Verify(s.message(), sig) {
+	if !signedBy(s.by, pub, s.message(), sig) {
 		return fmt.Errorf("sandbox %s: its row is not as host %s signed it (its owner, head, bundle or object list changed): %w", s.id, s.by, ErrEdited)
 	}
 	return nil
