@@ -1121,7 +1121,8 @@ func TestEditedSandboxRowRefused(t *testing.T) {
 // sandbox at once: one takes it, the other is told another host holds
 // it, every time. Both are made to wait on the sandbox's row (a
 // transaction of the test's holds it) before either reads anything, so
-// that they meet every time: the row is locked before its holder's
+// that they meet every time (pg_stat_activity shows both waiting on a
+// lock, in this test's database): the row is locked before its holder's
 // heartbeat is read, and the second sees the first alive.
 func TestSandboxTakenByOneAtATime(t *testing.T) {
 	c, _ := open(t)
@@ -1149,7 +1150,7 @@ func TestSandboxTakenByOneAtATime(t *testing.T) {
 		}
 		for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
 			var waiting int
-			if err := c.pool.QueryRow(ctx, `SELECT count(DISTINCT pid) FROM pg_locks WHERE NOT granted`).Scan(&waiting); err != nil {
+			if err := c.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
 				t.Fatal(err)
 			}
 			if waiting >= 2 {
