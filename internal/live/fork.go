@@ -381,7 +381,7 @@ func (h *Manager) forkLive(ctx context.Context, sb *Sandbox) (src forkSource, er
 // directory, or "" where there is no copy to share (no reflinks under the
 // workspaces: the children are restored from the snapshot's chunks).
 func (h *Manager) snapshotWorkspace(sb *Sandbox) (img, dir string) {
-	dir, err := state.MkdirNamed(os.TempDir(), "sandbox-fork", h.Store.Namer())
+	dir, err := state.MkdirNamed(h.volumes(), "sandbox-fork", h.Store.Namer())
 	if err != nil {
 		return "", ""
 	}

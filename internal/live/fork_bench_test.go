@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/internal/host/hosttest"
+	"github.com/opensubstrate/sandbox/internal/volume"
 	"github.com/opensubstrate/sandbox/internal/volume/volumetest"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -28,19 +29,23 @@ import (
 // "live-xfs" is "live" with the workspaces (and the state directory) on
 // an XFS filesystem made for it: each child's workspace is then a copy
 // of the parent's volume sharing its extents (volume.Snapshot), not its
-// files restored from the chunks. "live" and "suspended" keep them
-// where the system's temporary directory is (ext4 here: no reflinks).
+// files restored from the chunks. "live-pool" is "live" with the
+// workspaces in a pool the manager makes (UsePool, as sandbox serve
+// --workspace-pool does), the state directory where it is. "live" and
+// "suspended" keep them where the system's temporary directory is (ext4
+// here: no reflinks).
 func BenchmarkFork(b *testing.B) {
-	b.Run("live", func(b *testing.B) { benchFork(b, false, false) })
-	b.Run("live-xfs", func(b *testing.B) { benchFork(b, false, true) })
-	b.Run("suspended", func(b *testing.B) { benchFork(b, true, false) })
+	b.Run("live", func(b *testing.B) { benchFork(b, false, "") })
+	b.Run("live-xfs", func(b *testing.B) { benchFork(b, false, "xfs") })
+	b.Run("live-pool", func(b *testing.B) { benchFork(b, false, "pool") })
+	b.Run("suspended", func(b *testing.B) { benchFork(b, true, "") })
 }
 
-func benchFork(b *testing.B, suspended, xfs bool) {
+func benchFork(b *testing.B, suspended bool, where string) {
 	if os.Geteuid() != 0 {
 		b.Skip("live sandboxes' workspaces need root here")
 	}
-	if xfs {
+	if where == "xfs" {
 		// Sparse: the parent's volume, the chunks, and what the
 		// children and the parent write between forks.
 		b.Setenv("TMPDIR", volumetest.XFS(b, 64<<30))
@@ -55,6 +60,17 @@ func benchFork(b *testing.B, suspended, xfs bool) {
 	}
 	h := newBenchHost(b)
 	hosttest.Lease(b, h.Store)
+	if where == "pool" {
+		pool := filepath.Join(b.TempDir(), "pool")
+		if _, err := h.UsePool(pool, 64<<30); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			if err := volume.ReleasePool(pool); err != nil {
+				b.Error(err)
+			}
+		})
+	}
 	defer h.Close()
 	ctx := context.Background()
 	// Its workspace bounded as the host's default bounds it (10 GiB).

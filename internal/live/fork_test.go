@@ -449,6 +449,96 @@ func TestForkSharesTheWorkspaceImage(t *testing.T) {
 	}
 }
 
+// Where the system's temporary directory has no reflinks (ext4 here), a
+// manager given a pool (UsePool, as sandbox serve --workspace-pool makes
+// one) makes its workspaces in it, and a fork shares the parent's
+// workspace image there as it does on XFS: the pool's image, on the
+// filesystem under it, grows by little more than metadata, and the
+// children hold the parent's state and write their own. What a killed
+// fork left in the pool is collected by gc.
+func TestForkSharesTheWorkspaceImageInAPool(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("live S1 sandboxes with their own cgroups need root")
+	}
+	if volume.Reflinks(os.TempDir()) == nil {
+		t.Skip("the temporary directory shares extents itself: no pool is made")
+	}
+	pool := filepath.Join(t.TempDir(), "pool")
+	if err := volume.Pool(pool, 2<<30); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := volume.ReleasePool(pool); err != nil {
+			t.Error(err)
+			syscall.Unmount(pool, syscall.MNT_DETACH)
+		}
+	})
+	h := newS1Host(t) // closed before the pool is released
+	if dir, err := h.UsePool(pool, 0); err != nil || dir != pool {
+		t.Fatalf("UsePool: %q %v", dir, err)
+	}
+	ctx := context.Background()
+	p, err := h.Create(ctx, SandboxSpec{Grants: grants(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(p.Workspace) != pool {
+		t.Fatalf("the workspace %s is not in the pool %s", p.Workspace, pool)
+	}
+	execIn(t, h, p.ID, "sh", "-c", "mkdir -p d && echo state > d/f && head -c 33554432 /dev/urandom > big")
+	onDisk := func() int64 {
+		syscall.Sync()
+		var st syscall.Stat_t
+		if err := syscall.Stat(volume.Image(pool), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Blocks * 512
+	}
+	before := onDisk()
+	out, err := h.Fork(ctx, p.ID, "", ForkSpec{Count: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Copied, three children would take 3 x 32 MiB of the pool.
+	if grew := onDisk() - before; grew > 24<<20 {
+		t.Fatalf("a fork of a 32 MiB workspace into 3 grew the pool's image by %d bytes: not shared", grew)
+	}
+	for i, c := range out.Children {
+		if c.Err != nil {
+			t.Fatalf("child %d: %v", i, c.Err)
+		}
+		if filepath.Dir(c.Sandbox.Workspace) != pool {
+			t.Fatalf("child %d's workspace %s is not in the pool", i, c.Sandbox.Workspace)
+		}
+		if _, got := execIn(t, h, c.ID, "sh", "-c", "cat d/f; wc -c < big"); got != "state\n33554432\n" {
+			t.Fatalf("child %d sees %q", i, got)
+		}
+	}
+	ownWrites(t, h, p.ID, out)
+
+	const id = "0f0e0d0c0b0a0907" // a killed fork's process
+	left := filepath.Join(pool, "sandbox-fork-"+id+"-1")
+	if err := os.Mkdir(left, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(left, "workspace.img"), []byte("x"), 0o600)
+	// Killed, its process left its lease's file, unlocked.
+	if err := os.WriteFile(h.Store.Dir.Path("leases", id+".lock"), []byte("pid 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := h.GC(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, l := range ls {
+		found = found || l.Path == left && l.Err == nil
+	}
+	if _, err := os.Stat(left); !found || !os.IsNotExist(err) {
+		t.Fatalf("the fork's copy left in the pool: collected %v, still there: %v", found, err)
+	}
+}
+
 // The copy of a workspace volume that a fork's process left when it was
 // killed (between its copy and its children), and the bundle a killed
 // collector of a cluster's blob store staged, are removed by gc, as

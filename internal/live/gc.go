@@ -161,8 +161,10 @@ func (h *Manager) GC(dryRun bool) ([]Leftover, error) {
 		}
 		out = append(out, Leftover{Kind: kind, Path: h.RecordPath(r.ID), Err: r.Err})
 	}
-	scan(os.TempDir(), "sandbox-ws-", "live sandbox workspace", false)
-	scan(os.TempDir(), "sandbox-fork-", "a fork's copy of a workspace volume", false)
+	for _, d := range h.volumeDirs() {
+		scan(d, "sandbox-ws-", "live sandbox workspace", false)
+		scan(d, "sandbox-fork-", "a fork's copy of a workspace volume", false)
+	}
 	scan(os.TempDir(), "sandbox-seed-", "a seed's fetched repository", false)
 	scan(os.TempDir(), "sandbox-collect-", "a bundle a collection of the cluster's blob store staged", false)
 	// A copy of a suspended sandbox's workspace that an earlier version

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -47,6 +48,46 @@ func (h *Manager) workspaceBound(spec int64) (int64, string) {
 	return DefaultWorkspaceMax, ""
 }
 
+// volumes is where workspaces are made (Volumes).
+func (h *Manager) volumes() string {
+	if h.Volumes != "" {
+		return h.Volumes
+	}
+	return os.TempDir()
+}
+
+// volumeDirs are where workspaces of this or an ended process may be:
+// Volumes, the system's temporary directory, and the pool a service
+// makes there (volume.PoolDir) where one is.
+func (h *Manager) volumeDirs() []string {
+	ds := []string{os.TempDir()}
+	for _, d := range []string{volume.PoolDir(), h.volumes()} {
+		if !slices.Contains(ds, d) {
+			ds = append(ds, d)
+		}
+	}
+	return ds
+}
+
+// UsePool makes workspaces in a pool of size bytes (0: as much as is
+// free under it) at dir (volume.PoolDir where ""), made or mounted again
+// as volume.Pool does, where the directory they would be made in cannot
+// share extents; where it can, they stay there and no pool is made. It
+// says where they are made.
+func (h *Manager) UsePool(dir string, size int64) (string, error) {
+	if dir == "" {
+		dir = volume.PoolDir()
+	}
+	if volume.Reflinks(h.volumes()) == nil {
+		return h.volumes(), nil
+	}
+	if err := volume.Pool(dir, size); err != nil {
+		return "", err
+	}
+	h.Volumes = dir
+	return dir, nil
+}
+
 // WorkspaceBoundError is a workspace whose bound cannot be given: this
 // host cannot make a bounded filesystem (Unavailable), or the bound is
 // one no workspace can have (Invalid).
@@ -79,7 +120,7 @@ func (h *Manager) makeWorkspace(bound int64) (string, error) {
 	if bound > 0 && bound < volume.MinSize {
 		return "", &WorkspaceBoundError{Bound: bound, Err: fmt.Errorf("under %d bytes, the least a workspace is made with", volume.MinSize)}
 	}
-	ws, err := state.MkdirNamed(os.TempDir(), "sandbox-ws", h.Store.Namer())
+	ws, err := state.MkdirNamed(h.volumes(), "sandbox-ws", h.Store.Namer())
 	if err != nil {
 		return "", err
 	}
@@ -112,7 +153,7 @@ func (h *Manager) makeWorkspaceFrom(id string, fi forkImage, bound int64) (strin
 	if st, err := os.Stat(fi.path); err != nil || st.Size() != bound {
 		return "", fmt.Errorf("the fork's workspace image is not of the bound %d: %v", bound, err)
 	}
-	ws, err := state.MkdirNamed(os.TempDir(), "sandbox-ws", h.Store.Namer())
+	ws, err := state.MkdirNamed(h.volumes(), "sandbox-ws", h.Store.Namer())
 	if err != nil {
 		return "", err
 	}

@@ -11,4 +11,11 @@
 // the image is sparse (it takes on disk what is written, not the bound);
 // the loop device is released with the last unmount (autoclear). Linux
 // and root only: elsewhere Probe says why (ErrNotSupported).
+//
+// A pool (Pool) is where volumes are made when the filesystem they would
+// lie on cannot share extents: an XFS filesystem with reflinks in a
+// sparse image of its own, so that Snapshot and MakeFrom copy no data
+// on any host. It is the host's and outlives its maker; Pool refuses a
+// mount point holding another filesystem, and Attach mounts a volume's
+// pool again before the volume.
 package volume

@@ -3,6 +3,8 @@ package volume
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 )
 
 // ErrNotSupported is wrapped where no volume can be made on this host.
@@ -16,6 +18,16 @@ var ErrNoClone = errors.New("the filesystem under the workspace images cannot sh
 // MinSize is the least a volume is made with: an ext4 filesystem with a
 // journal needs a few MiB of its own.
 const MinSize = 16 << 20
+
+// MinPool is the least a pool (Pool) is made with: XFS needs some 300
+// MiB of its own for its log and allocation groups.
+const MinPool = 512 << 20
+
+// PoolDir is where a service makes its pool (Pool) when it is asked to
+// (sandbox serve --workspace-pool): sandbox-volumes in the system's
+// temporary directory, beside the workspaces made without one, and
+// where sandbox gc looks for what ended processes left in it.
+func PoolDir() string { return filepath.Join(os.TempDir(), "sandbox-volumes") }
 
 // Image is the image file of the volume mounted on dir.
 func Image(dir string) string { return dir + ".img" }

@@ -17,19 +17,22 @@ var probe struct {
 	err  error
 }
 
-// mkfs is the ext4 formatter (e2fsprogs), looked up in the system
+// mkfs is the ext4 formatter (e2fsprogs).
+func mkfs() (string, error) { return formatter("mkfs.ext4", "e2fsprogs") }
+
+// formatter is the program name of package pkg, looked up in the system
 // directories as well as PATH.
-func mkfs() (string, error) {
-	if p, err := exec.LookPath("mkfs.ext4"); err == nil {
+func formatter(name, pkg string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
 	for _, d := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
-		p := filepath.Join(d, "mkfs.ext4")
+		p := filepath.Join(d, name)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%w: mkfs.ext4 (e2fsprogs) is not installed", ErrNotSupported)
+	return "", fmt.Errorf("%w: %s (%s) is not installed", ErrNotSupported, name, pkg)
 }
 
 // Probe says whether volumes can be made here, by making one (once per
@@ -84,7 +87,9 @@ func make1(dir string, size int64) (err error) {
 		return err
 	}
 	img := Image(dir)
-	f, err := os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	// No reserved blocks (the bound is the guest's), inode tables and
+	// journal initialised lazily (the image stays sparse).
+	f, err := newImage(img, size, mk, "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard")
 	if err != nil {
 		return err
 	}
@@ -94,14 +99,6 @@ func make1(dir string, size int64) (err error) {
 			os.Remove(img)
 		}
 	}()
-	if err := f.Truncate(size); err != nil {
-		return err
-	}
-	// No reserved blocks (the bound is the guest's), inode tables and
-	// journal initialised lazily (the image stays sparse).
-	if out, err := exec.Command(mk, "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", img).CombinedOutput(); err != nil {
-		return fmt.Errorf("mkfs.ext4: %v: %s", err, strings.TrimSpace(string(out)))
-	}
 	if err := mountImage(f, dir); err != nil {
 		return err
 	}
@@ -112,6 +109,28 @@ func make1(dir string, size int64) (err error) {
 	}()
 	os.Remove(filepath.Join(dir, "lost+found"))
 	return os.Chmod(dir, fi.Mode().Perm())
+}
+
+// newImage makes img, a new sparse file of size bytes, and formats it
+// with the program mk given args and img; on failure it is removed.
+func newImage(img string, size int64, mk string, args ...string) (f *os.File, err error) {
+	f, err = os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(img)
+		}
+	}()
+	if err := f.Truncate(size); err != nil {
+		return nil, err
+	}
+	if out, err := exec.Command(mk, append(args, img)...).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("%s: %v: %s", filepath.Base(mk), err, strings.TrimSpace(string(out)))
+	}
+	return f, nil
 }
 
 // The ioctls that freeze a mounted filesystem (its dirty data written,
@@ -222,13 +241,18 @@ func MakeFrom(dir, img string) (err error) {
 
 // mountImage mounts the ext4 image f on dir (nosuid, nodev), through a
 // loop device that goes with the last unmount (autoclear).
-func mountImage(f *os.File, dir string) error {
-	loop, dev, err := attach(f)
+func mountImage(f *os.File, dir string) error { return mountLoop(f, dir, "ext4", "", false) }
+
+// mountLoop mounts the image f, a filesystem of type fs, on dir (nosuid,
+// nodev, with options opts), through a loop device (attachWith) that
+// goes with the last unmount.
+func mountLoop(f *os.File, dir, fs, opts string, direct bool) error {
+	loop, dev, err := attachWith(f, direct)
 	if err != nil {
 		return err
 	}
 	defer loop.Close()
-	if err := unix.Mount(dev, dir, "ext4", unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+	if err := unix.Mount(dev, dir, fs, unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount %s on %s: %w", dev, dir, err)
 	}
 	return nil
@@ -247,9 +271,11 @@ func clone(dst, src *os.File) error {
 	return fmt.Errorf("share the extents of %s: %w", src.Name(), err)
 }
 
-// attach puts the image f on a free loop device, released when its last
-// user (the mount) goes.
-func attach(f *os.File) (*os.File, string, error) {
+// attachWith puts the image f on a free loop device, released when its
+// last user (the mount) goes; direct, the device reads and writes the
+// image directly (O_DIRECT, in 4 KiB blocks) where the filesystem under
+// it allows, buffered where it does not.
+func attachWith(f *os.File, direct bool) (*os.File, string, error) {
 	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
 	if err != nil {
 		return nil, "", fmt.Errorf("loop devices: %w", err)
@@ -274,7 +300,15 @@ func attach(f *os.File) (*os.File, string, error) {
 		}
 		cfg := unix.LoopConfig{Fd: uint32(f.Fd())}
 		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
+		if direct {
+			cfg.Size = 4096
+			cfg.Info.Flags |= unix.LO_FLAGS_DIRECT_IO
+		}
 		err = unix.IoctlLoopConfigure(int(lf.Fd()), &cfg)
+		if direct && errors.Is(err, unix.EINVAL) {
+			cfg.Info.Flags &^= unix.LO_FLAGS_DIRECT_IO
+			err = unix.IoctlLoopConfigure(int(lf.Fd()), &cfg)
+		}
 		if errors.Is(err, unix.EBUSY) { // another took it first
 			lf.Close()
 			continue
@@ -326,9 +360,16 @@ func Release(dir string) error {
 }
 
 // Attach mounts dir's volume again where its image is beside it and it
-// is not mounted (after a restart of the machine); it reports whether it
-// mounted it.
+// is not mounted (after a restart of the machine), and first the pool it
+// lies in (PoolOf) where that is not mounted either; it reports whether
+// it mounted the volume.
 func Attach(dir string) (bool, error) {
+	if p := PoolOf(dir); p != "" && !mounted(p) {
+		// The pool it lies in, first (Pool mounts it again).
+		if err := Pool(p, 0); err != nil {
+			return false, err
+		}
+	}
 	img := Image(dir)
 	if _, err := os.Lstat(img); err != nil || mounted(dir) {
 		return false, nil

@@ -27,3 +27,15 @@ func Snapshot(dir, img string) error { return ErrNoClone }
 
 // MakeFrom refuses: volumes need Linux.
 func MakeFrom(dir, img string) error { return ErrNoClone }
+
+// Pool refuses: volumes need Linux.
+func Pool(dir string, size int64) error { return ErrNotSupported }
+
+// PoolOf says dir lies in no pool: none is made here.
+func PoolOf(dir string) string { return "" }
+
+// ReleasePool does nothing: no pool is made here.
+func ReleasePool(dir string) error { return nil }
+
+// Reflinks refuses: volumes need Linux.
+func Reflinks(dir string) error { return ErrNoClone }

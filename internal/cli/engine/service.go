@@ -82,6 +82,18 @@ workspace full says so in its attestation's notes. Without root the
 default gives way (each exec's notes say why); a bound given here is
 never dropped: sandboxes are refused instead.
 
+--workspace-pool SIZE|auto makes those workspace images in a filesystem
+that shares extents (XFS with reflinks), so that 'sandbox fork' copies
+no data: each child's workspace is a copy of the parent's image sharing
+every block. Only where the system's temporary directory cannot share
+extents itself (ext4, tmpfs; on XFS or btrfs the workspaces stay there
+and no pool is made): the service then makes the pool, a sparse XFS
+image of SIZE (auto: the bytes free there now), as sandbox-volumes in
+that directory, or mounts the one a service made before. It is the
+host's, like the temporary directory: it stays mounted when the service
+stops, other services use it, and its image gives back what is deleted
+in it. Root only, with mkfs.xfs (xfsprogs).
+
 --output-max SIZE is how much of each of a run's streams its record
 keeps (default 64MiB): the caller receives every byte, and the journal's
 outcome gives the whole stream's length and BLAKE3 beside the prefix
@@ -144,7 +156,7 @@ type serveOptions struct {
 	grace, idleAfter, gcEvery                               time.Duration
 	maxLive, itemSlots                                      int
 	poolArgs                                                []string
-	workspaceMax, outputMax                                 string
+	workspaceMax, outputMax, workspacePool                  string
 	ui                                                      bool
 }
 
@@ -180,6 +192,7 @@ func serveCmd(g *cli.Globals) *cobra.Command {
 	c.Flags().DurationVar(&o.idleAfter, "idle", 0, "park a live sandbox that no request touched for this long, through the preservation fence (see above; default: never)")
 	c.Flags().IntVar(&o.maxLive, "max-sandboxes", 0, "live sandboxes kept at once (default 1024); more are refused with 429")
 	c.Flags().StringVar(&o.workspaceMax, "workspace-max", "10GiB", "size bound of each live sandbox's workspace, enforced as it is written (see above; 0: none)")
+	c.Flags().StringVar(&o.workspacePool, "workspace-pool", "", "make workspaces in an XFS pool of this size (auto: what is free) where the temporary directory has no reflinks, so that forks copy no data (see above; default: none)")
 	c.Flags().StringVar(&o.outputMax, "output-max", "64MiB", "bytes of each of a run's streams its record keeps; the caller receives all (see above)")
 	c.Flags().StringArrayVar(&o.poolArgs, "pool", nil, "keep a warm pool of ready sandboxes: NAME:size=N,image=REF|manifest=FILE,max-idle=D,max-age=D (see above; repeatable)")
 	c.Flags().StringVar(&o.previewListen, "preview-listen", "", "with --listen: serve port previews on this address (an origin apart from the API's and the console's) instead of on --listen")
@@ -261,6 +274,19 @@ func (o *serveOptions) configure(cmd *cobra.Command, ho *live.Manager, log *slog
 	}
 	if ho.OutputMax, err = sizeFlag("--output-max", o.outputMax, 0); err != nil {
 		return err
+	}
+	if o.workspacePool != "" {
+		// Before what ended services left is collected: their
+		// workspaces may lie in the pool.
+		size, err := poolSize(o.workspacePool)
+		if err != nil {
+			return err
+		}
+		dir, err := ho.UsePool("", size)
+		if err != nil {
+			return fmt.Errorf("--workspace-pool %s: %w", o.workspacePool, err)
+		}
+		log.Info("workspaces", "dir", dir)
 	}
 	for _, a := range o.poolArgs {
 		ps, err := parsePool(a, ho)
@@ -541,6 +567,22 @@ func secrets(toks []authority.Token) []string {
 // sizeFlag reads a size flag: bytes (KiB, MiB, GiB, ...). With a
 // least size (a bound that may be none), "0" is no bound (-1) and a size
 // under the least is refused.
+// poolSize reads --workspace-pool: auto (0: what is free) or a size of
+// at least volume.MinPool.
+func poolSize(v string) (int64, error) {
+	if v == "auto" {
+		return 0, nil
+	}
+	n, err := grant.ParseSize(v)
+	if err != nil {
+		return 0, errs.Usage{Err: fmt.Errorf("--workspace-pool %s: want auto or a size: %w", v, err)}
+	}
+	if n < volume.MinPool {
+		return 0, errs.Usage{Err: fmt.Errorf("--workspace-pool %s: under %d bytes, the least a pool is made with", v, volume.MinPool)}
+	}
+	return n, nil
+}
+
 func sizeFlag(flag, v string, least int64) (int64, error) {
 	n, err := grant.ParseSize(v)
 	switch {

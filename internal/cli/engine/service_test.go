@@ -11,9 +11,10 @@ import (
 	"github.com/opensubstrate/sandbox/internal/volume"
 )
 
-// TestServeSizeFlags: --workspace-max and --output-max read sizes;
-// a workspace bound of 0 is none, one under the least is refused, and an
-// output bound is above zero.
+// TestServeSizeFlags: --workspace-max, --output-max and
+// --workspace-pool read sizes; a workspace bound of 0 is none, one under
+// the least is refused, an output bound is above zero, and a pool is
+// auto or at least volume.MinPool.
 func TestServeSizeFlags(t *testing.T) {
 	for _, c := range []struct {
 		flag, v string
@@ -31,6 +32,23 @@ func TestServeSizeFlags(t *testing.T) {
 		got, err := sizeFlag(c.flag, c.v, c.least)
 		if (err == nil) != c.ok || got != c.want {
 			t.Errorf("%s %s: %d %v", c.flag, c.v, got, err)
+		}
+	}
+	for _, c := range []struct {
+		v    string
+		want int64
+		ok   bool
+	}{
+		{"auto", 0, true},
+		{"64GiB", 64 << 30, true},
+		{"512MiB", volume.MinPool, true},
+		{"100MiB", 0, false},
+		{"0", 0, false},
+		{"lots", 0, false},
+	} {
+		got, err := poolSize(c.v)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("--workspace-pool %s: %d %v", c.v, got, err)
 		}
 	}
 }
