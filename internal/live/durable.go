@@ -920,9 +920,9 @@ func (h *Manager) recover(id string, l live) (string, error) {
 		if _, err := volume.Attach(l.Workspace); err != nil {
 			return "", fmt.Errorf("its workspace's filesystem: %w", err)
 		}
-		if fi, err := os.Lstat(l.Workspace); err == nil && fi.IsDir() {
-			hasWS = true
-		}
+		// Made by this host, not planted by another user where anyone
+		// may write (the temporary directory, emptied by a restart).
+		hasWS = volume.Owned(l.Workspace) == nil
 	}
 	what := "cleaned"
 	switch st.Phase {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/internal/host/hosttest"
-	"github.com/opensubstrate/sandbox/internal/volume"
 	"github.com/opensubstrate/sandbox/internal/volume/volumetest"
 	"github.com/opensubstrate/sandbox/tier"
 )
@@ -61,15 +60,13 @@ func benchFork(b *testing.B, suspended bool, where string) {
 	h := newBenchHost(b)
 	hosttest.Lease(b, h.Store)
 	if where == "pool" {
-		pool := filepath.Join(b.TempDir(), "pool")
+		base := b.TempDir()
+		volumetest.Private(b, base)
+		pool := filepath.Join(base, "pool")
 		if _, err := h.UsePool(pool, 64<<30); err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() {
-			if err := volume.ReleasePool(pool); err != nil {
-				b.Error(err)
-			}
-		})
+		b.Cleanup(func() { releasePool(b, pool) })
 	}
 	defer h.Close()
 	ctx := context.Background()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/errs"
@@ -454,8 +455,9 @@ func TestForkSharesTheWorkspaceImage(t *testing.T) {
 // one) makes its workspaces in it, and a fork shares the parent's
 // workspace image there as it does on XFS: the pool's image, on the
 // filesystem under it, grows by little more than metadata, and the
-// children hold the parent's state and write their own. What a killed
-// fork left in the pool is collected by gc.
+// children hold the parent's state and write their own; an unbounded
+// workspace stays out of it. What a killed fork left in the pool is
+// collected by gc.
 func TestForkSharesTheWorkspaceImageInAPool(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("live S1 sandboxes with their own cgroups need root")
@@ -463,16 +465,13 @@ func TestForkSharesTheWorkspaceImageInAPool(t *testing.T) {
 	if volume.Reflinks(os.TempDir()) == nil {
 		t.Skip("the temporary directory shares extents itself: no pool is made")
 	}
-	pool := filepath.Join(t.TempDir(), "pool")
+	base := t.TempDir()
+	volumetest.Private(t, base)
+	pool := filepath.Join(base, "pool")
 	if err := volume.Pool(pool, 2<<30); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := volume.ReleasePool(pool); err != nil {
-			t.Error(err)
-			syscall.Unmount(pool, syscall.MNT_DETACH)
-		}
-	})
+	t.Cleanup(func() { releasePool(t, pool) })
 	h := newS1Host(t) // closed before the pool is released
 	if dir, err := h.UsePool(pool, 0); err != nil || dir != pool {
 		t.Fatalf("UsePool: %q %v", dir, err)
@@ -486,6 +485,18 @@ func TestForkSharesTheWorkspaceImageInAPool(t *testing.T) {
 		t.Fatalf("the workspace %s is not in the pool %s", p.Workspace, pool)
 	}
 	execIn(t, h, p.ID, "sh", "-c", "mkdir -p d && echo state > d/f && head -c 33554432 /dev/urandom > big")
+	// An unbounded workspace is no volume to share: it stays out of the
+	// pool, where it could fill what the volumes share.
+	h.WorkspaceMax = -1
+	u, err := h.Create(ctx, SandboxSpec{Grants: grants(t)})
+	h.WorkspaceMax = 0
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(u.Workspace) != os.TempDir() {
+		t.Fatalf("an unbounded workspace made in %s", u.Workspace)
+	}
+	h.Remove(u.ID, "")
 	onDisk := func() int64 {
 		syscall.Sync()
 		var st syscall.Stat_t
@@ -522,7 +533,64 @@ func TestForkSharesTheWorkspaceImageInAPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(left, "workspace.img"), []byte("x"), 0o600)
-	// Killed, its process left its lease's file, unlocked.
+	collectedOnce(t, h, id, left)
+}
+
+// releasePool releases the test's pool (volume.ReleasePool), once
+// nothing holds it.
+func releasePool(t testing.TB, pool string) {
+	if err := whileBusy(func() error { return volume.ReleasePool(pool) }); err != nil {
+		t.Error(err)
+		syscall.Unmount(pool, syscall.MNT_DETACH)
+	}
+}
+
+// whileBusy calls f again while it fails with EBUSY: a loop device whose
+// filesystem was just unmounted lets its image go a moment later
+// (autoclear), and a sandbox's init lets its copy of the mounts go as it
+// ends. A minute bounds a hang, not the time it takes.
+func whileBusy(f func() error) error {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		err := f()
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+	}
+}
+
+// sandbox gc, which is given no pool, finds the host's pool where a
+// service makes it (volume.PoolDir), mounts it again where a restart
+// left it unmounted, and collects what a killed process left in it.
+func TestGCFindsTheHostsPool(t *testing.T) {
+	if err := volume.Probe(); err != nil {
+		t.Skip(err)
+	}
+	tmp := t.TempDir()
+	volumetest.Private(t, tmp) // its unmount below, a restart's, never busy for a copy elsewhere
+	t.Setenv("TMPDIR", tmp)
+	pool := volume.PoolDir()
+	if err := volume.Pool(pool, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { releasePool(t, pool) })
+	h := newHost(t)
+	const id = "0f0e0d0c0b0a0906" // a killed process's lease
+	left := filepath.Join(pool, "sandbox-fork-"+id+"-1")
+	if err := os.Mkdir(left, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := whileBusy(func() error { return syscall.Unmount(pool, 0) }); err != nil { // a restart
+		t.Fatal(err)
+	}
+	collectedOnce(t, h, id, left)
+}
+
+// collectedOnce: once the process whose lease is id was killed (its
+// lease's file left, unlocked), gc removes left, what it left, and says
+// so.
+func collectedOnce(t *testing.T, h *Manager, id, left string) {
+	t.Helper()
+	os.MkdirAll(h.Store.Dir.Path("leases"), 0o700)
 	if err := os.WriteFile(h.Store.Dir.Path("leases", id+".lock"), []byte("pid 1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -535,7 +603,7 @@ func TestForkSharesTheWorkspaceImageInAPool(t *testing.T) {
 		found = found || l.Path == left && l.Err == nil
 	}
 	if _, err := os.Stat(left); !found || !os.IsNotExist(err) {
-		t.Fatalf("the fork's copy left in the pool: collected %v, still there: %v", found, err)
+		t.Fatalf("what a killed process left, %s: collected %v, still there: %v (%+v)", left, found, err, ls)
 	}
 }
 

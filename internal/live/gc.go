@@ -12,6 +12,7 @@ import (
 
 	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/store"
+	"github.com/opensubstrate/sandbox/internal/volume"
 )
 
 // Leftover is something a sandbox process made for a run and did not
@@ -160,6 +161,11 @@ func (h *Manager) GC(dryRun bool) ([]Leftover, error) {
 			kind = "live sandbox of an ended process: its record would be suspended or closed"
 		}
 		out = append(out, Leftover{Kind: kind, Path: h.RecordPath(r.ID), Err: r.Err})
+	}
+	// The host's pool, mounted again where a restart of the machine
+	// left its image: what ended processes left in it is judged too.
+	if err := volume.MountPool(volume.PoolDir()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		out = append(out, Leftover{Kind: "the host's volume pool, not mounted again: what is in it is not judged", Path: volume.PoolDir(), Err: err})
 	}
 	for _, d := range h.volumeDirs() {
 		scan(d, "sandbox-ws-", "live sandbox workspace", false)

@@ -120,7 +120,13 @@ func (h *Manager) makeWorkspace(bound int64) (string, error) {
 	if bound > 0 && bound < volume.MinSize {
 		return "", &WorkspaceBoundError{Bound: bound, Err: fmt.Errorf("under %d bytes, the least a workspace is made with", volume.MinSize)}
 	}
-	ws, err := state.MkdirNamed(h.volumes(), "sandbox-ws", h.Store.Namer())
+	// An unbounded workspace is no volume a fork could share: it stays
+	// in the temporary directory, out of the pool the volumes share.
+	dir := os.TempDir()
+	if bound > 0 {
+		dir = h.volumes()
+	}
+	ws, err := state.MkdirNamed(dir, "sandbox-ws", h.Store.Namer())
 	if err != nil {
 		return "", err
 	}

@@ -16,6 +16,8 @@
 // lie on cannot share extents: an XFS filesystem with reflinks in a
 // sparse image of its own, so that Snapshot and MakeFrom copy no data
 // on any host. It is the host's and outlives its maker; Pool refuses a
-// mount point holding another filesystem, and Attach mounts a volume's
-// pool again before the volume.
+// mount point holding another filesystem, a size above what is free
+// under it, and names another user made first (where anyone may write),
+// and Attach mounts a volume's pool again before the volume, refusing a
+// directory or image that is not this user's alone.
 package volume

@@ -16,31 +16,48 @@ func xfsFormatter() (string, error) { return formatter("mkfs.xfs", "xfsprogs") }
 // reflinks), for volumes whose own directory's filesystem cannot (ext4,
 // tmpfs): their images made under it are copied by Snapshot and
 // MakeFrom at no cost in data. Its image is beside dir (Image), sparse,
-// of size bytes (0: the bytes free now on the filesystem that holds it),
-// mounted through a loop device that reads and writes the image directly
-// (no second copy of its pages in memory) and gives back the blocks of
-// what is deleted (discard: holes punched in the image).
+// of size bytes (0: what is free now on the filesystem that holds it,
+// less a reserve: PoolReserve), mounted through a loop device that reads
+// and writes the image directly (no second copy of its pages in memory)
+// and gives back the blocks of the files deleted in it, a removed
+// volume's image among them (discard: holes punched in the image). A
+// size above what is free there is refused: the pool's writes would fail
+// once that space is gone. Like every sparse image, the pool still
+// counts on the filesystem under it keeping that space free.
 //
 // A pool is the host's, like the system's temporary directory, and
 // outlives the process that made it: where dir holds one already (made
-// by another process, or before a restart of this one) Pool uses it;
-// where its image is there and not mounted (after the machine
-// restarted), it is mounted again; where dir is the mount point of
-// another filesystem, Pool refuses it. Two processes making it at once
-// are one after the other (a lock beside it). On failure nothing it made
-// is left.
-func Pool(dir string, size int64) error {
+// by another process, or before a restart of this one) Pool uses it,
+// whatever its size; where its image is there and not mounted (after the
+// machine restarted, where the directory survives that), it is mounted
+// again; where dir is the mount point of another filesystem, Pool
+// refuses it, and so it refuses names another user made first (dir, its
+// image, its lock). Two processes making it at once are one after the
+// other (a lock beside it). On failure no image it made is left, and
+// nothing mounted; dir and its lock stay.
+func Pool(dir string, size int64) error { return pool(dir, size, true) }
+
+// MountPool mounts the pool on dir again where its image is beside it
+// and it is not mounted, as Pool does; it makes none.
+func MountPool(dir string) error { return pool(dir, 0, false) }
+
+func pool(dir string, size int64, make bool) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("%w: mounting a filesystem needs root", ErrNotSupported)
 	}
 	if size < 0 || size > 0 && size < MinPool {
 		return fmt.Errorf("a volume pool of %d bytes: under %d, the least one is made with", size, MinPool)
 	}
+	if !make {
+		if _, err := os.Lstat(Image(dir)); err != nil {
+			return err // none to mount: nothing made
+		}
+	}
 	// In a directory anyone may write to (the system's temporary one),
 	// another user could have made the names first: a symbolic link, or
 	// an image of theirs to be mounted with the workspaces in it. Each is
 	// opened without following links and must be this user's alone.
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
 	if err := ours(dir, true); err != nil {
@@ -64,26 +81,27 @@ func Pool(dir string, size int64) error {
 		return fmt.Errorf("%s: not an empty directory, and no volume pool is mounted on it (%v)", dir, err)
 	}
 	img := Image(dir)
-	if _, err := os.Lstat(img); err == nil {
-		f, err := os.OpenFile(img, os.O_RDWR|unix.O_NOFOLLOW, 0)
+	if _, err := os.Lstat(img); err == nil || !make {
+		f, err := openOurs(img)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		if err := oursOpen(f, false); err != nil {
-			return err
-		}
 		return mountPool(f, dir)
 	}
-	if size == 0 {
-		var st unix.Statfs_t
-		if err := unix.Statfs(filepath.Dir(dir), &st); err != nil {
-			return err
-		}
-		size = int64(st.Bavail) * int64(st.Bsize)
+	var st unix.Statfs_t
+	if err := unix.Statfs(filepath.Dir(dir), &st); err != nil {
+		return err
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	switch {
+	case size == 0:
+		size = free - PoolReserve(int64(st.Blocks)*int64(st.Bsize))
 		if size < MinPool {
-			return fmt.Errorf("a volume pool beside %s: %d bytes free there, under %d, the least one is made with", dir, size, MinPool)
+			return fmt.Errorf("a volume pool beside %s: %d bytes free there, less a reserve, is under %d, the least one is made with", dir, free, MinPool)
 		}
+	case size > free:
+		return fmt.Errorf("a volume pool of %d bytes beside %s, where %d are free: its writes would fail once they are used", size, dir, free)
 	}
 	mk, err := xfsFormatter()
 	if err != nil {
@@ -101,12 +119,32 @@ func Pool(dir string, size int64) error {
 		os.Remove(img)
 		return err
 	}
-	return nil
+	// Traversable, not listable: the names of the volumes in it are
+	// nobody else's to read.
+	return os.Chmod(dir, 0o711)
+}
+
+// PoolReserve is what an auto-sized pool leaves free on a filesystem of
+// size bytes: a tenth of it, at least 1 GiB.
+func PoolReserve(size int64) int64 { return max(size/10, 1<<30) }
+
+// openOurs opens path, an image, for reading and writing, if it is this
+// user's alone (ours) and has no other name.
+func openOurs(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := oursOpen(f, false); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // ours checks that path is this user's alone: not a symbolic link, a
 // directory (dir) or a regular file, owned by this user, that no other
-// may write to (nor read, for a file).
+// may write to (nor read, for a file), and, a file, with no other name.
 func ours(path string, dir bool) error {
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_PATH, 0)
 	if err != nil {
@@ -125,8 +163,8 @@ func oursOpen(f *os.File, dir bool) error {
 	if dir {
 		kind, other = unix.S_IFDIR, 0o022
 	}
-	if st.Mode&unix.S_IFMT != kind || int(st.Uid) != os.Geteuid() || st.Mode&other != 0 {
-		return fmt.Errorf("%s: not a pool's (mode %#o, owner %d): another user's, or made by hand; refused", f.Name(), st.Mode, st.Uid)
+	if st.Mode&unix.S_IFMT != kind || int(st.Uid) != os.Geteuid() || st.Mode&other != 0 || !dir && st.Nlink != 1 {
+		return fmt.Errorf("%s: not this host's (mode %#o, owner %d, %d names): another user's, or made by hand; refused", f.Name(), st.Mode, st.Uid, st.Nlink)
 	}
 	return nil
 }
@@ -177,23 +215,34 @@ func Reflinks(dir string) error {
 }
 
 // PoolOf is the pool dir's volumes are made in, where dir lies directly
-// in one ("" where it does not): the parent of dir, when that is a
-// mount point with its image beside it.
+// in one ("" where it does not): the parent of dir, when the image
+// beside that is this user's (ours).
 func PoolOf(dir string) string {
 	p := filepath.Dir(dir)
-	if _, err := os.Lstat(Image(p)); err != nil {
-		return ""
-	}
-	if _, err := os.Lstat(p + ".lock"); err != nil {
+	if ours(Image(p), false) != nil {
 		return ""
 	}
 	return p
 }
 
 // ReleasePool unmounts the pool on dir and removes its image and lock:
-// everything in it is lost. A pool still in use is refused (EBUSY).
+// everything in it is lost, mounted or not. A pool still in use is
+// refused (EBUSY), and so is a filesystem on dir that is not a pool.
 func ReleasePool(dir string) error {
+	lock, err := os.OpenFile(dir+".lock", os.O_RDWR|unix.O_NOFOLLOW, 0)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if lock != nil {
+		defer lock.Close()
+		if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+			return fmt.Errorf("lock %s: %w", lock.Name(), err)
+		}
+	}
 	if mounted(dir) {
+		if err := isPool(dir); err != nil {
+			return err
+		}
 		if err := unix.Unmount(dir, 0); err != nil {
 			return fmt.Errorf("unmount %s: %w", dir, err)
 		}

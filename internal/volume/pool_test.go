@@ -3,13 +3,18 @@ package volume
 import (
 	"bytes"
 	"crypto/rand"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/opensubstrate/sandbox/internal/volume/volumetest"
 )
 
 // A pool made beside a directory whose filesystem has no reflinks (the
@@ -19,9 +24,9 @@ import (
 // is deleted in it (discard). Made again, it is the one mounted; after
 // its unmount (a restart of the machine), Attach of a volume in it mounts
 // it again first, holding what was written. A directory where another
-// filesystem is mounted, or that holds files, and names another user
-// made first (an image, a directory, a link), are refused; ReleasePool
-// leaves nothing.
+// filesystem is mounted, or that holds files, names another user made
+// first (an image, a directory, a link), and a size above what is free
+// under it are refused; ReleasePool leaves nothing.
 func TestPoolSharesExtentsOnAnyFilesystem(t *testing.T) {
 	if err := Probe(); err != nil {
 		t.Skip(err)
@@ -30,12 +35,20 @@ func TestPoolSharesExtentsOnAnyFilesystem(t *testing.T) {
 		t.Fatal(err, "(scripts/deps installs xfsprogs)")
 	}
 	base := t.TempDir()
+	volumetest.Private(t, base) // its unmounts below, a restart's, never busy for a copy elsewhere
 	pool := filepath.Join(base, "pool")
 	if err := Pool(pool, 1<<20); err == nil {
 		t.Fatal("a pool under MinPool was made")
 	}
-	if err := Pool(pool, 2<<30); err != nil {
-		t.Fatal(err)
+	// Two makers at once: one makes it, the other uses it.
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- Pool(pool, 2<<30) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() {
 		if err := ReleasePool(pool); err != nil {
@@ -45,6 +58,27 @@ func TestPoolSharesExtentsOnAnyFilesystem(t *testing.T) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(Image(pool), &st); err != nil || st.Blocks*512 > 256<<20 {
 		t.Fatalf("the pool's image takes %d bytes on disk: not sparse (%v)", st.Blocks*512, err)
+	}
+	if ms, _ := os.ReadFile("/proc/self/mountinfo"); bytes.Count(ms, []byte(" "+pool+" ")) != 1 {
+		t.Fatalf("the pool is mounted %d times", bytes.Count(ms, []byte(" "+pool+" ")))
+	}
+	// Read and written directly, where the filesystem under it can (ext4
+	// and XFS can; the test's temporary directory is one or the other
+	// here, else this is not checked).
+	var fs unix.Statfs_t
+	unix.Statfs(base, &fs)
+	if fs.Type == unix.EXT4_SUPER_MAGIC || fs.Type == unix.XFS_SUPER_MAGIC {
+		backs, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+		dio := ""
+		for _, b := range backs {
+			if p, _ := os.ReadFile(b); strings.TrimSpace(string(p)) == Image(pool) {
+				d, _ := os.ReadFile(filepath.Join(filepath.Dir(b), "dio"))
+				dio = strings.TrimSpace(string(d))
+			}
+		}
+		if dio != "1" {
+			t.Fatalf("the pool's loop device reads its image through the page cache (dio %q)", dio)
+		}
 	}
 	a, b := filepath.Join(pool, "a"), filepath.Join(pool, "b")
 	for _, d := range []string{a, b} {
@@ -105,9 +139,7 @@ func TestPoolSharesExtentsOnAnyFilesystem(t *testing.T) {
 	}
 	// The machine restarted: nothing mounted, the images kept.
 	for _, d := range []string{b, a, pool} {
-		if err := unix.Unmount(d, 0); err != nil {
-			t.Fatal(err)
-		}
+		unmount(t, d)
 	}
 	if PoolOf(a) != pool {
 		t.Fatalf("PoolOf(%s) = %q", a, PoolOf(a))
@@ -144,25 +176,68 @@ func TestPoolSharesExtentsOnAnyFilesystem(t *testing.T) {
 	if _, err := os.Stat(Image(full)); !os.IsNotExist(err) {
 		t.Fatalf("a refused pool left an image: %v", err)
 	}
-	// Names another user made first, where anyone may write: an image
-	// of theirs (mounted, their filesystem would hold the workspaces), a
-	// directory of theirs, a link for the lock.
+	// Names another user made first, where anyone may write: an XFS
+	// image of theirs (mounted, their filesystem would hold the
+	// workspaces), one of root's that others may read, a directory of
+	// theirs, a link for the lock. None is mounted or followed.
+	mkfsXFS := func(img string) {
+		f, err := os.Create(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Truncate(MinPool)
+		f.Close()
+		mk, _ := xfsFormatter()
+		if out, err := exec.Command(mk, "-q", "-f", "-m", "reflink=1", "-s", "size=4096", img).CombinedOutput(); err != nil {
+			t.Fatalf("mkfs.xfs: %v: %s", err, out)
+		}
+	}
 	theirs := filepath.Join(base, "theirs")
-	os.Mkdir(theirs, 0o755)
-	os.WriteFile(Image(theirs), []byte("their filesystem"), 0o600)
+	mkfsXFS(Image(theirs))
 	os.Chown(Image(theirs), 65534, 65534)
+	readable := filepath.Join(base, "readable")
+	mkfsXFS(Image(readable))
+	os.Chmod(Image(readable), 0o644)
 	theirDir := filepath.Join(base, "their-dir")
-	os.Mkdir(theirDir, 0o777)
-	os.Chmod(theirDir, 0o777)
+	os.Mkdir(theirDir, 0o755)
+	os.Chown(theirDir, 65534, 65534)
 	linked := filepath.Join(base, "linked")
 	os.Symlink(filepath.Join(base, "elsewhere"), linked+".lock")
-	for _, d := range []string{theirs, theirDir, linked} {
-		if err := Pool(d, 0); err == nil || mounted(d) {
-			t.Fatalf("a pool made or mounted at %s, whose names another user made first: %v", d, err)
+	for _, d := range []string{theirs, readable, theirDir, linked} {
+		for _, f := range []func(string) error{func(d string) error { return Pool(d, 0) }, MountPool} {
+			if err := f(d); err == nil || mounted(d) {
+				t.Fatalf("a pool made or mounted at %s, whose names another user made first: %v", d, err)
+			}
 		}
 	}
 	if _, err := os.Lstat(filepath.Join(base, "elsewhere")); !os.IsNotExist(err) {
 		t.Fatalf("the lock's link was followed: %v", err)
+	}
+	if b, _ := exec.Command("losetup", "-j", Image(theirs)).Output(); len(b) > 0 {
+		t.Fatalf("another user's image is on a loop device: %s", b)
+	}
+	// A pool larger than what is free under it, whose writes would fail
+	// once that is used, is refused.
+	small := filepath.Join(base, "small")
+	os.Mkdir(small, 0o755)
+	if err := unix.Mount("tmpfs", small, "tmpfs", 0, "size=700m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(small, unix.MNT_DETACH) })
+	if err := Pool(filepath.Join(small, "pool"), 1<<30); err == nil {
+		t.Fatal("a 1 GiB pool made where 700 MiB are free")
+	}
+	if err := Pool(filepath.Join(small, "pool"), 0); err == nil {
+		t.Fatal("an auto pool made where what is free, less the reserve, is under MinPool")
+	}
+	if _, err := os.Stat(Image(filepath.Join(small, "pool"))); !os.IsNotExist(err) {
+		t.Fatalf("a refused pool left its image: %v", err)
+	}
+	if err := MountPool(filepath.Join(base, "none")); !os.IsNotExist(err) {
+		t.Fatalf("MountPool where no pool was made: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(base, "none")); !os.IsNotExist(err) {
+		t.Fatalf("MountPool where no pool was made left %v", err)
 	}
 
 	if err := ReleasePool(pool); err == nil {
@@ -183,6 +258,22 @@ func TestPoolSharesExtentsOnAnyFilesystem(t *testing.T) {
 	}
 }
 
+// unmount unmounts dir, trying again while it is busy: a loop device
+// whose filesystem was just unmounted lets its image (in dir) go a moment
+// later (autoclear). A minute bounds a hang, not the time it takes.
+func unmount(t *testing.T, dir string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		err := unix.Unmount(dir, 0)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			t.Fatalf("unmount %s: %v", dir, err)
+		}
+	}
+}
+
 func syncfs(t *testing.T, dir string) {
 	t.Helper()
 	f, err := os.Open(dir)
@@ -192,5 +283,111 @@ func syncfs(t *testing.T, dir string) {
 	defer f.Close()
 	if err := unix.Syncfs(int(f.Fd())); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// After a restart that emptied the temporary directory, another user
+// may make a workspace's directory and image first: Attach mounts
+// neither an image of theirs, nor one of root's with another name (a
+// hard link), nor one on a directory of theirs.
+func TestAttachRefusesWhatAnotherUserMade(t *testing.T) {
+	if err := Probe(); err != nil {
+		t.Skip(err)
+	}
+	base := t.TempDir()
+	volumetest.Private(t, base)
+	theirs := filepath.Join(base, "theirs")
+	os.Mkdir(theirs, 0o700)
+	if err := Make(theirs, MinSize); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(theirs, "planted"), []byte("x"), 0o644)
+	unmount(t, theirs)
+	t.Cleanup(func() { Release(theirs) })
+	// An image of theirs.
+	os.Chown(Image(theirs), 65534, 65534)
+	if ok, err := Attach(theirs); err == nil || ok || mounted(theirs) {
+		t.Fatalf("another user's image attached: %v %v", ok, err)
+	}
+	// Root's image, with a second name.
+	os.Chown(Image(theirs), 0, 0)
+	if err := os.Link(Image(theirs), filepath.Join(base, "second")); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := Attach(theirs); err == nil || ok || mounted(theirs) {
+		t.Fatalf("an image with two names attached: %v %v", ok, err)
+	}
+	os.Remove(filepath.Join(base, "second"))
+	// A directory of theirs.
+	os.Chown(theirs, 65534, 65534)
+	if ok, err := Attach(theirs); err == nil || ok || mounted(theirs) {
+		t.Fatalf("a volume attached on another user's directory: %v %v", ok, err)
+	}
+	os.Chown(theirs, 0, 0)
+	if ok, err := Attach(theirs); err != nil || !ok {
+		t.Fatalf("this host's volume, attached: %v %v", ok, err)
+	}
+}
+
+// Owned: a directory of this user's, whatever its mode; not another
+// user's, not a link to one of this user's, not a file.
+func TestOwned(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("another user's directory is made with chown: root")
+	}
+	base := t.TempDir()
+	mine, theirs, file := filepath.Join(base, "mine"), filepath.Join(base, "theirs"), filepath.Join(base, "file")
+	os.Mkdir(mine, 0o777)
+	os.Chmod(mine, 0o777)
+	os.Mkdir(theirs, 0o700)
+	os.Chown(theirs, 65534, 65534)
+	os.WriteFile(file, nil, 0o600)
+	os.Symlink(mine, filepath.Join(base, "link"))
+	if err := Owned(mine); err != nil {
+		t.Fatalf("this user's directory: %v", err)
+	}
+	for _, p := range []string{theirs, file, filepath.Join(base, "link"), filepath.Join(base, "none")} {
+		if err := Owned(p); err == nil {
+			t.Fatalf("%s taken as this user's directory", p)
+		}
+	}
+}
+
+// A pool unmounted here while its filesystem is still held elsewhere (a
+// copy of the mounts another mount namespace keeps; here, a file open in
+// it) is mounted again on the loop device that still reads its image:
+// the same filesystem, not a second one writing the same image (which
+// XFS refuses, as a duplicate UUID).
+func TestPoolMountedAgainWhileHeldElsewhere(t *testing.T) {
+	if err := Probe(); err != nil {
+		t.Skip(err)
+	}
+	base := t.TempDir()
+	volumetest.Private(t, base)
+	pool := filepath.Join(base, "pool")
+	if err := Pool(pool, MinPool); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := ReleasePool(pool); err != nil {
+			t.Error(err)
+			unix.Unmount(pool, unix.MNT_DETACH)
+		}
+	})
+	held, err := os.Create(filepath.Join(pool, "held"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Unmount(pool, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	if err := MountPool(pool); err != nil {
+		held.Close()
+		t.Fatalf("the pool mounted again while held elsewhere: %v", err)
+	}
+	held.WriteString("the same filesystem")
+	held.Close()
+	if b, err := os.ReadFile(filepath.Join(pool, "held")); err != nil || string(b) != "the same filesystem" {
+		t.Fatalf("mounted again, the pool reads %q (%v): another filesystem", b, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // ErrNotSupported is wrapped where no volume can be made on this host.
@@ -48,6 +49,22 @@ func (u Usage) Full() bool {
 func checkSize(size int64) error {
 	if size < MinSize {
 		return fmt.Errorf("a workspace bound of %d bytes: under %d, the least a workspace filesystem is made with", size, MinSize)
+	}
+	return nil
+}
+
+// Owned checks that dir is a directory of this user's, not a symbolic
+// link: one made by this host (a volume's mount point, a workspace),
+// not planted by another user where anyone may write. Its mode is not
+// checked: a sandbox may change its workspace's.
+func Owned(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s: not a directory of this host's (%v): refused", dir, fi.Mode())
 	}
 	return nil
 }

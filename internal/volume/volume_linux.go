@@ -276,6 +276,9 @@ func clone(dst, src *os.File) error {
 // image directly (O_DIRECT, in 4 KiB blocks) where the filesystem under
 // it allows, buffered where it does not.
 func attachWith(f *os.File, direct bool) (*os.File, string, error) {
+	if lf, dev := attached(f); lf != nil {
+		return lf, dev, nil
+	}
 	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
 	if err != nil {
 		return nil, "", fmt.Errorf("loop devices: %w", err)
@@ -322,6 +325,33 @@ func attachWith(f *os.File, direct bool) (*os.File, string, error) {
 	return nil, "", errors.New("no free loop device after 32 tries")
 }
 
+// attached is the loop device that reads f already, if one does: a
+// filesystem on it unmounted here and still mounted elsewhere (a copy
+// another mount namespace holds). Mounted again, it is the same
+// filesystem, where a second device would make a second one writing the
+// same image (XFS refuses it, as a duplicate UUID; ext4 would corrupt
+// the image).
+func attached(f *os.File) (*os.File, string) {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return nil, ""
+	}
+	names, _ := filepath.Glob("/sys/block/loop*")
+	for _, n := range names {
+		dev := "/dev/" + filepath.Base(n)
+		lf, err := os.OpenFile(dev, os.O_RDWR, 0)
+		if err != nil {
+			continue
+		}
+		info, err := unix.IoctlLoopGetStatus64(int(lf.Fd()))
+		if err == nil && info.Device == st.Dev && info.Inode == st.Ino && info.Offset == 0 && info.Sizelimit == 0 {
+			return lf, dev
+		}
+		lf.Close()
+	}
+	return nil, ""
+}
+
 // mounted says whether dir is a mount point.
 func mounted(dir string) bool {
 	var a, b unix.Stat_t
@@ -362,19 +392,24 @@ func Release(dir string) error {
 // Attach mounts dir's volume again where its image is beside it and it
 // is not mounted (after a restart of the machine), and first the pool it
 // lies in (PoolOf) where that is not mounted either; it reports whether
-// it mounted the volume.
+// it mounted the volume. Where anyone may write, another user could have
+// made dir and its image first (the restart emptied the directory): a
+// dir or an image that is not this user's alone is refused, and nothing
+// mounted.
 func Attach(dir string) (bool, error) {
 	if p := PoolOf(dir); p != "" && !mounted(p) {
-		// The pool it lies in, first (Pool mounts it again).
-		if err := Pool(p, 0); err != nil {
-			return false, err
+		if err := MountPool(p); err != nil {
+			return false, fmt.Errorf("the pool %s: %w", p, err)
 		}
 	}
 	img := Image(dir)
 	if _, err := os.Lstat(img); err != nil || mounted(dir) {
 		return false, nil
 	}
-	f, err := os.OpenFile(img, os.O_RDWR, 0)
+	if err := Owned(dir); err != nil {
+		return false, err
+	}
+	f, err := openOurs(img)
 	if err != nil {
 		return false, err
 	}

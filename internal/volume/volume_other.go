@@ -31,6 +31,13 @@ func MakeFrom(dir, img string) error { return ErrNoClone }
 // Pool refuses: volumes need Linux.
 func Pool(dir string, size int64) error { return ErrNotSupported }
 
+// MountPool refuses: volumes need Linux.
+func MountPool(dir string) error { return ErrNotSupported }
+
+// PoolReserve is what an auto-sized pool leaves free on a filesystem of
+// size bytes: a tenth of it, at least 1 GiB.
+func PoolReserve(size int64) int64 { return max(size/10, 1<<30) }
+
 // PoolOf says dir lies in no pool: none is made here.
 func PoolOf(dir string) string { return "" }
 

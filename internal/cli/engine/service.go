@@ -87,12 +87,15 @@ that shares extents (XFS with reflinks), so that 'sandbox fork' copies
 no data: each child's workspace is a copy of the parent's image sharing
 every block. Only where the system's temporary directory cannot share
 extents itself (ext4, tmpfs; on XFS or btrfs the workspaces stay there
-and no pool is made): the service then makes the pool, a sparse XFS
-image of SIZE (auto: the bytes free there now), as sandbox-volumes in
-that directory, or mounts the one a service made before. It is the
-host's, like the temporary directory: it stays mounted when the service
-stops, other services use it, and its image gives back what is deleted
-in it. Root only, with mkfs.xfs (xfsprogs).
+and no pool is made), and only for bounded workspaces: the service then
+makes the pool, a sparse XFS image of SIZE (at most what is free there;
+auto: what is free less a tenth of that filesystem, at least 1 GiB), as
+sandbox-volumes in that directory, or mounts the one a service made
+before, whatever its size. It is the host's, like the temporary
+directory: it stays mounted when the service stops, other services use
+it, and it gives back the space of each workspace removed. Like the
+images themselves, it counts on the space under it staying free. Root
+only, with mkfs.xfs (xfsprogs).
 
 --output-max SIZE is how much of each of a run's streams its record
 keeps (default 64MiB): the caller receives every byte, and the journal's
@@ -286,7 +289,12 @@ func (o *serveOptions) configure(cmd *cobra.Command, ho *live.Manager, log *slog
 		if err != nil {
 			return fmt.Errorf("--workspace-pool %s: %w", o.workspacePool, err)
 		}
-		log.Info("workspaces", "dir", dir)
+		// A pool made before keeps its size: SIZE is a new one's.
+		if u, ok, err := volume.Of(dir); err == nil && ok {
+			log.Info("workspaces in a volume pool", "dir", dir, "size", u.Size, "free", u.Avail)
+		} else {
+			log.Info("workspaces where they share extents, no pool needed", "dir", dir)
+		}
 	}
 	for _, a := range o.poolArgs {
 		ps, err := parsePool(a, ho)
@@ -564,9 +572,6 @@ func secrets(toks []authority.Token) []string {
 	return out
 }
 
-// sizeFlag reads a size flag: bytes (KiB, MiB, GiB, ...). With a
-// least size (a bound that may be none), "0" is no bound (-1) and a size
-// under the least is refused.
 // poolSize reads --workspace-pool: auto (0: what is free) or a size of
 // at least volume.MinPool.
 func poolSize(v string) (int64, error) {
@@ -583,6 +588,9 @@ func poolSize(v string) (int64, error) {
 	return n, nil
 }
 
+// sizeFlag reads a size flag: bytes (KiB, MiB, GiB, ...). With a
+// least size (a bound that may be none), "0" is no bound (-1) and a size
+// under the least is refused.
 func sizeFlag(flag, v string, least int64) (int64, error) {
 	n, err := grant.ParseSize(v)
 	switch {

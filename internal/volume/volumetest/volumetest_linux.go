@@ -61,3 +61,20 @@ func Free(tb testing.TB, dir string) int64 {
 	}
 	return int64(st.Bavail) * int64(st.Bsize)
 }
+
+// Private makes dir, a directory of the test's, a mount point of its own
+// that shares no mount events with any other (a private bind mount of
+// itself), until the test ends: a mount namespace another process makes
+// beside the test (a sandbox of a test in another package) takes a copy
+// of what is mounted under it, but as no peer of it, so that an unmount
+// here is never refused as busy for that copy's sake. It needs root.
+func Private(tb testing.TB, dir string) {
+	tb.Helper()
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		tb.Fatalf("bind %s on itself: %v", dir, err)
+	}
+	tb.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	if err := unix.Mount("", dir, "", unix.MS_PRIVATE|unix.MS_REC, ""); err != nil {
+		tb.Fatalf("make %s private: %v", dir, err)
+	}
+}

@@ -15,3 +15,6 @@ func Free(tb testing.TB, dir string) int64 {
 	tb.Skip("volumes need Linux")
 	return 0
 }
+
+// Private skips: volumes need Linux.
+func Private(tb testing.TB, dir string) { tb.Skip("volumes need Linux") }
