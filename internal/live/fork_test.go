@@ -560,7 +560,8 @@ func whileBusy(f func() error) error {
 
 // sandbox gc, which is given no pool, finds the host's pool where a
 // service makes it (volume.PoolDir), mounts it again where a restart
-// left it unmounted, and collects what a killed process left in it.
+// left it unmounted (a dry run does not), and collects what a killed
+// process left in it.
 func TestGCFindsTheHostsPool(t *testing.T) {
 	if err := volume.Probe(); err != nil {
 		t.Skip(err)
@@ -581,6 +582,13 @@ func TestGCFindsTheHostsPool(t *testing.T) {
 	}
 	if err := whileBusy(func() error { return syscall.Unmount(pool, 0) }); err != nil { // a restart
 		t.Fatal(err)
+	}
+	// A dry run (doctor, gc -n) mounts nothing.
+	if _, err := h.GC(true); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := volume.Of(pool); ok {
+		t.Fatal("a dry run of gc mounted the pool")
 	}
 	collectedOnce(t, h, id, left)
 }

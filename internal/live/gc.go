@@ -163,9 +163,13 @@ func (h *Manager) GC(dryRun bool) ([]Leftover, error) {
 		out = append(out, Leftover{Kind: kind, Path: h.RecordPath(r.ID), Err: r.Err})
 	}
 	// The host's pool, mounted again where a restart of the machine
-	// left its image: what ended processes left in it is judged too.
-	if err := volume.MountPool(volume.PoolDir()); err != nil && !errors.Is(err, os.ErrNotExist) {
-		out = append(out, Leftover{Kind: "the host's volume pool, not mounted again: what is in it is not judged", Path: volume.PoolDir(), Err: err})
+	// left its image (this host's: another user's is none), so that what
+	// ended processes left in it is judged too; a dry run mounts nothing,
+	// and judges it only where it is mounted.
+	if !dryRun {
+		if err := volume.MountPool(volume.PoolDir()); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, volume.ErrNotSupported) {
+			out = append(out, Leftover{Kind: "the host's volume pool, not mounted again: what is in it is not judged", Path: volume.PoolDir(), Err: err})
+		}
 	}
 	for _, d := range h.volumeDirs() {
 		scan(d, "sandbox-ws-", "live sandbox workspace", false)

@@ -23,10 +23,11 @@ type Manager struct {
 	// its spec sets none (SandboxSpec.Limits.WorkspaceBytes); 0 means
 	// DefaultWorkspaceMax, a negative value no bound.
 	WorkspaceMax int64
-	// Volumes is the directory live sandboxes' workspaces, and a fork's
-	// copy of one, are made in; "" means the system's temporary
-	// directory. A pool (volume.Pool, UsePool) where that directory's
-	// filesystem cannot share extents: a fork then copies no data.
+	// Volumes is the directory bounded workspaces (volumes), and a
+	// fork's copy of one, are made in; "" means the system's temporary
+	// directory, where unbounded ones are always made. A pool
+	// (volume.Pool, UsePool) where that directory's filesystem cannot
+	// share extents: a fork then copies no data.
 	Volumes string
 	// cluster, once set (Join), is the cluster's keeping of suspended
 	// sandboxes (shared.go) and its work queue (a fleet's items run on

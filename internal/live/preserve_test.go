@@ -15,6 +15,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/lifecycle"
 	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/store"
+	"github.com/opensubstrate/sandbox/internal/volume"
 	"github.com/opensubstrate/sandbox/record"
 )
 
@@ -273,22 +274,7 @@ func TestShutdownRetainsWhatItCannotPark(t *testing.T) {
 	t.Parallel()
 	h := newS1Host(t)
 	ctx := context.Background()
-	info, err := h.Create(ctx, SandboxSpec{Grants: grants(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	execIn(t, h, info.ID, "sh", "-c", "echo unpublished > work")
-	go h.Exec(ctx, info.ID, "", ExecRequest{Args: []string{"sleep", "30"}, Deadline: time.Minute})
-	for i := 0; ; i++ {
-		if sb, _ := h.sandbox(info.ID, ""); sb != nil && func() bool { sb.mu.Lock(); defer sb.mu.Unlock(); return sb.running > 0 }() {
-			break
-		}
-		if i > 200 {
-			t.Fatal("the exec did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	h.Close()
+	info := retained(t, h, "echo unpublished > work")
 	if b, err := os.ReadFile(info.Workspace + "/work"); err != nil || string(b) != "unpublished\n" {
 		t.Fatalf("the workspace after shutdown: %q %v", b, err)
 	}
@@ -308,6 +294,70 @@ func TestShutdownRetainsWhatItCannotPark(t *testing.T) {
 	}
 	if _, out := execIn(t, h2, info.ID, "cat", "work"); out != "unpublished\n" {
 		t.Fatalf("%q", out)
+	}
+}
+
+// retained makes a sandbox in h, runs script in it, and closes h while
+// an exec still runs: the shutdown cannot park it, so it retains it (its
+// record active, its workspace as it is) for the next host's recovery.
+func retained(t *testing.T, h *Manager, script string) SandboxInfo {
+	t.Helper()
+	ctx := context.Background()
+	info, err := h.Create(ctx, SandboxSpec{Grants: grants(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	execIn(t, h, info.ID, "sh", "-c", script)
+	go h.Exec(ctx, info.ID, "", ExecRequest{Args: []string{"sleep", "30"}, Deadline: time.Minute})
+	for i := 0; ; i++ {
+		if sb, _ := h.sandbox(info.ID, ""); sb != nil && func() bool { sb.mu.Lock(); defer sb.mu.Unlock(); return sb.running > 0 }() {
+			break
+		}
+		if i > 200 {
+			t.Fatal("the exec did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.Close()
+	return info
+}
+
+// After a restart that emptied the temporary directory, another user
+// may make a retained sandbox's workspace (its directory and image)
+// before the next host recovers it: the recovery takes the workspace as
+// gone and closes the record, never capturing their files into it nor
+// mounting their image, and it does not stall on them.
+func TestRecoveryRefusesAPlantedWorkspace(t *testing.T) {
+	t.Parallel()
+	h := newS1Host(t)
+	info := retained(t, h, "true") // its record Active, its workspace kept
+	ws := info.Workspace
+	if err := whileBusy(func() error { return volume.Release(ws) }); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(ws)
+	// Theirs: a directory with a file, an image.
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(ws, "planted"), []byte("theirs"), 0o644)
+	os.WriteFile(volume.Image(ws), []byte("their image"), 0o600)
+	for _, p := range []string{ws, filepath.Join(ws, "planted"), volume.Image(ws)} {
+		if err := os.Chown(p, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { os.RemoveAll(ws); os.Remove(volume.Image(ws)) })
+	h2 := reopenHost(t, h)
+	old := h.Store.Lease.ID
+	if rs := h2.Recover(func(l string) bool { return l == old }, false); len(rs) != 1 || rs[0].What != "closed" || rs[0].Err != nil {
+		t.Fatalf("recovery of a sandbox whose workspace another user made: %+v", rs)
+	}
+	if p := recordPhase(t, h2, info.ID); p != record.Ended {
+		t.Fatalf("after recovery: %s", p)
+	}
+	if _, ok, _ := volume.Of(ws); ok {
+		t.Fatal("their image was mounted")
 	}
 }
 

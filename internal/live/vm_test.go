@@ -278,7 +278,7 @@ func TestLiveS5SandboxEgress(t *testing.T) {
 	r, out := execIn(t, h, info.ID, "/bin/sh", "-c", "cd /; curl -sS -o /dev/null -w '%{http_code}\\n' http://127.0.0.1:1/; curl -sS --noproxy '*' --max-time 60 "+url+" || echo direct refused")
 	db, _ := os.ReadFile(filepath.Join(r.Dir, "decisions.json"))
 	if !strings.HasPrefix(out, "403\n") || !strings.Contains(out, "direct refused") || !strings.Contains(string(db), `"target":"127.0.0.1:1"`) || !strings.Contains(string(db), `"allow":false`) {
-		t.Fatalf("an ungranted destination: %q; decision log:\n%s", out, db)
+		t.Fatalf("an ungranted destination: %q (outcome %+v); decision log:\n%s", out, r.Result.Outcome, db)
 	}
 	if err := h.Remove(info.ID, ""); err != nil {
 		t.Fatal(err)

@@ -112,10 +112,11 @@ func (e *WorkspaceBoundError) Unavailable() bool { return errors.Is(e.Err, volum
 func (e *WorkspaceBoundError) Invalid() bool { return e.Bound < volume.MinSize }
 
 // makeWorkspace makes a live sandbox's workspace: a directory of its
-// own in the system's temporary directory, which, with a bound, is the
-// mount point of a filesystem of that size (internal/volume): a writer
-// past it gets ENOSPC as it writes, whichever tier writes it (S1's bind,
-// S2's host calls, S5's 9p share).
+// own, which, with a bound, is the mount point of a filesystem of that
+// size (internal/volume), made in Volumes: a writer past it gets ENOSPC
+// as it writes, whichever tier writes it (S1's bind, S2's host calls,
+// S5's 9p share). Without a bound it is made in the system's temporary
+// directory.
 func (h *Manager) makeWorkspace(bound int64) (string, error) {
 	if bound > 0 && bound < volume.MinSize {
 		return "", &WorkspaceBoundError{Bound: bound, Err: fmt.Errorf("under %d bytes, the least a workspace is made with", volume.MinSize)}

@@ -17,12 +17,12 @@ func xfsFormatter() (string, error) { return formatter("mkfs.xfs", "xfsprogs") }
 // tmpfs): their images made under it are copied by Snapshot and
 // MakeFrom at no cost in data. Its image is beside dir (Image), sparse,
 // of size bytes (0: what is free now on the filesystem that holds it,
-// less a reserve: PoolReserve), mounted through a loop device that reads
+// less a reserve, PoolReserve), mounted through a loop device that reads
 // and writes the image directly (no second copy of its pages in memory)
 // and gives back the blocks of the files deleted in it, a removed
 // volume's image among them (discard: holes punched in the image). A
-// size above what is free there is refused: the pool's writes would fail
-// once that space is gone. Like every sparse image, the pool still
+// size above what is free there, less the reserve, is refused: the
+// pool's writes would fail once that space is gone. Like every sparse image, the pool still
 // counts on the filesystem under it keeping that space free.
 //
 // A pool is the host's, like the system's temporary directory, and
@@ -42,16 +42,18 @@ func Pool(dir string, size int64) error { return pool(dir, size, true) }
 func MountPool(dir string) error { return pool(dir, 0, false) }
 
 func pool(dir string, size int64, make bool) error {
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("%w: mounting a filesystem needs root", ErrNotSupported)
-	}
 	if size < 0 || size > 0 && size < MinPool {
 		return fmt.Errorf("a volume pool of %d bytes: under %d, the least one is made with", size, MinPool)
 	}
 	if !make {
-		if _, err := os.Lstat(Image(dir)); err != nil {
-			return err // none to mount: nothing made
+		// None to mount, or another user's (never this host's pool):
+		// nothing is made.
+		if mine, err := mineOrGone(Image(dir)); err != nil || !mine {
+			return errors.Join(err, fmt.Errorf("%s: %w", Image(dir), os.ErrNotExist))
 		}
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%w: mounting a filesystem needs root", ErrNotSupported)
 	}
 	// In a directory anyone may write to (the system's temporary one),
 	// another user could have made the names first: a symbolic link, or
@@ -75,7 +77,10 @@ func pool(dir string, size int64, make bool) error {
 		return fmt.Errorf("lock %s: %w", lock.Name(), err)
 	}
 	if mounted(dir) {
-		return isPool(dir)
+		if err := isPool(dir); err != nil {
+			return err
+		}
+		return os.Chmod(dir, 0o711)
 	}
 	if ents, err := os.ReadDir(dir); err != nil || len(ents) > 0 {
 		return fmt.Errorf("%s: not an empty directory, and no volume pool is mounted on it (%v)", dir, err)
@@ -87,41 +92,50 @@ func pool(dir string, size int64, make bool) error {
 			return err
 		}
 		defer f.Close()
-		return mountPool(f, dir)
+		return mountPool(f, dir, func(f *os.File) (*os.File, string, error) { return attachAgain(f, true) })
 	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(filepath.Dir(dir), &st); err != nil {
 		return err
 	}
 	free := int64(st.Bavail) * int64(st.Bsize)
+	room := free - PoolReserve(int64(st.Blocks)*int64(st.Bsize))
 	switch {
+	case size == 0 && room < MinPool:
+		return fmt.Errorf("a volume pool beside %s: %d bytes free there, less a reserve, is under %d, the least one is made with", dir, free, MinPool)
 	case size == 0:
-		size = free - PoolReserve(int64(st.Blocks)*int64(st.Bsize))
-		if size < MinPool {
-			return fmt.Errorf("a volume pool beside %s: %d bytes free there, less a reserve, is under %d, the least one is made with", dir, free, MinPool)
-		}
-	case size > free:
-		return fmt.Errorf("a volume pool of %d bytes beside %s, where %d are free: its writes would fail once they are used", size, dir, free)
+		size = room
+	case size > room:
+		return fmt.Errorf("a volume pool of %d bytes beside %s, where %d are free, less a reserve of %d: its writes would fail once they are used", size, dir, free, free-room)
 	}
 	mk, err := xfsFormatter()
 	if err != nil {
 		return err
 	}
+	// Made under another name, and given its own once it is whole: a
+	// process killed while it is made leaves none that looks like a pool
+	// (and the next maker, holding the lock, removes what it left).
+	part := img + ".part"
+	if err := os.Remove(part); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	// Reflinks on; 4 KiB sectors, so that the loop device can read and
 	// write the image directly; nothing discarded while it is made (the
 	// image is sparse already).
-	f, err := newImage(img, size&^4095, mk, "-q", "-f", "-K", "-m", "reflink=1", "-s", "size=4096")
+	f, err := newImage(part, size&^4095, mk, "-q", "-f", "-K", "-m", "reflink=1", "-s", "size=4096")
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if err := mountPool(f, dir); err != nil {
+	if err := os.Rename(part, img); err != nil {
+		os.Remove(part)
+		return err
+	}
+	if err := mountPool(f, dir, attachDirect); err != nil {
 		os.Remove(img)
 		return err
 	}
-	// Traversable, not listable: the names of the volumes in it are
-	// nobody else's to read.
-	return os.Chmod(dir, 0o711)
+	return nil
 }
 
 // PoolReserve is what an auto-sized pool leaves free on a filesystem of
@@ -169,13 +183,15 @@ func oursOpen(f *os.File, dir bool) error {
 	return nil
 }
 
-// mountPool mounts the XFS image f on dir, giving back what is deleted;
+// mountPool mounts the XFS image f on dir through a loop device (by on),
+// giving back what is deleted, and makes its root traversable, not
+// listable (the names of the volumes in it are nobody else's to read);
 // on failure nothing is left mounted.
-func mountPool(f *os.File, dir string) error {
-	if err := mountLoop(f, dir, "xfs", "discard", true); err != nil {
+func mountPool(f *os.File, dir string, on func(*os.File) (*os.File, string, error)) error {
+	if err := mountLoop(f, dir, "xfs", "discard", on); err != nil {
 		return err
 	}
-	if err := isPool(dir); err != nil {
+	if err := errors.Join(isPool(dir), os.Chmod(dir, 0o711)); err != nil {
 		unix.Unmount(dir, unix.MNT_DETACH)
 		return err
 	}
@@ -216,13 +232,20 @@ func Reflinks(dir string) error {
 
 // PoolOf is the pool dir's volumes are made in, where dir lies directly
 // in one ("" where it does not): the parent of dir, when the image
-// beside that is this user's (ours).
+// beside that is this user's.
 func PoolOf(dir string) string {
-	p := filepath.Dir(dir)
-	if ours(Image(p), false) != nil {
-		return ""
-	}
+	p, _ := poolOf(dir)
 	return p
+}
+
+// poolOf is PoolOf, with an error where the image beside dir's parent is
+// this user's and not as a pool makes one (mineOrGone).
+func poolOf(dir string) (string, error) {
+	p := filepath.Dir(dir)
+	if mine, err := mineOrGone(Image(p)); err != nil || !mine {
+		return "", err
+	}
+	return p, nil
 }
 
 // ReleasePool unmounts the pool on dir and removes its image and lock:

@@ -160,12 +160,13 @@ func TestPoolSharesExtentsOnAnyFilesystem(t *testing.T) {
 	// Refused: another filesystem mounted there, or files.
 	other := filepath.Join(base, "other")
 	os.Mkdir(other, 0o755)
-	if err := unix.Mount("tmpfs", other, "tmpfs", 0, "size=1m"); err != nil {
+	// Its root root's, 0755: refused as no pool, not for its mode.
+	if err := unix.Mount("tmpfs", other, "tmpfs", 0, "size=1m,mode=0755"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Unmount(other, unix.MNT_DETACH) })
-	if err := Pool(other, 0); err == nil {
-		t.Fatal("a pool on a tmpfs mount point")
+	if err := Pool(other, 0); err == nil || !strings.Contains(err.Error(), "not a volume pool") {
+		t.Fatalf("a pool on a tmpfs mount point: %v", err)
 	}
 	full := filepath.Join(base, "full")
 	os.Mkdir(full, 0o755)
@@ -198,11 +199,17 @@ func TestPoolSharesExtentsOnAnyFilesystem(t *testing.T) {
 	readable := filepath.Join(base, "readable")
 	mkfsXFS(Image(readable))
 	os.Chmod(Image(readable), 0o644)
+	// A pool image of root's beside each of these: what refuses them is
+	// the name another user made.
 	theirDir := filepath.Join(base, "their-dir")
 	os.Mkdir(theirDir, 0o755)
 	os.Chown(theirDir, 65534, 65534)
+	mkfsXFS(Image(theirDir))
+	os.Chmod(Image(theirDir), 0o600)
 	linked := filepath.Join(base, "linked")
 	os.Symlink(filepath.Join(base, "elsewhere"), linked+".lock")
+	mkfsXFS(Image(linked))
+	os.Chmod(Image(linked), 0o600)
 	for _, d := range []string{theirs, readable, theirDir, linked} {
 		for _, f := range []func(string) error{func(d string) error { return Pool(d, 0) }, MountPool} {
 			if err := f(d); err == nil || mounted(d) {
@@ -233,7 +240,7 @@ func TestPoolSharesExtentsOnAnyFilesystem(t *testing.T) {
 	if _, err := os.Stat(Image(filepath.Join(small, "pool"))); !os.IsNotExist(err) {
 		t.Fatalf("a refused pool left its image: %v", err)
 	}
-	if err := MountPool(filepath.Join(base, "none")); !os.IsNotExist(err) {
+	if err := MountPool(filepath.Join(base, "none")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("MountPool where no pool was made: %v", err)
 	}
 	if _, err := os.Lstat(filepath.Join(base, "none")); !os.IsNotExist(err) {
@@ -288,8 +295,11 @@ func syncfs(t *testing.T, dir string) {
 
 // After a restart that emptied the temporary directory, another user
 // may make a workspace's directory and image first: Attach mounts
-// neither an image of theirs, nor one of root's with another name (a
-// hard link), nor one on a directory of theirs.
+// neither an image of theirs nor one on a directory of theirs, and says
+// the volume is not there (false, no error: it is gone); an image of
+// root's with another name (a hard link) or of another kind is an error
+// (it may hold a workspace), and nothing is mounted. A volume whose
+// directory alone is gone is mounted on a new one.
 func TestAttachRefusesWhatAnotherUserMade(t *testing.T) {
 	if err := Probe(); err != nil {
 		t.Skip(err)
@@ -306,8 +316,8 @@ func TestAttachRefusesWhatAnotherUserMade(t *testing.T) {
 	t.Cleanup(func() { Release(theirs) })
 	// An image of theirs.
 	os.Chown(Image(theirs), 65534, 65534)
-	if ok, err := Attach(theirs); err == nil || ok || mounted(theirs) {
-		t.Fatalf("another user's image attached: %v %v", ok, err)
+	if ok, err := Attach(theirs); err != nil || ok || mounted(theirs) {
+		t.Fatalf("another user's image: %v %v, want false and no error, nothing mounted", ok, err)
 	}
 	// Root's image, with a second name.
 	os.Chown(Image(theirs), 0, 0)
@@ -315,17 +325,91 @@ func TestAttachRefusesWhatAnotherUserMade(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ok, err := Attach(theirs); err == nil || ok || mounted(theirs) {
-		t.Fatalf("an image with two names attached: %v %v", ok, err)
+		t.Fatalf("an image with two names: %v %v, want an error", ok, err)
 	}
 	os.Remove(filepath.Join(base, "second"))
+	// Root's image, readable by others.
+	os.Chmod(Image(theirs), 0o644)
+	if ok, err := Attach(theirs); err == nil || ok || mounted(theirs) {
+		t.Fatalf("an image others may read: %v %v, want an error", ok, err)
+	}
+	os.Chmod(Image(theirs), 0o600)
 	// A directory of theirs.
 	os.Chown(theirs, 65534, 65534)
-	if ok, err := Attach(theirs); err == nil || ok || mounted(theirs) {
-		t.Fatalf("a volume attached on another user's directory: %v %v", ok, err)
+	if ok, err := Attach(theirs); err != nil || ok || mounted(theirs) {
+		t.Fatalf("a volume on another user's directory: %v %v, want false and no error", ok, err)
 	}
-	os.Chown(theirs, 0, 0)
+	// Its directory gone: made again.
+	if err := os.Remove(theirs); err != nil {
+		t.Fatal(err)
+	}
 	if ok, err := Attach(theirs); err != nil || !ok {
 		t.Fatalf("this host's volume, attached: %v %v", ok, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(theirs, "planted")); err != nil || string(b) != "x" {
+		t.Fatalf("the volume attached holds %q (%v)", b, err)
+	}
+}
+
+// An ext4 volume unmounted here while it is still held elsewhere (a copy
+// of the mounts another mount namespace keeps; here, a file open in it)
+// is attached again through the loop device that still reads its image:
+// the same filesystem, where a second device would make a second one
+// writing the same image. A device that reads the image read-only beside
+// it is refused, and no second device is made.
+func TestAttachUsesTheDeviceThatReadsTheImage(t *testing.T) {
+	if err := Probe(); err != nil {
+		t.Skip(err)
+	}
+	if _, err := exec.LookPath("losetup"); err != nil {
+		t.Skip("no losetup (util-linux)")
+	}
+	base := t.TempDir()
+	volumetest.Private(t, base)
+	dir := filepath.Join(base, "ws")
+	os.Mkdir(dir, 0o700)
+	if err := Make(dir, MinSize); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Release(dir) })
+	held, err := os.Create(filepath.Join(dir, "held"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	devices := func() string {
+		b, _ := exec.Command("losetup", "-j", Image(dir)).Output()
+		return string(b)
+	}
+	before := devices()
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := Attach(dir); err != nil || !ok {
+		t.Fatalf("attached while held elsewhere: %v %v", ok, err)
+	}
+	if after := devices(); after != before {
+		t.Fatalf("a second device reads the image: before %q, after %q", before, after)
+	}
+	held.WriteString("the same filesystem")
+	held.Close()
+	if b, _ := os.ReadFile(filepath.Join(dir, "held")); string(b) != "the same filesystem" {
+		t.Fatalf("attached again, the volume reads %q: another filesystem", b)
+	}
+	// A read-only device beside it, once it is unmounted again.
+	unmount(t, dir)
+	ro, err := exec.Command("losetup", "-r", "-f", "--show", Image(dir)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	roDev := strings.TrimSpace(string(ro))
+	t.Cleanup(func() { exec.Command("losetup", "-d", roDev).Run() })
+	n := strings.Count(devices(), "\n")
+	if ok, err := Attach(dir); err == nil || ok || mounted(dir) {
+		t.Fatalf("attached beside a read-only device on its image: %v %v", ok, err)
+	}
+	if strings.Count(devices(), "\n") != n {
+		t.Fatalf("a device was made beside one that reads the image: %q", devices())
 	}
 }
 

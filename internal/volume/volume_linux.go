@@ -241,13 +241,20 @@ func MakeFrom(dir, img string) (err error) {
 
 // mountImage mounts the ext4 image f on dir (nosuid, nodev), through a
 // loop device that goes with the last unmount (autoclear).
-func mountImage(f *os.File, dir string) error { return mountLoop(f, dir, "ext4", "", false) }
+func mountImage(f *os.File, dir string) error { return mountLoop(f, dir, "ext4", "", attach) }
+
+// The ways an image is put on a loop device for mountLoop: a new image,
+// on a new device (attach), a pool's, directly (attachDirect), and an
+// image that may be read by a device already (attachAgain, Attach's
+// and a pool's mounted again).
+func attach(f *os.File) (*os.File, string, error)       { return attachWith(f, false) }
+func attachDirect(f *os.File) (*os.File, string, error) { return attachWith(f, true) }
 
 // mountLoop mounts the image f, a filesystem of type fs, on dir (nosuid,
-// nodev, with options opts), through a loop device (attachWith) that
-// goes with the last unmount.
-func mountLoop(f *os.File, dir, fs, opts string, direct bool) error {
-	loop, dev, err := attachWith(f, direct)
+// nodev, with options opts), through a loop device (by on) that goes
+// with the last unmount.
+func mountLoop(f *os.File, dir, fs, opts string, on func(*os.File) (*os.File, string, error)) error {
+	loop, dev, err := on(f)
 	if err != nil {
 		return err
 	}
@@ -276,9 +283,6 @@ func clone(dst, src *os.File) error {
 // image directly (O_DIRECT, in 4 KiB blocks) where the filesystem under
 // it allows, buffered where it does not.
 func attachWith(f *os.File, direct bool) (*os.File, string, error) {
-	if lf, dev := attached(f); lf != nil {
-		return lf, dev, nil
-	}
 	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
 	if err != nil {
 		return nil, "", fmt.Errorf("loop devices: %w", err)
@@ -325,31 +329,82 @@ func attachWith(f *os.File, direct bool) (*os.File, string, error) {
 	return nil, "", errors.New("no free loop device after 32 tries")
 }
 
+// attachAgain is attachWith for an image that may still be read by a
+// loop device (attached): that one, else a new one.
+func attachAgain(f *os.File, direct bool) (*os.File, string, error) {
+	lf, dev, err := attached(f)
+	if err != nil || lf != nil {
+		return lf, dev, err
+	}
+	return attachWith(f, direct)
+}
+
 // attached is the loop device that reads f already, if one does: a
 // filesystem on it unmounted here and still mounted elsewhere (a copy
 // another mount namespace holds). Mounted again, it is the same
 // filesystem, where a second device would make a second one writing the
 // same image (XFS refuses it, as a duplicate UUID; ext4 would corrupt
-// the image).
-func attached(f *os.File) (*os.File, string) {
+// the image). A device bound to f that is read-only, reads part of it,
+// or is one of two, and one that cannot be asked, are refused: never a
+// second device beside one that may read f.
+func attached(f *os.File) (*os.File, string, error) {
 	var st unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &st) != nil {
-		return nil, ""
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, "", err
 	}
-	names, _ := filepath.Glob("/sys/block/loop*")
+	names, _ := filepath.Glob("/sys/block/loop[0-9]*")
+	var found *os.File
+	var at string
 	for _, n := range names {
 		dev := "/dev/" + filepath.Base(n)
-		lf, err := os.OpenFile(dev, os.O_RDWR, 0)
+		lf, err := openLoop(dev, n)
 		if err != nil {
-			continue
+			if found != nil {
+				found.Close()
+			}
+			return nil, "", fmt.Errorf("%s: %w (it might read %s: no second device is made)", dev, err, f.Name())
 		}
 		info, err := unix.IoctlLoopGetStatus64(int(lf.Fd()))
-		if err == nil && info.Device == st.Dev && info.Inode == st.Ino && info.Offset == 0 && info.Sizelimit == 0 {
-			return lf, dev
+		if errors.Is(err, unix.ENXIO) || err == nil && (info.Device != st.Dev || info.Inode != st.Ino) {
+			lf.Close() // unbound, or another image's
+			continue
+		}
+		if err == nil && found == nil && info.Offset == 0 && info.Sizelimit == 0 && info.Flags&unix.LO_FLAGS_READ_ONLY == 0 {
+			found, at = lf, dev
+			continue
 		}
 		lf.Close()
+		if found != nil {
+			found.Close()
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: %w (it might read %s: no second device is made)", dev, err, f.Name())
+		}
+		return nil, "", fmt.Errorf("%s reads %s too (read-only, part of it, or a second device): refused, none is made", dev, f.Name())
 	}
-	return nil, ""
+	return found, at, nil
+}
+
+// openLoop opens the loop device dev (sysfs entry sys) to ask it what it
+// reads (no write needed: no change event for udev), making its node
+// where there is no devtmpfs to have made it.
+func openLoop(dev, sys string) (*os.File, error) {
+	lf, err := os.Open(dev)
+	if !errors.Is(err, os.ErrNotExist) {
+		return lf, err
+	}
+	b, err := os.ReadFile(filepath.Join(sys, "dev"))
+	if err != nil {
+		return nil, err
+	}
+	var major, minor uint32
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d:%d", &major, &minor); err != nil {
+		return nil, fmt.Errorf("%s: its number %q: %w", sys, b, err)
+	}
+	if err := unix.Mknod(dev, unix.S_IFBLK|0o600, int(unix.Mkdev(major, minor))); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, err
+	}
+	return os.Open(dev)
 }
 
 // mounted says whether dir is a mount point.
@@ -392,30 +447,70 @@ func Release(dir string) error {
 // Attach mounts dir's volume again where its image is beside it and it
 // is not mounted (after a restart of the machine), and first the pool it
 // lies in (PoolOf) where that is not mounted either; it reports whether
-// it mounted the volume. Where anyone may write, another user could have
-// made dir and its image first (the restart emptied the directory): a
-// dir or an image that is not this user's alone is refused, and nothing
-// mounted.
+// it mounted the volume, making dir again (0700) where only its image is
+// left. Where anyone may write, another user could have made dir or its
+// image first (a restart emptied the directory): an image or a dir of
+// another user's is not this host's volume, and Attach mounts nothing
+// and says so by false, with no error (the volume is gone). An image of
+// this user's that is not as this host makes one (another name, other
+// modes) is an error: it may hold a workspace, to be looked at, not
+// taken as gone.
 func Attach(dir string) (bool, error) {
-	if p := PoolOf(dir); p != "" && !mounted(p) {
+	p, err := poolOf(dir)
+	if err != nil {
+		return false, err
+	}
+	if p != "" && !mounted(p) {
 		if err := MountPool(p); err != nil {
 			return false, fmt.Errorf("the pool %s: %w", p, err)
 		}
 	}
 	img := Image(dir)
-	if _, err := os.Lstat(img); err != nil || mounted(dir) {
-		return false, nil
-	}
-	if err := Owned(dir); err != nil {
+	if mine, err := mineOrGone(img); err != nil || !mine || mounted(dir) {
 		return false, err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return false, err
+	}
+	if Owned(dir) != nil {
+		return false, nil // another user's directory: not this host's volume
 	}
 	f, err := openOurs(img)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
-	if err := mountImage(f, dir); err != nil {
+	// One Attach of an image at a time (two recoveries of one record):
+	// the second finds it mounted.
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
 		return false, err
+	}
+	if mounted(dir) {
+		return false, nil
+	}
+	if err := mountLoop(f, dir, "ext4", "", func(f *os.File) (*os.File, string, error) { return attachAgain(f, false) }); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// mineOrGone says whether path is a file of this user's (true), or is
+// not there or another user's (false: not this host's). An error: it is
+// this user's, and not a regular file with one name (a link, another
+// kind), or cannot be read.
+func mineOrGone(path string) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	if int(st.Uid) != os.Geteuid() {
+		return false, nil
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 {
+		return false, fmt.Errorf("%s: this host's, but not as it makes one (mode %#o, %d names): refused", path, st.Mode, st.Nlink)
 	}
 	return true, nil
 }
