@@ -63,7 +63,7 @@ func benchFork(b *testing.B, suspended bool, where string) {
 		base := b.TempDir()
 		volumetest.Private(b, base)
 		pool := filepath.Join(base, "pool")
-		if _, err := h.UsePool(pool, 64<<30); err != nil {
+		if _, err := h.UsePool(pool, 16<<30); err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { releasePool(b, pool) })

@@ -121,7 +121,7 @@ type previewRig struct {
 	addr string
 }
 
-func newPreviewRig(t *testing.T, ttl int64) *previewRig {
+func newPreviewRig(t testing.TB, ttl int64) *previewRig {
 	t.Helper()
 	_, s, c := serve(t)
 	logs := &lockedBuf{}
