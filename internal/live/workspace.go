@@ -69,11 +69,11 @@ func (h *Manager) volumeDirs() []string {
 	return ds
 }
 
-// UsePool makes workspaces in a pool of size bytes (0: as much as is
-// free under it) at dir (volume.PoolDir where ""), made or mounted again
-// as volume.Pool does, where the directory they would be made in cannot
-// share extents; where it can, they stay there and no pool is made. It
-// says where they are made.
+// UsePool makes bounded workspaces in a pool of size bytes (0: what is
+// free under it, less a reserve) at dir (volume.PoolDir where ""), made
+// or mounted again as volume.Pool does, where the directory they would
+// be made in cannot share extents; where it can, they stay there and no
+// pool is made. It says where they are made.
 func (h *Manager) UsePool(dir string, size int64) (string, error) {
 	if dir == "" {
 		dir = volume.PoolDir()

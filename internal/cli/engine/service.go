@@ -88,10 +88,10 @@ no data: each child's workspace is a copy of the parent's image sharing
 every block. Only where the system's temporary directory cannot share
 extents itself (ext4, tmpfs; on XFS or btrfs the workspaces stay there
 and no pool is made), and only for bounded workspaces: the service then
-makes the pool, a sparse XFS image of SIZE (at most what is free there;
-auto: what is free less a tenth of that filesystem, at least 1 GiB), as
-sandbox-volumes in that directory, or mounts the one a service made
-before, whatever its size. It is the host's, like the temporary
+makes the pool, a sparse XFS image of SIZE (at most what is free there
+less a reserve of a tenth of that filesystem, at least 1 GiB; auto: all
+of that), as sandbox-volumes in that directory, or mounts the one a
+service made before, whatever its size. It is the host's, like the temporary
 directory: it stays mounted when the service stops, other services use
 it, and it gives back the space of each workspace removed. Like the
 images themselves, it counts on the space under it staying free. Root
@@ -195,7 +195,7 @@ func serveCmd(g *cli.Globals) *cobra.Command {
 	c.Flags().DurationVar(&o.idleAfter, "idle", 0, "park a live sandbox that no request touched for this long, through the preservation fence (see above; default: never)")
 	c.Flags().IntVar(&o.maxLive, "max-sandboxes", 0, "live sandboxes kept at once (default 1024); more are refused with 429")
 	c.Flags().StringVar(&o.workspaceMax, "workspace-max", "10GiB", "size bound of each live sandbox's workspace, enforced as it is written (see above; 0: none)")
-	c.Flags().StringVar(&o.workspacePool, "workspace-pool", "", "make workspaces in an XFS pool of this size (auto: what is free) where the temporary directory has no reflinks, so that forks copy no data (see above; default: none)")
+	c.Flags().StringVar(&o.workspacePool, "workspace-pool", "", "make workspaces in an XFS pool of this size (auto: what is free, less a reserve) where the temporary directory has no reflinks, so that forks copy no data (see above; default: none)")
 	c.Flags().StringVar(&o.outputMax, "output-max", "64MiB", "bytes of each of a run's streams its record keeps; the caller receives all (see above)")
 	c.Flags().StringArrayVar(&o.poolArgs, "pool", nil, "keep a warm pool of ready sandboxes: NAME:size=N,image=REF|manifest=FILE,max-idle=D,max-age=D (see above; repeatable)")
 	c.Flags().StringVar(&o.previewListen, "preview-listen", "", "with --listen: serve port previews on this address (an origin apart from the API's and the console's) instead of on --listen")
@@ -572,8 +572,8 @@ func secrets(toks []authority.Token) []string {
 	return out
 }
 
-// poolSize reads --workspace-pool: auto (0: what is free) or a size of
-// at least volume.MinPool.
+// poolSize reads --workspace-pool: auto (0: what is free, less a
+// reserve) or a size of at least volume.MinPool.
 func poolSize(v string) (int64, error) {
 	if v == "auto" {
 		return 0, nil
