@@ -593,15 +593,22 @@ func TestGCFindsTheHostsPool(t *testing.T) {
 	collectedOnce(t, h, id, left)
 }
 
-// collectedOnce: once the process whose lease is id was killed (its
-// lease's file left, unlocked), gc removes left, what it left, and says
-// so.
-func collectedOnce(t *testing.T, h *Manager, id, left string) {
+// killedLease leaves lease id's file in h's state directory, unlocked,
+// as a process killed while it held the lease leaves it.
+func killedLease(t *testing.T, h *Manager, id string) {
 	t.Helper()
 	os.MkdirAll(h.Store.Dir.Path("leases"), 0o700)
 	if err := os.WriteFile(h.Store.Dir.Path("leases", id+".lock"), []byte("pid 1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// collectedOnce: once the process whose lease is id was killed (its
+// lease's file left, unlocked), gc removes left, what it left, and says
+// so.
+func collectedOnce(t *testing.T, h *Manager, id, left string) {
+	t.Helper()
+	killedLease(t, h, id)
 	ls, err := h.GC(false)
 	if err != nil {
 		t.Fatal(err)
@@ -646,11 +653,7 @@ func TestForkCopyCollected(t *testing.T) {
 			t.Fatalf("gc removed %s, named by a lease it does not know: %v", dir, err)
 		}
 	}
-	// Killed, the process left its lease's file, unlocked.
-	os.MkdirAll(h.Store.Dir.Path("leases"), 0o700)
-	if err := os.WriteFile(h.Store.Dir.Path("leases", id+".lock"), []byte("pid 1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	killedLease(t, h, id)
 	ls, err := h.GC(false)
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ func xfsFormatter() (string, error) { return formatter("mkfs.xfs", "xfsprogs") }
 // tmpfs): their images made under it are copied by Snapshot and
 // MakeFrom at no cost in data. Its image is beside dir (Image), sparse,
 // of size bytes (0: what is free now on the filesystem that holds it,
-// less a reserve, PoolReserve), mounted through a loop device that reads
+// less a reserve, poolReserve), mounted through a loop device that reads
 // and writes the image directly (no second copy of its pages in memory)
 // and gives back the blocks of the files deleted in it, a removed
 // volume's image among them (discard: holes punched in the image). A
@@ -62,7 +62,7 @@ func pool(dir string, size int64, make bool) error {
 	if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
-	if err := ours(dir, true); err != nil {
+	if err := ourDir(dir); err != nil {
 		return err
 	}
 	lock, err := os.OpenFile(dir+".lock", os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
@@ -99,7 +99,7 @@ func pool(dir string, size int64, make bool) error {
 		return err
 	}
 	free := int64(st.Bavail) * int64(st.Bsize)
-	room := free - PoolReserve(int64(st.Blocks)*int64(st.Bsize))
+	room := free - poolReserve(int64(st.Blocks)*int64(st.Bsize))
 	switch {
 	case size == 0 && room < MinPool:
 		return fmt.Errorf("a volume pool beside %s: %d bytes free there, less a reserve, is under %d, the least one is made with", dir, free, MinPool)
@@ -138,9 +138,9 @@ func pool(dir string, size int64, make bool) error {
 	return nil
 }
 
-// PoolReserve is what an auto-sized pool leaves free on a filesystem of
-// size bytes: a tenth of it, at least 1 GiB.
-func PoolReserve(size int64) int64 { return max(size/10, 1<<30) }
+// poolReserve is what a pool leaves free on a filesystem of size bytes:
+// a tenth of it, at least 1 GiB.
+func poolReserve(size int64) int64 { return max(size/10, 1<<30) }
 
 // openOurs opens path, an image, for reading and writing, if it is this
 // user's alone (ours) and has no other name.
@@ -156,18 +156,20 @@ func openOurs(path string) (*os.File, error) {
 	return f, nil
 }
 
-// ours checks that path is this user's alone: not a symbolic link, a
-// directory (dir) or a regular file, owned by this user, that no other
-// may write to (nor read, for a file), and, a file, with no other name.
-func ours(path string, dir bool) error {
+// ourDir checks that path is a directory of this user's alone (oursOpen),
+// not a symbolic link.
+func ourDir(path string) error {
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_PATH, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return oursOpen(f, dir)
+	return oursOpen(f, true)
 }
 
+// oursOpen checks that f is this user's alone: a directory (dir) or a
+// regular file, owned by this user, that no other may write to (nor
+// read, for a file), and, a file, with no other name.
 func oursOpen(f *os.File, dir bool) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
@@ -230,16 +232,10 @@ func Reflinks(dir string) error {
 	return clone(b, a)
 }
 
-// PoolOf is the pool dir's volumes are made in, where dir lies directly
-// in one ("" where it does not): the parent of dir, when the image
-// beside that is this user's.
-func PoolOf(dir string) string {
-	p, _ := poolOf(dir)
-	return p
-}
-
-// poolOf is PoolOf, with an error where the image beside dir's parent is
-// this user's and not as a pool makes one (mineOrGone).
+// poolOf is the pool dir's volumes are made in, where dir lies directly
+// in one ("" where it does not): the parent of dir, when the image beside
+// that is this user's; an error where that image is this user's and not
+// as a pool makes one (mineOrGone).
 func poolOf(dir string) (string, error) {
 	p := filepath.Dir(dir)
 	if mine, err := mineOrGone(Image(p)); err != nil || !mine {

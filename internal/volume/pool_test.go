@@ -141,8 +141,8 @@ func TestPoolSharesExtentsOnAnyFilesystem(t *testing.T) {
 	for _, d := range []string{b, a, pool} {
 		unmount(t, d)
 	}
-	if PoolOf(a) != pool {
-		t.Fatalf("PoolOf(%s) = %q", a, PoolOf(a))
+	if p, err := poolOf(a); p != pool || err != nil {
+		t.Fatalf("poolOf(%s) = %q, %v", a, p, err)
 	}
 	if ok, err := Attach(a); err != nil || !ok {
 		t.Fatalf("a volume in an unmounted pool attached: %v %v", ok, err)

@@ -446,7 +446,7 @@ func Release(dir string) error {
 
 // Attach mounts dir's volume again where its image is beside it and it
 // is not mounted (after a restart of the machine), and first the pool it
-// lies in (PoolOf) where that is not mounted either; it reports whether
+// lies in (poolOf) where that is not mounted either; it reports whether
 // it mounted the volume, making dir again (0700) where only its image is
 // left. Where anyone may write, another user could have made dir or its
 // image first (a restart emptied the directory): an image or a dir of

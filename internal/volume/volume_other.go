@@ -34,13 +34,6 @@ func Pool(dir string, size int64) error { return ErrNotSupported }
 // MountPool refuses: volumes need Linux.
 func MountPool(dir string) error { return ErrNotSupported }
 
-// PoolReserve is what an auto-sized pool leaves free on a filesystem of
-// size bytes: a tenth of it, at least 1 GiB.
-func PoolReserve(size int64) int64 { return max(size/10, 1<<30) }
-
-// PoolOf says dir lies in no pool: none is made here.
-func PoolOf(dir string) string { return "" }
-
 // ReleasePool does nothing: no pool is made here.
 func ReleasePool(dir string) error { return nil }
 
