@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/errs"
@@ -539,22 +538,9 @@ func TestForkSharesTheWorkspaceImageInAPool(t *testing.T) {
 // releasePool releases the test's pool (volume.ReleasePool), once
 // nothing holds it.
 func releasePool(t testing.TB, pool string) {
-	if err := whileBusy(func() error { return volume.ReleasePool(pool) }); err != nil {
+	if err := volumetest.WhileBusy(func() error { return volume.ReleasePool(pool) }); err != nil {
 		t.Error(err)
 		syscall.Unmount(pool, syscall.MNT_DETACH)
-	}
-}
-
-// whileBusy calls f again while it fails with EBUSY: a loop device whose
-// filesystem was just unmounted lets its image go a moment later
-// (autoclear), and a sandbox's init lets its copy of the mounts go as it
-// ends. A minute bounds a hang, not the time it takes.
-func whileBusy(f func() error) error {
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		err := f()
-		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
-			return err
-		}
 	}
 }
 
@@ -580,7 +566,7 @@ func TestGCFindsTheHostsPool(t *testing.T) {
 	if err := os.Mkdir(left, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := whileBusy(func() error { return syscall.Unmount(pool, 0) }); err != nil { // a restart
+	if err := volumetest.WhileBusy(func() error { return syscall.Unmount(pool, 0) }); err != nil { // a restart
 		t.Fatal(err)
 	}
 	// A dry run (doctor, gc -n) mounts nothing.

@@ -16,6 +16,7 @@ import (
 	"github.com/opensubstrate/sandbox/internal/state"
 	"github.com/opensubstrate/sandbox/internal/store"
 	"github.com/opensubstrate/sandbox/internal/volume"
+	"github.com/opensubstrate/sandbox/internal/volume/volumetest"
 	"github.com/opensubstrate/sandbox/record"
 )
 
@@ -332,7 +333,7 @@ func TestRecoveryRefusesAPlantedWorkspace(t *testing.T) {
 	h := newS1Host(t)
 	info := retained(t, h, "true") // its record Active, its workspace kept
 	ws := info.Workspace
-	if err := whileBusy(func() error { return volume.Release(ws) }); err != nil {
+	if err := volumetest.WhileBusy(func() error { return volume.Release(ws) }); err != nil {
 		t.Fatal(err)
 	}
 	os.RemoveAll(ws)

@@ -265,19 +265,13 @@ func TestPoolSharesExtentsOnAnyFilesystem(t *testing.T) {
 	}
 }
 
-// unmount unmounts dir, trying again while it is busy: a loop device
-// whose filesystem was just unmounted lets its image (in dir) go a moment
-// later (autoclear). A minute bounds a hang, not the time it takes.
+// unmount unmounts dir, trying again while it is busy
+// (volumetest.WhileBusy): a loop device whose filesystem was just
+// unmounted lets its image (in dir) go a moment later.
 func unmount(t *testing.T, dir string) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		err := unix.Unmount(dir, 0)
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
-			t.Fatalf("unmount %s: %v", dir, err)
-		}
+	if err := volumetest.WhileBusy(func() error { return unix.Unmount(dir, 0) }); err != nil {
+		t.Fatalf("unmount %s: %v", dir, err)
 	}
 }
 

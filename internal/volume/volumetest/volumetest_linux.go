@@ -1,10 +1,12 @@
 package volumetest
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -76,5 +78,19 @@ func Private(tb testing.TB, dir string) {
 	tb.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
 	if err := unix.Mount("", dir, "", unix.MS_PRIVATE|unix.MS_REC, ""); err != nil {
 		tb.Fatalf("make %s private: %v", dir, err)
+	}
+}
+
+// WhileBusy calls f again while it fails with EBUSY, for up to a minute
+// (a bound for a hang, not the time it takes): a loop device whose
+// filesystem was just unmounted lets its image go a moment later
+// (autoclear), and a sandbox's init lets its copy of the mounts go as it
+// ends.
+func WhileBusy(f func() error) error {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		err := f()
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
 	}
 }
