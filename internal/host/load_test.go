@@ -111,8 +111,14 @@ func residueOf(h *Host, leaseID string) residue {
 			r.temps = append(r.temps, e.Name())
 		}
 	}
+	// roots/init is where every S1 init mounts its root, each in its own
+	// mount namespace: a fixture of the state directory, made once.
 	roots, _ := os.ReadDir(h.Store.Dir.Path("roots"))
-	r.roots = len(roots)
+	for _, e := range roots {
+		if e.Name() != "init" {
+			r.roots++
+		}
+	}
 	runs, _ := os.ReadDir(h.Store.Dir.Path("runs"))
 	for _, e := range runs {
 		if strings.HasPrefix(e.Name(), ".partial") {

@@ -439,7 +439,7 @@ func outcomeOf(st s1init.Status, cg *cgroup.Group, end ending) attest.Outcome {
 type initProc struct {
 	base    string // the base it was given, as JSON, less its root
 	cmd     *exec.Cmd
-	root    string
+	root    string // where init mounted its root, in its own mount namespace
 	specW   *os.File
 	ctl     *os.File // the host's end of the control socket
 	session *os.File // the host's end of a live sandbox's session socket
@@ -466,7 +466,6 @@ func (p *initProc) discard() {
 	for _, f := range []*os.File{p.specW, p.statR, p.stdinW, p.stdoutR, p.stderrR, p.ctl, p.session} {
 		f.Close()
 	}
-	os.Remove(p.root)
 	if p.group != nil {
 		p.group.Remove()
 	}
@@ -490,14 +489,17 @@ func baseKey(b s1init.Base) string {
 // nil, is called once init has started and before it has the base (it
 // has done nothing yet): false ends it.
 func (e *Executor) startInit(b s1init.Base, session bool, lease *idLease, before func(*initProc) bool) (*initProc, error) {
-	roots := filepath.Join(e.cfg.StateDir, "roots")
-	if err := os.MkdirAll(roots, 0o700); err != nil {
+	// Every init mounts its root's tmpfs on the same directory: it does
+	// so in a mount namespace of its own, private before it mounts
+	// anything, so no init sees another's and the host sees none. A run
+	// then makes and removes no directory on the state directory's file
+	// system (where deleted inodes are many, as on a journal-less ext4,
+	// each made one costs the allocator a scan past them).
+	root := filepath.Join(e.cfg.StateDir, "roots", "init")
+	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, err
 	}
-	root, err := e.mkTemp(roots, "run")
-	if err != nil {
-		return nil, err
-	}
+	var err error
 	var parent, child []*os.File
 	pipe := func() (*os.File, *os.File) {
 		r, w, perr := os.Pipe()
@@ -541,7 +543,6 @@ func (e *Executor) startInit(b s1init.Base, session bool, lease *idLease, before
 	if err != nil {
 		closeAll(parent)
 		closeAll(child)
-		os.Remove(root)
 		return nil, err
 	}
 	cmd := exec.Command(e.self(), s1init.InitArg)
@@ -574,7 +575,6 @@ func (e *Executor) startInit(b s1init.Base, session bool, lease *idLease, before
 	closeAll(child)
 	if err != nil {
 		closeAll(parent)
-		os.Remove(root)
 		return nil, fmt.Errorf("S1: start the run's init: %w", err)
 	}
 	p := &initProc{base: baseKey(b), cmd: cmd, root: root, specW: specW, ctl: ctlP, session: sessP, statR: statR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR, done: make(chan error, 1), exited: make(chan struct{}), lease: lease}
@@ -906,7 +906,6 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 		p.group = nil
 		defer ahead.Remove()
 	}
-	defer os.Remove(p.root)
 	// The next run's init starts once this one has ended.
 	defer e.refill(sp.Base)
 	sp.Base.Root = p.root

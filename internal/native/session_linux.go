@@ -529,7 +529,6 @@ wait:
 		f.Close()
 	}
 	s.sendMu.Unlock()
-	os.Remove(p.root)
 	if s.netns != nil {
 		s.netns.Close()
 	}

@@ -22,7 +22,7 @@ const Nobody = 65534
 // executor. The host sends it, as the first JSON value on fd 3, when it
 // starts init; init builds it while it waits for the Spec, the second.
 type Base struct {
-	Root   string   `json:"root"`   // empty directory to build the root in
+	Root   string   `json:"root"`   // the directory to mount the root on, in init's own mount namespace
 	System []string `json:"system"` // host directories bound read-only at the same path
 	// Image, when set, is the host directory of an image's root
 	// filesystem: System are then its top-level directories, each bound
