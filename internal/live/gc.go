@@ -112,6 +112,9 @@ func (h *Manager) GC(dryRun bool) ([]Leftover, error) {
 	}
 	scan(h.Store.Dir.Path("runs"), ".partial-", "run being written", true)
 	scan(h.Store.Path(store.StagingDir), "batch-", "blobs a capture staged and never stored (nothing names them)", false)
+	// Per-run S1 root directories: made by versions before 2026-12 (S1
+	// now mounts every init's root on roots/init), so only a killed
+	// process of such a version leaves one.
 	scan(h.Store.Dir.Path("roots"), "run-", "S1 root", true)
 	scan(h.Store.Dir.Path("roots"), "ca-", "CA bundle", true)
 	// A directory S1 keeps a run's writes in when they cannot be

@@ -40,8 +40,9 @@ const (
 	// named by the id, which its holder keeps locked (flock) while the
 	// run lives and removes when the run has ended. Every sandbox process
 	// on the host (services and CLIs alike, whatever their state
-	// directory) leases through it. It is on /run, a tmpfs, which a
-	// reboot (ending every holder) clears.
+	// directory) leases through it. It is on /run, on most hosts a tmpfs,
+	// which a reboot (ending every holder) clears; where /run is on disk,
+	// a file left by a reboot is a dead holder's, taken over as any other.
 	IDDir = "/run/sandbox/ids"
 )
 
