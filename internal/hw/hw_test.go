@@ -3,6 +3,7 @@ package hw
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/opensubstrate/sandbox/device"
@@ -23,5 +24,27 @@ func TestDescribeFakeProc(t *testing.T) {
 	empty := Describe(t.TempDir())
 	if empty.Devices[0].Model == "" || empty.Devices[0].Driver == "" {
 		t.Fatalf("missing proc: %+v", empty.Devices)
+	}
+}
+
+// TestDescribeReadsFixedFactsOnce: the CPU's model and the kernel's
+// release are read once per proc root, where both could be read; a root
+// missing one is read again on the next call.
+func TestDescribeReadsFixedFactsOnce(t *testing.T) {
+	root := t.TempDir()
+	kernel := filepath.Join(root, "sys", "kernel", "osrelease")
+	os.MkdirAll(filepath.Dir(kernel), 0o755)
+	os.WriteFile(filepath.Join(root, "cpuinfo"), []byte("model name\t: First CPU\n"), 0o644)
+	if h := Describe(root); h.Host.Kernel != "" || h.Host.CPU != "First CPU" {
+		t.Fatalf("no osrelease yet: %+v", h.Host)
+	}
+	os.WriteFile(kernel, []byte("6.1.0-a\n"), 0o644)
+	if h := Describe(root); h.Host.Kernel != "6.1.0-a" || h.Host.CPU != "First CPU" {
+		t.Fatalf("osrelease written since: %+v", h.Host)
+	}
+	os.WriteFile(filepath.Join(root, "cpuinfo"), []byte("model name\t: Second CPU\n"), 0o644)
+	os.WriteFile(kernel, []byte("6.1.0-b\n"), 0o644)
+	if h := Describe(root); h.Host.Kernel != "6.1.0-a" || h.Host.CPU != "First CPU" || h.Devices[0].Driver != runtime.GOOS+" 6.1.0-a" {
+		t.Fatalf("read again once both were read: %+v %+v", h.Host, h.Devices)
 	}
 }
