@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
@@ -163,15 +162,15 @@ func (h *Host) Now() time.Time {
 // what owner may grant, or its own workspaces, reached without following
 // a link (a run may have planted one), bounded by MaxRead; or a program
 // of the system directories every run sees.
-func (h *Host) Reader(ctx context.Context, owner, action string) func(string) ([]byte, error) {
+func (h *Host) Reader(ctx context.Context, owner, action string) func(string) (Program, error) {
 	if isOperator(owner) && len(authority.Narrowings(ctx)) == 0 {
 		return nil
 	}
-	return func(path string) ([]byte, error) {
+	return func(path string) (Program, error) {
 		p := h.Principal(ctx, owner)
 		if err := authority.CheckReads(p, authority.Ask{Action: action, Reads: []string{path}, Own: h.workspacesOf(p.Name), Readable: SystemDirs}); err != nil {
 			h.refused(err)
-			return nil, err
+			return Program{}, err
 		}
 		for _, d := range SystemDirs {
 			if grant.Within(d, path) {
@@ -182,24 +181,24 @@ func (h *Host) Reader(ctx context.Context, owner, action string) func(string) ([
 		}
 		o, err := hostpath.Open(path)
 		if err != nil {
-			return nil, err
+			return Program{}, err
 		}
 		defer o.Close()
 		f, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", o.FD()))
 		if err != nil {
-			return nil, err
+			return Program{}, err
 		}
 		defer f.Close()
 		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-			return nil, &ProgramError{Err: fmt.Errorf("%s is not a regular file", path)}
+			return Program{}, &ProgramError{Err: fmt.Errorf("%s is not a regular file", path)}
 		}
-		b, err := io.ReadAll(io.LimitReader(f, MaxRead+1))
+		prog, err := readProgram(f, MaxRead)
 		if err != nil {
-			return nil, err
+			return Program{}, err
 		}
-		if len(b) > MaxRead {
-			return nil, &LimitError{What: fmt.Sprintf("%s is over %d bytes", path, MaxRead)}
+		if len(prog.Bytes) > MaxRead {
+			return Program{}, &LimitError{What: fmt.Sprintf("%s is over %d bytes", path, MaxRead)}
 		}
-		return b, nil
+		return prog, nil
 	}
 }

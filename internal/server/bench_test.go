@@ -24,7 +24,8 @@ import (
 // bwrap: bubblewrap's start-to-exit of /bin/true with every namespace
 // unshared; live-exec: an exec of /bin/true in a live S1 sandbox through
 // the API (sealed); service-s1: a sealed one-shot run of /bin/true
-// through the API; wazero-run: the wazero CLI running the C hello
+// through the API; bwrap-python3 and service-python3: the same two for
+// python3 -c pass; wazero-run: the wazero CLI running the C hello
 // module with its compilation cache; service-s2: the same module as a
 // sealed one-shot run through the API; oneshot-s1 and oneshot-s2: the
 // sandbox CLI with no service. cpu-ms/run beside each is the whole
@@ -82,6 +83,37 @@ func BenchmarkFastPath(b *testing.B) {
 		}
 		reportCPU(b, cpu0)
 		b.ReportMetric(syncs, "syncs/run")
+	})
+	// An agent's usual one-shot: python3 (6.8 MB here), with bubblewrap
+	// running it beside.
+	python := []string{"/usr/bin/python3", "-c", "pass"}
+	b.Run("bwrap-python3", func(b *testing.B) {
+		bw, err := exec.LookPath("bwrap")
+		if err != nil {
+			b.Skip("no bubblewrap (scripts/deps installs it)")
+		}
+		if _, err := os.Stat(python[0]); err != nil {
+			b.Skip("no python3")
+		}
+		cpu0 := machineCPU()
+		for b.Loop() {
+			if err := exec.Command(bw, append([]string{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent"}, python...)...).Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportCPU(b, cpu0)
+	})
+	b.Run("service-python3", func(b *testing.B) {
+		if _, err := os.Stat(python[0]); err != nil {
+			b.Skip("no python3")
+		}
+		cpu0 := machineCPU()
+		for b.Loop() {
+			if r, err := c.Run(ctx, client.ExecSpec{Args: python}, nil, nil); err != nil || r.ExitStatus != 0 {
+				b.Fatal(err, r)
+			}
+		}
+		reportCPU(b, cpu0)
 	})
 	b.Run("wazero-run", func(b *testing.B) {
 		wz := filepath.Join(tmp, "wazero")
