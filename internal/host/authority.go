@@ -172,12 +172,10 @@ func (h *Host) Reader(ctx context.Context, owner, action string) func(string) (P
 			h.refused(err)
 			return Program{}, err
 		}
-		for _, d := range SystemDirs {
-			if grant.Within(d, path) {
-				// The host's own programs, which no run can write: their
-				// links (/bin/sh, python3) are the host's.
-				return readRegular(path)
-			}
+		if inSystemDirs(path) {
+			// The host's own programs, which no run can write: their
+			// links (/bin/sh, python3) are the host's.
+			return readRegular(path)
 		}
 		o, err := hostpath.Open(path)
 		if err != nil {
@@ -192,7 +190,7 @@ func (h *Host) Reader(ctx context.Context, owner, action string) func(string) (P
 		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 			return Program{}, &ProgramError{Err: fmt.Errorf("%s is not a regular file", path)}
 		}
-		prog, err := readProgram(f, MaxRead)
+		prog, err := readProgram(f, MaxRead, false)
 		if err != nil {
 			return Program{}, err
 		}

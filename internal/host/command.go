@@ -123,7 +123,18 @@ func readRegular(path string) (Program, error) {
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		return Program{}, &ProgramError{Err: fmt.Errorf("%s is not a regular file", path)}
 	}
-	return readProgram(f, math.MaxInt64-1)
+	return readProgram(f, math.MaxInt64-1, inSystemDirs(path))
+}
+
+// inSystemDirs says whether p is in one of the host's system directories
+// (SystemDirs), by its name.
+func inSystemDirs(p string) bool {
+	for _, d := range SystemDirs {
+		if grant.Within(d, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func command(args []string, env map[string]string, g grant.Set, cwd, rootDir string, read func(string) (Program, error), sniff bool) (Request, error) {
@@ -277,7 +288,7 @@ func readInRoot(rootDir, p string) (Program, error) {
 		return Program{}, err
 	}
 	defer f.Close()
-	return readProgram(f, math.MaxInt64-1)
+	return readProgram(f, math.MaxInt64-1, true)
 }
 
 // Visible says whether a native run sees the host path p: in a system

@@ -23,11 +23,16 @@ type Program struct {
 // files' identities: a run of the same file, unchanged since, is not
 // hashed again (python3 is 6.8 MB here: 3 to 5 ms of BLAKE3 a run). A
 // file's identity is its device, inode, size, and modification and
-// change times in nanoseconds; any write changes its change time, which
-// no caller can set. A file changed less than settleTime before it was
-// read has no identity: a file system's clock may tick coarsely enough
-// (a jiffy, a second) for a second write to leave both times as the
-// first set them. At most maxProgramAddrs are kept.
+// change times in nanoseconds. Only a file of the host's system
+// directories or of an image's root (readProgram), of root's and that
+// no one else may write (idOf), has one: a write through a shared
+// mapping moves neither time, and a guest's file system (a workspace's
+// image) says whatever times its writer put there, so a file a tenant
+// or a guest could write is hashed at every read. A write(2) moves the change time, which no caller can
+// set; a file changed less than settleTime before it was read has no
+// identity either: a file system's clock may tick coarsely enough (a
+// jiffy, a second) for a second write to leave both times as the first
+// set them. At most maxProgramAddrs are kept.
 var (
 	programAddrsMu sync.Mutex
 	programAddrs   map[fileID]addr.Addr
@@ -66,9 +71,11 @@ func imageAddr(b []byte, id fileID) addr.Addr {
 }
 
 // readProgram reads at most limit bytes (and one more, so that a caller
-// can tell a file over it) of the regular file f, with its identity
-// where it did not change as it was read.
-func readProgram(f *os.File, limit int64) (Program, error) {
+// can tell a file over it) of the regular file f; with its identity
+// where keep is set (a file of the host's system directories or of an
+// image's root, which no run can write) and it did not change as it was
+// read.
+func readProgram(f *os.File, limit int64, keep bool) (Program, error) {
 	before, err := f.Stat()
 	if err != nil {
 		return Program{}, err
@@ -78,6 +85,9 @@ func readProgram(f *os.File, limit int64) (Program, error) {
 		return Program{}, err
 	}
 	p := Program{Bytes: b}
+	if !keep {
+		return p, nil
+	}
 	if after, err := f.Stat(); err == nil {
 		id := idOf(before)
 		if id == idOf(after) && id.size == int64(len(b)) && programClock().UnixNano()-max(id.mtime, id.ctime) >= int64(settleTime) {
