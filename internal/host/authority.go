@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -162,41 +163,43 @@ func (h *Host) Now() time.Time {
 // what owner may grant, or its own workspaces, reached without following
 // a link (a run may have planted one), bounded by MaxRead; or a program
 // of the system directories every run sees.
-func (h *Host) Reader(ctx context.Context, owner, action string) func(string) (Program, error) {
+func (h *Host) Reader(ctx context.Context, owner, action string) func(string) ([]byte, error) {
 	if isOperator(owner) && len(authority.Narrowings(ctx)) == 0 {
 		return nil
 	}
-	return func(path string) (Program, error) {
+	return func(path string) ([]byte, error) {
 		p := h.Principal(ctx, owner)
 		if err := authority.CheckReads(p, authority.Ask{Action: action, Reads: []string{path}, Own: h.workspacesOf(p.Name), Readable: SystemDirs}); err != nil {
 			h.refused(err)
-			return Program{}, err
+			return nil, err
 		}
-		if inSystemDirs(path) {
-			// The host's own programs, which no run can write: their
-			// links (/bin/sh, python3) are the host's.
-			return readRegular(path)
+		for _, d := range SystemDirs {
+			if grant.Within(d, path) {
+				// The host's own programs, which no run can write: their
+				// links (/bin/sh, python3) are the host's.
+				return readRegular(path)
+			}
 		}
 		o, err := hostpath.Open(path)
 		if err != nil {
-			return Program{}, err
+			return nil, err
 		}
 		defer o.Close()
 		f, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", o.FD()))
 		if err != nil {
-			return Program{}, err
+			return nil, err
 		}
 		defer f.Close()
 		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-			return Program{}, &ProgramError{Err: fmt.Errorf("%s is not a regular file", path)}
+			return nil, &ProgramError{Err: fmt.Errorf("%s is not a regular file", path)}
 		}
-		prog, err := readProgram(f, MaxRead, false)
+		b, err := io.ReadAll(io.LimitReader(f, MaxRead+1))
 		if err != nil {
-			return Program{}, err
+			return nil, err
 		}
-		if len(prog.Bytes) > MaxRead {
-			return Program{}, &LimitError{What: fmt.Sprintf("%s is over %d bytes", path, MaxRead)}
+		if len(b) > MaxRead {
+			return nil, &LimitError{What: fmt.Sprintf("%s is over %d bytes", path, MaxRead)}
 		}
-		return prog, nil
+		return b, nil
 	}
 }

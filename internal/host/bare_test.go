@@ -161,7 +161,7 @@ func TestCommandReadsTheProgramOnce(t *testing.T) {
 	t.Parallel()
 	for _, arg := range []string{"/bin/true", "true"} {
 		reads := map[string]int{}
-		read := func(p string) (Program, error) {
+		read := func(p string) ([]byte, error) {
 			reads[p]++
 			return readRegular(p)
 		}

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,7 +48,7 @@ type CommandLine struct {
 	// program, a VM image's manifest); nil: any regular file (the
 	// operator's command line). A service gives its caller's
 	// (Host.Reader), which reads only what the caller may grant.
-	Read func(path string) (Program, error)
+	Read func(path string) ([]byte, error)
 }
 
 // Command makes a request from a command line: a WebAssembly module (by
@@ -114,45 +114,33 @@ func WithDefaultCPU(g grant.Set, kind tier.Kind) (grant.Set, error) {
 
 // readRegular reads a regular file (never a device or a pipe, which
 // could be read forever).
-func readRegular(path string) (Program, error) {
+func readRegular(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return Program{}, err
+		return nil, err
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return Program{}, &ProgramError{Err: fmt.Errorf("%s is not a regular file", path)}
+		return nil, &ProgramError{Err: fmt.Errorf("%s is not a regular file", path)}
 	}
-	return readProgram(f, math.MaxInt64-1, inSystemDirs(path))
+	return io.ReadAll(f)
 }
 
-// inSystemDirs says whether p is in one of the host's system directories
-// (SystemDirs), by its name.
-func inSystemDirs(p string) bool {
-	for _, d := range SystemDirs {
-		if grant.Within(d, p) {
-			return true
-		}
-	}
-	return false
-}
-
-func command(args []string, env map[string]string, g grant.Set, cwd, rootDir string, read func(string) (Program, error), sniff bool) (Request, error) {
+func command(args []string, env map[string]string, g grant.Set, cwd, rootDir string, read func(string) ([]byte, error), sniff bool) (Request, error) {
 	name := args[0]
 	mod := name
 	if !filepath.IsAbs(mod) {
 		mod = filepath.Join(cwd, mod)
 	}
-	prog, err := Program{}, error(fs.ErrNotExist)
+	b, err := []byte(nil), error(fs.ErrNotExist)
 	if sniff {
-		prog, err = read(mod)
+		b, err = read(mod)
 	}
-	b := prog.Bytes
 	// What was read to sniff is the program when the command is that
 	// file: it is not read (and hashed later) twice.
-	var sniffed *Program
+	sniffed := []byte(nil)
 	if err == nil {
-		sniffed = &prog
+		sniffed = b
 	}
 	if errors.Is(err, grant.ErrDenied) {
 		// A path the caller may not have read: refused before the host
@@ -160,7 +148,7 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 		return Request{}, err
 	}
 	if err == nil && bytes.HasPrefix(b, []byte("\x00asm")) {
-		return Request{Kind: tier.Wasm, Image: b, imageID: prog.id, Entry: filepath.Base(name), Args: append([]string{filepath.Base(name)}, args[1:]...), Env: env}, nil
+		return Request{Kind: tier.Wasm, Image: b, Entry: filepath.Base(name), Args: append([]string{filepath.Base(name)}, args[1:]...), Env: env}, nil
 	} else if err == nil && strings.HasSuffix(name, ".wasm") {
 		return Request{}, &ProgramError{Err: fmt.Errorf("%s is not a WebAssembly module: it does not start with the magic number \\0asm", name)}
 	} else if err == nil && bytes.Contains(b, []byte(`"`+boot.Type+`"`)) {
@@ -175,14 +163,14 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 		if _, ok := env["PATH"]; !ok {
 			env["PATH"] = boot.ToolDir + ":" + DefaultPath
 		}
-		return Request{Kind: tier.VM, Image: b, imageID: prog.id, Entry: args[1], Args: args[1:], Env: env}, nil
+		return Request{Kind: tier.VM, Image: b, Entry: args[1], Args: args[1:], Env: env}, nil
 	}
 	for k, v := range map[string]string{"PATH": DefaultPath, "HOME": "/tmp", "LANG": "C.UTF-8"} {
 		if _, ok := env[k]; !ok {
 			env[k] = v
 		}
 	}
-	var image Program
+	var image []byte
 	path, err := resolveCommand(name, env["PATH"], cwd, rootDir, g)
 	if err != nil {
 		return Request{}, err
@@ -193,7 +181,7 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 	case !Visible(path, g):
 		return Request{}, &InvalidError{Err: fmt.Errorf("%s is not visible inside a native run: it is neither in a system directory (/usr, /bin, /sbin, /lib, /etc, /opt) nor under a storage grant; grant its directory with --grant fs:%s:ro", path, filepath.Dir(path))}
 	case sniffed != nil && path == mod:
-		image = *sniffed
+		image = sniffed
 	default:
 		image, err = read(path)
 	}
@@ -206,7 +194,7 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 			dir = cwd
 		}
 	}
-	return Request{Kind: tier.Native, Image: image.Bytes, imageID: image.id, Entry: path, Args: append([]string{name}, args[1:]...), Env: env, Dir: dir}, nil
+	return Request{Kind: tier.Native, Image: image, Entry: path, Args: append([]string{name}, args[1:]...), Env: env, Dir: dir}, nil
 }
 
 // resolveCommand finds a command as the run will: a path (relative to the
@@ -282,13 +270,13 @@ func statInRoot(rootDir, p string) (fs.FileInfo, error) {
 	return f.Stat()
 }
 
-func readInRoot(rootDir, p string) (Program, error) {
+func readInRoot(rootDir, p string) ([]byte, error) {
 	f, err := inRoot(rootDir, p)
 	if err != nil {
-		return Program{}, err
+		return nil, err
 	}
 	defer f.Close()
-	return readProgram(f, math.MaxInt64-1, true)
+	return io.ReadAll(f)
 }
 
 // Visible says whether a native run sees the host path p: in a system

@@ -163,13 +163,9 @@ type Request struct {
 	// Owner is the principal it runs for ("": the operator): its grants
 	// must be within what Owner may grant (Principal), checked before
 	// anything runs.
-	Owner string
-	Kind  tier.Kind
-	Image []byte
-	// imageID is the identity of the file Image was read from, where
-	// Command read it and knows it: the key to its address, hashed once
-	// (imageAddr).
-	imageID  fileID
+	Owner    string
+	Kind     tier.Kind
+	Image    []byte
 	Entry    string
 	Args     []string // argv[0] first
 	Env      map[string]string
@@ -430,7 +426,7 @@ func (h *Host) Plan(ctx context.Context, req Request) (*Plan, error) {
 			devices = append(devices, c.Class)
 		}
 	}
-	u := unit.Unit{Kind: req.Kind, Image: imageAddr(req.Image, req.imageID), Entry: req.Entry, Args: req.Args, Env: req.Env, Devices: devices, Grants: ga, Dir: req.Dir, Root: req.Root}
+	u := unit.Unit{Kind: req.Kind, Image: addr.Of(req.Image), Entry: req.Entry, Args: req.Args, Env: req.Env, Devices: devices, Grants: ga, Dir: req.Dir, Root: req.Root}
 	if err := u.Normalize(); err != nil { // as the record will hold it: each class once, in order
 		return nil, err
 	}
