@@ -67,6 +67,10 @@ func TestCheck(t *testing.T) {
 		{name: "default: a program in /usr", p: Default(), ask: Ask{Tier: tier.S1, Reads: []string{"/usr/bin/sh"}, Readable: []string{"/usr"}}},
 		{name: "default: a module elsewhere", p: Default(), ask: Ask{Tier: tier.S2, Reads: []string{"/root/secret.wasm"}, Readable: []string{"/usr"}}, rule: "paths", inGrant: "program:/root/secret.wasm"},
 		{name: "default: a module in its workspace", p: Default(), ask: Ask{Tier: tier.S2, Reads: []string{ws + "/m.wasm"}, Own: []string{ws}}},
+		{name: "default: a module named through /usr/..", p: Default(), ask: Ask{Tier: tier.S2, Reads: []string{"/usr/../root/secret.wasm"}, Readable: []string{"/usr"}}, rule: "paths", inGrant: "program:/usr/../root/secret.wasm"},
+		{name: "default: a module named through its workspace/..", p: Default(), ask: Ask{Tier: tier.S2, Reads: []string{ws + "/../other/m.wasm"}, Own: []string{ws}}, rule: "paths", inGrant: "program:" + ws + "/../other/m.wasm"},
+		{name: "default: a relative module", p: Default(), ask: Ask{Tier: tier.S2, Reads: []string{"usr/m.wasm"}, Readable: []string{"/usr"}}, rule: "paths", inGrant: "program:usr/m.wasm"},
+		{name: "operator: a path that is not clean", p: Operator(), ask: Ask{Tier: tier.S2, Reads: []string{"/usr//bin/sh"}}, rule: "paths", inGrant: "program:/usr//bin/sh"},
 
 		{name: "ro beneath ro root", p: alice, ask: Ask{Tier: tier.S1, Grants: grants(t, "fs:/srv/data/x:ro")}},
 		{name: "rw beneath ro root", p: alice, ask: Ask{Tier: tier.S1, Grants: grants(t, "fs:/srv/data/x:rw")}, rule: "paths", inGrant: "fs:/srv/data/x:rw"},

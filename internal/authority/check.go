@@ -2,6 +2,7 @@ package authority
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -152,6 +153,11 @@ func (p Policy) check(a Ask) *DeniedError {
 
 func (p Policy) checkReads(a Ask) *DeniedError {
 	for _, r := range a.Reads {
+		// Every root below is compared by its name: /usr/../root/x
+		// would be "beneath /usr".
+		if !filepath.IsAbs(r) || filepath.Clean(r) != r {
+			return deny("program:"+r, "paths", "the host would read %s to make the run, which is not an absolute, clean path (no . or .. parts, no doubled or trailing /)", r)
+		}
 		if slices.ContainsFunc(a.Readable, func(d string) bool { return grant.Within(d, r) }) ||
 			slices.ContainsFunc(a.Own, func(w string) bool { return grant.Within(w, r) }) || p.mayGrantPath(r, grant.RO) {
 			continue

@@ -162,23 +162,27 @@ func (h *Host) Now() time.Time {
 // for the operator (any regular file), else a reader that reads only
 // what owner may grant, or its own workspaces, reached without following
 // a link (a run may have planted one), bounded by MaxRead; or a program
-// of the system directories every run sees.
+// of the system directories every run sees, whose links are followed
+// (/bin/sh, python3) but which is read only where what they lead to is
+// in the system directories too, or owner may read it there.
 func (h *Host) Reader(ctx context.Context, owner, action string) func(string) ([]byte, error) {
 	if isOperator(owner) && len(authority.Narrowings(ctx)) == 0 {
 		return nil
 	}
 	return func(path string) ([]byte, error) {
 		p := h.Principal(ctx, owner)
-		if err := authority.CheckReads(p, authority.Ask{Action: action, Reads: []string{path}, Own: h.workspacesOf(p.Name), Readable: SystemDirs}); err != nil {
-			h.refused(err)
+		check := func(path string) error {
+			err := authority.CheckReads(p, authority.Ask{Action: action, Reads: []string{path}, Own: h.workspacesOf(p.Name), Readable: SystemDirs})
+			if err != nil {
+				h.refused(err)
+			}
+			return err
+		}
+		if err := check(path); err != nil {
 			return nil, err
 		}
-		for _, d := range SystemDirs {
-			if grant.Within(d, path) {
-				// The host's own programs, which no run can write: their
-				// links (/bin/sh, python3) are the host's.
-				return readRegular(path)
-			}
+		if inSystemDirs(path) {
+			return readSystem(path, check)
 		}
 		o, err := hostpath.Open(path)
 		if err != nil {
@@ -202,4 +206,42 @@ func (h *Host) Reader(ctx context.Context, owner, action string) func(string) ([
 		}
 		return b, nil
 	}
+}
+
+// readSystem reads path, in the system directories, following its links:
+// the host's (/bin/sh, python3), but a system directory may also hold a
+// directory an operator lets runs write (/opt/data), where a guest can
+// plant a link to anything. So where the file opened lies outside the
+// system directories, check decides whether the caller may read it
+// there.
+func readSystem(path string, check func(string) error) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	if err != nil {
+		return nil, fmt.Errorf("where %s leads: %w", path, err)
+	}
+	if real != path && !inSystemDirs(real) {
+		if err := check(real); err != nil {
+			return nil, err
+		}
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, &ProgramError{Err: fmt.Errorf("%s is not a regular file", path)}
+	}
+	return io.ReadAll(f)
+}
+
+// inSystemDirs says whether p is in one of the host's system directories
+// (SystemDirs), by its name.
+func inSystemDirs(p string) bool {
+	for _, d := range SystemDirs {
+		if grant.Within(d, p) {
+			return true
+		}
+	}
+	return false
 }
