@@ -1,21 +1,27 @@
 package host
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/opensubstrate/sandbox/internal/authority"
+	"golang.org/x/sys/unix"
 )
 
 // TestReaderReadsOnlyWhatTheCallerMay: a tenant's reader refuses a file
 // it may not read however the path reaches it: named directly, through a
 // system directory and "..", or through a link planted in a directory of
-// the system directories that runs may write (an operator's /opt/data);
-// the system's own programs and their links it reads.
+// the system directories that runs may write (an operator's /opt/data),
+// to a file elsewhere or, through /proc/PID/root, to one of another mount
+// namespace's system directories; a FIFO there it refuses without
+// waiting; the system's own programs and their links it reads.
 func TestReaderReadsOnlyWhatTheCallerMay(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root, to make a directory under /opt")
@@ -40,10 +46,44 @@ func TestReaderReadsOnlyWhatTheCallerMay(t *testing.T) {
 	if err := os.Symlink("/bin/sh", sh); err != nil {
 		t.Fatal(err)
 	}
+	// A file of another mount namespace, at a path of the system
+	// directories there (its /opt), reached through a magic link: this
+	// namespace would name it as if it were its own.
+	ns := filepath.Join(opt, "ns")
+	if err := os.Mkdir(ns, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	other := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
+		"mount -t tmpfs none "+ns+" && echo another-namespace > "+ns+"/app.wasm && echo ready && exec sleep 60")
+	out, err := other.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Start(); err != nil {
+		t.Skipf("no unshare: %v", err)
+	}
+	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("the other namespace: %q %v", line, err)
+	}
+	magic := filepath.Join(opt, "magic.wasm")
+	if err := os.Symlink(fmt.Sprintf("/proc/%d/root%s/app.wasm", other.Process.Pid, ns), magic); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(opt, "fifo")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	read := (&Host{}).Reader(context.Background(), "mallory", "run")
 	for _, p := range []string{secret, "/usr/.." + secret, "/usr/../" + secret[1:], planted} {
 		if b, err := read(p); !errors.As(err, new(*authority.DeniedError)) {
 			t.Errorf("%s: read %d bytes, err %v; want it denied", p, len(b), err)
+		}
+	}
+	// Refused, not read, and not waited on.
+	for _, p := range []string{magic, fifo} {
+		if b, err := read(p); err == nil {
+			t.Errorf("%s: read %q", p, b)
 		}
 	}
 	for _, p := range []string{"/bin/true", sh} {
