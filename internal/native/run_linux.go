@@ -785,10 +785,19 @@ func (e *Executor) startWarm(b s1init.Base) {
 			l.Release()
 		}
 		w.mu.Lock()
+		if err == nil && w.closed {
+			// Ended before the start is told done: Close, which waits
+			// for it, returns with nothing of it left (its group among
+			// them).
+			w.mu.Unlock()
+			p.discard()
+			w.mu.Lock()
+			p = nil
+		}
 		w.starting = nil
-		if err == nil {
+		if p != nil {
 			if w.closed || w.ready != nil {
-				// Closed, or one was put back meanwhile (PlacedGroup).
+				// One was put back meanwhile (PlacedGroup).
 				go p.discard()
 			} else {
 				w.ready = p

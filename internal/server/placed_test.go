@@ -95,6 +95,10 @@ func TestOneShotRunsStartPlacedAhead(t *testing.T) {
 			for _, f := range strings.Fields(string(procs)) {
 				pid, _ := strconv.Atoi(f)
 				switch cmd := read(pid, "cmdline"); {
+				case cmd == "":
+					// Between its fork and its exec's new command line
+					// (the launcher being started), or ended: look again.
+					return false
 				case strings.HasPrefix(cmd, "sandbox-s1-init\x00"):
 				case strings.HasPrefix(cmd, "sandbox-s1-launch\x00"):
 					launcher = pid

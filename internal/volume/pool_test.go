@@ -255,7 +255,8 @@ func TestPoolSharesExtentsOnAnyFilesystem(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := ReleasePool(pool); err != nil {
+	// Their loop devices may still hold their images open for a moment.
+	if err := volumetest.WhileBusy(func() error { return ReleasePool(pool) }); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{pool, Image(pool), pool + ".lock"} {
@@ -447,7 +448,7 @@ func TestPoolMountedAgainWhileHeldElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := ReleasePool(pool); err != nil {
+		if err := volumetest.WhileBusy(func() error { return ReleasePool(pool) }); err != nil {
 			t.Error(err)
 			unix.Unmount(pool, unix.MNT_DETACH)
 		}
