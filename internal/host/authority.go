@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
@@ -203,7 +202,7 @@ func (h *Host) Reader(ctx context.Context, owner, action string) func(string) ([
 
 // readBounded reads f, the file at path, refusing one over MaxRead.
 func readBounded(f *os.File, path string) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(f, MaxRead+1))
+	b, err := readAll(f, MaxRead)
 	if err != nil {
 		return nil, err
 	}
