@@ -171,7 +171,7 @@ func (h *Host) Reader(ctx context.Context, owner, action string) func(string) ([
 	return func(path string) ([]byte, error) {
 		p := h.Principal(ctx, owner)
 		check := func(path string) error {
-			err := authority.CheckReads(p, authority.Ask{Action: action, Reads: []string{path}, Own: h.workspacesOf(p.Name), Readable: SystemDirs})
+			err := h.mayRead(p, action, path)
 			if err != nil {
 				h.refused(err)
 			}
@@ -198,6 +198,24 @@ func (h *Host) Reader(ctx context.Context, owner, action string) func(string) ([
 		}
 		return readBounded(f, path)
 	}
+}
+
+// Looker says whether owner may learn that a host file is there: nil for
+// the operator (any), else where owner may read it (Reader), which a
+// refusal does not log (a PATH is looked through one directory after
+// another).
+func (h *Host) Looker(ctx context.Context, owner, action string) func(string) error {
+	if isOperator(owner) && len(authority.Narrowings(ctx)) == 0 {
+		return nil
+	}
+	return func(path string) error {
+		return h.mayRead(h.Principal(ctx, owner), action, path)
+	}
+}
+
+// mayRead says whether p may have the host read path for it.
+func (h *Host) mayRead(p authority.Principal, action, path string) error {
+	return authority.CheckReads(p, authority.Ask{Action: action, Reads: []string{path}, Own: h.workspacesOf(p.Name), Readable: SystemDirs})
 }
 
 // readBounded reads f, the file at path, refusing one over MaxRead.

@@ -50,6 +50,11 @@ type CommandLine struct {
 	// operator's command line). A service gives its caller's
 	// (Host.Reader), which reads only what the caller may grant.
 	Read func(path string) ([]byte, error)
+	// Look says whether the caller may learn that a host file is there
+	// (nil: any): a command looked up in the run's PATH is looked for
+	// only where it may, so that a PATH naming another's directory
+	// tells nothing of it. A service gives its caller's (Host.Looker).
+	Look func(path string) error
 }
 
 // Command makes a request from a command line: a WebAssembly module (by
@@ -84,7 +89,7 @@ func Command(c CommandLine) (Request, error) {
 		// not read.
 		sniff = false
 	}
-	req, err := command(c.Args, env, c.Grants, cwd, c.RootDir, read, sniff)
+	req, err := command(c.Args, env, c.Grants, cwd, c.RootDir, read, c.Look, sniff)
 	if err != nil {
 		return Request{}, err
 	}
@@ -142,7 +147,7 @@ func readAll(f *os.File, limit int64) ([]byte, error) {
 	return buf.Bytes(), err
 }
 
-func command(args []string, env map[string]string, g grant.Set, cwd, rootDir string, read func(string) ([]byte, error), sniff bool) (Request, error) {
+func command(args []string, env map[string]string, g grant.Set, cwd, rootDir string, read func(string) ([]byte, error), look func(string) error, sniff bool) (Request, error) {
 	name := args[0]
 	mod := name
 	if !filepath.IsAbs(mod) {
@@ -187,7 +192,7 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 		}
 	}
 	var image []byte
-	path, err := resolveCommand(name, env["PATH"], cwd, rootDir, g)
+	path, err := resolveCommand(name, env["PATH"], cwd, rootDir, g, look)
 	if err != nil {
 		return Request{}, err
 	}
@@ -215,13 +220,23 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 
 // resolveCommand finds a command as the run will: a path (relative to the
 // current directory) or a name looked up in PATH; in an image's root
-// filesystem (rootDir) where no storage grant covers the path.
-func resolveCommand(name, path, cwd, rootDir string, g grant.Set) (string, error) {
-	stat := os.Stat
+// filesystem (rootDir) where no storage grant covers the path. A host
+// file look (where not nil) refuses is as if it were not there.
+func resolveCommand(name, path, cwd, rootDir string, g grant.Set, look func(string) error) (string, error) {
+	hostStat := os.Stat
+	if look != nil {
+		hostStat = func(p string) (fs.FileInfo, error) {
+			if look(p) != nil {
+				return nil, &fs.PathError{Op: "stat", Path: p, Err: fs.ErrNotExist}
+			}
+			return os.Stat(p)
+		}
+	}
+	stat := hostStat
 	if rootDir != "" {
 		stat = func(p string) (fs.FileInfo, error) {
 			if underGrant(p, g) {
-				return os.Stat(p)
+				return hostStat(p)
 			}
 			return statInRoot(rootDir, p)
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/opensubstrate/sandbox/internal/authority"
@@ -96,5 +97,36 @@ func TestReaderReadsOnlyWhatTheCallerMay(t *testing.T) {
 	// Through Command, as a service makes a run: refused, not read.
 	if _, err := Command(CommandLine{Args: []string{"/usr/.." + secret}, Cwd: "/", Read: read}); !errors.As(err, new(*authority.DeniedError)) {
 		t.Errorf("a run of /usr/..%s: %v, want it denied", secret, err)
+	}
+}
+
+// TestCommandLookupTellsNothingOfAnothersDirectory: a tenant's command
+// looked up in a PATH that names a directory it may not read is not
+// found there whether or not the file is, and one in the system
+// directories is found.
+func TestCommandLookupTellsNothingOfAnothersDirectory(t *testing.T) {
+	h := &Host{}
+	ctx := context.Background()
+	cl := func(dir string) CommandLine {
+		return CommandLine{Args: []string{"tool"}, Env: map[string]string{"PATH": dir}, Cwd: "/",
+			Read: h.Reader(ctx, "mallory", "run"), Look: h.Looker(ctx, "mallory", "run")}
+	}
+	with, without := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(with, "tool"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, errWith := Command(cl(with))
+	_, errWithout := Command(cl(without))
+	var pe *ProgramError
+	if !errors.As(errWith, &pe) || !pe.NotFound {
+		t.Fatalf("a tool in another's directory: %v, want not found", errWith)
+	}
+	if got, want := strings.ReplaceAll(errWith.Error(), with, "DIR"), strings.ReplaceAll(errWithout.Error(), without, "DIR"); got != want {
+		t.Errorf("told apart:\n%s\n%s", got, want)
+	}
+	c := cl("/usr/bin:/bin")
+	c.Args = []string{"true"}
+	if req, err := Command(c); err != nil || req.Entry == "" {
+		t.Errorf("true in the system directories: %+v %v", req.Entry, err)
 	}
 }

@@ -559,7 +559,7 @@ func (h *Manager) Exec(ctx context.Context, id, owner string, x ExecRequest) (*h
 	if cwd == "" {
 		cwd = "/tmp"
 	}
-	req, err := host.Command(host.CommandLine{Args: x.Args, Env: env, Grants: sb.Grants, Cwd: cwd, RootDir: sb.rootDir, Read: h.Reader(ctx, owner, "exec")})
+	req, err := host.Command(host.CommandLine{Args: x.Args, Env: env, Grants: sb.Grants, Cwd: cwd, RootDir: sb.rootDir, Read: h.Reader(ctx, owner, "exec"), Look: h.Looker(ctx, owner, "exec")})
 	if err != nil {
 		return nil, err
 	}

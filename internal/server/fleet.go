@@ -55,10 +55,10 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
 	if len(first) == 0 {
 		first = [][]string{append(append([]string(nil), spec.Args...), spec.Inputs[0])}
 	}
-	read := s.Live.Reader(r.Context(), owner(r), "fleet")
+	read, look := s.Live.Reader(r.Context(), owner(r), "fleet"), s.Live.Looker(r.Context(), owner(r), "fleet")
 	// Each item's grants are checked against the caller's authority as a
 	// run's are, before it runs.
-	if _, err := host.Command(host.CommandLine{Args: first[0], Env: spec.Env, Grants: g, Cwd: cwd, Read: read}); err != nil {
+	if _, err := host.Command(host.CommandLine{Args: first[0], Env: spec.Env, Grants: g, Cwd: cwd, Read: read, Look: look}); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -80,7 +80,7 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
 	total := n
 	res, err := s.Live.RunFleet(ctx, host.FleetSpec{
 		Owner:   owner(r),
-		Command: host.CommandLine{Args: spec.Args, Env: spec.Env, Grants: g, Cwd: cwd, Read: read},
+		Command: host.CommandLine{Args: spec.Args, Env: spec.Env, Grants: g, Cwd: cwd, Read: read, Look: look},
 		Inputs:  spec.Inputs, Units: spec.Units, Workers: workers, CheckpointEvery: spec.CheckpointEvery,
 		Progress: func(done, total int) {
 			// At most about 200 frames, and the last.
