@@ -134,18 +134,23 @@ func readRegular(path string) ([]byte, error) {
 
 // readAll reads f, a regular file, to its end: at most limit bytes and
 // one more (so that a caller can tell a file over limit), into a buffer
-// of the size the file says it has, not one doubled again and again
-// from 512 bytes (io.ReadAll: python3's 6.8 MB took a tenth of a
-// service's CPU in copies, zeroing and collection).
+// of the size the file says it has (up to maxSizeHint, past which it
+// grows as it must), not one doubled again and again from 512 bytes
+// (io.ReadAll: python3's 6.8 MB took a tenth of a service's CPU in
+// copies, zeroing and collection).
 func readAll(f *os.File, limit int64) ([]byte, error) {
 	var size int64
 	if fi, err := f.Stat(); err == nil {
-		size = min(fi.Size(), limit+1)
+		size = min(fi.Size(), limit+1, maxSizeHint)
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
 	_, err := buf.ReadFrom(io.LimitReader(f, limit+1))
 	return buf.Bytes(), err
 }
+
+// maxSizeHint bounds what readAll allocates on a file's word: a sparse
+// file may say terabytes.
+const maxSizeHint = 256 << 20
 
 func command(args []string, env map[string]string, g grant.Set, cwd, rootDir string, read func(string) ([]byte, error), look func(string) error, sniff bool) (Request, error) {
 	name := args[0]
