@@ -225,17 +225,14 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 
 // resolveCommand finds a command as the run will: a path (relative to the
 // current directory) or a name looked up in PATH; in an image's root
-// filesystem (rootDir) where no storage grant covers the path. A host
-// file look (where not nil) refuses is as if it were not there.
+// filesystem (rootDir) where no storage grant covers the path. Where
+// look is not nil, a host file is looked for as the caller's reader
+// would reach it (statLooked): one it may not read, or reached through
+// a link it planted, is as if it were not there.
 func resolveCommand(name, path, cwd, rootDir string, g grant.Set, look func(string) error) (string, error) {
 	hostStat := os.Stat
 	if look != nil {
-		hostStat = func(p string) (fs.FileInfo, error) {
-			if look(p) != nil {
-				return nil, &fs.PathError{Op: "stat", Path: p, Err: fs.ErrNotExist}
-			}
-			return os.Stat(p)
-		}
+		hostStat = func(p string) (fs.FileInfo, error) { return statLooked(p, look) }
 	}
 	stat := hostStat
 	if rootDir != "" {

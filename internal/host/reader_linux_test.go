@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,11 +76,22 @@ func TestReaderReadsOnlyWhatTheCallerMay(t *testing.T) {
 	if err := unix.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	nowhere := filepath.Join(opt, "nowhere.wasm")
+	if err := os.Symlink(filepath.Join(filepath.Dir(secret), "none.wasm"), nowhere); err != nil {
+		t.Fatal(err)
+	}
 	read := (&Host{}).Reader(context.Background(), "mallory", "run")
-	for _, p := range []string{secret, "/usr/.." + secret, "/usr/../" + secret[1:], planted} {
+	for _, p := range []string{secret, "/usr/.." + secret, "/usr/../" + secret[1:]} {
 		if b, err := read(p); !errors.As(err, new(*authority.DeniedError)) {
 			t.Errorf("%s: read %d bytes, err %v; want it denied", p, len(b), err)
 		}
+	}
+	// Through a planted link: not there, whether or not something is
+	// at its end (the same error but for the name).
+	_, errPlanted := read(planted)
+	_, errNowhere := read(nowhere)
+	if !errors.Is(errPlanted, fs.ErrNotExist) || strings.ReplaceAll(fmt.Sprint(errPlanted), planted, "L") != strings.ReplaceAll(fmt.Sprint(errNowhere), nowhere, "L") {
+		t.Errorf("a planted link to a file: %v; to none: %v; want both not there, alike", errPlanted, errNowhere)
 	}
 	// Refused, not read, and not waited on.
 	for _, p := range []string{magic, fifo} {
@@ -123,6 +135,36 @@ func TestCommandLookupTellsNothingOfAnothersDirectory(t *testing.T) {
 	}
 	if got, want := strings.ReplaceAll(errWith.Error(), with, "DIR"), strings.ReplaceAll(errWithout.Error(), without, "DIR"); got != want {
 		t.Errorf("told apart:\n%s\n%s", got, want)
+	}
+	// Through a link planted in a directory of the system directories
+	// that runs may write (an operator's /opt/data), to each directory.
+	if os.Geteuid() == 0 {
+		opt, err := os.MkdirTemp("/opt", "sandbox-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(opt) })
+		var told []string
+		for _, d := range []string{with, without} {
+			link := filepath.Join(opt, filepath.Base(filepath.Dir(d))+filepath.Base(d))
+			if err := os.Symlink(d, link); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Command(cl(link))
+			if !errors.As(err, &pe) || !pe.NotFound {
+				t.Errorf("a tool through a link to %s: %v, want not found", d, err)
+			}
+			c := cl(link)
+			c.Args = []string{filepath.Join(link, "tool")}
+			_, errNamed := Command(c)
+			if !errors.As(errNamed, &pe) || !pe.NotFound {
+				t.Errorf("%s/tool named: %v, want it not found", link, errNamed)
+			}
+			told = append(told, strings.ReplaceAll(fmt.Sprint(err)+fmt.Sprint(errNamed), link, "L"))
+		}
+		if told[0] != told[1] {
+			t.Errorf("told apart through links:\n%s\n%s", told[0], told[1])
+		}
 	}
 	c := cl("/usr/bin:/bin")
 	c.Args = []string{"true"}

@@ -2,8 +2,10 @@ package host
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 
+	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"golang.org/x/sys/unix"
 )
 
@@ -16,26 +18,18 @@ import (
 //     mount namespace's files, which /proc/self/fd then names as if
 //     they were this one's);
 //   - where the file reached lies outside the system directories, check
-//     decides whether the caller may read it there;
+//     decides whether the caller may read it there, and a refusal reads
+//     as "not there" (reachSystem);
 //   - it is reached without being opened (O_PATH) until it is known to be
 //     a regular file: a FIFO would block, a device could act on its open;
 //   - at most MaxRead bytes are read.
 func readSystem(path string, check func(string) error) ([]byte, error) {
-	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_MAGICLINKS})
+	fd, err := reachSystem(path, check)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
 	defer unix.Close(fd)
 	self := fmt.Sprintf("/proc/self/fd/%d", fd)
-	real, err := os.Readlink(self)
-	if err != nil {
-		return nil, fmt.Errorf("where %s leads: %w", path, err)
-	}
-	if real != path && !inSystemDirs(real) {
-		if err := check(real); err != nil {
-			return nil, err
-		}
-	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, &ProgramError{Err: fmt.Errorf("%s is not a regular file", path)}
@@ -46,4 +40,56 @@ func readSystem(path string, check func(string) error) ([]byte, error) {
 	}
 	defer f.Close()
 	return readBounded(f, path)
+}
+
+// reachSystem reaches path, in the system directories, as an O_PATH
+// descriptor: following its links but no magic link, and, where the
+// file reached lies outside the system directories, only if check lets
+// the caller read it there (readSystem). A file reached there that the
+// caller may not read is as absent as one not there at all (check
+// still logs the refusal): a link a guest planted must not tell it
+// whether something is at its end.
+func reachSystem(path string, check func(string) error) (int, error) {
+	absent := &os.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return -1, absent
+	}
+	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil || real != path && !inSystemDirs(real) && check(real) != nil {
+		unix.Close(fd)
+		return -1, absent
+	}
+	return fd, nil
+}
+
+// statLooked is os.Stat for a caller that may learn only of what look
+// lets it read: a file of the system directories reached as readSystem
+// reaches it, any other without following a link (hostpath), as the
+// reader reads them. Anything else is as if it were not there.
+func statLooked(path string, look func(string) error) (fs.FileInfo, error) {
+	absent := &fs.PathError{Op: "stat", Path: path, Err: fs.ErrNotExist}
+	if look(path) != nil {
+		return nil, absent
+	}
+	fd := -1
+	if inSystemDirs(path) {
+		var err error
+		if fd, err = reachSystem(path, look); err != nil {
+			return nil, absent
+		}
+		defer unix.Close(fd)
+	} else {
+		o, err := hostpath.Open(path)
+		if err != nil {
+			return nil, absent
+		}
+		defer o.Close()
+		fd = o.FD()
+	}
+	fi, err := os.Stat(fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil {
+		return nil, absent
+	}
+	return fi, nil
 }

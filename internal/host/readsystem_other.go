@@ -2,10 +2,18 @@
 
 package host
 
-import "errors"
+import (
+	"errors"
+	"io/fs"
+)
 
 // readSystem is not supported here: a caller whose reads are checked
 // reads nothing of the system directories.
 func readSystem(path string, check func(string) error) ([]byte, error) {
 	return nil, errors.New("reading a program for a caller whose reads are checked needs Linux")
+}
+
+// statLooked finds nothing here for a caller whose reads are checked.
+func statLooked(path string, look func(string) error) (fs.FileInfo, error) {
+	return nil, &fs.PathError{Op: "stat", Path: path, Err: fs.ErrNotExist}
 }
