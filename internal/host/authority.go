@@ -188,14 +188,17 @@ func (h *Host) Reader(ctx context.Context, owner, action string) func(string) ([
 			return nil, err
 		}
 		defer o.Close()
-		f, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", o.FD()))
+		// Known to be a regular file before it is opened: a FIFO a run
+		// made would hold the reader until something wrote to it.
+		self := fmt.Sprintf("/proc/self/fd/%d", o.FD())
+		if fi, err := os.Stat(self); err != nil || !fi.Mode().IsRegular() {
+			return nil, &ProgramError{Err: fmt.Errorf("%s is not a regular file", path)}
+		}
+		f, err := os.Open(self)
 		if err != nil {
 			return nil, err
 		}
 		defer f.Close()
-		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-			return nil, &ProgramError{Err: fmt.Errorf("%s is not a regular file", path)}
-		}
 		return readBounded(f, path)
 	}
 }
@@ -213,9 +216,24 @@ func (h *Host) Looker(ctx context.Context, owner, action string) func(string) er
 	}
 }
 
-// mayRead says whether p may have the host read path for it.
+// mayRead says whether p may have the host read path for it: where it
+// could grant it (authority.CheckReads), and, as for a grant
+// (foreignWorkspace), never in the workspace of a sandbox that is not
+// its own, whatever root of its policy holds it.
 func (h *Host) mayRead(p authority.Principal, action, path string) error {
-	return authority.CheckReads(p, authority.Ask{Action: action, Reads: []string{path}, Own: h.workspacesOf(p.Name), Readable: SystemDirs})
+	if err := authority.CheckReads(p, authority.Ask{Action: action, Reads: []string{path}, Own: h.workspacesOf(p.Name), Readable: SystemDirs}); err != nil {
+		return err
+	}
+	if isOperator(p.Name) {
+		return nil
+	}
+	for _, w := range h.workspaces() {
+		if w.Owner != p.Name && grant.Within(w.Path, path) {
+			return &authority.DeniedError{Principal: p.Name, Action: action, Grant: "program:" + path, Rule: "workspaces",
+				Why: fmt.Sprintf("the host would read %s to make the run, which is in the workspace of a sandbox that is not its own", path)}
+		}
+	}
+	return nil
 }
 
 // readBounded reads f, the file at path, refusing one over MaxRead.

@@ -12,8 +12,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opensubstrate/sandbox/internal/authority"
+	"github.com/opensubstrate/sandbox/internal/grant"
 	"golang.org/x/sys/unix"
 )
 
@@ -170,5 +172,55 @@ func TestCommandLookupTellsNothingOfAnothersDirectory(t *testing.T) {
 	c.Args = []string{"true"}
 	if req, err := Command(c); err != nil || req.Entry == "" {
 		t.Errorf("true in the system directories: %+v %v", req.Entry, err)
+	}
+}
+
+// TestReaderKeepsToTheCallersOwn: a tenant whose policy lets it read a
+// directory that holds another tenant's workspace reads nothing in that
+// workspace (as it may grant none of it), and learns nothing of what
+// is there; a FIFO in its own workspace is refused without waiting.
+func TestReaderKeepsToTheCallersOwn(t *testing.T) {
+	base := t.TempDir()
+	bobs, mine := filepath.Join(base, "bob-ws"), filepath.Join(base, "mallory-ws")
+	for _, d := range []string{bobs, mine} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(bobs, "m.wasm"), []byte("\x00asm\x01\x00\x00\x00 bob's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bobs, "tool"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(filepath.Join(mine, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := &Host{
+		Policies:   map[string]authority.Policy{"mallory": {Paths: []authority.Path{{Root: base, Mode: grant.RO}}}},
+		Workspaces: func() []Workspace { return []Workspace{{Owner: "bob", Path: bobs}, {Owner: "mallory", Path: mine}} },
+	}
+	ctx := context.Background()
+	read := h.Reader(ctx, "mallory", "run")
+	if b, err := read(filepath.Join(bobs, "m.wasm")); !errors.As(err, new(*authority.DeniedError)) {
+		t.Errorf("bob's module: %d bytes, %v; want it denied", len(b), err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := read(filepath.Join(mine, "fifo")); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a FIFO read as a program")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the reader waits on a FIFO")
+	}
+	var told []string
+	for _, name := range []string{"tool", "none"} {
+		_, err := Command(CommandLine{Args: []string{name}, Env: map[string]string{"PATH": bobs}, Cwd: "/", Read: read, Look: h.Looker(ctx, "mallory", "run")})
+		told = append(told, strings.ReplaceAll(fmt.Sprint(err), name, "NAME"))
+	}
+	if told[0] != told[1] {
+		t.Errorf("bob's directory told apart:\n%s\n%s", told[0], told[1])
 	}
 }
