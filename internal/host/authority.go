@@ -188,19 +188,25 @@ func (h *Host) Reader(ctx context.Context, owner, action string) func(string) ([
 			return nil, err
 		}
 		defer o.Close()
-		// Known to be a regular file before it is opened: a FIFO a run
-		// made would hold the reader until something wrote to it.
-		self := fmt.Sprintf("/proc/self/fd/%d", o.FD())
-		if fi, err := os.Stat(self); err != nil || !fi.Mode().IsRegular() {
-			return nil, &ProgramError{Err: fmt.Errorf("%s is not a regular file", path)}
-		}
-		f, err := os.Open(self)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		return readBounded(f, path)
+		return readReached(o.FD(), path)
 	}
+}
+
+// readReached reads the file at path that fd (O_PATH) reached, up to
+// MaxRead: only once it is known to be a regular file, so that a FIFO a
+// run made does not hold the reader until something writes to it, nor
+// a device act on its open.
+func readReached(fd int, path string) ([]byte, error) {
+	self := fmt.Sprintf("/proc/self/fd/%d", fd)
+	if fi, err := os.Stat(self); err != nil || !fi.Mode().IsRegular() {
+		return nil, &ProgramError{Err: fmt.Errorf("%s is not a regular file", path)}
+	}
+	f, err := os.Open(self)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readBounded(f, path)
 }
 
 // Looker says whether owner may learn that a host file is there: nil for

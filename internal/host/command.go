@@ -315,17 +315,7 @@ func readInRoot(rootDir, p string) ([]byte, error) {
 // Visible says whether a native run sees the host path p: in a system
 // directory, or under a storage grant.
 func Visible(p string, g grant.Set) bool {
-	for _, d := range SystemDirs {
-		if grant.Within(d, p) {
-			return true
-		}
-	}
-	for _, st := range g.Storage {
-		if grant.Within(st.Path, p) {
-			return true
-		}
-	}
-	return false
+	return inSystemDirs(p) || underGrant(p, g)
 }
 
 // ProgramError is a program that cannot be run as given: not found, or

@@ -34,14 +34,7 @@ func TestReaderReadsOnlyWhatTheCallerMay(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("\x00asm\x01\x00\x00\x00 another tenant's"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll("/opt", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	opt, err := os.MkdirTemp("/opt", "sandbox-test-")
-	if err != nil {
-		t.Skipf("no directory of our own under /opt: %v", err)
-	}
-	t.Cleanup(func() { os.RemoveAll(opt) })
+	opt := writableSystemDir(t)
 	planted := filepath.Join(opt, "planted.wasm")
 	if err := os.Symlink(secret, planted); err != nil {
 		t.Fatal(err)
@@ -141,11 +134,7 @@ func TestCommandLookupTellsNothingOfAnothersDirectory(t *testing.T) {
 	// Through a link planted in a directory of the system directories
 	// that runs may write (an operator's /opt/data), to each directory.
 	if os.Geteuid() == 0 {
-		opt, err := os.MkdirTemp("/opt", "sandbox-test-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(opt) })
+		opt := writableSystemDir(t)
 		var told []string
 		for _, d := range []string{with, without} {
 			link := filepath.Join(opt, filepath.Base(filepath.Dir(d))+filepath.Base(d))
@@ -223,4 +212,20 @@ func TestReaderKeepsToTheCallersOwn(t *testing.T) {
 	if told[0] != told[1] {
 		t.Errorf("bob's directory told apart:\n%s\n%s", told[0], told[1])
 	}
+}
+
+// writableSystemDir is a directory of the system directories that runs
+// may write, as an operator's /opt/data: one of the test's own under
+// /opt, removed after it (root only).
+func writableSystemDir(t *testing.T) string {
+	t.Helper()
+	if err := os.MkdirAll("/opt", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opt, err := os.MkdirTemp("/opt", "sandbox-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(opt) })
+	return opt
 }

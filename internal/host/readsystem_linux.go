@@ -29,17 +29,7 @@ func readSystem(path string, check func(string) error) ([]byte, error) {
 		return nil, err
 	}
 	defer unix.Close(fd)
-	self := fmt.Sprintf("/proc/self/fd/%d", fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, &ProgramError{Err: fmt.Errorf("%s is not a regular file", path)}
-	}
-	f, err := os.Open(self)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readBounded(f, path)
+	return readReached(fd, path)
 }
 
 // reachSystem reaches path, in the system directories, as an O_PATH

@@ -439,7 +439,6 @@ func outcomeOf(st s1init.Status, cg *cgroup.Group, end ending) attest.Outcome {
 type initProc struct {
 	base    string // the base it was given, as JSON, less its root
 	cmd     *exec.Cmd
-	root    string // where init mounted its root, in its own mount namespace
 	specW   *os.File
 	ctl     *os.File // the host's end of the control socket
 	session *os.File // the host's end of a live sandbox's session socket
@@ -475,6 +474,12 @@ func (p *initProc) discard() {
 	}
 }
 
+// rootMount is the directory every init mounts its run's root on, each
+// in a mount namespace of its own (startInit).
+func (e *Executor) rootMount() string {
+	return filepath.Join(e.cfg.StateDir, "roots", "init")
+}
+
 // baseKey identifies a base apart from its root.
 func baseKey(b s1init.Base) string {
 	b.Root, b.Launcher = "", 0
@@ -495,7 +500,7 @@ func (e *Executor) startInit(b s1init.Base, session bool, lease *idLease, before
 	// then makes and removes no directory on the state directory's file
 	// system (where deleted inodes are many, as on a journal-less ext4,
 	// each made one costs the allocator a scan past them).
-	root := filepath.Join(e.cfg.StateDir, "roots", "init")
+	root := e.rootMount()
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, err
 	}
@@ -577,7 +582,7 @@ func (e *Executor) startInit(b s1init.Base, session bool, lease *idLease, before
 		closeAll(parent)
 		return nil, fmt.Errorf("S1: start the run's init: %w", err)
 	}
-	p := &initProc{base: baseKey(b), cmd: cmd, root: root, specW: specW, ctl: ctlP, session: sessP, statR: statR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR, done: make(chan error, 1), exited: make(chan struct{}), lease: lease}
+	p := &initProc{base: baseKey(b), cmd: cmd, specW: specW, ctl: ctlP, session: sessP, statR: statR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR, done: make(chan error, 1), exited: make(chan struct{}), lease: lease}
 	go func() {
 		p.done <- cmd.Wait()
 		close(p.exited)
@@ -917,7 +922,7 @@ func (e *Executor) launch(ctx context.Context, sp *s1init.Spec, o launchOpts) (s
 	}
 	// The next run's init starts once this one has ended.
 	defer e.refill(sp.Base)
-	sp.Base.Root = p.root
+	sp.Base.Root = e.rootMount()
 	if cg != nil && !placed {
 		if err := cg.AddProc(p.cmd.Process.Pid); err != nil {
 			p.discard()

@@ -153,7 +153,7 @@ func (e *Executor) Open(ctx context.Context, g grant.Set, l unit.Limits, cg *cgr
 		return nil, err
 	}
 	s.p = p
-	sp.Base.Root = p.root
+	sp.Base.Root = e.rootMount()
 	if len(listen) > 0 {
 		// Its ports are reached in its own namespace, held from now on.
 		// init has just started (were it already gone, sending its spec
