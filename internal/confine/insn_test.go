@@ -1,6 +1,7 @@
 package confine
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -26,6 +27,40 @@ func TestInsnsTextRoundTrip(t *testing.T) {
 	} {
 		if _, err := ParseInsns(tc.in); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want an error with %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+// TestProgramJSON: a spec carries its filter as one string of
+// InsnsText's form, reads it back whole, takes null or "" as none, and
+// refuses anything else, naming the filter.
+func TestProgramJSON(t *testing.T) {
+	p := Program{{Code: 0x20, K: 4}, {Code: 0x15, Jt: 1, K: 0xc000003e}, {Code: 0x06, K: 0x50001}}
+	b, err := json.Marshal(struct {
+		F Program `json:"f"`
+	}{p})
+	if err != nil || string(b) != `{"f":"`+InsnsText(p)+`"}` {
+		t.Fatalf("%s %v", b, err)
+	}
+	var back struct {
+		F Program `json:"f"`
+	}
+	if err := json.Unmarshal(b, &back); err != nil || InsnsText(back.F) != InsnsText(p) || len(back.F) != len(p) {
+		t.Fatalf("%v %v", back.F, err)
+	}
+	for _, none := range []string{`{"f":null}`, `{"f":""}`, `{}`} {
+		back.F = p
+		if err := json.Unmarshal([]byte(none), &back); err != nil || (none != `{}` && back.F != nil) {
+			t.Errorf("%s: %v %v", none, back.F, err)
+		}
+	}
+	for _, tc := range []struct{ in, want string }{
+		{`{"f":[{"c":32}]}`, "a seccomp filter"},
+		{`{"f":"00200000000000"}`, "a filter of 14 hex digits"},
+		{`{"f":"002000000000000g"}`, "filter instruction 0"},
+	} {
+		if err := json.Unmarshal([]byte(tc.in), &back); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error with %q", tc.in, err, tc.want)
 		}
 	}
 }

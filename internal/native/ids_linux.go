@@ -80,14 +80,18 @@ type idLease struct {
 // of the run is left (init has been reaped: the kernel ends every
 // process of its pid namespace first). The file goes while it is still
 // locked, so no one else ever holds a lock on a file under that name
-// that is not the live one.
+// that is not the live one. The descriptor (and with it the lock) is
+// closed in the background: with the name gone the id is free, and the
+// last close of the file, once a sync has written it out, took 0.8 to
+// 1.8 ms on a journal-less ext4 (as /run is on some hosts), on every
+// run's path.
 func (l *idLease) Release() {
 	if l == nil {
 		return
 	}
 	l.once.Do(func() {
 		os.Remove(l.path)
-		l.f.Close()
+		go l.f.Close()
 	})
 }
 

@@ -200,7 +200,7 @@ type Exec struct {
 	// show what the fanotify layer alone refuses.
 	KernelExecOnly bool `json:"kernel_exec_only,omitempty"`
 	// Seccomp is the filter program, assembled by the host.
-	Seccomp []confine.Insn `json:"seccomp"`
+	Seccomp confine.Program `json:"seccomp"`
 	// Probe marks the tier probe, whose denials are its purpose: the
 	// kernel is not asked to report them (Landlock ABI 7 audit).
 	Probe bool `json:"probe,omitempty"`
