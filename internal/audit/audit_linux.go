@@ -61,8 +61,16 @@ func SetEnabled(on bool) error {
 		binary.NativeEndian.PutUint32(st[4:], 1)
 	}
 	_, err = request(fd, unix.AUDIT_SET, st[:])
+	sets.Add(1)
 	return err
 }
+
+// sets counts the calls to SetEnabled in this process.
+var sets atomic.Uint64
+
+// Sets is how many times this process has called SetEnabled: an answer
+// kept from before a call may be stale.
+func Sets() uint64 { return sets.Load() }
 
 func dial() (int, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_AUDIT)

@@ -18,6 +18,46 @@ import (
 	"github.com/opensubstrate/sandbox/tier"
 )
 
+// TestDenialReportsAskedOncePerMoment: DenialReports asks the kernel
+// once for any number of runs within DenialReportsFresh, and again at
+// once after this process turns audit on or off, with the new answer.
+func TestDenialReportsAskedOncePerMoment(t *testing.T) {
+	asked := 0
+	ask := askDenials
+	askDenials = func() (bool, string) { asked++; return ask() }
+	t.Cleanup(func() { askDenials = ask })
+	denials.mu.Lock()
+	denials.known = false
+	denials.mu.Unlock()
+	before, why := DenialReports()
+	for range 50 {
+		if ok, w := DenialReports(); ok != before || w != why {
+			t.Fatalf("answer changed with nothing changing: %v %q, then %v %q", before, why, ok, w)
+		}
+	}
+	if asked != 1 {
+		t.Fatalf("asked the kernel %d times for 51 answers within %s", asked, DenialReportsFresh)
+	}
+	denials.mu.Lock()
+	denials.at = denials.at.Add(-DenialReportsFresh)
+	denials.mu.Unlock()
+	DenialReports()
+	if asked != 2 {
+		t.Fatalf("an answer %s old was not asked again (asked %d times)", DenialReportsFresh, asked)
+	}
+	if s1init.ABI() < 7 || os.Geteuid() != 0 {
+		return // nothing turns it on here
+	}
+	audittest.WithEnabled(t, func() {
+		if ok, why := DenialReports(); !ok {
+			t.Errorf("audit turned on in this process, and DenialReports still says: %s", why)
+		}
+	})
+	if ok, why2 := DenialReports(); ok != before {
+		t.Errorf("audit restored as found (%v: %s), and DenialReports says %v: %s", before, why, ok, why2)
+	}
+}
+
 // TestKernelDenialsAreLogged: with audit enabled, what Landlock refuses
 // inside an S1 run is in its decision log (a fifo and a file made where
 // the run may only read, a TCP connection with no grant), each merged
