@@ -612,6 +612,10 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 	}
 	h.Logger().Info("run starting", "unit", p.ua, "tier", p.choice.Chosen, "executor", p.ex.Name())
 	var cg *cgroup.Group
+	// dropGroup removes the run's group, once: begun as soon as the
+	// run's CPU is read, beside the sealing (whose syncs wait on the
+	// disk), and waited for before Execute returns.
+	dropGroup := func() {}
 	if h.Cgroups != nil {
 		ctls := p.CgroupControllers
 		if ctls == nil {
@@ -631,14 +635,15 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 			}
 		}
 		if cg != nil {
-			defer func() {
+			dropGroup = sync.OnceFunc(func() {
 				if pl != nil {
 					pl.Unplace(cg)
 				}
 				if err := cg.Remove(); err != nil && p.LeftoverGroup != nil {
 					p.LeftoverGroup(cg)
 				}
-			}()
+			})
+			defer dropGroup()
 			j.Cgroup = cg
 		}
 	}
@@ -700,6 +705,12 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 	case res.ThreadCPUKnown:
 		cpu = meter.RunCPU{Time: res.ThreadCPU, Known: true, Source: "the CPU clock (CLOCK_THREAD_CPUTIME_ID) of the OS thread the guest ran on"}
 	}
+	dropped := make(chan struct{})
+	go func() {
+		defer close(dropped)
+		dropGroup()
+	}()
+	defer func() { <-dropped }()
 	measured := span.StopAt(cpu, u.Devices, res.Start, res.End)
 	res.Readings = merge(measured, res.Readings)
 	spentClass := device.CPU
