@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	"github.com/opensubstrate/sandbox/internal/bare"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/tier"
+
+	"golang.org/x/sys/unix"
 )
 
 // s0Run runs sh -c script at the tier asked (nil: chosen), with gs.
@@ -176,5 +179,50 @@ func TestCommandReadsTheProgramOnce(t *testing.T) {
 		if len(reads) != 1 || reads[req.Entry] != 1 {
 			t.Errorf("%s: read %v, want %s once", arg, reads, req.Entry)
 		}
+	}
+}
+
+// TestCommandInAnImageIsTheImages: in an image's root, a program named
+// by a path no storage grant covers is the image's file: the host's file
+// at that path is not read (a module there is not what runs; a tenant's
+// reader that may not read it does not refuse the run), and what is not
+// a regular file in the image is refused, not waited on.
+func TestCommandInAnImageIsTheImages(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "app"), 0o755)
+	script := []byte("#!/bin/sh\necho from the image\n")
+	if err := os.WriteFile(filepath.Join(root, "app", "run.sh"), script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(filepath.Join(root, "app", "fifo"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, read := range map[string]func(string) ([]byte, error){
+		"a module on the host":         func(string) ([]byte, error) { return []byte("\x00asm\x01\x00\x00\x00"), nil },
+		"a tenant who may not read it": func(p string) ([]byte, error) { return nil, fmt.Errorf("%s: %w", p, grant.ErrDenied) },
+	} {
+		reads := 0
+		counted := func(p string) ([]byte, error) { reads++; return read(p) }
+		req, err := Command(CommandLine{Args: []string{"/app/run.sh", "x"}, Cwd: "/", RootDir: root, Read: counted})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if req.Kind != tier.Native || req.Entry != "/app/run.sh" || !bytes.Equal(req.Image, script) || reads != 0 {
+			t.Errorf("%s: a %v unit of %s (%q), the host read %d times; want the image's script, the host not read", name, req.Kind, req.Entry, req.Image, reads)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Command(CommandLine{Args: []string{"/app/fifo"}, Cwd: "/", RootDir: root, Read: readRegular})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "/app/fifo in the image is not a regular file") {
+			t.Errorf("a FIFO in the image: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a FIFO in the image held the request")
 	}
 }

@@ -159,7 +159,10 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 		mod = filepath.Join(cwd, mod)
 	}
 	b, err := []byte(nil), error(fs.ErrNotExist)
-	if sniff {
+	// In an image's root, a path no storage grant covers is the image's
+	// file, not the host's: the host's is not read (not sniffed as a
+	// module, not refused as a host path the caller may not read).
+	if sniff && (rootDir == "" || underGrant(mod, g)) {
 		b, err = read(mod)
 	}
 	// What was read to sniff is the program when the command is that
@@ -309,7 +312,12 @@ func readInRoot(rootDir, p string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return readAll(f, math.MaxInt64-1)
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, &ProgramError{Err: fmt.Errorf("%s in the image is not a regular file", p)}
+	}
+	return readBounded(f, p)
 }
 
 // Visible says whether a native run sees the host path p: in a system

@@ -11,14 +11,15 @@ import (
 // Open opens p, a path as a run sees it, in the root filesystem at
 // root: every symlink on the way, absolute or relative, resolves inside
 // root, as it will in the run (openat2 RESOLVE_IN_ROOT), never on the
-// host.
+// host. It opens without waiting (O_NONBLOCK, which a regular file's
+// reads ignore): a FIFO in a root does not hold its opener.
 func Open(root, p string) (*os.File, error) {
 	dfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(dfd)
-	fd, err := unix.Openat2(dfd, p, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV})
+	fd, err := unix.Openat2(dfd, p, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV})
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: p, Err: err}
 	}
