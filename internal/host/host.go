@@ -613,7 +613,7 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 	h.Logger().Info("run starting", "unit", p.ua, "tier", p.choice.Chosen, "executor", p.ex.Name())
 	var cg *cgroup.Group
 	// dropGroup removes the run's group, once: begun as soon as the
-	// run's CPU is read, beside the sealing (whose syncs wait on the
+	// run's CPU and energy are read, beside the sealing (whose syncs wait on the
 	// disk), and waited for before Execute returns.
 	dropGroup := func() {}
 	if h.Cgroups != nil {
@@ -705,13 +705,15 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 	case res.ThreadCPUKnown:
 		cpu = meter.RunCPU{Time: res.ThreadCPU, Known: true, Source: "the CPU clock (CLOCK_THREAD_CPUTIME_ID) of the OS thread the guest ran on"}
 	}
+	measured := span.StopAt(cpu, u.Devices, res.Start, res.End)
+	// After the meter's last reading: the removal's own work is not in
+	// the span the run's energy is taken from.
 	dropped := make(chan struct{})
 	go func() {
 		defer close(dropped)
 		dropGroup()
 	}()
 	defer func() { <-dropped }()
-	measured := span.StopAt(cpu, u.Devices, res.Start, res.End)
 	res.Readings = merge(measured, res.Readings)
 	spentClass := device.CPU
 	if hit := spent.hit(); hit != nil && res.Outcome.Status == attest.BudgetExhausted {

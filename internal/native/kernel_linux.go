@@ -25,9 +25,10 @@ var FenceTimeout = 2 * time.Second
 // process sets audit): the kernel answers a status request from a kernel
 // thread it starts for the reply, about 0.1 ms alone and 0.7 ms on a
 // busy service, which every S1 run paid on its path. A run that starts
-// within that time of the operator turning audit off is told so by its
-// fence (finish's note); one within it of audit turned on reads no
-// denials, as one a moment earlier would not have.
+// within that time of the operator turning audit off listens, waits out
+// its fence (FenceTimeout) and is told so in finish's note; one within it
+// of audit turned on reads no denials, as one a moment earlier would
+// not have. A status the kernel could not give is not kept.
 func DenialReports() (bool, string) {
 	d := &denials
 	d.mu.Lock()
@@ -36,10 +37,13 @@ func DenialReports() (bool, string) {
 	if d.known && d.sets == audit.Sets() && now.Sub(d.at) >= 0 && now.Sub(d.at) < DenialReportsFresh {
 		return d.ok, d.why
 	}
-	d.sets = audit.Sets()
-	d.ok, d.why = askDenials()
-	d.at, d.known = time.Now(), true
-	return d.ok, d.why
+	sets := audit.Sets()
+	ok, why, keep := askDenials()
+	if keep {
+		d.sets, d.ok, d.why = sets, ok, why
+		d.at, d.known = time.Now(), true
+	}
+	return ok, why
 }
 
 // DenialReportsFresh is how long DenialReports keeps its answer.
@@ -58,22 +62,23 @@ var denials struct {
 // askDenials asks (tests count the asking).
 var askDenials = askDenialReports
 
-// askDenialReports is DenialReports, asked of the kernel.
-func askDenialReports() (bool, string) {
+// askDenialReports is DenialReports, asked of the kernel, and whether
+// the answer may be kept: not where the kernel could not be asked.
+func askDenialReports() (ok bool, why string, keep bool) {
 	if abi := s1init.ABI(); abi < 7 {
-		return false, fmt.Sprintf("Landlock ABI %d reports no denials (ABI 7 does, through audit)", abi)
+		return false, fmt.Sprintf("Landlock ABI %d reports no denials (ABI 7 does, through audit)", abi), true
 	}
 	if os.Geteuid() != 0 {
-		return false, "reading the kernel's audit records needs root (CAP_AUDIT_READ and CAP_AUDIT_WRITE)"
+		return false, "reading the kernel's audit records needs root (CAP_AUDIT_READ and CAP_AUDIT_WRITE)", true
 	}
 	st, err := audit.GetStatus()
 	if err != nil {
-		return false, fmt.Sprintf("the kernel's audit status cannot be read: %v", err)
+		return false, fmt.Sprintf("the kernel's audit status cannot be read: %v", err), false
 	}
 	if !st.Enabled {
-		return false, "audit is disabled on this host (auditctl -e 1, or audit=1 on the kernel command line, turns it on)"
+		return false, "audit is disabled on this host (auditctl -e 1, or audit=1 on the kernel command line, turns it on)", true
 	}
-	return true, fmt.Sprintf("audit is enabled: Landlock's denials are read from its records (the kernel has lost %d records since boot)", st.Lost)
+	return true, fmt.Sprintf("audit is enabled: Landlock's denials are read from its records (the kernel has lost %d records since boot)", st.Lost), true
 }
 
 // kernelWatch follows the kernel's audit records through one run.

@@ -21,10 +21,13 @@ import (
 // TestDenialReportsAskedOncePerMoment: DenialReports asks the kernel
 // once for any number of runs within DenialReportsFresh, and again at
 // once after this process turns audit on or off, with the new answer.
+// It holds the host-wide audit lock throughout, so that no other test
+// process turns audit on or off between its readings.
 func TestDenialReportsAskedOncePerMoment(t *testing.T) {
+	audittest.Lock(t)
 	asked := 0
 	ask := askDenials
-	askDenials = func() (bool, string) { asked++; return ask() }
+	askDenials = func() (bool, string, bool) { asked++; return ask() }
 	t.Cleanup(func() { askDenials = ask })
 	denials.mu.Lock()
 	denials.known = false
@@ -45,16 +48,21 @@ func TestDenialReportsAskedOncePerMoment(t *testing.T) {
 	if asked != 2 {
 		t.Fatalf("an answer %s old was not asked again (asked %d times)", DenialReportsFresh, asked)
 	}
-	if s1init.ABI() < 7 || os.Geteuid() != 0 {
-		return // nothing turns it on here
+	if s1init.ABI() < 7 || os.Geteuid() != 0 || before {
+		return // nothing turns it on here, or it is on already
 	}
-	audittest.WithEnabled(t, func() {
-		if ok, why := DenialReports(); !ok {
-			t.Errorf("audit turned on in this process, and DenialReports still says: %s", why)
-		}
-	})
-	if ok, why2 := DenialReports(); ok != before {
-		t.Errorf("audit restored as found (%v: %s), and DenialReports says %v: %s", before, why, ok, why2)
+	if err := audit.SetEnabled(true); err != nil {
+		t.Skipf("audit cannot be turned on here: %v", err)
+	}
+	ok, why2 := DenialReports()
+	if err := audit.SetEnabled(false); err != nil {
+		t.Fatalf("audit left on: %v", err)
+	}
+	if !ok {
+		t.Errorf("audit turned on in this process, and DenialReports still says: %s", why2)
+	}
+	if ok, why3 := DenialReports(); ok {
+		t.Errorf("audit turned off again in this process, and DenialReports still says: %s", why3)
 	}
 }
 
