@@ -344,3 +344,26 @@ func FuzzParseTokens(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckImageAlone: CheckImage asks the images rule alone, of every
+// policy in the chain (a narrowing too), whatever the tier or grants.
+func TestCheckImageAlone(t *testing.T) {
+	mine, theirs := addr.Of([]byte("mine")), addr.Of([]byte("theirs"))
+	p := Default()
+	p.Images = []string{mine.String()}
+	p.Tiers = nil // no tier at all: not asked
+	pr := Principal{Name: "mallory", Policies: []Policy{p}}
+	if err := CheckImage(pr, Ask{Action: "run", Image: mine}); err != nil {
+		t.Fatalf("its own image: %v", err)
+	}
+	var de *DeniedError
+	if err := CheckImage(pr, Ask{Action: "run", Image: theirs}); !errors.As(err, &de) || de.Rule != "images" || de.Policy != 0 {
+		t.Fatalf("another image: %v", err)
+	}
+	narrowed := Default()
+	narrowed.Images = []string{theirs.String()}
+	pr.Policies = append(pr.Policies, narrowed)
+	if err := CheckImage(pr, Ask{Action: "run", Image: mine}); !errors.As(err, &de) || de.Rule != "images" || de.Policy != 1 {
+		t.Fatalf("an image its narrowing leaves out: %v", err)
+	}
+}

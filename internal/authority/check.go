@@ -83,6 +83,11 @@ func Check(p Principal, a Ask) error { return p.each(a, Policy.check) }
 // files for the principal to make a unit (before it knows the tier).
 func CheckReads(p Principal, a Ask) error { return p.each(a, Policy.checkReads) }
 
+// CheckImage is Check of a.Image alone: whether the principal may run in
+// that image root filesystem, asked before the host looks into it for
+// the program (what is in an image it may not use is not its to learn).
+func CheckImage(p Principal, a Ask) error { return p.each(a, Policy.checkImage) }
+
 // each asks every policy of p's chain, in order, with check.
 func (p Principal) each(a Ask, check func(Policy, Ask) *DeniedError) error {
 	if len(p.Policies) == 0 {
@@ -145,10 +150,17 @@ func (p Policy) check(a Ask) *DeniedError {
 			return deny("device:"+strings.ToLower(string(c)), "compute", "device class %s is not among its classes (%s)", c, p.classes())
 		}
 	}
+	if err := p.checkImage(a); err != nil {
+		return err
+	}
+	return p.checkReads(a)
+}
+
+func (p Policy) checkImage(a Ask) *DeniedError {
 	if !a.Image.IsZero() && !slices.Contains(p.Images, Any) && !slices.Contains(p.Images, a.Image.String()) {
 		return deny("image:"+a.Image.String(), "images", "the image root filesystem %s is not among its images (%s)", a.Image.Short(), listOf(p.Images))
 	}
-	return p.checkReads(a)
+	return nil
 }
 
 func (p Policy) checkReads(a Ask) *DeniedError {

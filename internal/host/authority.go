@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/hostpath"
@@ -155,6 +156,22 @@ func (h *Host) Now() time.Time {
 		return h.Clock()
 	}
 	return time.Now()
+}
+
+// ImageChecker is whether owner (held to ctx's narrowings) may run in an
+// image root filesystem, for CommandLine.Image: nil for the operator,
+// else the policy's images rule alone (the refusal logged).
+func (h *Host) ImageChecker(ctx context.Context, owner, action string) func(addr.Addr) error {
+	if isOperator(owner) && len(authority.Narrowings(ctx)) == 0 {
+		return nil
+	}
+	return func(root addr.Addr) error {
+		err := authority.CheckImage(h.Principal(ctx, owner), authority.Ask{Action: action, Image: root})
+		if err != nil {
+			h.refused(err)
+		}
+		return err
+	}
 }
 
 // Reader is how the host reads a file a unit is made from for owner: nil

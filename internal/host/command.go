@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/opensubstrate/sandbox/addr"
 	"github.com/opensubstrate/sandbox/device"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	images "github.com/opensubstrate/sandbox/internal/image"
@@ -55,6 +56,11 @@ type CommandLine struct {
 	// only where it may, so that a PATH naming another's directory
 	// tells nothing of it. A service gives its caller's (Host.Looker).
 	Look func(path string) error
+	// Image says whether the caller may run in an image root filesystem
+	// (nil: any), asked before the program is looked for in it: a
+	// service gives its caller's (Host.ImageChecker), so that nothing of
+	// an image it may not use (which programs it holds) is told.
+	Image func(root addr.Addr) error
 }
 
 // Command makes a request from a command line: a WebAssembly module (by
@@ -360,6 +366,11 @@ func (h *Host) CommandIn(ref string, c CommandLine) (Request, error) {
 	img, err := h.Images.Resolve(ref)
 	if err != nil {
 		return Request{}, err
+	}
+	if c.Image != nil {
+		if err := c.Image(img.Root); err != nil {
+			return Request{}, err
+		}
 	}
 	if c.RootDir, err = h.Images.RootDir(img.Root); err != nil {
 		return Request{}, err

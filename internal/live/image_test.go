@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/errs"
 	"github.com/opensubstrate/sandbox/internal/host"
 	"github.com/opensubstrate/sandbox/internal/host/hosttest"
@@ -180,5 +182,46 @@ func TestExecControlInImageRoot(t *testing.T) {
 	}
 	if out.String() != "in\nrefused\n" || r.Denied == 0 {
 		t.Fatalf("stdout %q stderr %q denied %d", out.String(), errb.String(), r.Denied)
+	}
+}
+
+// TestImageCheckedBeforeItIsLookedInto: a caller whose policy does not
+// list an image is refused by the images rule before the host looks for
+// the program in it, alike for a program the image has and one it does
+// not: what an image it may not use holds is not its to learn.
+func TestImageCheckedBeforeItIsLookedInto(t *testing.T) {
+	t.Parallel()
+	h := newS1Host(t)
+	img := withImages(t, h)
+	other := authority.Default()
+	other.Images = []string{addr.Of([]byte("another image")).String()}
+	mine := authority.Default()
+	mine.Images = []string{img.Root.String()}
+	h.Policies = map[string]authority.Policy{"mallory": other, "alice": mine}
+	ctx := context.Background()
+	line := func(owner string, args ...string) host.CommandLine {
+		return host.CommandLine{Args: args, Cwd: "/", Grants: grants(t), Read: h.Reader(ctx, owner, "run"), Look: h.Looker(ctx, owner, "run"), Image: h.ImageChecker(ctx, owner, "run")}
+	}
+	var said []string
+	for _, args := range [][]string{{"/bin/sh"}, {"/no/such/program"}, {"sh"}, {"no-such-command"}} {
+		_, err := h.CommandIn(imagetest.Name, line("mallory", args...))
+		var de *authority.DeniedError
+		if !errors.As(err, &de) || de.Rule != "images" {
+			t.Fatalf("%v in an image mallory may not use: %v, want the images rule's refusal", args, err)
+		}
+		said = append(said, err.Error())
+	}
+	for _, s := range said[1:] {
+		if s != said[0] {
+			t.Errorf("the refusals differ, so they tell what the image holds:\n%s\n%s", said[0], s)
+		}
+	}
+	// Its own image is looked into as before.
+	if req, err := h.CommandIn(imagetest.Name, line("alice", "/bin/sh")); err != nil || req.Root != img.Root {
+		t.Fatalf("alice, in her image: %+v %v", req.Root, err)
+	}
+	var pe *host.ProgramError
+	if _, err := h.CommandIn(imagetest.Name, line("alice", "/no/such/program")); !errors.As(err, &pe) || !pe.NotFound {
+		t.Fatalf("alice, a program her image has not: %v, want it not found", err)
 	}
 }

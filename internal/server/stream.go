@@ -340,7 +340,7 @@ func runRequest(ctx context.Context, h *host.Host, c call, owner string) (host.R
 	if cwd == "" {
 		cwd = "/"
 	}
-	req, err := h.CommandIn(c.Image, host.CommandLine{Args: c.Args, Env: c.Env, Grants: g, Cwd: cwd, Read: h.Reader(ctx, owner, "run"), Look: h.Looker(ctx, owner, "run")})
+	req, err := h.CommandIn(c.Image, host.CommandLine{Args: c.Args, Env: c.Env, Grants: g, Cwd: cwd, Read: h.Reader(ctx, owner, "run"), Look: h.Looker(ctx, owner, "run"), Image: h.ImageChecker(ctx, owner, "run")})
 	if err != nil {
 		return host.Request{}, err
 	}
