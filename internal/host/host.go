@@ -613,8 +613,8 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 	h.Logger().Info("run starting", "unit", p.ua, "tier", p.choice.Chosen, "executor", p.ex.Name())
 	var cg *cgroup.Group
 	// dropGroup removes the run's group, once: begun as soon as the
-	// run's CPU and energy are read, beside the sealing (whose syncs wait on the
-	// disk), and waited for before Execute returns.
+	// run's CPU and energy are read, beside the sealing (whose syncs
+	// wait on the disk), and waited for before Execute returns.
 	dropGroup := func() {}
 	if h.Cgroups != nil {
 		ctls := p.CgroupControllers

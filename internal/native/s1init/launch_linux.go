@@ -319,7 +319,6 @@ func startInUserns(ex *Exec, xc *execCtl, files []uintptr, ll int) (int, error) 
 		l = nil
 	}
 	if l == nil {
-		var err error
 		if l, err = startLauncher(ex.UID, ex.GID, ex.HostUID, ex.HostGID, files); err != nil {
 			return 0, err
 		}
