@@ -96,7 +96,8 @@ type ExecSpec struct {
 	Args []string          `json:"args"`
 	Env  map[string]string `json:"env,omitempty"`
 	// Dir is the working directory (default: the workspace; a one-shot
-	// run's: "/", where its relative paths resolve too).
+	// run's: "/", where its relative paths resolve too): an absolute,
+	// clean path, else the service refuses the call (400).
 	Dir string `json:"dir,omitempty"`
 	// DeadlineMS is the wall-clock limit; 0: the service's default (one
 	// minute); negative: none.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -304,7 +305,7 @@ func (g *Globals) runSpec(args []string, env map[string]string, s grant.Set, tie
 	if err != nil {
 		return client.ExecSpec{}, err
 	}
-	x := client.ExecSpec{Args: args, Env: env, Dir: cwd, GrantsJSON: gj, Tier: tierArg, Escalate: escalate, DeadlineMS: deadline.Milliseconds()}
+	x := client.ExecSpec{Args: args, Env: env, Dir: filepath.Clean(cwd), GrantsJSON: gj, Tier: tierArg, Escalate: escalate, DeadlineMS: deadline.Milliseconds()}
 	switch {
 	case deadline == 0:
 		x.DeadlineMS = -1 // none

@@ -198,6 +198,9 @@ func TestCommandInAnImageIsTheImages(t *testing.T) {
 	if err := unix.Mkfifo(filepath.Join(root, "app", "fifo"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(root, "app", "m.wasm"), []byte("\x00asm\x01\x00\x00\x00"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for name, read := range map[string]func(string) ([]byte, error){
 		"a module on the host":         func(string) ([]byte, error) { return []byte("\x00asm\x01\x00\x00\x00"), nil },
 		"a tenant who may not read it": func(p string) ([]byte, error) { return nil, fmt.Errorf("%s: %w", p, grant.ErrDenied) },
@@ -211,6 +214,21 @@ func TestCommandInAnImageIsTheImages(t *testing.T) {
 		if req.Kind != tier.Native || req.Entry != "/app/run.sh" || !bytes.Equal(req.Image, script) || reads != 0 {
 			t.Errorf("%s: a %v unit of %s (%q), the host read %d times; want the image's script, the host not read", name, req.Kind, req.Entry, req.Image, reads)
 		}
+	}
+	// The path looked at is the path read and run: through .. into a
+	// storage grant, the host's file under the grant, as the run sees it.
+	granted := t.TempDir()
+	hosts := []byte("#!/bin/sh\necho from the grant\n")
+	if err := os.WriteFile(filepath.Join(granted, "x"), hosts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	req, err := Command(CommandLine{Args: []string{"/app/.." + granted + "/x"}, Cwd: "/", RootDir: root, Grants: grants(t, "fs:"+granted+":ro"), Read: readRegular})
+	if err != nil || req.Entry != filepath.Join(granted, "x") || !bytes.Equal(req.Image, hosts) {
+		t.Errorf("a path through .. into a grant, from an image: %+v %v", req.Entry, err)
+	}
+	// A module in the image is not run as a native program.
+	if _, err := Command(CommandLine{Args: []string{"/app/m.wasm"}, Cwd: "/", RootDir: root, Read: readRegular}); err == nil || !strings.Contains(err.Error(), "/app/m.wasm in the image is a WebAssembly module") {
+		t.Errorf("a module in the image: %v", err)
 	}
 	done := make(chan error, 1)
 	go func() {

@@ -213,6 +213,9 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 	switch {
 	case rootDir != "" && !underGrant(path, g):
 		image, err = readInRoot(rootDir, path)
+		if err == nil && bytes.HasPrefix(image, []byte("\x00asm")) {
+			return Request{}, &InvalidError{Err: fmt.Errorf("%s in the image is a WebAssembly module: an image's root filesystem is for native programs (drop --image)", path)}
+		}
 	case !Visible(path, g):
 		return Request{}, &InvalidError{Err: fmt.Errorf("%s is not visible inside a native run: it is neither in a system directory (/usr, /bin, /sbin, /lib, /etc, /opt) nor under a storage grant; grant its directory with --grant fs:%s:ro", path, filepath.Dir(path))}
 	case sniffed != nil && path == mod:
@@ -253,7 +256,9 @@ func resolveCommand(name, path, cwd, rootDir string, g grant.Set, look func(stri
 		}
 	}
 	if strings.Contains(name, "/") {
-		p := name
+		// Clean: what is looked at is what is read and run
+		// (/app/../G/x is /G/x, in the image or under a grant alike).
+		p := filepath.Clean(name)
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(cwd, p)
 		}
@@ -385,7 +390,11 @@ func (h *Host) CommandIn(ref string, c CommandLine) (Request, error) {
 		return req, err
 	}
 	if req.Kind != tier.Native {
-		return Request{}, &InvalidError{Err: fmt.Errorf("%s is a WebAssembly module: an image's root filesystem is for native programs (drop --image)", c.Args[0])}
+		what := "a WebAssembly module"
+		if req.Kind == tier.VM {
+			what = "a VM image"
+		}
+		return Request{}, &InvalidError{Err: fmt.Errorf("%s is %s: an image's root filesystem is for native programs (drop --image)", c.Args[0], what)}
 	}
 	req.Root = img.Root
 	if req.Dir == "" && img.Config.WorkingDir != "" && filepath.IsAbs(img.Config.WorkingDir) {

@@ -392,6 +392,9 @@ func TestServiceBadInput(t *testing.T) {
 		{"POST", "/v1/runs", `{"args": ["true"], "limits": {"memory_pages": 70000}}`, 400, `field \"limits.memory_pages\"`},
 		{"POST", "/v1/runs", `{"args": ["true"], "limits": {"cpus": 1}}`, 400, `unknown field \"cpus\"`},
 		{"POST", "/v1/runs", `{"args": ["true"], "interrupt_key": "short"}`, 400, `field \"interrupt_key\"`},
+		{"POST", "/v1/runs", `{"args": ["true"], "dir": "app"}`, 400, `field \"dir\": \"app\" is not an absolute, clean path`},
+		{"POST", "/v1/runs", `{"args": ["true"], "dir": "/tmp/../etc"}`, 400, `field \"dir\"`},
+		{"POST", "/v1/sandboxes/sb-000000000000/exec", `{"args": ["true"], "dir": "/tmp/"}`, 400, `field \"dir\"`},
 		{"POST", "/v1/runs", `{"args": ["true"], "limits": {"cpu_millis": -1}}`, 400, `field \"limits.cpu_millis\"`},
 		{"POST", "/v1/runs", `{"args": ["true"], "grants_json": {"colour": 1}}`, 400, `field \"grants_json\"`},
 		// One relative-path rule (grant.Input), for grants and sets alike.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"sync"
 	"time"
@@ -115,6 +116,11 @@ func decodeExec(w http.ResponseWriter, r *http.Request) (call, error) {
 	}
 	if c.InterruptKey != "" && !interruptKey.MatchString(c.InterruptKey) {
 		return c, badRequest("field \"interrupt_key\": want 16 to 128 letters, digits, '-' or '_'")
+	}
+	if c.Dir != "" && (!filepath.IsAbs(c.Dir) || filepath.Clean(c.Dir) != c.Dir) {
+		// The service has no directory of its caller's: a relative one
+		// would make the program's path relative too.
+		return c, badRequest(fmt.Sprintf("field \"dir\": %q is not an absolute, clean path (no . or .. parts, no doubled or trailing /)", c.Dir))
 	}
 	return c, nil
 }
