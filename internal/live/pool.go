@@ -197,6 +197,19 @@ func (h *Manager) Claim(ctx context.Context, name, owner string) (SandboxInfo, e
 		spec.Owner = owner
 		return h.Create(ctx, spec)
 	}
+	// The sandbox handed out runs in the root it was made in, which is
+	// not the one the pool's image names now where that image was
+	// re-tagged or removed since (or its name resolves to nothing): the
+	// claimer must be one who may use the root it gets.
+	if got.sb.Root != ask.Image {
+		ask.Image = got.sb.Root
+		if err := h.Authorize(ctx, owner, ask); err != nil {
+			p.mu.Lock()
+			p.ready = append(p.ready, *got)
+			p.mu.Unlock()
+			return SandboxInfo{}, err
+		}
+	}
 	sb := got.sb
 	uj, prov := h.readyEnergy(sb, got.made)
 	if _, err := sb.record.Append(record.Segment{Kind: record.Claimed, Pool: name, IdleUJ: uj, IdleProvenance: prov}); err != nil {

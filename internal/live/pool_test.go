@@ -2,11 +2,16 @@ package live
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/image/imagetest"
 	"github.com/opensubstrate/sandbox/record"
 )
 
@@ -56,6 +61,52 @@ func TestPoolSkipsADeadSandbox(t *testing.T) {
 		if s.Name == "p" && s.Evictions == 0 {
 			t.Fatalf("no eviction counted: %+v", s)
 		}
+	}
+}
+
+// TestPoolClaimChecksTheRootItHandsOut: a ready sandbox made from an
+// image that its pool's name no longer resolves to (re-tagged since) is
+// handed only to a claimer who may use the root it runs in; refused, it
+// stays ready.
+func TestPoolClaimChecksTheRootItHandsOut(t *testing.T) {
+	t.Parallel()
+	h := newS1Host(t)
+	img := withImages(t, h)
+	if err := h.StartPool(PoolSpec{Name: "pi", Size: 1, Sandbox: SandboxSpec{Image: imagetest.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a bound on a busy machine, not a measure
+	defer cancel()
+	if err := h.WaitPool(wctx, "pi", 1); err != nil {
+		t.Fatal(err)
+	}
+	mine := authority.Default()
+	mine.Images = []string{img.Root.String()}
+	h.Policies = map[string]authority.Policy{"mallory": mine}
+	h.pools.mu.Lock()
+	p := h.pools.m["pi"]
+	h.pools.mu.Unlock()
+	// As if the ready sandbox had been made before the name was moved
+	// to the image mallory may use.
+	earlier := addr.Of([]byte("the image the name named before"))
+	p.mu.Lock()
+	sb := p.ready[0].sb
+	sb.Root = earlier
+	p.mu.Unlock()
+	_, err := h.Claim(context.Background(), "pi", "mallory")
+	p.mu.Lock()
+	ready := len(p.ready)
+	sb.Root = img.Root
+	p.mu.Unlock()
+	var de *authority.DeniedError
+	if !errors.As(err, &de) || de.Rule != "images" || !strings.Contains(de.Grant, earlier.String()) {
+		t.Fatalf("a claim of a sandbox in a root mallory may not use: %v", err)
+	}
+	if ready != 1 {
+		t.Fatalf("the refused claim took the sandbox out of the pool: %d ready", ready)
+	}
+	if info, err := h.Claim(context.Background(), "pi", "mallory"); err != nil || info.ID != sb.ID {
+		t.Fatalf("mallory, in the pool's own image: %+v %v", info, err)
 	}
 }
 
