@@ -154,6 +154,10 @@ func readAll(f *os.File, limit int64) ([]byte, error) {
 	return buf.Bytes(), err
 }
 
+// isModule says whether b is a WebAssembly module: it starts with the
+// magic number.
+func isModule(b []byte) bool { return bytes.HasPrefix(b, []byte("\x00asm")) }
+
 // maxSizeHint bounds what readAll allocates on a file's word: a sparse
 // file may say terabytes.
 const maxSizeHint = 256 << 20
@@ -182,7 +186,7 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 		// says whether anything is there.
 		return Request{}, err
 	}
-	if err == nil && bytes.HasPrefix(b, []byte("\x00asm")) {
+	if err == nil && isModule(b) {
 		return Request{Kind: tier.Wasm, Image: b, Entry: filepath.Base(name), Args: append([]string{filepath.Base(name)}, args[1:]...), Env: env}, nil
 	} else if err == nil && strings.HasSuffix(name, ".wasm") {
 		return Request{}, &ProgramError{Err: fmt.Errorf("%s is not a WebAssembly module: it does not start with the magic number \\0asm", name)}
@@ -213,7 +217,7 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 	switch {
 	case rootDir != "" && !underGrant(path, g):
 		image, err = readInRoot(rootDir, path)
-		if err == nil && bytes.HasPrefix(image, []byte("\x00asm")) {
+		if err == nil && isModule(image) {
 			return Request{}, &InvalidError{Err: fmt.Errorf("%s in the image is a WebAssembly module: an image's root filesystem is for native programs (drop --image)", path)}
 		}
 	case !Visible(path, g):

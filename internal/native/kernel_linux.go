@@ -34,14 +34,14 @@ func DenialReports() (bool, string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := time.Now()
-	if d.known && d.sets == audit.Sets() && now.Sub(d.at) >= 0 && now.Sub(d.at) < DenialReportsFresh {
+	if !d.at.IsZero() && d.sets == audit.Sets() && now.Sub(d.at) >= 0 && now.Sub(d.at) < DenialReportsFresh {
 		return d.ok, d.why
 	}
 	sets := audit.Sets()
 	ok, why, keep := askDenials()
 	if keep {
 		d.sets, d.ok, d.why = sets, ok, why
-		d.at, d.known = time.Now(), true
+		d.at = time.Now()
 	}
 	return ok, why
 }
@@ -51,12 +51,11 @@ const DenialReportsFresh = time.Second
 
 // denials is DenialReports' answer, kept.
 var denials struct {
-	mu    sync.Mutex
-	known bool
-	at    time.Time
-	sets  uint64 // audit.Sets() when it was asked
-	ok    bool
-	why   string
+	mu   sync.Mutex
+	at   time.Time // when it was asked; zero: never
+	sets uint64    // audit.Sets() when it was asked
+	ok   bool
+	why  string
 }
 
 // askDenials asks (tests count the asking).

@@ -30,7 +30,7 @@ func TestDenialReportsAskedOncePerMoment(t *testing.T) {
 	askDenials = func() (bool, string, bool) { asked++; return ask() }
 	t.Cleanup(func() { askDenials = ask })
 	denials.mu.Lock()
-	denials.known = false
+	denials.at = time.Time{}
 	denials.mu.Unlock()
 	before, why := DenialReports()
 	for range 50 {
