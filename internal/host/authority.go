@@ -159,18 +159,16 @@ func (h *Host) Now() time.Time {
 }
 
 // ImageChecker is whether owner (held to ctx's narrowings) may run in an
-// image root filesystem, for CommandLine.Image: nil for the operator,
-// else the policy's images rule alone (the refusal logged).
+// image root filesystem, for CommandLine.Image and ResolveImage: nil for
+// the operator, else the policy's images rule alone. It logs nothing:
+// ResolveImage asks it of every image and logs the one refusal that
+// mattered.
 func (h *Host) ImageChecker(ctx context.Context, owner, action string) func(addr.Addr) error {
 	if isOperator(owner) && len(authority.Narrowings(ctx)) == 0 {
 		return nil
 	}
 	return func(root addr.Addr) error {
-		err := authority.CheckImage(h.Principal(ctx, owner), authority.Ask{Action: action, Image: root})
-		if err != nil {
-			h.refused(err)
-		}
-		return err
+		return authority.CheckImage(h.Principal(ctx, owner), authority.Ask{Action: action, Image: root})
 	}
 }
 

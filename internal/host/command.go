@@ -57,9 +57,10 @@ type CommandLine struct {
 	// tells nothing of it. A service gives its caller's (Host.Looker).
 	Look func(path string) error
 	// Image says whether the caller may run in an image root filesystem
-	// (nil: any), asked before the program is looked for in it: a
-	// service gives its caller's (Host.ImageChecker), so that nothing of
-	// an image it may not use (which programs it holds) is told.
+	// (nil: any), asked as the image is found (Host.ResolveImage), before
+	// the program is looked for in it: a service gives its caller's
+	// (Host.ImageChecker), so that nothing of an image it may not use
+	// (that it is there, its ID, which programs it holds) is told.
 	Image func(root addr.Addr) error
 }
 
@@ -372,14 +373,9 @@ func (h *Host) CommandIn(ref string, c CommandLine) (Request, error) {
 	if ref == "" {
 		return Command(c)
 	}
-	img, err := h.Images.Resolve(ref)
+	img, err := h.ResolveImage(ref, c.Image)
 	if err != nil {
 		return Request{}, err
-	}
-	if c.Image != nil {
-		if err := c.Image(img.Root); err != nil {
-			return Request{}, err
-		}
 	}
 	if c.RootDir, err = h.Images.RootDir(img.Root); err != nil {
 		return Request{}, err
@@ -405,6 +401,24 @@ func (h *Host) CommandIn(ref string, c CommandLine) (Request, error) {
 		req.Dir = filepath.Clean(img.Config.WorkingDir)
 	}
 	return req, nil
+}
+
+// ResolveImage finds the image ref names for a caller that may run in
+// the image roots may admits (nil: any, the operator). To the caller, an
+// image it may not use is not there (image.Store.ResolveAmong): not found
+// alike whether it exists or not, its ID told by no refusal and counted
+// by no prefix. The operator's log still has the refusal.
+func (h *Host) ResolveImage(ref string, may func(root addr.Addr) error) (images.Image, error) {
+	if may == nil {
+		return h.Images.Resolve(ref)
+	}
+	img, err := h.Images.ResolveAmong(ref, func(i images.Image) bool { return may(i.Root) == nil })
+	if nf := (*images.NotFoundError)(nil); errors.As(err, &nf) {
+		if theirs, e := h.Images.Resolve(ref); e == nil {
+			h.refused(may(theirs.Root))
+		}
+	}
+	return img, err
 }
 
 // ErrLimit is wrapped when a request is over a limit of the host (too

@@ -61,10 +61,17 @@ type Store struct {
 	Progress func(done, total int64)
 }
 
-// NotFoundError is a reference that names no imported image.
-type NotFoundError struct{ Ref string }
+// NotFoundError is a reference that names no imported image, or, for a
+// caller (Among), none of those it may run in.
+type NotFoundError struct {
+	Ref   string
+	Among bool // looked for among the caller's images only (ResolveAmong)
+}
 
 func (e *NotFoundError) Error() string {
+	if e.Among {
+		return fmt.Sprintf("no image that this caller may run in is %q (an image its policy does not list is not shown to it; the operator's 'sandbox image ls' lists them all)", e.Ref)
+	}
 	return fmt.Sprintf("no imported image is %q ('sandbox image ls' lists them; 'sandbox image import' adds one)", e.Ref)
 }
 func (e *NotFoundError) Unwrap() error { return fs.ErrNotExist }
@@ -378,6 +385,32 @@ func (s Store) Resolve(ref string) (Image, error) {
 		return Image{}, err
 	}
 	return resolve(all, ref)
+}
+
+// ResolveAmong is Resolve among the images may admits, for a caller
+// who may run in those alone: one it may not is, to that caller, not
+// there. It is not found with the same error as a name nothing has, and
+// no prefix counts it, so that neither its existence nor its ID is told.
+func (s Store) ResolveAmong(ref string, may func(Image) bool) (Image, error) {
+	all, err := s.list()
+	if err != nil {
+		return Image{}, err
+	}
+	return resolveAmong(all, ref, may)
+}
+
+func resolveAmong(all []Image, ref string, may func(Image) bool) (Image, error) {
+	var mine []Image
+	for _, img := range all {
+		if may(img) {
+			mine = append(mine, img)
+		}
+	}
+	img, err := resolve(mine, ref)
+	if nf := (*NotFoundError)(nil); errors.As(err, &nf) {
+		nf.Among = true
+	}
+	return img, err
 }
 
 func resolve(all []Image, ref string) (Image, error) {

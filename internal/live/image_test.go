@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -185,10 +186,12 @@ func TestExecControlInImageRoot(t *testing.T) {
 	}
 }
 
-// TestImageCheckedBeforeItIsLookedInto: a caller whose policy does not
-// list an image is refused by the images rule before the host looks for
-// the program in it, alike for a program the image has and one it does
-// not: what an image it may not use holds is not its to learn.
+// TestImageCheckedBeforeItIsLookedInto: to a caller whose policy does
+// not list an image, the image is not there: asked for by name, by ID or
+// by a prefix of its ID, with a program it has or one it has not, the
+// answer is the one a name no image has gets, so that neither what it
+// holds, nor that it exists, nor its ID is the caller's to learn; the
+// operator's log has the refusal. Creating a sandbox in it is the same.
 func TestImageCheckedBeforeItIsLookedInto(t *testing.T) {
 	t.Parallel()
 	h := newS1Host(t)
@@ -202,19 +205,42 @@ func TestImageCheckedBeforeItIsLookedInto(t *testing.T) {
 	line := func(owner string, args ...string) host.CommandLine {
 		return host.CommandLine{Args: args, Cwd: "/", Grants: grants(t), Read: h.Reader(ctx, owner, "run"), Look: h.Looker(ctx, owner, "run"), Image: h.ImageChecker(ctx, owner, "run")}
 	}
-	var said []string
-	for _, args := range [][]string{{"/bin/sh"}, {"/no/such/program"}, {"sh"}, {"no-such-command"}} {
-		_, err := h.CommandIn(imagetest.Name, line("mallory", args...))
-		var de *authority.DeniedError
-		if !errors.As(err, &de) || de.Rule != "images" {
-			t.Fatalf("%v in an image mallory may not use: %v, want the images rule's refusal", args, err)
+	hidden := func(what string, err error) string {
+		t.Helper()
+		var nf *images.NotFoundError
+		if !errors.As(err, &nf) || !nf.Among || errors.As(err, new(*authority.DeniedError)) {
+			t.Fatalf("%s: %v, want it not found among the caller's images", what, err)
 		}
-		said = append(said, err.Error())
+		if strings.Contains(err.Error(), img.Root.String()) || strings.Contains(err.Error(), img.Root.Short()) {
+			t.Fatalf("%s: the answer names the image's root: %v", what, err)
+		}
+		return strings.ReplaceAll(err.Error(), nf.Ref, "REF")
 	}
-	for _, s := range said[1:] {
-		if s != said[0] {
-			t.Errorf("the refusals differ, so they tell what the image holds:\n%s\n%s", said[0], s)
+	nothing := hidden("a name no image has", func() error {
+		_, err := h.CommandIn("no-such-image:1", line("mallory", "/bin/sh"))
+		return err
+	}())
+	refused := func() int {
+		ds, _, _ := authority.ReadLog(h.Store.Path(host.AuthorityLog))
+		return len(ds)
+	}
+	before := refused()
+	id := strings.TrimPrefix(img.ID, "sha256:")
+	for _, ref := range []string{imagetest.Name, img.ID, id[:4], id[:12]} {
+		for _, args := range [][]string{{"/bin/sh"}, {"/no/such/program"}, {"sh"}, {"no-such-command"}} {
+			_, err := h.CommandIn(ref, line("mallory", args...))
+			if got := hidden(fmt.Sprint(ref, args), err); got != nothing {
+				t.Fatalf("%s %v: the answer differs from a missing image's, so it tells the image is there:\n%s\n%s", ref, args, got, nothing)
+			}
 		}
+	}
+	if after := refused(); after != before+16 {
+		t.Errorf("the operator's log took %d refusals, want 16", after-before)
+	}
+	_, err := h.Create(ctx, SandboxSpec{Owner: "mallory", Image: imagetest.Name, Grants: grants(t)})
+	hidden("a sandbox in it", err)
+	if _, err := h.Create(ctx, SandboxSpec{Owner: "mallory", Image: "no-such-image:1", Grants: grants(t)}); hidden("a sandbox in no image", err) != nothing {
+		t.Fatalf("creating a sandbox in a missing image: %v", err)
 	}
 	// Its own image is looked into as before.
 	if req, err := h.CommandIn(imagetest.Name, line("alice", "/bin/sh")); err != nil || req.Root != img.Root {

@@ -229,7 +229,7 @@ func (s *Sandbox) info() SandboxInfo {
 // image: it returns the root filesystem's directory and the image's
 // environment. A manifest's features are refused: each is installed by
 // running its install script, a command, which a manifest may not carry.
-func (h *Manager) environmentOf(spec *SandboxSpec) (string, map[string]string, error) {
+func (h *Manager) environmentOf(ctx context.Context, spec *SandboxSpec, action string) (string, map[string]string, error) {
 	if m := spec.Manifest; m != nil {
 		if len(m.Manifest.Features) > 0 {
 			return "", nil, &host.InvalidError{Err: fmt.Errorf("manifest %s names %d features (%s, ...): a feature is installed by running its install script, which no manifest may carry; build an image with them and name it in the manifest", m.Addr.Short(), len(m.Manifest.Features), m.Manifest.Features[0].ID)}
@@ -262,7 +262,9 @@ func (h *Manager) environmentOf(spec *SandboxSpec) (string, map[string]string, e
 	}
 	var imageEnv map[string]string
 	if spec.Image != "" {
-		img, err := h.Images.Resolve(spec.Image)
+		// An image the owner may not use is, to it, not there; what it
+		// may is checked again below with the rest of what it asks.
+		img, err := h.ResolveImage(spec.Image, h.ImageChecker(ctx, spec.Owner, action))
 		if err != nil {
 			return "", nil, err
 		}
@@ -339,16 +341,16 @@ func (h *Manager) create(ctx context.Context, spec SandboxSpec) (SandboxInfo, *S
 		rand.Read(b[:])
 		id, created = "sb-"+hex.EncodeToString(b[:]), h.Now().UTC()
 	}
-	rootDir, imageEnv, err := h.environmentOf(&spec)
+	action := "create"
+	if spec.id != "" {
+		action = "resume"
+	}
+	rootDir, imageEnv, err := h.environmentOf(ctx, &spec, action)
 	if err != nil {
 		return SandboxInfo{}, nil, err
 	}
 	// What it is given, checked against who asks before anything of it
 	// is made (a resumption's: its record's genesis grants).
-	action := "create"
-	if spec.id != "" {
-		action = "resume"
-	}
 	if err := h.Authorize(ctx, spec.Owner, authority.Ask{Action: action, Grants: spec.Grants, Tier: spec.Tier, Image: spec.root}); err != nil {
 		return SandboxInfo{}, nil, err
 	}
