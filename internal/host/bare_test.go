@@ -244,3 +244,50 @@ func TestCommandInAnImageIsTheImages(t *testing.T) {
 		t.Fatal("a FIFO in the image held the request")
 	}
 }
+
+// TestImageLinksIntoTheRunsOwnAreRefused: a program in an image whose
+// symlinks lead into a directory the run has of its own (its /tmp, /proc,
+// /dev, ...) is refused, not read from the image's copy there: the run
+// would execute another file (its own /tmp's, which an earlier exec of a
+// live sandbox may have planted) than the one its unit names.
+func TestImageLinksIntoTheRunsOwnAreRefused(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	for _, d := range []string{"app", "tmp", "dev", "usr/bin"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	script := []byte("#!/bin/sh\necho the image's copy\n")
+	for _, f := range []string{"tmp/evil", "dev/evil", "usr/bin/good"} {
+		if err := os.WriteFile(filepath.Join(root, f), script, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, to := range map[string]string{
+		"app/abs":   "/tmp/evil",
+		"app/rel":   "../tmp/evil",
+		"app/dots":  "/usr/../tmp/evil",
+		"app/dev":   "/dev",
+		"app/good":  "/usr/bin/good",
+		"usr/bin/x": "../../tmp/evil",
+	} {
+		if err := os.Symlink(to, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"/app/abs"}, {"/app/rel"}, {"/app/dots"}, {"/app/dev/evil"}, {"/usr/bin/x"}} {
+		_, err := Command(CommandLine{Args: args, Cwd: "/", RootDir: root, Read: readRegular})
+		var pe *ProgramError
+		if !errors.As(err, &pe) || !strings.Contains(err.Error(), "a run has its own") {
+			t.Errorf("%v, led into the run's own: %v, want it refused", args, err)
+		}
+	}
+	// Looked up in PATH, such a link is not a command there.
+	_, err := Command(CommandLine{Args: []string{"x"}, Cwd: "/", RootDir: root, Env: map[string]string{"PATH": "/usr/bin"}, Read: readRegular})
+	if pe := (*ProgramError)(nil); !errors.As(err, &pe) || !pe.NotFound {
+		t.Errorf("x in PATH, led into the run's own /tmp: %v, want it not found", err)
+	}
+	req, err := Command(CommandLine{Args: []string{"/app/good"}, Cwd: "/", RootDir: root, Read: readRegular})
+	if err != nil || !bytes.Equal(req.Image, script) {
+		t.Fatalf("a link that stays in the image: %v", err)
+	}
+}

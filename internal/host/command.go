@@ -298,19 +298,42 @@ func underGrant(p string, g grant.Set) bool {
 	return false
 }
 
+// runsOwn are the directories a run in an image has of its own, never
+// the image's (image.Top leaves them out of its root).
+var runsOwn = []string{"/proc", "/dev", "/sys", "/tmp", "/.sandbox"}
+
 // inRoot opens p, as a run sees it, in the image root filesystem at
-// rootDir: refused where the run has its own (/proc, /dev, /sys, /tmp).
+// rootDir: refused where the run has its own (runsOwn), named there or
+// led there by the image's symlinks, whose target in the image is not
+// what the run would find.
 func inRoot(rootDir, p string) (*os.File, error) {
-	for _, k := range []string{"/proc", "/dev", "/sys", "/tmp"} {
-		if grant.Within(k, p) {
-			return nil, &ProgramError{Err: fmt.Errorf("%s: a run has its own %s, not the image's: nothing there runs", p, k)}
+	own := func(q string) string {
+		for _, k := range runsOwn {
+			if grant.Within(k, q) {
+				return k
+			}
 		}
+		return ""
+	}
+	if k := own(p); k != "" {
+		return nil, &ProgramError{Err: fmt.Errorf("%s: a run has its own %s, not the image's: nothing there runs", p, k)}
 	}
 	f, err := images.Open(rootDir, p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: no such file in the image: %w", p, fs.ErrNotExist)
 	}
-	return f, err
+	if err != nil {
+		return nil, err
+	}
+	at, err := images.Where(rootDir, f)
+	if err == nil && own(at) != "" {
+		err = &ProgramError{Err: fmt.Errorf("%s: the image's links lead it to %s, and a run has its own %s, not the image's: nothing there runs", p, at, own(at))}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 func statInRoot(rootDir, p string) (fs.FileInfo, error) {

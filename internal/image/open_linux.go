@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,6 +25,28 @@ func Open(root, p string) (*os.File, error) {
 		return nil, &os.PathError{Op: "open", Path: p, Err: err}
 	}
 	return os.NewFile(uintptr(fd), filepath.Join(root, p)), nil
+}
+
+// Where is the path, as a run sees it, of f, a file Open opened in the
+// root filesystem at root: where the symlinks on the way led, which may
+// be another directory than the one the path named.
+func Where(root string, f *os.File) (string, error) {
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", err
+	}
+	at, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	if err != nil {
+		return "", err
+	}
+	if at == real {
+		return "/", nil
+	}
+	rel, ok := strings.CutPrefix(at, real+"/")
+	if !ok || !filepath.IsAbs("/"+rel) || filepath.Clean("/"+rel) != "/"+rel {
+		return "", fmt.Errorf("%s: not in the image's root %s (%s)", f.Name(), root, at)
+	}
+	return "/" + rel, nil
 }
 
 // Top is how a run's root is made from the root filesystem at root: the

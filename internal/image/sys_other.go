@@ -19,3 +19,6 @@ func syncDir(string) {}
 
 // Open is Linux only.
 func Open(root, p string) (*os.File, error) { return nil, ErrNotSupported }
+
+// Where is Linux only.
+func Where(root string, f *os.File) (string, error) { return "", ErrNotSupported }
