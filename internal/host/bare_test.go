@@ -290,4 +290,64 @@ func TestImageLinksIntoTheRunsOwnAreRefused(t *testing.T) {
 	if err != nil || !bytes.Equal(req.Image, script) {
 		t.Fatalf("a link that stays in the image: %v", err)
 	}
+
+	// The image's own tmp is itself a link (tmp -> var/tmp): the run's
+	// /tmp is still its own, so a path through it is refused, however
+	// the image's links make it look elsewhere.
+	linked := t.TempDir()
+	os.MkdirAll(filepath.Join(linked, "var", "tmp"), 0o755)
+	os.MkdirAll(filepath.Join(linked, "app"), 0o755)
+	os.WriteFile(filepath.Join(linked, "var", "tmp", "evil"), script, 0o755)
+	os.Symlink("var/tmp", filepath.Join(linked, "tmp"))
+	os.Symlink("/tmp/evil", filepath.Join(linked, "app", "x"))
+	os.Symlink("/tmp", filepath.Join(linked, "bin"))
+	for _, p := range []string{"/app/x", "/bin/evil"} {
+		_, err := Command(CommandLine{Args: []string{p}, Cwd: "/", RootDir: linked, Read: readRegular})
+		if pe := (*ProgramError)(nil); !errors.As(err, &pe) || !strings.Contains(err.Error(), "a run has its own /tmp") {
+			t.Errorf("%s through an image whose tmp is a link: %v, want it refused", p, err)
+		}
+	}
+
+	// A link into a storage grant leads, in the run, to the host's file
+	// under the grant, not to the image's copy at that path (a grant
+	// outside /tmp, which is the run's own before any grant under it).
+	granted, err := os.MkdirTemp("/var/tmp", "grant-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(granted) })
+	os.WriteFile(filepath.Join(granted, "x"), []byte("#!/bin/sh\necho the host's\n"), 0o755)
+	os.MkdirAll(filepath.Join(root, granted), 0o755)
+	os.WriteFile(filepath.Join(root, granted, "x"), script, 0o755)
+	os.Symlink(filepath.Join(granted, "x"), filepath.Join(root, "app", "y"))
+	_, err = Command(CommandLine{Args: []string{"/app/y"}, Cwd: "/", RootDir: root, Grants: grants(t, "fs:"+granted+":ro"), Read: readRegular})
+	if pe := (*ProgramError)(nil); !errors.As(err, &pe) || !strings.Contains(err.Error(), "storage grant "+granted) {
+		t.Errorf("a link into a storage grant: %v, want it refused", err)
+	}
+}
+
+// TestRelativePathEntriesAreSkipped: a command is never found through an
+// empty or relative PATH entry, which names a directory relative to where
+// a process stands: in an image, the host would look in the image's root
+// while the run executed, from its working directory, a file it may
+// have planted; on the host, it would look where the service stands.
+func TestRelativePathEntriesAreSkipped(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "bin"), 0o755)
+	os.WriteFile(filepath.Join(root, "bin", "prog"), []byte("#!/bin/sh\n"), 0o755)
+	for _, path := range []string{"bin", "./bin", "", ":bin", "bin/../bin"} {
+		_, err := Command(CommandLine{Args: []string{"prog"}, Cwd: "/", RootDir: root, Env: map[string]string{"PATH": path}, Read: readRegular})
+		if pe := (*ProgramError)(nil); !errors.As(err, &pe) || !pe.NotFound {
+			t.Errorf("PATH %q in an image: %v, want prog not found", path, err)
+		}
+	}
+	if req, err := Command(CommandLine{Args: []string{"prog"}, Cwd: "/", RootDir: root, Env: map[string]string{"PATH": "bin:/bin"}, Read: readRegular}); err != nil || req.Entry != "/bin/prog" {
+		t.Fatalf("PATH with an absolute entry after a relative one: %+v %v", req.Entry, err)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "prog"), []byte("#!/bin/sh\n"), 0o755)
+	if _, err := Command(CommandLine{Args: []string{"prog"}, Cwd: dir, Grants: grants(t, "fs:"+dir+":ro"), Env: map[string]string{"PATH": "."}, Read: readRegular}); err == nil {
+		t.Fatalf("PATH . on the host found a program")
+	}
 }

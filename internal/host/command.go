@@ -215,9 +215,14 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 	if err != nil {
 		return Request{}, err
 	}
+	if !filepath.IsAbs(path) {
+		// The entry a run executes is the file that was read, wherever
+		// it stands: never a path relative to it.
+		return Request{}, &InvalidError{Err: fmt.Errorf("%s resolves to %s, not an absolute path: give the working directory as an absolute path", name, path)}
+	}
 	switch {
 	case rootDir != "" && !underGrant(path, g):
-		image, err = readInRoot(rootDir, path)
+		image, err = readInRoot(rootDir, path, g)
 		if err == nil && isModule(image) {
 			return Request{}, &InvalidError{Err: fmt.Errorf("%s in the image is a WebAssembly module: an image's root filesystem is for native programs (drop --image)", path)}
 		}
@@ -257,7 +262,7 @@ func resolveCommand(name, path, cwd, rootDir string, g grant.Set, look func(stri
 			if underGrant(p, g) {
 				return hostStat(p)
 			}
-			return statInRoot(rootDir, p)
+			return statInRoot(rootDir, p, g)
 		}
 	}
 	if strings.Contains(name, "/") {
@@ -280,6 +285,13 @@ func resolveCommand(name, path, cwd, rootDir string, g grant.Set, look func(stri
 		return filepath.Clean(p), nil
 	}
 	for _, d := range filepath.SplitList(path) {
+		if !filepath.IsAbs(d) {
+			// An empty or relative entry names a directory relative to
+			// where a process stands, which is not where this host
+			// looks (nor, in an image, the root it looks in): skipped,
+			// as Go's exec.LookPath refuses a program found through ".".
+			continue
+		}
 		p := filepath.Join(d, name)
 		if fi, err := stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
 			return p, nil
@@ -303,41 +315,41 @@ func underGrant(p string, g grant.Set) bool {
 var runsOwn = []string{"/proc", "/dev", "/sys", "/tmp", "/.sandbox"}
 
 // inRoot opens p, as a run sees it, in the image root filesystem at
-// rootDir: refused where the run has its own (runsOwn), named there or
-// led there by the image's symlinks, whose target in the image is not
-// what the run would find.
-func inRoot(rootDir, p string) (*os.File, error) {
-	own := func(q string) string {
+// rootDir, following the image's links as the run will (image.Walk). It
+// refuses a path that is, or is led by the image's links, into a
+// directory the run has of its own (runsOwn) or under one of g's storage
+// grants, which the run sees as the host's: the image's copy there is
+// not what the run would find.
+func inRoot(rootDir, p string, g grant.Set) (*os.File, error) {
+	f, err := images.Walk(rootDir, p, func(at string, linked bool) error {
+		where := ""
 		for _, k := range runsOwn {
-			if grant.Within(k, q) {
-				return k
+			if grant.Within(k, at) {
+				where = "a run has its own " + k + ", not the image's: nothing there runs"
 			}
 		}
-		return ""
-	}
-	if k := own(p); k != "" {
-		return nil, &ProgramError{Err: fmt.Errorf("%s: a run has its own %s, not the image's: nothing there runs", p, k)}
-	}
-	f, err := images.Open(rootDir, p)
+		for _, st := range g.Storage {
+			if grant.Within(st.Path, at) {
+				where = "the run sees the storage grant " + st.Path + " there, not the image's: name the program under the grant"
+			}
+		}
+		switch {
+		case where == "":
+			return nil
+		case linked:
+			return &ProgramError{Err: fmt.Errorf("%s: the image's links lead it to %s, and %s", p, at, where)}
+		default:
+			return &ProgramError{Err: fmt.Errorf("%s: %s", p, where)}
+		}
+	})
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: no such file in the image: %w", p, fs.ErrNotExist)
 	}
-	if err != nil {
-		return nil, err
-	}
-	at, err := images.Where(rootDir, f)
-	if err == nil && own(at) != "" {
-		err = &ProgramError{Err: fmt.Errorf("%s: the image's links lead it to %s, and a run has its own %s, not the image's: nothing there runs", p, at, own(at))}
-	}
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+	return f, err
 }
 
-func statInRoot(rootDir, p string) (fs.FileInfo, error) {
-	f, err := inRoot(rootDir, p)
+func statInRoot(rootDir, p string, g grant.Set) (fs.FileInfo, error) {
+	f, err := inRoot(rootDir, p, g)
 	if err != nil {
 		return nil, err
 	}
@@ -345,8 +357,8 @@ func statInRoot(rootDir, p string) (fs.FileInfo, error) {
 	return f.Stat()
 }
 
-func readInRoot(rootDir, p string) ([]byte, error) {
-	f, err := inRoot(rootDir, p)
+func readInRoot(rootDir, p string, g grant.Set) ([]byte, error) {
+	f, err := inRoot(rootDir, p, g)
 	if err != nil {
 		return nil, err
 	}

@@ -27,26 +27,66 @@ func Open(root, p string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), filepath.Join(root, p)), nil
 }
 
-// Where is the path, as a run sees it, of f, a file Open opened in the
-// root filesystem at root: where the symlinks on the way led, which may
-// be another directory than the one the path named.
-func Where(root string, f *os.File) (string, error) {
-	real, err := filepath.EvalSymlinks(root)
+// Walk opens p, an absolute path as a run sees it, in the root
+// filesystem at root, one name at a time, following the root's symlinks
+// by hand as the run's kernel would (absolute targets from the root, ..
+// never above it, at most 40 links). Before each step it asks stop about
+// the path reached (clean and absolute, as the run sees it; linked once a
+// link has been followed on the way): a directory the run has of its own
+// is not the root's, and the walk must not go on in the root's copy of
+// it. stop's error ends the walk.
+func Walk(root, p string, stop func(at string, linked bool) error) (*os.File, error) {
+	dfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	at, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
-	if err != nil {
-		return "", err
+	defer unix.Close(dfd)
+	cur, names, links := "/", strings.Split(p, "/"), 0
+	for len(names) > 0 {
+		name := names[0]
+		names = names[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, name)
+		if err := stop(next, links > 0); err != nil {
+			return nil, err
+		}
+		// cur holds no link: only next's last name may be one.
+		fd, err := unix.Openat2(dfd, next, &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV})
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: p, Err: err}
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			unix.Close(fd)
+			if err != nil {
+				return nil, &os.PathError{Op: "stat", Path: p, Err: err}
+			}
+			cur = next
+			continue
+		}
+		if links++; links > 40 {
+			unix.Close(fd)
+			return nil, &os.PathError{Op: "open", Path: p, Err: unix.ELOOP}
+		}
+		buf := make([]byte, unix.PathMax)
+		n, err := unix.Readlinkat(fd, "", buf)
+		unix.Close(fd)
+		if err != nil {
+			return nil, &os.PathError{Op: "readlink", Path: next, Err: err}
+		}
+		target := string(buf[:n])
+		if strings.HasPrefix(target, "/") {
+			cur = "/"
+		}
+		names = append(strings.Split(target, "/"), names...)
 	}
-	if at == real {
-		return "/", nil
-	}
-	rel, ok := strings.CutPrefix(at, real+"/")
-	if !ok || !filepath.IsAbs("/"+rel) || filepath.Clean("/"+rel) != "/"+rel {
-		return "", fmt.Errorf("%s: not in the image's root %s (%s)", f.Name(), root, at)
-	}
-	return "/" + rel, nil
+	return Open(root, cur)
 }
 
 // Top is how a run's root is made from the root filesystem at root: the

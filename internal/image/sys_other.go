@@ -20,5 +20,7 @@ func syncDir(string) {}
 // Open is Linux only.
 func Open(root, p string) (*os.File, error) { return nil, ErrNotSupported }
 
-// Where is Linux only.
-func Where(root string, f *os.File) (string, error) { return "", ErrNotSupported }
+// Walk is Linux only.
+func Walk(root, p string, stop func(at string, linked bool) error) (*os.File, error) {
+	return nil, ErrNotSupported
+}
