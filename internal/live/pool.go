@@ -167,7 +167,7 @@ func (h *Manager) Claim(ctx context.Context, name, owner string) (SandboxInfo, e
 		}
 	}
 	if err := h.Authorize(ctx, owner, ask); err != nil {
-		return SandboxInfo{}, err
+		return SandboxInfo{}, poolRefusal(name, err)
 	}
 	var got *pooled
 	var dead []pooled
@@ -207,7 +207,7 @@ func (h *Manager) Claim(ctx context.Context, name, owner string) (SandboxInfo, e
 			p.mu.Lock()
 			p.ready = append(p.ready, *got)
 			p.mu.Unlock()
-			return SandboxInfo{}, err
+			return SandboxInfo{}, poolRefusal(name, err)
 		}
 	}
 	sb := got.sb
@@ -385,4 +385,18 @@ func (h *Manager) stopPools() {
 			h.evict(p, r, fmt.Sprintf("evicted from pool %s: its host shut down", p.spec.Name))
 		}
 	}
+}
+
+// poolRefusal is the claimer's refusal of pool name: where it is the
+// images rule's, it names the pool's image, not its root's address,
+// which is the operator's to know (the decision log has it).
+func poolRefusal(name string, err error) error {
+	var de *authority.DeniedError
+	if !errors.As(err, &de) || de.Rule != "images" {
+		return err
+	}
+	told := *de
+	told.Grant = "image:(pool " + name + ")"
+	told.Why = "the image of pool " + name + " is not among its images"
+	return &told
 }
