@@ -307,3 +307,14 @@ func dirHas(t *testing.T, dir, s string) bool {
 	}
 	return false
 }
+
+// TestRunsOwnHasTheBackendsBinds: what the S1 backend binds over an
+// image's root is among the directories whose image copy is never read
+// as a run's program.
+func TestRunsOwnHasTheBackendsBinds(t *testing.T) {
+	for _, p := range []string{native.GPULibDir, filepath.Dir(native.CAPath)} {
+		if !slices.Contains(runsOwn, p) {
+			t.Errorf("%s, which S1 binds over an image, is not in runsOwn %v", p, runsOwn)
+		}
+	}
+}

@@ -67,6 +67,11 @@ func Walk(root, p string, stop func(at string, linked bool) error) (*os.File, er
 			if err != nil {
 				return nil, &os.PathError{Op: "stat", Path: p, Err: err}
 			}
+			if len(names) > 0 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				// A name, a "." or ".." or a trailing slash after a
+				// file: the kernel's ENOTDIR, never the file itself.
+				return nil, &os.PathError{Op: "open", Path: p, Err: unix.ENOTDIR}
+			}
 			cur = next
 			continue
 		}
