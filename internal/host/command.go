@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/opensubstrate/sandbox/addr"
@@ -311,12 +312,12 @@ func underGrant(p string, g grant.Set) bool {
 }
 
 // runsOwn are the directories a run in an image has of its own, never
-// the image's: those image.Top leaves out of its root, and those the S1
-// backend binds over it (native.GPULibDir, the host's driver libraries
-// with a device grant; the directory of native.CAPath, egress's CA),
-// which the engine names here without importing the backend
-// (TestRunsOwnHasTheBackendsBinds holds them equal).
-var runsOwn = []string{"/proc", "/dev", "/sys", "/tmp", "/.sandbox", "/nvidia/lib", "/run/sandbox"}
+// the image's: those image.Top leaves out of its root (image.RunsOwn),
+// and those the S1 backend binds over it (native.GPULibDir, the host's
+// driver libraries with a device grant; the directory of native.CAPath,
+// egress's CA), which the engine names here without importing the
+// backend (TestRunsOwnHasTheBackendsBinds holds them equal).
+var runsOwn = append(slices.Clone(images.RunsOwn), "/nvidia/lib", "/run/sandbox")
 
 // inRoot opens p, as a run sees it, in the image root filesystem at
 // rootDir, following the image's links as the run will (image.Walk). It

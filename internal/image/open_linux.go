@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -106,8 +107,7 @@ func Top(root string) (dirs []string, links map[string]string, err error) {
 	links = map[string]string{}
 	for _, e := range ents {
 		n := e.Name()
-		switch n {
-		case "proc", "dev", "sys", "tmp", ".sandbox":
+		if slices.Contains(RunsOwn, "/"+n) {
 			continue
 		}
 		switch {

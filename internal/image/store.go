@@ -61,6 +61,11 @@ type Store struct {
 	Progress func(done, total int64)
 }
 
+// RunsOwn are the top-level directories of a root filesystem that a run
+// has of its own (the kernel's, its private /tmp, the host's own), never
+// the root's: Top leaves them out, and a program there is not the root's.
+var RunsOwn = []string{"/proc", "/dev", "/sys", "/tmp", "/.sandbox"}
+
 // NotFoundError is a reference that names no imported image, or, for a
 // caller (Among), none of those it may run in.
 type NotFoundError struct {
