@@ -89,6 +89,8 @@ func Command(c CommandLine) (Request, error) {
 	}
 	read, sniff := c.Read, true
 	if read == nil {
+		// The operator's: a module or a VM image is the host's file;
+		// a native program is read as the run will find it (below).
 		read = readRegular
 	} else if n := c.Args[0]; !strings.Contains(n, "/") && !strings.HasSuffix(n, ".wasm") {
 		// A caller whose reads are checked names a module or an image
@@ -97,7 +99,7 @@ func Command(c CommandLine) (Request, error) {
 		// not read.
 		sniff = false
 	}
-	req, err := command(c.Args, env, c.Grants, cwd, c.RootDir, read, c.Look, sniff)
+	req, err := command(c.Args, env, c.Grants, cwd, c.RootDir, read, c.Read == nil, c.Look, sniff)
 	if err != nil {
 		return Request{}, err
 	}
@@ -133,6 +135,12 @@ func readRegular(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readOpened(f, path)
+}
+
+// readOpened reads f, the file opened at path, if it is a regular file,
+// and closes it.
+func readOpened(f *os.File, path string) ([]byte, error) {
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		return nil, &ProgramError{Err: fmt.Errorf("%s is not a regular file", path)}
@@ -164,7 +172,7 @@ func isModule(b []byte) bool { return bytes.HasPrefix(b, []byte("\x00asm")) }
 // file may say terabytes.
 const maxSizeHint = 256 << 20
 
-func command(args []string, env map[string]string, g grant.Set, cwd, rootDir string, read func(string) ([]byte, error), look func(string) error, sniff bool) (Request, error) {
+func command(args []string, env map[string]string, g grant.Set, cwd, rootDir string, read func(string) ([]byte, error), operator bool, look func(string) error, sniff bool) (Request, error) {
 	name := args[0]
 	mod := name
 	if !filepath.IsAbs(mod) {
@@ -212,7 +220,7 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 		}
 	}
 	var image []byte
-	path, err := resolveCommand(name, env["PATH"], cwd, rootDir, g, look)
+	path, err := resolveCommand(name, env["PATH"], cwd, rootDir, g, operator, look)
 	if err != nil {
 		return Request{}, err
 	}
@@ -229,10 +237,20 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 		}
 	case !Visible(path, g):
 		return Request{}, &InvalidError{Err: fmt.Errorf("%s is not visible inside a native run: it is neither in a system directory (/usr, /bin, /sbin, /lib, /etc, /opt) nor under a storage grant; grant its directory with --grant fs:%s:ro", path, filepath.Dir(path))}
-	case sniffed != nil && path == mod:
+	case sniffed != nil && path == mod && sameInRun(rootDir, path, g) == nil:
+		// What was sniffed is the file the run will find there.
 		image = sniffed
+	case operator:
+		// Read as the run will find it: a link on the way (one a guest
+		// planted in a grant) leads where it leads in the run, never to
+		// the host's file of that name.
+		image, err = readInRun(rootDir, path, g)
 	default:
-		image, err = read(path)
+		// The caller's reader reads the host's file: only if the run
+		// will find that very file there.
+		if image, err = read(path); err == nil {
+			err = sameInRun(rootDir, path, g)
+		}
 	}
 	if err != nil {
 		return Request{}, err
@@ -251,11 +269,23 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 // filesystem (rootDir) where no storage grant covers the path. Where
 // look is not nil, a host file is looked for as the caller's reader
 // would reach it (statLooked): one it may not read, or reached through
-// a link it planted, is as if it were not there.
-func resolveCommand(name, path, cwd, rootDir string, g grant.Set, look func(string) error) (string, error) {
+// a link it planted, is as if it were not there; for the operator
+// (operator, look nil), a file the run sees is looked for as the run will
+// find it (statInRun).
+func resolveCommand(name, path, cwd, rootDir string, g grant.Set, operator bool, look func(string) error) (string, error) {
 	hostStat := os.Stat
 	if look != nil {
 		hostStat = func(p string) (fs.FileInfo, error) { return statLooked(p, look) }
+	} else if operator {
+		// The operator's: a file the run sees is looked for as the run
+		// will find it (statInRun); any other as the host has it, to be
+		// refused as not visible, naming the grant it needs.
+		hostStat = func(p string) (fs.FileInfo, error) {
+			if Visible(p, g) {
+				return statInRun(rootDir, p, g)
+			}
+			return os.Stat(p)
+		}
 	}
 	stat := hostStat
 	if rootDir != "" {

@@ -30,19 +30,40 @@ func Open(root, p string) (*os.File, error) {
 
 // Walk opens p, an absolute path as a run sees it, in the root
 // filesystem at root, one name at a time, following the root's symlinks
-// by hand as the run's kernel would (absolute targets from the root, ..
-// never above it, at most 40 links). Before each step it asks stop about
-// the path reached (clean and absolute, as the run sees it; linked once a
-// link has been followed on the way): a directory the run has of its own
-// is not the root's, and the walk must not go on in the root's copy of
-// it. stop's error ends the walk.
+// by hand as the run's kernel would (Resolve). Before each step it asks
+// stop about the path reached (clean and absolute, as the run sees it;
+// linked once a link has been followed on the way): a directory the run
+// has of its own is not the root's, and the walk must not go on in the
+// root's copy of it. stop's error ends the walk.
 func Walk(root, p string, stop func(at string, linked bool) error) (*os.File, error) {
 	dfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(dfd)
+	fd, at, err := Resolve(p, func(at string, linked bool) (int, error) {
+		if err := stop(at, linked); err != nil {
+			return -1, err
+		}
+		return unix.Openat2(dfd, at, &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return Reopen(fd, filepath.Join(root, at))
+}
+
+// Resolve finds p, an absolute path as a run sees it, one name at a
+// time, following symlinks by hand as the run's kernel would (absolute
+// targets from the run's root, .. never above it, at most 40 links). open
+// opens, as an O_PATH descriptor and without following a link, what the
+// run sees at at: a clean absolute path with no link on the way (linked:
+// a link has been followed to reach it); its error ends the walk. Resolve
+// returns the descriptor of what p names (O_PATH, never a link) and the
+// path, as the run sees it, that reached it.
+func Resolve(p string, open func(at string, linked bool) (int, error)) (int, string, error) {
 	cur, names, links := "/", strings.Split(p, "/"), 0
+	fd := -1
 	for len(names) > 0 {
 		name := names[0]
 		names = names[1:]
@@ -50,41 +71,50 @@ func Walk(root, p string, stop func(at string, linked bool) error) (*os.File, er
 		case "", ".":
 			continue
 		case "..":
+			if fd >= 0 {
+				unix.Close(fd)
+				fd = -1
+			}
 			cur = filepath.Dir(cur)
 			continue
 		}
 		next := filepath.Join(cur, name)
-		if err := stop(next, links > 0); err != nil {
-			return nil, err
+		var err error
+		if fd >= 0 {
+			unix.Close(fd)
 		}
 		// cur holds no link: only next's last name may be one.
-		fd, err := unix.Openat2(dfd, next, &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV})
-		if err != nil {
-			return nil, &os.PathError{Op: "open", Path: p, Err: err}
+		if fd, err = open(next, links > 0); err != nil {
+			if _, ok := err.(unix.Errno); ok {
+				err = &os.PathError{Op: "open", Path: p, Err: err}
+			}
+			return -1, "", err
 		}
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK {
-			unix.Close(fd)
 			if err != nil {
-				return nil, &os.PathError{Op: "stat", Path: p, Err: err}
+				unix.Close(fd)
+				return -1, "", &os.PathError{Op: "stat", Path: p, Err: err}
 			}
 			if len(names) > 0 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
 				// A name, a "." or ".." or a trailing slash after a
 				// file: the kernel's ENOTDIR, never the file itself.
-				return nil, &os.PathError{Op: "open", Path: p, Err: unix.ENOTDIR}
+				unix.Close(fd)
+				return -1, "", &os.PathError{Op: "open", Path: p, Err: unix.ENOTDIR}
 			}
 			cur = next
 			continue
 		}
 		if links++; links > 40 {
 			unix.Close(fd)
-			return nil, &os.PathError{Op: "open", Path: p, Err: unix.ELOOP}
+			return -1, "", &os.PathError{Op: "open", Path: p, Err: unix.ELOOP}
 		}
 		buf := make([]byte, unix.PathMax)
 		n, err := unix.Readlinkat(fd, "", buf)
 		unix.Close(fd)
+		fd = -1
 		if err != nil {
-			return nil, &os.PathError{Op: "readlink", Path: next, Err: err}
+			return -1, "", &os.PathError{Op: "readlink", Path: next, Err: err}
 		}
 		target := string(buf[:n])
 		if strings.HasPrefix(target, "/") {
@@ -92,7 +122,30 @@ func Walk(root, p string, stop func(at string, linked bool) error) (*os.File, er
 		}
 		names = append(strings.Split(target, "/"), names...)
 	}
-	return Open(root, cur)
+	if fd < 0 {
+		// Nothing was opened since the last link, or p names the root.
+		var err error
+		if fd, err = open(cur, links > 0); err != nil {
+			if _, ok := err.(unix.Errno); ok {
+				err = &os.PathError{Op: "open", Path: p, Err: err}
+			}
+			return -1, "", err
+		}
+	}
+	return fd, cur, nil
+}
+
+// Reopen opens for reading the file that fd (O_PATH, closed here)
+// reached, through the descriptor, never its name again: what was
+// walked is what is read. It opens without waiting (O_NONBLOCK, which a
+// regular file's reads ignore): a FIFO does not hold its opener.
+func Reopen(fd int, name string) (*os.File, error) {
+	defer unix.Close(fd)
+	r, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	return os.NewFile(uintptr(r), name), nil
 }
 
 // Top is how a run's root is made from the root filesystem at root: the

@@ -24,3 +24,11 @@ func Open(root, p string) (*os.File, error) { return nil, ErrNotSupported }
 func Walk(root, p string, stop func(at string, linked bool) error) (*os.File, error) {
 	return nil, ErrNotSupported
 }
+
+// Resolve is Linux only.
+func Resolve(p string, open func(at string, linked bool) (int, error)) (int, string, error) {
+	return -1, "", ErrNotSupported
+}
+
+// Reopen is Linux only.
+func Reopen(fd int, name string) (*os.File, error) { return nil, ErrNotSupported }
