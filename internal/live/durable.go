@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/opensubstrate/sandbox/addr"
+	"github.com/opensubstrate/sandbox/internal/authority"
 	"github.com/opensubstrate/sandbox/internal/chain"
 	"github.com/opensubstrate/sandbox/internal/crash"
 	"github.com/opensubstrate/sandbox/internal/grant"
@@ -585,6 +586,13 @@ func (h *Manager) resumeHere(ctx context.Context, id, owner string, pl *record.P
 	given, err := h.genesisGrants(st)
 	if err != nil {
 		return SandboxInfo{}, fmt.Errorf("resume %s: %w", id, err)
+	}
+	// Who resumes it may have it (create asks again, as for any
+	// sandbox) before this host is looked into for it: a root filesystem
+	// its policy no longer lists is refused alike whether this host still
+	// holds it or not.
+	if err := h.Authorize(ctx, owner, authority.Ask{Action: "resume", Grants: given, Tier: u.Tier, Image: u.Root}); err != nil {
+		return SandboxInfo{}, err
 	}
 	env, err := h.environment(u.Tier, u.Root, u.Manifest)
 	if err != nil {

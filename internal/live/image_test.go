@@ -251,3 +251,42 @@ func TestImageCheckedBeforeItIsLookedInto(t *testing.T) {
 		t.Fatalf("alice, a program her image has not: %v, want it not found", err)
 	}
 }
+
+// TestResumeCheckedBeforeItsRootIsLookedFor: a suspended sandbox whose
+// root filesystem its owner's policy no longer lists is refused by the
+// images rule, whether this host still holds that root or not: who may
+// not resume it does not learn which roots the host holds.
+func TestResumeCheckedBeforeItsRootIsLookedFor(t *testing.T) {
+	t.Parallel()
+	h := newS1Host(t)
+	img := withImages(t, h)
+	p := authority.Default()
+	p.Images = []string{img.Root.String()}
+	h.Policies = map[string]authority.Policy{"alice": p}
+	ctx := context.Background()
+	info, err := h.Create(ctx, SandboxSpec{Owner: "alice", Image: imagetest.Name, Grants: grants(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Suspend(ctx, info.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	p.Images = []string{addr.Of([]byte("another image")).String()}
+	h.Policies = map[string]authority.Policy{"alice": p}
+	refusal := func(what string) string {
+		t.Helper()
+		_, err := h.Resume(ctx, info.ID, "alice")
+		var de *authority.DeniedError
+		if !errors.As(err, &de) || de.Rule != "images" {
+			t.Fatalf("%s: %v, want the images rule's refusal", what, err)
+		}
+		return err.Error()
+	}
+	held := refusal("its root still on this host")
+	if _, err := h.Images.Remove(imagetest.Name); err != nil {
+		t.Fatal(err)
+	}
+	if gone := refusal("its root gone from this host"); gone != held {
+		t.Fatalf("the answers differ, so they tell whether the host holds the root:\n%s\n%s", held, gone)
+	}
+}
