@@ -387,16 +387,22 @@ func (h *Manager) stopPools() {
 	}
 }
 
-// poolRefusal is the claimer's refusal of pool name: where it is the
-// images rule's, it names the pool's image, not its root's address,
-// which is the operator's to know (the decision log has it).
+// poolRefusal is the claimer's refusal of pool name: it names the rule
+// that refused, but not what of the pool's it refused (its image's root
+// address, the host paths of its grants), which is the operator's to
+// know (the decision log has it).
 func poolRefusal(name string, err error) error {
 	var de *authority.DeniedError
-	if !errors.As(err, &de) || de.Rule != "images" {
+	if !errors.As(err, &de) {
 		return err
 	}
 	told := *de
-	told.Grant = "image:(pool " + name + ")"
-	told.Why = "the image of pool " + name + " is not among its images"
+	if de.Rule == "images" {
+		told.Grant = "image:(pool " + name + ")"
+		told.Why = "the image of pool " + name + " is not among its images"
+	} else {
+		told.Grant = "(a grant of pool " + name + ")"
+		told.Why = "pool " + name + "'s sandboxes are given what this rule does not allow it"
+	}
 	return &told
 }
