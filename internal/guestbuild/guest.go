@@ -58,7 +58,7 @@ func Native(name string) (string, error) {
 		return "", err
 	}
 	return cached("native-"+name, key, func(out string) error {
-		cmd := exec.Command("go", "build", "-trimpath", "-o", out, ".")
+		cmd := exec.Command("go", "build", "-o", out, ".")
 		cmd.Dir = src
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if b, err := cmd.CombinedOutput(); err != nil {
@@ -84,7 +84,7 @@ func S1Helper() (string, error) {
 		key.WriteString(k)
 	}
 	return cached("native-sandbox-s1", addr.Of([]byte(key.String())).Short(), func(out string) error {
-		cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/sandbox-s1")
+		cmd := exec.Command("go", "build", "-o", out, "./cmd/sandbox-s1")
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if b, err := cmd.CombinedOutput(); err != nil {
@@ -262,7 +262,7 @@ func goProgram(name, pkg string, dirs ...string) (string, error) {
 		key.WriteString(k)
 	}
 	return cached("native-"+name, addr.Of([]byte(key.String())).Short(), func(out string) error {
-		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", out, pkg)
+		cmd := exec.Command("go", "build", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", out, pkg)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if b, err := cmd.CombinedOutput(); err != nil {

@@ -23,7 +23,7 @@ echo "test.sh: building sandbox, sandbox-engine, sandbox-s1 into $work" >&2
 	cd "$repo"
 	CGO_ENABLED=0 go build -o "$work/sandbox" ./cmd/sandbox
 	go build -o "$work/sandbox-engine" ./cmd/sandbox-engine
-	CGO_ENABLED=0 go build -trimpath -o "$work/sandbox-s1" ./cmd/sandbox-s1
+	CGO_ENABLED=0 go build -o "$work/sandbox-s1" ./cmd/sandbox-s1
 )
 
 cd "$here"

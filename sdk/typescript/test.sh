@@ -39,7 +39,7 @@ echo "== go build (into $bin)"
 	cd "$repo"
 	CGO_ENABLED=0 go build -o "$bin/sandbox" ./cmd/sandbox
 	go build -o "$bin/sandbox-engine" ./cmd/sandbox-engine
-	CGO_ENABLED=0 go build -trimpath -o "$bin/sandbox-s1" ./cmd/sandbox-s1
+	CGO_ENABLED=0 go build -o "$bin/sandbox-s1" ./cmd/sandbox-s1
 )
 
 echo "== node --test"

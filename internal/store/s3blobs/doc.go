@@ -36,6 +36,7 @@
 // mapped from, in one place (fail).
 //
 // The tests run against a real S3 server, versitygw's POSIX gateway
-// (github.com/versity/versitygw, Apache-2.0), built by scripts/deps into
+// (github.com/versity/versitygw, Apache-2.0), built from its library by
+// third_party/s3gw (scripts/versitygw, which scripts/deps runs) into
 // $SANDBOX_THIRDPARTY and started by each test on a loopback port.
 package s3blobs

@@ -65,7 +65,7 @@ func gatewayBinary(t testing.TB) string {
 		}
 		dir = filepath.Join(root, ".cache", "thirdparty")
 	}
-	bin := filepath.Join(dir, "versitygw-"+Version)
+	bin := filepath.Join(dir, "s3gw-versitygw-"+Version)
 	if fi, err := os.Stat(bin); err == nil && fi.Mode().IsRegular() {
 		return bin
 	}
@@ -73,8 +73,13 @@ func gatewayBinary(t testing.TB) string {
 		t.Fatalf("the S3 server these tests need, versitygw %s, is not at %s: scripts/deps builds it", Version, bin)
 	}
 	buildOnce.Do(func() {
-		t.Logf("building versitygw %s into %s (once; scripts/deps does it too)", Version, dir)
-		buildErr = buildGateway(dir, bin)
+		t.Logf("building versitygw %s's POSIX gateway into %s (once; scripts/deps does it too)", Version, dir)
+		root, err := repoRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildErr = buildGateway(filepath.Join(root, "third_party", "s3gw"), dir, bin)
 	})
 	if buildErr != nil {
 		t.Fatalf("the S3 server these tests need, versitygw %s, is not at %s and could not be built: %v", Version, bin, buildErr)
@@ -82,21 +87,21 @@ func gatewayBinary(t testing.TB) string {
 	return bin
 }
 
-func buildGateway(dir, bin string) error {
-	gobin, err := os.MkdirTemp("", "versitygw-build-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(gobin)
-	cmd := exec.Command("go", "install", "github.com/versity/versitygw/cmd/versitygw@"+Version)
-	cmd.Env = append(os.Environ(), "GOBIN="+gobin, "GOFLAGS=-mod=mod")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go install: %v\n%s", err, out)
-	}
+// buildGateway builds third_party/s3gw (src), versitygw's POSIX gateway
+// from its library, into bin in dir.
+func buildGateway(src, dir, bin string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return os.Rename(filepath.Join(gobin, "versitygw"), bin)
+	tmp := bin + ".tmp"
+	cmd := exec.Command("go", "build", "-o", tmp, ".")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return os.Rename(tmp, bin)
 }
 
 // repoRoot is the directory above the working directory with go.mod.
