@@ -484,8 +484,16 @@ func (h *Host) ResolveImage(ref string, may func(root addr.Addr) error) (images.
 	}
 	img, err := h.Images.ResolveAmong(ref, func(i images.Image) bool { return may(i.Root) == nil })
 	if nf := (*images.NotFoundError)(nil); errors.As(err, &nf) {
-		if theirs, e := h.Images.Resolve(ref); e == nil {
+		// The operator's log has what the caller was not told: the
+		// refusal of the image the ref names, or of each where it names
+		// several (a prefix of their IDs), none of which it may use.
+		theirs, e := h.Images.Resolve(ref)
+		if e == nil {
 			h.refused(may(theirs.Root))
+		} else if amb := (*images.AmbiguousError)(nil); errors.As(e, &amb) {
+			for _, theirs := range amb.Images {
+				h.refused(may(theirs.Root))
+			}
 		}
 	}
 	return img, err

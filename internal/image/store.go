@@ -84,7 +84,10 @@ func (e *NotFoundError) Unwrap() error { return fs.ErrNotExist }
 // AmbiguousError is a prefix that names more than one image.
 type AmbiguousError struct {
 	Ref string
-	IDs []string
+	IDs []string // each one's short ID, as told
+	// Images are the images it names (the operator's to see: a caller
+	// that may use none of them is told of none).
+	Images []Image
 }
 
 func (e *AmbiguousError) Error() string {
@@ -456,7 +459,7 @@ func resolve(all []Image, ref string) (Image, error) {
 			for i, h := range hits {
 				ids[i] = h.ID[:19]
 			}
-			return Image{}, &AmbiguousError{Ref: ref, IDs: ids}
+			return Image{}, &AmbiguousError{Ref: ref, IDs: ids, Images: hits}
 		}
 	}
 	return Image{}, &NotFoundError{Ref: ref}

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -288,5 +289,55 @@ func TestResumeCheckedBeforeItsRootIsLookedFor(t *testing.T) {
 	}
 	if gone := refusal("its root gone from this host"); gone != held {
 		t.Fatalf("the answers differ, so they tell whether the host holds the root:\n%s\n%s", held, gone)
+	}
+}
+
+// TestAHiddenAmbiguousImageIsLogged: a prefix that names two images the
+// caller may use neither of is, to it, no image; the operator's log has
+// the refusal of each.
+func TestAHiddenAmbiguousImageIsLogged(t *testing.T) {
+	t.Parallel()
+	h := newS1Host(t)
+	img := withImages(t, h)
+	// A second record whose ID shares the first's first 12 hex digits.
+	b, err := os.ReadFile(filepath.Join(h.Images.Dir, "images", strings.TrimPrefix(img.ID, "sha256:")+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var twin images.Image
+	if err := json.Unmarshal(b, &twin); err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimPrefix(img.ID, "sha256:")
+	twin.ID = "sha256:" + id[:12] + strings.Repeat("0", len(id)-12)
+	if twin.ID == img.ID {
+		twin.ID = "sha256:" + id[:12] + strings.Repeat("1", len(id)-12)
+	}
+	twin.Names, twin.Root = nil, addr.Of([]byte("the twin's root"))
+	if b, err = json.Marshal(twin); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.Images.Dir, "images", strings.TrimPrefix(twin.ID, "sha256:")+".json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := authority.Default()
+	p.Images = []string{addr.Of([]byte("another image")).String()}
+	h.Policies = map[string]authority.Policy{"mallory": p}
+	logged := func() []authority.Decision {
+		ds, _, _ := authority.ReadLog(h.Store.Path(host.AuthorityLog))
+		return ds
+	}
+	before := len(logged())
+	var nf *images.NotFoundError
+	if _, err := h.ResolveImage(id[:8], h.ImageChecker(context.Background(), "mallory", "run")); !errors.As(err, &nf) || !nf.Among {
+		t.Fatalf("a prefix of two images mallory may not use: %v, want it not found among its images", err)
+	}
+	ds := logged()[before:]
+	seen := map[string]bool{}
+	for _, d := range ds {
+		seen[d.Grant] = true
+	}
+	if len(ds) != 2 || !seen["image:"+img.Root.String()] || !seen["image:"+twin.Root.String()] {
+		t.Fatalf("the operator's log took %+v, want the refusal of each image", ds)
 	}
 }
