@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,7 +32,7 @@ const (
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // SystemDirs are the host directories every native run sees, read-only.
-var SystemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc", "/opt"}
+var SystemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc", "/opt"}
 
 // CommandLine is a unit as a person gives it: a command line, an
 // environment, grants, and the directory it was given in.
@@ -128,24 +127,15 @@ func WithDefaultCPU(g grant.Set, kind tier.Kind) (grant.Set, error) {
 	return g, g.Normalize()
 }
 
-// readRegular reads a regular file (never a device or a pipe, which
-// could be read forever).
-func readRegular(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	return readOpened(f, path)
-}
-
-// readOpened reads f, the file opened at path, if it is a regular file,
-// and closes it.
+// readOpened reads f, the file opened at path, if it is a regular file
+// (at most MaxRead bytes: a sparse file may say terabytes), and closes
+// it.
 func readOpened(f *os.File, path string) ([]byte, error) {
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		return nil, &ProgramError{Err: fmt.Errorf("%s is not a regular file", path)}
 	}
-	return readAll(f, math.MaxInt64-1)
+	return readBounded(f, path)
 }
 
 // readAll reads f, a regular file, to its end: at most limit bytes and
@@ -237,19 +227,21 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 		}
 	case !Visible(path, g):
 		return Request{}, &InvalidError{Err: fmt.Errorf("%s is not visible inside a native run: it is neither in a system directory (/usr, /bin, /sbin, /lib, /etc, /opt) nor under a storage grant; grant its directory with --grant fs:%s:ro", path, filepath.Dir(path))}
-	case sniffed != nil && path == mod && sameInRun(rootDir, path, g) == nil:
+	case sniffed != nil && path == mod && sameInRun(rootDir, path, g, look) == nil:
 		// What was sniffed is the file the run will find there.
 		image = sniffed
-	case operator:
+	case operator || inSystemDirs(path) && !underGrant(path, g):
 		// Read as the run will find it: a link on the way (one a guest
-		// planted in a grant) leads where it leads in the run, never to
-		// the host's file of that name.
-		image, err = readInRun(rootDir, path, g)
+		// planted in a grant, or in a system directory runs may write)
+		// leads where it leads in the run, never to the host's file of
+		// that name, nor through a host directory the run does not see.
+		image, err = readInRun(rootDir, path, g, look)
 	default:
-		// The caller's reader reads the host's file: only if the run
-		// will find that very file there.
+		// The caller's reader reads the host's file under a grant
+		// (following no link): only if the run will find that very file
+		// there.
 		if image, err = read(path); err == nil {
-			err = sameInRun(rootDir, path, g)
+			err = sameInRun(rootDir, path, g, look)
 		}
 	}
 	if err != nil {
@@ -275,14 +267,20 @@ func command(args []string, env map[string]string, g grant.Set, cwd, rootDir str
 func resolveCommand(name, path, cwd, rootDir string, g grant.Set, operator bool, look func(string) error) (string, error) {
 	hostStat := os.Stat
 	if look != nil {
-		hostStat = func(p string) (fs.FileInfo, error) { return statLooked(p, look) }
+		hostStat = func(p string) (fs.FileInfo, error) {
+			if inSystemDirs(p) && !underGrant(p, g) {
+				// As the run will find it (statInRun), as it is read.
+				return statInRun(rootDir, p, g, look)
+			}
+			return statLooked(p, look)
+		}
 	} else if operator {
 		// The operator's: a file the run sees is looked for as the run
 		// will find it (statInRun); any other as the host has it, to be
 		// refused as not visible, naming the grant it needs.
 		hostStat = func(p string) (fs.FileInfo, error) {
 			if Visible(p, g) {
-				return statInRun(rootDir, p, g)
+				return statInRun(rootDir, p, g, nil)
 			}
 			return os.Stat(p)
 		}
@@ -306,6 +304,9 @@ func resolveCommand(name, path, cwd, rootDir string, g grant.Set, operator bool,
 		fi, err := stat(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", &ProgramError{NotFound: true, Err: fmt.Errorf("%s: no such file", p)}
+		}
+		if pe := (*ProgramError)(nil); errors.As(err, &pe) {
+			return "", err
 		}
 		if err != nil {
 			return "", &ProgramError{Err: err}

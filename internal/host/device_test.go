@@ -311,6 +311,14 @@ func dirHas(t *testing.T, dir, s string) bool {
 // TestRunsOwnHasTheBackendsBinds: what the S1 backend binds over an
 // image's root is among the directories whose image copy is never read
 // as a run's program.
+// TestSystemDirsAreTheBackends: the system directories a program is
+// looked for in (and read from, as the run sees them) are those S1 binds.
+func TestSystemDirsAreTheBackends(t *testing.T) {
+	if a, b := slices.Sorted(slices.Values(SystemDirs)), slices.Sorted(slices.Values(native.SystemDirs)); !slices.Equal(a, b) {
+		t.Errorf("the host's system directories %v are not the S1 backend's %v", a, b)
+	}
+}
+
 func TestRunsOwnHasTheBackendsBinds(t *testing.T) {
 	for _, p := range []string{native.GPULibDir, filepath.Dir(native.CAPath)} {
 		if !slices.Contains(runsOwn, p) {

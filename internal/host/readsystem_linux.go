@@ -9,6 +9,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// readRegular reads the regular file at path for the operator,
+// following its links: reached first (O_PATH), and read only once it is
+// known to be a regular file (readReached, at most MaxRead bytes), so
+// that a FIFO a guest planted (or a link to one) does not hold the host
+// until something writes to it, nor a device act on its open.
+func readRegular(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	return readReached(fd, path)
+}
+
 // readSystem reads path, in the system directories, for a caller whose
 // reads check decides. Its links are followed (/bin/sh, python3 are the
 // host's), but a system directory may also hold a directory an operator

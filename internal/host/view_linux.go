@@ -32,8 +32,12 @@ import (
 //
 // So a link a guest planted in a grant (tool -> /usr/bin/env, tool ->
 // /tmp/x) leads where it will lead in the run (the image's env; the run's
-// own /tmp, refused), never to the host's file of that name.
-func openInRun(rootDir, p string, g grant.Set) (int, string, error) {
+// own /tmp, refused), never to the host's file of that name; and no host
+// directory the run does not see is walked. Where look is not nil (a
+// tenant's), a place under a grant is entered only where look lets the
+// caller read it, else it is not there: the grants are authorized after
+// the command is made.
+func openInRun(rootDir, p string, g grant.Set, look func(string) error) (int, string, error) {
 	rfd := -1
 	if rootDir != "" {
 		var err error
@@ -48,6 +52,9 @@ func openInRun(rootDir, p string, g grant.Set) (int, string, error) {
 	)
 	return images.Resolve(p, func(at string, linked bool) (int, error) {
 		if s, ok := grantAt(g, at); ok {
+			if look != nil && look(at) != nil {
+				return -1, unix.ENOENT
+			}
 			o, err := hostpath.Open(s.Path)
 			if err != nil {
 				return -1, err
@@ -69,14 +76,14 @@ func openInRun(rootDir, p string, g grant.Set) (int, string, error) {
 				if linked {
 					how = ": its links lead"
 				}
-				return -1, &ProgramError{Err: fmt.Errorf("%s%s into the run's own %s, not the host's: the host cannot read what the run will find there", p, how, k)}
+				return -1, &ProgramError{NotFound: true, Err: fmt.Errorf("%s%s into the run's own %s, not the host's: the host cannot read what the run will find there", p, how, k)}
 			}
 		}
 		var fd int
 		var err error
 		switch {
 		case rfd >= 0:
-			fd, err = unix.Openat2(rfd, at, &unix.OpenHow{Flags: flags, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV})
+			fd, err = images.OpenAt(rfd, at)
 		case inSystemDirs(at):
 			top := "/" + strings.SplitN(strings.TrimPrefix(at, "/"), "/", 2)[0]
 			fd, err = unix.Openat2(unix.AT_FDCWD, top, &unix.OpenHow{Flags: flags})
@@ -124,8 +131,8 @@ func mountsIn(g grant.Set, at string) bool {
 
 // fileInRun opens p for reading as a native run will see it
 // (openInRun).
-func fileInRun(rootDir, p string, g grant.Set) (*os.File, error) {
-	fd, _, err := openInRun(rootDir, p, g)
+func fileInRun(rootDir, p string, g grant.Set, look func(string) error) (*os.File, error) {
+	fd, _, err := openInRun(rootDir, p, g, look)
 	if err != nil {
 		return nil, err
 	}
@@ -133,8 +140,8 @@ func fileInRun(rootDir, p string, g grant.Set) (*os.File, error) {
 }
 
 // statInRun is os.Stat of p as a native run will see it.
-func statInRun(rootDir, p string, g grant.Set) (fs.FileInfo, error) {
-	f, err := fileInRun(rootDir, p, g)
+func statInRun(rootDir, p string, g grant.Set, look func(string) error) (fs.FileInfo, error) {
+	f, err := fileInRun(rootDir, p, g, look)
 	if err != nil {
 		return nil, err
 	}
@@ -144,8 +151,8 @@ func statInRun(rootDir, p string, g grant.Set) (fs.FileInfo, error) {
 
 // readInRun reads p, a regular file, as a native run will see it: what
 // is read is the file the run will execute at p.
-func readInRun(rootDir, p string, g grant.Set) ([]byte, error) {
-	f, err := fileInRun(rootDir, p, g)
+func readInRun(rootDir, p string, g grant.Set, look func(string) error) ([]byte, error) {
+	f, err := fileInRun(rootDir, p, g, look)
 	if err != nil {
 		return nil, err
 	}
@@ -156,8 +163,8 @@ func readInRun(rootDir, p string, g grant.Set) ([]byte, error) {
 // host follows them) is the one a native run will find there: where the
 // links on the way lead elsewhere in the run, the bytes the host read
 // are not the bytes that run.
-func sameInRun(rootDir, p string, g grant.Set) error {
-	fd, at, err := openInRun(rootDir, p, g)
+func sameInRun(rootDir, p string, g grant.Set, look func(string) error) error {
+	fd, at, err := openInRun(rootDir, p, g, look)
 	if err != nil {
 		return err
 	}

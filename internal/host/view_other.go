@@ -11,12 +11,14 @@ import (
 
 // Native runs are Linux only: nothing is found as a run would see it.
 
-func statInRun(rootDir, p string, g grant.Set) (fs.FileInfo, error) {
+func statInRun(rootDir, p string, g grant.Set, look func(string) error) (fs.FileInfo, error) {
 	return nil, images.ErrNotSupported
 }
 
-func readInRun(rootDir, p string, g grant.Set) ([]byte, error) {
+func readInRun(rootDir, p string, g grant.Set, look func(string) error) ([]byte, error) {
 	return nil, images.ErrNotSupported
 }
 
-func sameInRun(rootDir, p string, g grant.Set) error { return images.ErrNotSupported }
+func sameInRun(rootDir, p string, g grant.Set, look func(string) error) error {
+	return images.ErrNotSupported
+}

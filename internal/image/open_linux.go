@@ -45,12 +45,51 @@ func Walk(root, p string, stop func(at string, linked bool) error) (*os.File, er
 		if err := stop(at, linked); err != nil {
 			return -1, err
 		}
-		return unix.Openat2(dfd, at, &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV})
+		return OpenAt(dfd, at)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return Reopen(fd, filepath.Join(root, at))
+}
+
+// OpenAt opens at, a clean absolute path with no link on the way, in
+// the root filesystem open at dfd, as an O_PATH descriptor that does not
+// follow a last link: what the run sees there. A top-level entry that is
+// neither a directory nor a link is not in the run's root (Top binds the
+// one and copies the other), so it is not there (ENOENT).
+func OpenAt(dfd int, at string) (int, error) {
+	how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV}
+	fd, err := unix.Openat2(dfd, at, how)
+	top := "/" + strings.SplitN(strings.TrimPrefix(at, "/"), "/", 2)[0]
+	switch {
+	case at == "/":
+		return fd, err
+	case err == nil && top != at, err != nil && err != unix.ENOTDIR:
+		return fd, err
+	}
+	// at is top-level, or below one that is not a directory: is that
+	// top-level entry in the run's root at all?
+	tfd := fd
+	if top != at {
+		if tfd, err = unix.Openat2(dfd, top, how); err != nil {
+			return -1, err
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(tfd, &st); err != nil {
+		unix.Close(tfd)
+		return -1, err
+	}
+	if t := st.Mode & unix.S_IFMT; t != unix.S_IFDIR && t != unix.S_IFLNK {
+		unix.Close(tfd)
+		return -1, unix.ENOENT
+	}
+	if top != at {
+		unix.Close(tfd)
+		return -1, unix.ENOTDIR
+	}
+	return fd, nil
 }
 
 // Resolve finds p, an absolute path as a run sees it, one name at a

@@ -32,3 +32,6 @@ func Resolve(p string, open func(at string, linked bool) (int, error)) (int, str
 
 // Reopen is Linux only.
 func Reopen(fd int, name string) (*os.File, error) { return nil, ErrNotSupported }
+
+// OpenAt is Linux only.
+func OpenAt(dfd int, at string) (int, error) { return -1, ErrNotSupported }

@@ -36,9 +36,9 @@ import (
 	"github.com/opensubstrate/sandbox/internal/unit"
 )
 
-// systemDirs are the host directories every run sees read-only, where
+// SystemDirs are the host directories every run sees read-only, where
 // they exist; at / they may be symlinks (merged /usr), which are copied.
-var systemDirs = []string{"/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+var SystemDirs = []string{"/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
 
 // KillGrace is how long an interrupted run has between SIGINT and SIGKILL.
 var KillGrace = 2 * time.Second
@@ -63,7 +63,7 @@ func (e *Executor) base(root string) (s1init.Base, error) {
 		}
 		return b, nil
 	}
-	for _, d := range systemDirs {
+	for _, d := range SystemDirs {
 		fi, err := os.Lstat(d)
 		if err != nil {
 			continue
