@@ -20,6 +20,7 @@ import (
 	"github.com/opensubstrate/sandbox/jcp"
 	"github.com/opensubstrate/sandbox/key"
 	"github.com/opensubstrate/sandbox/receipt"
+	"github.com/opensubstrate/sandbox/tier"
 	"github.com/opensubstrate/sandbox/verify"
 )
 
@@ -205,6 +206,17 @@ func jcpAsk(p *Plan) jcp.Ask {
 func (h *Host) decide(p *Plan) (*gate.Decided, error) {
 	if p.req.JCP == nil {
 		return nil, nil
+	}
+	if p.req.Kind == tier.Native {
+		// The decision names the program by its address: it must be the
+		// program that runs, which a program the run can write is not.
+		w, err := writableInRun(p.rootDir, p.req.Entry, p.req.Grants)
+		if err != nil {
+			return nil, err
+		}
+		if w != "" {
+			return nil, &InvalidError{Err: fmt.Errorf("JCP: the program %s lies (or its links lead) under the writable grant %s, where it can be replaced between the host's read and the exec, so the decision could name bytes that did not run: a gated run's program must be in its image, the system directories or a read-only grant", p.req.Entry, w)}
+		}
 	}
 	g, err := h.Gate()
 	if err != nil {

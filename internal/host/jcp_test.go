@@ -215,3 +215,51 @@ func TestJCPRootsFollowTheFile(t *testing.T) {
 		t.Fatalf("after the root was added back: %v", err)
 	}
 }
+
+// TestJCPRefusesAProgramTheRunCanReplace: a gated run's decision names
+// its program by address, so a program that lies (or whose links lead)
+// under a writable grant, where a process of this run or of another
+// given that directory can replace it between the host's read and the
+// exec, is refused before the gate; under a read-only grant it runs.
+func TestJCPRefusesAProgramTheRunCanReplace(t *testing.T) {
+	h := newS1Host(t)
+	dir, err := os.MkdirTemp("/var/tmp", "sandbox-jcp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	script := []byte("#!/bin/sh\necho pinned\n")
+	if err := os.WriteFile(filepath.Join(dir, "tool"), script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/bin/true", filepath.Join(dir, "true")); err != nil {
+		t.Fatal(err)
+	}
+	trueBytes, err := readRegular("/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newJCPWorld(t, h, 50e6, addr.Of(script), addr.Of(trueBytes))
+	for _, tc := range []struct {
+		prog, mode string
+		refused    bool
+	}{
+		{"tool", "rw", true},
+		{"true", "rw", true}, // a link the run can point elsewhere
+		{"tool", "ro", false},
+	} {
+		req, err := Command(CommandLine{Args: []string{filepath.Join(dir, tc.prog)}, Grants: grants(t, "fs:"+dir+":"+tc.mode), Cwd: "/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.JCP = w.present(t)
+		_, err = h.Run(context.Background(), req)
+		var ie *InvalidError
+		switch {
+		case tc.refused && (!errors.As(err, &ie) || !strings.Contains(err.Error(), "under the writable grant "+dir)):
+			t.Errorf("%s under a %s grant: %v, want refused as replaceable", tc.prog, tc.mode, err)
+		case !tc.refused && err != nil:
+			t.Errorf("%s under a %s grant: %v, want it run", tc.prog, tc.mode, err)
+		}
+	}
+}

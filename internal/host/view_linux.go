@@ -38,6 +38,11 @@ import (
 // caller read it, else it is not there: the grants are authorized after
 // the command is made.
 func openInRun(rootDir, p string, g grant.Set, look func(string) error) (int, string, error) {
+	return walkInRun(rootDir, p, g, look, nil)
+}
+
+// walkInRun is openInRun, telling step each path the walk reaches.
+func walkInRun(rootDir, p string, g grant.Set, look func(string) error, step func(at string)) (int, string, error) {
 	rfd := -1
 	if rootDir != "" {
 		var err error
@@ -51,6 +56,9 @@ func openInRun(rootDir, p string, g grant.Set, look func(string) error) (int, st
 		beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS
 	)
 	return images.Resolve(p, func(at string, linked bool) (int, error) {
+		if step != nil {
+			step(at)
+		}
 		if s, ok := grantAt(g, at); ok {
 			if look != nil && look(at) != nil {
 				return -1, unix.ENOENT
@@ -180,4 +188,22 @@ func sameInRun(rootDir, p string, g grant.Set, look func(string) error) error {
 		return &ProgramError{Err: fmt.Errorf("%s is not, in the run, the file the host reads there: its links lead the run to %s", p, filepath.Clean(at))}
 	}
 	return nil
+}
+
+// writableInRun names the writable storage grant where p, or a link on
+// the way to it, lies in the run (""): there the run, or another run
+// given the same directory, can replace the program between the host's
+// read and the exec.
+func writableInRun(rootDir, p string, g grant.Set) (string, error) {
+	where := ""
+	fd, _, err := walkInRun(rootDir, p, g, nil, func(at string) {
+		if s, ok := grantAt(g, at); ok && s.Mode == grant.RW && where == "" {
+			where = s.Path
+		}
+	})
+	if err != nil {
+		return "", err
+	}
+	unix.Close(fd)
+	return where, nil
 }

@@ -22,3 +22,5 @@ func readInRun(rootDir, p string, g grant.Set, look func(string) error) ([]byte,
 func sameInRun(rootDir, p string, g grant.Set, look func(string) error) error {
 	return images.ErrNotSupported
 }
+
+func writableInRun(rootDir, p string, g grant.Set) (string, error) { return "", images.ErrNotSupported }
