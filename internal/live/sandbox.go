@@ -3,6 +3,7 @@ package live
 import (
 	"github.com/opensubstrate/sandbox/internal/gate"
 	"github.com/opensubstrate/sandbox/internal/host"
+	"github.com/opensubstrate/sandbox/internal/hostpath"
 
 	"context"
 	"crypto/rand"
@@ -91,6 +92,9 @@ type SandboxSpec struct {
 
 // Sandbox is a live sandbox.
 type Sandbox struct {
+	// grantIDs are the host objects its session mounted for Grants'
+	// storage (grantIDs), set before the session opens.
+	grantIDs  []hostpath.ID
 	ID        string
 	Tier      tier.Tier
 	Grants    grant.Set // as given, and the workspace
@@ -548,6 +552,9 @@ func (h *Manager) Exec(ctx context.Context, id, owner string, x ExecRequest) (*h
 	if err != nil {
 		return nil, err
 	}
+	if err := sameGrants(sb); err != nil {
+		return nil, err
+	}
 	env := map[string]string{}
 	for _, e := range []map[string]string{sb.imageEnv, sb.Env, x.Env} {
 		for k, v := range e {
@@ -881,6 +888,9 @@ func (h *Manager) openSession(ctx context.Context, sb *Sandbox, g grant.Set, spe
 		return err
 	}
 	h.sandboxGroup(sb)
+	if sb.grantIDs, err = grantIDs(g); err != nil {
+		return err
+	}
 	ss := executor.SessionSpec{Grants: g, Limits: spec.Limits, Cgroup: sb.cg, Listen: spec.Listen, RootDir: sb.rootDir}
 	if spec.memory == nil {
 		sb.sess, err = x.OpenSession(ctx, ss)
