@@ -2,6 +2,7 @@ package live
 
 import (
 	"github.com/opensubstrate/sandbox/internal/host"
+	images "github.com/opensubstrate/sandbox/internal/image"
 
 	"context"
 	"errors"
@@ -161,7 +162,11 @@ func (h *Manager) Claim(ctx context.Context, name, owner string) (SandboxInfo, e
 	if ask.Tier == 0 {
 		ask.Tier = tier.S1
 	}
-	if ref := p.spec.Sandbox.Image; ref != "" {
+	ref := p.spec.Sandbox.Image
+	if m := p.spec.Sandbox.Manifest; ref == "" && m != nil {
+		ref = m.Manifest.Image // as environmentOf takes it
+	}
+	if ref != "" {
 		if img, err := h.Images.Resolve(ref); err == nil {
 			ask.Image = img.Root
 		}
@@ -195,7 +200,13 @@ func (h *Manager) Claim(ctx context.Context, name, owner string) (SandboxInfo, e
 	if got == nil {
 		spec := p.spec.Sandbox
 		spec.Owner = owner
-		return h.Create(ctx, spec)
+		info, err := h.Create(ctx, spec)
+		if nf := (*images.NotFoundError)(nil); errors.As(err, &nf) && nf.Among {
+			// Not found among the claimer's images: told as a refusal
+			// of the pool's image, which it does not name.
+			err = &images.NotFoundError{Ref: "(the image of pool " + name + ")", Among: true}
+		}
+		return info, poolRefusal(name, err)
 	}
 	// The sandbox handed out runs in the root it was made in, which is
 	// not the one the pool's image names now where that image was
