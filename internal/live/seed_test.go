@@ -501,8 +501,7 @@ func TestSeedGuestTamperingGitConfigGetsNoBearer(t *testing.T) {
     printf '[protocol "http"]\n\tallow = always\n[url "http://127.0.0.1:%d/"]\n\tinsteadOf = %s\n[http]\n\tproxy = http://127.0.0.1:%d\n\tsslVerify = false\n' >> .git/config
   fi
 done ) >/dev/null 2>&1 &
-sleep 1
-perl -MIO::Socket::INET -e '$c = IO::Socket::INET->new("127.0.0.1:%d") or die "connect: $!"; print $c "GET /probe HTTP/1.0\r\nX-Probe: guest\r\n\r\n"; <$c>;'`,
+perl -MIO::Socket::INET -e 'for (1..1200) { last if $c = IO::Socket::INET->new("127.0.0.1:%d"); select(undef, undef, undef, 0.1) } $c or die "connect: $!"; print $c "GET /probe HTTP/1.0\r\nX-Probe: guest\r\n\r\n"; <$c>;'`,
 		port, port, port, base, port, port)
 	if r, out := execIn(t, h, info.ID, "sh", "-c", trap); r.Result.Outcome.ExitCode == nil || *r.Result.Outcome.ExitCode != 0 {
 		t.Fatalf("the trap: %+v %s", r.Result.Outcome, out)
