@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 	"golang.org/x/sys/unix"
@@ -60,11 +61,36 @@ func reachSystem(path string, check func(string) error) (int, error) {
 		return -1, absent
 	}
 	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
-	if err != nil || real != path && !inSystemDirs(real) && check(real) != nil {
+	if err != nil || real != path && !inSystemDirs(real) && check(real) != nil || !othersReach(fd, real) {
 		unix.Close(fd)
 		return -1, absent
 	}
 	return fd, nil
+}
+
+// othersReach says whether a user who is neither the owner nor in the
+// group (a run's) could reach the file at fd, at real: every directory
+// above it searchable by others, and the file readable by them (a
+// directory: searchable). The host reads as root; a caller whose reads
+// are checked is told only of what a run's user could read.
+func othersReach(fd int, real string) bool {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return false
+	}
+	want := uint32(unix.S_IROTH)
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		want = unix.S_IXOTH
+	}
+	if st.Mode&want == 0 {
+		return false
+	}
+	for d := filepath.Dir(real); d != "/" && d != "."; d = filepath.Dir(d) {
+		if unix.Stat(d, &st) != nil || st.Mode&unix.S_IXOTH == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // statLooked is os.Stat for a caller that may learn only of what look

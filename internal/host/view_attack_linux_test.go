@@ -309,3 +309,48 @@ func TestATenantWalksNoGrantItMayNotRead(t *testing.T) {
 		t.Errorf("the tenant tells apart where links in %s (a grant it would be refused) lead: %q vs %q", secret, msgs[0], msgs[1])
 	}
 }
+
+// TestATenantReadsOnlyWhatTheRunsUserCould: the host reads the system
+// directories as root; a tenant is told nothing of a file there that a
+// run's user (others) could not read: in a directory others may not
+// search, a file is as absent as a missing one, and an executable only
+// root may read is never its unit (helper-57's finding 5).
+func TestATenantReadsOnlyWhatTheRunsUserCould(t *testing.T) {
+	t.Parallel()
+	priv := viewDir(t, "/opt")
+	if err := os.Chmod(priv, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	secret := []byte("#!/bin/sh\n# SECRET=hunter2\n")
+	mkfile(t, filepath.Join(priv, "tool"), secret)
+	if err := os.WriteFile(filepath.Join(priv, "key.pem"), []byte("-----BEGIN PRIVATE KEY-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	open := viewDir(t, "/opt")
+	mkfile(t, filepath.Join(open, "mine"), secret)
+	if err := os.Chmod(filepath.Join(open, "mine"), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	onlySystem := func(p string) error {
+		if inSystemDirs(p) {
+			return nil
+		}
+		return errors.New("denied: " + p)
+	}
+	c := CommandLine{Cwd: "/", Read: func(p string) ([]byte, error) { return readSystem(p, onlySystem) }, Look: onlySystem}
+	told := map[string]string{}
+	for _, p := range []string{filepath.Join(priv, "key.pem"), filepath.Join(priv, "absent.pem"), filepath.Join(priv, "tool"), filepath.Join(open, "mine"), filepath.Join(open, "absent")} {
+		c.Args = []string{p}
+		req, err := Command(c)
+		if err == nil || bytes.Contains(req.Image, []byte("hunter2")) {
+			t.Errorf("%s: a unit of %d bytes, %v; want it not there", p, len(req.Image), err)
+		}
+		told[p] = strings.ReplaceAll(fmt.Sprint(err), p, "P")
+	}
+	if a, b := told[filepath.Join(priv, "key.pem")], told[filepath.Join(priv, "absent.pem")]; a != b {
+		t.Errorf("a file in a directory others may not search is told from a missing one: %q vs %q", a, b)
+	}
+	if a, b := told[filepath.Join(open, "mine")], told[filepath.Join(open, "absent")]; a != b {
+		t.Errorf("a file others may not read is told from a missing one: %q vs %q", a, b)
+	}
+}

@@ -55,6 +55,7 @@ func walkInRun(rootDir, p string, g grant.Set, look func(string) error, step fun
 		flags   = unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
 		beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS
 	)
+	shut := map[string]bool{} // system directories others may not search
 	return images.Resolve(p, func(at string, linked bool) (int, error) {
 		if step != nil {
 			step(at)
@@ -93,12 +94,38 @@ func walkInRun(rootDir, p string, g grant.Set, look func(string) error, step fun
 		case rfd >= 0:
 			fd, err = images.OpenAt(rfd, at)
 		case inSystemDirs(at):
+			if look != nil && shut[filepath.Dir(at)] {
+				// A tenant's: the run's user may not search there.
+				return -1, unix.ENOENT
+			}
 			top := "/" + strings.SplitN(strings.TrimPrefix(at, "/"), "/", 2)[0]
 			fd, err = unix.Openat2(unix.AT_FDCWD, top, &unix.OpenHow{Flags: flags})
 			if err == nil && at != top {
 				dfd := fd
 				fd, err = unix.Openat2(dfd, strings.TrimPrefix(at, top+"/"), &unix.OpenHow{Flags: flags, Resolve: beneath})
 				unix.Close(dfd)
+			}
+			if err == nil && look != nil {
+				// The host reads the system directories as root; a
+				// tenant is told only of what the run's user (neither
+				// their owner nor in their group) could reach there: a
+				// directory others may not search is entered no further,
+				// a file others may not read is not there.
+				var st unix.Stat_t
+				if err = unix.Fstat(fd, &st); err != nil {
+					unix.Close(fd)
+					return -1, err
+				}
+				switch st.Mode & unix.S_IFMT {
+				case unix.S_IFDIR:
+					shut[at] = st.Mode&unix.S_IXOTH == 0
+				case unix.S_IFLNK:
+				default:
+					if st.Mode&unix.S_IROTH == 0 {
+						unix.Close(fd)
+						return -1, unix.ENOENT
+					}
+				}
 			}
 		default:
 			err = unix.ENOENT

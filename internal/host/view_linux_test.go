@@ -119,6 +119,9 @@ func TestAReaderReadsOnlyWhatTheRunWillFind(t *testing.T) {
 		t.Skipf("no directory can be made in the system directory /usr/local: %v", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(sys) })
+	if err := os.Chmod(sys, 0o755); err != nil { // as /opt/data would be
+		t.Fatal(err)
+	}
 	hostTmp := filepath.Join(t.TempDir(), "x")
 	mkfile(t, hostTmp, []byte("#!/bin/sh\necho the host's /tmp\n"))
 	os.Symlink(hostTmp, filepath.Join(sys, "tmp"))
