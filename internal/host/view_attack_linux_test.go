@@ -226,7 +226,13 @@ func TestResolveIsTheKernels(t *testing.T) {
 		rfd, _ := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY, 0)
 		for j := 0; j < 60; j++ {
 			p := "/" + pick(&r, []string{"a", "b", "c"}) + "/" + randPath(&r, 1+int(r%5))
+			// The kernel answers EAGAIN to a ".." it cannot vouch for
+			// while something renames anywhere on the machine: asked
+			// again, as its manual says.
 			kfd, kerr := unix.Openat2(rfd, p, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT})
+			for try := 0; kerr == unix.EAGAIN && try < 1000; try++ {
+				kfd, kerr = unix.Openat2(rfd, p, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT})
+			}
 			vfd, _, verr := openInRun(root, p, grants(t), nil)
 			var ks, vs unix.Stat_t
 			if kerr == nil {
