@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"regexp"
 	"sort"
 
 	"github.com/opensubstrate/sandbox/reject"
@@ -34,7 +33,25 @@ type ConfigAnchor struct {
 	URL string `json:"url"`
 }
 
-var regionName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+// regionName says whether name is a region's name: 1 to 63 of a-z, 0-9,
+// '.', '_' and '-', starting with a letter or digit. (A loop, not a
+// regular expression: `{0,62}` compiles to 63 copies, 0.8 ms of every
+// start of a program that links this package.)
+func regionName(name string) bool {
+	if len(name) == 0 || len(name) > 63 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // ParseConfig reads a configuration from untrusted bytes: its type,
 // at least one anchor, each key once, each position and region in range,
@@ -74,7 +91,7 @@ func ParseConfig(b []byte) (*Config, error) {
 		}
 	}
 	for name, r := range c.Regions {
-		if !regionName.MatchString(name) {
+		if !regionName(name) {
 			return nil, reject.New(reject.Invalid, "locality config.regions", "%q is not a region name (lower-case letters, digits, . _ -)", name)
 		}
 		if err := r.check("locality config.regions." + name); err != nil {

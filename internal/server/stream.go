@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"net/http"
 	"path/filepath"
-	"regexp"
 	"sync"
 	"time"
 
@@ -114,7 +113,7 @@ func decodeExec(w http.ResponseWriter, r *http.Request) (call, error) {
 	if len(c.Args) == 0 {
 		return c, badRequest("field \"args\": want the command and its arguments")
 	}
-	if c.InterruptKey != "" && !interruptKey.MatchString(c.InterruptKey) {
+	if c.InterruptKey != "" && !interruptKey(c.InterruptKey) {
 		return c, badRequest("field \"interrupt_key\": want 16 to 128 letters, digits, '-' or '_'")
 	}
 	if c.Dir != "" && (!filepath.IsAbs(c.Dir) || filepath.Clean(c.Dir) != c.Dir) {
@@ -211,8 +210,22 @@ func (b *bodyStdin) fullDuplex() {
 	b.rc.EnableFullDuplex() // HTTP/2 is full duplex already
 }
 
-// interruptKey is what a client may name a call by, to interrupt it.
-var interruptKey = regexp.MustCompile(`^[A-Za-z0-9_-]{16,128}$`)
+// interruptKey says whether k is what a client may name a call by, to
+// interrupt it: 16 to 128 of A-Z, a-z, 0-9, '_' and '-'. (A loop, not a
+// regular expression: `{16,128}` compiles to 128 copies, about 1 ms of
+// every start of sandbox-engine.)
+func interruptKey(k string) bool {
+	if len(k) < 16 || len(k) > 128 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // errInterrupted is the cause of a call ended by POST /v1/interrupts.
 var errInterrupted = errors.New("interrupted by its caller (POST /v1/interrupts)")
