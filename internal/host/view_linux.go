@@ -75,18 +75,19 @@ func walkInRun(rootDir, p string, g grant.Set, look func(string) error, step fun
 			return unix.Openat2(o.FD(), strings.TrimPrefix(at, s.Path+"/"), &unix.OpenHow{Flags: flags, Resolve: beneath})
 		}
 		for _, k := range runsOwn {
-			if grant.Within(k, at) && mountsIn(g, at) {
+			if !grant.Within(k, at) {
+				continue
+			}
+			if mountsIn(g, at) {
 				// A directory made in the run's own (its /tmp) for a
 				// grant's mount.
 				return unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 			}
-			if grant.Within(k, at) {
-				how := " is"
-				if linked {
-					how = ": its links lead"
-				}
-				return -1, &ProgramError{NotFound: true, Err: fmt.Errorf("%s%s into the run's own %s, not the host's: the host cannot read what the run will find there", p, how, k)}
+			how := " is"
+			if linked {
+				how = ": its links lead"
 			}
+			return -1, &ProgramError{NotFound: true, Err: fmt.Errorf("%s%s into the run's own %s, not the host's: the host cannot read what the run will find there", p, how, k)}
 		}
 		var fd int
 		var err error

@@ -29,15 +29,7 @@ func TestLinksAreFollowedAsTheRunFollowsThem(t *testing.T) {
 	if err := os.Symlink("usr/bin", filepath.Join(root, "bin")); err != nil {
 		t.Fatal(err)
 	}
-	tmpDir := func(parent string) string {
-		d, err := os.MkdirTemp(parent, "sandbox-view-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(d) })
-		return d
-	}
-	planted, other, notSeen := tmpDir("/var/tmp"), tmpDir("/var/tmp"), tmpDir("/var/tmp")
+	planted, other, notSeen := viewDir(t, "/var/tmp"), viewDir(t, "/var/tmp"), viewDir(t, "/var/tmp")
 	hostTmp := filepath.Join(t.TempDir(), "x") // under /tmp: the run has its own
 	mkfile(t, hostTmp, []byte("#!/bin/sh\necho the host's /tmp\n"))
 	otherX := []byte("#!/bin/sh\necho another grant\n")
@@ -114,11 +106,7 @@ func TestAReaderReadsOnlyWhatTheRunWillFind(t *testing.T) {
 	if err != nil {
 		t.Skipf("the host has no /usr/bin/env to link to: %v", err)
 	}
-	sys, err := os.MkdirTemp("/usr/local", "sandbox-view-")
-	if err != nil {
-		t.Skipf("no directory can be made in the system directory /usr/local: %v", err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sys) })
+	sys := viewDir(t, "/usr/local")
 	if err := os.Chmod(sys, 0o755); err != nil { // as /opt/data would be
 		t.Fatal(err)
 	}
