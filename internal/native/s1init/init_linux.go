@@ -167,7 +167,7 @@ func runInit() int {
 	if sp.Session {
 		return runSession(&sp, xc, sigs, report)
 	}
-	pid, err := startConfined(&sp.Exec, xc, stdio, nil)
+	pid, err := startConfined(&sp.Exec, xc, stdio, nil, nil)
 	if hostRoot != nil {
 		// One program per run: the copy of the host's mounts is not
 		// needed again, and keeps their file systems busy while held.
@@ -231,8 +231,9 @@ func runInit() int {
 // confines: a child process inherits the credentials, no_new_privs bit,
 // Landlock domain and seccomp filter of the thread that creates it. The
 // thread is never released to other goroutines: when this goroutine ends,
-// the Go runtime ends the thread with it.
-func startConfined(ex *Exec, xc *execCtl, files []uintptr, cgroups []int) (int, error) {
+// the Go runtime ends the thread with it. next, when not nil, is a live
+// sandbox's launcher started ahead for this exec (nextLauncher).
+func startConfined(ex *Exec, xc *execCtl, files []uintptr, cgroups []int, next *launcher) (int, error) {
 	type result struct {
 		pid int
 		err error
@@ -240,7 +241,7 @@ func startConfined(ex *Exec, xc *execCtl, files []uintptr, cgroups []int) (int, 
 	ch := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked
-		pid, err := confineThreadAndStart(ex, xc, files, cgroups)
+		pid, err := confineThreadAndStart(ex, xc, files, cgroups, next)
 		ch <- result{pid, err}
 	}()
 	r := <-ch
@@ -250,7 +251,27 @@ func startConfined(ex *Exec, xc *execCtl, files []uintptr, cgroups []int) (int, 
 // stdio is the program's standard streams: init's own.
 var stdio = []uintptr{0, 1, 2}
 
-func confineThreadAndStart(ex *Exec, xc *execCtl, files []uintptr, cgroups []int) (int, error) {
+func confineThreadAndStart(ex *Exec, xc *execCtl, files []uintptr, cgroups []int, next *launcher) (int, error) {
+	if next != nil && ex.HostUID != 0 {
+		// The launcher started ahead enters the exec's groups and
+		// cgroup namespace itself; this thread builds its ruleset.
+		ll, err := landlockRuleset(ex)
+		if err != nil {
+			next.drop()
+			return 0, err
+		}
+		if _, err := os.Stat(ex.Dir); err != nil {
+			ex.Dir = "/tmp"
+		}
+		pid, err := startInNext(next, ex, xc, files, cgroups, ll)
+		unix.Close(ll)
+		if err != errLauncherGone {
+			return pid, err
+		}
+		// It had ended (killed while it waited): as without one.
+	} else if next != nil {
+		next.drop()
+	}
 	// A live sandbox's exec has a group of its own for its CPU time: the
 	// host passes the group's tasks files (cgroup v1), and writing 0 to
 	// one moves the writing thread, which the program's processes then

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -42,6 +43,15 @@ import (
 // that message while init waits for its run. All of them but 0-2 close
 // on the program's exec, so init reads the end of the socket as
 // "executed".
+//
+// A live sandbox's init keeps a launcher started ahead for its next
+// exec (nextLauncher), so that an exec waits for no Go runtime to start.
+// It is started before the exec's streams and CPU group are known, so
+// its "fds" message carries them too (launchRun): the launcher enters
+// the exec's groups (each group's tasks file, opened by the host, written
+// "0"), takes a cgroup namespace rooted there, as the program's must be
+// (for which, alone of launchers, it holds CAP_SYS_ADMIN in its own user
+// namespace until it confines itself), and puts the streams at 0-2.
 
 // LaunchMsg is what the launcher tells init before it executes the
 // program: "notify" carries exec control's seccomp listener
@@ -140,9 +150,23 @@ func launcherHint(err error) string {
 // (on its spec pipe).
 type launcher struct {
 	pid   int
+	pidfd int // -1 where the kernel gave none
 	specW *os.File
 	sock  int // init's end of its socket
 }
+
+// launchRun is init's "fds" message to a launcher: the descriptors it
+// carries are the run's Landlock ruleset and root, then, for a live
+// sandbox's launcher started ahead, the exec's three streams (Streams)
+// and the tasks files of its groups (Groups of them).
+type launchRun struct {
+	Op      string `json:"op"`
+	Streams bool   `json:"streams,omitempty"`
+	Groups  int    `json:"groups,omitempty"`
+}
+
+// maxLaunchGroups bounds the groups one exec's launcher is sent.
+const maxLaunchGroups = 16
 
 // ahead is the launcher a warm init started before its run was known
 // (Base.Launcher), nil if none: the run's program starts in it; init
@@ -173,11 +197,85 @@ func startAhead(hostID int) {
 		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 			return
 		}
-		if l, err := startLauncher(Nobody, Nobody, hostID, hostID, stdio); err == nil {
+		if l, err := startLauncher(Nobody, Nobody, hostID, hostID, stdio, false); err == nil {
 			ahead = l
 		}
 	}()
 	<-done
+}
+
+// nextLauncher is the launcher a live sandbox's init starts ahead for
+// its next exec, as the sandbox's program identity, from a thread of its
+// own in the sandbox's groups: the exec sends it the exec's groups and
+// streams (startInNext). One at a time.
+type nextLauncher struct {
+	mu      sync.Mutex
+	ch      chan *launcher // the one started, nil where it could not be
+	pending bool
+	closed  bool   // the sandbox is ending: none is started
+	id      [4]int // the identity it was started as: uid, gid, host uid, host gid
+}
+
+// start starts the next launcher in the background, unless one is
+// started or starting, or ex has no host identity of its own (its
+// program is not started through a launcher).
+func (n *nextLauncher) start(ex *Exec) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.pending || n.closed || ex.HostUID == 0 {
+		return
+	}
+	if n.ch == nil {
+		n.ch = make(chan *launcher, 1)
+	}
+	n.pending = true
+	uid, gid, hostUID, hostGID := ex.UID, ex.GID, ex.HostUID, ex.HostGID
+	n.id = [4]int{uid, gid, hostUID, hostGID}
+	ch := n.ch
+	go func() {
+		runtime.LockOSThread() // never unlocked: its groups are changed
+		l, err := startLauncher(uid, gid, hostUID, hostGID, stdio, true)
+		if err != nil {
+			l = nil
+		}
+		ch <- l
+	}()
+}
+
+// take is the launcher started for ex's exec, waiting for it if it is
+// still starting; nil if there is none, or it was started for another
+// identity.
+func (n *nextLauncher) take(ex *Exec) *launcher {
+	n.mu.Lock()
+	if !n.pending {
+		n.mu.Unlock()
+		return nil
+	}
+	n.pending = false
+	ch, id := n.ch, n.id
+	n.mu.Unlock()
+	l := <-ch
+	if l != nil && id != [4]int{ex.UID, ex.GID, ex.HostUID, ex.HostGID} {
+		l.drop()
+		return nil
+	}
+	return l
+}
+
+// close ends the launcher waiting, once it has started, and starts no
+// other: the sandbox is ending.
+func (n *nextLauncher) close() {
+	n.mu.Lock()
+	n.closed = true
+	pending := n.pending
+	n.pending = false
+	ch := n.ch
+	n.mu.Unlock()
+	if pending {
+		if l := <-ch; l != nil {
+			l.drop()
+		}
+	}
 }
 
 // dropAhead ends the launcher started ahead, if there is one.
@@ -190,20 +288,49 @@ func dropAhead() {
 
 // kill ends a launcher that did not start a program, and reaps it.
 func (l *launcher) kill() {
-	unix.Kill(l.pid, unix.SIGKILL)
+	l.signal()
 	for {
 		if _, err := unix.Wait4(l.pid, nil, 0, nil); err != unix.EINTR {
 			break
 		}
 	}
+	l.close()
+}
+
+// drop ends a live sandbox's launcher that will start no program,
+// leaving it to the sandbox's reaper: a wait here could take another
+// process's exit, the launcher's pid reused once the reaper has it.
+func (l *launcher) drop() {
+	l.signal()
+	l.close()
+}
+
+// signal kills the launcher: through its pidfd where there is one,
+// which never names another process.
+func (l *launcher) signal() {
+	if l.pidfd >= 0 {
+		unix.PidfdSendSignal(l.pidfd, unix.SIGKILL, nil, 0)
+		return
+	}
+	unix.Kill(l.pid, unix.SIGKILL)
+}
+
+// close closes init's ends of the launcher's pipe and socket.
+func (l *launcher) close() {
 	l.specW.Close()
 	unix.Close(l.sock)
+	if l.pidfd >= 0 {
+		unix.Close(l.pidfd)
+	}
 }
 
 // startLauncher starts the launcher, from the calling (locked, root)
 // thread, in a user namespace of its own that maps uid and gid alone, to
-// hostUID and hostGID, with files as its standard streams.
-func startLauncher(uid, gid, hostUID, hostGID int, files []uintptr) (*launcher, error) {
+// hostUID and hostGID, with files as its standard streams. A live
+// sandbox's launcher started ahead (next) may take a cgroup namespace
+// of its own once it is in its exec's groups: it holds CAP_SYS_ADMIN in
+// its user namespace until it confines itself.
+func startLauncher(uid, gid, hostUID, hostGID int, files []uintptr, next bool) (*launcher, error) {
 	if selfExe == nil {
 		return nil, errors.New("init could not open its own program to start the launcher from")
 	}
@@ -234,6 +361,11 @@ func startLauncher(uid, gid, hostUID, hostGID int, files []uintptr) (*launcher, 
 		unix.Close(pair[1])
 		return nil, fmt.Errorf("init's own program (descriptor %d) is where the launcher's descriptors go: it would execute another file", selfExe.Fd())
 	}
+	caps := []uintptr{unix.CAP_SYS_CHROOT, unix.CAP_SETPCAP}
+	if next {
+		caps = append(caps, unix.CAP_SYS_ADMIN)
+	}
+	pidfd := -1
 	attr := &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{"GOMAXPROCS=1", "GOGC=off"},
@@ -244,10 +376,11 @@ func startLauncher(uid, gid, hostUID, hostGID int, files []uintptr) (*launcher, 
 			GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: hostGID, Size: 1}},
 			GidMappingsEnableSetgroups: false,
 			Credential:                 &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)},
-			AmbientCaps:                []uintptr{unix.CAP_SYS_CHROOT, unix.CAP_SETPCAP},
+			AmbientCaps:                caps,
 			// No Pdeathsig: the thread that starts it ends at once. The
 			// pid namespace ends with init instead.
 			Setpgid: true,
+			PidFD:   &pidfd,
 		},
 	}
 	if hostRoot != nil {
@@ -261,7 +394,7 @@ func startLauncher(uid, gid, hostUID, hostGID int, files []uintptr) (*launcher, 
 		unix.Close(pair[0])
 		return nil, fmt.Errorf("start the program's launcher: %w%s", err, launcherHint(err))
 	}
-	return &launcher{pid: pid, specW: specW, sock: pair[0]}, nil
+	return &launcher{pid: pid, pidfd: pidfd, specW: specW, sock: pair[0]}, nil
 }
 
 // launchFDs is how many descriptors the launcher has: 0-2, the spec,
@@ -269,14 +402,25 @@ func startLauncher(uid, gid, hostUID, hostGID int, files []uintptr) (*launcher, 
 const launchFDs = 7
 
 // sendRun sends the launcher the run's Landlock ruleset ll and the
-// run's root (init's, now).
-func (l *launcher) sendRun(ll int) error {
+// run's root (init's, now); to a live sandbox's launcher started ahead,
+// also the exec's streams and the tasks files of its groups.
+func (l *launcher) sendRun(ll int, streams []uintptr, groups []int) error {
+	if len(groups) > maxLaunchGroups {
+		return fmt.Errorf("an exec in %d groups: at most %d", len(groups), maxLaunchGroups)
+	}
 	runRoot, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open the run's root: %w", err)
 	}
 	defer unix.Close(runRoot)
-	if err := unix.Sendmsg(l.sock, []byte(`{"op":"fds"}`), unix.UnixRights(ll, runRoot), nil, 0); err != nil {
+	m := launchRun{Op: "fds", Streams: streams != nil, Groups: len(groups)}
+	fds := []int{ll, runRoot}
+	for _, f := range streams {
+		fds = append(fds, int(f))
+	}
+	fds = append(fds, groups...)
+	b, _ := json.Marshal(m)
+	if err := unix.Sendmsg(l.sock, b, unix.UnixRights(fds...), nil, 0); err != nil {
 		return fmt.Errorf("send the program's launcher its root: %w", err)
 	}
 	return nil
@@ -314,21 +458,57 @@ func startInUserns(ex *Exec, xc *execCtl, files []uintptr, ll int) (int, error) 
 	if l != nil {
 		l.sendSpec(spec)
 	}
-	if l != nil && l.sendRun(ll) != nil {
+	if l != nil && l.sendRun(ll, nil, nil) != nil {
 		l.kill() // gone
 		l = nil
 	}
 	if l == nil {
-		if l, err = startLauncher(ex.UID, ex.GID, ex.HostUID, ex.HostGID, files); err != nil {
+		if l, err = startLauncher(ex.UID, ex.GID, ex.HostUID, ex.HostGID, files, false); err != nil {
 			return 0, err
 		}
 		l.sendSpec(spec)
-		if err := l.sendRun(ll); err != nil {
+		if err := l.sendRun(ll, nil, nil); err != nil {
 			l.kill()
 			return 0, err
 		}
 	}
+	return l.started(ex, xc)
+}
+
+// errLauncherGone says a live sandbox's launcher started ahead had ended
+// before its exec came: the exec starts a launcher of its own.
+var errLauncherGone = errors.New("the launcher started ahead has ended")
+
+// startInNext starts ex's program, a live sandbox's exec, in l, the
+// launcher its init started ahead (nextLauncher), from the calling
+// (locked, root) thread, which has not moved: the launcher enters the
+// exec's groups itself. files are the exec's streams, groups its
+// groups' tasks files, ll its Landlock ruleset. It says errLauncherGone
+// where l has ended (and was dropped).
+func startInNext(l *launcher, ex *Exec, xc *execCtl, files []uintptr, groups []int, ll int) (int, error) {
+	spec, err := json.Marshal(ex)
+	if err != nil {
+		l.drop()
+		return 0, fmt.Errorf("the program's spec: %w", err)
+	}
+	l.sendSpec(spec)
+	if err := l.sendRun(ll, files[:3], groups); err != nil {
+		l.drop()
+		if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.ECONNREFUSED) {
+			return 0, errLauncherGone
+		}
+		return 0, err
+	}
+	return l.started(ex, xc)
+}
+
+// started waits for the launcher sent its run to execute ex's program
+// (its socket's end), or to say why it could not, and returns its pid.
+func (l *launcher) started(ex *Exec, xc *execCtl) (int, error) {
 	defer unix.Close(l.sock)
+	if l.pidfd >= 0 {
+		defer unix.Close(l.pidfd)
+	}
 	pid := l.pid
 	buf := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(4))
@@ -406,8 +586,31 @@ func runLaunch() int {
 	json.Unmarshal([]byte(`{}`), new(Exec))
 	// The run's ruleset and root, once init has them (a launcher started
 	// ahead of its run waits here).
-	if err := takeRunFDs(initFD, rulesetFD, rootFD); err != nil {
+	streams, groups, err := takeRunFDs(initFD, rulesetFD, rootFD)
+	if err != nil {
 		return fail(fmt.Errorf("launcher: %w", err))
+	}
+	if streams != nil {
+		// A live sandbox's launcher started ahead: into the exec's
+		// groups (this thread, which executes the program; the others
+		// end with the exec), then a cgroup namespace rooted there, as
+		// an exec's confining thread of init would have made it; then
+		// the exec's streams in place of init's.
+		for _, fd := range groups {
+			if _, err := unix.Write(fd, []byte("0")); err != nil {
+				return fail(fmt.Errorf("launcher: enter the exec's cgroup: %w", err))
+			}
+			unix.Close(fd)
+		}
+		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+			return fail(fmt.Errorf("launcher: cgroup namespace: %w", err))
+		}
+		for i, fd := range streams {
+			if err := unix.Dup3(fd, i, 0); err != nil {
+				return fail(fmt.Errorf("launcher: take the exec's streams: %w", err))
+			}
+			unix.Close(fd)
+		}
 	}
 	// Back into the run's root, from the host's (see hostRoot); nothing
 	// before this reads a file.
@@ -475,23 +678,34 @@ func runLaunch() int {
 	return fail(execError{ex.Path, e, err})
 }
 
-// takeRunFDs waits for init's "fds" message on sock and puts the two
-// descriptors it carries at ruleset and root (close-on-exec).
-func takeRunFDs(sock, ruleset, root int) error {
-	buf := make([]byte, 64)
-	oob := make([]byte, unix.CmsgSpace(2*4))
+// takeRunFDs waits for init's "fds" message on sock (launchRun) and puts
+// the first two descriptors it carries at ruleset and root (close-on-
+// exec). A live sandbox's launcher is also sent its exec's three streams
+// and its groups' tasks files: it returns them (close-on-exec, above
+// both places), nil where there were none.
+func takeRunFDs(sock, ruleset, root int) (streams, groups []int, err error) {
+	buf := make([]byte, 256)
+	oob := make([]byte, unix.CmsgSpace((5+maxLaunchGroups)*4))
 	for {
-		n, oobn, _, _, err := unix.Recvmsg(sock, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, flags, _, err := unix.Recvmsg(sock, buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("wait for the run: %w", err)
+			return nil, nil, fmt.Errorf("wait for the run: %w", err)
 		}
 		fds := ReceivedFDs(oob[:oobn])
-		if string(buf[:n]) != `{"op":"fds"}` || len(fds) != 2 {
+		var m launchRun
+		want := -1
+		if json.Unmarshal(buf[:n], &m) == nil && m.Op == "fds" && m.Groups >= 0 && m.Groups <= maxLaunchGroups && (m.Streams || m.Groups == 0) {
+			want = 2 + m.Groups
+			if m.Streams {
+				want += 3
+			}
+		}
+		if len(fds) != want || flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
 			CloseFDs(fds)
-			return fmt.Errorf("init sent %q and %d descriptors, not the run's ruleset and root", buf[:n], len(fds))
+			return nil, nil, fmt.Errorf("init sent %q and %d descriptors, not the run's ruleset and root", buf[:n], len(fds))
 		}
 		// Above both places first: a descriptor received may be at one.
 		var high []int
@@ -500,17 +714,21 @@ func takeRunFDs(sock, ruleset, root int) error {
 			if err != nil {
 				CloseFDs(fds)
 				CloseFDs(high)
-				return fmt.Errorf("place the run's descriptors: %w", err)
+				return nil, nil, fmt.Errorf("place the run's descriptors: %w", err)
 			}
 			high = append(high, h)
 		}
 		CloseFDs(fds)
-		defer CloseFDs(high)
 		for i, to := range []int{ruleset, root} {
 			if err := unix.Dup3(high[i], to, unix.O_CLOEXEC); err != nil {
-				return fmt.Errorf("place the run's descriptors: %w", err)
+				CloseFDs(high)
+				return nil, nil, fmt.Errorf("place the run's descriptors: %w", err)
 			}
 		}
-		return nil
+		CloseFDs(high[:2])
+		if !m.Streams {
+			return nil, nil, nil
+		}
+		return high[2:5], high[5:], nil
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,6 +32,13 @@ func runSession(sp *Spec, xc *execCtl, sigs chan os.Signal, report func(Status))
 		once   sync.Once
 	)
 	stop := func() { once.Do(func() { close(end) }) }
+	// The next exec's launcher (launch_linux.go), started while the
+	// sandbox waits for its first exec, and again once an exec's program
+	// has ended or has run for refillAfter, whichever comes first: not
+	// beside a short program's own start, whose CPU it would take.
+	var next nextLauncher
+	next.start(&sp.Exec)
+	refill := func() { next.start(&sp.Exec) }
 	send := func(m SessionMsg) {
 		b, _ := json.Marshal(m)
 		sendMu.Lock()
@@ -77,6 +85,7 @@ func runSession(sp *Spec, xc *execCtl, sigs chan os.Signal, report func(Status))
 				m.Exited, m.Code = true, ws.ExitStatus()
 			}
 			send(m)
+			refill()
 		}
 	}()
 	go func() {
@@ -113,8 +122,9 @@ func runSession(sp *Spec, xc *execCtl, sigs chan os.Signal, report func(Status))
 				// Under the lock until "started" is sent: the reaper, which
 				// takes it to find whose exit it reaped, reports the exit
 				// after the start.
+				nl := next.take(&ex) // before the lock: it may still be starting
 				mu.Lock()
-				pid, err := startConfined(&ex, xc, files, fds[3:])
+				pid, err := startConfined(&ex, xc, files, fds[3:], nl)
 				if err == nil {
 					execs[pid] = m.ID
 					send(SessionMsg{Op: "started", ID: m.ID, Pid: pid})
@@ -122,6 +132,7 @@ func runSession(sp *Spec, xc *execCtl, sigs chan os.Signal, report func(Status))
 				mu.Unlock()
 				CloseFDs(fds)
 				if err != nil {
+					refill()
 					r := SessionMsg{Op: "failed", ID: m.ID, Error: "init: " + err.Error()}
 					var xe execError
 					if errors.As(err, &xe) {
@@ -130,6 +141,7 @@ func runSession(sp *Spec, xc *execCtl, sigs chan os.Signal, report func(Status))
 					send(r)
 					continue
 				}
+				time.AfterFunc(refillAfter, refill)
 				select {
 				case kick <- struct{}{}:
 				default:
@@ -148,7 +160,9 @@ func runSession(sp *Spec, xc *execCtl, sigs chan os.Signal, report func(Status))
 		}
 	}()
 	<-end
-	// The sandbox is done: nothing in it outlives it.
+	// The sandbox is done: nothing in it outlives it, and no launcher
+	// is started after this.
+	next.close()
 	unix.Kill(-1, unix.SIGKILL)
 	mu.Lock() // no exec starts after this
 	for {
@@ -161,6 +175,11 @@ func runSession(sp *Spec, xc *execCtl, sigs chan os.Signal, report func(Status))
 	report(st)
 	return 0
 }
+
+// refillAfter is how long an exec's program runs before its sandbox's
+// init starts the launcher for the next exec, if the program has not
+// ended by then (when it is started).
+const refillAfter = 20 * time.Millisecond
 
 // ReceivedFDs are the descriptors an SCM_RIGHTS message carried.
 func ReceivedFDs(oob []byte) []int {
