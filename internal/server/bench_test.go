@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/opensubstrate/sandbox/client"
 	"github.com/opensubstrate/sandbox/internal/guestbuild"
@@ -23,8 +24,10 @@ import (
 //
 // bwrap: bubblewrap's start-to-exit of /bin/true with every namespace
 // unshared; live-exec: an exec of /bin/true in a live S1 sandbox through
-// the API (sealed); service-s1: a sealed one-shot run of /bin/true
-// through the API; bwrap-python3 and service-python3: the same two for
+// the API (sealed); live-exec-idle: the same with the sandbox idle 50 ms
+// before each exec (off the clock), as between an agent's tool calls;
+// service-s1: a sealed one-shot run of /bin/true through the API;
+// bwrap-python3 and service-python3: the same two for
 // python3 -c pass; wazero-run: the wazero CLI running the C hello
 // module with its compilation cache; service-s2: the same module as a
 // sealed one-shot run through the API; oneshot-s1 and oneshot-s2: the
@@ -69,6 +72,27 @@ func BenchmarkFastPath(b *testing.B) {
 		}
 		reportCPU(b, cpu0)
 		b.ReportMetric(syncs, "syncs/run")
+	})
+	// An agent's exec: the sandbox idle a moment before each (50 ms, off
+	// the clock), as between a model's tool calls, not back to back.
+	b.Run("live-exec-idle", func(b *testing.B) {
+		sb, err := c.Create(ctx, client.SandboxSpec{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Remove(ctx, sb.ID)
+		exec := func() {
+			if r, err := c.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"/bin/true"}}, nil, nil); err != nil || r.ExitStatus != 0 {
+				b.Fatal(err, r)
+			}
+		}
+		exec()
+		for b.Loop() {
+			b.StopTimer()
+			time.Sleep(50 * time.Millisecond)
+			b.StartTimer()
+			exec()
+		}
 	})
 	b.Run("service-s1", func(b *testing.B) {
 		run := func() {
