@@ -27,6 +27,7 @@ import (
 // the API (sealed); live-exec-idle: the same with the sandbox idle 50 ms
 // before each exec (off the clock), as between an agent's tool calls;
 // service-s1: a sealed one-shot run of /bin/true through the API;
+// service-s1-idle: the same with the service idle 50 ms before each;
 // bwrap-python3 and service-python3: the same two for
 // python3 -c pass; wazero-run: the wazero CLI running the C hello
 // module with its compilation cache; service-s2: the same module as a
@@ -107,6 +108,22 @@ func BenchmarkFastPath(b *testing.B) {
 		}
 		reportCPU(b, cpu0)
 		b.ReportMetric(syncs, "syncs/run")
+	})
+	// The same after the service idled 50 ms (off the clock): its warm
+	// init is ready, as back to back it is still being started.
+	b.Run("service-s1-idle", func(b *testing.B) {
+		run := func() {
+			if r, err := c.Run(ctx, client.ExecSpec{Args: []string{"/bin/true"}}, nil, nil); err != nil || r.ExitStatus != 0 {
+				b.Fatal(err, r)
+			}
+		}
+		run()
+		for b.Loop() {
+			b.StopTimer()
+			time.Sleep(50 * time.Millisecond)
+			b.StartTimer()
+			run()
+		}
 	})
 	// An agent's usual one-shot: python3 (6.8 MB here), with bubblewrap
 	// running it beside.
