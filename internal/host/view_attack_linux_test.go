@@ -5,6 +5,7 @@ package host
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -358,5 +359,26 @@ func TestATenantReadsOnlyWhatTheRunsUserCould(t *testing.T) {
 	}
 	if a, b := told[filepath.Join(open, "mine")], told[filepath.Join(open, "absent")]; a != b {
 		t.Errorf("a file others may not read is told from a missing one: %q vs %q", a, b)
+	}
+}
+
+// TestARootGrantIsRefusedByTheGuard: a program found beneath a grant of
+// "/" is walked relative to the grant (every path there starts with the
+// grant's one slash, not two), so the grant reaches the guard, which
+// refuses it for the state directory it contains. The view said
+// "invalid cross-device link": it handed openat2 the absolute path.
+func TestARootGrantIsRefusedByTheGuard(t *testing.T) {
+	h := newS1Host(t)
+	for _, mode := range []string{"ro", "rw"} {
+		g := "fs:/:" + mode
+		req, err := Command(CommandLine{Args: []string{"/bin/true"}, Grants: grants(t, g), Cwd: "/"})
+		if err != nil {
+			t.Fatalf("%s: /bin/true not found beneath it: %v", g, err)
+		}
+		_, err = h.Run(context.Background(), req)
+		var inv interface{ Invalid() bool }
+		if err == nil || !strings.Contains(err.Error(), "contains sandbox's state directory") || !errors.As(err, &inv) {
+			t.Errorf("%s: %v, want an invalid-grant error naming the state directory it contains", g, err)
+		}
 	}
 }

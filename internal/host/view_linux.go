@@ -72,7 +72,9 @@ func walkInRun(rootDir, p string, g grant.Set, look func(string) error, step fun
 				return o.Release(), nil
 			}
 			defer o.Close()
-			return unix.Openat2(o.FD(), strings.TrimPrefix(at, s.Path+"/"), &unix.OpenHow{Flags: flags, Resolve: beneath})
+			// Beneath the grant's object: relative to it (a grant of
+			// "/" included, whose paths start with no second slash).
+			return unix.Openat2(o.FD(), strings.TrimPrefix(at, strings.TrimSuffix(s.Path, "/")+"/"), &unix.OpenHow{Flags: flags, Resolve: beneath})
 		}
 		for _, k := range runsOwn {
 			if !grant.Within(k, at) {
