@@ -86,10 +86,13 @@ func TestAnExecStartsInTheLauncherStartedAhead(t *testing.T) {
 		return out.String(), res, xg
 	}
 	host, inside := waiting(0)
-	// A guest's attempt on every pid it can name but its own.
-	out, _, _ := exec(`for i in $(seq 1 300); do [ $i = $$ ] && continue; kill -9 $i 2>/dev/null && echo "killed $i"; kill -STOP $i 2>/dev/null && echo "stopped $i"; done; ls /proc | grep -c '^[0-9]'; echo $$`)
-	if strings.Contains(out, "killed") || strings.Contains(out, "stopped") {
-		t.Fatalf("the guest signalled a process not its own:\n%s", out)
+	// A guest's attempt on every pid it can name but its own: signals,
+	// limits (which the next exec's program would inherit) and priority.
+	out, _, _ := exec(`for i in $(seq 1 300); do [ $i = $$ ] && continue; kill -9 $i 2>/dev/null && echo "killed $i"; kill -STOP $i 2>/dev/null && echo "stopped $i"; prlimit --pid $i --fsize=10:10 --cpu=1:1 --nofile=6:6 2>/dev/null && echo "limited $i"; renice -n 19 -p $i >/dev/null 2>&1 && echo "reniced $i"; done; ls /proc | grep -c '^[0-9]'; echo $$`)
+	for _, what := range []string{"killed", "stopped", "limited", "reniced"} {
+		if strings.Contains(out, what) {
+			t.Fatalf("the guest %s a process not its own:\n%s", what, out)
+		}
 	}
 	if f := strings.Fields(out); len(f) != 2 || f[1] != strconv.Itoa(inside) {
 		t.Fatalf("the exec ran as pid %v in its sandbox, not in the launcher waiting there (pid %d)", f, inside)
@@ -100,7 +103,7 @@ func TestAnExecStartsInTheLauncherStartedAhead(t *testing.T) {
 	if err := syscall.Kill(host2, 0); err != nil {
 		t.Fatalf("the next launcher: %v", err)
 	}
-	out, _, xg := exec(`echo $$; cat /proc/self/cgroup; cat /proc/self/uid_map; ls -l /proc/self/fd/0 /proc/self/fd/1 | sed 's/.*-> //'`)
+	out, _, xg := exec(`echo $$; cat /proc/self/cgroup; cat /proc/self/uid_map; ls -l /proc/self/fd/0 /proc/self/fd/1 | sed 's/.*-> //'; echo "limits $(ulimit -f) $(ulimit -t) $(nice)"`)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if lines[0] != strconv.Itoa(inside2) {
 		t.Fatalf("the exec ran as pid %s in its sandbox, not in the launcher waiting there (pid %d):\n%s", lines[0], inside2, out)
@@ -112,6 +115,9 @@ func TestAnExecStartsInTheLauncherStartedAhead(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(strings.Fields(out), " "), "65534 "+strconv.Itoa(s.HostID())+" 1") {
 		t.Errorf("the exec's uid_map is not 65534 → %d alone:\n%s", s.HostID(), out)
+	}
+	if !strings.Contains(out, "limits unlimited unlimited 0") {
+		t.Errorf("the exec's limits or priority are not its own:\n%s", out)
 	}
 	if !strings.Contains(out, "pipe:") {
 		t.Errorf("the exec's streams are not the pipes it was given:\n%s", out)

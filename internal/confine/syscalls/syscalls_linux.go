@@ -51,21 +51,21 @@ var Denied = []struct {
 
 // Restricted lists the system calls the S1 filter refuses with EPERM only
 // for some arguments, each with when and why (docs/s1.md lists them).
-// Rootless entries apply only when sandbox is not root: there the guest
-// and init are the same user, and the kernel lets a process lower the
-// priority or change the limits of any process of its own user.
+// The kernel lets a process lower the priority or change the limits of
+// any process of its own user: the run's init, rootless; as root, every
+// process of a live sandbox shares its host id, a launcher waiting for
+// the next exec among them.
 var Restricted = []struct {
-	Names    []string
-	When     string
-	Why      string
-	Rootless bool
-	rules    []seccomp.NameWithConditions
+	Names []string
+	When  string
+	Why   string
+	rules []seccomp.NameWithConditions
 }{
 	{[]string{"chmod", "fchmod", "fchmodat", "fchmodat2", "open", "openat", "creat", "mknod", "mknodat"},
-		"a mode with the setuid or setgid bit", "no setuid or setgid file is made in a grant, which would be the host's (docs/s1.md: no setuid file leaves a run)", false,
+		"a mode with the setuid or setgid bit", "no setuid or setgid file is made in a grant, which would be the host's (docs/s1.md: no setuid file leaves a run)",
 		modeRules(map[string]uint32{"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2, "open": 2, "openat": 3, "creat": 1, "mknod": 1, "mknodat": 2})},
 	{[]string{"setpriority", "ioprio_set"},
-		"any process but the caller (which or who not 0)", "the run's init is of the guest's own user when rootless; its priority is not the guest's to lower", true,
+		"any process but the caller (which or who not 0)", "a process of the guest's own user (the run's init rootless; as root, a live sandbox's launcher waiting for the next exec, or that exec's program) is not the guest's to lower",
 		[]seccomp.NameWithConditions{
 			{Name: "setpriority", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.NotEqual, Value: 0}}},
 			{Name: "setpriority", Conditions: seccomp.ArgumentConditions{{Argument: 1, Operation: seccomp.NotEqual, Value: 0}}},
@@ -73,7 +73,7 @@ var Restricted = []struct {
 			{Name: "ioprio_set", Conditions: seccomp.ArgumentConditions{{Argument: 1, Operation: seccomp.NotEqual, Value: 0}}},
 		}},
 	{[]string{"prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr", "migrate_pages", "move_pages"},
-		"a pid other than 0 (the caller); prlimit64 only when it sets", "the same: init's limits, CPUs and scheduling are not the guest's to change", true,
+		"a pid other than 0 (the caller); prlimit64 only when it sets", "the same: their limits, CPUs and scheduling are not the guest's to change (limits set on a launcher would be the next exec's program's)",
 		append(pidRules("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr", "migrate_pages", "move_pages"),
 			seccomp.NameWithConditions{Name: "prlimit64", Conditions: seccomp.ArgumentConditions{
 				{Argument: 0, Operation: seccomp.NotEqual, Value: 0}, {Argument: 2, Operation: seccomp.NotEqual, Value: 0}}})},
@@ -113,26 +113,22 @@ func errnoAction(e unix.Errno) seccomp.Action {
 }
 
 var (
-	filterOnce [2]sync.Once
-	filterInsn [2][]confine.Insn
-	filterErr  [2]error
+	filterOnce sync.Once
+	filterInsn []confine.Insn
+	filterErr  error
 )
 
-// S1Filter is the S1 filter, for a run as root or rootless, assembled
-// once per process.
-func S1Filter(rootless bool) ([]confine.Insn, error) {
-	i := 0
-	if rootless {
-		i = 1
-	}
-	filterOnce[i].Do(func() { filterInsn[i], filterErr[i] = assembleFilter(rootless) })
-	return filterInsn[i], filterErr[i]
+// S1Filter is the S1 filter, the same for a run as root or rootless,
+// assembled once per process.
+func S1Filter() ([]confine.Insn, error) {
+	filterOnce.Do(func() { filterInsn, filterErr = assembleFilter() })
+	return filterInsn, filterErr
 }
 
 // assembleFilter assembles the S1 filter: a deny list with an allow
 // default, refusing every system call made through another architecture's
 // ABI (i386 int 0x80, x32) first, so the deny list cannot be bypassed.
-func assembleFilter(rootless bool) ([]confine.Insn, error) {
+func assembleFilter() ([]confine.Insn, error) {
 	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
 		return nil, fmt.Errorf("the S1 seccomp filter supports amd64 and arm64, not %s", runtime.GOARCH)
 	}
@@ -142,9 +138,7 @@ func assembleFilter(rootless bool) ([]confine.Insn, error) {
 	}
 	var conditional []seccomp.NameWithConditions
 	for _, r := range Restricted {
-		if !r.Rootless || rootless {
-			conditional = append(conditional, r.rules...)
-		}
+		conditional = append(conditional, r.rules...)
 	}
 	groups = append(groups,
 		seccomp.SyscallGroup{NamesWithCondtions: conditional, Action: errnoAction(unix.EPERM)},

@@ -209,11 +209,12 @@ func startAhead(hostID int) {
 // own in the sandbox's groups: the exec sends it the exec's groups and
 // streams (startInNext). One at a time.
 type nextLauncher struct {
-	mu      sync.Mutex
-	ch      chan *launcher // the one started, nil where it could not be
-	pending bool
-	closed  bool   // the sandbox is ending: none is started
-	id      [4]int // the identity it was started as: uid, gid, host uid, host gid
+	mu       sync.Mutex
+	ch       chan *launcher // the one started, nil where it could not be
+	pending  bool
+	closed   bool           // the sandbox is ending: none is started
+	id       [4]int         // the identity it was started as: uid, gid, host uid, host gid
+	starting sync.WaitGroup // starts in flight, which close waits for
 }
 
 // start starts the next launcher in the background, unless one is
@@ -222,7 +223,10 @@ type nextLauncher struct {
 func (n *nextLauncher) start(ex *Exec) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.pending || n.closed || ex.HostUID == 0 {
+	// Below Landlock ABI 6 nothing keeps an earlier exec's processes,
+	// the sandbox's own host id, from signalling a launcher that waits
+	// (a stopped one would hold the next exec, and init with it).
+	if n.pending || n.closed || ex.HostUID == 0 || ABI() < 6 {
 		return
 	}
 	if n.ch == nil {
@@ -232,7 +236,9 @@ func (n *nextLauncher) start(ex *Exec) {
 	uid, gid, hostUID, hostGID := ex.UID, ex.GID, ex.HostUID, ex.HostGID
 	n.id = [4]int{uid, gid, hostUID, hostGID}
 	ch := n.ch
+	n.starting.Add(1)
 	go func() {
+		defer n.starting.Done()
 		runtime.LockOSThread() // never unlocked: its groups are changed
 		l, err := startLauncher(uid, gid, hostUID, hostGID, stdio, true)
 		if err != nil {
@@ -247,7 +253,7 @@ func (n *nextLauncher) start(ex *Exec) {
 // identity.
 func (n *nextLauncher) take(ex *Exec) *launcher {
 	n.mu.Lock()
-	if !n.pending {
+	if !n.pending || n.closed {
 		n.mu.Unlock()
 		return nil
 	}
@@ -263,7 +269,8 @@ func (n *nextLauncher) take(ex *Exec) *launcher {
 }
 
 // close ends the launcher waiting, once it has started, and starts no
-// other: the sandbox is ending.
+// other: the sandbox is ending. It returns once no start is in flight,
+// so that none is made after the sandbox's processes are killed.
 func (n *nextLauncher) close() {
 	n.mu.Lock()
 	n.closed = true
@@ -276,6 +283,7 @@ func (n *nextLauncher) close() {
 			l.drop()
 		}
 	}
+	n.starting.Wait()
 }
 
 // dropAhead ends the launcher started ahead, if there is one.
@@ -286,11 +294,20 @@ func dropAhead() {
 	}
 }
 
-// kill ends a launcher that did not start a program, and reaps it.
+// kill ends a launcher that did not start a program, and reaps it:
+// through its pidfd where there is one, which never names another
+// process (in a live sandbox its reaper may have taken the exit, and
+// the pid been reused).
 func (l *launcher) kill() {
 	l.signal()
 	for {
-		if _, err := unix.Wait4(l.pid, nil, 0, nil); err != unix.EINTR {
+		var err error
+		if l.pidfd >= 0 {
+			err = unix.Waitid(unix.P_PIDFD, l.pidfd, nil, unix.WEXITED, nil)
+		} else {
+			_, err = unix.Wait4(l.pid, nil, 0, nil)
+		}
+		if err != unix.EINTR {
 			break
 		}
 	}
@@ -493,11 +510,9 @@ func startInNext(l *launcher, ex *Exec, xc *execCtl, files []uintptr, groups []i
 	}
 	l.sendSpec(spec)
 	if err := l.sendRun(ll, files[:3], groups); err != nil {
+		// Gone (EPIPE), or not to be reached: the exec starts its own.
 		l.drop()
-		if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.ECONNREFUSED) {
-			return 0, errLauncherGone
-		}
-		return 0, err
+		return 0, errLauncherGone
 	}
 	return l.started(ex, xc)
 }

@@ -166,6 +166,9 @@ func runSession(sp *Spec, xc *execCtl, sigs chan os.Signal, report func(Status))
 	unix.Kill(-1, unix.SIGKILL)
 	mu.Lock() // no exec starts after this
 	for {
+		// Again each time: an exec that was starting as the kill came
+		// (it held the lock) may have made a process since.
+		unix.Kill(-1, unix.SIGKILL)
 		if _, err := unix.Wait4(-1, nil, 0, nil); err == unix.ECHILD {
 			break
 		}
