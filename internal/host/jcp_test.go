@@ -263,3 +263,72 @@ func TestJCPRefusesAProgramTheRunCanReplace(t *testing.T) {
 		}
 	}
 }
+
+// TestJCPRunsOnlyTheBytesItsDecisionNamed: a gated run's program is
+// checked at its exec, not only when the host read it. Another writer
+// of a read-only grant (another run, the grant's owner) replaces the
+// program between the read, which the decision names, and the run: the
+// kernel's exec of the new bytes is refused, and nothing of them runs.
+// Without exec control (rootless) the run's notes say what was not
+// checked.
+func TestJCPRunsOnlyTheBytesItsDecisionNamed(t *testing.T) {
+	h := newS1Host(t)
+	dir, err := os.MkdirTemp("/var/tmp", "sandbox-jcp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	decided := []byte("#!/bin/sh\necho decided\n")
+	tool := filepath.Join(dir, "tool")
+	if err := os.WriteFile(tool, decided, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w := newJCPWorld(t, h, 50e6, addr.Of(decided))
+	run := func(replace []byte) (*Run, string, error) {
+		req, err := Command(CommandLine{Args: []string{tool}, Grants: grants(t, "fs:"+dir+":ro"), Cwd: "/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if req.Image != nil && addr.Of(req.Image) != addr.Of(decided) {
+			t.Fatalf("the host read %q", req.Image)
+		}
+		if replace != nil {
+			if err := os.WriteFile(tool, replace, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			defer os.WriteFile(tool, decided, 0o755)
+		}
+		req.JCP = w.present(t)
+		var out bytes.Buffer
+		req.Stdout = &out
+		r, err := h.Run(context.Background(), req)
+		return r, out.String(), err
+	}
+	r, out, err := run(nil)
+	if err != nil || out != "decided\n" || r.Attestation.Claim.Outcome.ExitCode == nil || *r.Attestation.Claim.Outcome.ExitCode != 0 {
+		t.Fatalf("the decided program: %v %q %+v", err, out, r)
+	}
+	r, out, err = run([]byte("#!/bin/sh\necho replaced\n"))
+	if strings.Contains(out, "replaced") {
+		t.Fatalf("the replaced program ran: %q", out)
+	}
+	if os.Geteuid() != 0 {
+		if err != nil || !strings.Contains(strings.Join(r.Attestation.Claim.Notes, "\n"), "were not checked against") {
+			t.Fatalf("rootless: %v, notes %v: want the unchecked bytes said", err, r)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Attestation.Claim
+	if c.Outcome.Status != attest.Failed || !strings.Contains(c.Outcome.Detail, "operation not permitted") ||
+		!strings.Contains(strings.Join(c.Notes, "\n"), "refused at its exec: its bytes there were not "+addr.Of(decided).String()) {
+		t.Fatalf("the replaced program's run: %+v, notes %q: want it refused at its exec, saying why", c.Outcome, c.Notes)
+	}
+	for _, v := range verifyRun(t, h, r.Dir) {
+		if v.Err != nil {
+			t.Fatalf("%s: %v", v.Path, v.Err)
+		}
+	}
+}

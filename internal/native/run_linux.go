@@ -95,7 +95,7 @@ func (e *Executor) spec(storage []grant.Storage, root string) (*s1init.Spec, err
 	ex.UID, ex.GID = s1init.Nobody, s1init.Nobody
 	ex.KeepUID = b.UserNS
 	ex.NoFile = e.cfg.NoFile
-	f, err := syscalls.S1Filter(b.UserNS)
+	f, err := syscalls.S1Filter()
 	if err != nil {
 		return nil, err
 	}
@@ -195,6 +195,9 @@ func (e *Executor) Run(ctx context.Context, j *executor.Job) (*executor.Result, 
 	if o.execCtl, err = e.execControl(j.Grants, j.Enforcer, &sp.Exec, j.RootDir); err != nil {
 		return nil, err
 	}
+	if j.PinEntry {
+		res.EntryPinned = e.pinEntry(j, &sp.Exec, &o)
+	}
 	sp.Exec.KernelExecOnly = e.kernelExecOnly
 	if err := e.giveDevices(sp, j, o); err != nil {
 		return nil, err
@@ -225,6 +228,11 @@ func (e *Executor) Run(ctx context.Context, j *executor.Job) (*executor.Result, 
 	res.Start, res.End = end.start, end.end
 	res.Outcome = outcomeOf(st, j.Cgroup, end)
 	res.ExecErrno, res.Signal = syscall.Errno(st.ExecErrno), syscall.Signal(st.Signal)
+	if sp.Exec.Pin != "" && res.ExecErrno == syscall.EPERM {
+		// Under exec control with no exec lists, the one refusal is the
+		// pin's (Exec.Pin).
+		o.note("S1: the program %s was refused at its exec: its bytes there were not %s, the address its JCP decision names (the file changed after the host read it)", j.Unit.Entry, j.Unit.Image)
+	}
 	committed(st, sp, j.Enforcer, o)
 	return res, nil
 }
