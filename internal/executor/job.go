@@ -32,12 +32,6 @@ type Job struct {
 	// native unit runs in (its Unit.Root); "" for the host's system
 	// directories.
 	RootDir string
-	// PinEntry asks a native executor to run the unit's program only if
-	// its bytes, at the exec, are the unit's Image (a JCP-gated run's:
-	// its decision names that address, and the file at the path may
-	// have changed since the host read it). An executor that cannot
-	// check it runs the program (Result.EntryPinned false).
-	PinEntry bool
 
 	// Exactly one of Record and Replay is set.
 	Record *journal.Writer
@@ -131,10 +125,6 @@ type Control struct {
 type Result struct {
 	Outcome    attest.Outcome
 	Start, End time.Time
-	// EntryPinned says the executor checked the program at its exec
-	// against the unit's Image, as Job.PinEntry asked; where it was
-	// asked and this is false, the host's notes say it was not.
-	EntryPinned bool
 	// Fuel is the fuel consumed, for fuel-metered executors.
 	Fuel *uint64
 	// Readings are the executor's own energy figures per class (the fuel

@@ -593,8 +593,6 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 		Stdin:    req.Stdin,
 		OnStart:  req.OnStart,
 		RootDir:  p.rootDir,
-		// A gated program runs only as the bytes its decision names.
-		PinEntry: d != nil && u.Kind == tier.Native,
 	}
 	if c := p.Continue; c != nil {
 		// The parked part again, from its journal: its output is
@@ -693,9 +691,6 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 	if err := errors.Join(outT.failed(), errT.failed()); err != nil {
 		span.Stop(meter.RunCPU{}, nil)
 		return nil, &NotSealedError{Result: res, Err: fmt.Errorf("writing its output into the record: %w", err)}
-	}
-	if j.PinEntry && !res.EntryPinned {
-		res.Notes = append(res.Notes, fmt.Sprintf("JCP: the program's bytes at its exec were not checked against %s, the address the decision names (the executor, %s, did not: only S1's one-shot runs do, with exec control, as root): the decision binds the file the host read at %s", u.Image, p.ex.Name(), u.Entry))
 	}
 	res.Notes = append(res.Notes, cutNotes(outcomeOf(res, files.outH, files.errH, files.outK, files.errK), h.outputMax())...)
 	for _, n := range res.Notes { // the caller's, not stderr.log: not the guest's output

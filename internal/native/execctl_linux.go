@@ -11,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/opensubstrate/sandbox/addr"
-	"github.com/opensubstrate/sandbox/internal/executor"
 	"github.com/opensubstrate/sandbox/internal/grant"
 	"github.com/opensubstrate/sandbox/internal/image"
 	"github.com/opensubstrate/sandbox/internal/native/s1init"
@@ -113,28 +112,6 @@ func loadersIn(e *Executor, root string) map[addr.Addr]bool {
 		}
 	}
 	return out
-}
-
-// pinEntry has the run's program checked at its exec against the unit's
-// Image (Job.PinEntry): exec control on, and the first file the kernel
-// opens for exec in the run pinned to that address (Exec.Pin), judged
-// in init as the kernel holds that open. Without exec lists every other
-// exec is admitted. It says false where exec control cannot be had
-// (rootless): the run goes on bound only to the file the host read.
-func (e *Executor) pinEntry(j *executor.Job, ex *s1init.Exec, o *launchOpts) bool {
-	what := j.Unit.Image.String() + " " + j.Unit.Entry
-	if os.Geteuid() != 0 {
-		return false
-	}
-	ex.ExecControl = true
-	ex.Pin = j.Unit.Image.String()
-	if o.execCtl == nil {
-		o.execCtl = func(m s1init.Ctl) s1init.Ctl { return s1init.Ctl{Op: "verdict", Allow: m.Op == "exec"} }
-	}
-	if j.Enforcer != nil {
-		j.Enforcer.Note(grant.KindExec, grant.OpExec, what, true, "JCP: the program runs only as these bytes, checked at its exec (exec control); any other file there then is refused")
-	}
-	return true
 }
 
 // execControl turns on exec control for a run whose grants have exec

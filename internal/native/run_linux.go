@@ -195,9 +195,6 @@ func (e *Executor) Run(ctx context.Context, j *executor.Job) (*executor.Result, 
 	if o.execCtl, err = e.execControl(j.Grants, j.Enforcer, &sp.Exec, j.RootDir); err != nil {
 		return nil, err
 	}
-	if j.PinEntry {
-		res.EntryPinned = e.pinEntry(j, &sp.Exec, &o)
-	}
 	sp.Exec.KernelExecOnly = e.kernelExecOnly
 	if err := e.giveDevices(sp, j, o); err != nil {
 		return nil, err
@@ -228,11 +225,6 @@ func (e *Executor) Run(ctx context.Context, j *executor.Job) (*executor.Result, 
 	res.Start, res.End = end.start, end.end
 	res.Outcome = outcomeOf(st, j.Cgroup, end)
 	res.ExecErrno, res.Signal = syscall.Errno(st.ExecErrno), syscall.Signal(st.Signal)
-	if sp.Exec.Pin != "" && res.ExecErrno == syscall.EPERM {
-		// Under exec control with no exec lists, the one refusal is the
-		// pin's (Exec.Pin).
-		o.note("S1: the program %s was refused at its exec: its bytes there were not %s, the address its JCP decision names (the file changed after the host read it)", j.Unit.Entry, j.Unit.Image)
-	}
 	committed(st, sp, j.Enforcer, o)
 	return res, nil
 }

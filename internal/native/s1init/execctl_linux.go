@@ -50,10 +50,6 @@ type execCtl struct {
 	// for the program that thread's exec just opened: the one open of a
 	// loader for exec that is admitted (a loader run directly is not).
 	pending map[int]string
-	// pin is the address the first open for exec must have (Exec.Pin),
-	// "" for none; pinned is set once that open was judged.
-	pin    string
-	pinned bool
 }
 
 // head is what exec control reads from the start of a file: the ELF
@@ -643,20 +639,11 @@ func (c *execCtl) serveFanotify(fd int) {
 // cannot be hashed is refused. An admitted program's loader becomes the
 // thread's one expected loader.
 func (c *execCtl) judgeKernel(fd, tid int) bool {
-	c.mu.Lock()
-	first := !c.pinned
-	c.pinned = true
-	c.mu.Unlock()
 	a, ok := c.known(fd)
 	if !ok {
 		if _, a = c.judge(fd, displayPath(fd, ""), RoleKernel); a == "" {
 			return false
 		}
-	}
-	if first && c.pin != "" && a != c.pin {
-		// The run's program, at its exec, is not the one the run was
-		// decided on (Exec.Pin).
-		return false
 	}
 	c.mu.Lock()
 	expected := c.pending[tid]

@@ -152,7 +152,6 @@ func runInit() int {
 			return 1
 		}
 		xc = newExecCtl(hostAsker())
-		xc.pin = sp.Exec.Pin
 		go xc.serveFanotify(fan)
 		// memfds live on no mount of the run, out of fanotify's sight: the
 		// run's pid namespace may not execute them at all.

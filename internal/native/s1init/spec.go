@@ -199,12 +199,6 @@ type Exec struct {
 	// KernelExecOnly leaves out the seccomp layer, so that a test can
 	// show what the fanotify layer alone refuses.
 	KernelExecOnly bool `json:"kernel_exec_only,omitempty"`
-	// Pin, with ExecControl, is the content address the first file the
-	// kernel opens for exec in the run (the program) must have: a
-	// JCP-gated run's, whose decision names it. Any other is refused
-	// there (EPERM), however it came to be at that path since the host
-	// read it.
-	Pin string `json:"pin,omitempty"`
 	// Seccomp is the filter program, assembled by the host.
 	Seccomp confine.Program `json:"seccomp"`
 	// Probe marks the tier probe, whose denials are its purpose: the
