@@ -692,6 +692,9 @@ func (h *Host) Execute(ctx context.Context, p *Plan, run RunFunc) (*Run, error) 
 		span.Stop(meter.RunCPU{}, nil)
 		return nil, &NotSealedError{Result: res, Err: fmt.Errorf("writing its output into the record: %w", err)}
 	}
+	if d != nil && u.Kind == tier.Native {
+		res.Notes = append(res.Notes, fmt.Sprintf("JCP: the decision names the program by the bytes the host read at %s (%s); they were not checked again at the exec, so a file another writer changed in between ran as it then was", u.Entry, u.Image))
+	}
 	res.Notes = append(res.Notes, cutNotes(outcomeOf(res, files.outH, files.errH, files.outK, files.errK), h.outputMax())...)
 	for _, n := range res.Notes { // the caller's, not stderr.log: not the guest's output
 		fmt.Fprintf(orDiscard(req.Stderr), "sandbox: %s\n", n)

@@ -263,3 +263,36 @@ func TestJCPRefusesAProgramTheRunCanReplace(t *testing.T) {
 		}
 	}
 }
+
+// TestJCPSaysWhatItsDecisionBinds: a gated native run's decision names
+// the bytes the host read, which are not checked again at the exec; the
+// sealed run says so, naming the path and the address.
+func TestJCPSaysWhatItsDecisionBinds(t *testing.T) {
+	h := newS1Host(t)
+	dir, err := os.MkdirTemp("/var/tmp", "sandbox-jcp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	script := []byte("#!/bin/sh\necho decided\n")
+	tool := filepath.Join(dir, "tool")
+	if err := os.WriteFile(tool, script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w := newJCPWorld(t, h, 50e6, addr.Of(script))
+	req, err := Command(CommandLine{Args: []string{tool}, Grants: grants(t, "fs:"+dir+":ro"), Cwd: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.JCP = w.present(t)
+	var out bytes.Buffer
+	req.Stdout = &out
+	r, err := h.Run(context.Background(), req)
+	if err != nil || out.String() != "decided\n" {
+		t.Fatalf("%v %q", err, out.String())
+	}
+	notes := strings.Join(r.Attestation.Claim.Notes, "\n")
+	if want := "the bytes the host read at " + tool + " (" + addr.Of(script).String() + "); they were not checked again at the exec"; !strings.Contains(notes, want) {
+		t.Fatalf("notes %q, want %q", notes, want)
+	}
+}
