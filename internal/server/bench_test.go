@@ -55,68 +55,30 @@ func BenchmarkFastPath(b *testing.B) {
 		}
 		reportCPU(b, cpu0)
 	})
-	b.Run("live-exec", func(b *testing.B) {
+	// trueIn is an exec of /bin/true in a live S1 sandbox made for b.
+	trueIn := func(b *testing.B) func() {
 		sb, err := c.Create(ctx, client.SandboxSpec{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer c.Remove(ctx, sb.ID)
-		exec := func() {
+		b.Cleanup(func() { c.Remove(ctx, sb.ID) })
+		return func() {
 			if r, err := c.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"/bin/true"}}, nil, nil); err != nil || r.ExitStatus != 0 {
 				b.Fatal(err, r)
 			}
 		}
-		syncs := countSyncs(b, exec)
-		cpu0 := machineCPU()
-		for b.Loop() {
-			exec()
-		}
-		reportCPU(b, cpu0)
-		b.ReportMetric(syncs, "syncs/run")
-	})
-	// An agent's exec: the sandbox idle a moment before each (50 ms, off
-	// the clock), as between a model's tool calls, not back to back.
-	b.Run("live-exec-idle", func(b *testing.B) {
-		sb, err := c.Create(ctx, client.SandboxSpec{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Remove(ctx, sb.ID)
-		exec := func() {
-			if r, err := c.Exec(ctx, sb.ID, client.ExecSpec{Args: []string{"/bin/true"}}, nil, nil); err != nil || r.ExitStatus != 0 {
-				b.Fatal(err, r)
-			}
-		}
-		exec()
-		for b.Loop() {
-			b.StopTimer()
-			time.Sleep(50 * time.Millisecond)
-			b.StartTimer()
-			exec()
-		}
-	})
-	b.Run("service-s1", func(b *testing.B) {
-		run := func() {
+	}
+	// trueRun is a sealed one-shot run of /bin/true through the API.
+	trueRun := func(b *testing.B) func() {
+		return func() {
 			if r, err := c.Run(ctx, client.ExecSpec{Args: []string{"/bin/true"}}, nil, nil); err != nil || r.ExitStatus != 0 {
 				b.Fatal(err, r)
 			}
 		}
-		syncs := countSyncs(b, run)
-		cpu0 := machineCPU()
-		for b.Loop() {
-			run()
-		}
-		reportCPU(b, cpu0)
-		b.ReportMetric(syncs, "syncs/run")
-	})
-	// The same after the service idled 50 ms (off the clock): its warm
-	// init is ready, as back to back it is still being started.
-	b.Run("service-s1-idle", func(b *testing.B) {
-		run := func() {
-			if r, err := c.Run(ctx, client.ExecSpec{Args: []string{"/bin/true"}}, nil, nil); err != nil || r.ExitStatus != 0 {
-				b.Fatal(err, r)
-			}
-		}
+	}
+	// afterIdle times run with the service idle 50 ms before each (off
+	// the clock).
+	afterIdle := func(b *testing.B, run func()) {
 		run()
 		for b.Loop() {
 			b.StopTimer()
@@ -124,7 +86,26 @@ func BenchmarkFastPath(b *testing.B) {
 			b.StartTimer()
 			run()
 		}
-	})
+	}
+	// backToBack times run back to back, with the syncs one costs and
+	// the machine's CPU.
+	backToBack := func(b *testing.B, run func()) {
+		syncs := countSyncs(b, run)
+		cpu0 := machineCPU()
+		for b.Loop() {
+			run()
+		}
+		reportCPU(b, cpu0)
+		b.ReportMetric(syncs, "syncs/run")
+	}
+	b.Run("live-exec", func(b *testing.B) { backToBack(b, trueIn(b)) })
+	// An agent's exec: the sandbox idle a moment before each (50 ms, off
+	// the clock), as between a model's tool calls, not back to back.
+	b.Run("live-exec-idle", func(b *testing.B) { afterIdle(b, trueIn(b)) })
+	b.Run("service-s1", func(b *testing.B) { backToBack(b, trueRun(b)) })
+	// The same after the service idled 50 ms (off the clock): its warm
+	// init is ready, as back to back it is still being started.
+	b.Run("service-s1-idle", func(b *testing.B) { afterIdle(b, trueRun(b)) })
 	// An agent's usual one-shot: python3 (6.8 MB here), with bubblewrap
 	// running it beside.
 	python := []string{"/usr/bin/python3", "-c", "pass"}
@@ -172,18 +153,11 @@ func BenchmarkFastPath(b *testing.B) {
 		reportCPU(b, cpu0)
 	})
 	b.Run("service-s2", func(b *testing.B) {
-		run := func() {
+		backToBack(b, func() {
 			if r, err := c.Run(ctx, client.ExecSpec{Args: []string{hello}, Grants: []string{"cpu:1J"}}, nil, nil); err != nil || r.ExitStatus != 0 {
 				b.Fatal(err, r)
 			}
-		}
-		syncs := countSyncs(b, run)
-		cpu0 := machineCPU()
-		for b.Loop() {
-			run()
-		}
-		reportCPU(b, cpu0)
-		b.ReportMetric(syncs, "syncs/run")
+		})
 	})
 	sbx := filepath.Join(tmp, "sandbox")
 	if out, err := exec.Command("go", "build", "-o", sbx, "github.com/opensubstrate/sandbox/cmd/sandbox").CombinedOutput(); err != nil {
