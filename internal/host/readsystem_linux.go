@@ -75,22 +75,25 @@ func reachSystem(path string, check func(string) error) (int, error) {
 // are checked is told only of what a run's user could read.
 func othersReach(fd int, real string) bool {
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil {
-		return false
-	}
-	want := uint32(unix.S_IROTH)
-	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		want = unix.S_IXOTH
-	}
-	if st.Mode&want == 0 {
+	if unix.Fstat(fd, &st) != nil || !othersMay(st.Mode) {
 		return false
 	}
 	for d := filepath.Dir(real); d != "/" && d != "."; d = filepath.Dir(d) {
-		if unix.Stat(d, &st) != nil || st.Mode&unix.S_IXOTH == 0 {
+		if unix.Stat(d, &st) != nil || !othersMay(st.Mode) {
 			return false
 		}
 	}
 	return true
+}
+
+// othersMay says whether a user who is neither the owner nor in the
+// group may use a file of this mode: read it, or search it where it is
+// a directory.
+func othersMay(mode uint32) bool {
+	if mode&unix.S_IFMT == unix.S_IFDIR {
+		return mode&unix.S_IXOTH != 0
+	}
+	return mode&unix.S_IROTH != 0
 }
 
 // statLooked is os.Stat for a caller that may learn only of what look

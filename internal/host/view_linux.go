@@ -121,10 +121,10 @@ func walkInRun(rootDir, p string, g grant.Set, look func(string) error, step fun
 				}
 				switch st.Mode & unix.S_IFMT {
 				case unix.S_IFDIR:
-					shut[at] = st.Mode&unix.S_IXOTH == 0
+					shut[at] = !othersMay(st.Mode)
 				case unix.S_IFLNK:
 				default:
-					if st.Mode&unix.S_IROTH == 0 {
+					if !othersMay(st.Mode) {
 						unix.Close(fd)
 						return -1, unix.ENOENT
 					}

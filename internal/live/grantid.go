@@ -8,18 +8,25 @@ import (
 	"github.com/opensubstrate/sandbox/internal/hostpath"
 )
 
+// grantID is the host object a storage grant's path named when the
+// session opened.
+type grantID struct {
+	path string
+	id   hostpath.ID
+}
+
 // grantIDs are the host objects g's storage grants name now (as the
-// session's init reaches them: hostpath, following no link), in g's
-// order, taken as the session opens: its mounts hold these objects for
-// as long as it lives, whatever their paths name later.
-func grantIDs(g grant.Set) ([]hostpath.ID, error) {
-	ids := make([]hostpath.ID, len(g.Storage))
+// session's init reaches them: hostpath, following no link), taken as
+// the session opens: its mounts hold these objects for as long as it
+// lives, whatever their paths name later.
+func grantIDs(g grant.Set) ([]grantID, error) {
+	ids := make([]grantID, len(g.Storage))
 	for i, s := range g.Storage {
 		o, err := hostpath.Open(s.Path)
 		if err != nil {
 			return nil, err
 		}
-		ids[i] = o.ID
+		ids[i] = grantID{s.Path, o.ID}
 		o.Close()
 	}
 	return ids, nil
@@ -32,22 +39,16 @@ func grantIDs(g grant.Set) ([]hostpath.ID, error) {
 // one while the run executes the old one's, and the unit would name
 // bytes that did not run.
 func sameGrants(sb *Sandbox) error {
-	if sb.grantIDs == nil {
-		return nil
-	}
-	for i, s := range sb.Grants.Storage {
-		if i >= len(sb.grantIDs) {
-			break
-		}
-		o, err := hostpath.Open(s.Path)
+	for _, g := range sb.grantIDs {
+		o, err := hostpath.Open(g.path)
 		if err == nil {
-			if o.ID != sb.grantIDs[i] {
+			if o.ID != g.id {
 				err = fmt.Errorf("it is another directory than the one the sandbox was given")
 			}
 			o.Close()
 		}
 		if err != nil {
-			return &host.InvalidError{Err: fmt.Errorf("sandbox %s: its grant %s: %v: what it runs there is not what the host would read (close it and make it again)", sb.ID, s.Path, err)}
+			return &host.InvalidError{Err: fmt.Errorf("sandbox %s: its grant %s: %v: what it runs there is not what the host would read (close it and make it again)", sb.ID, g.path, err)}
 		}
 	}
 	return nil

@@ -162,11 +162,7 @@ func (h *Manager) Claim(ctx context.Context, name, owner string) (SandboxInfo, e
 	if ask.Tier == 0 {
 		ask.Tier = tier.S1
 	}
-	ref := p.spec.Sandbox.Image
-	if m := p.spec.Sandbox.Manifest; ref == "" && m != nil {
-		ref = m.Manifest.Image // as environmentOf takes it
-	}
-	if ref != "" {
+	if ref := p.spec.Sandbox.imageRef(); ref != "" {
 		if img, err := h.Images.Resolve(ref); err == nil {
 			ask.Image = img.Root
 		}

@@ -3,7 +3,6 @@ package live
 import (
 	"github.com/opensubstrate/sandbox/internal/gate"
 	"github.com/opensubstrate/sandbox/internal/host"
-	"github.com/opensubstrate/sandbox/internal/hostpath"
 
 	"context"
 	"crypto/rand"
@@ -94,7 +93,7 @@ type SandboxSpec struct {
 type Sandbox struct {
 	// grantIDs are the host objects its session mounted for Grants'
 	// storage (grantIDs), set before the session opens.
-	grantIDs  []hostpath.ID
+	grantIDs  []grantID
 	ID        string
 	Tier      tier.Tier
 	Grants    grant.Set // as given, and the workspace
@@ -229,6 +228,15 @@ func (s *Sandbox) info() SandboxInfo {
 	return i
 }
 
+// imageRef is the image a sandbox of spec runs in: its own, else its
+// manifest's.
+func (spec SandboxSpec) imageRef() string {
+	if m := spec.Manifest; spec.Image == "" && m != nil {
+		return m.Manifest.Image
+	}
+	return spec.Image
+}
+
 // environmentOf makes a sandbox's spec whole from its manifest and
 // image: it returns the root filesystem's directory and the image's
 // environment. A manifest's features are refused: each is installed by
@@ -238,9 +246,7 @@ func (h *Manager) environmentOf(ctx context.Context, spec *SandboxSpec, action s
 		if len(m.Manifest.Features) > 0 {
 			return "", nil, &host.InvalidError{Err: fmt.Errorf("manifest %s names %d features (%s, ...): a feature is installed by running its install script, which no manifest may carry; build an image with them and name it in the manifest", m.Addr.Short(), len(m.Manifest.Features), m.Manifest.Features[0].ID)}
 		}
-		if spec.Image == "" {
-			spec.Image = m.Manifest.Image
-		}
+		spec.Image = spec.imageRef()
 		env := map[string]string{}
 		for _, e := range []map[string]string{m.Manifest.ContainerEnv, m.Manifest.RemoteEnv, spec.Env} {
 			for k, v := range e {
