@@ -252,9 +252,10 @@ func startConfined(ex *Exec, xc *execCtl, files []uintptr, cgroups []int, next *
 var stdio = []uintptr{0, 1, 2}
 
 func confineThreadAndStart(ex *Exec, xc *execCtl, files []uintptr, cgroups []int, next *launcher) (int, error) {
-	if next != nil && ex.HostUID != 0 {
-		// The launcher started ahead enters the exec's groups and
-		// cgroup namespace itself; this thread builds its ruleset.
+	if next != nil {
+		// The launcher started ahead (only for a host identity of the
+		// exec's own) enters the exec's groups and cgroup namespace
+		// itself; this thread builds its ruleset.
 		ll, err := landlockRuleset(ex)
 		if err != nil {
 			next.drop()
@@ -269,8 +270,6 @@ func confineThreadAndStart(ex *Exec, xc *execCtl, files []uintptr, cgroups []int
 			return pid, err
 		}
 		// It had ended (killed while it waited): as without one.
-	} else if next != nil {
-		next.drop()
 	}
 	// A live sandbox's exec has a group of its own for its CPU time: the
 	// host passes the group's tasks files (cgroup v1), and writing 0 to

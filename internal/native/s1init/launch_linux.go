@@ -207,13 +207,13 @@ func startAhead(hostID int) {
 // nextLauncher is the launcher a live sandbox's init starts ahead for
 // its next exec, as the sandbox's program identity, from a thread of its
 // own in the sandbox's groups: the exec sends it the exec's groups and
-// streams (startInNext). One at a time.
+// streams (startInNext). One at a time; every exec of a sandbox has its
+// identity.
 type nextLauncher struct {
 	mu       sync.Mutex
 	ch       chan *launcher // the one started, nil where it could not be
 	pending  bool
 	closed   bool           // the sandbox is ending: none is started
-	id       [4]int         // the identity it was started as: uid, gid, host uid, host gid
 	starting sync.WaitGroup // starts in flight, which close waits for
 }
 
@@ -234,7 +234,6 @@ func (n *nextLauncher) start(ex *Exec) {
 	}
 	n.pending = true
 	uid, gid, hostUID, hostGID := ex.UID, ex.GID, ex.HostUID, ex.HostGID
-	n.id = [4]int{uid, gid, hostUID, hostGID}
 	ch := n.ch
 	n.starting.Add(1)
 	go func() {
@@ -248,24 +247,18 @@ func (n *nextLauncher) start(ex *Exec) {
 	}()
 }
 
-// take is the launcher started for ex's exec, waiting for it if it is
-// still starting; nil if there is none, or it was started for another
-// identity.
-func (n *nextLauncher) take(ex *Exec) *launcher {
+// take is the launcher started for the next exec, waiting for it if it
+// is still starting; nil if there is none.
+func (n *nextLauncher) take() *launcher {
 	n.mu.Lock()
 	if !n.pending || n.closed {
 		n.mu.Unlock()
 		return nil
 	}
 	n.pending = false
-	ch, id := n.ch, n.id
+	ch := n.ch
 	n.mu.Unlock()
-	l := <-ch
-	if l != nil && id != [4]int{ex.UID, ex.GID, ex.HostUID, ex.HostGID} {
-		l.drop()
-		return nil
-	}
-	return l
+	return <-ch
 }
 
 // close ends the launcher waiting, once it has started, and starts no

@@ -122,7 +122,7 @@ func runSession(sp *Spec, xc *execCtl, sigs chan os.Signal, report func(Status))
 				// Under the lock until "started" is sent: the reaper, which
 				// takes it to find whose exit it reaped, reports the exit
 				// after the start.
-				nl := next.take(&ex) // before the lock: it may still be starting
+				nl := next.take() // before the lock: it may still be starting
 				mu.Lock()
 				pid, err := startConfined(&ex, xc, files, fds[3:], nl)
 				if err == nil {
